@@ -1,0 +1,476 @@
+#include "cli/commands.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "store/safetensors.h"
+#include "store/store.h"
+
+namespace ecstore::cli {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Globals {
+  std::string dir = "./.ec-store";
+  bool json = false;
+  std::string pool_size = "64MiB";
+  std::string disk_quota = "16GiB";
+  bool compress = false;
+};
+
+class CliError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+void Check(const Status& st) {
+  if (!st.ok()) throw CliError(st.ToString());
+}
+template <typename T>
+T Check(Result<T> r) {
+  if (!r.ok()) throw CliError(r.status().ToString());
+  return std::move(r).value();
+}
+
+std::string HumanBytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+std::string TimeString(uint64_t us) {
+  std::time_t t = static_cast<std::time_t>(us / 1000000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::unique_ptr<Store> OpenStore(const Globals& g, bool rebuild = false) {
+  Options o;
+  o.pool_bytes = Check(ParseSize(g.pool_size));
+  o.disk_quota_bytes = Check(ParseSize(g.disk_quota));
+  o.compress = g.compress;
+  o.rebuild_index = rebuild;
+  return Check(Store::Open(g.dir, o));
+}
+
+json InfoJson(const EntryInfo& e) {
+  return {{"key", e.key},
+          {"namespace", e.ns},
+          {"tier", TierName(e.tier)},
+          {"on_disk", e.on_disk},
+          {"bytes", e.bytes},
+          {"dtype", DTypeName(e.meta.dtype)},
+          {"shape", e.meta.shape},
+          {"created", TimeString(e.created_us)},
+          {"last_access", TimeString(e.last_access_us)},
+          {"hits", e.hits},
+          {"checksum", e.checksum}};
+}
+
+void PrintInfoTable(const std::vector<EntryInfo>& rows) {
+  std::printf("%-20s %-12s %-5s %10s %-6s %-14s %6s %-20s\n", "KEY", "NAMESPACE", "TIER", "BYTES",
+              "DTYPE", "SHAPE", "HITS", "LAST ACCESS");
+  for (const EntryInfo& e : rows) {
+    std::string key = e.key.size() > 20 ? e.key.substr(0, 17) + "..." : e.key;
+    std::printf("%-20s %-12s %-5s %10s %-6s %-14s %6llu %-20s\n", key.c_str(), e.ns.c_str(),
+                TierName(e.tier), HumanBytes(e.bytes).c_str(), DTypeName(e.meta.dtype),
+                e.meta.ShapeString().c_str(), static_cast<unsigned long long>(e.hits),
+                TimeString(e.last_access_us).c_str());
+  }
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Status SafePathComponent(const std::string& key) {
+  if (key == "." || key == ".." || key.find('/') != std::string::npos)
+    return Status::InvalidArgument("key '" + key + "' cannot be a directory name");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<uint64_t> ParseSize(const std::string& text) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  std::string unit = text.substr(pos);
+  std::transform(unit.begin(), unit.end(), unit.begin(), ::tolower);
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},        {"b", 1},          {"k", 1024.0},     {"kb", 1e3},   {"kib", 1024.0},
+      {"m", 1 << 20}, {"mb", 1e6},       {"mib", 1 << 20},  {"g", 1 << 30}, {"gb", 1e9},
+      {"gib", 1 << 30}, {"t", 1099511627776.0}, {"tb", 1e12}, {"tib", 1099511627776.0}};
+  if (pos == 0 || v < 0)
+    return Status::InvalidArgument("bad size '" + text + "'; write it as 256MiB, 4GiB or bytes");
+  for (auto& [name, mult] : kUnits)
+    if (unit == name) return static_cast<uint64_t>(v * mult);
+  return Status::InvalidArgument("unknown size unit in '" + text + "'; use B, KiB, MiB, GiB, TiB");
+}
+
+Result<uint64_t> ParseDuration(const std::string& text) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  std::string unit = text.substr(pos);
+  double mult = 0;
+  if (unit == "s" || unit.empty()) mult = 1;
+  else if (unit == "m") mult = 60;
+  else if (unit == "h") mult = 3600;
+  else if (unit == "d") mult = 86400;
+  if (pos == 0 || v < 0 || mult == 0)
+    return Status::InvalidArgument("bad duration '" + text + "'; write it as 90s, 15m, 2h or 7d");
+  return static_cast<uint64_t>(v * mult * 1e6);
+}
+
+int Run(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);
+  spdlog::set_pattern("ec-store: %l: %v");
+  Globals g;
+  CLI::App app{"ec-store: inspect, fill and evict an encoder-cache store"};
+  app.require_subcommand(1);
+  app.add_option("--dir", g.dir, "store directory")->capture_default_str();
+  app.add_flag("--json", g.json, "machine-readable output");
+  app.add_option("--pool-size", g.pool_size, "pinned pool size (e.g. 256MiB)")->capture_default_str();
+  app.add_option("--disk-quota", g.disk_quota, "disk tier quota (e.g. 4GiB)")->capture_default_str();
+  app.add_flag("--compress", g.compress, "LZ4-compress entries spilled to disk where it pays");
+
+  std::string ns = "default", key, file, out, dtype, shape;
+  auto* put = app.add_subcommand("put", "store FILE (.safetensors, or raw bytes) under KEY");
+  put->add_option("key", key, "entry key (the image's mm_hash)")->required();
+  put->add_option("file", file, "tensor file")->required()->check(CLI::ExistingFile);
+  put->add_option("-n,--namespace", ns, "model / encoder namespace")->capture_default_str();
+  put->add_option("--dtype", dtype, "dtype of raw bytes (BF16, F16, F32, ...)");
+  put->add_option("--shape", shape, "shape of raw bytes, ROWS,COLS");
+
+  auto* get = app.add_subcommand("get", "write an entry to a file");
+  get->add_option("key", key)->required();
+  get->add_option("-o,--output", out, "output file; .safetensors gets a header")->required();
+  get->add_option("-n,--namespace", ns)->capture_default_str();
+
+  auto* inspect = app.add_subcommand("inspect", "show one entry");
+  inspect->add_option("key", key)->required();
+  inspect->add_option("-n,--namespace", ns)->capture_default_str();
+
+  std::string tier_filter, ns_filter, prefix, sort = "age";
+  size_t limit = 0;
+  auto* ls = app.add_subcommand("ls", "list entries");
+  ls->add_option("--tier", tier_filter, "pool or disk")->check(CLI::IsMember({"pool", "disk"}));
+  ls->add_option("-n,--namespace", ns_filter, "only this namespace");
+  ls->add_option("--prefix", prefix, "only keys starting with this");
+  ls->add_option("--sort", sort, "size, age or hits")->check(CLI::IsMember({"size", "age", "hits"}));
+  ls->add_option("--limit", limit, "at most this many rows");
+
+  auto* stats = app.add_subcommand("stats", "per-tier statistics");
+
+  std::vector<std::string> keys;
+  bool all = false;
+  std::string older_than, to_bytes;
+  auto* evict = app.add_subcommand("evict", "remove entries from every tier");
+  evict->add_option("keys", keys, "keys to remove");
+  evict->add_flag("--all", all, "remove every entry (of --namespace, when given)");
+  evict->add_option("-n,--namespace", ns_filter, "only this namespace");
+  evict->add_option("--older-than", older_than, "entries not accessed for this long (2h, 7d)");
+  evict->add_option("--to-bytes", to_bytes, "evict least recently used until the store holds this");
+
+  auto* verify = app.add_subcommand("verify", "check every entry's checksum");
+  auto* compact = app.add_subcommand("compact", "rewrite segments holding dead records");
+  auto* repair = app.add_subcommand("repair", "rebuild the index from the segment files");
+
+  std::string src_dir;
+  auto* import = app.add_subcommand("import", "load DIR/<mm_hash>/encoder_cache.safetensors");
+  import->add_option("dir", src_dir)->required()->check(CLI::ExistingDirectory);
+  import->add_option("-n,--namespace", ns)->capture_default_str();
+  auto* exportc = app.add_subcommand("export", "write entries as DIR/<mm_hash>/encoder_cache.safetensors");
+  exportc->add_option("dir", src_dir)->required();
+  exportc->add_option("-n,--namespace", ns_filter, "only this namespace");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (put->parsed()) {
+      TensorMeta meta;
+      std::string bytes;
+      if (EndsWith(file, ".safetensors") && dtype.empty()) {
+        Check(safetensors::Load(file, &meta, &bytes));
+      } else {
+        if (dtype.empty() || shape.empty())
+          throw CliError("InvalidArgument: " + file +
+                         " is raw bytes; give --dtype and --shape (or a .safetensors file)");
+        meta.dtype = Check(ParseDType(dtype));
+        meta.shape = Check(ParseShape(shape));
+        bytes = Check(safetensors::ReadFile(file));
+      }
+      Check(ValidateKey(key));
+      Check(ValidateMeta(meta, bytes.size()));
+      auto store = OpenStore(g);
+      Check(store->Put(ns, key, meta,
+                       {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
+      auto info = Check(store->Lookup(ns, key));
+      Check(store->Close());
+      if (g.json) std::cout << InfoJson(info).dump() << "\n";
+      else std::printf("stored %s (%s, %s [%s]) in namespace %s\n", key.c_str(),
+                       HumanBytes(info.bytes).c_str(), DTypeName(info.meta.dtype),
+                       info.meta.ShapeString().c_str(), ns.c_str());
+    } else if (get->parsed()) {
+      auto store = OpenStore(g);
+      auto info = Check(store->Lookup(ns, key));
+      std::string buf(info.bytes, '\0');
+      info = Check(store->Get(ns, key, {reinterpret_cast<uint8_t*>(buf.data()), buf.size()}));
+      std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(buf.data()), buf.size());
+      if (EndsWith(out, ".safetensors")) {
+        Check(safetensors::Save(out, info.meta, bytes));
+      } else {
+        FILE* f = std::fopen(out.c_str(), "wb");
+        if (!f) throw CliError("IOError: cannot write " + out + ": " + std::strerror(errno));
+        bool ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
+        ok = (std::fclose(f) == 0) && ok;
+        if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
+      }
+      Check(store->Close());
+      if (g.json) std::cout << InfoJson(info).dump() << "\n";
+      else std::printf("wrote %s (%s) to %s\n", key.c_str(), HumanBytes(info.bytes).c_str(), out.c_str());
+    } else if (inspect->parsed()) {
+      auto store = OpenStore(g);
+      auto info = Check(store->Lookup(ns, key));
+      if (g.json) {
+        std::cout << InfoJson(info).dump(2) << "\n";
+      } else {
+        std::printf("key:          %s\nnamespace:    %s\ntier:         %s%s\nbytes:        %llu (%s)\n"
+                    "dtype:        %s\nshape:        [%s]\ncreated:      %s\nlast access:  %s\nhits:         %llu\n",
+                    info.key.c_str(), info.ns.c_str(), TierName(info.tier),
+                    info.on_disk && info.tier == Tier::kPool ? " (also on disk)" : "",
+                    static_cast<unsigned long long>(info.bytes), HumanBytes(info.bytes).c_str(),
+                    DTypeName(info.meta.dtype), info.meta.ShapeString().c_str(),
+                    TimeString(info.created_us).c_str(), TimeString(info.last_access_us).c_str(),
+                    static_cast<unsigned long long>(info.hits));
+      }
+      Check(store->Close());
+    } else if (ls->parsed()) {
+      auto store = OpenStore(g);
+      std::vector<EntryInfo> rows;
+      for (EntryInfo& e : store->List()) {
+        if (!tier_filter.empty() && tier_filter != TierName(e.tier) &&
+            !(tier_filter == "disk" && e.on_disk))
+          continue;
+        if (!ns_filter.empty() && e.ns != ns_filter) continue;
+        if (!prefix.empty() && e.key.rfind(prefix, 0) != 0) continue;
+        rows.push_back(std::move(e));
+      }
+      std::sort(rows.begin(), rows.end(), [&](const EntryInfo& a, const EntryInfo& b) {
+        if (sort == "size") return a.bytes > b.bytes;
+        if (sort == "hits") return a.hits > b.hits;
+        return a.last_access_us < b.last_access_us;  // oldest first
+      });
+      if (limit && rows.size() > limit) rows.resize(limit);
+      if (g.json) {
+        json arr = json::array();
+        for (auto& e : rows) arr.push_back(InfoJson(e));
+        std::cout << arr.dump(2) << "\n";
+      } else {
+        PrintInfoTable(rows);
+        std::printf("%zu entries\n", rows.size());
+      }
+      Check(store->Close());
+    } else if (stats->parsed()) {
+      auto store = OpenStore(g);
+      StoreStats s = store->Stats();
+      Check(store->Close());
+      auto tier = [](const TierStats& t) {
+        return json{{"entries", t.entries},     {"bytes", t.bytes},   {"hits", t.hits},
+                    {"misses", t.misses},       {"evictions", t.evictions},
+                    {"spills", t.spills},       {"promotions", t.promotions}};
+      };
+      json j{{"pool", tier(s.pool)}, {"disk", tier(s.disk)}};
+      j["pool"]["capacity"] = s.pool_capacity;
+      j["pool"]["allocated"] = s.pool_allocated;
+      j["pool"]["fragmentation"] = s.pool_fragmentation;
+      j["pool"]["huge_pages"] = s.pool_huge_pages;
+      j["pool"]["pinned"] = s.pool_locked;
+      j["disk"]["quota"] = s.disk_quota;
+      j["disk"]["file_bytes"] = s.disk_file_bytes;
+      j["disk"]["segments"] = s.segments;
+      j["corrupt_dropped"] = s.corrupt_dropped;
+      j["spill_errors"] = s.spill_errors;
+      j["compactions"] = s.compactions;
+      if (g.json) {
+        std::cout << j.dump(2) << "\n";
+      } else {
+        std::printf("%-6s %8s %12s %8s %8s %10s %8s %10s\n", "TIER", "ENTRIES", "BYTES", "HITS",
+                    "MISSES", "EVICTIONS", "SPILLS", "PROMOTIONS");
+        for (auto [name, t] : {std::pair{"pool", s.pool}, std::pair{"disk", s.disk}})
+          std::printf("%-6s %8llu %12s %8llu %8llu %10llu %8llu %10llu\n", name,
+                      (unsigned long long)t.entries, HumanBytes(t.bytes).c_str(),
+                      (unsigned long long)t.hits, (unsigned long long)t.misses,
+                      (unsigned long long)t.evictions, (unsigned long long)t.spills,
+                      (unsigned long long)t.promotions);
+        std::printf("pool: %s of %s allocated, fragmentation %.2f%%, %s%s\n",
+                    HumanBytes(s.pool_allocated).c_str(), HumanBytes(s.pool_capacity).c_str(),
+                    100 * s.pool_fragmentation, s.pool_locked ? "pinned" : "not pinned",
+                    s.pool_huge_pages ? ", huge pages" : "");
+        std::printf("disk: %s in %llu segment(s), quota %s\n", HumanBytes(s.disk_file_bytes).c_str(),
+                    (unsigned long long)s.segments, HumanBytes(s.disk_quota).c_str());
+      }
+    } else if (evict->parsed()) {
+      if (keys.empty() && !all && older_than.empty() && to_bytes.empty())
+        throw CliError("InvalidArgument: say what to evict: KEY..., --all, --older-than or --to-bytes");
+      auto store = OpenStore(g);
+      std::vector<EntryInfo> victims;
+      std::vector<EntryInfo> entries = store->List();
+      if (!ns_filter.empty())
+        std::erase_if(entries, [&](const EntryInfo& e) { return e.ns != ns_filter; });
+      std::string key_ns = ns_filter.empty() ? "default" : ns_filter;
+      for (const std::string& k : keys) victims.push_back(Check(store->Lookup(key_ns, k)));
+      if (all) victims.insert(victims.end(), entries.begin(), entries.end());
+      if (!older_than.empty()) {
+        uint64_t age = Check(ParseDuration(older_than));
+        uint64_t now = static_cast<uint64_t>(std::time(nullptr)) * 1000000;
+        for (const auto& e : entries)
+          if (e.last_access_us + age < now) victims.push_back(e);
+      }
+      if (!to_bytes.empty()) {
+        uint64_t target = Check(ParseSize(to_bytes));
+        std::sort(entries.begin(), entries.end(), [](auto& a, auto& b) {
+          return a.last_access_us < b.last_access_us;
+        });
+        uint64_t total = 0;
+        for (auto& e : entries) total += e.bytes;
+        for (auto& e : entries) {
+          if (total <= target) break;
+          victims.push_back(e);
+          total -= e.bytes;
+        }
+      }
+      uint64_t n = 0, bytes = 0;
+      for (const auto& v : victims) {
+        Status st = store->Erase(v.ns, v.key);
+        if (st.IsNotFound()) continue;  // listed twice
+        Check(st);
+        ++n;
+        bytes += v.bytes;
+      }
+      Check(store->Close());
+      if (g.json) std::cout << json{{"evicted", n}, {"bytes", bytes}}.dump() << "\n";
+      else std::printf("evicted %llu entries (%s)\n", (unsigned long long)n, HumanBytes(bytes).c_str());
+    } else if (verify->parsed()) {
+      auto store = OpenStore(g);
+      auto report = Check(store->Verify([&](uint64_t done, uint64_t total) {
+        if (!g.json) std::fprintf(stderr, "\rverify: %llu/%llu entries", (unsigned long long)done,
+                                  (unsigned long long)total);
+      }));
+      if (!g.json) std::fprintf(stderr, "\n");
+      Check(store->Close());
+      if (g.json) {
+        std::cout << json{{"checked", report.checked}, {"bytes", report.bytes},
+                          {"corrupt", report.corrupt}}.dump(2) << "\n";
+      } else {
+        std::printf("checked %llu entries (%s): %zu corrupt\n", (unsigned long long)report.checked,
+                    HumanBytes(report.bytes).c_str(), report.corrupt.size());
+        for (auto& c : report.corrupt) std::printf("  dropped %s\n", c.c_str());
+      }
+      if (!report.corrupt.empty()) {
+        std::fprintf(stderr, "ec-store: error: %zu corrupt entries were dropped; recompute them\n",
+                     report.corrupt.size());
+        return 1;
+      }
+    } else if (compact->parsed()) {
+      auto store = OpenStore(g);
+      uint64_t before = store->Stats().disk_file_bytes;
+      Check(store->Compact(1.0));
+      uint64_t after = store->Stats().disk_file_bytes;
+      Check(store->Close());
+      if (g.json) std::cout << json{{"before", before}, {"after", after}}.dump() << "\n";
+      else std::printf("compacted: %s -> %s\n", HumanBytes(before).c_str(), HumanBytes(after).c_str());
+    } else if (repair->parsed()) {
+      auto store = OpenStore(g, true);
+      StoreStats s = store->Stats();
+      Check(store->Close());
+      if (g.json) std::cout << json{{"entries", s.disk.entries}, {"corrupt_dropped", s.corrupt_dropped}}.dump() << "\n";
+      else std::printf("index rebuilt from segments: %llu entries, %llu corrupt records skipped\n",
+                       (unsigned long long)s.disk.entries, (unsigned long long)s.corrupt_dropped);
+    } else if (import->parsed()) {
+      auto store = OpenStore(g);
+      uint64_t n = 0, bytes = 0;
+      std::vector<std::string> dirs;
+      for (const auto& d : fs::directory_iterator(src_dir))
+        if (d.is_directory()) dirs.push_back(d.path().filename());
+      std::sort(dirs.begin(), dirs.end());
+      for (const std::string& hash : dirs) {
+        std::string path = src_dir + "/" + hash + "/encoder_cache.safetensors";
+        if (!fs::exists(path)) continue;
+        TensorMeta meta;
+        std::string data;
+        Check(safetensors::Load(path, &meta, &data));
+        Check(store->Put(ns, hash, meta, {reinterpret_cast<const uint8_t*>(data.data()), data.size()}));
+        ++n;
+        bytes += data.size();
+        if (!g.json) std::fprintf(stderr, "\rimport: %llu entries", (unsigned long long)n);
+      }
+      if (!g.json && n) std::fprintf(stderr, "\n");
+      Check(store->Close());
+      if (g.json) std::cout << json{{"imported", n}, {"bytes", bytes}}.dump() << "\n";
+      else std::printf("imported %llu entries (%s)\n", (unsigned long long)n, HumanBytes(bytes).c_str());
+    } else if (exportc->parsed()) {
+      auto store = OpenStore(g);
+      uint64_t n = 0;
+      std::vector<EntryInfo> entries = store->List();
+      for (const auto& e : entries) {
+        if (!ns_filter.empty() && e.ns != ns_filter) continue;
+        Check(SafePathComponent(e.key));
+        std::string dir = src_dir + "/" + e.key;
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        if (ec) throw CliError("IOError: cannot create " + dir + ": " + ec.message());
+        std::string buf(e.bytes, '\0');
+        auto info = Check(store->Get(e.ns, e.key, {reinterpret_cast<uint8_t*>(buf.data()), buf.size()}));
+        Check(safetensors::Save(dir + "/encoder_cache.safetensors", info.meta,
+                                {reinterpret_cast<const uint8_t*>(buf.data()), buf.size()}));
+        ++n;
+      }
+      Check(store->Close());
+      if (g.json) std::cout << json{{"exported", n}}.dump() << "\n";
+      else std::printf("exported %llu entries to %s\n", (unsigned long long)n, src_dir.c_str());
+    }
+  } catch (const CliError& e) {
+    std::fprintf(stderr, "ec-store: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ec-store: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ecstore::cli

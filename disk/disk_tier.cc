@@ -1,0 +1,234 @@
+#include "disk/disk_tier.h"
+
+#include "disk/codec.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace ecstore {
+
+namespace {
+bool ParseSegmentName(const std::string& name, uint32_t* id) {
+  unsigned v = 0;
+  char tail[8] = {0};
+  if (std::sscanf(name.c_str(), "seg-%08u.%4s", &v, tail) != 2 || std::strcmp(tail, "ecs") != 0)
+    return false;
+  *id = v;
+  return true;
+}
+}  // namespace
+
+std::string DiskTier::SegmentPath(uint32_t id) const {
+  char name[32];
+  std::snprintf(name, sizeof(name), "seg-%08u.ecs", id);
+  return dir_ + "/" + name;
+}
+
+Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, Env* env,
+                                                 const DiskOptions& options) {
+  EC_RETURN_IF_ERROR(env->CreateDirs(dir));
+  std::unique_ptr<DiskTier> t(new DiskTier(dir, env, options));
+  auto io = IoService::Start(env, options.queue_depth, options.io_chunk_bytes);
+  if (!io.ok()) return io.status();
+  t->io_ = std::move(io).value();
+  auto names = env->ListDir(dir);
+  if (!names.ok()) return names.status();
+  for (const std::string& n : *names) {
+    uint32_t id;
+    if (!ParseSegmentName(n, &id)) continue;
+    auto seg = t->OpenSegment(id, false);
+    if (!seg.ok()) return seg.status();
+    t->segments_[id] = *seg;
+    t->active_ = std::max(t->active_, id);
+  }
+  // Appends go to a fresh segment after every open: an old tail may be torn.
+  t->sealed_ = true;
+  return t;
+}
+
+DiskTier::~DiskTier() { io_.reset(); }
+
+Result<std::shared_ptr<DiskTier::Segment>> DiskTier::OpenSegment(uint32_t id, bool create) {
+  auto seg = std::make_shared<Segment>();
+  seg->id = id;
+  seg->path = SegmentPath(id);
+  int flags = O_RDWR | O_DIRECT | (create ? O_CREAT | O_EXCL : 0);
+  auto fd = env_->OpenFile(seg->path, flags, 0644);
+  if (!fd.ok()) return fd.status();
+  seg->fd = std::move(fd).value();
+  auto size = env_->FileSize(seg->fd.get());
+  if (!size.ok()) return size.status();
+  seg->size = *size;
+  return seg;
+}
+
+std::shared_ptr<DiskTier::Segment> DiskTier::Find(uint32_t id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = segments_.find(id);
+  return it == segments_.end() ? nullptr : it->second;
+}
+
+Status DiskTier::Append(const std::vector<WriteItem>& items, std::vector<DiskLocation>* locs) {
+  std::lock_guard<std::mutex> append_lock(append_mu_);
+  locs->clear();
+  uint64_t total = 0;
+  for (const auto& it : items) total += it.info.record_bytes();
+  std::shared_ptr<Segment> seg;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto cur = segments_.find(active_);
+    if (!sealed_ && cur != segments_.end() &&
+        (cur->second->size == 0 || cur->second->size + total <= opt_.segment_bytes)) {
+      seg = cur->second;
+    }
+  }
+  if (!seg) {
+    uint32_t id;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      id = active_ + 1;
+    }
+    auto created = OpenSegment(id, true);
+    if (!created.ok()) return created.status();
+    seg = *created;
+    std::lock_guard<std::mutex> l(mu_);
+    segments_[id] = seg;
+    active_ = id;
+    sealed_ = false;
+  }
+  const uint64_t start = seg->size;
+  AlignedBuffer headers(kBlockSize * items.size());
+  std::vector<IoRequest> batch;
+  uint64_t off = start;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const RecordInfo& info = items[i].info;
+    uint8_t* h = headers.data() + i * kBlockSize;
+    EncodeHeader(info, h);
+    batch.push_back({IoOp::kWrite, seg->fd.get(), h, kBlockSize, off, 0});
+    if (info.stored_len > 0)
+      batch.push_back({IoOp::kWrite, seg->fd.get(), const_cast<uint8_t*>(items[i].payload),
+                       RoundUpBlock(info.stored_len), off + kBlockSize, 0});
+    locs->push_back({seg->id, off, info.stored_len, info.codec});
+    off += info.record_bytes();
+  }
+  batch.push_back({IoOp::kSync, seg->fd.get(), nullptr, 0, 0, 0});
+  Status st = io_->Run(batch);
+  if (!st.ok()) {
+    // Cut the partial batch off so the segment ends on a whole record, and move on.
+    env_->Truncate(seg->fd.get(), start);
+    SealActive();
+    locs->clear();
+    return st;
+  }
+  seg->size = off;
+  return Status::Ok();
+}
+
+Status DiskTier::ReadStored(const DiskLocation& loc, uint8_t* dst) {
+  auto seg = Find(loc.segment);
+  if (!seg) return Status::NotFound("segment " + std::to_string(loc.segment) + " is gone");
+  if (loc.stored_len == 0) return Status::Ok();
+  return io_->Run({{IoOp::kRead, seg->fd.get(), dst, RoundUpBlock(loc.stored_len),
+                    loc.offset + kBlockSize, 0}});
+}
+
+Result<RecordInfo> DiskTier::ReadHeader(uint32_t segment, uint64_t offset) {
+  auto seg = Find(segment);
+  if (!seg) return Status::NotFound("segment " + std::to_string(segment) + " is gone");
+  AlignedBuffer h(kBlockSize);
+  EC_RETURN_IF_ERROR(io_->Run({{IoOp::kRead, seg->fd.get(), h.data(), kBlockSize, offset, 0}}));
+  return DecodeHeader(h.data());
+}
+
+Result<DiskTier::ScanResult> DiskTier::Scan(uint32_t segment, uint64_t from, bool verify_payload,
+                                            const ScanFn& fn) {
+  auto seg = Find(segment);
+  if (!seg) return Status::NotFound("segment " + std::to_string(segment) + " is gone");
+  auto size = env_->FileSize(seg->fd.get());
+  if (!size.ok()) return size.status();
+  ScanResult res;
+  res.end = from;
+  AlignedBuffer payload;
+  while (res.end + kBlockSize <= *size) {
+    auto info = ReadHeader(segment, res.end);
+    if (!info.ok() || res.end + info->record_bytes() > *size) {
+      res.torn_tail = true;
+      break;
+    }
+    DiskLocation loc{segment, res.end, info->stored_len, info->codec};
+    bool good = true;
+    if (verify_payload && !info->tombstone() && info->stored_len > 0) {
+      if (payload.size() < RoundUpBlock(info->stored_len))
+        payload = AlignedBuffer(info->stored_len);
+      good = ReadStored(loc, payload.data()).ok();
+      if (good && info->codec == Codec::kNone)
+        good = PayloadChecksum(payload.data(), info->raw_len) == info->checksum;
+      if (good && info->codec != Codec::kNone) {
+        AlignedBuffer raw(info->raw_len);
+        good = DecompressPayload(info->codec, payload.data(), info->stored_len, raw.data(),
+                                 info->raw_len, DTypeSize(info->meta.dtype))
+                   .ok() &&
+               PayloadChecksum(raw.data(), info->raw_len) == info->checksum;
+      }
+      if (!good) ++res.corrupt;
+    }
+    fn(*info, loc, good);
+    res.end += info->record_bytes();
+    ++res.records;
+  }
+  if (res.end < *size) res.torn_tail = true;
+  return res;
+}
+
+std::vector<uint32_t> DiskTier::Segments() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<uint32_t> ids;
+  for (const auto& [id, _] : segments_) ids.push_back(id);
+  return ids;
+}
+
+uint32_t DiskTier::active_segment() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return sealed_ ? 0 : active_;
+}
+
+uint64_t DiskTier::SegmentSize(uint32_t id) const {
+  auto seg = Find(id);
+  return seg ? seg->size : 0;
+}
+
+uint64_t DiskTier::file_bytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  uint64_t n = 0;
+  for (const auto& [_, s] : segments_) n += s->size;
+  return n;
+}
+
+Status DiskTier::DropSegment(uint32_t id) {
+  std::shared_ptr<Segment> seg;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = segments_.find(id);
+    if (it == segments_.end()) return Status::Ok();
+    seg = it->second;
+    segments_.erase(it);
+    if (id == active_) sealed_ = true;
+  }
+  return env_->RemoveFile(seg->path);
+}
+
+Status DiskTier::TruncateSegment(uint32_t id, uint64_t size) {
+  auto seg = Find(id);
+  if (!seg) return Status::Ok();
+  EC_RETURN_IF_ERROR(env_->Truncate(seg->fd.get(), size));
+  seg->size = size;
+  return env_->SyncData(seg->fd.get());
+}
+
+void DiskTier::SealActive() {
+  std::lock_guard<std::mutex> l(mu_);
+  sealed_ = true;
+}
+
+}  // namespace ecstore

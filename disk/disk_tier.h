@@ -1,0 +1,100 @@
+// DiskTier: append-only segment files of self-describing records, written and read with
+// O_DIRECT through the io_uring IoService at queue depth.
+// Thread rules: all methods are thread-safe. Appends are serialized (one segment tail);
+// reads run concurrently with appends and with each other. A dropped segment's file is
+// unlinked at once, but readers that already hold it finish on the open descriptor.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "disk/io_queue.h"
+#include "disk/record.h"
+#include "store/env.h"
+
+namespace ecstore {
+
+struct DiskLocation {
+  uint32_t segment = 0;
+  uint64_t offset = 0;  // of the header block
+  uint64_t stored_len = 0;
+  Codec codec = Codec::kNone;
+  uint64_t record_bytes() const { return kBlockSize + RoundUpBlock(stored_len); }
+  bool operator==(const DiskLocation& o) const {
+    return segment == o.segment && offset == o.offset;
+  }
+};
+
+struct DiskOptions {
+  uint64_t segment_bytes = 256ull << 20;
+  unsigned queue_depth = 32;
+  uint64_t io_chunk_bytes = 1ull << 20;
+};
+
+class DiskTier {
+ public:
+  static Result<std::unique_ptr<DiskTier>> Open(const std::string& dir, Env* env,
+                                                const DiskOptions& options);
+  ~DiskTier();
+
+  struct WriteItem {
+    RecordInfo info;
+    const uint8_t* payload = nullptr;  // aligned, readable up to RoundUpBlock(stored_len)
+  };
+  // Appends the records and makes them durable (fdatasync) before returning their locations.
+  // On failure nothing of the batch remains in the segment (the tail is cut back).
+  Status Append(const std::vector<WriteItem>& items, std::vector<DiskLocation>* locations);
+  // Reads a record's stored payload into dst (aligned, >= RoundUpBlock(stored_len) bytes).
+  Status ReadStored(const DiskLocation& loc, uint8_t* dst);
+  Result<RecordInfo> ReadHeader(uint32_t segment, uint64_t offset);
+
+  // payload_ok is false when verify_payload found a checksum mismatch (the header was sound,
+  // so the scan goes on to the next record).
+  using ScanFn = std::function<void(const RecordInfo&, const DiskLocation&, bool payload_ok)>;
+  struct ScanResult {
+    uint64_t end = 0;         // offset after the last valid record
+    uint64_t records = 0;
+    uint64_t corrupt = 0;
+    bool torn_tail = false;   // something invalid follows `end`
+  };
+  // Walks records from `from`; an unreadable header ends the walk (a torn tail). With
+  // verify_payload each payload is read and its checksum checked.
+  Result<ScanResult> Scan(uint32_t segment, uint64_t from, bool verify_payload, const ScanFn& fn);
+
+  std::vector<uint32_t> Segments() const;
+  uint32_t active_segment() const;
+  uint64_t SegmentSize(uint32_t segment) const;
+  uint64_t file_bytes() const;
+  Status DropSegment(uint32_t segment);
+  Status TruncateSegment(uint32_t segment, uint64_t size);
+  // The next Append starts a new segment (used after an error, and by compaction).
+  void SealActive();
+  std::string SegmentPath(uint32_t segment) const;
+
+ private:
+  struct Segment {
+    uint32_t id;
+    std::string path;
+    UniqueFd fd;
+    uint64_t size = 0;
+  };
+  DiskTier(std::string dir, Env* env, DiskOptions o) : dir_(std::move(dir)), env_(env), opt_(o) {}
+  Result<std::shared_ptr<Segment>> OpenSegment(uint32_t id, bool create);
+  std::shared_ptr<Segment> Find(uint32_t id) const;
+
+  std::string dir_;
+  Env* env_;
+  DiskOptions opt_;
+  std::unique_ptr<IoService> io_;
+  std::mutex append_mu_;        // serializes appends (one tail)
+  mutable std::mutex mu_;       // guards segments_, active_, sealed_
+  std::map<uint32_t, std::shared_ptr<Segment>> segments_;
+  uint32_t active_ = 0;
+  bool sealed_ = false;
+};
+
+}  // namespace ecstore

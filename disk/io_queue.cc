@@ -1,0 +1,236 @@
+#include "disk/io_queue.h"
+
+#include <liburing.h>
+
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <unordered_map>
+
+namespace ecstore {
+namespace {
+
+class UringIoQueue : public IoQueue {
+ public:
+  UringIoQueue(unsigned depth, Env* env) : depth_(depth), env_(env) {}
+  ~UringIoQueue() override {
+    if (ring_ok_) io_uring_queue_exit(&ring_);
+  }
+  Status Init() {
+    int rc = io_uring_queue_init(depth_, &ring_, 0);
+    if (rc < 0) return Status::FromErrno(-rc, "io_uring_queue_init (is io_uring disabled?)");
+    ring_ok_ = true;
+    return Status::Ok();
+  }
+  unsigned depth() const override { return depth_; }
+
+  bool Enqueue(const IoRequest& req) override {
+    if (outstanding_ >= depth_) return false;
+    int inject = env_->BeforeIo(req.op, req.fd, req.offset, req.len);
+    uint64_t len = req.len;
+    if (inject > 0) {
+      injected_.push_back({req.user_data, -static_cast<int64_t>(inject)});
+      ++outstanding_;
+      return true;
+    }
+    if (inject < 0 && req.op == IoOp::kWrite) {  // torn write: only a prefix reaches the file
+      len = std::min<uint64_t>(len, static_cast<uint64_t>(-inject));
+      torn_.emplace(req.user_data, true);
+    }
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) return false;
+    switch (req.op) {
+      case IoOp::kRead:
+        io_uring_prep_read(sqe, req.fd, req.buf, static_cast<unsigned>(len), req.offset);
+        break;
+      case IoOp::kWrite:
+        io_uring_prep_write(sqe, req.fd, req.buf, static_cast<unsigned>(len), req.offset);
+        break;
+      case IoOp::kSync:
+        io_uring_prep_fsync(sqe, req.fd, IORING_FSYNC_DATASYNC);
+        break;
+    }
+    io_uring_sqe_set_data64(sqe, req.user_data);
+    ++outstanding_;
+    ++unposted_;
+    return true;
+  }
+
+  Status Post() override {
+    if (unposted_ == 0) return Status::Ok();
+    int rc = io_uring_submit(&ring_);
+    if (rc < 0) return Status::FromErrno(-rc, "io_uring_submit");
+    unposted_ = 0;
+    return Status::Ok();
+  }
+
+  Status Poll(std::vector<IoCompletion>* out, unsigned min_complete) override {
+    unsigned got = 0;
+    while (!injected_.empty()) {
+      out->push_back(injected_.back());
+      injected_.pop_back();
+      --outstanding_;
+      ++got;
+    }
+    while (outstanding_ > 0) {
+      io_uring_cqe* cqe = nullptr;
+      int rc = got >= min_complete ? io_uring_peek_cqe(&ring_, &cqe)
+                                   : io_uring_wait_cqe(&ring_, &cqe);
+      if (rc == -EAGAIN || rc == -EINTR) {
+        if (got >= min_complete) break;
+        continue;
+      }
+      if (rc < 0) return Status::FromErrno(-rc, "io_uring_wait_cqe");
+      IoCompletion c{io_uring_cqe_get_data64(cqe), cqe->res};
+      io_uring_cqe_seen(&ring_, cqe);
+      auto torn = torn_.find(c.user_data);
+      if (torn != torn_.end()) {
+        torn_.erase(torn);
+        c.result = -EIO;
+      }
+      out->push_back(c);
+      --outstanding_;
+      ++got;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  unsigned depth_;
+  Env* env_;
+  io_uring ring_{};
+  bool ring_ok_ = false;
+  unsigned outstanding_ = 0;
+  unsigned unposted_ = 0;
+  std::vector<IoCompletion> injected_;
+  std::unordered_map<uint64_t, bool> torn_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<IoQueue>> NewUringIoQueue(unsigned depth, Env* env) {
+  auto q = std::make_unique<UringIoQueue>(depth, env);
+  EC_RETURN_IF_ERROR(q->Init());
+  return std::unique_ptr<IoQueue>(std::move(q));
+}
+
+struct IoService::Job {
+  const std::vector<IoRequest>* batch;
+  std::promise<Status> done;
+};
+
+Result<std::unique_ptr<IoService>> IoService::Start(Env* env, unsigned depth,
+                                                    uint64_t chunk_bytes) {
+  auto q = NewUringIoQueue(depth, env);
+  if (!q.ok()) return q.status();
+  std::unique_ptr<IoService> svc(new IoService(std::move(q).value(), chunk_bytes));
+  svc->thread_ = std::thread([s = svc.get()] { s->Loop(); });
+  return svc;
+}
+
+IoService::~IoService() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status IoService::Run(const std::vector<IoRequest>& batch) {
+  if (batch.empty()) return Status::Ok();
+  Job job{&batch, {}};
+  auto fut = job.done.get_future();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stop_) return Status::Unavailable("I/O service is shut down");
+    jobs_.push_back(&job);
+  }
+  cv_.notify_one();
+  return fut.get();
+}
+
+void IoService::Loop() {
+  struct Piece {
+    IoRequest req;
+  };
+  for (;;) {
+    Job* job;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      job = jobs_.front();
+      jobs_.pop_front();
+    }
+    // Split into chunk-sized pieces; keep the ring full; resume short transfers.
+    std::deque<IoRequest> pending;
+    for (const IoRequest& r : *job->batch) {
+      if (r.op == IoOp::kSync) {
+        pending.push_back(r);
+        continue;
+      }
+      for (uint64_t off = 0; off < r.len; off += chunk_) {
+        IoRequest p = r;
+        p.buf = static_cast<uint8_t*>(r.buf) + off;
+        p.offset = r.offset + off;
+        p.len = std::min<uint64_t>(chunk_, r.len - off);
+        pending.push_back(p);
+      }
+    }
+    std::unordered_map<uint64_t, IoRequest> inflight;
+    uint64_t next_id = 1;
+    Status status;
+    std::vector<IoCompletion> done;
+    // Syncs run only after every write before them has completed.
+    while ((!pending.empty() || !inflight.empty())) {
+      while (!pending.empty() && status.ok()) {
+        if (pending.front().op == IoOp::kSync && !inflight.empty()) break;
+        IoRequest p = pending.front();
+        p.user_data = next_id;
+        if (!queue_->Enqueue(p)) break;
+        inflight.emplace(next_id++, p);
+        pending.pop_front();
+        if (p.op == IoOp::kSync) break;
+      }
+      if (!status.ok()) pending.clear();
+      if (inflight.empty()) break;
+      Status st = queue_->Post();
+      if (st.ok()) st = queue_->Poll(&done, 1);
+      if (!st.ok()) {
+        status = st;  // the ring itself failed; nothing more can complete
+        break;
+      }
+      for (const IoCompletion& c : done) {
+        auto it = inflight.find(c.user_data);
+        if (it == inflight.end()) continue;
+        IoRequest p = it->second;
+        inflight.erase(it);
+        if (c.result < 0) {
+          if (status.ok())
+            status = Status::FromErrno(static_cast<int>(-c.result),
+                                       p.op == IoOp::kRead ? "disk read" : "disk write");
+          continue;
+        }
+        if (p.op == IoOp::kSync) continue;
+        uint64_t n = static_cast<uint64_t>(c.result);
+        if (n == 0 && p.len > 0) {
+          if (status.ok())
+            status = Status::IOError("unexpected end of file at offset " +
+                                     std::to_string(p.offset));
+          continue;
+        }
+        if (n < p.len) {  // short transfer: resume the rest
+          p.buf = static_cast<uint8_t*>(p.buf) + n;
+          p.offset += n;
+          p.len -= n;
+          pending.push_front(p);
+        }
+      }
+      done.clear();
+    }
+    job->done.set_value(status);
+  }
+}
+
+}  // namespace ecstore

@@ -1,0 +1,70 @@
+// I/O queue in NIXL's enqueue / post / poll shape, with io_uring as the implementation, and
+// IoService: the one thread that owns the ring and runs batches for other threads.
+// Thread rules: an IoQueue belongs to one thread (IoService's). IoService::Run may be called
+// from any thread; it blocks the caller until its batch is complete.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "store/env.h"
+#include "store/status.h"
+
+namespace ecstore {
+
+struct IoRequest {
+  IoOp op = IoOp::kRead;
+  int fd = -1;
+  void* buf = nullptr;  // 4 KiB aligned for O_DIRECT files
+  uint64_t len = 0;
+  uint64_t offset = 0;
+  uint64_t user_data = 0;
+};
+
+struct IoCompletion {
+  uint64_t user_data = 0;
+  int64_t result = 0;  // bytes, or -errno
+};
+
+class IoQueue {
+ public:
+  virtual ~IoQueue() = default;
+  virtual unsigned depth() const = 0;
+  // Adds a request; false when `depth` requests are already in flight or queued.
+  virtual bool Enqueue(const IoRequest& req) = 0;
+  // Hands everything enqueued to the kernel in one system call.
+  virtual Status Post() = 0;
+  // Appends completions to `out`, waiting until at least `min_complete` are available.
+  virtual Status Poll(std::vector<IoCompletion>* out, unsigned min_complete) = 0;
+};
+
+Result<std::unique_ptr<IoQueue>> NewUringIoQueue(unsigned depth, Env* env);
+
+class IoService {
+ public:
+  // chunk_bytes: large requests are split into pieces of this size, kept `depth` deep.
+  static Result<std::unique_ptr<IoService>> Start(Env* env, unsigned depth, uint64_t chunk_bytes);
+  ~IoService();
+  // Runs every request of the batch; short transfers are resumed. Returns the first error.
+  Status Run(const std::vector<IoRequest>& batch);
+
+ private:
+  struct Job;
+  IoService(std::unique_ptr<IoQueue> q, uint64_t chunk) : queue_(std::move(q)), chunk_(chunk) {}
+  void Loop();
+
+  std::unique_ptr<IoQueue> queue_;
+  uint64_t chunk_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job*> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ecstore

@@ -1,0 +1,49 @@
+// The on-disk record: one 4 KiB self-describing header block, then the payload padded to
+// 4 KiB. The header alone lets the index be rebuilt from the segment files.
+//
+// Header layout (little endian):
+//   0  magic "ECSREC\0\1"     8  version u32        12 flags u32 (1 = tombstone)
+//  16  seq u64               24  raw_len u64       32 stored_len u64
+//  40  checksum u64 (xxh3 of the raw payload)      48 created_us u64
+//  56  codec u32             60  dtype u32         64 ndim u32   68 key_len u32
+//  72  ns_len u32            76  reserved u32      80 recompute_cost f64
+//  88  shape i64[8]         152  target_seq u64 (tombstones: versions up to this die)
+// 160  ns bytes, then key bytes                  4088 header checksum u64 (xxh3 of 0..4088)
+// Thread rules: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "disk/aligned_buffer.h"
+#include "store/status.h"
+#include "store/tensor_meta.h"
+
+namespace ecstore {
+
+enum class Codec : uint32_t { kNone = 0, kLz4 = 1, kLz4BytePlanes = 2 };
+const char* CodecName(Codec c);
+
+struct RecordInfo {
+  static constexpr uint32_t kTombstone = 1;
+  uint32_t flags = 0;
+  uint64_t seq = 0;
+  uint64_t target_seq = 0;
+  std::string ns;
+  std::string key;
+  TensorMeta meta;
+  uint64_t raw_len = 0;
+  uint64_t stored_len = 0;
+  uint64_t checksum = 0;
+  uint64_t created_us = 0;
+  Codec codec = Codec::kNone;
+  bool tombstone() const { return flags & kTombstone; }
+  uint64_t record_bytes() const { return kBlockSize + RoundUpBlock(stored_len); }
+};
+
+void EncodeHeader(const RecordInfo& info, uint8_t* block /* kBlockSize bytes */);
+// Corruption when the magic, version, header checksum or any field is wrong.
+Result<RecordInfo> DecodeHeader(const uint8_t* block);
+uint64_t PayloadChecksum(const uint8_t* data, uint64_t len);
+
+}  // namespace ecstore

@@ -1,0 +1,284 @@
+#include "index/index.h"
+
+#include <sqlite3.h>
+
+#include <sstream>
+
+namespace ecstore {
+namespace {
+
+// Each step moves the schema from version i to i+1. Never edit a step; append one.
+const char* const kMigrations[] = {
+    // 0 -> 1
+    "CREATE TABLE entries(ns TEXT NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,"
+    " segment INTEGER NOT NULL, offset INTEGER NOT NULL, stored_len INTEGER NOT NULL,"
+    " codec INTEGER NOT NULL, raw_len INTEGER NOT NULL, checksum INTEGER NOT NULL,"
+    " dtype INTEGER NOT NULL, shape TEXT NOT NULL, created_us INTEGER NOT NULL,"
+    " last_access_us INTEGER NOT NULL, hits INTEGER NOT NULL, PRIMARY KEY(ns, key))"
+    " WITHOUT ROWID;"
+    "CREATE TABLE segments(id INTEGER PRIMARY KEY, tail INTEGER NOT NULL);",
+    // 1 -> 2: recompute-cost hints for value-aware eviction; per-segment lookups for compaction
+    "ALTER TABLE entries ADD COLUMN recompute_cost REAL NOT NULL DEFAULT 0;"
+    "CREATE INDEX entries_by_segment ON entries(segment);",
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Index::kSchemaVersion);
+
+Status SqlError(sqlite3* db, const std::string& what) {
+  return Status::IOError("index " + what + ": " + sqlite3_errmsg(db));
+}
+
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
+  ~Stmt() { sqlite3_finalize(s_); }
+  sqlite3_stmt* get() { return s_; }
+  bool ok() const { return s_ != nullptr; }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+};
+
+
+}  // namespace
+
+Result<std::unique_ptr<Index>> Index::Open(const std::string& path) {
+  std::unique_ptr<Index> idx(new Index());
+  int rc = sqlite3_open_v2(path.c_str(), &idx->db_,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    Status st = Status::IOError("cannot open index " + path + ": " +
+                                (idx->db_ ? sqlite3_errmsg(idx->db_) : "out of memory") +
+                                " (check the directory's permissions)");
+    return st;
+  }
+  sqlite3_busy_timeout(idx->db_, 5000);
+  EC_RETURN_IF_ERROR(idx->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"));
+  EC_RETURN_IF_ERROR(idx->Migrate());
+  idx->writer_ = std::thread([p = idx.get()] { p->WriterLoop(); });
+  return idx;
+}
+
+Index::~Index() {
+  Flush();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  sqlite3_close(db_);
+}
+
+Status Index::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    Status st = Status::IOError(std::string("index: ") + (err ? err : "error") + " in: " + sql);
+    sqlite3_free(err);
+    return st;
+  }
+  return Status::Ok();
+}
+
+Status Index::Migrate() {
+  Stmt q(db_, "PRAGMA user_version");
+  if (!q.ok() || sqlite3_step(q.get()) != SQLITE_ROW) return SqlError(db_, "read version");
+  version_ = sqlite3_column_int(q.get(), 0);
+  if (version_ > kSchemaVersion)
+    return Status::InvalidArgument("index schema version " + std::to_string(version_) +
+                                   " is newer than this build understands (" +
+                                   std::to_string(kSchemaVersion) + "); upgrade ec-store");
+  while (version_ < kSchemaVersion) {
+    EC_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status st = Exec(kMigrations[version_]);
+    std::string bump = "PRAGMA user_version=" + std::to_string(version_ + 1);
+    if (st.ok()) st = Exec(bump.c_str());
+    if (!st.ok()) {
+      Exec("ROLLBACK");
+      return st;
+    }
+    EC_RETURN_IF_ERROR(Exec("COMMIT"));
+    ++version_;
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<IndexRow>> Index::LoadAll() {
+  std::lock_guard<std::mutex> l(db_mu_);
+  Stmt q(db_,
+         "SELECT ns, key, seq, segment, offset, stored_len, codec, raw_len, checksum, dtype,"
+         " shape, created_us, last_access_us, hits, recompute_cost FROM entries"
+         " ORDER BY last_access_us");
+  if (!q.ok()) return SqlError(db_, "load");
+  std::vector<IndexRow> rows;
+  int rc;
+  while ((rc = sqlite3_step(q.get())) == SQLITE_ROW) {
+    sqlite3_stmt* s = q.get();
+    IndexRow r;
+    r.ns = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    r.key = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
+    r.seq = static_cast<uint64_t>(sqlite3_column_int64(s, 2));
+    r.loc.segment = static_cast<uint32_t>(sqlite3_column_int64(s, 3));
+    r.loc.offset = static_cast<uint64_t>(sqlite3_column_int64(s, 4));
+    r.loc.stored_len = static_cast<uint64_t>(sqlite3_column_int64(s, 5));
+    r.loc.codec = static_cast<Codec>(sqlite3_column_int(s, 6));
+    r.raw_len = static_cast<uint64_t>(sqlite3_column_int64(s, 7));
+    r.checksum = static_cast<uint64_t>(sqlite3_column_int64(s, 8));
+    r.meta.dtype = static_cast<DType>(sqlite3_column_int(s, 9));
+    const char* shape = reinterpret_cast<const char*>(sqlite3_column_text(s, 10));
+    auto parsed = ParseShape(shape && *shape ? shape : "0");
+    if (parsed.ok() && shape && *shape) r.meta.shape = *parsed;
+    r.created_us = static_cast<uint64_t>(sqlite3_column_int64(s, 11));
+    r.last_access_us = static_cast<uint64_t>(sqlite3_column_int64(s, 12));
+    r.hits = static_cast<uint64_t>(sqlite3_column_int64(s, 13));
+    r.meta.recompute_cost = sqlite3_column_double(s, 14);
+    rows.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return SqlError(db_, "load");
+  return rows;
+}
+
+Result<std::map<uint32_t, uint64_t>> Index::SegmentTails() {
+  std::lock_guard<std::mutex> l(db_mu_);
+  Stmt q(db_, "SELECT id, tail FROM segments");
+  if (!q.ok()) return SqlError(db_, "load segments");
+  std::map<uint32_t, uint64_t> tails;
+  while (sqlite3_step(q.get()) == SQLITE_ROW)
+    tails[static_cast<uint32_t>(sqlite3_column_int64(q.get(), 0))] =
+        static_cast<uint64_t>(sqlite3_column_int64(q.get(), 1));
+  return tails;
+}
+
+Status Index::Reset() {
+  Flush();
+  std::lock_guard<std::mutex> l(db_mu_);
+  return Exec("BEGIN IMMEDIATE; DELETE FROM entries; DELETE FROM segments; COMMIT;");
+}
+
+void Index::Enqueue(Op op) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queue_.push_back(std::move(op));
+    ++enqueued_;
+  }
+  cv_.notify_one();
+}
+
+void Index::EnqueuePut(IndexRow row) { Enqueue(std::move(row)); }
+void Index::EnqueueDelete(std::string ns, std::string key, uint64_t seq) {
+  Enqueue(Delete{std::move(ns), std::move(key), seq});
+}
+void Index::EnqueueTouch(std::string ns, std::string key, uint64_t t, uint64_t hits) {
+  Enqueue(Touch{std::move(ns), std::move(key), t, hits});
+}
+void Index::EnqueueTail(uint32_t segment, uint64_t tail) { Enqueue(Tail{segment, tail}); }
+void Index::EnqueueDropSegment(uint32_t segment) { Enqueue(DropSegment{segment}); }
+
+Status Index::Flush() {
+  std::unique_lock<std::mutex> l(mu_);
+  uint64_t target = enqueued_;
+  committed_cv_.wait(l, [&] { return committed_ >= target || stop_; });
+  Status st = last_error_;
+  return st;
+}
+
+Status Index::Apply(const std::vector<Op>& ops) {
+  std::lock_guard<std::mutex> l(db_mu_);
+  EC_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Stmt put(db_,
+           "INSERT OR REPLACE INTO entries(ns, key, seq, segment, offset, stored_len, codec,"
+           " raw_len, checksum, dtype, shape, created_us, last_access_us, hits, recompute_cost)"
+           " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  Stmt del(db_, "DELETE FROM entries WHERE ns=? AND key=? AND seq<=?");
+  Stmt touch(db_, "UPDATE entries SET last_access_us=?, hits=? WHERE ns=? AND key=?");
+  Stmt tail(db_, "INSERT OR REPLACE INTO segments(id, tail) VALUES(?,?)");
+  Stmt drop(db_, "DELETE FROM segments WHERE id=?");
+  Stmt drop_rows(db_, "DELETE FROM entries WHERE segment=?");
+  if (!put.ok() || !del.ok() || !touch.ok() || !tail.ok() || !drop.ok() || !drop_rows.ok()) {
+    Exec("ROLLBACK");
+    return SqlError(db_, "prepare");
+  }
+  auto text = [](sqlite3_stmt* s, int i, const std::string& v) {
+    sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  };
+  auto i64 = [](sqlite3_stmt* s, int i, uint64_t v) {
+    sqlite3_bind_int64(s, i, static_cast<sqlite3_int64>(v));
+  };
+  for (const Op& op : ops) {
+    sqlite3_stmt* s = nullptr;
+    if (auto* r = std::get_if<IndexRow>(&op)) {
+      s = put.get();
+      text(s, 1, r->ns);
+      text(s, 2, r->key);
+      i64(s, 3, r->seq);
+      i64(s, 4, r->loc.segment);
+      i64(s, 5, r->loc.offset);
+      i64(s, 6, r->loc.stored_len);
+      i64(s, 7, static_cast<uint64_t>(r->loc.codec));
+      i64(s, 8, r->raw_len);
+      i64(s, 9, r->checksum);
+      i64(s, 10, static_cast<uint64_t>(r->meta.dtype));
+      text(s, 11, r->meta.ShapeString());
+      i64(s, 12, r->created_us);
+      i64(s, 13, r->last_access_us);
+      i64(s, 14, r->hits);
+      sqlite3_bind_double(s, 15, r->meta.recompute_cost);
+    } else if (auto* d = std::get_if<Delete>(&op)) {
+      s = del.get();
+      text(s, 1, d->ns);
+      text(s, 2, d->key);
+      i64(s, 3, d->seq);
+    } else if (auto* t = std::get_if<Touch>(&op)) {
+      s = touch.get();
+      i64(s, 1, t->last_access_us);
+      i64(s, 2, t->hits);
+      text(s, 3, t->ns);
+      text(s, 4, t->key);
+    } else if (auto* tl = std::get_if<Tail>(&op)) {
+      s = tail.get();
+      i64(s, 1, tl->segment);
+      i64(s, 2, tl->tail);
+    } else if (auto* ds = std::get_if<DropSegment>(&op)) {
+      i64(drop_rows.get(), 1, ds->segment);
+      sqlite3_step(drop_rows.get());
+      sqlite3_reset(drop_rows.get());
+      s = drop.get();
+      i64(s, 1, ds->segment);
+    }
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE) {
+      Status st = SqlError(db_, "write");
+      Exec("ROLLBACK");
+      return st;
+    }
+  }
+  return Exec("COMMIT");
+}
+
+void Index::WriterLoop() {
+  for (;;) {
+    std::vector<Op> batch;
+    uint64_t upto;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      while (!queue_.empty()) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      upto = committed_ + batch.size();
+    }
+    Status st = Apply(batch);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      committed_ = upto;
+      if (!st.ok()) last_error_ = st;
+    }
+    committed_cv_.notify_all();
+  }
+}
+
+}  // namespace ecstore

@@ -1,0 +1,100 @@
+// Index: the durable SQLite index of the disk tier (WAL mode, versioned schema with
+// migrations). One writer thread batches every change into transactions; Flush() waits
+// until everything enqueued so far is committed.
+// Thread rules: Enqueue*/Flush from any thread. LoadAll/SegmentTails/Reset before the
+// store starts serving (they use the connection the writer thread owns afterwards, under
+// the same mutex).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "disk/disk_tier.h"
+#include "store/status.h"
+#include "store/tensor_meta.h"
+
+struct sqlite3;
+
+namespace ecstore {
+
+struct IndexRow {
+  std::string ns;
+  std::string key;
+  uint64_t seq = 0;
+  DiskLocation loc;
+  uint64_t raw_len = 0;
+  uint64_t checksum = 0;
+  TensorMeta meta;
+  uint64_t created_us = 0;
+  uint64_t last_access_us = 0;
+  uint64_t hits = 0;
+};
+
+class Index {
+ public:
+  static constexpr int kSchemaVersion = 2;
+  static Result<std::unique_ptr<Index>> Open(const std::string& path);
+  ~Index();
+
+  Result<std::vector<IndexRow>> LoadAll();
+  Result<std::map<uint32_t, uint64_t>> SegmentTails();  // segment -> bytes indexed
+  Status Reset();                                       // drop every row (before a rebuild)
+  int schema_version() const { return version_; }
+
+  void EnqueuePut(IndexRow row);
+  // Deletes the row only while it still holds version `seq` (a newer put survives).
+  void EnqueueDelete(std::string ns, std::string key, uint64_t seq);
+  void EnqueueTouch(std::string ns, std::string key, uint64_t last_access_us, uint64_t hits);
+  void EnqueueTail(uint32_t segment, uint64_t tail);
+  void EnqueueDropSegment(uint32_t segment);
+  // Waits for every op enqueued before the call to be committed; returns a commit error.
+  Status Flush();
+
+ private:
+  struct Delete {
+    std::string ns, key;
+    uint64_t seq;
+  };
+  struct Touch {
+    std::string ns, key;
+    uint64_t last_access_us, hits;
+  };
+  struct Tail {
+    uint32_t segment;
+    uint64_t tail;
+  };
+  struct DropSegment {
+    uint32_t segment;
+  };
+  using Op = std::variant<IndexRow, Delete, Touch, Tail, DropSegment>;
+
+  Index() = default;
+  Status Migrate();
+  Status Exec(const char* sql);
+  Status Apply(const std::vector<Op>& ops);
+  void Enqueue(Op op);
+  void WriterLoop();
+
+  sqlite3* db_ = nullptr;
+  int version_ = 0;
+  std::mutex db_mu_;  // the connection
+  std::mutex mu_;     // the queue
+  std::condition_variable cv_;
+  std::condition_variable committed_cv_;
+  std::deque<Op> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t committed_ = 0;
+  Status last_error_;
+  bool stop_ = false;
+  std::thread writer_;
+};
+
+}  // namespace ecstore

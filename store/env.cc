@@ -1,0 +1,73 @@
+#include "store/env.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+
+namespace ecstore {
+namespace {
+
+class PosixEnv : public Env {
+ public:
+  uint64_t NowMicros() override {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  }
+  Result<UniqueFd> OpenFile(const std::string& path, int flags, int mode) override {
+    int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    return UniqueFd(fd);
+  }
+  Status CreateDirs(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) return Status::FromErrno(ec.value(), "create directory " + path);
+    return Status::Ok();
+  }
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      return Status::FromErrno(errno, "remove " + path);
+    return Status::Ok();
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& path) override {
+    DIR* d = ::opendir(path.c_str());
+    if (!d) return Status::FromErrno(errno, "list " + path);
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    return names;
+  }
+  Result<uint64_t> FileSize(int fd) override {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return Status::FromErrno(errno, "stat");
+    return static_cast<uint64_t>(st.st_size);
+  }
+  Status Truncate(int fd, uint64_t size) override {
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return Status::FromErrno(errno, "truncate");
+    return Status::Ok();
+  }
+  Status SyncData(int fd) override {
+    if (::fdatasync(fd) != 0) return Status::FromErrno(errno, "fdatasync");
+    return Status::Ok();
+  }
+  bool FileExists(const std::string& path) override {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static PosixEnv* env = new PosixEnv();
+  return env;
+}
+
+}  // namespace ecstore

@@ -1,0 +1,55 @@
+// Memory backends own the one contiguous region a pool is carved from. The host backend maps
+// pinned (mlocked) memory, with huge pages when the system has them; the CUDA device pool and
+// the shared-memory (memfd) pool plug in here. Registrars (RDMA MR, cudaHostRegister) are
+// called once, at Open, for the whole region — never per request.
+// Thread rules: Map/Unmap from the owner (Store::Open / ~Store) only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "store/status.h"
+
+namespace ecstore {
+
+struct MemoryCapabilities {
+  bool host_visible = true;   // CPU can memcpy to/from it
+  bool device_memory = false; // lives on a GPU
+  bool shareable = false;     // can be passed to another process (memfd)
+};
+
+struct MemoryRegion {
+  uint8_t* base = nullptr;
+  size_t size = 0;
+  bool huge_pages = false;
+  bool locked = false;
+  int shm_fd = -1;  // >= 0 when shareable
+};
+
+class MemoryBackend {
+ public:
+  virtual ~MemoryBackend() = default;
+  virtual const char* Name() const = 0;
+  virtual MemoryCapabilities Capabilities() const = 0;
+  virtual Result<MemoryRegion> Map(size_t bytes) = 0;
+  virtual void Unmap(const MemoryRegion& region) = 0;
+};
+
+// Anonymous mmap + mlock; MAP_HUGETLB when the kernel has free huge pages, else
+// MADV_HUGEPAGE. An mlock failure is reported by the region (locked=false), not fatal:
+// unprivileged users have small RLIMIT_MEMLOCK.
+std::unique_ptr<MemoryBackend> NewHostPinnedBackend();
+
+// Hook for registering the pool with a transport or device once (RDMA MR, CUDA host
+// registration). Called after Map, before the store serves.
+class MemoryRegistrar {
+ public:
+  virtual ~MemoryRegistrar() = default;
+  virtual const char* Name() const = 0;
+  virtual Status Register(const MemoryRegion& region) = 0;
+  virtual void Deregister(const MemoryRegion& region) = 0;
+};
+
+}  // namespace ecstore

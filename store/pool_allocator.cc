@@ -1,0 +1,64 @@
+#include "store/pool_allocator.h"
+
+#include <cassert>
+
+namespace ecstore {
+
+PoolAllocator::PoolAllocator(uint64_t capacity, uint64_t alignment)
+    : capacity_(capacity / alignment * alignment), alignment_(alignment) {
+  if (capacity_ > 0) InsertFree(0, capacity_);
+}
+
+void PoolAllocator::InsertFree(uint64_t offset, uint64_t length) {
+  by_offset_.emplace(offset, length);
+  by_size_.emplace(length, offset);
+}
+
+void PoolAllocator::EraseFree(std::map<uint64_t, uint64_t>::iterator it) {
+  by_size_.erase({it->second, it->first});
+  by_offset_.erase(it);
+}
+
+std::optional<PoolBlock> PoolAllocator::Allocate(uint64_t bytes) {
+  uint64_t need = RoundUp(bytes == 0 ? 1 : bytes);
+  // Best fit; among equal sizes the lowest address, which keeps the high end free for growth.
+  auto it = by_size_.lower_bound({need, 0});
+  if (it == by_size_.end()) return std::nullopt;
+  uint64_t len = it->first, off = it->second;
+  EraseFree(by_offset_.find(off));
+  if (len > need) InsertFree(off + need, len - need);
+  allocated_ += need;
+  return PoolBlock{off, need};
+}
+
+void PoolAllocator::Free(const PoolBlock& block) {
+  assert(block.length % alignment_ == 0);
+  uint64_t off = block.offset, len = block.length;
+  allocated_ -= len;
+  auto next = by_offset_.lower_bound(off);
+  if (next != by_offset_.end() && off + len == next->first) {
+    len += next->second;
+    EraseFree(next);
+  }
+  auto after = by_offset_.lower_bound(off);
+  if (after != by_offset_.begin()) {
+    auto prev = std::prev(after);
+    if (prev->first + prev->second == off) {
+      off = prev->first;
+      len += prev->second;
+      EraseFree(prev);
+    }
+  }
+  InsertFree(off, len);
+}
+
+uint64_t PoolAllocator::largest_free_extent() const {
+  return by_size_.empty() ? 0 : by_size_.rbegin()->first;
+}
+
+double PoolAllocator::ExternalFragmentation() const {
+  if (capacity_ == 0) return 0;
+  return static_cast<double>(free_bytes() - largest_free_extent()) / static_cast<double>(capacity_);
+}
+
+}  // namespace ecstore

@@ -1,0 +1,50 @@
+// PoolAllocator: variable-size allocator over one region [0, capacity), best fit with
+// immediate coalescing of neighbours. Every block starts and ends on `alignment` (4 KiB), so
+// the disk tier can write and read pool memory directly with O_DIRECT.
+// Out of memory is a returned value (std::nullopt), never an exception.
+// Thread rules: not synchronized; the owner (Store) guards it with its metadata mutex.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+namespace ecstore {
+
+struct PoolBlock {
+  uint64_t offset = 0;
+  uint64_t length = 0;  // rounded up to the alignment
+};
+
+class PoolAllocator {
+ public:
+  explicit PoolAllocator(uint64_t capacity, uint64_t alignment = 4096);
+
+  std::optional<PoolBlock> Allocate(uint64_t bytes);
+  void Free(const PoolBlock& block);
+
+  uint64_t capacity() const { return capacity_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t allocated_bytes() const { return allocated_; }
+  uint64_t free_bytes() const { return capacity_ - allocated_; }
+  uint64_t largest_free_extent() const;
+  size_t free_extents() const { return by_offset_.size(); }
+  // Free bytes stranded outside the largest free extent, as a fraction of capacity.
+  double ExternalFragmentation() const;
+  uint64_t RoundUp(uint64_t bytes) const { return (bytes + alignment_ - 1) / alignment_ * alignment_; }
+
+ private:
+  void InsertFree(uint64_t offset, uint64_t length);
+  void EraseFree(std::map<uint64_t, uint64_t>::iterator it);
+
+  uint64_t capacity_;
+  uint64_t alignment_;
+  uint64_t allocated_ = 0;
+  std::map<uint64_t, uint64_t> by_offset_;             // offset -> length
+  std::set<std::pair<uint64_t, uint64_t>> by_size_;    // (length, offset)
+};
+
+}  // namespace ecstore

@@ -1,0 +1,44 @@
+#include "store/status.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace ecstore {
+
+const char* Status::CodeName(Code code) {
+  switch (code) {
+    case Code::kOk: return "OK";
+    case Code::kNotFound: return "NotFound";
+    case Code::kCorruption: return "Corruption";
+    case Code::kIOError: return "IOError";
+    case Code::kNoSpace: return "NoSpace";
+    case Code::kBusy: return "Busy";
+    case Code::kInvalidArgument: return "InvalidArgument";
+    case Code::kUnavailable: return "Unavailable";
+  }
+  return "Unknown";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  return std::string(CodeName(code_)) + ": " + message_;
+}
+
+Status Status::FromErrno(int err, const std::string& context) {
+  std::string msg = context + ": " + std::strerror(err);
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+      return NoSpace(msg + " (free disk space or lower --disk-quota)");
+    case ENOENT:
+      return NotFound(msg);
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return IOError(msg + " (check the directory's permissions)");
+    default:
+      return IOError(msg);
+  }
+}
+
+}  // namespace ecstore

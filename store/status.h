@@ -1,0 +1,83 @@
+// Status and Result<T>: the error type of every data-path call.
+// Thread rules: value types; no shared state.
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace ecstore {
+
+class Status {
+ public:
+  enum class Code {
+    kOk = 0,
+    kNotFound,
+    kCorruption,
+    kIOError,
+    kNoSpace,
+    kBusy,
+    kInvalidArgument,
+    kUnavailable,
+  };
+
+  Status() = default;
+  static Status Ok() { return Status(); }
+  static Status NotFound(std::string msg) { return Status(Code::kNotFound, std::move(msg)); }
+  static Status Corruption(std::string msg) { return Status(Code::kCorruption, std::move(msg)); }
+  static Status IOError(std::string msg) { return Status(Code::kIOError, std::move(msg)); }
+  static Status NoSpace(std::string msg) { return Status(Code::kNoSpace, std::move(msg)); }
+  static Status Busy(std::string msg) { return Status(Code::kBusy, std::move(msg)); }
+  static Status InvalidArgument(std::string msg) {
+    return Status(Code::kInvalidArgument, std::move(msg));
+  }
+  static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
+  // Maps an errno from a failed system call to the matching code.
+  static Status FromErrno(int err, const std::string& context);
+
+  bool ok() const { return code_ == Code::kOk; }
+  Code code() const { return code_; }
+  bool IsNotFound() const { return code_ == Code::kNotFound; }
+  bool IsCorruption() const { return code_ == Code::kCorruption; }
+  bool IsInvalidArgument() const { return code_ == Code::kInvalidArgument; }
+  bool IsNoSpace() const { return code_ == Code::kNoSpace; }
+  bool IsIOError() const { return code_ == Code::kIOError; }
+  bool IsBusy() const { return code_ == Code::kBusy; }
+  const std::string& message() const { return message_; }
+  std::string ToString() const;
+  static const char* CodeName(Code code);
+
+ private:
+  Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
+  Code code_ = Code::kOk;
+  std::string message_;
+};
+
+// A value or the Status that explains why there is none.
+template <typename T>
+class Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  T& value() & { return *value_; }
+  const T& value() const& { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  T* operator->() { return &*value_; }
+  const T* operator->() const { return &*value_; }
+  T& operator*() { return *value_; }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+#define EC_RETURN_IF_ERROR(expr)         \
+  do {                                   \
+    ::ecstore::Status _st = (expr);      \
+    if (!_st.ok()) return _st;           \
+  } while (0)
+
+}  // namespace ecstore

@@ -1,0 +1,1147 @@
+#include "store/store.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "disk/codec.h"
+#include "disk/disk_tier.h"
+#include "index/index.h"
+#include "store/eviction_policy.h"
+#include "store/pool_allocator.h"
+
+namespace ecstore {
+
+const char* TierName(Tier t) { return t == Tier::kPool ? "pool" : "disk"; }
+
+ReadLease::ReadLease(ReadLease&& o) noexcept { *this = std::move(o); }
+ReadLease& ReadLease::operator=(ReadLease&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    releaser_ = std::exchange(o.releaser_, nullptr);
+    token_ = std::exchange(o.token_, nullptr);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    meta_ = std::move(o.meta_);
+  }
+  return *this;
+}
+ReadLease::~ReadLease() { Reset(); }
+void ReadLease::Reset() {
+  if (releaser_) releaser_->Release(token_);
+  releaser_ = nullptr;
+  token_ = nullptr;
+  data_ = nullptr;
+  size_ = 0;
+}
+
+namespace {
+
+constexpr uint64_t kSpillBatchBytes = 64ull << 20;
+
+struct Entry : std::enable_shared_from_this<Entry> {
+  uint64_t seq = 0;
+  std::string ns, key;
+  TensorMeta meta;
+  uint64_t bytes = 0;
+  uint64_t checksum = 0;
+  uint64_t created_us = 0;
+  uint64_t last_access_us = 0;
+  uint64_t hits = 0;
+  std::optional<PoolBlock> pool;  // set once the bytes in the block are complete
+  std::optional<DiskLocation> disk;
+  int leases = 0;
+  bool spilling = false;
+  bool loading = false;
+  bool erased = false;
+  bool touched = false;  // access info changed since it was last indexed
+  uint64_t id() const { return reinterpret_cast<uintptr_t>(this); }
+};
+using EntryPtr = std::shared_ptr<Entry>;
+
+std::string FullKey(std::string_view ns, std::string_view key) {
+  std::string k;
+  k.reserve(ns.size() + key.size() + 1);
+  k.append(ns);
+  k.push_back('\0');
+  k.append(key);
+  return k;
+}
+
+struct Tombstone {
+  std::string ns, key;
+  uint64_t target_seq;
+};
+
+}  // namespace
+
+class StoreImpl : public Store, private ReadLease::Releaser {
+ public:
+  StoreImpl(std::string dir, Options o) : dir_(std::move(dir)), opt_(std::move(o)) {
+    env_ = opt_.env ? opt_.env : Env::Default();
+  }
+  ~StoreImpl() override { Close(); }
+
+  Status Init();
+  Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
+             std::span<const uint8_t> bytes) override;
+  Result<EntryInfo> Get(std::string_view ns, std::string_view key,
+                        std::span<uint8_t> dst) override;
+  Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
+  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
+  bool Contains(std::string_view ns, std::string_view key) override;
+  Status Erase(std::string_view ns, std::string_view key) override;
+  std::vector<EntryInfo> List() override;
+  StoreStats Stats() override;
+  Status Flush() override;
+  Result<VerifyReport> Verify(
+      const std::function<void(uint64_t, uint64_t)>& progress) override;
+  Status Compact(double threshold) override;
+  Status Close() override;
+
+ private:
+  void Release(void* token) override;
+  uint8_t* PoolPtr(const PoolBlock& b) const { return region_.base + b.offset; }
+  EntryInfo InfoLocked(const Entry& e) const;
+  Status CheckKey(std::string_view ns, std::string_view key) const;
+  Result<EntryPtr> FindLocked(std::string_view ns, std::string_view key, bool count_miss);
+
+  Status AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out);
+  void FreePoolLocked(Entry* e);
+  std::optional<Tombstone> DetachLocked(Entry* e);
+  void DropDiskLocked(Entry* e);
+  void WriteTombstones(std::vector<Tombstone> tombs);
+  Status ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap);
+  Status DropCorrupt(const EntryPtr& e, const Status& why);
+  Status Promote(const EntryPtr& e, bool wait);
+  ReadLease LeaseLocked(const EntryPtr& e);
+
+  bool NeedsEvictionLocked() const;
+  bool EvictionDoneLocked() const;
+  void EvictorLoop();
+  bool EvictSomeLocked(std::unique_lock<std::mutex>& l);
+  Status SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool);
+  void EnforceQuota(uint64_t incoming);
+  void MaybeCompact();
+  Status CompactSegment(uint32_t seg, bool oldest);
+  IndexRow RowLocked(const Entry& e) const;
+
+  Status Recover(bool rebuild);
+
+  std::string dir_;
+  Options opt_;
+  Env* env_ = nullptr;
+  UniqueFd lock_fd_;
+  std::unique_ptr<MemoryBackend> backend_;
+  MemoryRegion region_;
+  std::vector<MemoryRegistrar*> registered_;
+  std::unique_ptr<DiskTier> disk_;
+  std::unique_ptr<Index> index_;
+
+  // mu_ guards everything below it; never held across I/O or a payload copy.
+  std::mutex mu_;
+  std::condition_variable evict_cv_;  // evictor: work may be needed
+  std::condition_variable space_cv_;  // Put waiters: space may have been freed
+  std::condition_variable load_cv_;   // readers waiting for a promotion
+  std::unique_ptr<PoolAllocator> alloc_;
+  std::unordered_map<std::string, EntryPtr> keydir_;
+  std::unique_ptr<EvictionPolicy> pool_policy_;
+  std::unique_ptr<EvictionPolicy> disk_policy_;  // entries with a disk copy
+  std::map<uint32_t, uint64_t> segment_live_;    // record bytes still referenced
+  uint64_t pool_entries_ = 0, pool_bytes_ = 0;
+  uint64_t disk_entries_ = 0, disk_bytes_ = 0, disk_record_bytes_ = 0;
+  uint64_t need_bytes_ = 0;
+  uint64_t spill_fail_gen_ = 0;
+  Status last_spill_error_;
+  StoreStats stats_;
+  bool stop_ = false;
+  bool closed_ = false;
+  std::atomic<uint64_t> next_seq_{1};
+
+  std::mutex spill_mu_;  // one spill/compaction at a time (they share the segment tail)
+  std::thread evictor_;
+};
+
+// ---------------------------------------------------------------- open / close
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, const Options& options) {
+  if (options.pool_bytes < (1u << 20))
+    return Status::InvalidArgument("pool size must be at least 1MiB");
+  if (!(options.low_watermark > 0 && options.low_watermark < options.high_watermark &&
+        options.high_watermark <= 1.0))
+    return Status::InvalidArgument("watermarks must satisfy 0 < low < high <= 1");
+  if (!NewEvictionPolicy(options.eviction_policy))
+    return Status::InvalidArgument("unknown eviction policy '" + options.eviction_policy +
+                                   "'; use lru");
+  auto store = std::make_unique<StoreImpl>(dir, options);
+  EC_RETURN_IF_ERROR(store->Init());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+Status StoreImpl::Init() {
+  Status st = env_->CreateDirs(dir_);
+  if (!st.ok())
+    return Status::IOError("cannot create store directory " + dir_ + ": " + st.message() +
+                           "; choose a writable --dir");
+  auto lock = env_->OpenFile(dir_ + "/LOCK", O_RDWR | O_CREAT, 0644);
+  if (!lock.ok())
+    return Status::IOError("cannot open " + dir_ + "/LOCK: " + lock.status().message() +
+                           "; choose a writable --dir");
+  lock_fd_ = std::move(lock).value();
+  if (flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0)
+    return Status::Busy("store " + dir_ +
+                        " is in use by another process (a running daemon or CLI); stop it, "
+                        "or talk to the daemon with --server");
+  std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(lock_fd_.get(), 0) == 0 && pwrite(lock_fd_.get(), pid.data(), pid.size(), 0) < 0)
+    spdlog::debug("could not record pid in LOCK");
+
+  const std::string index_path = dir_ + "/index.sqlite";
+  bool index_existed = env_->FileExists(index_path);
+  auto index = Index::Open(index_path);
+  if (!index.ok()) return index.status();
+  index_ = std::move(index).value();
+  DiskOptions dopt;
+  dopt.segment_bytes = opt_.segment_bytes;
+  dopt.queue_depth = opt_.io_queue_depth;
+  dopt.io_chunk_bytes = opt_.io_chunk_bytes;
+  auto disk = DiskTier::Open(dir_ + "/segments", env_, dopt);
+  if (!disk.ok()) return disk.status();
+  disk_ = std::move(disk).value();
+
+  backend_ = NewHostPinnedBackend();
+  auto region = backend_->Map(opt_.pool_bytes);
+  if (!region.ok()) return region.status();
+  region_ = *region;
+  if (!region_.locked)
+    spdlog::warn("pool of {} bytes could not be mlocked (RLIMIT_MEMLOCK); it is not pinned",
+                 region_.size);
+  for (MemoryRegistrar* r : opt_.registrars) {
+    EC_RETURN_IF_ERROR(r->Register(region_));
+    registered_.push_back(r);
+  }
+  alloc_ = std::make_unique<PoolAllocator>(region_.size);
+  pool_policy_ = NewEvictionPolicy(opt_.eviction_policy);
+  disk_policy_ = NewEvictionPolicy(opt_.eviction_policy);
+
+  bool rebuild = opt_.rebuild_index || (!index_existed && !disk_->Segments().empty());
+  if (rebuild && !opt_.rebuild_index)
+    spdlog::warn("index {} is missing; rebuilding it from the segment files", index_path);
+  EC_RETURN_IF_ERROR(Recover(rebuild));
+  evictor_ = std::thread([this] { EvictorLoop(); });
+  return Status::Ok();
+}
+
+Status StoreImpl::Recover(bool rebuild) {
+  std::vector<IndexRow> rows;
+  std::map<uint32_t, uint64_t> tails;
+  if (rebuild) {
+    EC_RETURN_IF_ERROR(index_->Reset());
+  } else {
+    auto r = index_->LoadAll();
+    if (!r.ok()) return r.status();
+    rows = std::move(r).value();
+    auto t = index_->SegmentTails();
+    if (!t.ok()) return t.status();
+    tails = std::move(t).value();
+  }
+  std::vector<uint32_t> segs = disk_->Segments();
+  std::lock_guard<std::mutex> l(mu_);
+  uint64_t max_seq = 0;
+  auto install = [&](const IndexRow& row) {
+    auto e = std::make_shared<Entry>();
+    e->seq = row.seq;
+    e->ns = row.ns;
+    e->key = row.key;
+    e->meta = row.meta;
+    e->bytes = row.raw_len;
+    e->checksum = row.checksum;
+    e->created_us = row.created_us;
+    e->last_access_us = row.last_access_us;
+    e->hits = row.hits;
+    e->disk = row.loc;
+    auto& slot = keydir_[FullKey(row.ns, row.key)];
+    if (slot) DropDiskLocked(slot.get());
+    slot = e;
+    disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
+    segment_live_[row.loc.segment] += row.loc.record_bytes();
+    ++disk_entries_;
+    disk_bytes_ += e->bytes;
+    disk_record_bytes_ += row.loc.record_bytes();
+    max_seq = std::max(max_seq, row.seq);
+  };
+  for (const IndexRow& row : rows) {
+    if (!std::binary_search(segs.begin(), segs.end(), row.loc.segment)) {
+      spdlog::warn("index entry {}/{} points at missing segment {}; dropped", row.ns, row.key,
+                   row.loc.segment);
+      index_->EnqueueDelete(row.ns, row.key, row.seq);
+      continue;
+    }
+    install(row);
+  }
+  // Records past each segment's indexed tail were written but not yet indexed when the
+  // store last stopped: index them now. A torn tail (a crash mid-write) is cut off.
+  std::unordered_map<std::string, uint64_t> tomb_targets;
+  for (uint32_t seg : segs) {
+    uint64_t from = tails.count(seg) ? tails[seg] : 0;
+    auto scan = disk_->Scan(seg, from, true, [&](const RecordInfo& info, const DiskLocation& loc,
+                                                 bool payload_ok) {
+      max_seq = std::max(max_seq, info.seq);
+      std::string fk = FullKey(info.ns, info.key);
+      auto it = keydir_.find(fk);
+      if (info.tombstone()) {
+        max_seq = std::max(max_seq, info.target_seq);
+        uint64_t& t = tomb_targets[fk];
+        t = std::max(t, info.target_seq);
+        if (it != keydir_.end() && it->second->seq <= info.target_seq) {
+          DropDiskLocked(it->second.get());
+          keydir_.erase(it);
+        }
+        index_->EnqueueDelete(info.ns, info.key, info.target_seq);
+        return;
+      }
+      if (!payload_ok) {
+        ++stats_.corrupt_dropped;
+        spdlog::error("segment {} offset {}: record {}/{} fails its checksum; not indexed", seg,
+                      loc.offset, info.ns, info.key);
+        return;
+      }
+      auto tomb = tomb_targets.find(fk);
+      if (tomb != tomb_targets.end() && info.seq <= tomb->second) return;
+      if (it != keydir_.end() && it->second->seq > info.seq) return;
+      IndexRow row;
+      row.ns = info.ns;
+      row.key = info.key;
+      row.seq = info.seq;
+      row.loc = loc;
+      row.raw_len = info.raw_len;
+      row.checksum = info.checksum;
+      row.meta = info.meta;
+      row.created_us = info.created_us;
+      row.last_access_us = info.created_us;
+      install(row);
+      index_->EnqueuePut(row);
+    });
+    if (!scan.ok()) return scan.status();
+    if (scan->torn_tail && !rebuild) {
+      spdlog::warn("segment {}: cutting a torn tail at offset {} (a write was interrupted)", seg,
+                   scan->end);
+      EC_RETURN_IF_ERROR(disk_->TruncateSegment(seg, scan->end));
+    }
+    index_->EnqueueTail(seg, scan->end);
+  }
+  next_seq_ = max_seq + 1;
+  return index_->Flush();
+}
+
+Status StoreImpl::Close() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (closed_) return Status::Ok();
+    stop_ = true;
+  }
+  evict_cv_.notify_all();
+  space_cv_.notify_all();
+  if (evictor_.joinable()) evictor_.join();
+  Status st = Flush();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [_, e] : keydir_)
+      if (e->disk && e->touched) {
+        index_->EnqueueTouch(e->ns, e->key, e->last_access_us, e->hits);
+        e->touched = false;
+      }
+    closed_ = true;
+  }
+  Status ist = index_->Flush();
+  if (st.ok()) st = ist;
+  index_.reset();
+  disk_.reset();
+  for (MemoryRegistrar* r : registered_) r->Deregister(region_);
+  registered_.clear();
+  if (backend_) backend_->Unmap(region_);
+  region_ = {};
+  lock_fd_.reset();
+  return st;
+}
+
+// ---------------------------------------------------------------- helpers
+
+Status StoreImpl::CheckKey(std::string_view ns, std::string_view key) const {
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  return ValidateKey(key);
+}
+
+Result<EntryPtr> StoreImpl::FindLocked(std::string_view ns, std::string_view key,
+                                       bool count_miss) {
+  if (closed_) return Status::Unavailable("store is closed");
+  auto it = keydir_.find(FullKey(ns, key));
+  if (it == keydir_.end()) {
+    if (count_miss) {
+      ++stats_.misses;
+      ++stats_.pool.misses;
+    }
+    return Status::NotFound("no entry for key '" + std::string(key) + "' in namespace '" +
+                            std::string(ns) + "'");
+  }
+  return it->second;
+}
+
+EntryInfo StoreImpl::InfoLocked(const Entry& e) const {
+  EntryInfo i;
+  i.ns = e.ns;
+  i.key = e.key;
+  i.tier = e.pool ? Tier::kPool : Tier::kDisk;
+  i.on_disk = e.disk.has_value();
+  i.bytes = e.bytes;
+  i.meta = e.meta;
+  i.created_us = e.created_us;
+  i.last_access_us = e.last_access_us;
+  i.hits = e.hits;
+  i.checksum = e.checksum;
+  return i;
+}
+
+IndexRow StoreImpl::RowLocked(const Entry& e) const {
+  IndexRow r;
+  r.ns = e.ns;
+  r.key = e.key;
+  r.seq = e.seq;
+  r.loc = *e.disk;
+  r.raw_len = e.bytes;
+  r.checksum = e.checksum;
+  r.meta = e.meta;
+  r.created_us = e.created_us;
+  r.last_access_us = e.last_access_us;
+  r.hits = e.hits;
+  return r;
+}
+
+void StoreImpl::FreePoolLocked(Entry* e) {
+  if (!e->pool) return;
+  alloc_->Free(*e->pool);
+  e->pool.reset();
+  pool_policy_->Remove(e->id());
+  --pool_entries_;
+  pool_bytes_ -= e->bytes;
+  space_cv_.notify_all();
+}
+
+void StoreImpl::DropDiskLocked(Entry* e) {
+  if (!e->disk) return;
+  segment_live_[e->disk->segment] -= e->disk->record_bytes();
+  disk_record_bytes_ -= e->disk->record_bytes();
+  --disk_entries_;
+  disk_bytes_ -= e->bytes;
+  disk_policy_->Remove(e->id());
+  e->disk.reset();
+}
+
+// Unlinks an entry that has left the keydir. Its pool block goes back now, or when the last
+// lease ends / the spill in flight finishes. Returns the tombstone its disk copy needs.
+std::optional<Tombstone> StoreImpl::DetachLocked(Entry* e) {
+  e->erased = true;
+  if (e->leases == 0 && !e->spilling) FreePoolLocked(e);
+  else pool_policy_->Remove(e->id());
+  if (!e->disk) return std::nullopt;
+  Tombstone t{e->ns, e->key, e->seq};
+  DropDiskLocked(e);
+  return t;
+}
+
+void StoreImpl::WriteTombstones(std::vector<Tombstone> tombs) {
+  if (tombs.empty()) return;
+  std::vector<DiskTier::WriteItem> items;
+  for (const Tombstone& t : tombs) {
+    DiskTier::WriteItem it;
+    it.info.flags = RecordInfo::kTombstone;
+    it.info.seq = next_seq_++;
+    it.info.target_seq = t.target_seq;
+    it.info.ns = t.ns;
+    it.info.key = t.key;
+    it.info.created_us = env_->NowMicros();
+    items.push_back(std::move(it));
+  }
+  std::vector<DiskLocation> locs;
+  Status st = disk_->Append(items, &locs);
+  if (!st.ok())
+    spdlog::error("could not write {} tombstone(s): {}; a later index rebuild may bring the "
+                  "erased entries back", tombs.size(), st.ToString());
+  else
+    index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
+  for (Tombstone& t : tombs) index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
+}
+
+ReadLease StoreImpl::LeaseLocked(const EntryPtr& e) {
+  ++e->leases;
+  ++e->hits;
+  e->touched = true;
+  e->last_access_us = env_->NowMicros();
+  pool_policy_->Touch(e->id());
+  disk_policy_->Touch(e->id());
+  ++stats_.pool.hits;
+  return ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), e->bytes, e->meta);
+}
+
+void StoreImpl::Release(void* token) {
+  auto* ep = static_cast<EntryPtr*>(token);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    Entry* e = ep->get();
+    if (--e->leases == 0) {
+      if (e->erased && !e->spilling) FreePoolLocked(e);
+      if (need_bytes_ || NeedsEvictionLocked()) evict_cv_.notify_one();
+    }
+  }
+  delete ep;
+}
+
+// ---------------------------------------------------------------- put
+
+Status StoreImpl::AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out) {
+  std::unique_lock<std::mutex> l(mu_);
+  const uint64_t need = alloc_->RoundUp(bytes);
+  const auto deadline = std::chrono::steady_clock::now() + opt_.put_wait;
+  const uint64_t fail_gen = spill_fail_gen_;
+  for (;;) {
+    if (stop_ && wait) return Status::Unavailable("store is closing");
+    if (auto b = alloc_->Allocate(bytes)) {
+      *out = *b;
+      if (NeedsEvictionLocked()) evict_cv_.notify_one();
+      return Status::Ok();
+    }
+    need_bytes_ = std::max(need_bytes_, need);
+    evict_cv_.notify_one();
+    if (!wait) return Status::Busy("no free pool block right now");
+    if (spill_fail_gen_ != fail_gen)
+      return Status(last_spill_error_.code() == Status::Code::kOk
+                        ? Status::IOError("spill failed")
+                        : last_spill_error_);
+    if (space_cv_.wait_until(l, deadline) == std::cv_status::timeout) {
+      if (auto b = alloc_->Allocate(bytes)) {
+        *out = *b;
+        return Status::Ok();
+      }
+      uint64_t leased = 0;
+      for (auto& [_, e] : keydir_) leased += e->leases > 0;
+      if (!last_spill_error_.ok() && spill_fail_gen_ != fail_gen) return last_spill_error_;
+      return Status::Busy("pool is full (" + std::to_string(pool_entries_) + " entries, " +
+                          std::to_string(leased) +
+                          " leased) and nothing could be evicted in time; release leases or "
+                          "raise --pool-size");
+    }
+  }
+}
+
+Status StoreImpl::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                      std::span<const uint8_t> bytes) {
+  EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  EC_RETURN_IF_ERROR(ValidateMeta(meta, bytes.size()));
+  if (alloc_->RoundUp(bytes.size()) > alloc_->capacity())
+    return Status::NoSpace("entry of " + std::to_string(bytes.size()) +
+                           " bytes is larger than the whole pool (" +
+                           std::to_string(alloc_->capacity()) + " bytes); raise --pool-size");
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (closed_ || stop_) return Status::Unavailable("store is closed");
+  }
+  PoolBlock blk;
+  EC_RETURN_IF_ERROR(AllocateBlock(bytes.size(), true, &blk));
+  uint8_t* dst = PoolPtr(blk);
+  std::memcpy(dst, bytes.data(), bytes.size());
+  // Zero the padding so a spill (which writes whole blocks) never carries stale bytes.
+  std::memset(dst + bytes.size(), 0, blk.length - bytes.size());
+  auto e = std::make_shared<Entry>();
+  e->ns = ns;
+  e->key = key;
+  e->meta = meta;
+  e->bytes = bytes.size();
+  e->checksum = PayloadChecksum(dst, bytes.size());
+  e->created_us = e->last_access_us = env_->NowMicros();
+  e->pool = blk;
+  std::optional<Tombstone> tomb;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    e->seq = next_seq_++;
+    auto& slot = keydir_[FullKey(ns, key)];
+    if (slot) tomb = DetachLocked(slot.get());
+    slot = e;
+    pool_policy_->Insert(e->id(), e->bytes, meta.recompute_cost);
+    ++pool_entries_;
+    pool_bytes_ += e->bytes;
+    if (NeedsEvictionLocked()) evict_cv_.notify_one();
+  }
+  if (tomb) WriteTombstones({*tomb});
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- get
+
+Status StoreImpl::ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst,
+                               uint64_t dst_cap) {
+  Status st;
+  if (loc.codec == Codec::kNone && reinterpret_cast<uintptr_t>(dst) % kBlockSize == 0 &&
+      dst_cap >= RoundUpBlock(loc.stored_len)) {
+    st = disk_->ReadStored(loc, dst);  // straight into the destination, no staging copy
+  } else {
+    AlignedBuffer staging(loc.stored_len);
+    st = disk_->ReadStored(loc, staging.data());
+    if (st.ok()) {
+      if (loc.codec == Codec::kNone)
+        std::memcpy(dst, staging.data(), e.bytes);
+      else
+        st = DecompressPayload(loc.codec, staging.data(), loc.stored_len, dst, e.bytes,
+                               DTypeSize(e.meta.dtype));
+    }
+  }
+  if (!st.ok()) return st;
+  if (PayloadChecksum(dst, e.bytes) != e.checksum)
+    return Status::Corruption("checksum mismatch in segment " + std::to_string(loc.segment) +
+                              " at offset " + std::to_string(loc.offset));
+  return Status::Ok();
+}
+
+Status StoreImpl::DropCorrupt(const EntryPtr& e, const Status& why) {
+  std::optional<Tombstone> tomb;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = keydir_.find(FullKey(e->ns, e->key));
+    if (it != keydir_.end() && it->second == e) {
+      keydir_.erase(it);
+      tomb = DetachLocked(e.get());
+      ++stats_.corrupt_dropped;
+    }
+  }
+  spdlog::error("entry {}/{} is corrupt on disk ({}); dropped", e->ns, e->key, why.message());
+  if (tomb) WriteTombstones({*tomb});
+  return Status::Corruption("entry '" + e->key + "' failed its checksum (" + why.message() +
+                            "); it was dropped and must be recomputed");
+}
+
+// Reads a disk-only entry into a fresh pool block. Ok also when someone else promoted or
+// erased it meanwhile; the caller looks again.
+Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
+  PoolBlock blk;
+  EC_RETURN_IF_ERROR(AllocateBlock(e->bytes, wait, &blk));
+  DiskLocation loc;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (e->erased || e->pool || e->loading || !e->disk) {
+      alloc_->Free(blk);
+      space_cv_.notify_all();
+      return Status::Ok();
+    }
+    e->loading = true;
+    loc = *e->disk;
+  }
+  Status st = ReadFromDisk(*e, loc, PoolPtr(blk), blk.length);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    e->loading = false;
+    load_cv_.notify_all();
+    if (st.ok() && !e->erased) {
+      std::memset(PoolPtr(blk) + e->bytes, 0, blk.length - e->bytes);
+      e->pool = blk;
+      pool_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
+      ++pool_entries_;
+      pool_bytes_ += e->bytes;
+      ++stats_.pool.promotions;
+      ++stats_.disk.hits;
+      return Status::Ok();
+    }
+    alloc_->Free(blk);
+    space_cv_.notify_all();
+  }
+  if (st.IsCorruption()) return DropCorrupt(e, st);
+  return st;
+}
+
+Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) {
+  EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  for (;;) {
+    EntryPtr e;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      auto found = FindLocked(ns, key, true);
+      if (!found.ok()) return found.status();
+      e = *found;
+      if (e->pool) return LeaseLocked(e);
+      if (e->loading) {
+        load_cv_.wait(l, [&] { return !e->loading; });
+        continue;
+      }
+    }
+    EC_RETURN_IF_ERROR(Promote(e, true));
+  }
+}
+
+Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key,
+                                 std::span<uint8_t> dst) {
+  EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  for (;;) {
+    EntryPtr e;
+    EntryInfo info;
+    DiskLocation loc;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      auto found = FindLocked(ns, key, true);
+      if (!found.ok()) return found.status();
+      e = *found;
+      if (dst.size() < e->bytes)
+        return Status::InvalidArgument("destination buffer holds " + std::to_string(dst.size()) +
+                                       " bytes but entry '" + e->key + "' has " +
+                                       std::to_string(e->bytes) + "; Lookup the size first");
+      if (e->pool) {
+        ReadLease lease = LeaseLocked(e);
+        info = InfoLocked(*e);
+        l.unlock();
+        std::memcpy(dst.data(), lease.data(), lease.size());
+        return info;
+      }
+      if (e->loading) {
+        load_cv_.wait(l, [&] { return !e->loading; });
+        continue;
+      }
+      if (!opt_.promote_on_get) {
+        loc = *e->disk;
+        ++e->hits;
+        e->touched = true;
+        e->last_access_us = env_->NowMicros();
+        disk_policy_->Touch(e->id());
+        info = InfoLocked(*e);
+      }
+    }
+    if (opt_.promote_on_get) {
+      Status st = Promote(e, false);
+      if (st.ok()) continue;
+      if (!st.IsBusy()) return st;
+      // No pool space right now: serve straight from disk; promotion can happen next time.
+      std::lock_guard<std::mutex> l(mu_);
+      if (!e->disk || e->erased) continue;
+      loc = *e->disk;
+      ++e->hits;
+      e->touched = true;
+      e->last_access_us = env_->NowMicros();
+      info = InfoLocked(*e);
+    }
+    Status st = ReadFromDisk(*e, loc, dst.data(), dst.size());
+    if (st.IsCorruption()) return DropCorrupt(e, st);
+    if (!st.ok()) return st;
+    std::lock_guard<std::mutex> l(mu_);
+    ++stats_.disk.hits;
+    return info;
+  }
+}
+
+Result<EntryInfo> StoreImpl::Lookup(std::string_view ns, std::string_view key) {
+  EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  std::lock_guard<std::mutex> l(mu_);
+  auto found = FindLocked(ns, key, false);
+  if (!found.ok()) return found.status();
+  return InfoLocked(**found);
+}
+
+bool StoreImpl::Contains(std::string_view ns, std::string_view key) {
+  std::lock_guard<std::mutex> l(mu_);
+  return !closed_ && keydir_.count(FullKey(ns, key)) > 0;
+}
+
+Status StoreImpl::Erase(std::string_view ns, std::string_view key) {
+  EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  std::optional<Tombstone> tomb;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto found = FindLocked(ns, key, false);
+    if (!found.ok()) return found.status();
+    keydir_.erase(FullKey(ns, key));
+    tomb = DetachLocked(found->get());
+  }
+  if (tomb) WriteTombstones({*tomb});
+  return Status::Ok();
+}
+
+std::vector<EntryInfo> StoreImpl::List() {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<EntryInfo> out;
+  out.reserve(keydir_.size());
+  for (const auto& [_, e] : keydir_) out.push_back(InfoLocked(*e));
+  return out;
+}
+
+StoreStats StoreImpl::Stats() {
+  std::lock_guard<std::mutex> l(mu_);
+  StoreStats s = stats_;
+  s.pool.entries = pool_entries_;
+  s.pool.bytes = pool_bytes_;
+  s.disk.entries = disk_entries_;
+  s.disk.bytes = disk_bytes_;
+  s.disk.misses = stats_.misses;
+  s.pool_capacity = alloc_ ? alloc_->capacity() : 0;
+  s.pool_allocated = alloc_ ? alloc_->allocated_bytes() : 0;
+  s.pool_fragmentation = alloc_ ? alloc_->ExternalFragmentation() : 0;
+  s.pool_huge_pages = region_.huge_pages;
+  s.pool_locked = region_.locked;
+  s.disk_quota = opt_.disk_quota_bytes;
+  s.disk_file_bytes = disk_ ? disk_->file_bytes() : 0;
+  s.segments = disk_ ? disk_->Segments().size() : 0;
+  return s;
+}
+
+// ---------------------------------------------------------------- eviction and spill
+
+bool StoreImpl::NeedsEvictionLocked() const {
+  double used = static_cast<double>(alloc_->allocated_bytes());
+  double cap = static_cast<double>(alloc_->capacity());
+  return used > opt_.high_watermark * cap ||
+         (need_bytes_ > 0 && alloc_->largest_free_extent() < need_bytes_);
+}
+
+bool StoreImpl::EvictionDoneLocked() const {
+  double used = static_cast<double>(alloc_->allocated_bytes());
+  double cap = static_cast<double>(alloc_->capacity());
+  return used <= opt_.low_watermark * cap &&
+         (need_bytes_ == 0 || alloc_->largest_free_extent() >= need_bytes_);
+}
+
+void StoreImpl::EvictorLoop() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stop_) {
+    evict_cv_.wait(l, [&] { return stop_ || NeedsEvictionLocked(); });
+    if (stop_) break;
+    bool progress = EvictSomeLocked(l);
+    if (EvictionDoneLocked() || alloc_->largest_free_extent() >= need_bytes_) need_bytes_ = 0;
+    space_cv_.notify_all();
+    if (!progress && !stop_) {
+      // Everything evictable is leased or failed to spill: wait for a release or a retry.
+      evict_cv_.wait_for(l, std::chrono::milliseconds(50));
+    }
+  }
+}
+
+bool StoreImpl::EvictSomeLocked(std::unique_lock<std::mutex>& l) {
+  bool freed = false;
+  std::vector<EntryPtr> batch;
+  uint64_t batch_bytes = 0;
+  auto done = [&] {
+    double projected = static_cast<double>(alloc_->allocated_bytes() - batch_bytes);
+    return projected <= opt_.low_watermark * static_cast<double>(alloc_->capacity()) &&
+           (need_bytes_ == 0 || alloc_->largest_free_extent() >= need_bytes_);
+  };
+  for (uint64_t id : pool_policy_->Coldest(256)) {
+    Entry* e = reinterpret_cast<Entry*>(id);
+    if (e->leases > 0 || e->spilling || e->loading || e->erased) continue;
+    if (e->disk) {  // a clean copy: dropping the pool block costs no I/O
+      FreePoolLocked(e);
+      ++stats_.pool.evictions;
+      freed = true;
+    } else {
+      e->spilling = true;
+      batch.push_back(e->shared_from_this());
+      batch_bytes += e->pool->length;
+    }
+    if (done() || batch_bytes >= kSpillBatchBytes) break;
+  }
+  if (batch.empty()) return freed;
+  l.unlock();
+  Status st = SpillBatch(batch, true);
+  MaybeCompact();
+  l.lock();
+  return freed || st.ok();
+}
+
+void StoreImpl::EnforceQuota(uint64_t incoming) {
+  std::vector<Tombstone> tombs;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    while (disk_record_bytes_ + incoming > opt_.disk_quota_bytes) {
+      bool any = false;
+      for (uint64_t id : disk_policy_->Coldest(64)) {
+        Entry* e = reinterpret_cast<Entry*>(id);
+        if (e->leases > 0 || e->loading || e->spilling) continue;
+        any = true;
+        ++stats_.disk.evictions;
+        if (e->pool) {  // still hot: keep it in the pool, give up only its disk copy
+          tombs.push_back({e->ns, e->key, e->seq});
+          DropDiskLocked(e);
+        } else {
+          EntryPtr keep = e->shared_from_this();
+          keydir_.erase(FullKey(e->ns, e->key));
+          if (auto t = DetachLocked(e)) tombs.push_back(*t);
+        }
+        if (disk_record_bytes_ + incoming <= opt_.disk_quota_bytes) break;
+      }
+      if (!any) break;
+    }
+  }
+  WriteTombstones(std::move(tombs));
+}
+
+Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
+  std::lock_guard<std::mutex> spill_lock(spill_mu_);
+  std::vector<DiskTier::WriteItem> items;
+  std::vector<AlignedBuffer> compressed;
+  std::vector<EntryPtr> written, too_big;
+  uint64_t total = 0;
+  for (const EntryPtr& e : batch) {
+    DiskTier::WriteItem it;
+    it.info.seq = e->seq;
+    it.info.ns = e->ns;
+    it.info.key = e->key;
+    it.info.meta = e->meta;
+    it.info.raw_len = e->bytes;
+    it.info.stored_len = e->bytes;
+    it.info.checksum = e->checksum;
+    it.info.created_us = e->created_us;
+    it.payload = PoolPtr(*e->pool);  // the pool is 4 KiB aligned: O_DIRECT straight from it
+    if (opt_.compress) {
+      AlignedBuffer out;
+      uint64_t stored = 0;
+      Codec c = CompressPayload(it.payload, e->bytes, DTypeSize(e->meta.dtype),
+                                opt_.min_compression_saving, &out, &stored);
+      if (c != Codec::kNone) {
+        it.info.codec = c;
+        it.info.stored_len = stored;
+        it.payload = out.data();
+        compressed.push_back(std::move(out));
+      }
+    }
+    if (it.info.record_bytes() > opt_.disk_quota_bytes) {
+      too_big.push_back(e);
+      continue;
+    }
+    total += it.info.record_bytes();
+    items.push_back(std::move(it));
+    written.push_back(e);
+  }
+  EnforceQuota(total);
+  std::vector<DiskLocation> locs;
+  Status st = items.empty() ? Status::Ok() : disk_->Append(items, &locs);
+  std::vector<Tombstone> tombs;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const EntryPtr& e : too_big) {  // cannot live on disk at all: the cache drops it
+      e->spilling = false;
+      if (!drop_from_pool) continue;
+      ++stats_.pool.evictions;
+      if (!e->erased) {
+        keydir_.erase(FullKey(e->ns, e->key));
+        DetachLocked(e.get());
+      } else if (e->leases == 0) {
+        FreePoolLocked(e.get());
+      }
+    }
+    for (size_t i = 0; i < written.size(); ++i) {
+      Entry* e = written[i].get();
+      e->spilling = false;
+      if (!st.ok()) {
+        if (e->erased && e->leases == 0) FreePoolLocked(e);
+        continue;
+      }
+      if (e->erased) {  // erased while its bytes were in flight: that record is dead
+        tombs.push_back({e->ns, e->key, e->seq});
+        if (e->leases == 0) FreePoolLocked(e);
+        continue;
+      }
+      e->disk = locs[i];
+      segment_live_[locs[i].segment] += locs[i].record_bytes();
+      disk_record_bytes_ += locs[i].record_bytes();
+      ++disk_entries_;
+      disk_bytes_ += e->bytes;
+      disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
+      ++stats_.pool.spills;
+      ++stats_.disk.spills;
+      index_->EnqueuePut(RowLocked(*e));
+      if (drop_from_pool && e->leases == 0) {
+        FreePoolLocked(e);
+        ++stats_.pool.evictions;
+      }
+    }
+    if (!locs.empty())
+      index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
+    if (!st.ok()) {
+      ++stats_.spill_errors;
+      last_spill_error_ = Status(st.IsNoSpace() ? Status::NoSpace("pool is full and spilling to disk failed: " + st.message())
+                                                : Status::IOError("pool is full and spilling to disk failed: " + st.message()));
+      ++spill_fail_gen_;
+      spdlog::error("spill of {} entries failed: {}", written.size(), st.ToString());
+    }
+    space_cv_.notify_all();
+  }
+  WriteTombstones(std::move(tombs));
+  return st;
+}
+
+Status StoreImpl::Flush() {
+  for (;;) {
+    std::vector<EntryPtr> batch;
+    uint64_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (closed_) return Status::Unavailable("store is closed");
+      for (auto& [_, e] : keydir_) {
+        if (e->pool && !e->disk && !e->spilling && !e->erased) {
+          e->spilling = true;
+          batch.push_back(e);
+          bytes += e->bytes;
+          if (bytes >= kSpillBatchBytes) break;
+        }
+      }
+    }
+    if (batch.empty()) break;
+    EC_RETURN_IF_ERROR(SpillBatch(batch, false));
+  }
+  return index_->Flush();
+}
+
+// ---------------------------------------------------------------- verify / compact
+
+Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64_t)>& progress) {
+  std::vector<EntryPtr> all;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [_, e] : keydir_) all.push_back(e);
+  }
+  VerifyReport report;
+  uint64_t done = 0;
+  for (const EntryPtr& e : all) {
+    if (progress) progress(done, all.size());
+    ++done;
+    std::optional<ReadLease> lease;
+    std::optional<DiskLocation> loc;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (e->erased) continue;
+      if (e->pool) {
+        ++e->leases;  // a lease without touching LRU order or hit counts
+        lease.emplace(ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), e->bytes, e->meta));
+      }
+      loc = e->disk;
+    }
+    ++report.checked;
+    report.bytes += e->bytes;
+    Status bad;
+    if (lease && PayloadChecksum(lease->data(), lease->size()) != e->checksum)
+      bad = Status::Corruption("pool copy checksum mismatch");
+    lease.reset();
+    if (bad.ok() && loc) {
+      AlignedBuffer buf(e->bytes);
+      bad = ReadFromDisk(*e, *loc, buf.data(), buf.size());
+    }
+    if (!bad.ok()) {
+      DropCorrupt(e, bad);
+      report.corrupt.push_back(e->ns + "/" + e->key + ": " + bad.message());
+    }
+  }
+  if (progress) progress(all.size(), all.size());
+  return report;
+}
+
+void StoreImpl::MaybeCompact() {
+  uint64_t files = disk_->file_bytes();
+  uint64_t live;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    live = disk_record_bytes_;
+  }
+  // Compact once dead bytes exceed a segment's worth and half of what is live.
+  if (files > live + opt_.segment_bytes && files - live > live / 2) {
+    Status st = Compact(opt_.compact_live_ratio);
+    if (!st.ok()) spdlog::warn("background compaction failed: {}", st.ToString());
+  }
+}
+
+Status StoreImpl::Compact(double threshold) {
+  std::lock_guard<std::mutex> spill_lock(spill_mu_);
+  uint32_t active = disk_->active_segment();
+  std::vector<uint32_t> segs = disk_->Segments();
+  for (size_t i = 0; i < segs.size(); ++i) {
+    uint32_t seg = segs[i];
+    if (seg == active) continue;
+    uint64_t size = disk_->SegmentSize(seg);
+    uint64_t live;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      live = segment_live_[seg];
+    }
+    if (size == 0 || (static_cast<double>(live) >= threshold * static_cast<double>(size) &&
+                      !(threshold >= 1.0 && live < size)))
+      continue;
+    EC_RETURN_IF_ERROR(CompactSegment(seg, i == 0));
+  }
+  return Status::Ok();
+}
+
+// Moves a segment's live records and still-needed tombstones to the tail, then deletes it.
+Status StoreImpl::CompactSegment(uint32_t seg, bool oldest) {
+  std::vector<RecordInfo> tombs;
+  std::vector<std::pair<EntryPtr, DiskLocation>> live;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [_, e] : keydir_)
+      if (e->disk && e->disk->segment == seg) live.emplace_back(e, *e->disk);
+  }
+  if (!oldest) {  // a tombstone must outlive every older record it hides
+    auto scan = disk_->Scan(seg, 0, false, [&](const RecordInfo& info, const DiskLocation&, bool) {
+      if (info.tombstone()) tombs.push_back(info);
+    });
+    if (!scan.ok()) return scan.status();
+  }
+  for (auto& [e, loc] : live) {
+    AlignedBuffer stored(loc.stored_len);
+    Status st = disk_->ReadStored(loc, stored.data());
+    if (st.ok() && loc.codec == Codec::kNone &&
+        PayloadChecksum(stored.data(), e->bytes) != e->checksum)
+      st = Status::Corruption("checksum mismatch during compaction");
+    if (st.IsCorruption()) {
+      DropCorrupt(e, st);
+      continue;
+    }
+    EC_RETURN_IF_ERROR(st);
+    DiskTier::WriteItem it;
+    it.info.seq = e->seq;
+    it.info.ns = e->ns;
+    it.info.key = e->key;
+    it.info.meta = e->meta;
+    it.info.raw_len = e->bytes;
+    it.info.stored_len = loc.stored_len;
+    it.info.codec = loc.codec;
+    it.info.checksum = e->checksum;
+    it.info.created_us = e->created_us;
+    it.payload = stored.data();
+    std::vector<DiskLocation> out;
+    EC_RETURN_IF_ERROR(disk_->Append({it}, &out));
+    std::lock_guard<std::mutex> l(mu_);
+    index_->EnqueueTail(out[0].segment, out[0].offset + out[0].record_bytes());
+    if (e->disk && *e->disk == loc && !e->erased) {
+      segment_live_[seg] -= loc.record_bytes();
+      segment_live_[out[0].segment] += out[0].record_bytes();
+      e->disk = out[0];
+      index_->EnqueuePut(RowLocked(*e));
+    }
+  }
+  if (!tombs.empty()) {
+    std::vector<DiskTier::WriteItem> items;
+    for (RecordInfo& t : tombs) items.push_back({std::move(t), nullptr});
+    std::vector<DiskLocation> out;
+    EC_RETURN_IF_ERROR(disk_->Append(items, &out));
+    index_->EnqueueTail(out.back().segment, out.back().offset + out.back().record_bytes());
+  }
+  index_->EnqueueDropSegment(seg);
+  EC_RETURN_IF_ERROR(index_->Flush());
+  EC_RETURN_IF_ERROR(disk_->DropSegment(seg));
+  std::lock_guard<std::mutex> l(mu_);
+  segment_live_.erase(seg);
+  ++stats_.compactions;
+  return Status::Ok();
+}
+
+}  // namespace ecstore
