@@ -161,6 +161,8 @@ class StoreImpl : public Store, private ReadLease::Releaser {
   uint64_t disk_entries_ = 0, disk_bytes_ = 0, disk_record_bytes_ = 0;
   uint64_t need_bytes_ = 0;
   uint64_t spill_fail_gen_ = 0;
+  int consecutive_spill_failures_ = 0;  // a Put gives up on the pool after two in a row
+  std::chrono::steady_clock::time_point spill_retry_at_{};
   Status last_spill_error_;
   StoreStats stats_;
   bool stop_ = false;
@@ -352,6 +354,14 @@ Status StoreImpl::Close() {
   evict_cv_.notify_all();
   space_cv_.notify_all();
   if (evictor_.joinable()) evictor_.join();
+  if (!index_ || !disk_ || !alloc_) {  // Init failed part way: nothing was served
+    closed_ = true;
+    index_.reset();
+    disk_.reset();
+    if (backend_) backend_->Unmap(region_);
+    region_ = {};
+    return Status::Ok();
+  }
   Status st = Flush();
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -522,10 +532,7 @@ Status StoreImpl::AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out) {
     need_bytes_ = std::max(need_bytes_, need);
     evict_cv_.notify_one();
     if (!wait) return Status::Busy("no free pool block right now");
-    if (spill_fail_gen_ != fail_gen)
-      return Status(last_spill_error_.code() == Status::Code::kOk
-                        ? Status::IOError("spill failed")
-                        : last_spill_error_);
+    if (spill_fail_gen_ != fail_gen && consecutive_spill_failures_ >= 2) return last_spill_error_;
     if (space_cv_.wait_until(l, deadline) == std::cv_status::timeout) {
       if (auto b = alloc_->Allocate(bytes)) {
         *out = *b;
@@ -817,6 +824,10 @@ void StoreImpl::EvictorLoop() {
   while (!stop_) {
     evict_cv_.wait(l, [&] { return stop_ || NeedsEvictionLocked(); });
     if (stop_) break;
+    if (std::chrono::steady_clock::now() < spill_retry_at_) {  // back off after a failed spill
+      evict_cv_.wait_until(l, spill_retry_at_, [&] { return stop_; });
+      continue;
+    }
     bool progress = EvictSomeLocked(l);
     if (EvictionDoneLocked() || alloc_->largest_free_extent() >= need_bytes_) need_bytes_ = 0;
     space_cv_.notify_all();
@@ -967,7 +978,11 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
     }
     if (!locs.empty())
       index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
+    if (st.ok()) consecutive_spill_failures_ = 0;
     if (!st.ok()) {
+      ++consecutive_spill_failures_;
+      spill_retry_at_ = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(consecutive_spill_failures_ > 1 ? 200 : 0);
       ++stats_.spill_errors;
       last_spill_error_ = Status(st.IsNoSpace() ? Status::NoSpace("pool is full and spilling to disk failed: " + st.message())
                                                 : Status::IOError("pool is full and spilling to disk failed: " + st.message()));

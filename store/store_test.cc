@@ -1,0 +1,375 @@
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/test_util.h"
+
+namespace ecstore {
+namespace {
+
+using testing::Payload;
+using testing::Span;
+using testing::TempDir;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+Options Small(uint64_t pool = 32 * kMiB) {
+  Options o;
+  o.pool_bytes = pool;
+  o.put_wait = std::chrono::milliseconds(1500);
+  return o;
+}
+
+TensorMeta Bf16(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
+
+std::unique_ptr<Store> OpenOrDie(const std::string& dir, const Options& o) {
+  auto s = Store::Open(dir, o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+void ExpectEntry(Store* s, const std::string& key, uint64_t seed, size_t bytes) {
+  std::vector<uint8_t> got(bytes);
+  auto info = s->Get("ns", key, {got.data(), got.size()});
+  ASSERT_TRUE(info.ok()) << key << ": " << info.status().ToString();
+  ASSERT_EQ(info->bytes, bytes);
+  ASSERT_TRUE(got == Payload(seed, bytes)) << key << " bytes differ";
+}
+
+TEST(Store, PutGetLookupEraseInThePool) {
+  TempDir dir;
+  auto s = OpenOrDie(dir.path(), Small());
+  auto p = Payload(1, 2867200);
+  ASSERT_TRUE(s->Put("ns", "k1", {DType::kBF16, {400, 3584}}, Span(p)).ok());
+  auto info = s->Lookup("ns", "k1");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->tier, Tier::kPool);
+  EXPECT_EQ(info->meta.shape, (std::vector<int64_t>{400, 3584}));
+  ExpectEntry(s.get(), "k1", 1, p.size());
+  EXPECT_TRUE(s->Lookup("other-ns", "k1").status().IsNotFound());
+  ASSERT_TRUE(s->Erase("ns", "k1").ok());
+  EXPECT_TRUE(s->Lookup("ns", "k1").status().IsNotFound());
+  EXPECT_TRUE(s->Erase("ns", "k1").IsNotFound());
+  StoreStats st = s->Stats();
+  EXPECT_EQ(st.pool.entries, 0u);
+  EXPECT_EQ(st.pool_allocated, 0u);
+}
+
+TEST(Store, RejectsBadInputWithoutLosingData) {
+  TempDir dir;
+  auto s = OpenOrDie(dir.path(), Small());
+  auto p = Payload(2, 8192);
+  ASSERT_TRUE(s->Put("ns", "good", Bf16(8192), Span(p)).ok());
+  Status st = s->Put("ns", "bad", {DType::kBF16, {100, 100}}, Span(p));
+  EXPECT_TRUE(st.IsInvalidArgument());
+  EXPECT_NE(st.message().find("20000"), std::string::npos) << st.message();
+  EXPECT_TRUE(s->Put("ns", "", Bf16(8192), Span(p)).IsInvalidArgument());
+  EXPECT_TRUE(s->Put("ns", std::string(300, 'x'), Bf16(8192), Span(p)).IsInvalidArgument());
+  EXPECT_TRUE(s->Put("ns\n", "k", Bf16(8192), Span(p)).IsInvalidArgument());
+  auto big = Payload(3, 40 * kMiB);
+  EXPECT_TRUE(s->Put("ns", "huge", Bf16(big.size()), Span(big)).IsNoSpace());
+  std::vector<uint8_t> small(10);
+  EXPECT_TRUE(s->Get("ns", "good", {small.data(), small.size()}).status().IsInvalidArgument());
+  ExpectEntry(s.get(), "good", 2, 8192);
+}
+
+TEST(Store, LeaseIsZeroCopyAndSurvivesOverwrite) {
+  TempDir dir;
+  auto s = OpenOrDie(dir.path(), Small());
+  auto p = Payload(4, kMiB);
+  ASSERT_TRUE(s->Put("ns", "k", Bf16(kMiB), Span(p)).ok());
+  auto lease = s->Acquire("ns", "k");
+  ASSERT_TRUE(lease.ok());
+  auto q = Payload(5, kMiB);
+  ASSERT_TRUE(s->Put("ns", "k", Bf16(kMiB), Span(q)).ok());  // replaces; old bytes stay leased
+  EXPECT_EQ(0, std::memcmp(lease->data(), p.data(), p.size()));
+  ExpectEntry(s.get(), "k", 5, kMiB);
+  *lease = ReadLease();
+  EXPECT_EQ(s->Stats().pool_allocated, kMiB);  // the old block went back on release
+}
+
+TEST(Store, SpillsPastThePoolAndPromotesByteExact) {
+  TempDir dir;
+  auto s = OpenOrDie(dir.path(), Small(32 * kMiB));
+  const size_t n = 3 * kMiB + 123;  // not block aligned on purpose
+  for (int i = 0; i < 40; ++i)
+    ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(n - 1), Span(Payload(i, n - 1))).ok());
+  StoreStats st = s->Stats();
+  EXPECT_GT(st.pool.spills, 0u);
+  EXPECT_GT(st.disk.entries, 0u);
+  EXPECT_LE(st.pool_allocated, 32 * kMiB);
+  auto first = s->Lookup("ns", "k0");
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->tier, Tier::kDisk);  // LRU: the oldest went first
+  for (int i = 0; i < 40; ++i) ExpectEntry(s.get(), "k" + std::to_string(i), i, n - 1);
+  EXPECT_GT(s->Stats().pool.promotions, 0u);
+  ExpectEntry(s.get(), "k0", 0, n - 1);
+  EXPECT_EQ(s->Lookup("ns", "k0")->tier, Tier::kPool);  // promoted on get
+}
+
+TEST(Store, GetWithoutPromotionReadsFromDisk) {
+  TempDir dir;
+  Options o = Small(16 * kMiB);
+  o.promote_on_get = false;
+  auto s = OpenOrDie(dir.path(), o);
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(4 * kMiB), Span(Payload(i, 4 * kMiB))).ok());
+  ASSERT_EQ(s->Lookup("ns", "k0")->tier, Tier::kDisk);
+  ExpectEntry(s.get(), "k0", 0, 4 * kMiB);
+  EXPECT_EQ(s->Lookup("ns", "k0")->tier, Tier::kDisk);
+  EXPECT_EQ(s->Stats().pool.promotions, 0u);
+}
+
+TEST(Store, EvictionFollowsLruAndNeverTakesALeasedEntry) {
+  TempDir dir;
+  auto s = OpenOrDie(dir.path(), Small(16 * kMiB));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(4 * kMiB), Span(Payload(i, 4 * kMiB))).ok());
+  auto lease = s->Acquire("ns", "k0");  // k0 is the oldest, but leased
+  ASSERT_TRUE(lease.ok());
+  ExpectEntry(s.get(), "k1", 1, 4 * kMiB);  // k1 becomes recent; k2 is now coldest unleased
+  ASSERT_TRUE(s->Put("ns", "k3", Bf16(4 * kMiB), Span(Payload(3, 4 * kMiB))).ok());
+  ASSERT_TRUE(s->Put("ns", "k4", Bf16(4 * kMiB), Span(Payload(4, 4 * kMiB))).ok());
+  EXPECT_EQ(s->Lookup("ns", "k0")->tier, Tier::kPool);
+  EXPECT_EQ(s->Lookup("ns", "k2")->tier, Tier::kDisk);
+  EXPECT_EQ(0, std::memcmp(lease->data(), Payload(0, 4 * kMiB).data(), 4 * kMiB));
+}
+
+TEST(Store, PutReturnsBusyWhenEverythingIsLeased) {
+  TempDir dir;
+  Options o = Small(8 * kMiB);
+  o.put_wait = std::chrono::milliseconds(300);
+  auto s = OpenOrDie(dir.path(), o);
+  ASSERT_TRUE(s->Put("ns", "a", Bf16(4 * kMiB), Span(Payload(1, 4 * kMiB))).ok());
+  ASSERT_TRUE(s->Put("ns", "b", Bf16(4 * kMiB), Span(Payload(2, 4 * kMiB))).ok());
+  auto la = s->Acquire("ns", "a");
+  auto lb = s->Acquire("ns", "b");
+  ASSERT_TRUE(la.ok() && lb.ok());
+  Status st = s->Put("ns", "c", Bf16(4 * kMiB), Span(Payload(3, 4 * kMiB)));
+  EXPECT_TRUE(st.IsBusy()) << st.ToString();
+  EXPECT_NE(st.message().find("leased"), std::string::npos);
+  *lb = ReadLease();
+  EXPECT_TRUE(s->Put("ns", "c", Bf16(4 * kMiB), Span(Payload(3, 4 * kMiB))).ok());
+  ExpectEntry(s.get(), "a", 1, 4 * kMiB);
+}
+
+TEST(Store, ReopenAfterCleanCloseFindsEveryEntry) {
+  TempDir dir;
+  {
+    auto s = OpenOrDie(dir.path(), Small(16 * kMiB));
+    for (int i = 0; i < 12; ++i)
+      ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
+    ASSERT_TRUE(s->Erase("ns", "k5").ok());
+    ExpectEntry(s.get(), "k3", 3, 2 * kMiB);
+    ASSERT_TRUE(s->Close().ok());
+  }
+  auto s = OpenOrDie(dir.path(), Small(16 * kMiB));
+  EXPECT_EQ(s->List().size(), 11u);
+  for (int i = 0; i < 12; ++i) {
+    if (i == 5) {
+      EXPECT_TRUE(s->Lookup("ns", "k5").status().IsNotFound());
+      continue;
+    }
+    ExpectEntry(s.get(), "k" + std::to_string(i), i, 2 * kMiB);
+  }
+  EXPECT_GE(s->Lookup("ns", "k3")->hits, 1u);  // access stats persist
+}
+
+TEST(Store, SecondOpenOfTheSameDirectoryIsRefused) {
+  TempDir dir;
+  auto s = OpenOrDie(dir.path(), Small());
+  auto again = Store::Open(dir.path(), Small());
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("--server"), std::string::npos);
+}
+
+std::string OnlySegment(const std::string& dir) {
+  for (auto& f : std::filesystem::directory_iterator(dir + "/segments")) return f.path();
+  return "";
+}
+
+TEST(Store, FlippedByteIsCorruptionAndTheEntryIsDropped) {
+  TempDir dir;
+  {
+    auto s = OpenOrDie(dir.path(), Small());
+    ASSERT_TRUE(s->Put("ns", "a", Bf16(kMiB), Span(Payload(1, kMiB))).ok());
+    ASSERT_TRUE(s->Put("ns", "b", Bf16(kMiB), Span(Payload(2, kMiB))).ok());
+    ASSERT_TRUE(s->Close().ok());
+  }
+  // Records are laid out a then b: flip one payload byte of the first record.
+  std::string seg = OnlySegment(dir.path());
+  {
+    std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(4096 + 1000);
+    char c;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(4096 + 1000);
+    f.write(&c, 1);
+  }
+  auto s = OpenOrDie(dir.path(), Small());
+  std::vector<uint8_t> buf(kMiB);
+  std::string first = "a", second = "b";
+  auto r = s->Get("ns", first, {buf.data(), buf.size()});
+  if (r.ok()) std::swap(first, second), r = s->Get("ns", first, {buf.data(), buf.size()});
+  ASSERT_TRUE(r.status().IsCorruption()) << r.status().ToString();
+  EXPECT_TRUE(s->Lookup("ns", first).status().IsNotFound());
+  EXPECT_EQ(s->Stats().corrupt_dropped, 1u);
+  ExpectEntry(s.get(), second, second == "a" ? 1 : 2, kMiB);
+  ASSERT_TRUE(s->Close().ok());
+  auto again = OpenOrDie(dir.path(), Small());
+  EXPECT_TRUE(again->Lookup("ns", first).status().IsNotFound());  // stays dropped
+}
+
+TEST(Store, VerifyFindsAndDropsCorruptRecords) {
+  TempDir dir;
+  {
+    auto s = OpenOrDie(dir.path(), Small());
+    ASSERT_TRUE(s->Put("ns", "a", Bf16(kMiB), Span(Payload(1, kMiB))).ok());
+    ASSERT_TRUE(s->Close().ok());
+  }
+  {
+    std::fstream f(OnlySegment(dir.path()), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096 + 77);
+    f.put('\x55');
+  }
+  auto s = OpenOrDie(dir.path(), Small());
+  uint64_t last = 0;
+  auto rep = s->Verify([&](uint64_t done, uint64_t) { last = done; });
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->checked, 1u);
+  ASSERT_EQ(rep->corrupt.size(), 1u);
+  EXPECT_EQ(last, 1u);
+  EXPECT_TRUE(s->Lookup("ns", "a").status().IsNotFound());
+}
+
+TEST(Store, DiskQuotaEvictsColdestDiskEntries) {
+  TempDir dir;
+  Options o = Small(8 * kMiB);
+  o.disk_quota_bytes = 20 * kMiB;
+  auto s = OpenOrDie(dir.path(), o);
+  for (int i = 0; i < 12; ++i)
+    ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
+  ASSERT_TRUE(s->Flush().ok());
+  StoreStats st = s->Stats();
+  EXPECT_GT(st.disk.evictions, 0u);
+  EXPECT_LE(st.disk.bytes, 20 * kMiB);
+  EXPECT_TRUE(s->Lookup("ns", "k0").status().IsNotFound());  // coldest went
+  ExpectEntry(s.get(), "k11", 11, 2 * kMiB);
+  for (const EntryInfo& e : s->List()) {
+    uint64_t seed = std::stoull(e.key.substr(1));
+    ExpectEntry(s.get(), e.key, seed, 2 * kMiB);  // whatever survived is intact
+  }
+}
+
+TEST(Store, CompactionReclaimsDeadSpaceAndKeepsLiveEntries) {
+  TempDir dir;
+  Options o = Small(8 * kMiB);
+  o.segment_bytes = 8 * kMiB;
+  auto s = OpenOrDie(dir.path(), o);
+  for (int i = 0; i < 16; ++i)
+    ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(kMiB), Span(Payload(i, kMiB))).ok());
+  ASSERT_TRUE(s->Flush().ok());
+  for (int i = 0; i < 16; i += 2) ASSERT_TRUE(s->Erase("ns", "k" + std::to_string(i)).ok());
+  uint64_t before = s->Stats().disk_file_bytes;
+  ASSERT_TRUE(s->Compact(1.0).ok());
+  StoreStats st = s->Stats();
+  EXPECT_GT(st.compactions, 0u);
+  EXPECT_LT(st.disk_file_bytes, before);
+  for (int i = 1; i < 16; i += 2) ExpectEntry(s.get(), "k" + std::to_string(i), i, kMiB);
+  ASSERT_TRUE(s->Close().ok());
+  // Repair after compaction must not bring the erased entries back.
+  std::filesystem::remove(dir.path() + "/index.sqlite");
+  std::filesystem::remove(dir.path() + "/index.sqlite-wal");
+  std::filesystem::remove(dir.path() + "/index.sqlite-shm");
+  auto again = OpenOrDie(dir.path(), Small(8 * kMiB));
+  EXPECT_EQ(again->List().size(), 8u);
+  for (int i = 1; i < 16; i += 2) ExpectEntry(again.get(), "k" + std::to_string(i), i, kMiB);
+}
+
+TEST(Store, RepairRebuildsTheIndexFromSegments) {
+  TempDir dir;
+  {
+    auto s = OpenOrDie(dir.path(), Small(16 * kMiB));
+    for (int i = 0; i < 10; ++i)
+      ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+    ASSERT_TRUE(s->Put("ns", "k3", Bf16(kMiB), Span(Payload(33, kMiB))).ok());  // overwrite
+    ASSERT_TRUE(s->Erase("ns", "k4").ok());
+    ASSERT_TRUE(s->Close().ok());
+  }
+  for (const char* f : {"/index.sqlite", "/index.sqlite-wal", "/index.sqlite-shm"})
+    std::filesystem::remove(dir.path() + f);
+  auto s = OpenOrDie(dir.path(), Small(16 * kMiB));
+  EXPECT_EQ(s->List().size(), 9u);
+  EXPECT_TRUE(s->Lookup("ns", "k4").status().IsNotFound());
+  ExpectEntry(s.get(), "k3", 33, kMiB);
+  for (int i : {0, 1, 2, 5, 9}) ExpectEntry(s.get(), "k" + std::to_string(i), i, 3 * kMiB);
+}
+
+TEST(Store, CompressedEntriesRoundTrip) {
+  TempDir dir;
+  Options o = Small(8 * kMiB);
+  o.compress = true;
+  auto s = OpenOrDie(dir.path(), o);
+  std::vector<uint8_t> comp(2 * kMiB);
+  for (size_t i = 0; i < comp.size(); i += 2) comp[i] = i % 13, comp[i + 1] = 0x3e;
+  ASSERT_TRUE(s->Put("ns", "c", Bf16(comp.size()), Span(comp)).ok());
+  ASSERT_TRUE(s->Put("ns", "r", Bf16(2 * kMiB), Span(Payload(7, 2 * kMiB))).ok());
+  ASSERT_TRUE(s->Close().ok());
+  s = OpenOrDie(dir.path(), o);
+  EXPECT_LT(s->Stats().disk_file_bytes, 2 * kMiB + 3 * 4096 + 2 * kMiB);
+  std::vector<uint8_t> got(comp.size());
+  ASSERT_TRUE(s->Get("ns", "c", {got.data(), got.size()}).ok());
+  EXPECT_EQ(got, comp);
+  ExpectEntry(s.get(), "r", 7, 2 * kMiB);
+}
+
+TEST(Store, ConcurrentReadersAndWritersSeeOnlyWholeEntries) {
+  TempDir dir;
+  auto s = OpenOrDie(dir.path(), Small(24 * kMiB));
+  const size_t n = 2 * kMiB;
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> buf(n);
+      for (int i = 0; i < 60 && !failed; ++i) {
+        int k = (i * 7 + t) % 24;
+        std::string key = "k" + std::to_string(k);
+        if ((i + t) % 3 == 0) {
+          Status st = s->Put("ns", key, Bf16(n), Span(Payload(k, n)));
+          if (!st.ok()) failed = true, ADD_FAILURE() << st.ToString();
+        } else {
+          auto r = s->Get("ns", key, {buf.data(), buf.size()});
+          if (r.ok() && buf != Payload(k, n)) failed = true, ADD_FAILURE() << key << " torn read";
+          if (!r.ok() && !r.status().IsNotFound()) failed = true, ADD_FAILURE() << r.status().ToString();
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_FALSE(failed);
+  ASSERT_TRUE(s->Close().ok());
+}
+
+TEST(Store, UnwritableDirectoryIsAClearError) {
+  if (geteuid() == 0) {
+    // root ignores permissions; use a path below a regular file instead
+    TempDir dir;
+    std::ofstream(dir.sub("file")) << "x";
+    auto s = Store::Open(dir.sub("file") + "/store", Small());
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("--dir"), std::string::npos) << s.status().ToString();
+    return;
+  }
+  auto s = Store::Open("/proc/ecstore-nope", Small());
+  ASSERT_FALSE(s.ok());
+}
+
+}  // namespace
+}  // namespace ecstore

@@ -1,0 +1,116 @@
+// Faults injected through the Env seam: ENOSPC, EIO and torn writes on the disk tier.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "store/store.h"
+#include "tests/test_util.h"
+
+namespace ecstore {
+namespace {
+
+using testing::Payload;
+using testing::Span;
+constexpr uint64_t kMiB = 1 << 20;
+
+class FaultEnv : public EnvWrapper {
+ public:
+  FaultEnv() : EnvWrapper(Env::Default()) {}
+  std::atomic<int64_t> write_budget{INT64_MAX};  // bytes that may still be written
+  std::atomic<bool> fail_reads{false};
+  std::atomic<int> torn_writes{0};  // the next N payload writes stop half way
+  int BeforeIo(IoOp op, int, uint64_t, size_t len) override {
+    if (op == IoOp::kRead) return fail_reads ? EIO : 0;
+    if (op != IoOp::kWrite) return 0;
+    if (len > 4096 && torn_writes > 0) {
+      --torn_writes;
+      return -static_cast<int>(len / 2);
+    }
+    if ((write_budget -= static_cast<int64_t>(len)) < 0) return ENOSPC;
+    return 0;
+  }
+};
+
+Options WithEnv(FaultEnv* env) {
+  Options o;
+  o.pool_bytes = 8 * kMiB;
+  o.env = env;
+  o.put_wait = std::chrono::milliseconds(2000);
+  return o;
+}
+
+TensorMeta U8(size_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
+
+TEST(Faults, DiskFullIsNoSpaceAndLosesNothingStored) {
+  testing::TempDir dir;
+  FaultEnv env;
+  env.write_budget = 10 * kMiB;
+  auto s = Store::Open(dir.path(), WithEnv(&env));
+  ASSERT_TRUE(s.ok());
+  int stored = 0;
+  Status last;
+  for (int i = 0; i < 20; ++i) {
+    last = (*s)->Put("ns", "k" + std::to_string(i), U8(2 * kMiB), Span(Payload(i, 2 * kMiB)));
+    if (!last.ok()) break;
+    ++stored;
+  }
+  ASSERT_TRUE(last.IsNoSpace()) << last.ToString();
+  EXPECT_NE(last.message().find("disk"), std::string::npos) << last.message();
+  EXPECT_GT((*s)->Stats().spill_errors, 0u);
+  for (int i = 0; i < stored; ++i) {
+    std::vector<uint8_t> got(2 * kMiB);
+    auto r = (*s)->Get("ns", "k" + std::to_string(i), {got.data(), got.size()});
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status().ToString();
+    ASSERT_TRUE(got == Payload(i, 2 * kMiB));
+  }
+  env.write_budget = INT64_MAX;  // space comes back: the store carries on
+  ASSERT_TRUE((*s)->Put("ns", "after", U8(2 * kMiB), Span(Payload(99, 2 * kMiB))).ok());
+  ASSERT_TRUE((*s)->Close().ok());
+  auto again = Store::Open(dir.path(), WithEnv(&env));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->List().size(), static_cast<size_t>(stored) + 1);
+}
+
+TEST(Faults, ReadErrorIsIOErrorAndKeepsTheEntry) {
+  testing::TempDir dir;
+  FaultEnv env;
+  {
+    auto s = Store::Open(dir.path(), WithEnv(&env));
+    ASSERT_TRUE((*s)->Put("ns", "k", U8(kMiB), Span(Payload(1, kMiB))).ok());
+    ASSERT_TRUE((*s)->Close().ok());
+  }
+  auto s = Store::Open(dir.path(), WithEnv(&env));
+  ASSERT_TRUE(s.ok());
+  env.fail_reads = true;
+  std::vector<uint8_t> got(kMiB);
+  auto r = (*s)->Get("ns", "k", {got.data(), got.size()});
+  EXPECT_TRUE(r.status().IsIOError()) << r.status().ToString();
+  EXPECT_TRUE((*s)->Contains("ns", "k"));  // an I/O error is not corruption: keep it
+  env.fail_reads = false;
+  ASSERT_TRUE((*s)->Get("ns", "k", {got.data(), got.size()}).ok());
+  EXPECT_TRUE(got == Payload(1, kMiB));
+}
+
+TEST(Faults, TornSpillIsCutBackAndRetried) {
+  testing::TempDir dir;
+  FaultEnv env;
+  {
+    auto s = Store::Open(dir.path(), WithEnv(&env));
+    env.torn_writes = 1;
+    for (int i = 0; i < 6; ++i)
+      ASSERT_TRUE((*s)->Put("ns", "k" + std::to_string(i), U8(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
+    ASSERT_TRUE((*s)->Close().ok());
+  }
+  auto s = Store::Open(dir.path(), WithEnv(&env));
+  ASSERT_TRUE(s.ok());
+  EXPECT_GE((*s)->Stats().spill_errors, 0u);
+  ASSERT_EQ((*s)->List().size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    std::vector<uint8_t> got(2 * kMiB);
+    ASSERT_TRUE((*s)->Get("ns", "k" + std::to_string(i), {got.data(), got.size()}).ok());
+    ASSERT_TRUE(got == Payload(i, 2 * kMiB));
+  }
+}
+
+}  // namespace
+}  // namespace ecstore

@@ -1,0 +1,49 @@
+// Helpers shared by the tests: scratch directories and deterministic payloads.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ecstore::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ecstore-test-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// bf16-like bytes derived only from (seed, size), so any process can check them.
+inline std::vector<uint8_t> Payload(uint64_t seed, size_t bytes) {
+  std::vector<uint8_t> out(bytes);
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + bytes);
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, 8);
+  }
+  for (; i < bytes; ++i) out[i] = static_cast<uint8_t>(rng());
+  return out;
+}
+
+inline std::span<const uint8_t> Span(const std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
+
+}  // namespace ecstore::testing
