@@ -1,2 +1,134 @@
 #!/usr/bin/env bash
-echo placeholder
+# End-to-end tests of the ec-store CLI: every command, good and bad input.
+# Usage: tests/cli_test.sh path/to/ec-store
+set -euo pipefail
+EC=$(realpath "$1")
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+PY=python3
+pass=0
+fail=0
+ok()   { pass=$((pass + 1)); echo "ok   - $*"; }
+bad()  { fail=$((fail + 1)); echo "FAIL - $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+# expect_error "substring" cmd...: the command must exit non-zero with a one-line error naming it.
+expect_error() {
+  local want=$1; shift
+  if "$@" >out.txt 2>err.txt; then bad "should fail: $*"; return; fi
+  if grep -q -- "$want" err.txt && [ "$(wc -l <err.txt)" -le 2 ]; then ok "rejects: $* ($want)"
+  else bad "error for $* lacks '$want': $(cat err.txt)"; fi
+}
+
+# safetensors files like vLLM writes them, with random bf16 payloads
+mk() { # mk PATH ROWS COLS [truncate_by]
+  $PY - "$@" <<'PY'
+import json, os, struct, sys
+path, rows, cols = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+cut = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+data = os.urandom(rows * cols * 2)
+h = json.dumps({"ec_cache": {"dtype": "BF16", "shape": [rows, cols], "data_offsets": [0, len(data)]}}).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+blob = struct.pack("<Q", len(h)) + h + data
+open(path, "wb").write(blob[:len(blob) - cut])
+PY
+}
+tensor_bytes() { $PY -c '
+import json,struct,sys
+b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; h=json.loads(b[8:8+n])
+o=h["ec_cache"]["data_offsets"]; sys.stdout.buffer.write(b[8+n+o[0]:8+n+o[1]])' "$1"; }
+jget() { $PY -c 'import json,sys; d=json.load(sys.stdin)
+for k in sys.argv[1].split("."): d=d[int(k)] if isinstance(d,list) else d[k]
+print(d)' "$1"; }
+
+S="--dir $T/store --pool-size 16MiB"
+mk a.safetensors 400 3584
+mk b.safetensors 324 1024
+mk trunc.safetensors 100 100 7
+
+$EC $S put img-a a.safetensors >/dev/null
+check "put safetensors" test $? -eq 0
+J=$($EC $S --json inspect img-a)
+check "inspect tier" test "$(echo "$J" | jget tier)" = disk
+check "inspect bytes" test "$(echo "$J" | jget bytes)" = 2867200
+check "inspect dtype" test "$(echo "$J" | jget dtype)" = BF16
+check "inspect shape" test "$(echo "$J" | jget shape.1)" = 3584
+$EC $S get img-a -o out.safetensors >/dev/null
+check "get .safetensors is byte-exact" cmp <(tensor_bytes a.safetensors) <(tensor_bytes out.safetensors)
+$EC $S get img-a -o out.raw >/dev/null
+check "get raw is byte-exact" cmp <(tensor_bytes a.safetensors) out.raw
+
+# raw bytes with dtype and shape
+tensor_bytes b.safetensors > b.raw
+$EC $S put img-b b.raw --dtype bf16 --shape 324,1024 -n qwen3 >/dev/null
+check "put raw with --dtype/--shape" test "$($EC $S --json inspect img-b -n qwen3 | jget namespace)" = qwen3
+expect_error "give --dtype and --shape" $EC $S put img-c b.raw
+expect_error "unknown dtype" $EC $S put img-c b.raw --dtype bf17 --shape 324,1024
+expect_error "describes" $EC $S put img-c b.raw --dtype bf16 --shape 324,1000
+expect_error "bad shape" $EC $S put img-c b.raw --dtype bf16 --shape 324,,x
+expect_error "truncated" $EC $S put img-c trunc.safetensors
+expect_error "no entry for key" $EC $S inspect nope
+expect_error "no entry for key" $EC $S get nope -o x.raw
+expect_error "key is" $EC $S put "$(printf 'k%.0s' {1..300})" a.safetensors
+echo notadir > plainfile
+expect_error "writable --dir" $EC --dir plainfile/store stats
+expect_error "bad size" $EC --dir "$T/store" --pool-size lots stats
+check "bad input lost nothing" test "$($EC $S --json stats | jget disk.entries)" = 2
+
+# fill past the pool: entries land on disk; ls and stats show them
+for i in $(seq 1 12); do mk "e$i.safetensors" 1024 3584; done
+for i in $(seq 1 12); do $EC $S put "e$i" "e$i.safetensors" >/dev/null; done
+check "ls counts entries" test "$($EC $S --json ls | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 14
+check "ls --tier disk" test "$($EC $S --json ls --tier disk | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 14
+check "ls --prefix" test "$($EC $S --json ls --prefix img- | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 2
+check "ls --namespace" test "$($EC $S --json ls -n qwen3 | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 1
+check "ls --sort size" test "$($EC $S --json ls --sort size | jget 0.bytes)" = 7340032
+check "ls table" bash -c "$EC $S ls --limit 3 | grep -q '3 entries'"
+ST=$($EC $S --json stats)
+check "stats disk.entries" test "$(echo "$ST" | jget disk.entries)" = 14
+check "stats pool fields" test -n "$(echo "$ST" | jget pool.entries)$(echo "$ST" | jget pool.bytes)$(echo "$ST" | jget disk.bytes)"
+check "stats table" bash -c "$EC $S stats | grep -q fragmentation"
+
+# evict
+$EC $S evict e1 e2 >/dev/null
+check "evict KEY..." test "$($EC $S --json stats | jget disk.entries)" = 12
+expect_error "no entry for key" $EC $S evict e1
+expect_error "say what to evict" $EC $S evict
+$EC $S evict --to-bytes 40MiB >/dev/null
+check "evict --to-bytes" test "$($EC $S --json stats | jget disk.bytes)" -le $((40 * 1048576))
+$EC $S evict --older-than 1d >/dev/null
+check "evict --older-than keeps recent" test "$($EC $S --json stats | jget disk.entries)" -gt 0
+expect_error "bad duration" $EC $S evict --older-than soon
+
+# verify, corruption, compact, repair
+check "verify clean" bash -c "$EC $S verify 2>/dev/null | grep -q '0 corrupt'"
+N=$($EC $S --json stats | jget disk.entries)
+$EC $S compact >/dev/null
+check "compact keeps live entries" test "$($EC $S --json stats | jget disk.entries)" = "$N"
+rm -f "$T/store/index.sqlite"*
+$EC $S repair >/dev/null
+check "repair rebuilds the index" test "$($EC $S --json stats | jget disk.entries)" = "$N"
+$EC $S get e12 -o r.raw >/dev/null
+check "repaired entries read back byte-exact" cmp <(tensor_bytes e12.safetensors) r.raw
+# a flipped payload byte: verify reports it, drops it, and get never serves it
+$EC --dir "$T/s3" put one a.safetensors >/dev/null
+SEG=$(ls "$T/s3/segments" | head -1)
+printf '\xff\xff\xff\xff' | dd of="$T/s3/segments/$SEG" bs=1 seek=8192 conv=notrunc status=none
+if $EC --dir "$T/s3" verify >v.out 2>v.err; then bad "verify should fail on a flipped byte"; else
+  grep -q "corrupt" v.err && ok "verify reports corruption" || bad "verify message: $(cat v.err)"; fi
+check "corrupt entry dropped" test "$($EC --dir "$T/s3" --json stats | jget disk.entries)" = 0
+expect_error "no entry for key" $EC --dir "$T/s3" get one -o x.raw
+
+# import / export in the baseline's layout
+mkdir -p base
+for h in 1111aaaa 2222bbbb 3333cccc; do mkdir -p "base/$h"; mk "base/$h/encoder_cache.safetensors" 400 3584; done
+check "import" bash -c "$EC --dir $T/s2 --json import base | grep -q '\"imported\":3'"
+$EC --dir "$T/s2" export exp >/dev/null
+for h in 1111aaaa 2222bbbb 3333cccc; do
+  check "export $h byte-exact" cmp <(tensor_bytes "base/$h/encoder_cache.safetensors") <(tensor_bytes "exp/$h/encoder_cache.safetensors")
+done
+$EC --dir "$T/s2" evict --all >/dev/null
+check "evict --all" test "$($EC --dir "$T/s2" --json stats | jget disk.entries)" = 0
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,790 @@
+// ec-store-bench: named workloads in the manner of LevelDB's db_bench. Every figure is
+// reported as a ratio to the machine's own limits (memcpy, raw O_DIRECT disk) and to the
+// file-based baseline, measured in the same run.
+//   ec-store-bench [--quick] [--workloads put,get_hot,...] [--dir D] [--json F] [--png F]
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bench/baseline.h"
+#include "bench/ref_allocators.h"
+#include "disk/aligned_buffer.h"
+#include "disk/io_queue.h"
+#include "index/index.h"
+#include "store/pool_allocator.h"
+#include "store/store.h"
+#include <spdlog/spdlog.h>
+
+namespace ecstore::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct Record {
+  std::string workload, system;
+  double gbps = 0, ops_per_s = 0, p50_us = 0, p99_us = 0;
+  double fragmentation = -1;
+  std::string note;
+};
+
+struct Latencies {
+  std::vector<double> us;
+  void Add(Clock::time_point start) { us.push_back(Since(start) * 1e6); }
+  double P(double q) {
+    if (us.empty()) return 0;
+    std::sort(us.begin(), us.end());
+    return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))];
+  }
+};
+
+struct Config {
+  std::string dir = "./bench-out/store";
+  std::string json_path, png_path;
+  bool quick = false;
+  std::set<std::string> workloads;
+  bool Want(const std::string& w) const { return workloads.empty() || workloads.count(w); }
+};
+
+std::vector<Record> g_records;
+Clock::time_point g_start = Clock::now();
+
+void Progress(const std::string& msg) {
+  std::fprintf(stderr, "\r[bench %5.1fs] %-60s", Since(g_start), msg.c_str());
+  std::fflush(stderr);
+}
+
+Record& Add(Record r) {
+  g_records.push_back(std::move(r));
+  return g_records.back();
+}
+
+Record* Find(const std::string& workload, const std::string& system) {
+  for (auto& r : g_records)
+    if (r.workload == workload && r.system == system) return &r;
+  return nullptr;
+}
+
+// --------------------------------------------------------------- payloads
+
+struct Shape {
+  int rows, width;
+  double weight;
+};
+// design.md / vllm-ec-connector.md: Qwen2.5-VL-7B 560px and 1344px, Qwen3-VL-8B 560px and 1344px.
+const Shape kShapes[] = {{400, 3584, 0.4}, {324, 16384, 0.3}, {2304, 3584, 0.2}, {1764, 16384, 0.1}};
+
+// Normally distributed floats rounded to bf16: what an encoder emits. Never zeros or constants.
+std::vector<uint8_t> Embedding(size_t elems, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.8f);
+  std::vector<uint8_t> out(elems * 2);
+  for (size_t i = 0; i < elems; ++i) {
+    float f = dist(rng);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    uint16_t h = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+    std::memcpy(&out[2 * i], &h, 2);
+  }
+  return out;
+}
+
+class Payloads {
+ public:
+  Payloads() {
+    for (int s = 0; s < 4; ++s)
+      base_.push_back(Embedding(static_cast<size_t>(kShapes[s].rows) * kShapes[s].width, 7 + s));
+  }
+  int PickShape(std::mt19937_64& rng) const {
+    double x = std::uniform_real_distribution<double>(0, 1)(rng), acc = 0;
+    for (int s = 0; s < 4; ++s)
+      if ((acc += kShapes[s].weight) >= x) return s;
+    return 3;
+  }
+  // A distinct entry: the shape's embedding with the key stamped into its first bytes.
+  std::span<const uint8_t> Get(int shape, uint64_t key) {
+    auto& b = base_[static_cast<size_t>(shape)];
+    std::memcpy(b.data(), &key, 8);
+    return {b.data(), b.size()};
+  }
+  static TensorMeta Meta(int shape) {
+    return {DType::kBF16, {kShapes[shape].rows, kShapes[shape].width}};
+  }
+
+ private:
+  std::vector<std::vector<uint8_t>> base_;
+};
+
+std::string Key(uint64_t i) {
+  char buf[72];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx%016llx%016llx", (unsigned long long)(i * 0x9E3779B97F4A7C15ull),
+                (unsigned long long)i, (unsigned long long)(~i), (unsigned long long)(i * 31));
+  return buf;  // 64 hex chars, like vLLM's mm_hash
+}
+
+std::unique_ptr<Store> OpenStore(const std::string& dir, uint64_t pool, bool promote = true) {
+  Options o;
+  o.pool_bytes = pool;
+  o.disk_quota_bytes = 64 * kGiB;
+  o.promote_on_get = promote;
+  o.segment_bytes = 1 * kGiB;
+  auto s = Store::Open(dir, o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "\nbench: cannot open store: %s\n", s.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(s).value();
+}
+
+void Die(const Status& st, const char* what) {
+  if (st.ok()) return;
+  std::fprintf(stderr, "\nbench: %s: %s\n", what, st.ToString().c_str());
+  std::exit(1);
+}
+
+// --------------------------------------------------------------- limits
+
+void MeasureMemcpy(const Config& cfg) {
+  Progress("limit: single-thread memcpy");
+  const size_t n = 64 * kMiB;
+  std::vector<uint8_t> a(n, 1), b(n, 2);
+  int reps = cfg.quick ? 16 : 48;
+  std::memcpy(b.data(), a.data(), n);
+  Latencies lat;
+  auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) {
+    auto t = Clock::now();
+    std::memcpy(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), n);
+    lat.Add(t);
+  }
+  double secs = Since(t0);
+  Add({"memcpy", "limit", n * reps / secs / 1e9, reps / secs, lat.P(0.5), lat.P(0.99), -1,
+       "64 MiB buffers"});
+}
+
+void MeasureDisk(const Config& cfg) {
+  Progress("limit: raw O_DIRECT disk write/read (io_uring, QD32, 1 MiB)");
+  std::filesystem::create_directories(cfg.dir);
+  std::string path = cfg.dir + "/raw-disk-probe";
+  auto fd = Env::Default()->OpenFile(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+  Die(fd.status(), "open probe");
+  auto io = IoService::Start(Env::Default(), 32, kMiB);  // the store's depth and chunk
+  Die(io.status(), "io_uring");
+  const uint64_t total = cfg.quick ? 1 * kGiB : 4 * kGiB, req = 64 * kMiB;
+  AlignedBuffer buf(req);
+  auto e = Embedding(req / 2, 99);
+  std::memcpy(buf.data(), e.data(), req);
+  auto run = [&](IoOp op) {
+    Latencies lat;
+    auto t0 = Clock::now();
+    for (uint64_t off = 0; off < total; off += req) {
+      auto t = Clock::now();
+      Die((*io)->Run({{op, fd->get(), buf.data(), req, off, 0}}), "raw io");
+      lat.Add(t);
+    }
+    if (op == IoOp::kWrite) Die((*io)->Run({{IoOp::kSync, fd->get(), nullptr, 0, 0, 0}}), "sync");
+    double secs = Since(t0);
+    Add({op == IoOp::kWrite ? "disk_write" : "disk_read", "limit", total / secs / 1e9,
+         total / req / secs, lat.P(0.5), lat.P(0.99), -1,
+         "O_DIRECT sequential, 64 MiB requests split 1 MiB x QD32"});
+  };
+  run(IoOp::kWrite);
+  run(IoOp::kRead);
+  std::filesystem::remove(path);
+}
+
+// --------------------------------------------------------------- store workloads
+
+struct Entry {
+  std::string key;
+  int shape;
+};
+
+std::vector<Entry> MakeEntries(uint64_t target_bytes, uint64_t seed, Payloads&) {
+  std::mt19937_64 rng(seed);
+  Payloads* none = nullptr;
+  (void)none;
+  std::vector<Entry> out;
+  uint64_t total = 0;
+  while (total < target_bytes) {
+    double x = std::uniform_real_distribution<double>(0, 1)(rng), acc = 0;
+    int s = 3;
+    for (int i = 0; i < 4; ++i)
+      if ((acc += kShapes[i].weight) >= x) {
+        s = i;
+        break;
+      }
+    out.push_back({Key(seed * 1000000 + out.size()), s});
+    total += 2ull * kShapes[s].rows * kShapes[s].width;
+  }
+  return out;
+}
+
+uint64_t Bytes(const Entry& e) { return 2ull * kShapes[e.shape].rows * kShapes[e.shape].width; }
+
+// put, get_hot, get_disk share one data set: hot in a pool that holds it, then on disk.
+void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
+  const uint64_t pool = cfg.quick ? 768 * kMiB : 2 * kGiB;
+  std::string sdir = cfg.dir + "/hot", bdir = cfg.dir + "/baseline-hot";
+  std::filesystem::remove_all(sdir);
+  std::filesystem::remove_all(bdir);
+  auto entries = MakeEntries(pool * 3 / 4, 1, pl);
+  uint64_t total = 0;
+  for (auto& e : entries) total += Bytes(e);
+  const int rounds = cfg.quick ? 3 : 8;
+  FileBaseline base(bdir);
+  auto store = OpenStore(sdir, pool);
+
+  if (cfg.Want("put") || cfg.Want("get_hot") || cfg.Want("get_disk")) {
+    Progress("put: ec-store");
+    Latencies lat;
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      auto bytes = pl.Get(entries[i].shape, i);
+      auto t = Clock::now();
+      Die(store->Put("bench", entries[i].key, Payloads::Meta(entries[i].shape), bytes), "put");
+      lat.Add(t);
+    }
+    double secs = Since(t0);
+    Add({"put", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99), -1,
+         "copy into the pinned pool + xxh3 checksum"});
+    Progress("put: baseline");
+    Latencies blat;
+    t0 = Clock::now();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      auto bytes = pl.Get(entries[i].shape, i);
+      auto t = Clock::now();
+      Die(base.Save(entries[i].key, Payloads::Meta(entries[i].shape), bytes), "baseline save");
+      blat.Add(t);
+    }
+    secs = Since(t0);
+    Add({"put", "baseline", total / secs / 1e9, entries.size() / secs, blat.P(0.5), blat.P(0.99),
+         -1, "buffered write of a safetensors file, no fsync"});
+  }
+
+  AlignedBuffer dst(60 * kMiB);
+  std::memset(dst.data(), 0, dst.size());
+  if (cfg.Want("get_hot")) {
+    Progress("get_hot: ec-store copy-out");
+    Latencies lat;
+    auto t0 = Clock::now();
+    for (int r = 0; r < rounds; ++r)
+      for (auto& e : entries) {
+        auto t = Clock::now();
+        auto got = store->Get("bench", e.key, {dst.data(), dst.size()});
+        lat.Add(t);
+        Die(got.status(), "get_hot");
+      }
+    double secs = Since(t0);
+    Add({"get_hot", "ec-store", rounds * total / secs / 1e9, rounds * entries.size() / secs,
+         lat.P(0.5), lat.P(0.99), -1, "pool hit copied into a caller buffer"});
+    Progress("get_hot: ec-store lease");
+    Latencies llat;
+    volatile uint8_t sink = 0;
+    t0 = Clock::now();
+    for (int r = 0; r < rounds; ++r)
+      for (auto& e : entries) {
+        auto t = Clock::now();
+        auto lease = store->Acquire("bench", e.key);
+        Die(lease.status(), "lease");
+        sink = sink + lease->data()[0];  // entry ready to use: pinned bytes, zero copies
+        llat.Add(t);
+      }
+    secs = Since(t0);
+    Add({"get_hot", "ec-store-lease", 0, rounds * entries.size() / secs, llat.P(0.5), llat.P(0.99),
+         -1, "entry ready to use: read lease on pinned pool memory"});
+    Progress("get_hot: baseline warm");
+    std::vector<uint8_t> file;
+    uint64_t off;
+    TensorMeta meta;
+    Latencies blat;
+    t0 = Clock::now();
+    for (int r = 0; r < rounds; ++r)
+      for (auto& e : entries) {
+        auto t = Clock::now();
+        if (!base.Exists(e.key)) Die(Status::NotFound(e.key), "baseline exists");
+        Die(base.Load(e.key, &file, &off, &meta), "baseline load");
+        blat.Add(t);
+      }
+    secs = Since(t0);
+    Add({"get_hot", "baseline", rounds * total / secs / 1e9, rounds * entries.size() / secs,
+         blat.P(0.5), blat.P(0.99), -1, "stat + open + read + parse, page cache warm"});
+    Progress("get_hot: baseline cold");
+    Latencies clat;
+    t0 = Clock::now();
+    double io_secs = 0;
+    for (auto& e : entries) {
+      base.DropCache(e.key);
+      auto t = Clock::now();
+      Die(base.Load(e.key, &file, &off, &meta), "baseline load");
+      clat.Add(t);
+      io_secs += Since(t);
+    }
+    Add({"get_hot", "baseline-cold", total / io_secs / 1e9, entries.size() / io_secs, clat.P(0.5),
+         clat.P(0.99), -1, "page cache dropped for its files (posix_fadvise DONTNEED)"});
+  }
+
+  if (cfg.Want("get_disk")) {
+    Progress("get_disk: ec-store (persisting the pool, reopening with an empty pool)");
+    Die(store->Close(), "close");
+    store.reset();
+    store = OpenStore(sdir, 256 * kMiB, /*promote=*/false);
+    Latencies lat;
+    auto t0 = Clock::now();
+    for (auto& e : entries) {
+      auto t = Clock::now();
+      auto got = store->Get("bench", e.key, {dst.data(), dst.size()});
+      lat.Add(t);
+      Die(got.status(), "get_disk");
+    }
+    double secs = Since(t0);
+    Add({"get_disk", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5),
+         lat.P(0.99), -1, "O_DIRECT io_uring read + xxh3 verify, page cache bypassed"});
+    Progress("get_disk: baseline cold");
+    std::vector<uint8_t> file;
+    uint64_t off;
+    TensorMeta meta;
+    Latencies blat;
+    double io_secs = 0;
+    for (auto& e : entries) {
+      base.DropCache(e.key);
+      auto t = Clock::now();
+      Die(base.Load(e.key, &file, &off, &meta), "baseline load");
+      blat.Add(t);
+      io_secs += Since(t);
+    }
+    Add({"get_disk", "baseline-cold", total / io_secs / 1e9, entries.size() / io_secs,
+         blat.P(0.5), blat.P(0.99), -1, "read after posix_fadvise DONTNEED"});
+  }
+  store.reset();
+  std::filesystem::remove_all(sdir);
+  std::filesystem::remove_all(bdir);
+}
+
+void SpillWorkload(const Config& cfg, Payloads& pl) {
+  const uint64_t pool = cfg.quick ? 256 * kMiB : 1 * kGiB;
+  const uint64_t volume = cfg.quick ? 1536 * kMiB : 6 * kGiB;
+  std::string sdir = cfg.dir + "/spill", bdir = cfg.dir + "/baseline-spill";
+  std::filesystem::remove_all(sdir);
+  std::filesystem::remove_all(bdir);
+  auto entries = MakeEntries(volume, 2, pl);
+  uint64_t total = 0;
+  for (auto& e : entries) total += Bytes(e);
+  {
+    Progress("spill: ec-store, sustained puts at " + std::to_string(volume / pool) + "x the pool");
+    auto store = OpenStore(sdir, pool);
+    Latencies lat;
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      auto t = Clock::now();
+      Die(store->Put("bench", entries[i].key, Payloads::Meta(entries[i].shape),
+                     pl.Get(entries[i].shape, i)),
+          "spill put");
+      lat.Add(t);
+    }
+    Die(store->Flush(), "flush");
+    double secs = Since(t0);
+    StoreStats st = store->Stats();
+    Add({"spill", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99),
+         -1,
+         "puts + final Flush, everything durable; " + std::to_string(st.pool.spills) + " spills"});
+  }
+  std::filesystem::remove_all(sdir);
+  {
+    Progress("spill: baseline");
+    FileBaseline base(bdir);
+    Latencies lat;
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      auto t = Clock::now();
+      Die(base.Save(entries[i].key, Payloads::Meta(entries[i].shape), pl.Get(entries[i].shape, i)),
+          "baseline save");
+      lat.Add(t);
+    }
+    double secs = Since(t0);
+    Add({"spill", "baseline", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99),
+         -1, "buffered writes, not durable (no fsync) and never evicted"});
+    ::sync();
+  }
+  std::filesystem::remove_all(bdir);
+}
+
+class Zipf {
+ public:
+  Zipf(size_t n, double s) : cdf_(n) {
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) cdf_[i] = (sum += 1.0 / std::pow(static_cast<double>(i + 1), s));
+    for (double& c : cdf_) c /= sum;
+  }
+  size_t operator()(std::mt19937_64& rng) const {
+    double x = std::uniform_real_distribution<double>(0, 1)(rng);
+    return static_cast<size_t>(std::lower_bound(cdf_.begin(), cdf_.end(), x) - cdf_.begin());
+  }
+
+ private:
+  std::vector<double> cdf_;
+};
+
+void MixedWorkload(const Config& cfg, Payloads& pl) {
+  const uint64_t pool = cfg.quick ? 256 * kMiB : 1 * kGiB;
+  const int ops = cfg.quick ? 500 : 4000;
+  std::string sdir = cfg.dir + "/mixed", bdir = cfg.dir + "/baseline-mixed";
+  std::filesystem::remove_all(sdir);
+  std::filesystem::remove_all(bdir);
+  auto entries = MakeEntries(3 * pool, 3, pl);  // working set 3x the memory budget
+  Zipf zipf(entries.size(), 0.99);
+  AlignedBuffer dst(60 * kMiB);
+  std::memset(dst.data(), 0, dst.size());
+  {
+    Progress("mixed: ec-store, Zipf gets over 3x the pool, put on miss");
+    auto store = OpenStore(sdir, pool);
+    std::mt19937_64 rng(5);
+    Latencies lat;
+    uint64_t bytes = 0, misses = 0;
+    auto t0 = Clock::now();
+    for (int i = 0; i < ops; ++i) {
+      size_t k = zipf(rng);
+      const Entry& e = entries[k];
+      auto t = Clock::now();
+      auto got = store->Get("bench", e.key, {dst.data(), dst.size()});
+      if (got.status().IsNotFound()) {
+        ++misses;
+        Die(store->Put("bench", e.key, Payloads::Meta(e.shape), pl.Get(e.shape, k)), "mixed put");
+      } else {
+        Die(got.status(), "mixed get");
+      }
+      lat.Add(t);
+      bytes += Bytes(e);
+    }
+    double secs = Since(t0);
+    StoreStats st = store->Stats();
+    Add({"mixed", "ec-store", bytes / secs / 1e9, ops / secs, lat.P(0.5), lat.P(0.99), -1,
+         std::to_string(misses) + " misses; pool hits " + std::to_string(st.pool.hits) +
+             ", disk hits " + std::to_string(st.disk.hits)});
+  }
+  std::filesystem::remove_all(sdir);
+  {
+    Progress("mixed: baseline, page cache held to the same budget");
+    FileBaseline base(bdir);
+    base.SetBudget(pool);
+    std::mt19937_64 rng(5);
+    Latencies lat;
+    uint64_t bytes = 0;
+    std::vector<uint8_t> file;
+    uint64_t off;
+    TensorMeta meta;
+    auto t0 = Clock::now();
+    for (int i = 0; i < ops; ++i) {
+      size_t k = zipf(rng);
+      const Entry& e = entries[k];
+      auto t = Clock::now();
+      if (base.Exists(e.key))
+        Die(base.Load(e.key, &file, &off, &meta), "baseline load");
+      else
+        Die(base.Save(e.key, Payloads::Meta(e.shape), pl.Get(e.shape, k)), "baseline save");
+      lat.Add(t);
+      bytes += Bytes(e);
+    }
+    double secs = Since(t0);
+    Add({"mixed", "baseline", bytes / secs / 1e9, ops / secs, lat.P(0.5), lat.P(0.99), -1,
+         "LRU files beyond the budget dropped with posix_fadvise DONTNEED"});
+  }
+  std::filesystem::remove_all(bdir);
+}
+
+void IndexWorkload(const Config& cfg) {
+  std::vector<uint64_t> sizes = {100000};
+  if (!cfg.quick) sizes.push_back(1000000);
+  for (uint64_t n : sizes) {
+    std::string sdir = cfg.dir + "/index-" + std::to_string(n);
+    std::filesystem::remove_all(sdir);
+    std::filesystem::create_directories(sdir + "/segments");
+    Progress("index: building a " + std::to_string(n) + "-entry store");
+    {
+      // One sparse segment holding n records' worth of space; rows point into it. The open
+      // below is then the normal path: load SQLite, build the keydir, scan past the tail.
+      const uint64_t rec = 8192;
+      int fd = ::open((sdir + "/segments/seg-00000001.ecs").c_str(), O_RDWR | O_CREAT, 0644);
+      if (fd < 0 || ftruncate(fd, static_cast<off_t>(n * rec)) != 0) Die(Status::IOError("sparse"), "index");
+      ::close(fd);
+      auto idx = Index::Open(sdir + "/index.sqlite");
+      Die(idx.status(), "index open");
+      for (uint64_t i = 0; i < n; ++i) {
+        IndexRow r;
+        r.ns = "bench";
+        r.key = Key(i);
+        r.seq = i + 1;
+        r.loc = {1, i * rec, 4096, Codec::kNone};
+        r.raw_len = 4096;
+        r.checksum = i;
+        r.meta = {DType::kBF16, {2, 1024}};
+        r.created_us = r.last_access_us = i;
+        (*idx)->EnqueuePut(std::move(r));
+      }
+      (*idx)->EnqueueTail(1, n * rec);
+      Die((*idx)->Flush(), "index flush");
+    }
+    Progress("index: open + recover " + std::to_string(n));
+    auto t0 = Clock::now();
+    auto store = OpenStore(sdir, 16 * kMiB);
+    double open_s = Since(t0);
+    Progress("index: lookups " + std::to_string(n));
+    std::mt19937_64 rng(1);
+    std::vector<std::string> probe;
+    for (int i = 0; i < 4096; ++i) probe.push_back(Key(rng() % n));
+    const int lookups = cfg.quick ? 400000 : 2000000;
+    Latencies lat;
+    uint64_t found = 0;
+    t0 = Clock::now();
+    for (int i = 0; i < lookups; ++i) {
+      bool timed = (i & 63) == 0;
+      auto t = Clock::now();
+      found += store->Lookup("bench", probe[static_cast<size_t>(i) & 4095]).ok();
+      if (timed) lat.Add(t);
+    }
+    double secs = Since(t0);
+    if (found != static_cast<uint64_t>(lookups)) Die(Status::Corruption("lookup missed"), "index");
+    Add({"index_" + std::to_string(n / 1000) + "k", "ec-store", 0, lookups / secs, lat.P(0.5),
+         lat.P(0.99), -1, "Lookup, 1 thread"});
+    Add({"open_" + std::to_string(n / 1000) + "k", "ec-store", 0, 1 / open_s, open_s * 1e6,
+         open_s * 1e6, -1, "Store::Open of a " + std::to_string(n) + "-entry store"});
+    store.reset();
+    std::filesystem::remove_all(sdir);
+  }
+}
+
+class PoolAdapter : public RefAllocator {
+ public:
+  explicit PoolAdapter(uint64_t cap) : a_(cap) {}
+  const char* Name() const override { return "ec-store"; }
+  std::optional<RefBlock> Allocate(uint64_t n) override {
+    auto b = a_.Allocate(n);
+    if (!b) return std::nullopt;
+    return RefBlock{b->offset, b->length};
+  }
+  void Free(const RefBlock& b) override { a_.Free({b.offset, b.length}); }
+  uint64_t allocated() const override { return a_.allocated_bytes(); }
+  uint64_t largest_free() const override { return a_.largest_free_extent(); }
+
+ private:
+  PoolAllocator a_;
+};
+
+// Churn at the 95% mark: allocate entries of the real mix until 95% of the pool holds payload
+// (or the next entry does not fit), sample, free a random entry, repeat. Fragmentation is the
+// share of the pool that is neither payload nor part of the largest free extent.
+void AllocWorkload(const Config& cfg) {
+  const uint64_t cap = 1 * kGiB;
+  const int steps = cfg.quick ? 30000 : 200000;
+  std::vector<std::unique_ptr<RefAllocator>> allocs;
+  allocs.push_back(std::make_unique<PoolAdapter>(cap));
+  allocs.push_back(std::make_unique<BuddyAllocator>(cap));
+  allocs.push_back(std::make_unique<FirstFitAllocator>(cap));
+  for (auto& a : allocs) {
+    Progress(std::string("alloc: ") + a->Name());
+    std::mt19937_64 rng(11);
+    std::vector<std::pair<RefBlock, uint64_t>> live;
+    uint64_t payload = 0;
+    double sum = 0, worst = 0;
+    int samples = 0;
+    Latencies lat;
+    auto t0 = Clock::now();
+    uint64_t ops = 0;
+    for (int s = 0; s < steps; ++s) {
+      int shape = 0;
+      double x = std::uniform_real_distribution<double>(0, 1)(rng), acc = 0;
+      for (int i = 0; i < 4; ++i)
+        if ((acc += kShapes[i].weight) >= x) {
+          shape = i;
+          break;
+        }
+      uint64_t want = 2ull * kShapes[shape].rows * kShapes[shape].width;
+      bool placed = false;
+      if (static_cast<double>(payload + want) <= 0.95 * static_cast<double>(cap)) {
+        auto t = Clock::now();
+        auto b = a->Allocate(want);
+        if ((ops++ & 15) == 0) lat.Add(t);
+        if (b) {
+          live.push_back({*b, want});
+          payload += want;
+          placed = true;
+        }
+      }
+      if (!placed && !live.empty()) {
+        double lost = 1.0 - static_cast<double>(payload + a->largest_free()) / static_cast<double>(cap);
+        lost = std::max(0.0, lost);
+        sum += lost;
+        worst = std::max(worst, lost);
+        ++samples;
+        size_t i = rng() % live.size();
+        a->Free(live[i].first);
+        payload -= live[i].second;
+        live[i] = live.back();
+        live.pop_back();
+      }
+    }
+    double secs = Since(t0);
+    char note[96];
+    std::snprintf(note, sizeof(note), "worst %.1f%%, %d samples at the 95%% mark", 100 * worst, samples);
+    Add({"alloc", a->Name(), 0, ops / secs, lat.P(0.5), lat.P(0.99), samples ? sum / samples : 0, note});
+  }
+}
+
+// --------------------------------------------------------------- report
+
+double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+void Report(const Config& cfg) {
+  std::fprintf(stderr, "\r%-80s\r", "");
+  struct utsname u;
+  uname(&u);
+  std::printf("ec-store-bench %s on %s (%s, %ld cores), dir %s\n", cfg.quick ? "--quick" : "(full)",
+              u.nodename, u.release, sysconf(_SC_NPROCESSORS_ONLN), cfg.dir.c_str());
+  std::map<std::string, std::string> limit_of = {{"put", "memcpy"},      {"get_hot", "memcpy"},
+                                                 {"get_disk", "disk_read"}, {"spill", "disk_write"},
+                                                 {"mixed", "memcpy"}};
+  std::vector<std::string> order;
+  for (auto& r : g_records)
+    if (std::find(order.begin(), order.end(), r.workload) == order.end()) order.push_back(r.workload);
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& w : order) {
+    std::printf("\n== %s\n%-16s %9s %10s %11s %11s %9s %9s  %s\n", w.c_str(), "system", "GB/s",
+                "ops/s", "p50 us", "p99 us", "vs limit", "vs base", "note");
+    Record* limit = limit_of.count(w) ? Find(limit_of[w], "limit") : nullptr;
+    Record* base = Find(w, "baseline");
+    for (auto& r : g_records) {
+      if (r.workload != w) continue;
+      double vs_limit = limit && r.gbps > 0 ? Ratio(r.gbps, limit->gbps) : 0;
+      double vs_base = 0;
+      if (base && &r != base) {
+        vs_base = r.gbps > 0 && base->gbps > 0 ? Ratio(r.gbps, base->gbps) : Ratio(r.ops_per_s, base->ops_per_s);
+        if (r.system == "ec-store-lease") vs_base = Ratio(base->p50_us, r.p50_us);  // latency ratio
+      }
+      char frag[32] = "";
+      if (r.fragmentation >= 0) std::snprintf(frag, sizeof(frag), "frag %.2f%%; ", 100 * r.fragmentation);
+      std::printf("%-16s %9.2f %10.1f %11.1f %11.1f %9s %9s  %s%s\n", r.system.c_str(), r.gbps,
+                  r.ops_per_s, r.p50_us, r.p99_us,
+                  vs_limit > 0 ? (std::to_string(vs_limit).substr(0, 4) + "x").c_str() : "-",
+                  vs_base > 0 ? (std::to_string(vs_base).substr(0, 5) + "x").c_str() : "-", frag,
+                  r.note.c_str());
+      nlohmann::json j{{"workload", r.workload}, {"system", r.system}, {"gbps", r.gbps},
+                       {"ops_per_s", r.ops_per_s}, {"p50_us", r.p50_us}, {"p99_us", r.p99_us},
+                       {"note", r.note}};
+      if (r.fragmentation >= 0) j["fragmentation"] = r.fragmentation;
+      if (vs_limit > 0) j["ratio_to_limit"] = vs_limit;
+      if (vs_base > 0) j["ratio_to_baseline"] = vs_base;
+      out.push_back(j);
+    }
+  }
+  if (Record* lease = Find("get_hot", "ec-store-lease"))
+    if (Record* b = Find("get_hot", "baseline"))
+      std::printf("\nhot get, entry ready to use: lease p50 %.1f us vs baseline warm p50 %.1f us = %.0fx lower\n",
+                  lease->p50_us, b->p50_us, Ratio(b->p50_us, lease->p50_us));
+  if (!cfg.json_path.empty()) {
+    std::filesystem::path p(cfg.json_path);
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+    std::ofstream(cfg.json_path) << out.dump(2) << "\n";
+    std::printf("json: %s\n", cfg.json_path.c_str());
+  }
+  if (!cfg.png_path.empty()) {
+    std::string dat = cfg.png_path + ".dat";
+    std::ofstream d(dat);
+    d << "workload ec-store baseline limit\n";
+    for (std::string w : {"put", "get_hot", "get_disk", "spill", "mixed"}) {
+      Record* e = Find(w, "ec-store");
+      if (!e) continue;
+      Record* b = Find(w, "baseline");
+      if (!b) b = Find(w, "baseline-cold");
+      Record* l = limit_of.count(w) ? Find(limit_of[w], "limit") : nullptr;
+      d << w << " " << e->gbps << " " << (b ? b->gbps : 0) << " " << (l && w != "mixed" ? l->gbps : 0) << "\n";
+    }
+    d.close();
+    std::string gp = cfg.png_path + ".gp";
+    std::ofstream g(gp);
+    g << "set terminal pngcairo size 900,480\nset output '" << cfg.png_path << "'\n"
+      << "set title 'ec-store vs file baseline vs machine limit (GB/s, same run)'\n"
+      << "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8\n"
+      << "set ylabel 'GB/s'\nset key top right\nset grid y\n"
+      << "plot '" << dat << "' using 2:xtic(1) title 'ec-store', '' using 3 title 'baseline', '' using 4 title 'limit'\n";
+    g.close();
+    if (std::system(("command -v gnuplot >/dev/null 2>&1 && gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0)
+      std::printf("chart: %s\n", cfg.png_path.c_str());
+    else
+      std::printf("chart: skipped (gnuplot not installed; data in %s)\n", dat.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace ecstore::bench
+
+int main(int argc, char** argv) {
+  using namespace ecstore::bench;
+  Config cfg;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "ec-store-bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--quick") cfg.quick = true;
+    else if (a == "--dir") cfg.dir = next();
+    else if (a == "--json") cfg.json_path = next();
+    else if (a == "--png") cfg.png_path = next();
+    else if (a == "--workloads") {
+      std::string w = next();
+      size_t p = 0;
+      while (p <= w.size()) {
+        size_t e = w.find(',', p);
+        if (e == std::string::npos) e = w.size();
+        cfg.workloads.insert(w.substr(p, e - p));
+        p = e + 1;
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
+                   "index,alloc] [--dir DIR] [--json FILE] [--png FILE]\n");
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  const std::set<std::string> known = {"put", "get_hot", "get_disk", "spill", "mixed", "index", "alloc"};
+  for (auto& w : cfg.workloads)
+    if (!known.count(w)) {
+      std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
+      return 2;
+    }
+  spdlog::set_level(spdlog::level::warn);
+  MeasureMemcpy(cfg);
+  if (cfg.Want("get_disk") || cfg.Want("spill")) MeasureDisk(cfg);
+  Payloads pl;
+  if (cfg.Want("put") || cfg.Want("get_hot") || cfg.Want("get_disk")) HotAndDiskWorkloads(cfg, pl);
+  if (cfg.Want("spill")) SpillWorkload(cfg, pl);
+  if (cfg.Want("mixed")) MixedWorkload(cfg, pl);
+  if (cfg.Want("index")) IndexWorkload(cfg);
+  if (cfg.Want("alloc")) AllocWorkload(cfg);
+  Report(cfg);
+  std::filesystem::remove_all(cfg.dir);
+  return 0;
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ec-store builds, tests and benchmarks with. Idempotent: does
+# nothing (not even apt-get update) when everything is already installed.
+set -euo pipefail
+PKGS=(build-essential cmake pkg-config python3
+      liburing-dev liblz4-dev libsqlite3-dev libspdlog-dev libfmt-dev libcli11-dev
+      nlohmann-json3-dev libxxhash-dev libgtest-dev libbenchmark-dev
+      gnuplot-nox)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#PKGS[@]} Debian packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"
