@@ -55,6 +55,20 @@ uint64_t BuddyAllocator::largest_free() const {
   return 0;
 }
 
+uint64_t BuddyAllocator::stranded(uint64_t min_useful) const {
+  uint64_t n = 0;
+  for (int o = 0; o <= max_order_ && (min_ << o) < min_useful; ++o)
+    n += free_[static_cast<size_t>(o)].size() * (min_ << o);
+  return n;
+}
+
+uint64_t FirstFitAllocator::stranded(uint64_t min_useful) const {
+  uint64_t n = 0;
+  for (auto& [_, l] : free_)
+    if (l < min_useful) n += l;
+  return n;
+}
+
 FirstFitAllocator::FirstFitAllocator(uint64_t capacity, uint64_t align) : align_(align) {
   free_[0] = capacity / align * align;
 }

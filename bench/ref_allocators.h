@@ -26,6 +26,8 @@ class RefAllocator {
   virtual void Free(const RefBlock& b) = 0;
   virtual uint64_t allocated() const = 0;       // bytes handed out (block sizes)
   virtual uint64_t largest_free() const = 0;
+  // Free bytes in extents smaller than min_useful.
+  virtual uint64_t stranded(uint64_t min_useful) const = 0;
 };
 
 class BuddyAllocator : public RefAllocator {
@@ -36,6 +38,7 @@ class BuddyAllocator : public RefAllocator {
   void Free(const RefBlock& b) override;
   uint64_t allocated() const override { return allocated_; }
   uint64_t largest_free() const override;
+  uint64_t stranded(uint64_t min_useful) const override;
 
  private:
   int OrderFor(uint64_t bytes) const;
@@ -53,6 +56,7 @@ class FirstFitAllocator : public RefAllocator {
   void Free(const RefBlock& b) override;
   uint64_t allocated() const override { return allocated_; }
   uint64_t largest_free() const override;
+  uint64_t stranded(uint64_t min_useful) const override;
 
  private:
   uint64_t align_;

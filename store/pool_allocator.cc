@@ -4,8 +4,10 @@
 
 namespace ecstore {
 
-PoolAllocator::PoolAllocator(uint64_t capacity, uint64_t alignment)
-    : capacity_(capacity / alignment * alignment), alignment_(alignment) {
+PoolAllocator::PoolAllocator(uint64_t capacity, uint64_t alignment, uint64_t small_threshold)
+    : capacity_(capacity / alignment * alignment),
+      alignment_(alignment),
+      small_threshold_(small_threshold) {
   if (capacity_ > 0) InsertFree(0, capacity_);
 }
 
@@ -21,7 +23,18 @@ void PoolAllocator::EraseFree(std::map<uint64_t, uint64_t>::iterator it) {
 
 std::optional<PoolBlock> PoolAllocator::Allocate(uint64_t bytes) {
   uint64_t need = RoundUp(bytes == 0 ? 1 : bytes);
-  // Best fit; among equal sizes the lowest address, which keeps the high end free for growth.
+  if (need < small_threshold_) {
+    // The free-extent count stays small (tens), so a scan from the top is cheap.
+    for (auto it = by_offset_.rbegin(); it != by_offset_.rend(); ++it) {
+      if (it->second < need) continue;
+      uint64_t off = it->first, len = it->second;
+      EraseFree(by_offset_.find(off));
+      if (len > need) InsertFree(off, len - need);
+      allocated_ += need;
+      return PoolBlock{off + len - need, need};
+    }
+    return std::nullopt;
+  }
   auto it = by_size_.lower_bound({need, 0});
   if (it == by_size_.end()) return std::nullopt;
   uint64_t len = it->first, off = it->second;
@@ -54,6 +67,15 @@ void PoolAllocator::Free(const PoolBlock& block) {
 
 uint64_t PoolAllocator::largest_free_extent() const {
   return by_size_.empty() ? 0 : by_size_.rbegin()->first;
+}
+
+uint64_t PoolAllocator::StrandedBytes(uint64_t min_useful) const {
+  uint64_t n = 0;
+  for (const auto& [len, _] : by_size_) {
+    if (len >= min_useful) break;
+    n += len;
+  }
+  return n;
 }
 
 double PoolAllocator::ExternalFragmentation() const {
