@@ -2,7 +2,7 @@
 
 #include <sqlite3.h>
 
-#include <sstream>
+#include <algorithm>
 
 namespace ecstore {
 namespace {
@@ -104,19 +104,35 @@ Status Index::Migrate() {
 }
 
 Result<std::vector<IndexRow>> Index::LoadAll() {
+  std::vector<IndexRow> rows;
+  EC_RETURN_IF_ERROR(ForEach([&](IndexRow&& r) { rows.push_back(std::move(r)); }));
+  std::sort(rows.begin(), rows.end(), [](const IndexRow& a, const IndexRow& b) {
+    return a.last_access_us < b.last_access_us;
+  });
+  return rows;
+}
+
+Result<uint64_t> Index::Count() {
+  std::lock_guard<std::mutex> l(db_mu_);
+  Stmt q(db_, "SELECT count(*) FROM entries");
+  if (!q.ok() || sqlite3_step(q.get()) != SQLITE_ROW) return SqlError(db_, "count");
+  return static_cast<uint64_t>(sqlite3_column_int64(q.get(), 0));
+}
+
+Status Index::ForEach(const std::function<void(IndexRow&&)>& fn) {
   std::lock_guard<std::mutex> l(db_mu_);
   Stmt q(db_,
          "SELECT ns, key, seq, segment, offset, stored_len, codec, raw_len, checksum, dtype,"
-         " shape, created_us, last_access_us, hits, recompute_cost FROM entries"
-         " ORDER BY last_access_us");
+         " shape, created_us, last_access_us, hits, recompute_cost FROM entries");
   if (!q.ok()) return SqlError(db_, "load");
-  std::vector<IndexRow> rows;
   int rc;
   while ((rc = sqlite3_step(q.get())) == SQLITE_ROW) {
     sqlite3_stmt* s = q.get();
     IndexRow r;
-    r.ns = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
-    r.key = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
+    r.ns.assign(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
+                static_cast<size_t>(sqlite3_column_bytes(s, 0)));
+    r.key.assign(reinterpret_cast<const char*>(sqlite3_column_text(s, 1)),
+                 static_cast<size_t>(sqlite3_column_bytes(s, 1)));
     r.seq = static_cast<uint64_t>(sqlite3_column_int64(s, 2));
     r.loc.segment = static_cast<uint32_t>(sqlite3_column_int64(s, 3));
     r.loc.offset = static_cast<uint64_t>(sqlite3_column_int64(s, 4));
@@ -126,16 +142,18 @@ Result<std::vector<IndexRow>> Index::LoadAll() {
     r.checksum = static_cast<uint64_t>(sqlite3_column_int64(s, 8));
     r.meta.dtype = static_cast<DType>(sqlite3_column_int(s, 9));
     const char* shape = reinterpret_cast<const char*>(sqlite3_column_text(s, 10));
-    auto parsed = ParseShape(shape && *shape ? shape : "0");
-    if (parsed.ok() && shape && *shape) r.meta.shape = *parsed;
+    if (shape && *shape) {
+      auto parsed = ParseShape(shape);
+      if (parsed.ok()) r.meta.shape = std::move(parsed).value();
+    }
     r.created_us = static_cast<uint64_t>(sqlite3_column_int64(s, 11));
     r.last_access_us = static_cast<uint64_t>(sqlite3_column_int64(s, 12));
     r.hits = static_cast<uint64_t>(sqlite3_column_int64(s, 13));
     r.meta.recompute_cost = sqlite3_column_double(s, 14);
-    rows.push_back(std::move(r));
+    fn(std::move(r));
   }
   if (rc != SQLITE_DONE) return SqlError(db_, "load");
-  return rows;
+  return Status::Ok();
 }
 
 Result<std::map<uint32_t, uint64_t>> Index::SegmentTails() {

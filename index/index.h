@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,9 @@ class Index {
   ~Index();
 
   Result<std::vector<IndexRow>> LoadAll();
+  // Streams every row to fn (in no particular order) without holding them all.
+  Status ForEach(const std::function<void(IndexRow&&)>& fn);
+  Result<uint64_t> Count();
   Result<std::map<uint32_t, uint64_t>> SegmentTails();  // segment -> bytes indexed
   Status Reset();                                       // drop every row (before a rebuild)
   int schema_version() const { return version_; }

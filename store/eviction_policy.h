@@ -22,6 +22,7 @@ class EvictionPolicy {
   // Up to `max` ids, coldest first. The caller skips ids it cannot evict (leased).
   virtual std::vector<uint64_t> Coldest(size_t max) const = 0;
   virtual size_t size() const = 0;
+  virtual void Reserve(size_t /*n*/) {}
 };
 
 class LruPolicy : public EvictionPolicy {
@@ -32,6 +33,7 @@ class LruPolicy : public EvictionPolicy {
   void Remove(uint64_t id) override;
   std::vector<uint64_t> Coldest(size_t max) const override;
   size_t size() const override { return pos_.size(); }
+  void Reserve(size_t n) override { pos_.reserve(n); }
 
  private:
   std::list<uint64_t> order_;  // front = most recent

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -51,6 +52,7 @@ constexpr uint64_t kSpillBatchBytes = 64ull << 20;
 struct Entry : std::enable_shared_from_this<Entry> {
   uint64_t seq = 0;
   std::string ns, key;
+  std::string full_key;  // ns '\0' key: the keydir's key points into it
   TensorMeta meta;
   uint64_t bytes = 0;
   uint64_t checksum = 0;
@@ -153,7 +155,8 @@ class StoreImpl : public Store, private ReadLease::Releaser {
   std::condition_variable space_cv_;  // Put waiters: space may have been freed
   std::condition_variable load_cv_;   // readers waiting for a promotion
   std::unique_ptr<PoolAllocator> alloc_;
-  std::unordered_map<std::string, EntryPtr> keydir_;
+  // Keyed by a view of the entry's own full_key, so each key is stored once.
+  std::unordered_map<std::string_view, EntryPtr> keydir_;
   std::unique_ptr<EvictionPolicy> pool_policy_;
   std::unique_ptr<EvictionPolicy> disk_policy_;  // entries with a disk copy
   std::map<uint32_t, uint64_t> segment_live_;    // record bytes still referenced
@@ -244,14 +247,10 @@ Status StoreImpl::Init() {
 }
 
 Status StoreImpl::Recover(bool rebuild) {
-  std::vector<IndexRow> rows;
   std::map<uint32_t, uint64_t> tails;
   if (rebuild) {
     EC_RETURN_IF_ERROR(index_->Reset());
   } else {
-    auto r = index_->LoadAll();
-    if (!r.ok()) return r.status();
-    rows = std::move(r).value();
     auto t = index_->SegmentTails();
     if (!t.ok()) return t.status();
     tails = std::move(t).value();
@@ -259,36 +258,89 @@ Status StoreImpl::Recover(bool rebuild) {
   std::vector<uint32_t> segs = disk_->Segments();
   std::lock_guard<std::mutex> l(mu_);
   uint64_t max_seq = 0;
-  auto install = [&](const IndexRow& row) {
+  std::vector<EntryPtr> loaded;  // to enter the LRU in last-access order
+  auto install = [&](IndexRow&& row) {
     auto e = std::make_shared<Entry>();
     e->seq = row.seq;
-    e->ns = row.ns;
-    e->key = row.key;
-    e->meta = row.meta;
+    e->ns = std::move(row.ns);
+    e->key = std::move(row.key);
+    e->full_key = FullKey(e->ns, e->key);
+    e->meta = std::move(row.meta);
     e->bytes = row.raw_len;
     e->checksum = row.checksum;
     e->created_us = row.created_us;
     e->last_access_us = row.last_access_us;
     e->hits = row.hits;
     e->disk = row.loc;
-    auto& slot = keydir_[FullKey(row.ns, row.key)];
-    if (slot) DropDiskLocked(slot.get());
-    slot = e;
-    disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
+    auto it = keydir_.find(e->full_key);
+    if (it != keydir_.end()) {
+      DropDiskLocked(it->second.get());
+      keydir_.erase(it);
+    }
+    keydir_.emplace(e->full_key, e);
+    loaded.push_back(e);
     segment_live_[row.loc.segment] += row.loc.record_bytes();
     ++disk_entries_;
     disk_bytes_ += e->bytes;
     disk_record_bytes_ += row.loc.record_bytes();
     max_seq = std::max(max_seq, row.seq);
   };
-  for (const IndexRow& row : rows) {
-    if (!std::binary_search(segs.begin(), segs.end(), row.loc.segment)) {
-      spdlog::warn("index entry {}/{} points at missing segment {}; dropped", row.ns, row.key,
-                   row.loc.segment);
-      index_->EnqueueDelete(row.ns, row.key, row.seq);
-      continue;
+  if (!rebuild) {
+    auto count = index_->Count();
+    if (!count.ok()) return count.status();
+    keydir_.reserve(*count);
+    loaded.reserve(*count);
+    disk_policy_->Reserve(*count);
+    pool_policy_->Reserve(std::min<uint64_t>(*count, 1 << 16));
+    // Decoding SQLite rows and building entries overlap: a reader thread hands batches over.
+    std::mutex qmu;
+    std::condition_variable qcv;
+    std::deque<std::vector<IndexRow>> batches;
+    bool reader_done = false;
+    Status read_status;
+    std::thread reader([&] {
+      std::vector<IndexRow> batch;
+      batch.reserve(4096);
+      auto hand_over = [&] {
+        std::lock_guard<std::mutex> ql(qmu);
+        batches.push_back(std::move(batch));
+        qcv.notify_one();
+      };
+      Status st = index_->ForEach([&](IndexRow&& row) {
+        batch.push_back(std::move(row));
+        if (batch.size() == 4096) {
+          hand_over();
+          batch = {};
+          batch.reserve(4096);
+        }
+      });
+      hand_over();
+      std::lock_guard<std::mutex> ql(qmu);
+      read_status = st;
+      reader_done = true;
+      qcv.notify_one();
+    });
+    for (;;) {
+      std::vector<IndexRow> batch;
+      {
+        std::unique_lock<std::mutex> ql(qmu);
+        qcv.wait(ql, [&] { return reader_done || !batches.empty(); });
+        if (batches.empty()) break;
+        batch = std::move(batches.front());
+        batches.pop_front();
+      }
+      for (IndexRow& row : batch) {
+        if (!std::binary_search(segs.begin(), segs.end(), row.loc.segment)) {
+          spdlog::warn("index entry {}/{} points at missing segment {}; dropped", row.ns, row.key,
+                       row.loc.segment);
+          index_->EnqueueDelete(row.ns, row.key, row.seq);
+          continue;
+        }
+        install(std::move(row));
+      }
     }
-    install(row);
+    reader.join();
+    EC_RETURN_IF_ERROR(read_status);
   }
   // Records past each segment's indexed tail were written but not yet indexed when the
   // store last stopped: index them now. A torn tail (a crash mid-write) is cut off.
@@ -330,8 +382,8 @@ Status StoreImpl::Recover(bool rebuild) {
       row.meta = info.meta;
       row.created_us = info.created_us;
       row.last_access_us = info.created_us;
-      install(row);
       index_->EnqueuePut(row);
+      install(std::move(row));
     });
     if (!scan.ok()) return scan.status();
     if (scan->torn_tail && !rebuild) {
@@ -341,6 +393,13 @@ Status StoreImpl::Recover(bool rebuild) {
     }
     index_->EnqueueTail(seg, scan->end);
   }
+  // Entries replaced during the scan left keydir_; only live ones join the LRU, oldest first.
+  std::vector<std::pair<uint64_t, Entry*>> order;
+  order.reserve(loaded.size());
+  for (const EntryPtr& e : loaded)
+    if (e->disk && !e->erased) order.emplace_back(e->last_access_us, e.get());
+  std::sort(order.begin(), order.end());
+  for (auto [_, e] : order) disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
   next_seq_ = max_seq + 1;
   return index_->Flush();
 }
@@ -570,6 +629,7 @@ Status StoreImpl::Put(std::string_view ns, std::string_view key, const TensorMet
   auto e = std::make_shared<Entry>();
   e->ns = ns;
   e->key = key;
+  e->full_key = FullKey(ns, key);
   e->meta = meta;
   e->bytes = bytes.size();
   e->checksum = PayloadChecksum(dst, bytes.size());
@@ -579,9 +639,12 @@ Status StoreImpl::Put(std::string_view ns, std::string_view key, const TensorMet
   {
     std::lock_guard<std::mutex> l(mu_);
     e->seq = next_seq_++;
-    auto& slot = keydir_[FullKey(ns, key)];
-    if (slot) tomb = DetachLocked(slot.get());
-    slot = e;
+    auto it = keydir_.find(e->full_key);
+    if (it != keydir_.end()) {
+      tomb = DetachLocked(it->second.get());
+      keydir_.erase(it);
+    }
+    keydir_.emplace(e->full_key, e);
     pool_policy_->Insert(e->id(), e->bytes, meta.recompute_cost);
     ++pool_entries_;
     pool_bytes_ += e->bytes;
