@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/baseline.h"
+#include "bench/embedding.h"
 #include "bench/ref_allocators.h"
 #include "disk/aligned_buffer.h"
 #include "disk/io_queue.h"
@@ -94,19 +95,8 @@ struct Shape {
 // design.md / vllm-ec-connector.md: Qwen2.5-VL-7B 560px and 1344px, Qwen3-VL-8B 560px and 1344px.
 const Shape kShapes[] = {{400, 3584, 0.4}, {324, 16384, 0.3}, {2304, 3584, 0.2}, {1764, 16384, 0.1}};
 
-// Normally distributed floats rounded to bf16: what an encoder emits. Never zeros or constants.
 std::vector<uint8_t> Embedding(size_t elems, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 0.8f);
-  std::vector<uint8_t> out(elems * 2);
-  for (size_t i = 0; i < elems; ++i) {
-    float f = dist(rng);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    uint16_t h = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-    std::memcpy(&out[2 * i], &h, 2);
-  }
-  return out;
+  return SyntheticEmbedding(elems, seed, 0.8f);
 }
 
 class Payloads {

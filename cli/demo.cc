@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "bench/embedding.h"
 #include "disk/record.h"
 #include "store/store.h"
 
@@ -14,19 +15,8 @@ using namespace ecstore;
 
 namespace {
 
-// Normally distributed floats rounded to bf16, like real embeddings.
 std::vector<uint8_t> Embedding(int rows, int width, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<uint8_t> out(static_cast<size_t>(rows) * width * 2);
-  for (size_t i = 0; i < out.size() / 2; ++i) {
-    float f = dist(rng);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    uint16_t h = static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-    std::memcpy(&out[2 * i], &h, 2);
-  }
-  return out;
+  return SyntheticEmbedding(static_cast<size_t>(rows) * width, seed);
 }
 
 void PrintStats(Store* s) {

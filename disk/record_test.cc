@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "bench/embedding.h"
 #include "disk/codec.h"
 #include "tests/test_util.h"
 
@@ -34,20 +35,6 @@ TEST(Record, HeaderRoundTrip) {
   EXPECT_TRUE(DecodeHeader(b.data()).status().IsCorruption());
 }
 
-std::vector<uint8_t> Bf16Normal(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0, 1);
-  std::vector<uint8_t> out(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    float f = dist(rng);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    uint16_t h = static_cast<uint16_t>((u + 0x8000) >> 16);
-    std::memcpy(&out[2 * i], &h, 2);
-  }
-  return out;
-}
-
 TEST(Codec, BytePlanesRoundTripWhenTheyPay) {
   // Low-entropy bf16 (few distinct values) compresses; check a byte-exact round trip.
   std::vector<uint8_t> raw(1 << 20);
@@ -74,7 +61,7 @@ TEST(Codec, IncompressibleDataStaysRaw) {
   AlignedBuffer out;
   uint64_t stored = 0;
   EXPECT_EQ(CompressPayload(raw.data(), raw.size(), 2, 0.10, &out, &stored), Codec::kNone);
-  auto emb = Bf16Normal(1 << 19, 5);
+  auto emb = SyntheticEmbedding(1 << 19, 5);
   Codec c = CompressPayload(emb.data(), emb.size(), 2, 0.10, &out, &stored);
   // Real-looking embeddings: whichever way it goes, the 10% rule must hold.
   if (c != Codec::kNone) {

@@ -125,7 +125,7 @@ class StoreImpl : public Store, private ReadLease::Releaser {
   Status ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap);
   Status DropCorrupt(const EntryPtr& e, const Status& why);
   Status Promote(const EntryPtr& e, bool wait);
-  ReadLease LeaseLocked(const EntryPtr& e);
+  ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true);
 
   bool NeedsEvictionLocked() const;
   bool EvictionDoneLocked() const;
@@ -550,14 +550,14 @@ void StoreImpl::WriteTombstones(std::vector<Tombstone> tombs) {
   for (Tombstone& t : tombs) index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
 }
 
-ReadLease StoreImpl::LeaseLocked(const EntryPtr& e) {
+ReadLease StoreImpl::LeaseLocked(const EntryPtr& e, bool count_hit) {
   ++e->leases;
   ++e->hits;
   e->touched = true;
   e->last_access_us = env_->NowMicros();
   pool_policy_->Touch(e->id());
   disk_policy_->Touch(e->id());
-  ++stats_.pool.hits;
+  if (count_hit) ++stats_.pool.hits;  // a get served by promotion counted as a disk hit
   return ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), e->bytes, e->meta);
 }
 
@@ -737,14 +737,14 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
 
 Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
-  for (;;) {
+  for (bool promoted = false;; promoted = true) {
     EntryPtr e;
     {
       std::unique_lock<std::mutex> l(mu_);
-      auto found = FindLocked(ns, key, true);
+      auto found = FindLocked(ns, key, !promoted);
       if (!found.ok()) return found.status();
       e = *found;
-      if (e->pool) return LeaseLocked(e);
+      if (e->pool) return LeaseLocked(e, !promoted);
       if (e->loading) {
         load_cv_.wait(l, [&] { return !e->loading; });
         continue;
@@ -757,13 +757,13 @@ Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) 
 Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key,
                                  std::span<uint8_t> dst) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
-  for (;;) {
+  for (bool promoted = false;; promoted = true) {
     EntryPtr e;
     EntryInfo info;
     DiskLocation loc;
     {
       std::unique_lock<std::mutex> l(mu_);
-      auto found = FindLocked(ns, key, true);
+      auto found = FindLocked(ns, key, !promoted);
       if (!found.ok()) return found.status();
       e = *found;
       if (dst.size() < e->bytes)
@@ -771,7 +771,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key,
                                        " bytes but entry '" + e->key + "' has " +
                                        std::to_string(e->bytes) + "; Lookup the size first");
       if (e->pool) {
-        ReadLease lease = LeaseLocked(e);
+        ReadLease lease = LeaseLocked(e, !promoted);
         info = InfoLocked(*e);
         l.unlock();
         std::memcpy(dst.data(), lease.data(), lease.size());
