@@ -270,6 +270,7 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
     secs = Since(t0);
     Add({"put", "baseline", total / secs / 1e9, entries.size() / secs, blat.P(0.5), blat.P(0.99),
          -1, "buffered write of a safetensors file, no fsync"});
+    ::sync();  // its dirty pages must not be written back during the next measurements
   }
 
   AlignedBuffer dst(60 * kMiB);
@@ -650,6 +651,30 @@ void AllocWorkload(const Config& cfg) {
 
 // --------------------------------------------------------------- report
 
+// A limit measured before and after the workloads becomes one record: the mean, with both
+// runs in the note, so a ratio is not an artefact of the disk's drift during the run.
+void MergeRepeatedLimits() {
+  std::vector<Record> merged;
+  for (Record& r : g_records) {
+    auto same = std::find_if(merged.begin(), merged.end(), [&](const Record& m) {
+      return m.workload == r.workload && m.system == r.system && m.system == "limit";
+    });
+    if (same == merged.end()) {
+      merged.push_back(r);
+      continue;
+    }
+    char note[160];
+    std::snprintf(note, sizeof(note), "%s; mean of runs before (%.2f) and after (%.2f GB/s)",
+                  same->note.c_str(), same->gbps, r.gbps);
+    same->gbps = (same->gbps + r.gbps) / 2;
+    same->ops_per_s = (same->ops_per_s + r.ops_per_s) / 2;
+    same->p50_us = (same->p50_us + r.p50_us) / 2;
+    same->p99_us = std::max(same->p99_us, r.p99_us);
+    same->note = note;
+  }
+  g_records = std::move(merged);
+}
+
 double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
 void Report(const Config& cfg) {
@@ -707,7 +732,6 @@ void Report(const Config& cfg) {
   if (!cfg.png_path.empty()) {
     std::string dat = cfg.png_path + ".dat";
     std::ofstream d(dat);
-    d << "workload ec-store baseline limit\n";
     for (std::string w : {"put", "get_hot", "get_disk", "spill", "mixed"}) {
       Record* e = Find(w, "ec-store");
       if (!e) continue;
@@ -719,7 +743,7 @@ void Report(const Config& cfg) {
     d.close();
     std::string gp = cfg.png_path + ".gp";
     std::ofstream g(gp);
-    g << "set terminal pngcairo size 900,480\nset output '" << cfg.png_path << "'\n"
+    g << "set terminal pngcairo size 900,480 noenhanced\nset output '" << cfg.png_path << "'\n"
       << "set title 'ec-store vs file baseline vs machine limit (GB/s, same run)'\n"
       << "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8\n"
       << "set ylabel 'GB/s'\nset key top right\nset grid y\n"
@@ -782,6 +806,8 @@ int main(int argc, char** argv) {
   if (cfg.Want("mixed")) MixedWorkload(cfg, pl);
   if (cfg.Want("index")) IndexWorkload(cfg);
   if (cfg.Want("alloc")) AllocWorkload(cfg);
+  if (cfg.Want("get_disk") || cfg.Want("spill")) MeasureDisk(cfg);  // again: the disk drifts
+  MergeRepeatedLimits();
   Report(cfg);
   std::filesystem::remove_all(cfg.dir);
   return 0;

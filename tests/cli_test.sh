@@ -73,6 +73,11 @@ expect_error "key is" $EC $S put "$(printf 'k%.0s' {1..300})" a.safetensors
 echo notadir > plainfile
 expect_error "writable --dir" $EC --dir plainfile/store stats
 expect_error "bad size" $EC --dir "$T/store" --pool-size lots stats
+# a store held by another process is refused with a clear message
+flock "$T/store/LOCK" sleep 3 &
+sleep 0.5
+expect_error "in use by another process" $EC $S stats
+wait
 check "bad input lost nothing" test "$($EC $S --json stats | jget disk.entries)" = 2
 
 # fill past the pool: entries land on disk; ls and stats show them
