@@ -70,9 +70,9 @@ int main(int argc, char** argv) {
   }
   std::printf("after %d puts (%.0f MB, more than the pool holds):\n", kEntries, total_mb);
   PrintStats(store.get());
-  std::printf("reading every entry back:\n");
+  std::printf("reading every entry back, newest first (the newest are still in the pool):\n");
   int ok = 0;
-  for (int i = 0; i < kEntries; ++i) {
+  for (int i = kEntries - 1; i >= 0; --i) {
     char key[80];
     std::snprintf(key, sizeof(key), "%016llx-demo-%02d", 0x9e3779b97f4a7c15ull * (i + 1), i);
     auto info = store->Lookup("demo", key);
