@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include <spdlog/spdlog.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "rdma/server.h"
 #include "store/safetensors.h"
 #include "store/store.h"
 
@@ -213,6 +215,13 @@ int Run(int argc, char** argv) {
   exportc->add_option("dir", src_dir)->required();
   exportc->add_option("-n,--namespace", ns_filter, "only this namespace");
 
+  std::string listen = "127.0.0.1:7070", token_file;
+  auto* serve = app.add_subcommand("serve", "run a store daemon serving clients over TCP");
+  serve->add_option("--listen", listen, "HOST:PORT to bind")->capture_default_str();
+  serve->add_option("--token-file", token_file,
+                    "shared secret clients must present (or set EC_STORE_TOKEN); required "
+                    "for a non-loopback --listen");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -220,6 +229,39 @@ int Run(int argc, char** argv) {
   }
 
   try {
+    if (serve->parsed()) {
+      std::string token;
+      if (!token_file.empty()) {
+        token = Check(safetensors::ReadFile(token_file));
+        while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+        if (token.empty()) throw CliError("InvalidArgument: token file " + token_file + " is empty");
+      } else if (const char* env = std::getenv("EC_STORE_TOKEN")) {
+        token = env;
+      }
+      // Block the stop signals before any thread starts, so only sigwait below sees them.
+      sigset_t stop;
+      sigemptyset(&stop);
+      sigaddset(&stop, SIGINT);
+      sigaddset(&stop, SIGTERM);
+      pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+      spdlog::set_level(spdlog::level::info);
+      spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ec-store] [%l] %v");
+      auto store = OpenStore(g);
+      net::ServerOptions so;
+      so.listen = listen;
+      so.token = token;
+      auto server = Check(net::Server::Start(store.get(), so));
+      std::printf("serving %s on %s (port %u, transport %s); SIGINT/SIGTERM to stop\n",
+                  g.dir.c_str(), listen.c_str(), server->port(), server->transport());
+      std::fflush(stdout);
+      int sig = 0;
+      sigwait(&stop, &sig);
+      spdlog::info("signal {}: stopping, persisting the pool", sig);
+      server->Stop();
+      Check(store->Close());
+      spdlog::info("stopped cleanly");
+      return 0;
+    }
     if (put->parsed()) {
       TensorMeta meta;
       std::string bytes;

@@ -44,6 +44,7 @@ class Status {
   bool IsNoSpace() const { return code_ == Code::kNoSpace; }
   bool IsIOError() const { return code_ == Code::kIOError; }
   bool IsBusy() const { return code_ == Code::kBusy; }
+  bool IsUnavailable() const { return code_ == Code::kUnavailable; }
   const std::string& message() const { return message_; }
   std::string ToString() const;
   static const char* CodeName(Code code);

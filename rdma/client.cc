@@ -1,0 +1,247 @@
+#include "rdma/client.h"
+
+namespace ecstore::net {
+
+Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
+                                                const ClientOptions& options) {
+  auto hp = ParseHostPort(uri);
+  if (!hp.ok()) return hp.status();
+  std::unique_ptr<Client> c(new Client(*hp, options));
+  EC_RETURN_IF_ERROR(c->Reconnect());
+  return c;
+}
+
+Status Client::Reconnect() {
+  fd_.reset();
+  auto fd = ConnectTcp(hp_, opt_.timeout);
+  if (!fd.ok()) return fd.status();
+  fd_ = std::move(fd).value();
+  BodyWriter w;
+  w.Str(opt_.token);
+  Status st = SendRequest(Op::kHello, w.data());
+  auto reply = st.ok() ? ReadReply(Op::kHelloOk) : Result<std::string>(st);
+  if (!reply.ok()) {
+    fd_.reset();
+    return reply.status();
+  }
+  return Status::Ok();
+}
+
+Status Client::SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload) {
+  if (!fd_.valid()) return Status::Unavailable("not connected");
+  uint8_t hdr[kHeaderBytes];
+  EncodeHeader({kVersion, op, next_id_++, body.size() + payload.size()}, hdr);
+  iovec iov[3] = {{hdr, kHeaderBytes},
+                  {const_cast<char*>(body.data()), body.size()},
+                  {const_cast<uint8_t*>(payload.data()), payload.size()}};
+  return SendAll(fd_.get(), iov, payload.empty() ? 2 : 3, "server");
+}
+
+Status Client::ReadHeader(FrameHeader* h) {
+  uint8_t hdr[kHeaderBytes];
+  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), hdr, kHeaderBytes, "server"));
+  auto d = DecodeHeader(hdr);
+  if (!d.ok()) return Status::Unavailable("server sent a malformed frame: " + d.status().message());
+  *h = *d;
+  return Status::Ok();
+}
+
+// Error frames carry the server's Status; anything else unexpected is Unavailable.
+Result<std::string> Client::ReadReply(Op expect) {
+  FrameHeader h;
+  EC_RETURN_IF_ERROR(ReadHeader(&h));
+  std::string body(h.body_len, '\0');
+  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), body.data(), body.size(), "server"));
+  if (h.op == Op::kError) {
+    BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    return ParseErrorBody(&r);
+  }
+  if (h.op != expect) return Status::Unavailable("server answered with an unexpected frame");
+  return body;
+}
+
+Status Client::ReadGetReply(std::span<uint8_t> dst, EntryInfo* info) {
+  FrameHeader h;
+  EC_RETURN_IF_ERROR(ReadHeader(&h));
+  if (h.op == Op::kError) {
+    std::string body(h.body_len, '\0');
+    EC_RETURN_IF_ERROR(RecvAll(fd_.get(), body.data(), body.size(), "server"));
+    BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    return ParseErrorBody(&r);
+  }
+  if (h.op != Op::kGetOk) return Status::Unavailable("server answered with an unexpected frame");
+  uint32_t info_len = 0;
+  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), &info_len, 4, "server"));
+  if (info_len > kMaxMetaBody || 4 + info_len > h.body_len)
+    return Status::Unavailable("server sent a malformed GET reply");
+  std::string ib(info_len, '\0');
+  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), ib.data(), ib.size(), "server"));
+  BodyReader r(reinterpret_cast<const uint8_t*>(ib.data()), ib.size());
+  if (!ReadInfo(&r, info) || info->bytes != h.body_len - 4 - info_len)
+    return Status::Unavailable("server sent a malformed GET reply");
+  if (dst.size() >= info->bytes)  // straight into the caller's buffer
+    return RecvAll(fd_.get(), dst.data(), info->bytes, "server");
+  std::string drain(info->bytes, '\0');  // keep the stream in step, then refuse
+  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), drain.data(), drain.size(), "server"));
+  return Status::InvalidArgument("destination buffer holds " + std::to_string(dst.size()) +
+                                 " bytes but the entry has " + std::to_string(info->bytes));
+}
+
+// Runs fn; on a transport failure (Unavailable) reconnects and tries again, boundedly.
+template <typename Fn>
+auto Client::WithRetry(Fn fn) -> decltype(fn()) {
+  for (int attempt = 0;; ++attempt) {
+    if (!fd_.valid()) {
+      Status st = Reconnect();
+      if (!st.ok()) {
+        if (attempt >= opt_.retries) return st;
+        continue;
+      }
+    }
+    auto result = fn();
+    if (result.ok() || !result.status().IsUnavailable() || attempt >= opt_.retries) {
+      if (!result.ok() && result.status().IsUnavailable()) fd_.reset();
+      return result;
+    }
+    fd_.reset();
+  }
+}
+
+namespace {
+std::string KeyBody(std::string_view ns, std::string_view key) {
+  BodyWriter w;
+  w.Str(ns);
+  w.Str(key);
+  return w.data();
+}
+}  // namespace
+
+Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key,
+                              std::span<uint8_t> dst) {
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateKey(key));
+  return WithRetry([&]() -> Result<EntryInfo> {
+    EC_RETURN_IF_ERROR(SendRequest(Op::kGet, KeyBody(ns, key)));
+    EntryInfo info;
+    EC_RETURN_IF_ERROR(ReadGetReply(dst, &info));
+    info.ns = ns;
+    info.key = key;
+    return info;
+  });
+}
+
+std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
+                                               const std::vector<std::string>& keys,
+                                               const std::vector<std::span<uint8_t>>& dsts) {
+  std::vector<Result<EntryInfo>> out;
+  if (keys.size() != dsts.size()) {
+    out.assign(keys.size(), Status::InvalidArgument("GetMany needs one buffer per key"));
+    return out;
+  }
+  Status st = fd_.valid() ? Status::Ok() : Reconnect();
+  for (size_t i = 0; i < keys.size() && st.ok(); ++i) {
+    Status v = ValidateKey(keys[i]);
+    st = SendRequest(Op::kGet, KeyBody(ns, v.ok() ? keys[i] : "?"));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!st.ok()) {
+      out.push_back(st);
+      continue;
+    }
+    EntryInfo info;
+    Status r = ReadGetReply(dsts[i], &info);
+    if (r.IsUnavailable()) st = r;  // the stream is gone: every later reply fails too
+    if (!r.ok()) {
+      out.push_back(r);
+      continue;
+    }
+    info.ns = ns;
+    info.key = keys[i];
+    out.push_back(info);
+  }
+  if (!st.ok()) fd_.reset();
+  return out;
+}
+
+Result<std::vector<std::optional<EntryInfo>>> Client::Lookup(std::string_view ns,
+                                                             const std::vector<std::string>& keys) {
+  if (keys.empty() || keys.size() > kMaxBatch)
+    return Status::InvalidArgument("Lookup takes 1.." + std::to_string(kMaxBatch) + " keys");
+  BodyWriter w;
+  w.U32(static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) {
+    w.Str(ns);
+    w.Str(k);
+  }
+  return WithRetry([&]() -> Result<std::vector<std::optional<EntryInfo>>> {
+    EC_RETURN_IF_ERROR(SendRequest(Op::kLookup, w.data()));
+    auto body = ReadReply(Op::kLookupOk);
+    if (!body.ok()) return body.status();
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    uint32_t n;
+    if (!r.U32(&n) || n != keys.size()) return Status::Unavailable("malformed LOOKUP reply");
+    std::vector<std::optional<EntryInfo>> out(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      uint8_t found;
+      if (!r.U8(&found)) return Status::Unavailable("malformed LOOKUP reply");
+      if (!found) continue;
+      EntryInfo e;
+      if (!ReadInfo(&r, &e)) return Status::Unavailable("malformed LOOKUP reply");
+      e.ns = ns;
+      e.key = keys[i];
+      out[i] = e;
+    }
+    return out;
+  });
+}
+
+Result<std::vector<bool>> Client::Contains(std::string_view ns,
+                                           const std::vector<std::string>& keys) {
+  auto found = Lookup(ns, keys);
+  if (!found.ok()) return found.status();
+  std::vector<bool> out;
+  for (auto& f : *found) out.push_back(f.has_value());
+  return out;
+}
+
+Status Client::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                   std::span<const uint8_t> bytes) {
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateKey(key));
+  EC_RETURN_IF_ERROR(ValidateMeta(meta, bytes.size()));
+  if (bytes.size() > kMaxPayload)
+    return Status::InvalidArgument("entry exceeds the protocol's 1 GiB limit");
+  BodyWriter w;
+  w.Str(ns);
+  w.Str(key);
+  w.Meta(meta);
+  auto r = WithRetry([&]() -> Result<std::string> {
+    EC_RETURN_IF_ERROR(SendRequest(Op::kPut, w.data(), bytes));
+    return ReadReply(Op::kOk);
+  });
+  return r.status();
+}
+
+Status Client::Erase(std::string_view ns, std::string_view key) {
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateKey(key));
+  auto r = WithRetry([&]() -> Result<std::string> {
+    EC_RETURN_IF_ERROR(SendRequest(Op::kErase, KeyBody(ns, key)));
+    return ReadReply(Op::kOk);
+  });
+  return r.status();
+}
+
+Result<std::string> Client::StatsJson() {
+  return WithRetry([&]() -> Result<std::string> {
+    EC_RETURN_IF_ERROR(SendRequest(Op::kStats, {}));
+    auto body = ReadReply(Op::kStatsOk);
+    if (!body.ok()) return body.status();
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    uint32_t n;
+    if (!r.U32(&n) || n != r.remaining()) return Status::Unavailable("malformed STATS reply");
+    return std::string(reinterpret_cast<const char*>(r.position()), n);
+  });
+}
+
+}  // namespace ecstore::net

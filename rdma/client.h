@@ -1,0 +1,63 @@
+// Client: gets entries from a running `ec-store serve` (or an in-process Server).
+//   auto c = Client::Connect("tcp://10.0.0.5:7070", {.token = secret});
+//   auto info = c.value()->Get("qwen", mm_hash, dst);
+// A dead or unreachable server is an Unavailable status within options.timeout (per
+// attempt), never a hang; transport failures are retried `retries` times with a reconnect.
+// Thread rules: one thread at a time per Client; use one Client per thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rdma/protocol.h"
+#include "rdma/socket.h"
+#include "store/store.h"
+
+namespace ecstore::net {
+
+struct ClientOptions {
+  std::chrono::milliseconds timeout{5000};
+  int retries = 1;
+  std::string token;
+};
+
+class Client {
+ public:
+  static Result<std::unique_ptr<Client>> Connect(const std::string& uri,
+                                                 const ClientOptions& options = {});
+  const char* transport() const { return "tcp"; }
+
+  // Copies the entry into dst (at least its size); returns its metadata.
+  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst);
+  // Pipelined: all requests are sent, then the replies read in order.
+  std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
+                                         const std::vector<std::span<uint8_t>>& dsts);
+  Result<std::vector<std::optional<EntryInfo>>> Lookup(std::string_view ns,
+                                                       const std::vector<std::string>& keys);
+  Result<std::vector<bool>> Contains(std::string_view ns, const std::vector<std::string>& keys);
+  Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
+             std::span<const uint8_t> bytes);
+  Status Erase(std::string_view ns, std::string_view key);
+  Result<std::string> StatsJson();
+
+ private:
+  Client(HostPort hp, ClientOptions o) : hp_(std::move(hp)), opt_(std::move(o)) {}
+  Status Reconnect();
+  Status SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload = {});
+  Status ReadHeader(FrameHeader* h);
+  Result<std::string> ReadReply(Op expect);  // whole body of a small reply
+  Status ReadGetReply(std::span<uint8_t> dst, EntryInfo* info);
+  template <typename Fn>
+  auto WithRetry(Fn fn) -> decltype(fn());
+
+  HostPort hp_;
+  ClientOptions opt_;
+  UniqueFd fd_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace ecstore::net

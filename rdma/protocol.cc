@@ -1,0 +1,162 @@
+#include "rdma/protocol.h"
+
+#include <cstring>
+
+namespace ecstore::net {
+
+bool IsKnownOp(uint16_t op) {
+  switch (static_cast<Op>(op)) {
+    case Op::kHello: case Op::kGet: case Op::kLookup: case Op::kPut: case Op::kErase:
+    case Op::kStats: case Op::kHelloOk: case Op::kGetOk: case Op::kLookupOk: case Op::kOk:
+    case Op::kStatsOk: case Op::kError:
+      return true;
+  }
+  return false;
+}
+
+void EncodeHeader(const FrameHeader& h, uint8_t out[kHeaderBytes]) {
+  uint32_t magic = kMagic;
+  uint16_t op = static_cast<uint16_t>(h.op);
+  std::memcpy(out, &magic, 4);
+  std::memcpy(out + 4, &h.version, 2);
+  std::memcpy(out + 6, &op, 2);
+  std::memcpy(out + 8, &h.request_id, 8);
+  std::memcpy(out + 16, &h.body_len, 8);
+}
+
+Result<FrameHeader> DecodeHeader(const uint8_t in[kHeaderBytes]) {
+  uint32_t magic;
+  uint16_t op;
+  FrameHeader h;
+  std::memcpy(&magic, in, 4);
+  std::memcpy(&h.version, in + 4, 2);
+  std::memcpy(&op, in + 6, 2);
+  std::memcpy(&h.request_id, in + 8, 8);
+  std::memcpy(&h.body_len, in + 16, 8);
+  if (magic != kMagic) return Status::InvalidArgument("not an ec-store frame (bad magic)");
+  if (h.version != kVersion)
+    return Status::InvalidArgument("protocol version " + std::to_string(h.version) +
+                                   " is not supported (this side speaks " +
+                                   std::to_string(kVersion) + "); upgrade the older side");
+  if (!IsKnownOp(op)) return Status::InvalidArgument("unknown opcode " + std::to_string(op));
+  h.op = static_cast<Op>(op);
+  bool carries_tensor = h.op == Op::kPut || h.op == Op::kGetOk;
+  uint64_t limit = carries_tensor ? kMaxPayload + kMaxMetaBody : kMaxMetaBody;
+  if (h.body_len > limit)
+    return Status::InvalidArgument("frame body of " + std::to_string(h.body_len) +
+                                   " bytes exceeds the limit of " + std::to_string(limit));
+  return h;
+}
+
+void BodyWriter::Str(std::string_view s) {
+  U16(static_cast<uint16_t>(s.size()));
+  Raw(s.data(), s.size());
+}
+
+void BodyWriter::Meta(const TensorMeta& m) {
+  U32(static_cast<uint32_t>(m.dtype));
+  U8(static_cast<uint8_t>(m.shape.size()));
+  for (int64_t d : m.shape) U64(static_cast<uint64_t>(d));
+  F64(m.recompute_cost);
+}
+
+bool BodyReader::Raw(void* out, size_t n) {
+  if (remaining() < n) return false;
+  std::memcpy(out, p_, n);
+  p_ += n;
+  return true;
+}
+
+bool BodyReader::Str(std::string* s, size_t max_len) {
+  uint16_t n;
+  if (!U16(&n) || n > max_len || remaining() < n) return false;
+  s->assign(reinterpret_cast<const char*>(p_), n);
+  p_ += n;
+  return true;
+}
+
+bool BodyReader::Meta(TensorMeta* m) {
+  uint32_t dtype;
+  uint8_t ndim;
+  if (!U32(&dtype) || !U8(&ndim) || ndim > TensorMeta::kMaxDims || !IsKnownDType(dtype))
+    return false;
+  m->dtype = static_cast<DType>(dtype);
+  m->shape.resize(ndim);
+  for (auto& d : m->shape) {
+    uint64_t v;
+    if (!U64(&v)) return false;
+    d = static_cast<int64_t>(v);
+  }
+  return F64(&m->recompute_cost);
+}
+
+Result<KeyRef> ParseKeyBody(BodyReader* r) {
+  KeyRef k;
+  if (!r->Str(&k.ns, kMaxNamespaceBytes) || !r->Str(&k.key, kMaxKeyBytes))
+    return Status::InvalidArgument("malformed key: namespace ≤ 128 and key ≤ 256 bytes");
+  EC_RETURN_IF_ERROR(ValidateNamespace(k.ns));
+  EC_RETURN_IF_ERROR(ValidateKey(k.key));
+  return k;
+}
+
+Result<std::vector<KeyRef>> ParseLookupBody(BodyReader* r) {
+  uint32_t n;
+  if (!r->U32(&n) || n > kMaxBatch)
+    return Status::InvalidArgument("batch must hold 1.." + std::to_string(kMaxBatch) + " keys");
+  std::vector<KeyRef> keys;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto k = ParseKeyBody(r);
+    if (!k.ok()) return k.status();
+    keys.push_back(std::move(k).value());
+  }
+  return keys;
+}
+
+std::string ErrorBody(const Status& st) {
+  BodyWriter w;
+  w.U16(static_cast<uint16_t>(st.code()));
+  std::string msg = st.message().substr(0, 4096);
+  w.Str(msg);
+  return w.data();
+}
+
+Status ParseErrorBody(BodyReader* r) {
+  uint16_t code;
+  std::string msg;
+  if (!r->U16(&code) || !r->Str(&msg, 4096) || code == 0 ||
+      code > static_cast<uint16_t>(Status::Code::kUnavailable))
+    return Status::Corruption("malformed error frame from the server");
+  switch (static_cast<Status::Code>(code)) {
+    case Status::Code::kNotFound: return Status::NotFound(msg);
+    case Status::Code::kCorruption: return Status::Corruption(msg);
+    case Status::Code::kIOError: return Status::IOError(msg);
+    case Status::Code::kNoSpace: return Status::NoSpace(msg);
+    case Status::Code::kBusy: return Status::Busy(msg);
+    case Status::Code::kInvalidArgument: return Status::InvalidArgument(msg);
+    default: return Status::Unavailable(msg);
+  }
+}
+
+void WriteInfo(BodyWriter* w, const EntryInfo& e) {
+  w->U8(e.tier == Tier::kPool ? 0 : 1);
+  w->U8(e.on_disk);
+  w->U64(e.bytes);
+  w->Meta(e.meta);
+  w->U64(e.created_us);
+  w->U64(e.last_access_us);
+  w->U64(e.hits);
+  w->U64(e.checksum);
+}
+
+bool ReadInfo(BodyReader* r, EntryInfo* e) {
+  uint8_t tier, on_disk;
+  if (!r->U8(&tier) || !r->U8(&on_disk) || !r->U64(&e->bytes) || !r->Meta(&e->meta) ||
+      !r->U64(&e->created_us) || !r->U64(&e->last_access_us) || !r->U64(&e->hits) ||
+      !r->U64(&e->checksum))
+    return false;
+  e->tier = tier == 0 ? Tier::kPool : Tier::kDisk;
+  e->on_disk = on_disk;
+  return true;
+}
+
+}  // namespace ecstore::net

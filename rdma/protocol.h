@@ -1,0 +1,108 @@
+// The ec-store wire protocol, shared by every transport.
+//
+// A frame is a fixed 24-byte header followed by `body_len` bytes:
+//   magic u32 "ECS1" | version u16 | opcode u16 | request_id u64 | body_len u64
+// Bodies are built from little-endian integers and u16-length-prefixed strings
+// (BodyWriter / BodyReader). A GET reply's tensor bytes follow its meta in the same body,
+// so a sender can hand the kernel pool memory directly (one sendmsg with an iovec).
+//
+// Limits: metadata bodies ≤ 1 MiB; a body carrying a tensor ≤ kMaxPayload. A frame that
+// breaks a rule is answered with an ERROR frame and the connection is closed.
+// Thread rules: pure functions and value types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/status.h"
+#include "store/store.h"
+#include "store/tensor_meta.h"
+
+namespace ecstore::net {
+
+inline constexpr uint32_t kMagic = 0x31534345;  // "ECS1"
+inline constexpr uint16_t kVersion = 1;
+inline constexpr size_t kHeaderBytes = 24;
+inline constexpr uint64_t kMaxMetaBody = 1ull << 20;
+inline constexpr uint64_t kMaxPayload = 1ull << 30;
+inline constexpr uint32_t kMaxBatch = 1024;
+
+enum class Op : uint16_t {
+  kHello = 1,     // token            -> kHelloOk(server version, transport) | kError
+  kGet = 2,       // ns, key          -> kGetOk(meta, bytes) | kError
+  kLookup = 3,    // n x (ns, key)    -> kLookupOk(n x found, info)
+  kPut = 4,       // ns, key, meta, bytes -> kOk | kError
+  kErase = 5,     // ns, key          -> kOk | kError
+  kStats = 6,     //                  -> kStatsOk(json)
+  kHelloOk = 101,
+  kGetOk = 102,
+  kLookupOk = 103,
+  kOk = 104,
+  kStatsOk = 106,
+  kError = 200,   // code u16, message
+};
+bool IsKnownOp(uint16_t op);
+
+struct FrameHeader {
+  uint16_t version = kVersion;
+  Op op = Op::kError;
+  uint64_t request_id = 0;
+  uint64_t body_len = 0;
+};
+
+void EncodeHeader(const FrameHeader& h, uint8_t out[kHeaderBytes]);
+// InvalidArgument for a bad magic, an unsupported version, an unknown opcode, or a body
+// over the limit for that opcode.
+Result<FrameHeader> DecodeHeader(const uint8_t in[kHeaderBytes]);
+
+class BodyWriter {
+ public:
+  void U8(uint8_t v) { Raw(&v, 1); }
+  void U16(uint16_t v) { Raw(&v, 2); }
+  void U32(uint32_t v) { Raw(&v, 4); }
+  void U64(uint64_t v) { Raw(&v, 8); }
+  void F64(double v) { Raw(&v, 8); }
+  void Str(std::string_view s);  // u16 length + bytes; callers keep strings < 64 KiB
+  void Meta(const TensorMeta& m);
+  void Raw(const void* p, size_t n) {
+    buf_.append(static_cast<const char*>(p), n);
+  }
+  const std::string& data() const { return buf_; }
+
+ private:
+  std::string buf_;
+};
+
+class BodyReader {
+ public:
+  BodyReader(const uint8_t* p, size_t n) : p_(p), end_(p + n) {}
+  bool U8(uint8_t* v) { return Raw(v, 1); }
+  bool U16(uint16_t* v) { return Raw(v, 2); }
+  bool U32(uint32_t* v) { return Raw(v, 4); }
+  bool U64(uint64_t* v) { return Raw(v, 8); }
+  bool F64(double* v) { return Raw(v, 8); }
+  bool Str(std::string* s, size_t max_len);
+  bool Meta(TensorMeta* m);
+  bool Raw(void* out, size_t n);
+  size_t remaining() const { return static_cast<size_t>(end_ - p_); }
+  const uint8_t* position() const { return p_; }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+// Request bodies that every transport parses the same way.
+struct KeyRef {
+  std::string ns, key;
+};
+Result<KeyRef> ParseKeyBody(BodyReader* r);        // GET / ERASE
+Result<std::vector<KeyRef>> ParseLookupBody(BodyReader* r);
+std::string ErrorBody(const Status& st);
+Status ParseErrorBody(BodyReader* r);
+void WriteInfo(BodyWriter* w, const EntryInfo& e);
+bool ReadInfo(BodyReader* r, EntryInfo* e);
+
+}  // namespace ecstore::net

@@ -1,0 +1,216 @@
+#include "rdma/server.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <nlohmann/json.hpp>
+
+#include "rdma/protocol.h"
+
+namespace ecstore::net {
+namespace {
+
+Status SendFrame(int fd, Op op, uint64_t id, const std::string& body,
+                 std::span<const uint8_t> payload = {}) {
+  uint8_t hdr[kHeaderBytes];
+  EncodeHeader({kVersion, op, id, body.size() + payload.size()}, hdr);
+  iovec iov[3] = {{hdr, kHeaderBytes},
+                  {const_cast<char*>(body.data()), body.size()},
+                  {const_cast<uint8_t*>(payload.data()), payload.size()}};
+  return SendAll(fd, iov, payload.empty() ? 2 : 3, "client");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions& options) {
+  auto hp = ParseHostPort(options.listen);
+  if (!hp.ok()) return hp.status();
+  if (!IsLoopback(hp->host) && options.token.empty())
+    return Status::InvalidArgument("listening on " + hp->host +
+                                   " (not loopback) needs a shared-secret token: give "
+                                   "--token-file FILE or set EC_STORE_TOKEN");
+  std::unique_ptr<Server> s(new Server(store, options));
+  auto fd = Listen(*hp, &s->port_);
+  if (!fd.ok()) return fd.status();
+  s->listen_fd_ = std::move(fd).value();
+  s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
+  spdlog::info("serving on {}:{} over tcp{}", hp->host, s->port_,
+               options.token.empty() ? "" : " (token required)");
+  return s;
+}
+
+Server::~Server() { Stop(); }
+
+void Server::Stop() {
+  if (stop_.exchange(true)) return;
+  ::shutdown(listen_fd_.get(), SHUT_RDWR);
+  if (acceptor_.joinable()) acceptor_.join();
+  std::lock_guard<std::mutex> l(mu_);
+  for (Conn& c : conns_) ::shutdown(c.fd.get(), SHUT_RDWR);
+  for (Conn& c : conns_)
+    if (c.thread.joinable()) c.thread.join();
+  conns_.clear();
+}
+
+void Server::AcceptLoop() {
+  while (!stop_) {
+    pollfd p{listen_fd_.get(), POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    SetTimeouts(fd, opt_.io_timeout);
+    std::lock_guard<std::mutex> l(mu_);
+    // Reap finished connections so a long-lived server does not grow without bound.
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if (it->done) {
+        it->thread.join();
+        it = conns_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (stop_) {
+      ::close(fd);
+      break;
+    }
+    Conn& c = conns_.emplace_back();
+    c.fd = UniqueFd(fd);
+    c.thread = std::thread([this, &c] { Serve(&c); });
+  }
+}
+
+void Server::Serve(Conn* c) {
+  const int fd = c->fd.get();
+  bool greeted = false;
+  std::string body;
+  while (!stop_) {
+    uint8_t hdr[kHeaderBytes];
+    if (!RecvAll(fd, hdr, kHeaderBytes, "client").ok()) break;
+    auto h = DecodeHeader(hdr);
+    if (!h.ok()) {  // malformed: say why, then hang up
+      SendFrame(fd, Op::kError, 0, ErrorBody(h.status()));
+      spdlog::warn("closing a connection: {}", h.status().ToString());
+      break;
+    }
+    bool is_request = h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup ||
+                      h->op == Op::kPut || h->op == Op::kErase || h->op == Op::kStats;
+    if (!is_request) {
+      SendFrame(fd, Op::kError, h->request_id,
+                ErrorBody(Status::InvalidArgument("opcode is a reply, not a request")));
+      break;
+    }
+    body.resize(h->body_len);
+    if (!RecvAll(fd, body.data(), body.size(), "client").ok()) break;
+    if (h->op == Op::kHello) {
+      BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+      std::string token;
+      if (!r.Str(&token, 4096) || (!opt_.token.empty() && token != opt_.token)) {
+        SendFrame(fd, Op::kError, h->request_id,
+                  ErrorBody(Status::InvalidArgument(
+                      "wrong or missing token: this server requires the shared secret "
+                      "(--token-file / EC_STORE_TOKEN)")));
+        spdlog::warn("refused a client with a wrong token");
+        break;
+      }
+      greeted = true;
+      BodyWriter w;
+      w.U16(kVersion);
+      w.Str("tcp");
+      if (!SendFrame(fd, Op::kHelloOk, h->request_id, w.data()).ok()) break;
+      continue;
+    }
+    if (!greeted) {
+      SendFrame(fd, Op::kError, h->request_id,
+                ErrorBody(Status::InvalidArgument("send HELLO first")));
+      break;
+    }
+    Status st = Handle(fd, *h, body);
+    if (!st.ok()) break;  // the connection itself failed or the request was malformed
+  }
+  ::shutdown(fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed when reaped
+  c->done = true;
+}
+
+// Answers one request. A non-OK return closes the connection.
+Status Server::Handle(int fd, const FrameHeader& h, std::string& body) {
+  BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+  auto reply_error = [&](const Status& st) {
+    return SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
+  };
+  switch (h.op) {
+    case Op::kGet: {
+      auto k = ParseKeyBody(&r);
+      if (!k.ok()) {
+        reply_error(k.status());
+        return k.status();
+      }
+      auto lease = store_->Acquire(k->ns, k->key);
+      if (!lease.ok()) return reply_error(lease.status());
+      auto info = store_->Lookup(k->ns, k->key);
+      EntryInfo e = info.ok() ? *info : EntryInfo{};
+      e.bytes = lease->size();
+      e.meta = lease->meta();
+      BodyWriter w;
+      BodyWriter inner;
+      WriteInfo(&inner, e);
+      w.U32(static_cast<uint32_t>(inner.data().size()));
+      w.Raw(inner.data().data(), inner.data().size());
+      // Straight from pinned pool memory; the lease keeps eviction away until it is sent.
+      return SendFrame(fd, Op::kGetOk, h.request_id, w.data(), lease->bytes());
+    }
+    case Op::kLookup: {
+      auto keys = ParseLookupBody(&r);
+      if (!keys.ok()) {
+        reply_error(keys.status());
+        return keys.status();
+      }
+      BodyWriter w;
+      w.U32(static_cast<uint32_t>(keys->size()));
+      for (const KeyRef& k : *keys) {
+        auto info = store_->Lookup(k.ns, k.key);
+        w.U8(info.ok());
+        if (info.ok()) WriteInfo(&w, *info);
+      }
+      return SendFrame(fd, Op::kLookupOk, h.request_id, w.data());
+    }
+    case Op::kPut: {
+      auto k = ParseKeyBody(&r);
+      TensorMeta meta;
+      if (!k.ok() || !r.Meta(&meta)) {
+        Status st = k.ok() ? Status::InvalidArgument("malformed tensor meta") : k.status();
+        reply_error(st);
+        return st;
+      }
+      Status st = store_->Put(k->ns, k->key, meta, {r.position(), r.remaining()});
+      return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : reply_error(st);
+    }
+    case Op::kErase: {
+      auto k = ParseKeyBody(&r);
+      if (!k.ok()) {
+        reply_error(k.status());
+        return k.status();
+      }
+      Status st = store_->Erase(k->ns, k->key);
+      return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : reply_error(st);
+    }
+    case Op::kStats: {
+      StoreStats s = store_->Stats();
+      nlohmann::json j{{"transport", "tcp"},
+                       {"pool", {{"entries", s.pool.entries}, {"bytes", s.pool.bytes},
+                                 {"hits", s.pool.hits}, {"evictions", s.pool.evictions}}},
+                       {"disk", {{"entries", s.disk.entries}, {"bytes", s.disk.bytes},
+                                 {"hits", s.disk.hits}}}};
+      std::string js = j.dump();
+      BodyWriter w;
+      w.U32(static_cast<uint32_t>(js.size()));
+      w.Raw(js.data(), js.size());
+      return SendFrame(fd, Op::kStatsOk, h.request_id, w.data());
+    }
+    default:
+      reply_error(Status::InvalidArgument("unexpected opcode"));
+      return Status::InvalidArgument("unexpected opcode");
+  }
+}
+
+}  // namespace ecstore::net

@@ -1,0 +1,60 @@
+// Server: serves a Store to remote and same-host consumers. Transport today: TCP (frames of
+// rdma/protocol.h); the verbs and shared-memory transports plug in beside it.
+// A GET is answered under a read lease, straight from pool memory (one sendmsg), so an
+// eviction can never overwrite bytes in flight.
+// Thread rules: Start/Stop from the owner; one acceptor thread and one thread per
+// connection inside.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "rdma/protocol.h"
+#include "rdma/socket.h"
+#include "store/store.h"
+
+namespace ecstore::net {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:7070";
+  // Required when `listen` is not a loopback address; clients must present it in HELLO.
+  std::string token;
+  std::chrono::milliseconds io_timeout{30000};
+};
+
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> Start(Store* store, const ServerOptions& options);
+  ~Server();
+  uint16_t port() const { return port_; }
+  const char* transport() const { return "tcp"; }
+  // Stops accepting, closes every connection and joins the threads. Idempotent.
+  void Stop();
+
+ private:
+  struct Conn {
+    UniqueFd fd;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
+  void AcceptLoop();
+  void Serve(Conn* c);
+  Status Handle(int fd, const FrameHeader& h, std::string& body);
+
+  Store* store_;
+  ServerOptions opt_;
+  UniqueFd listen_fd_;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::list<Conn> conns_;
+};
+
+}  // namespace ecstore::net

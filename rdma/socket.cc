@@ -1,0 +1,149 @@
+#include "rdma/socket.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace ecstore::net {
+
+Result<HostPort> ParseHostPort(std::string_view text) {
+  if (text.rfind("tcp://", 0) == 0) text.remove_prefix(6);
+  size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0)
+    return Status::InvalidArgument("address '" + std::string(text) +
+                                   "' must be HOST:PORT, as 127.0.0.1:7070");
+  HostPort hp;
+  hp.host = std::string(text.substr(0, colon));
+  std::string_view p = text.substr(colon + 1);
+  unsigned v = 0;
+  auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
+  if (ec != std::errc() || ptr != p.data() + p.size() || v > 65535)
+    return Status::InvalidArgument("bad port in '" + std::string(text) + "'");
+  hp.port = static_cast<uint16_t>(v);
+  return hp;
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+static Result<sockaddr_in> Resolve(const HostPort& hp) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || !res)
+    return Status::InvalidArgument("cannot resolve host '" + hp.host + "': " + gai_strerror(rc));
+  sockaddr_in sa;
+  std::memcpy(&sa, res->ai_addr, sizeof(sa));
+  freeaddrinfo(res);
+  sa.sin_port = htons(hp.port);
+  return sa;
+}
+
+Result<UniqueFd> Listen(const HostPort& at, uint16_t* bound_port) {
+  auto sa = Resolve(at);
+  if (!sa.ok()) return sa.status();
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Status::FromErrno(errno, "socket");
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(*sa)) != 0)
+    return Status::Unavailable("cannot listen on " + at.host + ":" + std::to_string(at.port) +
+                               ": " + std::strerror(errno) + " (pick another --listen port)");
+  if (listen(fd.get(), 64) != 0) return Status::FromErrno(errno, "listen");
+  sockaddr_in got{};
+  socklen_t len = sizeof(got);
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&got), &len);
+  *bound_port = ntohs(got.sin_port);
+  return fd;
+}
+
+void SetTimeouts(int fd, std::chrono::milliseconds timeout) {
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+Result<UniqueFd> ConnectTcp(const HostPort& to, std::chrono::milliseconds timeout) {
+  auto sa = Resolve(to);
+  if (!sa.ok()) return sa.status();
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return Status::FromErrno(errno, "socket");
+  std::string where = to.host + ":" + std::to_string(to.port);
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(*sa)) != 0) {
+    if (errno != EINPROGRESS)
+      return Status::Unavailable("cannot connect to " + where + ": " + std::strerror(errno) +
+                                 " (is `ec-store serve` running there?)");
+    pollfd p{fd.get(), POLLOUT, 0};
+    int rc = poll(&p, 1, static_cast<int>(timeout.count()));
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (rc <= 0 || err != 0)
+      return Status::Unavailable("cannot connect to " + where + ": " +
+                                 (rc == 0 ? "timed out" : std::strerror(err ? err : errno)) +
+                                 " (is `ec-store serve` running there?)");
+  }
+  int flags = fcntl(fd.get(), F_GETFL);
+  fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  SetTimeouts(fd.get(), timeout);
+  return fd;
+}
+
+Status RecvAll(int fd, void* buf, size_t n, const char* what) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (n > 0) {
+    ssize_t got = recv(fd, p, n, 0);
+    if (got > 0) {
+      p += got;
+      n -= static_cast<size_t>(got);
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got == 0) return Status::Unavailable(std::string(what) + " closed the connection");
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return Status::Unavailable(std::string(what) + " did not answer in time");
+    return Status::Unavailable(std::string(what) + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Status SendAll(int fd, iovec* iov, int iovcnt, const char* what) {
+  while (iovcnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+    ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return Status::Unavailable(std::string(what) + " stopped reading (send timed out)");
+      return Status::Unavailable(std::string(what) + ": " + std::strerror(errno));
+    }
+    size_t left = static_cast<size_t>(sent);
+    while (iovcnt > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --iovcnt;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace ecstore::net

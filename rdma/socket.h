@@ -1,0 +1,32 @@
+// Blocking socket helpers with per-call timeouts (SO_RCVTIMEO / SO_SNDTIMEO), so a dead
+// peer becomes an Unavailable status instead of a hang.
+// Thread rules: functions; a socket is used by one thread at a time.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <chrono>
+#include <string>
+
+#include "store/env.h"
+#include "store/status.h"
+
+namespace ecstore::net {
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+// "tcp://127.0.0.1:7070", "127.0.0.1:7070" or "localhost:7070".
+Result<HostPort> ParseHostPort(std::string_view text);
+bool IsLoopback(const std::string& host);
+
+Result<UniqueFd> Listen(const HostPort& at, uint16_t* bound_port);
+Result<UniqueFd> ConnectTcp(const HostPort& to, std::chrono::milliseconds timeout);
+void SetTimeouts(int fd, std::chrono::milliseconds timeout);
+
+// Unavailable on EOF, reset or timeout; `what` names the peer in the message.
+Status RecvAll(int fd, void* buf, size_t n, const char* what);
+Status SendAll(int fd, iovec* iov, int iovcnt, const char* what);
+
+}  // namespace ecstore::net

@@ -1,0 +1,346 @@
+// Client and server in separate processes on loopback, over real TCP sockets.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <thread>
+
+#include "rdma/client.h"
+#include "rdma/server.h"
+#include "tests/test_util.h"
+
+namespace ecstore::net {
+namespace {
+
+using testing::Payload;
+using testing::Span;
+constexpr uint64_t kMiB = 1 << 20;
+
+// A store + server in a child process. The child reports its port through a pipe and
+// serves until SIGTERM (clean close) or SIGKILL.
+class ServerProcess {
+ public:
+  ServerProcess(std::string dir, std::string token = "", uint64_t pool = 64 * kMiB, uint16_t port = 0)
+      : dir_(std::move(dir)), token_(std::move(token)), pool_(pool) { Start(port); }
+  ~ServerProcess() { Kill(SIGKILL); }
+  void Start(uint16_t port) {
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      close(fds[0]);
+      sigset_t stop;
+      sigemptyset(&stop);
+      sigaddset(&stop, SIGTERM);
+      pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+      Options o;
+      o.pool_bytes = pool_;
+      auto store = Store::Open(dir_, o);
+      if (!store.ok()) _exit(3);
+      ServerOptions so;
+      so.listen = "127.0.0.1:" + std::to_string(port);
+      so.token = token_;
+      auto server = Server::Start(store->get(), so);
+      if (!server.ok()) _exit(4);
+      uint16_t p = (*server)->port();
+      if (write(fds[1], &p, 2) != 2) _exit(5);
+      int sig;
+      sigwait(&stop, &sig);
+      (*server)->Stop();
+      _exit((*store)->Close().ok() ? 0 : 6);
+    }
+    close(fds[1]);
+    ASSERT_EQ(read(fds[0], &port_, 2), 2) << "server child failed to start";
+    close(fds[0]);
+  }
+  void Stop() { Kill(SIGTERM); }
+  void Kill(int sig) {
+    if (pid_ <= 0) return;
+    kill(pid_, sig);
+    if (sig == SIGSTOP) return;
+    if (sig != SIGKILL) kill(pid_, SIGCONT);
+    int status;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  void Continue() { kill(pid_, SIGCONT); }
+  uint16_t port() const { return port_; }
+  std::string uri() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  std::string dir_, token_;
+  uint64_t pool_;
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+};
+
+TensorMeta U8(size_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
+
+std::unique_ptr<Client> ConnectOrDie(const std::string& uri, ClientOptions o = {}) {
+  auto c = Client::Connect(uri, o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+TEST(Net, RemoteProducerAndConsumerAreByteExact) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path());
+  auto producer = ConnectOrDie(server.uri());
+  auto consumer = ConnectOrDie(server.uri());
+  const size_t sizes[] = {1, 4095, 4096, kMiB + 3, 10616832, 57802752};
+  for (size_t i = 0; i < 6; ++i)
+    ASSERT_TRUE(producer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
+  std::vector<uint8_t> buf(60 * kMiB);
+  for (size_t i = 0; i < 6; ++i) {
+    auto info = consumer->Get("ns", "k" + std::to_string(i), {buf.data(), buf.size()});
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    ASSERT_EQ(info->bytes, sizes[i]);
+    ASSERT_EQ(0, std::memcmp(buf.data(), Payload(i, sizes[i]).data(), sizes[i])) << "k" << i;
+  }
+  // Batches: lookups with a missing key, and a pipelined GetMany.
+  auto found = consumer->Contains("ns", {"k0", "missing", "k5"});
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(*found, (std::vector<bool>{true, false, true}));
+  std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(11 * kMiB));
+  std::vector<std::span<uint8_t>> dsts;
+  for (auto& b : bufs) dsts.emplace_back(b.data(), b.size());
+  auto many = consumer->GetMany("ns", {"k3", "nope", "k4"}, dsts);
+  ASSERT_EQ(many.size(), 3u);
+  ASSERT_TRUE(many[0].ok() && many[2].ok());
+  EXPECT_TRUE(many[1].status().IsNotFound());
+  EXPECT_EQ(0, std::memcmp(bufs[2].data(), Payload(4, sizes[4]).data(), sizes[4]));
+  // Too small a buffer is refused without breaking the stream.
+  std::vector<uint8_t> small(10);
+  EXPECT_TRUE(consumer->Get("ns", "k3", {small.data(), small.size()}).status().IsInvalidArgument());
+  ASSERT_TRUE(consumer->Get("ns", "k0", {buf.data(), buf.size()}).ok());
+  ASSERT_TRUE(consumer->Erase("ns", "k0").ok());
+  EXPECT_TRUE(consumer->Get("ns", "k0", {buf.data(), buf.size()}).status().IsNotFound());
+  auto stats = consumer->StatsJson();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_NE(stats->find("\"transport\":\"tcp\""), std::string::npos);
+}
+
+TEST(Net, ConcurrentClients) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = Client::Connect(server.uri());
+      if (!c.ok()) return void(++failures);
+      std::vector<uint8_t> buf(2 * kMiB);
+      for (int i = 0; i < 15; ++i) {
+        std::string key = "t" + std::to_string(t) + "-" + std::to_string(i);
+        auto p = Payload(t * 100 + i, 2 * kMiB - i);
+        if (!(*c)->Put("ns", key, U8(p.size()), Span(p)).ok()) ++failures;
+        auto got = (*c)->Get("ns", key, {buf.data(), buf.size()});
+        if (!got.ok() || std::memcmp(buf.data(), p.data(), p.size()) != 0) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures, 0);
+}
+
+TEST(Net, ClientReconnectsAfterServerRestart) {
+  testing::TempDir dir;
+  auto server = std::make_unique<ServerProcess>(dir.path());
+  uint16_t port = server->port();
+  auto c = ConnectOrDie(server->uri());
+  ASSERT_TRUE(c->Put("ns", "k", U8(kMiB), Span(Payload(1, kMiB))).ok());
+  server->Stop();  // clean shutdown persists the pool
+  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port);
+  std::vector<uint8_t> buf(kMiB);
+  auto got = c->Get("ns", "k", {buf.data(), buf.size()});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(buf == Payload(1, kMiB));
+}
+
+TEST(Net, DeadOrHungServerIsUnavailableWithinTheTimeout) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path());
+  ClientOptions o;
+  o.timeout = std::chrono::milliseconds(400);
+  o.retries = 1;
+  auto c = ConnectOrDie(server.uri(), o);
+  ASSERT_TRUE(c->Put("ns", "k", U8(8 * kMiB), Span(Payload(2, 8 * kMiB))).ok());
+  server.Kill(SIGSTOP);  // hung: accepts nothing, answers nothing
+  std::vector<uint8_t> buf(8 * kMiB);
+  auto t0 = std::chrono::steady_clock::now();
+  auto got = c->Get("ns", "k", {buf.data(), buf.size()});
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(got.status().IsUnavailable()) << got.status().ToString();
+  EXPECT_LT(secs, 3.0);
+  server.Continue();
+  server.Kill(SIGKILL);
+  t0 = std::chrono::steady_clock::now();
+  got = c->Get("ns", "k", {buf.data(), buf.size()});
+  EXPECT_TRUE(got.status().IsUnavailable()) << got.status().ToString();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+  EXPECT_TRUE(Client::Connect(server.uri(), o).status().IsUnavailable());
+}
+
+TEST(Net, EvictionRacingReadsNeverServesWrongBytes) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB);
+  auto reader = ConnectOrDie(server.uri());
+  auto writer = ConnectOrDie(server.uri());
+  ASSERT_TRUE(writer->Put("ns", "hot", U8(6 * kMiB), Span(Payload(7, 6 * kMiB))).ok());
+  std::atomic<bool> done{false};
+  std::atomic<int> wrong{0}, reads{0};
+  std::thread t([&] {
+    std::vector<uint8_t> buf(6 * kMiB);
+    auto want = Payload(7, 6 * kMiB);
+    while (!done) {
+      auto got = reader->Get("ns", "hot", {buf.data(), buf.size()});
+      if (got.ok()) {
+        ++reads;
+        if (buf != want) ++wrong;
+      } else if (!got.status().IsNotFound()) {
+        ++wrong;
+      }
+    }
+  });
+  for (int i = 0; i < 25; ++i)
+    ASSERT_TRUE(writer->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+  done = true;
+  t.join();
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(reads, 0);
+}
+
+// Raw frames: what a broken or hostile client sends.
+class RawConn {
+ public:
+  explicit RawConn(uint16_t port) {
+    auto fd = ConnectTcp({"127.0.0.1", port}, std::chrono::milliseconds(2000));
+    EXPECT_TRUE(fd.ok());
+    fd_ = std::move(fd).value();
+  }
+  void Send(const std::string& bytes) {
+    ASSERT_EQ(send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
+  void SendFrame(Op op, const std::string& body, uint64_t claimed_len = UINT64_MAX) {
+    uint8_t h[kHeaderBytes];
+    EncodeHeader({kVersion, op, 1, claimed_len == UINT64_MAX ? body.size() : claimed_len}, h);
+    Send(std::string(reinterpret_cast<char*>(h), kHeaderBytes) + body);
+  }
+  // Reads one reply; returns its op and, for errors, the message.
+  std::pair<Op, std::string> Reply() {
+    uint8_t h[kHeaderBytes];
+    if (!RecvAll(fd_.get(), h, kHeaderBytes, "server").ok()) return {Op::kOk, "closed"};
+    auto d = DecodeHeader(h);
+    std::string body(d->body_len, '\0');
+    RecvAll(fd_.get(), body.data(), body.size(), "server");
+    BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    return {d->op, d->op == Op::kError ? ParseErrorBody(&r).message() : ""};
+  }
+  bool Closed() {
+    char c;
+    return recv(fd_.get(), &c, 1, 0) == 0;
+  }
+  void Hello(const std::string& token = "") {
+    BodyWriter w;
+    w.Str(token);
+    SendFrame(Op::kHello, w.data());
+    ASSERT_EQ(Reply().first, Op::kHelloOk);
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
+TEST(Net, MalformedFramesGetAnErrorAndAClosedConnection) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path());
+  {
+    RawConn c(server.port());
+    c.Send(std::string(24, 'x'));
+    auto [op, msg] = c.Reply();
+    EXPECT_EQ(op, Op::kError);
+    EXPECT_NE(msg.find("magic"), std::string::npos) << msg;
+    EXPECT_TRUE(c.Closed());
+  }
+  {
+    RawConn c(server.port());
+    c.Hello();
+    uint8_t h[kHeaderBytes];
+    EncodeHeader({kVersion, Op::kGet, 1, 0}, h);
+    h[6] = 77;  // unknown opcode
+    c.Send(std::string(reinterpret_cast<char*>(h), kHeaderBytes));
+    auto [op, msg] = c.Reply();
+    EXPECT_EQ(op, Op::kError);
+    EXPECT_NE(msg.find("unknown opcode"), std::string::npos) << msg;
+    EXPECT_TRUE(c.Closed());
+  }
+  {
+    RawConn c(server.port());
+    c.Hello();
+    c.SendFrame(Op::kLookup, "", 1ull << 40);  // absurd body length
+    auto [op, msg] = c.Reply();
+    EXPECT_EQ(op, Op::kError);
+    EXPECT_NE(msg.find("exceeds"), std::string::npos) << msg;
+    EXPECT_TRUE(c.Closed());
+  }
+  {
+    RawConn c(server.port());
+    c.Hello();
+    BodyWriter w;
+    w.Str("ns");
+    w.Str(std::string(300, 'k'));  // oversize key
+    c.SendFrame(Op::kGet, w.data());
+    auto [op, msg] = c.Reply();
+    EXPECT_EQ(op, Op::kError);
+    EXPECT_TRUE(c.Closed());
+  }
+  {
+    RawConn c(server.port());
+    BodyWriter w;
+    w.Str("ns");
+    w.Str("k");
+    c.SendFrame(Op::kGet, w.data());  // no HELLO first
+    auto [op, msg] = c.Reply();
+    EXPECT_EQ(op, Op::kError);
+    EXPECT_NE(msg.find("HELLO"), std::string::npos) << msg;
+  }
+  // The server is still healthy for well-behaved clients.
+  auto ok = ConnectOrDie(server.uri());
+  EXPECT_TRUE(ok->Put("ns", "after", U8(10), Span(Payload(1, 10))).ok());
+}
+
+TEST(Net, WrongTokenIsRefused) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "s3cret");
+  ClientOptions bad;
+  bad.token = "nope";
+  auto c = Client::Connect(server.uri(), bad);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("token"), std::string::npos) << c.status().ToString();
+  ClientOptions good;
+  good.token = "s3cret";
+  auto g = Client::Connect(server.uri(), good);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE((*g)->Put("ns", "k", U8(10), Span(Payload(1, 10))).ok());
+}
+
+TEST(Protocol, HeaderRoundTripAndLimits) {
+  uint8_t h[kHeaderBytes];
+  EncodeHeader({kVersion, Op::kGet, 42, 100}, h);
+  auto d = DecodeHeader(h);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->request_id, 42u);
+  EXPECT_EQ(d->op, Op::kGet);
+  EncodeHeader({2, Op::kGet, 1, 0}, h);
+  EXPECT_NE(DecodeHeader(h).status().message().find("version"), std::string::npos);
+  EncodeHeader({kVersion, Op::kGet, 1, kMaxMetaBody + 1}, h);
+  EXPECT_TRUE(DecodeHeader(h).status().IsInvalidArgument());
+  EncodeHeader({kVersion, Op::kPut, 1, kMaxMetaBody + 1}, h);  // tensors may be large
+  EXPECT_TRUE(DecodeHeader(h).ok());
+}
+
+}  // namespace
+}  // namespace ecstore::net
