@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "rdma/client.h"
 #include "rdma/server.h"
 #include "store/safetensors.h"
 #include "store/store.h"
@@ -28,6 +30,7 @@ struct Globals {
   std::string pool_size = "64MiB";
   std::string disk_quota = "16GiB";
   bool compress = false;
+  std::string server;  // HOST:PORT of a running `ec-store serve`
 };
 
 class CliError : public std::runtime_error {
@@ -154,6 +157,8 @@ Result<uint64_t> ParseDuration(const std::string& text) {
 }
 
 int Run(int argc, char** argv) {
+  // Logs go to stderr: stdout carries results (and --json must stay parseable).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("ec-store"));
   spdlog::set_level(spdlog::level::warn);
   spdlog::set_pattern("ec-store: %l: %v");
   Globals g;
@@ -164,6 +169,9 @@ int Run(int argc, char** argv) {
   app.add_option("--pool-size", g.pool_size, "pinned pool size (e.g. 256MiB)")->capture_default_str();
   app.add_option("--disk-quota", g.disk_quota, "disk tier quota (e.g. 4GiB)")->capture_default_str();
   app.add_flag("--compress", g.compress, "LZ4-compress entries spilled to disk where it pays");
+  app.add_option("--server", g.server,
+                 "talk to a running `ec-store serve` at HOST:PORT instead of opening --dir "
+                 "(token from EC_STORE_TOKEN)");
 
   std::string ns = "default", key, file, out, dtype, shape;
   auto* put = app.add_subcommand("put", "store FILE (.safetensors, or raw bytes) under KEY");
@@ -229,6 +237,62 @@ int Run(int argc, char** argv) {
   }
 
   try {
+    if (!g.server.empty()) {
+      if (serve->parsed()) throw CliError("InvalidArgument: serve takes --dir, not --server");
+      net::ClientOptions co;
+      if (const char* env = std::getenv("EC_STORE_TOKEN")) co.token = env;
+      auto client = Check(net::Client::Connect(g.server, co));
+      if (put->parsed()) {
+        TensorMeta meta;
+        std::string bytes;
+        if (EndsWith(file, ".safetensors") && dtype.empty()) {
+          Check(safetensors::Load(file, &meta, &bytes));
+        } else {
+          if (dtype.empty() || shape.empty())
+            throw CliError("InvalidArgument: " + file +
+                           " is raw bytes; give --dtype and --shape (or a .safetensors file)");
+          meta.dtype = Check(ParseDType(dtype));
+          meta.shape = Check(ParseShape(shape));
+          bytes = Check(safetensors::ReadFile(file));
+        }
+        Check(client->Put(ns, key, meta, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
+        if (!g.json) std::printf("stored %s (%s) on %s\n", key.c_str(), HumanBytes(bytes.size()).c_str(), g.server.c_str());
+        else std::cout << json{{"key", key}, {"bytes", bytes.size()}, {"server", g.server}}.dump() << "\n";
+      } else if (get->parsed() || inspect->parsed()) {
+        auto found = Check(client->Lookup(ns, {key}));
+        if (!found[0]) throw CliError("NotFound: no entry for key '" + key + "' in namespace '" + ns + "' on " + g.server);
+        EntryInfo info = *found[0];
+        if (inspect->parsed()) {
+          std::cout << InfoJson(info).dump(g.json ? -1 : 2) << "\n";
+        } else {
+          std::string buf(info.bytes, '\0');
+          info = Check(client->Get(ns, key, {reinterpret_cast<uint8_t*>(buf.data()), buf.size()}));
+          std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(buf.data()), buf.size());
+          if (EndsWith(out, ".safetensors")) {
+            Check(safetensors::Save(out, info.meta, bytes));
+          } else {
+            FILE* f = std::fopen(out.c_str(), "wb");
+            if (!f || std::fwrite(buf.data(), 1, buf.size(), f) != buf.size() || std::fclose(f) != 0)
+              throw CliError("IOError: cannot write " + out + ": " + std::strerror(errno));
+          }
+          if (g.json) std::cout << InfoJson(info).dump() << "\n";
+          else std::printf("wrote %s (%s) from %s to %s\n", key.c_str(), HumanBytes(info.bytes).c_str(), g.server.c_str(), out.c_str());
+        }
+      } else if (stats->parsed()) {
+        std::string js = Check(client->StatsJson());
+        std::cout << json::parse(js).dump(g.json ? -1 : 2) << "\n";
+      } else if (evict->parsed() && !keys.empty() && !all && older_than.empty() && to_bytes.empty()) {
+        std::string key_ns = ns_filter.empty() ? "default" : ns_filter;
+        for (const std::string& k : keys) Check(client->Erase(key_ns, k));
+        if (g.json) std::cout << json{{"evicted", keys.size()}}.dump() << "\n";
+        else std::printf("evicted %zu entries on %s\n", keys.size(), g.server.c_str());
+      } else {
+        throw CliError("InvalidArgument: this command is not available with --server yet "
+                       "(remote: put, get, inspect, stats, evict KEY...); run it with --dir on "
+                       "the server's host after stopping the server");
+      }
+      return 0;
+    }
     if (serve->parsed()) {
       std::string token;
       if (!token_file.empty()) {

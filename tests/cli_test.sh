@@ -135,5 +135,28 @@ done
 $EC --dir "$T/s2" evict --all >/dev/null
 check "evict --all" test "$($EC --dir "$T/s2" --json stats | jget disk.entries)" = 0
 
+# against a running server: serve, then put/get/inspect/stats/evict with --server
+$EC --dir "$T/srv" serve --listen 127.0.0.1:0 >serve.out 2>serve.err &
+SRV=$!
+for _ in $(seq 50); do grep -q "port" serve.out 2>/dev/null && break; sleep 0.1; done
+PORT=$(sed -n 's/.*(port \([0-9]*\).*/\1/p' serve.out)
+R="--server 127.0.0.1:$PORT"
+check "serve reports its port" test -n "$PORT"
+expect_error "in use by another process" $EC --dir "$T/srv" stats
+$EC $R put remote-a a.safetensors >/dev/null
+check "remote put" test $? -eq 0
+$EC $R get remote-a -o remote.raw >/dev/null
+check "remote get is byte-exact" cmp <(tensor_bytes a.safetensors) remote.raw
+check "remote inspect" test "$($EC $R --json inspect remote-a | jget bytes)" = 2867200
+check "remote stats names the transport" test "$($EC $R --json stats | jget transport)" = tcp
+expect_error "no entry for key" $EC $R inspect nope
+expect_error "not available with --server" $EC $R ls
+$EC $R evict remote-a >/dev/null
+expect_error "no entry for key" $EC $R get remote-a -o x.raw
+kill -TERM $SRV; wait $SRV
+check "serve stops cleanly on SIGTERM" grep -q "stopped cleanly" serve.err
+expect_error "cannot connect" $EC $R stats
+expect_error "needs a shared-secret token" $EC --dir "$T/srv2" serve --listen 0.0.0.0:0
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
