@@ -24,6 +24,7 @@
 #include "bench/baseline.h"
 #include "bench/embedding.h"
 #include "bench/ref_allocators.h"
+#include "bench/remote.h"
 #include "disk/aligned_buffer.h"
 #include "disk/io_queue.h"
 #include "index/index.h"
@@ -649,6 +650,31 @@ void AllocWorkload(const Config& cfg) {
   }
 }
 
+void RemoteWorkload(const Config& cfg, Payloads& pl) {
+  Progress("remote: ec-store over TCP loopback vs a socket stream vs Redis");
+  // One value of each size, as separate buffers (Payloads reuses one buffer per shape).
+  std::vector<std::vector<uint8_t>> owned;
+  for (int s = 0; s < 4; ++s) {
+    auto v = pl.Get(s, 1000 + s);
+    owned.emplace_back(v.begin(), v.end());
+  }
+  std::vector<std::span<const uint8_t>> values;
+  for (int copy = 0; copy < 2; ++copy)
+    for (auto& v : owned) values.emplace_back(v.data(), v.size());
+  RemoteResults r = RunRemote(values, cfg.quick ? 4 : 16, cfg.dir + "/remote");
+  auto rec = [](const char* w, const char* sys, const Sample& s, std::string note) {
+    return Record{w, sys, s.gbps, s.ops_per_s, s.p50_us, s.p99_us, -1, std::move(note)};
+  };
+  Add(rec("socket_stream", "limit", r.socket_stream, "plain TCP loopback stream, same two processes"));
+  std::string vs_redis = r.redis ? "; " + std::to_string(r.ecstore_tcp.gbps / r.redis->gbps).substr(0, 4) +
+                                       "x Redis"
+                                 : "";
+  Add(rec("remote_get", "ec-store", r.ecstore_tcp,
+          "Client::Get over TCP loopback, 2.9-58 MB entries" + vs_redis));
+  if (r.redis) Add(rec("remote_get", "redis", *r.redis, "redis-server 7 GET via hiredis"));
+  else Add({"remote_get", "redis", 0, 0, 0, 0, -1, "not run: " + r.redis_note});
+}
+
 // --------------------------------------------------------------- report
 
 // A limit measured before and after the workloads becomes one record: the mean, with both
@@ -685,7 +711,7 @@ void Report(const Config& cfg) {
               u.nodename, u.release, sysconf(_SC_NPROCESSORS_ONLN), cfg.dir.c_str());
   std::map<std::string, std::string> limit_of = {{"put", "memcpy"},      {"get_hot", "memcpy"},
                                                  {"get_disk", "disk_read"}, {"spill", "disk_write"},
-                                                 {"mixed", "memcpy"}};
+                                                 {"mixed", "memcpy"}, {"remote_get", "socket_stream"}};
   std::vector<std::string> order;
   for (auto& r : g_records)
     if (std::find(order.begin(), order.end(), r.workload) == order.end()) order.push_back(r.workload);
@@ -787,11 +813,11 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
-                   "index,alloc] [--dir DIR] [--json FILE] [--png FILE]\n");
+                   "remote,index,alloc] [--dir DIR] [--json FILE] [--png FILE]\n");
       return a == "--help" ? 0 : 2;
     }
   }
-  const std::set<std::string> known = {"put", "get_hot", "get_disk", "spill", "mixed", "index", "alloc"};
+  const std::set<std::string> known = {"put", "get_hot", "get_disk", "spill", "mixed", "remote", "index", "alloc"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
@@ -804,6 +830,7 @@ int main(int argc, char** argv) {
   if (cfg.Want("put") || cfg.Want("get_hot") || cfg.Want("get_disk")) HotAndDiskWorkloads(cfg, pl);
   if (cfg.Want("spill")) SpillWorkload(cfg, pl);
   if (cfg.Want("mixed")) MixedWorkload(cfg, pl);
+  if (cfg.Want("remote")) RemoteWorkload(cfg, pl);
   if (cfg.Want("index")) IndexWorkload(cfg);
   if (cfg.Want("alloc")) AllocWorkload(cfg);
   if (cfg.Want("get_disk") || cfg.Want("spill")) MeasureDisk(cfg);  // again: the disk drifts

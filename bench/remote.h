@@ -1,0 +1,28 @@
+// The `remote` workload: gets of encoder-cache entries from a server in another process,
+// over TCP loopback, against a plain socket stream between the same two processes and
+// against Redis (Debian's redis-server, started here) on the same values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ecstore::bench {
+
+struct Sample {
+  double gbps = 0, ops_per_s = 0, p50_us = 0, p99_us = 0;
+};
+
+struct RemoteResults {
+  Sample ecstore_tcp;
+  Sample socket_stream;
+  std::optional<Sample> redis;
+  std::string redis_note;  // why Redis did not run, when it did not
+};
+
+RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int rounds,
+                        const std::string& dir);
+
+}  // namespace ecstore::bench
