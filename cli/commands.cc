@@ -69,8 +69,9 @@ std::string TimeString(uint64_t us) {
   return buf;
 }
 
-std::unique_ptr<Store> OpenStore(const Globals& g, bool rebuild = false) {
+std::unique_ptr<Store> OpenStore(const Globals& g, bool rebuild = false, bool shareable = false) {
   Options o;
+  o.shareable_pool = shareable;
   o.pool_bytes = Check(ParseSize(g.pool_size));
   o.disk_quota_bytes = Check(ParseSize(g.disk_quota));
   o.compress = g.compress;
@@ -310,10 +311,12 @@ int Run(int argc, char** argv) {
       pthread_sigmask(SIG_BLOCK, &stop, nullptr);
       spdlog::set_level(spdlog::level::info);
       spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ec-store] [%l] %v");
-      auto store = OpenStore(g);
+      auto store = OpenStore(g, false, /*shareable=*/true);
       net::ServerOptions so;
       so.listen = listen;
       so.token = token;
+      // Same-host readers map the pool through this socket (its permissions gate them).
+      so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
       auto server = Check(net::Server::Start(store.get(), so));
       std::printf("serving %s on %s (port %u, transport %s); SIGINT/SIGTERM to stop\n",
                   g.dir.c_str(), listen.c_str(), server->port(), server->transport());

@@ -1,28 +1,94 @@
 #include "rdma/client.h"
 
+#include <sys/mman.h>
+
+#include <cstring>
+
 namespace ecstore::net {
 
 Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
                                                 const ClientOptions& options) {
-  auto hp = ParseHostPort(uri);
-  if (!hp.ok()) return hp.status();
-  std::unique_ptr<Client> c(new Client(*hp, options));
+  if (options.transport != "auto" && options.transport != "tcp" && options.transport != "shm")
+    return Status::InvalidArgument("transport must be auto, tcp or shm");
+  std::unique_ptr<Client> c;
+  if (uri.rfind("unix:", 0) == 0) {
+    c.reset(new Client({}, options));
+    c->shm_ = true;
+    c->unix_path_ = uri.substr(5);
+  } else {
+    if (options.transport == "shm")
+      return Status::InvalidArgument("transport shm needs a unix:/path/serve.sock address");
+    auto hp = ParseHostPort(uri);
+    if (!hp.ok()) return hp.status();
+    c.reset(new Client(*hp, options));
+  }
   EC_RETURN_IF_ERROR(c->Reconnect());
   return c;
 }
 
-Status Client::Reconnect() {
-  fd_.reset();
-  auto fd = ConnectTcp(hp_, opt_.timeout);
-  if (!fd.ok()) return fd.status();
-  fd_ = std::move(fd).value();
+Client::~Client() { Unmap(); }
+
+void Client::Unmap() {
+  if (map_) munmap(const_cast<uint8_t*>(map_), map_bytes_);
+  map_ = nullptr;
+  map_bytes_ = 0;
+}
+
+// HELLO; over the unix socket the reply carries the pool's memfd, which is mapped once.
+Status Client::Hello(HelloInfo* info) {
   BodyWriter w;
   w.Str(opt_.token);
-  Status st = SendRequest(Op::kHello, w.data());
-  auto reply = st.ok() ? ReadReply(Op::kHelloOk) : Result<std::string>(st);
-  if (!reply.ok()) {
+  EC_RETURN_IF_ERROR(SendRequest(Op::kHello, w.data()));
+  uint8_t hdr[kHeaderBytes];
+  int passed = -1;
+  EC_RETURN_IF_ERROR(shm_ ? RecvAllWithFd(fd_.get(), hdr, kHeaderBytes, &passed, "server")
+                          : RecvAll(fd_.get(), hdr, kHeaderBytes, "server"));
+  UniqueFd pool_fd(passed);
+  auto h = DecodeHeader(hdr);
+  if (!h.ok()) return Status::Unavailable("server sent a malformed frame: " + h.status().message());
+  std::string body(h->body_len, '\0');
+  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), body.data(), body.size(), "server"));
+  BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+  if (h->op == Op::kError) return ParseErrorBody(&r);
+  if (h->op != Op::kHelloOk || !ParseHelloBody(&r, info))
+    return Status::Unavailable("server answered HELLO with an unexpected frame");
+  if (shm_) {
+    if (!pool_fd.valid() || info->pool_bytes == 0)
+      return Status::Unavailable("server did not pass its shared pool");
+    Unmap();  // a restarted server has a new pool
+    void* p = mmap(nullptr, info->pool_bytes, PROT_READ, MAP_SHARED, pool_fd.get(), 0);
+    if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap the server's pool");
+    map_ = static_cast<const uint8_t*>(p);
+    map_bytes_ = info->pool_bytes;
+  }
+  return Status::Ok();
+}
+
+Status Client::Reconnect() {
+  fd_.reset();
+  if (shm_) {
+    auto fd = ConnectUnix(unix_path_, opt_.timeout);
+    if (!fd.ok()) return fd.status();
+    fd_ = std::move(fd).value();
+  } else {
+    auto fd = ConnectTcp(hp_, opt_.timeout);
+    if (!fd.ok()) return fd.status();
+    fd_ = std::move(fd).value();
+  }
+  HelloInfo info;
+  Status st = Hello(&info);
+  if (!st.ok()) {
     fd_.reset();
-    return reply.status();
+    return st;
+  }
+  // Same host (loopback) and the server offers shared memory: switch to it.
+  if (!shm_ && opt_.transport == "auto" && IsLoopback(hp_.host) && !info.shm_path.empty()) {
+    UniqueFd tcp = std::move(fd_);
+    shm_ = true;
+    unix_path_ = info.shm_path;
+    if (Reconnect().ok()) return Status::Ok();
+    shm_ = false;  // not reachable from here after all: stay on TCP
+    fd_ = std::move(tcp);
   }
   return Status::Ok();
 }
@@ -120,6 +186,20 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key,
                               std::span<uint8_t> dst) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
+  if (shm_) {
+    auto view = AcquireShared(ns, key);
+    if (!view.ok()) return view.status();
+    Status st = dst.size() >= view->bytes.size()
+                    ? Status::Ok()
+                    : Status::InvalidArgument("destination buffer holds " +
+                                              std::to_string(dst.size()) + " bytes but the entry has " +
+                                              std::to_string(view->bytes.size()));
+    if (st.ok()) std::memcpy(dst.data(), view->bytes.data(), view->bytes.size());
+    Status rel = Release(view->lease_id);
+    EC_RETURN_IF_ERROR(st);
+    EC_RETURN_IF_ERROR(rel);
+    return view->info;
+  }
   return WithRetry([&]() -> Result<EntryInfo> {
     EC_RETURN_IF_ERROR(SendRequest(Op::kGet, KeyBody(ns, key)));
     EntryInfo info;
@@ -130,12 +210,43 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key,
   });
 }
 
+Result<SharedView> Client::AcquireShared(std::string_view ns, std::string_view key) {
+  if (!shm_) return Status::InvalidArgument("AcquireShared needs the shared-memory transport");
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateKey(key));
+  return WithRetry([&]() -> Result<SharedView> {
+    EC_RETURN_IF_ERROR(SendRequest(Op::kGetShm, KeyBody(ns, key)));
+    auto body = ReadReply(Op::kGetShmOk);
+    if (!body.ok()) return body.status();
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    SharedView v;
+    uint64_t offset;
+    if (!r.U64(&v.lease_id) || !r.U64(&offset) || !ReadInfo(&r, &v.info) ||
+        offset + v.info.bytes > map_bytes_)
+      return Status::Unavailable("malformed GET_SHM reply");
+    v.info.ns = ns;
+    v.info.key = key;
+    v.bytes = {map_ + offset, v.info.bytes};
+    return v;
+  });
+}
+
+Status Client::Release(uint64_t lease_id) {
+  BodyWriter w;
+  w.U64(lease_id);
+  return SendRequest(Op::kRelease, w.data());
+}
+
 std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
                                                const std::vector<std::string>& keys,
                                                const std::vector<std::span<uint8_t>>& dsts) {
   std::vector<Result<EntryInfo>> out;
   if (keys.size() != dsts.size()) {
     out.assign(keys.size(), Status::InvalidArgument("GetMany needs one buffer per key"));
+    return out;
+  }
+  if (shm_) {  // each get is a small round trip and a copy from the mapping
+    for (size_t i = 0; i < keys.size(); ++i) out.push_back(Get(ns, keys[i], dsts[i]));
     return out;
   }
   Status st = fd_.valid() ? Status::Ok() : Reconnect();

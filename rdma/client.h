@@ -23,13 +23,29 @@ struct ClientOptions {
   std::chrono::milliseconds timeout{5000};
   int retries = 1;
   std::string token;
+  // "auto": a loopback server that offers shared memory is read through it; "tcp" never.
+  std::string transport = "auto";
+};
+
+// Bytes of an entry read in place from the server's shared pool; valid until Release.
+struct SharedView {
+  std::span<const uint8_t> bytes;
+  EntryInfo info;
+  uint64_t lease_id = 0;
 };
 
 class Client {
  public:
+  // uri: "tcp://host:port", "host:port", or "unix:/path/serve.sock" (shared memory).
   static Result<std::unique_ptr<Client>> Connect(const std::string& uri,
                                                  const ClientOptions& options = {});
-  const char* transport() const { return "tcp"; }
+  ~Client();
+  const char* transport() const { return shm_ ? "shm" : "tcp"; }
+
+  // Shared memory only: the entry in place, pinned by a lease until Release (or until the
+  // server's lease TTL passes, after which the bytes may change).
+  Result<SharedView> AcquireShared(std::string_view ns, std::string_view key);
+  Status Release(uint64_t lease_id);
 
   // Copies the entry into dst (at least its size); returns its metadata.
   Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst);
@@ -47,6 +63,8 @@ class Client {
  private:
   Client(HostPort hp, ClientOptions o) : hp_(std::move(hp)), opt_(std::move(o)) {}
   Status Reconnect();
+  Status Hello(HelloInfo* info);
+  void Unmap();
   Status SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload = {});
   Status ReadHeader(FrameHeader* h);
   Result<std::string> ReadReply(Op expect);  // whole body of a small reply
@@ -58,6 +76,10 @@ class Client {
   ClientOptions opt_;
   UniqueFd fd_;
   uint64_t next_id_ = 1;
+  bool shm_ = false;
+  std::string unix_path_;
+  const uint8_t* map_ = nullptr;  // the server's pool, read-only
+  size_t map_bytes_ = 0;
 };
 
 }  // namespace ecstore::net

@@ -7,7 +7,7 @@ namespace ecstore::net {
 bool IsKnownOp(uint16_t op) {
   switch (static_cast<Op>(op)) {
     case Op::kHello: case Op::kGet: case Op::kLookup: case Op::kPut: case Op::kErase:
-    case Op::kStats: case Op::kHelloOk: case Op::kGetOk: case Op::kLookupOk: case Op::kOk:
+    case Op::kStats: case Op::kGetShm: case Op::kRelease: case Op::kGetShmOk: case Op::kHelloOk: case Op::kGetOk: case Op::kLookupOk: case Op::kOk:
     case Op::kStatsOk: case Op::kError:
       return true;
   }
@@ -40,7 +40,7 @@ Result<FrameHeader> DecodeHeader(const uint8_t in[kHeaderBytes]) {
                                    std::to_string(kVersion) + "); upgrade the older side");
   if (!IsKnownOp(op)) return Status::InvalidArgument("unknown opcode " + std::to_string(op));
   h.op = static_cast<Op>(op);
-  bool carries_tensor = h.op == Op::kPut || h.op == Op::kGetOk;
+  bool carries_tensor = h.op == Op::kPut || h.op == Op::kGetOk;  // others are metadata
   uint64_t limit = carries_tensor ? kMaxPayload + kMaxMetaBody : kMaxMetaBody;
   if (h.body_len > limit)
     return Status::InvalidArgument("frame body of " + std::to_string(h.body_len) +
@@ -135,6 +135,20 @@ Status ParseErrorBody(BodyReader* r) {
     case Status::Code::kInvalidArgument: return Status::InvalidArgument(msg);
     default: return Status::Unavailable(msg);
   }
+}
+
+std::string HelloBody(const HelloInfo& h) {
+  BodyWriter w;
+  w.U16(h.version);
+  w.Str(h.transport);
+  w.U64(h.pool_bytes);
+  w.Str(h.shm_path);
+  return w.data();
+}
+
+bool ParseHelloBody(BodyReader* r, HelloInfo* h) {
+  return r->U16(&h->version) && r->Str(&h->transport, 16) && r->U64(&h->pool_bytes) &&
+         r->Str(&h->shm_path, 4096);
 }
 
 void WriteInfo(BodyWriter* w, const EntryInfo& e) {

@@ -36,11 +36,14 @@ enum class Op : uint16_t {
   kPut = 4,       // ns, key, meta, bytes -> kOk | kError
   kErase = 5,     // ns, key          -> kOk | kError
   kStats = 6,     //                  -> kStatsOk(json)
+  kGetShm = 7,    // ns, key          -> kGetShmOk(lease id, pool offset, info) | kError
+  kRelease = 8,   // lease id         -> (no reply)
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
   kOk = 104,
   kStatsOk = 106,
+  kGetShmOk = 107,
   kError = 200,   // code u16, message
 };
 bool IsKnownOp(uint16_t op);
@@ -93,6 +96,17 @@ class BodyReader {
   const uint8_t* p_;
   const uint8_t* end_;
 };
+
+// HELLO_OK: what the server offers. Over TCP, shm_path names the same-host socket a local
+// client may switch to; over that socket, pool_bytes is the size of the passed memfd.
+struct HelloInfo {
+  uint16_t version = kVersion;
+  std::string transport;
+  uint64_t pool_bytes = 0;
+  std::string shm_path;
+};
+std::string HelloBody(const HelloInfo& h);
+bool ParseHelloBody(BodyReader* r, HelloInfo* h);
 
 // Request bodies that every transport parses the same way.
 struct KeyRef {

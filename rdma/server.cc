@@ -34,9 +34,18 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
   auto fd = Listen(*hp, &s->port_);
   if (!fd.ok()) return fd.status();
   s->listen_fd_ = std::move(fd).value();
+  if (!options.shm_socket.empty()) {
+    if (store->pool_region().shm_fd < 0)
+      return Status::InvalidArgument(
+          "shared-memory serving needs a store opened with shareable_pool");
+    auto ufd = ListenUnix(options.shm_socket);
+    if (!ufd.ok()) return ufd.status();
+    s->shm_fd_ = std::move(ufd).value();
+  }
   s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
-  spdlog::info("serving on {}:{} over tcp{}", hp->host, s->port_,
-               options.token.empty() ? "" : " (token required)");
+  spdlog::info("serving on {}:{} over tcp{}{}", hp->host, s->port_,
+               options.token.empty() ? "" : " (token required)",
+               options.shm_socket.empty() ? "" : ", shared memory on " + options.shm_socket);
   return s;
 }
 
@@ -46,6 +55,7 @@ void Server::Stop() {
   if (stop_.exchange(true)) return;
   ::shutdown(listen_fd_.get(), SHUT_RDWR);
   if (acceptor_.joinable()) acceptor_.join();
+  if (shm_fd_.valid()) ::unlink(opt_.shm_socket.c_str());
   std::lock_guard<std::mutex> l(mu_);
   for (Conn& c : conns_) ::shutdown(c.fd.get(), SHUT_RDWR);
   for (Conn& c : conns_)
@@ -55,9 +65,10 @@ void Server::Stop() {
 
 void Server::AcceptLoop() {
   while (!stop_) {
-    pollfd p{listen_fd_.get(), POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
-    int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    pollfd p[2] = {{listen_fd_.get(), POLLIN, 0}, {shm_fd_.get(), POLLIN, 0}};
+    if (poll(p, shm_fd_.valid() ? 2 : 1, 200) <= 0) continue;
+    bool shm = shm_fd_.valid() && (p[1].revents & POLLIN);
+    int fd = accept4(shm ? shm_fd_.get() : listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     SetTimeouts(fd, opt_.io_timeout);
     std::lock_guard<std::mutex> l(mu_);
@@ -76,6 +87,7 @@ void Server::AcceptLoop() {
     }
     Conn& c = conns_.emplace_back();
     c.fd = UniqueFd(fd);
+    c.shm = shm;
     c.thread = std::thread([this, &c] { Serve(&c); });
   }
 }
@@ -85,6 +97,14 @@ void Server::Serve(Conn* c) {
   bool greeted = false;
   std::string body;
   while (!stop_) {
+    if (!c->leases.empty()) {
+      // Wake at least every ttl/4 so leases of an idle reader still expire on time.
+      pollfd p{fd, POLLIN, 0};
+      int wait_ms = static_cast<int>(std::max<int64_t>(10, opt_.lease_ttl.count() / 4));
+      int rc = poll(&p, 1, wait_ms);
+      ExpireLeases(c);
+      if (rc == 0) continue;
+    }
     uint8_t hdr[kHeaderBytes];
     if (!RecvAll(fd, hdr, kHeaderBytes, "client").ok()) break;
     auto h = DecodeHeader(hdr);
@@ -94,7 +114,8 @@ void Server::Serve(Conn* c) {
       break;
     }
     bool is_request = h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup ||
-                      h->op == Op::kPut || h->op == Op::kErase || h->op == Op::kStats;
+                      h->op == Op::kPut || h->op == Op::kErase || h->op == Op::kStats ||
+                      (c->shm && (h->op == Op::kGetShm || h->op == Op::kRelease));
     if (!is_request) {
       SendFrame(fd, Op::kError, h->request_id,
                 ErrorBody(Status::InvalidArgument("opcode is a reply, not a request")));
@@ -114,10 +135,19 @@ void Server::Serve(Conn* c) {
         break;
       }
       greeted = true;
-      BodyWriter w;
-      w.U16(kVersion);
-      w.Str("tcp");
-      if (!SendFrame(fd, Op::kHelloOk, h->request_id, w.data()).ok()) break;
+      HelloInfo info;
+      info.transport = c->shm ? "shm" : "tcp";
+      if (c->shm) {  // hand over the pool once; gets then return offsets into it
+        info.pool_bytes = store_->pool_region().size;
+        std::string b = HelloBody(info);
+        uint8_t out[kHeaderBytes];
+        EncodeHeader({kVersion, Op::kHelloOk, h->request_id, b.size()}, out);
+        iovec iov[2] = {{out, kHeaderBytes}, {b.data(), b.size()}};
+        if (!SendWithFd(fd, iov, 2, store_->pool_region().shm_fd, "client").ok()) break;
+        continue;
+      }
+      info.shm_path = shm_fd_.valid() ? opt_.shm_socket : "";
+      if (!SendFrame(fd, Op::kHelloOk, h->request_id, HelloBody(info)).ok()) break;
       continue;
     }
     if (!greeted) {
@@ -125,15 +155,30 @@ void Server::Serve(Conn* c) {
                 ErrorBody(Status::InvalidArgument("send HELLO first")));
       break;
     }
-    Status st = Handle(fd, *h, body);
+    Status st = Handle(c, *h, body);
     if (!st.ok()) break;  // the connection itself failed or the request was malformed
   }
   ::shutdown(fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed when reaped
+  c->leases.clear();          // a reader that went away holds nothing
   c->done = true;
 }
 
+void Server::ExpireLeases(Conn* c) {
+  auto now = std::chrono::steady_clock::now();
+  for (auto it = c->leases.begin(); it != c->leases.end();) {
+    if (now - it->second.second >= opt_.lease_ttl) {
+      spdlog::warn("lease {} expired after {} ms without a release", it->first,
+                   opt_.lease_ttl.count());
+      it = c->leases.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 // Answers one request. A non-OK return closes the connection.
-Status Server::Handle(int fd, const FrameHeader& h, std::string& body) {
+Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
+  const int fd = c->fd.get();
   BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
   auto reply_error = [&](const Status& st) {
     return SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
@@ -158,6 +203,33 @@ Status Server::Handle(int fd, const FrameHeader& h, std::string& body) {
       w.Raw(inner.data().data(), inner.data().size());
       // Straight from pinned pool memory; the lease keeps eviction away until it is sent.
       return SendFrame(fd, Op::kGetOk, h.request_id, w.data(), lease->bytes());
+    }
+    case Op::kGetShm: {
+      auto k = ParseKeyBody(&r);
+      if (!k.ok()) {
+        reply_error(k.status());
+        return k.status();
+      }
+      auto lease = store_->Acquire(k->ns, k->key);
+      if (!lease.ok()) return reply_error(lease.status());
+      auto info = store_->Lookup(k->ns, k->key);
+      EntryInfo e = info.ok() ? *info : EntryInfo{};
+      e.bytes = lease->size();
+      e.meta = lease->meta();
+      uint64_t id = c->next_lease++;
+      uint64_t offset = static_cast<uint64_t>(lease->data() - store_->pool_region().base);
+      c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
+      BodyWriter w;
+      w.U64(id);
+      w.U64(offset);
+      WriteInfo(&w, e);
+      return SendFrame(fd, Op::kGetShmOk, h.request_id, w.data());
+    }
+    case Op::kRelease: {
+      uint64_t id;
+      if (!r.U64(&id)) return Status::InvalidArgument("malformed RELEASE");
+      c->leases.erase(id);  // unknown ids (already expired) are fine
+      return Status::Ok();
     }
     case Op::kLookup: {
       auto keys = ParseLookupBody(&r);
@@ -196,7 +268,7 @@ Status Server::Handle(int fd, const FrameHeader& h, std::string& body) {
     }
     case Op::kStats: {
       StoreStats s = store_->Stats();
-      nlohmann::json j{{"transport", "tcp"},
+      nlohmann::json j{{"transport", c->shm ? "shm" : "tcp"},
                        {"pool", {{"entries", s.pool.entries}, {"bytes", s.pool.bytes},
                                  {"hits", s.pool.hits}, {"evictions", s.pool.evictions}}},
                        {"disk", {{"entries", s.disk.entries}, {"bytes", s.disk.bytes},

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "rdma/protocol.h"
 #include "rdma/socket.h"
@@ -25,6 +26,11 @@ struct ServerOptions {
   // Required when `listen` is not a loopback address; clients must present it in HELLO.
   std::string token;
   std::chrono::milliseconds io_timeout{30000};
+  // Same-host transport: a unix socket over which the pool's memfd is passed once; gets
+  // return an offset under a lease. Needs a store opened with shareable_pool. Empty = off.
+  std::string shm_socket;
+  // A shared-memory lease not released by its reader within this time is released for it.
+  std::chrono::milliseconds lease_ttl{30000};
 };
 
 class Server {
@@ -32,24 +38,31 @@ class Server {
   static Result<std::unique_ptr<Server>> Start(Store* store, const ServerOptions& options);
   ~Server();
   uint16_t port() const { return port_; }
-  const char* transport() const { return "tcp"; }
+  const char* transport() const { return shm_fd_.valid() ? "tcp+shm" : "tcp"; }
   // Stops accepting, closes every connection and joins the threads. Idempotent.
   void Stop();
 
  private:
   struct Conn {
     UniqueFd fd;
+    bool shm = false;
     std::thread thread;
     std::atomic<bool> done{false};
+    // Shared-memory leases this reader holds: id -> (lease, when it was granted).
+    std::unordered_map<uint64_t, std::pair<ReadLease, std::chrono::steady_clock::time_point>>
+        leases;
+    uint64_t next_lease = 1;
   };
   Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
   void AcceptLoop();
   void Serve(Conn* c);
-  Status Handle(int fd, const FrameHeader& h, std::string& body);
+  Status Handle(Conn* c, const FrameHeader& h, std::string& body);
+  void ExpireLeases(Conn* c);
 
   Store* store_;
   ServerOptions opt_;
   UniqueFd listen_fd_;
+  UniqueFd shm_fd_;  // the unix listener
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <cerrno>
 #include <charconv>
@@ -100,6 +101,94 @@ Result<UniqueFd> ConnectTcp(const HostPort& to, std::chrono::milliseconds timeou
   fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
   SetTimeouts(fd.get(), timeout);
   return fd;
+}
+
+static Result<sockaddr_un> UnixAddr(const std::string& path) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(sa.sun_path))
+    return Status::InvalidArgument("socket path '" + path + "' is longer than " +
+                                   std::to_string(sizeof(sa.sun_path) - 1) +
+                                   " bytes; use a shorter --dir");
+  std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+  return sa;
+}
+
+Result<UniqueFd> ListenUnix(const std::string& path) {
+  auto sa = UnixAddr(path);
+  if (!sa.ok()) return sa.status();
+  ::unlink(path.c_str());  // a stale socket of a previous run
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Status::FromErrno(errno, "socket");
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(*sa)) != 0 ||
+      listen(fd.get(), 64) != 0)
+    return Status::FromErrno(errno, "listen on " + path);
+  return fd;
+}
+
+Result<UniqueFd> ConnectUnix(const std::string& path, std::chrono::milliseconds timeout) {
+  auto sa = UnixAddr(path);
+  if (!sa.ok()) return sa.status();
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Status::FromErrno(errno, "socket");
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(*sa)) != 0)
+    return Status::Unavailable("cannot connect to " + path + ": " + std::strerror(errno) +
+                               " (is `ec-store serve` running on this host?)");
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+Status SendWithFd(int fd, iovec* iov, int iovcnt, int pass_fd, const char* what) {
+  msghdr msg{};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = static_cast<size_t>(iovcnt);
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  ssize_t sent;
+  do {
+    sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0) return Status::Unavailable(std::string(what) + ": " + std::strerror(errno));
+  // The descriptor went with the first byte; send whatever is left plainly.
+  size_t left = static_cast<size_t>(sent);
+  while (iovcnt > 0 && left >= iov->iov_len) {
+    left -= iov->iov_len;
+    ++iov;
+    --iovcnt;
+  }
+  if (iovcnt == 0) return Status::Ok();
+  iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
+  iov->iov_len -= left;
+  return SendAll(fd, iov, iovcnt, what);
+}
+
+Status RecvAllWithFd(int fd, void* buf, size_t n, int* got_fd, const char* what) {
+  *got_fd = -1;
+  iovec iov{buf, n};
+  msghdr msg{};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t got;
+  do {
+    got = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  if (got <= 0) return Status::Unavailable(std::string(what) + " closed the connection");
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+      std::memcpy(got_fd, CMSG_DATA(c), sizeof(int));
+  return RecvAll(fd, static_cast<uint8_t*>(buf) + got, n - static_cast<size_t>(got), what);
 }
 
 Status RecvAll(int fd, void* buf, size_t n, const char* what) {

@@ -25,6 +25,13 @@ Result<UniqueFd> Listen(const HostPort& at, uint16_t* bound_port);
 Result<UniqueFd> ConnectTcp(const HostPort& to, std::chrono::milliseconds timeout);
 void SetTimeouts(int fd, std::chrono::milliseconds timeout);
 
+Result<UniqueFd> ListenUnix(const std::string& path);
+Result<UniqueFd> ConnectUnix(const std::string& path, std::chrono::milliseconds timeout);
+// Sends the iovecs with `pass_fd` attached (SCM_RIGHTS) to the first byte.
+Status SendWithFd(int fd, iovec* iov, int iovcnt, int pass_fd, const char* what);
+// Like RecvAll, and collects a descriptor passed with these bytes into *got_fd (or -1).
+Status RecvAllWithFd(int fd, void* buf, size_t n, int* got_fd, const char* what);
+
 // Unavailable on EOF, reset or timeout; `what` names the peer in the message.
 Status RecvAll(int fd, void* buf, size_t n, const char* what);
 Status SendAll(int fd, iovec* iov, int iovcnt, const char* what);

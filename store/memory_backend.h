@@ -41,6 +41,9 @@ class MemoryBackend {
 // MADV_HUGEPAGE. An mlock failure is reported by the region (locked=false), not fatal:
 // unprivileged users have small RLIMIT_MEMLOCK.
 std::unique_ptr<MemoryBackend> NewHostPinnedBackend();
+// The same, backed by a memfd (MAP_SHARED) so the pool can be mapped by same-host readers:
+// the region's shm_fd is passed to them once.
+std::unique_ptr<MemoryBackend> NewSharedHostBackend();
 
 // Hook for registering the pool with a transport or device once (RDMA MR, CUDA host
 // registration). Called after Map, before the store serves.

@@ -110,6 +110,7 @@ class StoreImpl : public Store, private ReadLease::Releaser {
       const std::function<void(uint64_t, uint64_t)>& progress) override;
   Status Compact(double threshold) override;
   Status Close() override;
+  MemoryRegion pool_region() const override { return region_; }
 
  private:
   void Release(void* token) override;
@@ -225,7 +226,7 @@ Status StoreImpl::Init() {
   if (!disk.ok()) return disk.status();
   disk_ = std::move(disk).value();
 
-  backend_ = NewHostPinnedBackend();
+  backend_ = opt_.shareable_pool ? NewSharedHostBackend() : NewHostPinnedBackend();
   auto region = backend_->Map(opt_.pool_bytes);
   if (!region.ok()) return region.status();
   region_ = *region;

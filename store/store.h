@@ -45,6 +45,7 @@ struct Options {
   // How long Put waits for the evictor when the pool is full before returning Busy.
   std::chrono::milliseconds put_wait{5000};
   bool rebuild_index = false;       // ignore SQLite and rebuild it from the segments
+  bool shareable_pool = false;      // back the pool by a memfd that same-host readers map
   Env* env = nullptr;               // nullptr = Env::Default()
   std::vector<MemoryRegistrar*> registrars;  // called once for the pool region
 };
@@ -162,6 +163,8 @@ class Store {
   virtual Status Compact(double live_ratio_threshold) = 0;
   // Persists the pool (as Flush) and stops the background threads.
   virtual Status Close() = 0;
+  // The pool's region: a lease's data() - base is its offset; shm_fd >= 0 when shareable.
+  virtual MemoryRegion pool_region() const = 0;
 };
 
 }  // namespace ecstore

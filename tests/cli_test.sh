@@ -148,7 +148,7 @@ check "remote put" test $? -eq 0
 $EC $R get remote-a -o remote.raw >/dev/null
 check "remote get is byte-exact" cmp <(tensor_bytes a.safetensors) remote.raw
 check "remote inspect" test "$($EC $R --json inspect remote-a | jget bytes)" = 2867200
-check "remote stats names the transport" test "$($EC $R --json stats | jget transport)" = tcp
+check "same host picks shared memory" test "$($EC $R --json stats | jget transport)" = shm
 expect_error "no entry for key" $EC $R inspect nope
 expect_error "not available with --server" $EC $R ls
 $EC $R evict remote-a >/dev/null

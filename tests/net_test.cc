@@ -22,8 +22,12 @@ constexpr uint64_t kMiB = 1 << 20;
 // serves until SIGTERM (clean close) or SIGKILL.
 class ServerProcess {
  public:
-  ServerProcess(std::string dir, std::string token = "", uint64_t pool = 64 * kMiB, uint16_t port = 0)
-      : dir_(std::move(dir)), token_(std::move(token)), pool_(pool) { Start(port); }
+  ServerProcess(std::string dir, std::string token = "", uint64_t pool = 64 * kMiB, uint16_t port = 0,
+                bool shm = false, int lease_ttl_ms = 30000)
+      : dir_(std::move(dir)), token_(std::move(token)), pool_(pool), shm_(shm), ttl_(lease_ttl_ms) {
+    Start(port);
+  }
+  std::string shm_uri() const { return "unix:" + dir_ + "/serve.sock"; }
   ~ServerProcess() { Kill(SIGKILL); }
   void Start(uint16_t port) {
     int fds[2];
@@ -38,11 +42,14 @@ class ServerProcess {
       pthread_sigmask(SIG_BLOCK, &stop, nullptr);
       Options o;
       o.pool_bytes = pool_;
+      o.shareable_pool = shm_;
       auto store = Store::Open(dir_, o);
       if (!store.ok()) _exit(3);
       ServerOptions so;
       so.listen = "127.0.0.1:" + std::to_string(port);
       so.token = token_;
+      if (shm_) so.shm_socket = dir_ + "/serve.sock";
+      so.lease_ttl = std::chrono::milliseconds(ttl_);
       auto server = Server::Start(store->get(), so);
       if (!server.ok()) _exit(4);
       uint16_t p = (*server)->port();
@@ -73,11 +80,19 @@ class ServerProcess {
  private:
   std::string dir_, token_;
   uint64_t pool_;
+  bool shm_;
+  int ttl_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;
 };
 
 TensorMeta U8(size_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
+
+ClientOptions TcpOnly() {
+  ClientOptions o;
+  o.transport = "tcp";
+  return o;
+}
 
 std::unique_ptr<Client> ConnectOrDie(const std::string& uri, ClientOptions o = {}) {
   auto c = Client::Connect(uri, o);
@@ -325,6 +340,59 @@ TEST(Net, WrongTokenIsRefused) {
   auto g = Client::Connect(server.uri(), good);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_TRUE((*g)->Put("ns", "k", U8(10), Span(Payload(1, 10))).ok());
+}
+
+TEST(NetShm, SameHostReadsThroughSharedMemoryByteExact) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
+  auto producer = ConnectOrDie(server.uri(), TcpOnly());
+  EXPECT_STREQ(producer->transport(), "tcp");
+  const size_t sizes[] = {1, 4096, kMiB + 5, 10616832};
+  for (size_t i = 0; i < 4; ++i)
+    ASSERT_TRUE(producer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
+  // Explicit unix socket, and automatic selection from a loopback TCP address.
+  for (const std::string& uri : {server.shm_uri(), server.uri()}) {
+    auto c = ConnectOrDie(uri);
+    ASSERT_STREQ(c->transport(), "shm") << uri;
+    std::vector<uint8_t> buf(11 * kMiB);
+    for (size_t i = 0; i < 4; ++i) {
+      auto info = c->Get("ns", "k" + std::to_string(i), {buf.data(), buf.size()});
+      ASSERT_TRUE(info.ok()) << info.status().ToString();
+      ASSERT_EQ(0, std::memcmp(buf.data(), Payload(i, sizes[i]).data(), sizes[i]));
+    }
+    auto view = c->AcquireShared("ns", "k2");  // read in place under the lease
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(0, std::memcmp(view->bytes.data(), Payload(2, sizes[2]).data(), sizes[2]));
+    EXPECT_TRUE(c->Release(view->lease_id).ok());
+    EXPECT_TRUE(c->Get("ns", "nope", {buf.data(), buf.size()}).status().IsNotFound());
+    auto stats = c->StatsJson();
+    ASSERT_TRUE(stats.ok());
+    EXPECT_NE(stats->find("\"transport\":\"shm\""), std::string::npos);
+  }
+}
+
+TEST(NetShm, LeasedBytesSurviveEvictionAndExpiredLeasesAreReleased) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, /*shm=*/true, /*lease_ttl_ms=*/400);
+  auto c = ConnectOrDie(server.shm_uri());
+  auto writer = ConnectOrDie(server.uri(), TcpOnly());
+  ASSERT_TRUE(writer->Put("ns", "held", U8(4 * kMiB), Span(Payload(9, 4 * kMiB))).ok());
+  auto view = c->AcquireShared("ns", "held");
+  ASSERT_TRUE(view.ok());
+  // Churn the pool while the lease is held: the leased bytes never change.
+  for (int i = 0; i < 8; ++i)
+    ASSERT_TRUE(writer->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+  EXPECT_EQ(0, std::memcmp(view->bytes.data(), Payload(9, 4 * kMiB).data(), 4 * kMiB));
+  auto held = writer->Lookup("ns", {"held"});
+  ASSERT_TRUE(held.ok() && (*held)[0]);
+  EXPECT_EQ((*held)[0]->tier, Tier::kPool);
+  // Never released: after the TTL the server lets go, and eviction may take it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  for (int i = 8; i < 16; ++i)
+    ASSERT_TRUE(writer->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+  held = writer->Lookup("ns", {"held"});
+  ASSERT_TRUE(held.ok() && (*held)[0]);
+  EXPECT_EQ((*held)[0]->tier, Tier::kDisk) << "an expired lease still pinned the entry";
 }
 
 TEST(Protocol, HeaderRoundTripAndLimits) {
