@@ -85,13 +85,17 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     Options o;
     o.pool_bytes = (total + total / 4 + (64 << 20)) / (2 << 20) * (2 << 20);
+    o.shareable_pool = true;
     auto store = Store::Open(dir, o);
     if (!store.ok()) _exit(3);
     for (size_t i = 0; i < values.size(); ++i) {
       TensorMeta m{DType::kBF16, {static_cast<int64_t>(values[i].size() / 2)}};
       if (!(*store)->Put("bench", "r" + std::to_string(i), m, values[i]).ok()) _exit(4);
     }
-    auto server = net::Server::Start(store->get(), {"127.0.0.1:0", "", std::chrono::seconds(30)});
+    net::ServerOptions so;
+    so.listen = "127.0.0.1:0";
+    so.shm_socket = dir + "/serve.sock";
+    auto server = net::Server::Start(store->get(), so);
     if (!server.ok()) _exit(5);
     uint16_t stream_port = 0;
     auto lfd = net::Listen({"127.0.0.1", 0}, &stream_port);
@@ -130,8 +134,24 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
       }
     res.socket_stream = t.Finish();
   }
+  {  // ec-store over the same-host shared-memory transport
+    auto c = net::Client::Connect("unix:" + dir + "/serve.sock");
+    Timer t;
+    for (int r = -1; r < rounds && c.ok(); ++r)
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (r == 0 && i == 0) t = Timer();
+        auto s = Clock::now();
+        auto got = (*c)->Get("bench", "r" + std::to_string(i), {buf.data(), buf.size()});
+        if (!got.ok()) break;
+        t.us.push_back(UsSince(s));
+        t.bytes += got->bytes;
+      }
+    res.ecstore_shm = t.Finish();
+  }
   {  // ec-store over TCP
-    auto c = net::Client::Connect("127.0.0.1:" + std::to_string(p[0]));
+    net::ClientOptions tcp_only;
+    tcp_only.transport = "tcp";
+    auto c = net::Client::Connect("127.0.0.1:" + std::to_string(p[0]), tcp_only);
     Timer t;
     for (int r = -1; r < rounds && c.ok(); ++r)
       for (size_t i = 0; i < values.size(); ++i) {

@@ -17,6 +17,7 @@ struct Sample {
 
 struct RemoteResults {
   Sample ecstore_tcp;
+  Sample ecstore_shm;  // same-host: copy out of the mapped pool under a lease
   Sample socket_stream;
   std::optional<Sample> redis;
   std::string redis_note;  // why Redis did not run, when it did not
