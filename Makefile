@@ -4,7 +4,7 @@ SANITIZE ?=
 JOBS     ?= $(shell nproc)
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE)
 
-.PHONY: deps build demo test bench bench-quick asan tsan clean format
+.PHONY: deps build demo test test-rdma bench bench-quick asan tsan clean format
 
 deps:
 	@scripts/install-deps.sh
@@ -20,6 +20,10 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 600
+
+# Real RDMA verbs under Soft-RoCE in a QEMU VM (also part of `make test`).
+test-rdma: build
+	cd $(BUILD) && ctest --output-on-failure -R rdma_softroce_vm
 
 bench: build
 	$(BUILD)/ec-store-bench --dir ./bench-out/store --json bench-out/results.json --png bench-out/results.png

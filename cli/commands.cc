@@ -224,9 +224,11 @@ int Run(int argc, char** argv) {
   exportc->add_option("dir", src_dir)->required();
   exportc->add_option("-n,--namespace", ns_filter, "only this namespace");
 
-  std::string listen = "127.0.0.1:7070", token_file;
+  std::string listen = "127.0.0.1:7070", token_file, rdma_listen;
   auto* serve = app.add_subcommand("serve", "run a store daemon serving clients over TCP");
   serve->add_option("--listen", listen, "HOST:PORT to bind")->capture_default_str();
+  serve->add_option("--rdma-listen", rdma_listen,
+                    "IP:PORT of an RDMA (RoCE/IB) port to serve gets over verbs");
   serve->add_option("--token-file", token_file,
                     "shared secret clients must present (or set EC_STORE_TOKEN); required "
                     "for a non-loopback --listen");
@@ -317,6 +319,7 @@ int Run(int argc, char** argv) {
       so.token = token;
       // Same-host readers map the pool through this socket (its permissions gate them).
       so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
+      so.rdma_listen = rdma_listen;
       auto server = Check(net::Server::Start(store.get(), so));
       std::printf("serving %s on %s (port %u, transport %s); SIGINT/SIGTERM to stop\n",
                   g.dir.c_str(), listen.c_str(), server->port(), server->transport());

@@ -2,14 +2,17 @@
 
 #include <sys/mman.h>
 
+#include <spdlog/spdlog.h>
+
 #include <cstring>
 
 namespace ecstore::net {
 
 Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
                                                 const ClientOptions& options) {
-  if (options.transport != "auto" && options.transport != "tcp" && options.transport != "shm")
-    return Status::InvalidArgument("transport must be auto, tcp or shm");
+  if (options.transport != "auto" && options.transport != "tcp" && options.transport != "shm" &&
+      options.transport != "rdma")
+    return Status::InvalidArgument("transport must be auto, tcp, shm or rdma");
   std::unique_ptr<Client> c;
   if (uri.rfind("unix:", 0) == 0) {
     c.reset(new Client({}, options));
@@ -80,6 +83,22 @@ Status Client::Reconnect() {
   if (!st.ok()) {
     fd_.reset();
     return st;
+  }
+  rdma_.reset();
+  if (!shm_ && (opt_.transport == "rdma" ||
+                (opt_.transport == "auto" && !IsLoopback(hp_.host) && !info.rdma_addr.empty() &&
+                 RdmaDevicePresent()))) {
+    if (info.rdma_addr.empty()) {
+      fd_.reset();
+      return Status::Unavailable("server offers no RDMA (start it with --rdma-listen)");
+    }
+    Status rst = ConnectRdma(info.rdma_addr);
+    if (!rst.ok() && opt_.transport == "rdma") {
+      fd_.reset();
+      return rst;
+    }
+    if (!rst.ok()) spdlog::warn("RDMA unavailable ({}); using TCP", rst.ToString());
+    return Status::Ok();
   }
   // Same host (loopback) and the server offers shared memory: switch to it.
   if (!shm_ && opt_.transport == "auto" && IsLoopback(hp_.host) && !info.shm_path.empty()) {
@@ -186,6 +205,14 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key,
                               std::span<uint8_t> dst) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
+  if (rdma_ || (!fd_.valid() && opt_.transport == "rdma")) {
+    if (!fd_.valid()) EC_RETURN_IF_ERROR(Reconnect());
+    if (rdma_) {
+      std::string k(key);
+      auto r = GetManyRdma(ns, {k}, {dst});
+      return std::move(r[0]);
+    }
+  }
   if (shm_) {
     auto view = AcquireShared(ns, key);
     if (!view.ok()) return view.status();
@@ -208,6 +235,71 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key,
     info.key = key;
     return info;
   });
+}
+
+Status Client::ConnectRdma(const std::string& addr) {
+  auto hp = ParseHostPort(addr);
+  if (!hp.ok()) return hp.status();
+  auto c = RdmaConnection::Connect(*hp, opt_.rdma_bounce_bytes, opt_.timeout);
+  if (!c.ok()) return c.status();
+  rdma_ = std::move(c).value();
+  return Status::Ok();
+}
+
+// Leases for the whole batch are asked for together (pipelined), then every RDMA READ of
+// the batch is posted together, then the leases are released.
+std::vector<Result<EntryInfo>> Client::GetManyRdma(std::string_view ns,
+                                                   const std::vector<std::string>& keys,
+                                                   const std::vector<std::span<uint8_t>>& dsts) {
+  std::vector<Result<EntryInfo>> out(keys.size(), Status::Unavailable("not attempted"));
+  Status st;
+  for (size_t i = 0; i < keys.size() && st.ok(); ++i) {
+    BodyWriter w;
+    w.Str(ns);
+    w.Str(keys[i]);
+    st = SendRequest(Op::kGetRdma, w.data());
+  }
+  std::vector<RemoteRead> reads;
+  std::vector<size_t> read_of;
+  std::vector<uint64_t> leases;
+  for (size_t i = 0; i < keys.size() && st.ok(); ++i) {
+    auto body = ReadReply(Op::kGetRdmaOk);
+    if (!body.ok()) {
+      if (body.status().IsUnavailable()) st = body.status();
+      out[i] = body.status();
+      continue;
+    }
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    uint64_t lease, addr;
+    uint32_t rkey;
+    EntryInfo info;
+    if (!r.U64(&lease) || !r.U64(&addr) || !r.U32(&rkey) || !ReadInfo(&r, &info)) {
+      st = Status::Unavailable("malformed GET_RDMA reply");
+      break;
+    }
+    leases.push_back(lease);
+    info.ns = ns;
+    info.key = keys[i];
+    if (dsts[i].size() < info.bytes) {
+      out[i] = Status::InvalidArgument("destination buffer holds " + std::to_string(dsts[i].size()) +
+                                       " bytes but the entry has " + std::to_string(info.bytes));
+      continue;
+    }
+    reads.push_back({addr, rkey, info.bytes, dsts[i].data()});
+    read_of.push_back(i);
+    out[i] = info;
+  }
+  if (st.ok() && !reads.empty()) st = rdma_->ReadMany(reads);
+  if (!st.ok()) {
+    for (size_t i : read_of) out[i] = st;
+    for (auto& o : out)
+      if (o.ok() || o.status().message() == "not attempted") o = st;
+    fd_.reset();
+    rdma_.reset();
+    return out;
+  }
+  for (uint64_t lease : leases) Release(lease);
+  return out;
 }
 
 Result<SharedView> Client::AcquireShared(std::string_view ns, std::string_view key) {
@@ -245,6 +337,7 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
     out.assign(keys.size(), Status::InvalidArgument("GetMany needs one buffer per key"));
     return out;
   }
+  if (rdma_) return GetManyRdma(ns, keys, dsts);
   if (shm_) {  // each get is a small round trip and a copy from the mapping
     for (size_t i = 0; i < keys.size(); ++i) out.push_back(Get(ns, keys[i], dsts[i]));
     return out;

@@ -15,6 +15,7 @@
 
 #include "rdma/protocol.h"
 #include "rdma/socket.h"
+#include "rdma/verbs.h"
 #include "store/store.h"
 
 namespace ecstore::net {
@@ -23,8 +24,11 @@ struct ClientOptions {
   std::chrono::milliseconds timeout{5000};
   int retries = 1;
   std::string token;
-  // "auto": a loopback server that offers shared memory is read through it; "tcp" never.
+  // "auto": a loopback server that offers shared memory is read through it; a remote one
+  // that offers RDMA, from a host with an RDMA device, through verbs. "tcp", "shm" and
+  // "rdma" force one ("rdma" fails with Unavailable where it cannot be set up).
   std::string transport = "auto";
+  size_t rdma_bounce_bytes = 64ull << 20;  // registered once per connection
 };
 
 // Bytes of an entry read in place from the server's shared pool; valid until Release.
@@ -40,7 +44,7 @@ class Client {
   static Result<std::unique_ptr<Client>> Connect(const std::string& uri,
                                                  const ClientOptions& options = {});
   ~Client();
-  const char* transport() const { return shm_ ? "shm" : "tcp"; }
+  const char* transport() const { return rdma_ ? "rdma" : shm_ ? "shm" : "tcp"; }
 
   // Shared memory only: the entry in place, pinned by a lease until Release (or until the
   // server's lease TTL passes, after which the bytes may change).
@@ -64,6 +68,10 @@ class Client {
   Client(HostPort hp, ClientOptions o) : hp_(std::move(hp)), opt_(std::move(o)) {}
   Status Reconnect();
   Status Hello(HelloInfo* info);
+  Status ConnectRdma(const std::string& addr);
+  std::vector<Result<EntryInfo>> GetManyRdma(std::string_view ns,
+                                             const std::vector<std::string>& keys,
+                                             const std::vector<std::span<uint8_t>>& dsts);
   void Unmap();
   Status SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload = {});
   Status ReadHeader(FrameHeader* h);
@@ -80,6 +88,7 @@ class Client {
   std::string unix_path_;
   const uint8_t* map_ = nullptr;  // the server's pool, read-only
   size_t map_bytes_ = 0;
+  std::unique_ptr<RdmaConnection> rdma_;
 };
 
 }  // namespace ecstore::net

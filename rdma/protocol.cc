@@ -7,7 +7,7 @@ namespace ecstore::net {
 bool IsKnownOp(uint16_t op) {
   switch (static_cast<Op>(op)) {
     case Op::kHello: case Op::kGet: case Op::kLookup: case Op::kPut: case Op::kErase:
-    case Op::kStats: case Op::kGetShm: case Op::kRelease: case Op::kGetShmOk: case Op::kHelloOk: case Op::kGetOk: case Op::kLookupOk: case Op::kOk:
+    case Op::kStats: case Op::kGetShm: case Op::kRelease: case Op::kGetShmOk: case Op::kGetRdma: case Op::kGetRdmaOk: case Op::kHelloOk: case Op::kGetOk: case Op::kLookupOk: case Op::kOk:
     case Op::kStatsOk: case Op::kError:
       return true;
   }
@@ -143,12 +143,13 @@ std::string HelloBody(const HelloInfo& h) {
   w.Str(h.transport);
   w.U64(h.pool_bytes);
   w.Str(h.shm_path);
+  w.Str(h.rdma_addr);
   return w.data();
 }
 
 bool ParseHelloBody(BodyReader* r, HelloInfo* h) {
   return r->U16(&h->version) && r->Str(&h->transport, 16) && r->U64(&h->pool_bytes) &&
-         r->Str(&h->shm_path, 4096);
+         r->Str(&h->shm_path, 4096) && r->Str(&h->rdma_addr, 256);
 }
 
 void WriteInfo(BodyWriter* w, const EntryInfo& e) {

@@ -38,12 +38,14 @@ enum class Op : uint16_t {
   kStats = 6,     //                  -> kStatsOk(json)
   kGetShm = 7,    // ns, key          -> kGetShmOk(lease id, pool offset, info) | kError
   kRelease = 8,   // lease id         -> (no reply)
+  kGetRdma = 9,   // ns, key          -> kGetRdmaOk(lease id, remote addr, rkey, info) | kError
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
   kOk = 104,
   kStatsOk = 106,
   kGetShmOk = 107,
+  kGetRdmaOk = 109,
   kError = 200,   // code u16, message
 };
 bool IsKnownOp(uint16_t op);
@@ -104,6 +106,7 @@ struct HelloInfo {
   std::string transport;
   uint64_t pool_bytes = 0;
   std::string shm_path;
+  std::string rdma_addr;  // "IP:PORT" of the server's rdma_cm listener, when it has one
 };
 std::string HelloBody(const HelloInfo& h);
 bool ParseHelloBody(BodyReader* r, HelloInfo* h);

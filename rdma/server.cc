@@ -42,6 +42,14 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
     if (!ufd.ok()) return ufd.status();
     s->shm_fd_ = std::move(ufd).value();
   }
+  if (!options.rdma_listen.empty()) {
+    auto at = ParseHostPort(options.rdma_listen);
+    if (!at.ok()) return at.status();
+    auto l = RdmaListener::Start(*at, store->pool_region());
+    if (!l.ok()) return l.status();
+    s->rdma_ = std::move(l).value();
+    s->rdma_addr_ = at->host + ":" + std::to_string(s->rdma_->port());
+  }
   s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   spdlog::info("serving on {}:{} over tcp{}{}", hp->host, s->port_,
                options.token.empty() ? "" : " (token required)",
@@ -115,7 +123,9 @@ void Server::Serve(Conn* c) {
     }
     bool is_request = h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup ||
                       h->op == Op::kPut || h->op == Op::kErase || h->op == Op::kStats ||
-                      (c->shm && (h->op == Op::kGetShm || h->op == Op::kRelease));
+                      (c->shm && h->op == Op::kGetShm) ||
+                      (rdma_ && !c->shm && h->op == Op::kGetRdma) ||
+                      ((c->shm || rdma_) && h->op == Op::kRelease);
     if (!is_request) {
       SendFrame(fd, Op::kError, h->request_id,
                 ErrorBody(Status::InvalidArgument("opcode is a reply, not a request")));
@@ -147,6 +157,7 @@ void Server::Serve(Conn* c) {
         continue;
       }
       info.shm_path = shm_fd_.valid() ? opt_.shm_socket : "";
+      info.rdma_addr = rdma_addr_;
       if (!SendFrame(fd, Op::kHelloOk, h->request_id, HelloBody(info)).ok()) break;
       continue;
     }
@@ -225,6 +236,28 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       WriteInfo(&w, e);
       return SendFrame(fd, Op::kGetShmOk, h.request_id, w.data());
     }
+    case Op::kGetRdma: {
+      auto k = ParseKeyBody(&r);
+      if (!k.ok()) {
+        reply_error(k.status());
+        return k.status();
+      }
+      auto lease = store_->Acquire(k->ns, k->key);
+      if (!lease.ok()) return reply_error(lease.status());
+      auto info = store_->Lookup(k->ns, k->key);
+      EntryInfo e = info.ok() ? *info : EntryInfo{};
+      e.bytes = lease->size();
+      e.meta = lease->meta();
+      uint64_t id = c->next_lease++;
+      uint64_t addr = reinterpret_cast<uint64_t>(lease->data());  // inside the registered pool
+      c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
+      BodyWriter w;
+      w.U64(id);
+      w.U64(addr);
+      w.U32(rdma_->rkey());
+      WriteInfo(&w, e);
+      return SendFrame(fd, Op::kGetRdmaOk, h.request_id, w.data());
+    }
     case Op::kRelease: {
       uint64_t id;
       if (!r.U64(&id)) return Status::InvalidArgument("malformed RELEASE");
@@ -269,6 +302,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kStats: {
       StoreStats s = store_->Stats();
       nlohmann::json j{{"transport", c->shm ? "shm" : "tcp"},
+                       {"server_transports", transport()},
                        {"pool", {{"entries", s.pool.entries}, {"bytes", s.pool.bytes},
                                  {"hits", s.pool.hits}, {"evictions", s.pool.evictions}}},
                        {"disk", {{"entries", s.disk.entries}, {"bytes", s.disk.bytes},

@@ -17,6 +17,7 @@
 
 #include "rdma/protocol.h"
 #include "rdma/socket.h"
+#include "rdma/verbs.h"
 #include "store/store.h"
 
 namespace ecstore::net {
@@ -29,6 +30,8 @@ struct ServerOptions {
   // Same-host transport: a unix socket over which the pool's memfd is passed once; gets
   // return an offset under a lease. Needs a store opened with shareable_pool. Empty = off.
   std::string shm_socket;
+  // RDMA verbs data path: an address of an RDMA device ("IP:PORT", port 0 = any). Empty = off.
+  std::string rdma_listen;
   // A shared-memory lease not released by its reader within this time is released for it.
   std::chrono::milliseconds lease_ttl{30000};
 };
@@ -38,7 +41,10 @@ class Server {
   static Result<std::unique_ptr<Server>> Start(Store* store, const ServerOptions& options);
   ~Server();
   uint16_t port() const { return port_; }
-  const char* transport() const { return shm_fd_.valid() ? "tcp+shm" : "tcp"; }
+  const char* transport() const {
+    return rdma_ ? (shm_fd_.valid() ? "tcp+shm+rdma" : "tcp+rdma")
+                 : (shm_fd_.valid() ? "tcp+shm" : "tcp");
+  }
   // Stops accepting, closes every connection and joins the threads. Idempotent.
   void Stop();
 
@@ -63,6 +69,8 @@ class Server {
   ServerOptions opt_;
   UniqueFd listen_fd_;
   UniqueFd shm_fd_;  // the unix listener
+  std::unique_ptr<RdmaListener> rdma_;
+  std::string rdma_addr_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;

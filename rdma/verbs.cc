@@ -1,0 +1,273 @@
+#include "rdma/verbs.h"
+
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace ecstore::net {
+namespace {
+
+constexpr int kMaxWr = 64;
+constexpr int kDepth = 16;  // RDMA READs in flight per QP (initiator depth)
+
+Result<sockaddr_in> Addr(const HostPort& hp) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(hp.port);
+  if (inet_pton(AF_INET, hp.host.c_str(), &sa.sin_addr) != 1)
+    return Status::InvalidArgument("RDMA address must be a numeric IPv4 address, got '" +
+                                   hp.host + "'");
+  return sa;
+}
+
+// Waits for the next rdma_cm event, which must be `want`.
+Status WaitEvent(rdma_event_channel* ec, rdma_cm_event_type want, std::chrono::milliseconds timeout,
+                 const char* step) {
+  pollfd p{ec->fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0)
+    return Status::Unavailable(std::string("RDMA ") + step + " timed out");
+  rdma_cm_event* ev = nullptr;
+  if (rdma_get_cm_event(ec, &ev) != 0) return Status::FromErrno(errno, "rdma_get_cm_event");
+  rdma_cm_event_type got = ev->event;
+  int status = ev->status;
+  rdma_ack_cm_event(ev);
+  if (got != want)
+    return Status::Unavailable(std::string("RDMA ") + step + " failed: " + rdma_event_str(got) +
+                               " (status " + std::to_string(status) + ")");
+  return Status::Ok();
+}
+
+ibv_qp_init_attr QpAttr(ibv_cq* cq) {
+  ibv_qp_init_attr qa{};
+  qa.send_cq = cq;
+  qa.recv_cq = cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = kMaxWr;
+  qa.cap.max_recv_wr = 1;
+  qa.cap.max_send_sge = 1;
+  qa.cap.max_recv_sge = 1;
+  qa.sq_sig_all = 1;
+  return qa;
+}
+
+}  // namespace
+
+bool RdmaDevicePresent() {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list) ibv_free_device_list(list);
+  return n > 0;
+}
+
+Result<std::unique_ptr<RdmaListener>> RdmaListener::Start(const HostPort& at,
+                                                          const MemoryRegion& pool) {
+  auto sa = Addr(at);
+  if (!sa.ok()) return sa.status();
+  std::unique_ptr<RdmaListener> l(new RdmaListener());
+  l->ec_ = rdma_create_event_channel();
+  if (!l->ec_) return Status::Unavailable("rdma_create_event_channel failed: no RDMA support");
+  if (rdma_create_id(l->ec_, &l->listen_id_, nullptr, RDMA_PS_TCP) != 0)
+    return Status::FromErrno(errno, "rdma_create_id");
+  if (rdma_bind_addr(l->listen_id_, reinterpret_cast<sockaddr*>(&*sa)) != 0)
+    return Status::Unavailable("cannot bind RDMA to " + at.host + ": " + std::strerror(errno));
+  if (!l->listen_id_->verbs)
+    return Status::Unavailable("no RDMA device serves " + at.host +
+                               "; give --rdma-listen an address of an RDMA (RoCE/IB) port");
+  if (rdma_listen(l->listen_id_, 64) != 0) return Status::FromErrno(errno, "rdma_listen");
+  l->port_ = ntohs(rdma_get_src_port(l->listen_id_));
+  l->pd_ = ibv_alloc_pd(l->listen_id_->verbs);
+  if (!l->pd_) return Status::Unavailable("ibv_alloc_pd failed");
+  // The one registration of the pool: every get is a remote read of it.
+  l->pool_mr_ = ibv_reg_mr(l->pd_, pool.base, pool.size,
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  if (!l->pool_mr_) return Status::FromErrno(errno, "registering the pool with the RDMA device");
+  l->thread_ = std::thread([p = l.get()] { p->EventLoop(); });
+  spdlog::info("RDMA verbs on {}:{} (device {}), pool of {} bytes registered once", at.host,
+               l->port_, ibv_get_device_name(l->listen_id_->verbs->device), pool.size);
+  return l;
+}
+
+uint32_t RdmaListener::rkey() const { return pool_mr_->rkey; }
+
+void RdmaListener::EventLoop() {
+  while (!stop_) {
+    pollfd p{ec_->fd, POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(ec_, &ev) != 0) continue;
+    rdma_cm_id* id = ev->id;
+    rdma_cm_event_type type = ev->event;
+    rdma_ack_cm_event(ev);
+    if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+      ibv_cq* cq = ibv_create_cq(id->verbs, kMaxWr, nullptr, nullptr, 0);
+      ibv_qp_init_attr qa = QpAttr(cq);
+      rdma_conn_param cp{};
+      cp.responder_resources = kDepth;
+      cp.initiator_depth = kDepth;
+      cp.rnr_retry_count = 7;
+      if (!cq || id->verbs != pd_->context || rdma_create_qp(id, pd_, &qa) != 0 ||
+          rdma_accept(id, &cp) != 0) {
+        spdlog::warn("RDMA: refusing a connection: {}", std::strerror(errno));
+        rdma_reject(id, nullptr, 0);
+        if (id->qp) rdma_destroy_qp(id);
+        if (cq) ibv_destroy_cq(cq);
+        rdma_destroy_id(id);
+        continue;
+      }
+      peers_.push_back({id, cq});
+    } else if (type == RDMA_CM_EVENT_DISCONNECTED) {
+      for (auto it = peers_.begin(); it != peers_.end(); ++it) {
+        if (it->id != id) continue;
+        rdma_destroy_qp(id);
+        ibv_destroy_cq(it->cq);
+        rdma_destroy_id(id);
+        peers_.erase(it);
+        break;
+      }
+    }
+  }
+}
+
+RdmaListener::~RdmaListener() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  for (Peer& p : peers_) {
+    rdma_disconnect(p.id);
+    rdma_destroy_qp(p.id);
+    ibv_destroy_cq(p.cq);
+    rdma_destroy_id(p.id);
+  }
+  if (pool_mr_) ibv_dereg_mr(pool_mr_);
+  if (pd_) ibv_dealloc_pd(pd_);
+  if (listen_id_) rdma_destroy_id(listen_id_);
+  if (ec_) rdma_destroy_event_channel(ec_);
+}
+
+Result<std::unique_ptr<RdmaConnection>> RdmaConnection::Connect(const HostPort& to,
+                                                                size_t bounce_bytes,
+                                                                std::chrono::milliseconds timeout) {
+  auto sa = Addr(to);
+  if (!sa.ok()) return sa.status();
+  std::unique_ptr<RdmaConnection> c(new RdmaConnection());
+  c->timeout_ = timeout;
+  c->ec_ = rdma_create_event_channel();
+  if (!c->ec_) return Status::Unavailable("rdma_create_event_channel failed: no RDMA support");
+  if (rdma_create_id(c->ec_, &c->id_, nullptr, RDMA_PS_TCP) != 0)
+    return Status::FromErrno(errno, "rdma_create_id");
+  int ms = static_cast<int>(timeout.count());
+  if (rdma_resolve_addr(c->id_, nullptr, reinterpret_cast<sockaddr*>(&*sa), ms) != 0)
+    return Status::Unavailable("rdma_resolve_addr " + to.host + ": " + std::strerror(errno));
+  EC_RETURN_IF_ERROR(WaitEvent(c->ec_, RDMA_CM_EVENT_ADDR_RESOLVED, timeout, "address resolution"));
+  if (rdma_resolve_route(c->id_, ms) != 0) return Status::FromErrno(errno, "rdma_resolve_route");
+  EC_RETURN_IF_ERROR(WaitEvent(c->ec_, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout, "route resolution"));
+  c->pd_ = ibv_alloc_pd(c->id_->verbs);
+  c->cq_ = c->pd_ ? ibv_create_cq(c->id_->verbs, kMaxWr, nullptr, nullptr, 0) : nullptr;
+  if (!c->cq_) return Status::Unavailable("cannot allocate RDMA protection domain / CQ");
+  ibv_qp_init_attr qa = QpAttr(c->cq_);
+  if (rdma_create_qp(c->id_, c->pd_, &qa) != 0) return Status::FromErrno(errno, "rdma_create_qp");
+  c->bounce_bytes_ = (bounce_bytes + 4095) / 4096 * 4096;
+  c->bounce_ = static_cast<uint8_t*>(std::aligned_alloc(4096, c->bounce_bytes_));
+  if (!c->bounce_) return Status::NoSpace("no memory for the RDMA bounce buffer");
+  c->mr_ = ibv_reg_mr(c->pd_, c->bounce_, c->bounce_bytes_, IBV_ACCESS_LOCAL_WRITE);
+  if (!c->mr_) return Status::FromErrno(errno, "registering the RDMA bounce buffer");
+  rdma_conn_param cp{};
+  cp.responder_resources = kDepth;
+  cp.initiator_depth = kDepth;
+  cp.retry_count = 7;
+  cp.rnr_retry_count = 7;
+  if (rdma_connect(c->id_, &cp) != 0) return Status::FromErrno(errno, "rdma_connect");
+  EC_RETURN_IF_ERROR(WaitEvent(c->ec_, RDMA_CM_EVENT_ESTABLISHED, timeout, "connection"));
+  return c;
+}
+
+RdmaConnection::~RdmaConnection() {
+  if (id_ && id_->qp) {
+    rdma_disconnect(id_);
+    rdma_destroy_qp(id_);
+  }
+  if (mr_) ibv_dereg_mr(mr_);
+  std::free(bounce_);
+  if (cq_) ibv_destroy_cq(cq_);
+  if (pd_) ibv_dealloc_pd(pd_);
+  if (id_) rdma_destroy_id(id_);
+  if (ec_) rdma_destroy_event_channel(ec_);
+}
+
+Status RdmaConnection::ReadMany(const std::vector<RemoteRead>& reads) {
+  size_t i = 0;
+  uint64_t carried = 0;  // progress inside a read larger than the bounce buffer
+  while (i < reads.size()) {
+    // A group: consecutive reads that fit the bounce buffer and the send queue together.
+    // Reads larger than the bounce buffer go in bounce-sized pieces.
+    std::vector<ibv_sge> sges;
+    std::vector<ibv_send_wr> wrs;
+    struct Piece {
+      size_t read;
+      uint64_t off_in_read, len, bounce_off;
+    };
+    std::vector<Piece> pieces;
+    uint64_t used = 0;
+    while (i < reads.size() && pieces.size() < static_cast<size_t>(kDepth)) {
+      const RemoteRead& r = reads[i];
+      uint64_t left = r.length - carried;
+      uint64_t take = std::min<uint64_t>(left, bounce_bytes_ - used);
+      if (take == 0) break;
+      pieces.push_back({i, carried, take, used});
+      used += take;
+      carried += take;
+      if (carried == r.length) {
+        carried = 0;
+        ++i;
+      }
+      if (used == bounce_bytes_) break;
+    }
+    sges.resize(pieces.size());
+    wrs.resize(pieces.size());
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const Piece& p = pieces[k];
+      sges[k] = {reinterpret_cast<uint64_t>(bounce_ + p.bounce_off), static_cast<uint32_t>(p.len),
+                 mr_->lkey};
+      ibv_send_wr& wr = wrs[k];
+      wr = {};
+      wr.wr_id = k;
+      wr.opcode = IBV_WR_RDMA_READ;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.sg_list = &sges[k];
+      wr.num_sge = 1;
+      wr.wr.rdma.remote_addr = reads[p.read].remote_addr + p.off_in_read;
+      wr.wr.rdma.rkey = reads[p.read].rkey;
+      wr.next = k + 1 < pieces.size() ? &wrs[k + 1] : nullptr;
+    }
+    ibv_send_wr* bad = nullptr;
+    if (pieces.empty()) break;
+    if (ibv_post_send(id_->qp, &wrs[0], &bad) != 0)
+      return Status::Unavailable(std::string("ibv_post_send: ") + std::strerror(errno));
+    size_t done = 0;
+    auto deadline = std::chrono::steady_clock::now() + timeout_;
+    ibv_wc wc[16];
+    while (done < pieces.size()) {
+      int n = ibv_poll_cq(cq_, 16, wc);
+      if (n < 0) return Status::Unavailable("ibv_poll_cq failed");
+      for (int k = 0; k < n; ++k)
+        if (wc[k].status != IBV_WC_SUCCESS)
+          return Status::Unavailable(std::string("RDMA READ failed: ") +
+                                     ibv_wc_status_str(wc[k].status));
+      done += static_cast<size_t>(n);
+      if (n == 0) {
+        if (std::chrono::steady_clock::now() > deadline)
+          return Status::Unavailable("RDMA READ did not complete in time");
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }
+    for (const Piece& p : pieces)
+      std::memcpy(reads[p.read].dst + p.off_in_read, bounce_ + p.bounce_off, p.len);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ecstore::net

@@ -1,0 +1,83 @@
+// RDMA verbs transport (libibverbs + librdmacm): the data path for remote gets.
+// The server registers the whole pool once (remote read) and accepts RC queue pairs over
+// rdma_cm; a get is answered on the control connection with (addr, rkey, length, lease),
+// the client RDMA-READs into its bounce buffer (registered once), copies out, releases.
+// Thread rules: RdmaListener runs one event thread; an RdmaConnection is used by one thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "rdma/socket.h"
+#include "store/memory_backend.h"
+#include "store/status.h"
+
+struct rdma_event_channel;
+struct rdma_cm_id;
+struct ibv_pd;
+struct ibv_cq;
+struct ibv_mr;
+
+namespace ecstore::net {
+
+class RdmaListener {
+ public:
+  // Binds rdma_cm to `at` (an address of an RDMA device) and registers `pool` once.
+  static Result<std::unique_ptr<RdmaListener>> Start(const HostPort& at, const MemoryRegion& pool);
+  ~RdmaListener();
+  uint32_t rkey() const;
+  uint16_t port() const { return port_; }
+
+ private:
+  RdmaListener() = default;
+  void EventLoop();
+  rdma_event_channel* ec_ = nullptr;
+  rdma_cm_id* listen_id_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_mr* pool_mr_ = nullptr;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  struct Peer {
+    rdma_cm_id* id;
+    ibv_cq* cq;
+  };
+  std::vector<Peer> peers_;  // event thread only
+};
+
+struct RemoteRead {
+  uint64_t remote_addr;
+  uint32_t rkey;
+  uint64_t length;
+  uint8_t* dst;
+};
+
+class RdmaConnection {
+ public:
+  static Result<std::unique_ptr<RdmaConnection>> Connect(const HostPort& to, size_t bounce_bytes,
+                                                         std::chrono::milliseconds timeout);
+  ~RdmaConnection();
+  // Posts the reads of a batch together (as many as fit the bounce buffer at a time), waits
+  // for their completions, and copies each into its dst. A failed completion is Unavailable.
+  Status ReadMany(const std::vector<RemoteRead>& reads);
+
+ private:
+  RdmaConnection() = default;
+  rdma_event_channel* ec_ = nullptr;
+  rdma_cm_id* id_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_mr* mr_ = nullptr;
+  uint8_t* bounce_ = nullptr;
+  size_t bounce_bytes_ = 0;
+  std::chrono::milliseconds timeout_{5000};
+};
+
+// True when this machine has at least one RDMA device.
+bool RdmaDevicePresent();
+
+}  // namespace ecstore::net
