@@ -4,7 +4,7 @@ SANITIZE ?=
 JOBS     ?= $(shell nproc)
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE)
 
-.PHONY: deps build demo test test-rdma bench bench-quick asan tsan clean format
+.PHONY: deps build demo test test-rdma bench-rdma bench bench-quick asan tsan clean format
 
 deps:
 	@scripts/install-deps.sh
@@ -24,6 +24,10 @@ test: build
 # Real RDMA verbs under Soft-RoCE in a QEMU VM (also part of `make test`).
 test-rdma: build
 	cd $(BUILD) && ctest --output-on-failure -R rdma_softroce_vm
+
+# The rdma bench workload inside the Soft-RoCE VM (emulated: correctness, not NIC speed).
+bench-rdma: build
+	tests/rdma-vm/run.sh $(BUILD)/rdma-vm tests/rdma-vm/bench.sh $(BUILD)/ec-store-bench
 
 bench: build
 	$(BUILD)/ec-store-bench --dir ./bench-out/store --json bench-out/results.json --png bench-out/results.png

@@ -79,6 +79,12 @@ std::unique_ptr<Store> OpenStore(const Globals& g, bool rebuild = false, bool sh
   return Check(Store::Open(g.dir, o));
 }
 
+std::unique_ptr<net::Client> ConnectClient(const Globals& g) {
+  net::ClientOptions co;
+  if (const char* env = std::getenv("EC_STORE_TOKEN")) co.token = env;
+  return Check(net::Client::Connect(g.server, co));
+}
+
 json InfoJson(const EntryInfo& e) {
   return {{"key", e.key},
           {"namespace", e.ns},
@@ -242,9 +248,8 @@ int Run(int argc, char** argv) {
   try {
     if (!g.server.empty()) {
       if (serve->parsed()) throw CliError("InvalidArgument: serve takes --dir, not --server");
-      net::ClientOptions co;
-      if (const char* env = std::getenv("EC_STORE_TOKEN")) co.token = env;
-      auto client = Check(net::Client::Connect(g.server, co));
+      if (ls->parsed() || evict->parsed()) goto shared_commands;  // below, for both modes
+      auto client = ConnectClient(g);
       if (put->parsed()) {
         TensorMeta meta;
         std::string bytes;
@@ -284,18 +289,14 @@ int Run(int argc, char** argv) {
       } else if (stats->parsed()) {
         std::string js = Check(client->StatsJson());
         std::cout << json::parse(js).dump(g.json ? -1 : 2) << "\n";
-      } else if (evict->parsed() && !keys.empty() && !all && older_than.empty() && to_bytes.empty()) {
-        std::string key_ns = ns_filter.empty() ? "default" : ns_filter;
-        for (const std::string& k : keys) Check(client->Erase(key_ns, k));
-        if (g.json) std::cout << json{{"evicted", keys.size()}}.dump() << "\n";
-        else std::printf("evicted %zu entries on %s\n", keys.size(), g.server.c_str());
       } else {
-        throw CliError("InvalidArgument: this command is not available with --server yet "
-                       "(remote: put, get, inspect, stats, evict KEY...); run it with --dir on "
+        throw CliError("InvalidArgument: this command is not available with --server "
+                       "(remote: put, get, inspect, ls, stats, evict); run it with --dir on "
                        "the server's host after stopping the server");
       }
       return 0;
     }
+  shared_commands:
     if (serve->parsed()) {
       std::string token;
       if (!token_file.empty()) {
@@ -391,9 +392,16 @@ int Run(int argc, char** argv) {
       }
       Check(store->Close());
     } else if (ls->parsed()) {
-      auto store = OpenStore(g);
+      std::unique_ptr<Store> store;
+      std::vector<EntryInfo> listed;
+      if (g.server.empty()) {
+        store = OpenStore(g);
+        listed = store->List();
+      } else {
+        listed = Check(ConnectClient(g)->List());
+      }
       std::vector<EntryInfo> rows;
-      for (EntryInfo& e : store->List()) {
+      for (EntryInfo& e : listed) {
         if (!tier_filter.empty() && tier_filter != TierName(e.tier) &&
             !(tier_filter == "disk" && e.on_disk))
           continue;
@@ -415,7 +423,7 @@ int Run(int argc, char** argv) {
         PrintInfoTable(rows);
         std::printf("%zu entries\n", rows.size());
       }
-      Check(store->Close());
+      if (store) Check(store->Close());
     } else if (stats->parsed()) {
       auto store = OpenStore(g);
       StoreStats s = store->Stats();
@@ -458,13 +466,30 @@ int Run(int argc, char** argv) {
     } else if (evict->parsed()) {
       if (keys.empty() && !all && older_than.empty() && to_bytes.empty())
         throw CliError("InvalidArgument: say what to evict: KEY..., --all, --older-than or --to-bytes");
-      auto store = OpenStore(g);
+      std::unique_ptr<Store> store;
+      std::unique_ptr<net::Client> client;
+      if (g.server.empty()) store = OpenStore(g);
+      else client = ConnectClient(g);
+      auto erase = [&](const std::string& ns, const std::string& k) {
+        return store ? store->Erase(ns, k) : client->Erase(ns, k);
+      };
       std::vector<EntryInfo> victims;
-      std::vector<EntryInfo> entries = store->List();
+      std::vector<EntryInfo> entries;
+      if (all || !older_than.empty() || !to_bytes.empty())
+        entries = store ? store->List() : Check(client->List());
       if (!ns_filter.empty())
         std::erase_if(entries, [&](const EntryInfo& e) { return e.ns != ns_filter; });
       std::string key_ns = ns_filter.empty() ? "default" : ns_filter;
-      for (const std::string& k : keys) victims.push_back(Check(store->Lookup(key_ns, k)));
+      for (const std::string& k : keys) {
+        if (store) {
+          victims.push_back(Check(store->Lookup(key_ns, k)));
+          continue;
+        }
+        auto found = Check(client->Lookup(key_ns, {k}));
+        if (!found[0])
+          throw CliError("NotFound: no entry for key '" + k + "' in namespace '" + key_ns + "'");
+        victims.push_back(*found[0]);
+      }
       if (all) victims.insert(victims.end(), entries.begin(), entries.end());
       if (!older_than.empty()) {
         uint64_t age = Check(ParseDuration(older_than));
@@ -487,13 +512,13 @@ int Run(int argc, char** argv) {
       }
       uint64_t n = 0, bytes = 0;
       for (const auto& v : victims) {
-        Status st = store->Erase(v.ns, v.key);
+        Status st = erase(v.ns, v.key);
         if (st.IsNotFound()) continue;  // listed twice
         Check(st);
         ++n;
         bytes += v.bytes;
       }
-      Check(store->Close());
+      if (store) Check(store->Close());
       if (g.json) std::cout << json{{"evicted", n}, {"bytes", bytes}}.dump() << "\n";
       else std::printf("evicted %llu entries (%s)\n", (unsigned long long)n, HumanBytes(bytes).c_str());
     } else if (verify->parsed()) {

@@ -205,12 +205,20 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key,
                               std::span<uint8_t> dst) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
-  if (rdma_ || (!fd_.valid() && opt_.transport == "rdma")) {
-    if (!fd_.valid()) EC_RETURN_IF_ERROR(Reconnect());
-    if (rdma_) {
-      std::string k(key);
+  if (rdma_ || opt_.transport == "rdma") {
+    std::string k(key);
+    for (int attempt = 0;; ++attempt) {
+      if (!fd_.valid() || !rdma_) {
+        Status st = Reconnect();  // sets the verbs connection up again
+        if (!st.ok()) {
+          if (attempt >= opt_.retries) return st;
+          continue;
+        }
+        if (!rdma_) break;  // "auto" fell back to TCP
+      }
       auto r = GetManyRdma(ns, {k}, {dst});
-      return std::move(r[0]);
+      if (r[0].ok() || !r[0].status().IsUnavailable() || attempt >= opt_.retries)
+        return std::move(r[0]);
     }
   }
   if (shm_) {
@@ -436,6 +444,35 @@ Status Client::Erase(std::string_view ns, std::string_view key) {
   return r.status();
 }
 
+Result<std::vector<EntryInfo>> Client::List() {
+  std::vector<EntryInfo> all;
+  for (uint32_t offset = 0;;) {
+    BodyWriter w;
+    w.U32(offset);
+    w.U32(kListPage);
+    bool more = false;
+    auto page = WithRetry([&]() -> Result<std::vector<EntryInfo>> {
+      EC_RETURN_IF_ERROR(SendRequest(Op::kList, w.data()));
+      auto body = ReadReply(Op::kListOk);
+      if (!body.ok()) return body.status();
+      BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+      uint32_t n;
+      uint8_t m;
+      if (!r.U32(&n) || !r.U8(&m) || n > kListPage) return Status::Unavailable("malformed LIST reply");
+      std::vector<EntryInfo> out(n);
+      for (auto& e : out)
+        if (!r.Str(&e.ns, kMaxNamespaceBytes) || !r.Str(&e.key, kMaxKeyBytes) || !ReadInfo(&r, &e))
+          return Status::Unavailable("malformed LIST reply");
+      more = m;
+      return out;
+    });
+    if (!page.ok()) return page.status();
+    offset += static_cast<uint32_t>(page->size());
+    all.insert(all.end(), std::make_move_iterator(page->begin()), std::make_move_iterator(page->end()));
+    if (!more || page->empty()) return all;
+  }
+}
+
 Result<std::string> Client::StatsJson() {
   return WithRetry([&]() -> Result<std::string> {
     EC_RETURN_IF_ERROR(SendRequest(Op::kStats, {}));
@@ -444,7 +481,13 @@ Result<std::string> Client::StatsJson() {
     BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
     uint32_t n;
     if (!r.U32(&n) || n != r.remaining()) return Status::Unavailable("malformed STATS reply");
-    return std::string(reinterpret_cast<const char*>(r.position()), n);
+    std::string js(reinterpret_cast<const char*>(r.position()), n);
+    if (rdma_) {  // the server sees the control connection; the data moved over verbs
+      const std::string from = "\"transport\":\"tcp\"";
+      size_t at = js.find(from);
+      if (at != std::string::npos) js.replace(at, from.size(), "\"transport\":\"rdma\"");
+    }
+    return js;
   });
 }
 

@@ -62,6 +62,9 @@ class Client {
   Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
              std::span<const uint8_t> bytes);
   Status Erase(std::string_view ns, std::string_view key);
+  // Every entry, fetched a page at a time (a snapshot per page: entries that change while
+  // listing may be missed or seen twice).
+  Result<std::vector<EntryInfo>> List();
   Result<std::string> StatsJson();
 
  private:

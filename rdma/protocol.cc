@@ -7,7 +7,7 @@ namespace ecstore::net {
 bool IsKnownOp(uint16_t op) {
   switch (static_cast<Op>(op)) {
     case Op::kHello: case Op::kGet: case Op::kLookup: case Op::kPut: case Op::kErase:
-    case Op::kStats: case Op::kGetShm: case Op::kRelease: case Op::kGetShmOk: case Op::kGetRdma: case Op::kGetRdmaOk: case Op::kHelloOk: case Op::kGetOk: case Op::kLookupOk: case Op::kOk:
+    case Op::kStats: case Op::kGetShm: case Op::kRelease: case Op::kGetShmOk: case Op::kGetRdma: case Op::kGetRdmaOk: case Op::kList: case Op::kListOk: case Op::kHelloOk: case Op::kGetOk: case Op::kLookupOk: case Op::kOk:
     case Op::kStatsOk: case Op::kError:
       return true;
   }

@@ -28,6 +28,7 @@ inline constexpr size_t kHeaderBytes = 24;
 inline constexpr uint64_t kMaxMetaBody = 1ull << 20;
 inline constexpr uint64_t kMaxPayload = 1ull << 30;
 inline constexpr uint32_t kMaxBatch = 1024;
+inline constexpr uint32_t kListPage = 2048;  // entries per LIST reply: stays under 1 MiB
 
 enum class Op : uint16_t {
   kHello = 1,     // token            -> kHelloOk(server version, transport) | kError
@@ -39,6 +40,7 @@ enum class Op : uint16_t {
   kGetShm = 7,    // ns, key          -> kGetShmOk(lease id, pool offset, info) | kError
   kRelease = 8,   // lease id         -> (no reply)
   kGetRdma = 9,   // ns, key          -> kGetRdmaOk(lease id, remote addr, rkey, info) | kError
+  kList = 10,     // offset, limit    -> kListOk(n, more, n x (ns, key, info)); ordered by ns, key
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -46,6 +48,7 @@ enum class Op : uint16_t {
   kStatsOk = 106,
   kGetShmOk = 107,
   kGetRdmaOk = 109,
+  kListOk = 110,
   kError = 200,   // code u16, message
 };
 bool IsKnownOp(uint16_t op);

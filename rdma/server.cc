@@ -1,6 +1,9 @@
 #include "rdma/server.h"
 
 #include <poll.h>
+
+#include <algorithm>
+#include <tuple>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
@@ -123,6 +126,7 @@ void Server::Serve(Conn* c) {
     }
     bool is_request = h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup ||
                       h->op == Op::kPut || h->op == Op::kErase || h->op == Op::kStats ||
+                      h->op == Op::kList ||
                       (c->shm && h->op == Op::kGetShm) ||
                       (rdma_ && !c->shm && h->op == Op::kGetRdma) ||
                       ((c->shm || rdma_) && h->op == Op::kRelease);
@@ -298,6 +302,28 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       }
       Status st = store_->Erase(k->ns, k->key);
       return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : reply_error(st);
+    }
+    case Op::kList: {
+      uint32_t offset, limit;
+      if (!r.U32(&offset) || !r.U32(&limit) || limit == 0 || limit > kListPage) {
+        Status st = Status::InvalidArgument("LIST takes offset and 1.." + std::to_string(kListPage));
+        reply_error(st);
+        return st;
+      }
+      std::vector<EntryInfo> all = store_->List();
+      std::sort(all.begin(), all.end(), [](const EntryInfo& a, const EntryInfo& b) {
+        return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
+      });
+      size_t end = std::min<size_t>(all.size(), static_cast<size_t>(offset) + limit);
+      BodyWriter w;
+      w.U32(static_cast<uint32_t>(offset < end ? end - offset : 0));
+      w.U8(end < all.size());
+      for (size_t i = offset; i < end; ++i) {
+        w.Str(all[i].ns);
+        w.Str(all[i].key);
+        WriteInfo(&w, all[i]);
+      }
+      return SendFrame(fd, Op::kListOk, h.request_id, w.data());
     }
     case Op::kStats: {
       StoreStats s = store_->Stats();

@@ -205,10 +205,9 @@ Status StoreImpl::Init() {
                            "; choose a writable --dir");
   lock_fd_ = std::move(lock).value();
   if (flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0)
-    return Status::Busy("store " + dir_ +
-                        " is in use by another process (pid in " + dir_ +
-                        "/LOCK); wait for it to finish or stop it, since one process at a "
-                        "time may open a store directory");
+    return Status::Busy("store " + dir_ + " is in use by another process (pid in " + dir_ +
+                        "/LOCK); if that is `ec-store serve`, reach it with --server "
+                        "HOST:PORT, otherwise wait for it or stop it");
   std::string pid = std::to_string(getpid()) + "\n";
   if (ftruncate(lock_fd_.get(), 0) == 0 && pwrite(lock_fd_.get(), pid.data(), pid.size(), 0) < 0)
     spdlog::debug("could not record pid in LOCK");

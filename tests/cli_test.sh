@@ -142,7 +142,7 @@ for _ in $(seq 50); do grep -q "port" serve.out 2>/dev/null && break; sleep 0.1;
 PORT=$(sed -n 's/.*(port \([0-9]*\).*/\1/p' serve.out)
 R="--server 127.0.0.1:$PORT"
 check "serve reports its port" test -n "$PORT"
-expect_error "in use by another process" $EC --dir "$T/srv" stats
+expect_error "reach it with --server" $EC --dir "$T/srv" stats
 $EC $R put remote-a a.safetensors >/dev/null
 check "remote put" test $? -eq 0
 $EC $R get remote-a -o remote.raw >/dev/null
@@ -150,9 +150,14 @@ check "remote get is byte-exact" cmp <(tensor_bytes a.safetensors) remote.raw
 check "remote inspect" test "$($EC $R --json inspect remote-a | jget bytes)" = 2867200
 check "same host picks shared memory" test "$($EC $R --json stats | jget transport)" = shm
 expect_error "no entry for key" $EC $R inspect nope
-expect_error "not available with --server" $EC $R ls
+check "remote ls" test "$($EC $R --json ls | jget 0.key)" = remote-a
+check "remote ls --prefix" test "$($EC $R --json ls --prefix nomatch | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 0
+expect_error "not available with --server" $EC $R verify
 $EC $R evict remote-a >/dev/null
 expect_error "no entry for key" $EC $R get remote-a -o x.raw
+$EC $R put remote-b a.safetensors >/dev/null
+$EC $R evict --all >/dev/null
+check "remote evict --all" test "$($EC $R --json ls | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 0
 kill -TERM $SRV; wait $SRV
 check "serve stops cleanly on SIGTERM" grep -q "stopped cleanly" serve.err
 expect_error "cannot connect" $EC $R stats

@@ -94,17 +94,29 @@ ClientOptions TcpOnly() {
   return o;
 }
 
+// The core tests run once per transport: the server offers both; the client forces TCP or
+// lets automatic selection pick shared memory (same host).
+class NetP : public ::testing::TestWithParam<std::string> {
+ protected:
+  ClientOptions Opts() const {
+    ClientOptions o;
+    o.transport = GetParam() == "shm" ? "auto" : "tcp";
+    return o;
+  }
+};
+
 std::unique_ptr<Client> ConnectOrDie(const std::string& uri, ClientOptions o = {}) {
   auto c = Client::Connect(uri, o);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return c.ok() ? std::move(c).value() : nullptr;
 }
 
-TEST(Net, RemoteProducerAndConsumerAreByteExact) {
+TEST_P(NetP, RemoteProducerAndConsumerAreByteExact) {
   testing::TempDir dir;
-  ServerProcess server(dir.path());
-  auto producer = ConnectOrDie(server.uri());
-  auto consumer = ConnectOrDie(server.uri());
+  ServerProcess server(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
+  auto producer = ConnectOrDie(server.uri(), Opts());
+  auto consumer = ConnectOrDie(server.uri(), Opts());
+  ASSERT_EQ(consumer->transport(), GetParam());
   const size_t sizes[] = {1, 4095, 4096, kMiB + 3, 10616832, 57802752};
   for (size_t i = 0; i < 6; ++i)
     ASSERT_TRUE(producer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
@@ -135,17 +147,17 @@ TEST(Net, RemoteProducerAndConsumerAreByteExact) {
   EXPECT_TRUE(consumer->Get("ns", "k0", {buf.data(), buf.size()}).status().IsNotFound());
   auto stats = consumer->StatsJson();
   ASSERT_TRUE(stats.ok());
-  EXPECT_NE(stats->find("\"transport\":\"tcp\""), std::string::npos);
+  EXPECT_NE(stats->find("\"transport\":\"" + GetParam() + "\""), std::string::npos) << *stats;
 }
 
-TEST(Net, ConcurrentClients) {
+TEST_P(NetP, ConcurrentClients) {
   testing::TempDir dir;
-  ServerProcess server(dir.path());
+  ServerProcess server(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      auto c = Client::Connect(server.uri());
+      auto c = Client::Connect(server.uri(), Opts());
       if (!c.ok()) return void(++failures);
       std::vector<uint8_t> buf(2 * kMiB);
       for (int i = 0; i < 15; ++i) {
@@ -161,24 +173,24 @@ TEST(Net, ConcurrentClients) {
   EXPECT_EQ(failures, 0);
 }
 
-TEST(Net, ClientReconnectsAfterServerRestart) {
+TEST_P(NetP, ClientReconnectsAfterServerRestart) {
   testing::TempDir dir;
-  auto server = std::make_unique<ServerProcess>(dir.path());
+  auto server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, true);
   uint16_t port = server->port();
-  auto c = ConnectOrDie(server->uri());
+  auto c = ConnectOrDie(server->uri(), Opts());
   ASSERT_TRUE(c->Put("ns", "k", U8(kMiB), Span(Payload(1, kMiB))).ok());
   server->Stop();  // clean shutdown persists the pool
-  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port);
+  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port, true);
   std::vector<uint8_t> buf(kMiB);
   auto got = c->Get("ns", "k", {buf.data(), buf.size()});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(buf == Payload(1, kMiB));
 }
 
-TEST(Net, DeadOrHungServerIsUnavailableWithinTheTimeout) {
+TEST_P(NetP, DeadOrHungServerIsUnavailableWithinTheTimeout) {
   testing::TempDir dir;
-  ServerProcess server(dir.path());
-  ClientOptions o;
+  ServerProcess server(dir.path(), "", 64 * kMiB, 0, true);
+  ClientOptions o = Opts();
   o.timeout = std::chrono::milliseconds(400);
   o.retries = 1;
   auto c = ConnectOrDie(server.uri(), o);
@@ -199,11 +211,11 @@ TEST(Net, DeadOrHungServerIsUnavailableWithinTheTimeout) {
   EXPECT_TRUE(Client::Connect(server.uri(), o).status().IsUnavailable());
 }
 
-TEST(Net, EvictionRacingReadsNeverServesWrongBytes) {
+TEST_P(NetP, EvictionRacingReadsNeverServesWrongBytes) {
   testing::TempDir dir;
-  ServerProcess server(dir.path(), "", 16 * kMiB);
-  auto reader = ConnectOrDie(server.uri());
-  auto writer = ConnectOrDie(server.uri());
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, true);
+  auto reader = ConnectOrDie(server.uri(), Opts());
+  auto writer = ConnectOrDie(server.uri(), Opts());
   ASSERT_TRUE(writer->Put("ns", "hot", U8(6 * kMiB), Span(Payload(7, 6 * kMiB))).ok());
   std::atomic<bool> done{false};
   std::atomic<int> wrong{0}, reads{0};
@@ -394,6 +406,25 @@ TEST(NetShm, LeasedBytesSurviveEvictionAndExpiredLeasesAreReleased) {
   ASSERT_TRUE(held.ok() && (*held)[0]);
   EXPECT_EQ((*held)[0]->tier, Tier::kDisk) << "an expired lease still pinned the entry";
 }
+
+TEST(Net, ListPagesThroughEveryEntry) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path());
+  auto c = ConnectOrDie(server.uri());
+  const int n = 2 * kListPage + 17;  // three pages
+  for (int i = 0; i < n; ++i)
+    ASSERT_TRUE(c->Put("ns", "e" + std::to_string(100000 + i), U8(16), Span(Payload(i, 16))).ok());
+  auto all = c->List();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ((*all)[i].key, "e" + std::to_string(100000 + i));  // ordered by key
+    EXPECT_EQ((*all)[i].bytes, 16u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, NetP, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
 
 TEST(Protocol, HeaderRoundTripAndLimits) {
   uint8_t h[kHeaderBytes];

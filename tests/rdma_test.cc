@@ -26,14 +26,14 @@ class RdmaTest : public ::testing::Test {
     if (!RdmaDevicePresent())
       GTEST_SKIP() << "no RDMA device here: run `make test-rdma` (Soft-RoCE in a VM)";
   }
-  void StartServer(uint64_t pool) {
+  void StartServer(uint64_t pool, uint16_t port = 0) {
     Options o;
     o.pool_bytes = pool;
     auto s = Store::Open(dir_.path(), o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
     ServerOptions so;
-    so.listen = std::string(kAddr) + ":0";
+    so.listen = std::string(kAddr) + ":" + std::to_string(port);
     so.token = "rdma-test";
     so.rdma_listen = std::string(kAddr) + ":0";
     auto srv = Server::Start(store_.get(), so);
@@ -126,6 +126,23 @@ TEST_F(RdmaTest, ConcurrentClientsAndEvictionNeverServeWrongBytes) {
   for (auto& r : readers) r.join();
   EXPECT_EQ(wrong, 0);
   EXPECT_GT(reads, 0);
+}
+
+TEST_F(RdmaTest, ClientReconnectsAfterServerRestart) {
+  StartServer(16 * kMiB);
+  auto c = Connect();
+  ASSERT_TRUE(c->Put("ns", "k", U8(3 * kMiB), Span(Payload(5, 3 * kMiB))).ok());
+  uint16_t port = server_->port();
+  server_->Stop();
+  server_.reset();
+  ASSERT_TRUE(store_->Close().ok());  // clean close persists the pool
+  store_.reset();
+  StartServer(16 * kMiB, port);  // same control port, a new RDMA listener and registration
+  std::vector<uint8_t> buf(3 * kMiB);
+  auto got = c->Get("ns", "k", {buf.data(), buf.size()});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_STREQ(c->transport(), "rdma");
+  EXPECT_TRUE(buf == Payload(5, 3 * kMiB));
 }
 
 TEST_F(RdmaTest, StoppedServerIsUnavailableNotAHang) {
