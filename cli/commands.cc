@@ -115,6 +115,22 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// The tensor `put` stores: a .safetensors file (dtype and shape from its header), or raw
+// bytes described by --dtype and --shape.
+void LoadPutInput(const std::string& file, const std::string& dtype, const std::string& shape,
+                  TensorMeta* meta, std::string* bytes) {
+  if (EndsWith(file, ".safetensors") && dtype.empty()) {
+    Check(safetensors::Load(file, meta, bytes));
+    return;
+  }
+  if (dtype.empty() || shape.empty())
+    throw CliError("InvalidArgument: " + file +
+                   " is raw bytes; give --dtype and --shape (or a .safetensors file)");
+  meta->dtype = Check(ParseDType(dtype));
+  meta->shape = Check(ParseShape(shape));
+  *bytes = Check(safetensors::ReadFile(file));
+}
+
 Status SafePathComponent(const std::string& key) {
   if (key == "." || key == ".." || key.find('/') != std::string::npos)
     return Status::InvalidArgument("key '" + key + "' cannot be a directory name");
@@ -253,16 +269,7 @@ int Run(int argc, char** argv) {
       if (put->parsed()) {
         TensorMeta meta;
         std::string bytes;
-        if (EndsWith(file, ".safetensors") && dtype.empty()) {
-          Check(safetensors::Load(file, &meta, &bytes));
-        } else {
-          if (dtype.empty() || shape.empty())
-            throw CliError("InvalidArgument: " + file +
-                           " is raw bytes; give --dtype and --shape (or a .safetensors file)");
-          meta.dtype = Check(ParseDType(dtype));
-          meta.shape = Check(ParseShape(shape));
-          bytes = Check(safetensors::ReadFile(file));
-        }
+        LoadPutInput(file, dtype, shape, &meta, &bytes);
         Check(client->Put(ns, key, meta, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
         if (!g.json) std::printf("stored %s (%s) on %s\n", key.c_str(), HumanBytes(bytes.size()).c_str(), g.server.c_str());
         else std::cout << json{{"key", key}, {"bytes", bytes.size()}, {"server", g.server}}.dump() << "\n";
@@ -336,16 +343,7 @@ int Run(int argc, char** argv) {
     if (put->parsed()) {
       TensorMeta meta;
       std::string bytes;
-      if (EndsWith(file, ".safetensors") && dtype.empty()) {
-        Check(safetensors::Load(file, &meta, &bytes));
-      } else {
-        if (dtype.empty() || shape.empty())
-          throw CliError("InvalidArgument: " + file +
-                         " is raw bytes; give --dtype and --shape (or a .safetensors file)");
-        meta.dtype = Check(ParseDType(dtype));
-        meta.shape = Check(ParseShape(shape));
-        bytes = Check(safetensors::ReadFile(file));
-      }
+      LoadPutInput(file, dtype, shape, &meta, &bytes);
       Check(ValidateKey(key));
       Check(ValidateMeta(meta, bytes.size()));
       auto store = OpenStore(g);

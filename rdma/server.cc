@@ -199,68 +199,43 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     return SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
   };
   switch (h.op) {
-    case Op::kGet: {
-      auto k = ParseKeyBody(&r);
-      if (!k.ok()) {
-        reply_error(k.status());
-        return k.status();
-      }
-      auto lease = store_->Acquire(k->ns, k->key);
-      if (!lease.ok()) return reply_error(lease.status());
-      auto info = store_->Lookup(k->ns, k->key);
-      EntryInfo e = info.ok() ? *info : EntryInfo{};
-      e.bytes = lease->size();
-      e.meta = lease->meta();
-      BodyWriter w;
-      BodyWriter inner;
-      WriteInfo(&inner, e);
-      w.U32(static_cast<uint32_t>(inner.data().size()));
-      w.Raw(inner.data().data(), inner.data().size());
-      // Straight from pinned pool memory; the lease keeps eviction away until it is sent.
-      return SendFrame(fd, Op::kGetOk, h.request_id, w.data(), lease->bytes());
-    }
-    case Op::kGetShm: {
-      auto k = ParseKeyBody(&r);
-      if (!k.ok()) {
-        reply_error(k.status());
-        return k.status();
-      }
-      auto lease = store_->Acquire(k->ns, k->key);
-      if (!lease.ok()) return reply_error(lease.status());
-      auto info = store_->Lookup(k->ns, k->key);
-      EntryInfo e = info.ok() ? *info : EntryInfo{};
-      e.bytes = lease->size();
-      e.meta = lease->meta();
-      uint64_t id = c->next_lease++;
-      uint64_t offset = static_cast<uint64_t>(lease->data() - store_->pool_region().base);
-      c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
-      BodyWriter w;
-      w.U64(id);
-      w.U64(offset);
-      WriteInfo(&w, e);
-      return SendFrame(fd, Op::kGetShmOk, h.request_id, w.data());
-    }
+    case Op::kGet:
+    case Op::kGetShm:
     case Op::kGetRdma: {
       auto k = ParseKeyBody(&r);
-      if (!k.ok()) {
+      if (!k.ok()) {  // malformed: answer, then close
         reply_error(k.status());
         return k.status();
       }
+      // The lease keeps eviction away from these bytes until they are sent (TCP) or the
+      // reader releases them (shared memory, RDMA), or the lease TTL passes.
       auto lease = store_->Acquire(k->ns, k->key);
       if (!lease.ok()) return reply_error(lease.status());
       auto info = store_->Lookup(k->ns, k->key);
       EntryInfo e = info.ok() ? *info : EntryInfo{};
       e.bytes = lease->size();
       e.meta = lease->meta();
-      uint64_t id = c->next_lease++;
-      uint64_t addr = reinterpret_cast<uint64_t>(lease->data());  // inside the registered pool
-      c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
       BodyWriter w;
+      if (h.op == Op::kGet) {  // straight from pinned pool memory, one sendmsg
+        BodyWriter inner;
+        WriteInfo(&inner, e);
+        w.U32(static_cast<uint32_t>(inner.data().size()));
+        w.Raw(inner.data().data(), inner.data().size());
+        return SendFrame(fd, Op::kGetOk, h.request_id, w.data(), lease->bytes());
+      }
+      const uint8_t* data = lease->data();
+      uint64_t id = c->next_lease++;
+      c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
       w.U64(id);
-      w.U64(addr);
-      w.U32(rdma_->rkey());
+      if (h.op == Op::kGetShm) {
+        w.U64(static_cast<uint64_t>(data - store_->pool_region().base));  // offset in the memfd
+      } else {
+        w.U64(reinterpret_cast<uint64_t>(data));  // address inside the registered pool
+        w.U32(rdma_->rkey());
+      }
       WriteInfo(&w, e);
-      return SendFrame(fd, Op::kGetRdmaOk, h.request_id, w.data());
+      return SendFrame(fd, h.op == Op::kGetShm ? Op::kGetShmOk : Op::kGetRdmaOk, h.request_id,
+                       w.data());
     }
     case Op::kRelease: {
       uint64_t id;
