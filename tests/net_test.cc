@@ -385,7 +385,8 @@ TEST(NetShm, SameHostReadsThroughSharedMemoryByteExact) {
 
 TEST(NetShm, LeasedBytesSurviveEvictionAndExpiredLeasesAreReleased) {
   testing::TempDir dir;
-  ServerProcess server(dir.path(), "", 16 * kMiB, 0, /*shm=*/true, /*lease_ttl_ms=*/400);
+  // The TTL must outlast the churn below even on a slow (sanitizer, loaded CI) machine.
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, /*shm=*/true, /*lease_ttl_ms=*/3000);
   auto c = ConnectOrDie(server.shm_uri());
   auto writer = ConnectOrDie(server.uri(), TcpOnly());
   ASSERT_TRUE(writer->Put("ns", "held", U8(4 * kMiB), Span(Payload(9, 4 * kMiB))).ok());
@@ -399,7 +400,7 @@ TEST(NetShm, LeasedBytesSurviveEvictionAndExpiredLeasesAreReleased) {
   ASSERT_TRUE(held.ok() && (*held)[0]);
   EXPECT_EQ((*held)[0]->tier, Tier::kPool);
   // Never released: after the TTL the server lets go, and eviction may take it.
-  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3600));
   for (int i = 8; i < 16; ++i)
     ASSERT_TRUE(writer->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
   held = writer->Lookup("ns", {"held"});
