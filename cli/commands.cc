@@ -131,6 +131,20 @@ void LoadPutInput(const std::string& file, const std::string& dtype, const std::
   *bytes = Check(safetensors::ReadFile(file));
 }
 
+// What `get -o FILE` writes: safetensors when FILE ends so, raw bytes otherwise.
+void WriteGetOutput(const std::string& out, const TensorMeta& meta, const std::string& buf) {
+  std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(buf.data()), buf.size());
+  if (EndsWith(out, ".safetensors")) {
+    Check(safetensors::Save(out, meta, bytes));
+    return;
+  }
+  FILE* f = std::fopen(out.c_str(), "wb");
+  if (!f) throw CliError("IOError: cannot write " + out + ": " + std::strerror(errno));
+  bool ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
+}
+
 Status SafePathComponent(const std::string& key) {
   if (key == "." || key == ".." || key.find('/') != std::string::npos)
     return Status::InvalidArgument("key '" + key + "' cannot be a directory name");
@@ -282,14 +296,7 @@ int Run(int argc, char** argv) {
         } else {
           std::string buf(info.bytes, '\0');
           info = Check(client->Get(ns, key, {reinterpret_cast<uint8_t*>(buf.data()), buf.size()}));
-          std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(buf.data()), buf.size());
-          if (EndsWith(out, ".safetensors")) {
-            Check(safetensors::Save(out, info.meta, bytes));
-          } else {
-            FILE* f = std::fopen(out.c_str(), "wb");
-            if (!f || std::fwrite(buf.data(), 1, buf.size(), f) != buf.size() || std::fclose(f) != 0)
-              throw CliError("IOError: cannot write " + out + ": " + std::strerror(errno));
-          }
+          WriteGetOutput(out, info.meta, buf);
           if (g.json) std::cout << InfoJson(info).dump() << "\n";
           else std::printf("wrote %s (%s) from %s to %s\n", key.c_str(), HumanBytes(info.bytes).c_str(), g.server.c_str(), out.c_str());
         }
@@ -360,16 +367,7 @@ int Run(int argc, char** argv) {
       auto info = Check(store->Lookup(ns, key));
       std::string buf(info.bytes, '\0');
       info = Check(store->Get(ns, key, {reinterpret_cast<uint8_t*>(buf.data()), buf.size()}));
-      std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(buf.data()), buf.size());
-      if (EndsWith(out, ".safetensors")) {
-        Check(safetensors::Save(out, info.meta, bytes));
-      } else {
-        FILE* f = std::fopen(out.c_str(), "wb");
-        if (!f) throw CliError("IOError: cannot write " + out + ": " + std::strerror(errno));
-        bool ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
-        ok = (std::fclose(f) == 0) && ok;
-        if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
-      }
+      WriteGetOutput(out, info.meta, buf);
       Check(store->Close());
       if (g.json) std::cout << InfoJson(info).dump() << "\n";
       else std::printf("wrote %s (%s) to %s\n", key.c_str(), HumanBytes(info.bytes).c_str(), out.c_str());
