@@ -107,17 +107,19 @@ std::vector<uint8_t> Embedding(size_t elems, uint64_t seed) {
   return SyntheticEmbedding(elems, seed, 0.8f);
 }
 
+// A shape index drawn with the mix's weights.
+int PickShape(std::mt19937_64& rng) {
+  double x = std::uniform_real_distribution<double>(0, 1)(rng), acc = 0;
+  for (int s = 0; s < 4; ++s)
+    if ((acc += kShapes[s].weight) >= x) return s;
+  return 3;
+}
+
 class Payloads {
  public:
   Payloads() {
     for (int s = 0; s < 4; ++s)
       base_.push_back(Embedding(static_cast<size_t>(kShapes[s].rows) * kShapes[s].width, 7 + s));
-  }
-  int PickShape(std::mt19937_64& rng) const {
-    double x = std::uniform_real_distribution<double>(0, 1)(rng), acc = 0;
-    for (int s = 0; s < 4; ++s)
-      if ((acc += kShapes[s].weight) >= x) return s;
-    return 3;
   }
   // A distinct entry: the shape's embedding with the key stamped into its first bytes.
   std::span<const uint8_t> Get(int shape, uint64_t key) {
@@ -218,20 +220,12 @@ struct Entry {
   int shape;
 };
 
-std::vector<Entry> MakeEntries(uint64_t target_bytes, uint64_t seed, Payloads&) {
+std::vector<Entry> MakeEntries(uint64_t target_bytes, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  Payloads* none = nullptr;
-  (void)none;
   std::vector<Entry> out;
   uint64_t total = 0;
   while (total < target_bytes) {
-    double x = std::uniform_real_distribution<double>(0, 1)(rng), acc = 0;
-    int s = 3;
-    for (int i = 0; i < 4; ++i)
-      if ((acc += kShapes[i].weight) >= x) {
-        s = i;
-        break;
-      }
+    int s = PickShape(rng);
     out.push_back({Key(seed * 1000000 + out.size()), s});
     total += 2ull * kShapes[s].rows * kShapes[s].width;
   }
@@ -246,7 +240,7 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
   std::string sdir = cfg.dir + "/hot", bdir = cfg.dir + "/baseline-hot";
   std::filesystem::remove_all(sdir);
   std::filesystem::remove_all(bdir);
-  auto entries = MakeEntries(pool * 3 / 4, 1, pl);
+  auto entries = MakeEntries(pool * 3 / 4, 1);
   uint64_t total = 0;
   for (auto& e : entries) total += Bytes(e);
   const int rounds = cfg.quick ? 3 : 8;
@@ -386,7 +380,7 @@ void SpillWorkload(const Config& cfg, Payloads& pl) {
   std::string sdir = cfg.dir + "/spill", bdir = cfg.dir + "/baseline-spill";
   std::filesystem::remove_all(sdir);
   std::filesystem::remove_all(bdir);
-  auto entries = MakeEntries(volume, 2, pl);
+  auto entries = MakeEntries(volume, 2);
   uint64_t total = 0;
   for (auto& e : entries) total += Bytes(e);
   {
@@ -450,7 +444,7 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
   std::string sdir = cfg.dir + "/mixed", bdir = cfg.dir + "/baseline-mixed";
   std::filesystem::remove_all(sdir);
   std::filesystem::remove_all(bdir);
-  auto entries = MakeEntries(3 * pool, 3, pl);  // working set 3x the memory budget
+  auto entries = MakeEntries(3 * pool, 3);  // working set 3x the memory budget
   Zipf zipf(entries.size(), 0.99);
   AlignedBuffer dst(60 * kMiB);
   std::memset(dst.data(), 0, dst.size());
@@ -613,13 +607,7 @@ void AllocWorkload(const Config& cfg) {
     auto t0 = Clock::now();
     uint64_t ops = 0;
     for (int s = 0; s < steps; ++s) {
-      int shape = 0;
-      double x = std::uniform_real_distribution<double>(0, 1)(rng), acc = 0;
-      for (int i = 0; i < 4; ++i)
-        if ((acc += kShapes[i].weight) >= x) {
-          shape = i;
-          break;
-        }
+      int shape = PickShape(rng);
       uint64_t want = 2ull * kShapes[shape].rows * kShapes[shape].width;
       bool placed = false;
       if (static_cast<double>(payload + want) <= 0.95 * static_cast<double>(cap)) {
