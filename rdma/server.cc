@@ -108,14 +108,17 @@ void Server::Serve(Conn* c) {
   bool greeted = false;
   std::string body;
   while (!stop_) {
-    if (!c->leases.empty()) {
-      // Wake at least every ttl/4 so leases of an idle reader still expire on time.
-      pollfd p{fd, POLLIN, 0};
-      int wait_ms = static_cast<int>(std::max<int64_t>(10, opt_.lease_ttl.count() / 4));
-      int rc = poll(&p, 1, wait_ms);
-      ExpireLeases(c);
-      if (rc == 0) continue;
-    }
+    // An idle client may wait as long as it likes for its next request (only a frame that
+    // has begun is bounded by io_timeout); wake regularly to notice Stop and, while leases
+    // are held, at least every ttl/4 so they still expire on time.
+    pollfd p{fd, POLLIN, 0};
+    int wait_ms = c->leases.empty()
+                      ? 500
+                      : static_cast<int>(std::max<int64_t>(10, opt_.lease_ttl.count() / 4));
+    int rc = poll(&p, 1, wait_ms);
+    if (!c->leases.empty()) ExpireLeases(c);
+    if (rc == 0 || (rc < 0 && errno == EINTR)) continue;
+    if (rc < 0) break;
     uint8_t hdr[kHeaderBytes];
     if (!RecvAll(fd, hdr, kHeaderBytes, "client").ok()) break;
     auto h = DecodeHeader(hdr);

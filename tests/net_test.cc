@@ -23,8 +23,9 @@ constexpr uint64_t kMiB = 1 << 20;
 class ServerProcess {
  public:
   ServerProcess(std::string dir, std::string token = "", uint64_t pool = 64 * kMiB, uint16_t port = 0,
-                bool shm = false, int lease_ttl_ms = 30000)
-      : dir_(std::move(dir)), token_(std::move(token)), pool_(pool), shm_(shm), ttl_(lease_ttl_ms) {
+                bool shm = false, int lease_ttl_ms = 30000, int io_timeout_ms = 30000)
+      : dir_(std::move(dir)), token_(std::move(token)), pool_(pool), shm_(shm), ttl_(lease_ttl_ms),
+        io_timeout_(io_timeout_ms) {
     Start(port);
   }
   std::string shm_uri() const { return "unix:" + dir_ + "/serve.sock"; }
@@ -50,6 +51,7 @@ class ServerProcess {
       so.token = token_;
       if (shm_) so.shm_socket = dir_ + "/serve.sock";
       so.lease_ttl = std::chrono::milliseconds(ttl_);
+      so.io_timeout = std::chrono::milliseconds(io_timeout_);
       auto server = Server::Start(store->get(), so);
       if (!server.ok()) _exit(4);
       uint16_t p = (*server)->port();
@@ -82,6 +84,7 @@ class ServerProcess {
   uint64_t pool_;
   bool shm_;
   int ttl_;
+  int io_timeout_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;
 };
@@ -406,6 +409,19 @@ TEST(NetShm, LeasedBytesSurviveEvictionAndExpiredLeasesAreReleased) {
   held = writer->Lookup("ns", {"held"});
   ASSERT_TRUE(held.ok() && (*held)[0]);
   EXPECT_EQ((*held)[0]->tier, Tier::kDisk) << "an expired lease still pinned the entry";
+}
+
+TEST(Net, IdleConnectionsStayOpenPastTheIoTimeout) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 64 * kMiB, 0, false, 30000, /*io_timeout_ms=*/300);
+  ClientOptions o;
+  o.retries = 0;  // a dropped connection would surface as Unavailable, not be papered over
+  auto c = ConnectOrDie(server.uri(), o);
+  ASSERT_TRUE(c->Put("ns", "k", U8(100), Span(Payload(1, 100))).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // 4x the server's io timeout
+  std::vector<uint8_t> buf(100);
+  auto got = c->Get("ns", "k", {buf.data(), buf.size()});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
 }
 
 TEST(Net, ListPagesThroughEveryEntry) {
