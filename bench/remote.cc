@@ -135,8 +135,8 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
       }
     res.socket_stream = t.Finish();
   }
-  {  // ec-store over the same-host shared-memory transport
-    auto c = net::Client::Connect("unix:" + dir + "/serve.sock");
+  // Round -1 warms up, untimed; a failed get ends the measurement early.
+  auto time_gets = [&](Result<std::unique_ptr<net::Client>> c) {
     Timer t;
     for (int r = -1; r < rounds && c.ok(); ++r)
       for (size_t i = 0; i < values.size(); ++i) {
@@ -147,24 +147,12 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
         t.us.push_back(UsSince(s));
         t.bytes += got->bytes;
       }
-    res.ecstore_shm = t.Finish();
-  }
-  {  // ec-store over TCP
-    net::ClientOptions tcp_only;
-    tcp_only.transport = "tcp";
-    auto c = net::Client::Connect("127.0.0.1:" + std::to_string(p[0]), tcp_only);
-    Timer t;
-    for (int r = -1; r < rounds && c.ok(); ++r)
-      for (size_t i = 0; i < values.size(); ++i) {
-        if (r == 0 && i == 0) t = Timer();  // round -1 warms up, untimed
-        auto s = Clock::now();
-        auto got = (*c)->Get("bench", "r" + std::to_string(i), {buf.data(), buf.size()});
-        if (!got.ok()) break;
-        t.us.push_back(UsSince(s));
-        t.bytes += got->bytes;
-      }
-    res.ecstore_tcp = t.Finish();
-  }
+    return t.Finish();
+  };
+  res.ecstore_shm = time_gets(net::Client::Connect("unix:" + dir + "/serve.sock"));
+  net::ClientOptions tcp_only;
+  tcp_only.transport = "tcp";
+  res.ecstore_tcp = time_gets(net::Client::Connect("127.0.0.1:" + std::to_string(p[0]), tcp_only));
   kill(child, SIGTERM);
   waitpid(child, nullptr, 0);
   std::filesystem::remove_all(dir);
