@@ -527,17 +527,21 @@ int Run(int argc, char** argv) {
       Check(store->Close());
       if (g.json) {
         std::cout << json{{"checked", report.checked}, {"bytes", report.bytes},
-                          {"corrupt", report.corrupt}}.dump(2) << "\n";
+                          {"corrupt", report.corrupt}, {"errors", report.errors}}.dump(2) << "\n";
       } else {
-        std::printf("checked %llu entries (%s): %zu corrupt\n", (unsigned long long)report.checked,
-                    HumanBytes(report.bytes).c_str(), report.corrupt.size());
+        std::printf("checked %llu entries (%s): %zu corrupt, %zu unreadable\n",
+                    (unsigned long long)report.checked, HumanBytes(report.bytes).c_str(),
+                    report.corrupt.size(), report.errors.size());
         for (auto& c : report.corrupt) std::printf("  dropped %s\n", c.c_str());
+        for (auto& c : report.errors) std::printf("  kept (I/O error) %s\n", c.c_str());
       }
-      if (!report.corrupt.empty()) {
+      if (!report.corrupt.empty())
         std::fprintf(stderr, "ec-store: error: %zu corrupt entries were dropped; recompute them\n",
                      report.corrupt.size());
-        return 1;
-      }
+      if (!report.errors.empty())
+        std::fprintf(stderr, "ec-store: error: %zu entries could not be read (I/O error) and were "
+                     "kept; check the device, then run verify again\n", report.errors.size());
+      if (!report.corrupt.empty() || !report.errors.empty()) return 1;
     } else if (compact->parsed()) {
       auto store = OpenStore(g);
       uint64_t before = store->Stats().disk_file_bytes;

@@ -1,10 +1,11 @@
 #include "store/memory_backend.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
-
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 
 namespace ecstore {
 namespace {
@@ -47,6 +48,25 @@ class HostPinnedBackend : public MemoryBackend {
   }
 };
 
+// Readers get the pool's bytes and nothing else. The size is sealed (a reader's ftruncate
+// would SIGBUS the server on its next write), and F_SEAL_FUTURE_WRITE refuses every later
+// writable mapping or write(2) -- also through a reopen of /proc/PID/fd -- while the mapping
+// the server made above stays writable. The descriptor handed out is a read-only reopen of
+// the memfd; the read-write one is closed (the mapping keeps the memory alive).
+Result<int> SealForReaders(int fd) {
+  constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+  if (fcntl(fd, F_ADD_SEALS, kSeals) != 0) {
+    int e = errno;
+    close(fd);
+    return Status::FromErrno(e, "seal the shared pool (needs Linux 5.1+ for F_SEAL_FUTURE_WRITE)");
+  }
+  std::string self = "/proc/self/fd/" + std::to_string(fd);
+  int ro = open(self.c_str(), O_RDONLY | O_CLOEXEC);
+  if (ro < 0) return fd;  // no /proc: the seals alone keep readers out
+  close(fd);
+  return ro;
+}
+
 class SharedHostBackend : public MemoryBackend {
  public:
   const char* Name() const override { return "host-pinned-shared"; }
@@ -55,7 +75,7 @@ class SharedHostBackend : public MemoryBackend {
   Result<MemoryRegion> Map(size_t bytes) override {
     MemoryRegion r;
     r.size = bytes;
-    int fd = memfd_create("ec-store-pool", MFD_CLOEXEC);
+    int fd = memfd_create("ec-store-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return Status::FromErrno(errno, "memfd_create for the shared pool");
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       int e = errno;
@@ -71,7 +91,13 @@ class SharedHostBackend : public MemoryBackend {
     madvise(p, bytes, MADV_HUGEPAGE);
     r.base = static_cast<uint8_t*>(p);
     r.locked = mlock(p, bytes) == 0;
-    r.shm_fd = fd;
+    auto reader_fd = SealForReaders(fd);
+    if (!reader_fd.ok()) {
+      if (r.locked) munlock(p, bytes);
+      munmap(p, bytes);
+      return reader_fd.status();
+    }
+    r.shm_fd = *reader_fd;
     return r;
   }
 

@@ -126,6 +126,7 @@ class StoreImpl : public Store, private ReadLease::Releaser {
   void WriteTombstones(std::vector<Tombstone> tombs);
   Status ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap);
   Status DropCorrupt(const EntryPtr& e, const Status& why);
+  void DropDiskCopy(const EntryPtr& e, const DiskLocation& loc);
   Status Promote(const EntryPtr& e, bool wait);
   ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true);
 
@@ -702,6 +703,22 @@ Status StoreImpl::DropCorrupt(const EntryPtr& e, const Status& why) {
                             "); it was dropped and must be recomputed");
 }
 
+// Drops a corrupt disk copy of an entry whose pool copy is sound; the next spill or Flush
+// writes the pool copy again.
+void StoreImpl::DropDiskCopy(const EntryPtr& e, const DiskLocation& loc) {
+  std::optional<Tombstone> tomb;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (e->erased || !e->disk || !(*e->disk == loc)) return;
+    tomb = Tombstone{e->ns, e->key, e->seq};
+    DropDiskLocked(e.get());
+    e->seq = next_seq_++;  // the copy spilled next must outlive this tombstone
+    ++stats_.corrupt_dropped;
+  }
+  spdlog::error("disk copy of {}/{} is corrupt; dropped, the pool copy is kept", e->ns, e->key);
+  WriteTombstones({*tomb});
+}
+
 // Reads a disk-only entry into a fresh pool block. Ok also when someone else promoted or
 // erased it meanwhile; the caller looks again.
 Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
@@ -951,6 +968,7 @@ void StoreImpl::EnforceQuota(uint64_t incoming) {
         if (e->pool) {  // still hot: keep it in the pool, give up only its disk copy
           tombs.push_back({e->ns, e->key, e->seq});
           DropDiskLocked(e);
+          e->seq = next_seq_++;  // a later spill of the pool copy must outlive the tombstone
         } else {
           EntryPtr keep = e->shared_from_this();
           keydir_.erase(FullKey(e->ns, e->key));
@@ -1111,18 +1129,27 @@ Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64
     }
     ++report.checked;
     report.bytes += e->bytes;
+    const std::string name = e->ns + "/" + e->key + ": ";
+    const bool pool_good = lease && PayloadChecksum(lease->data(), lease->size()) == e->checksum;
     Status bad;
-    if (lease && PayloadChecksum(lease->data(), lease->size()) != e->checksum)
-      bad = Status::Corruption("pool copy checksum mismatch");
+    if (lease && !pool_good) bad = Status::Corruption("pool copy checksum mismatch");
     lease.reset();
     if (bad.ok() && loc) {
       AlignedBuffer buf(e->bytes);
       bad = ReadFromDisk(*e, *loc, buf.data(), buf.size());
     }
-    if (!bad.ok()) {
-      DropCorrupt(e, bad);
-      report.corrupt.push_back(e->ns + "/" + e->key + ": " + bad.message());
+    if (bad.ok()) continue;
+    if (!bad.IsCorruption()) {  // the device failed, not the data: report and keep it
+      report.errors.push_back(name + bad.ToString());
+      continue;
     }
+    if (pool_good) {  // only the disk copy is bad: drop it; the pool copy is spilled again
+      DropDiskCopy(e, *loc);
+      report.corrupt.push_back(name + bad.message() + " (disk copy dropped, pool copy kept)");
+      continue;
+    }
+    DropCorrupt(e, bad);
+    report.corrupt.push_back(name + bad.message());
   }
   if (progress) progress(all.size(), all.size());
   return report;

@@ -97,6 +97,9 @@ struct VerifyReport {
   uint64_t checked = 0;
   uint64_t bytes = 0;
   std::vector<std::string> corrupt;  // "ns/key: reason"; those entries were dropped
+  // "ns/key: reason": entries that could not be read (an I/O error, not a checksum
+  // mismatch). They are kept: check the device and verify again.
+  std::vector<std::string> errors;
 };
 
 // A zero-copy read of pool memory. While it lives the entry is never evicted or overwritten.
@@ -156,6 +159,7 @@ class Store {
   // nothing that was Put before the call.
   virtual Status Flush() = 0;
   // Reads every entry and checks its checksum; corrupt entries are dropped and reported.
+  // An entry whose read fails with an I/O error is reported in `errors` and kept.
   virtual Result<VerifyReport> Verify(
       const std::function<void(uint64_t done, uint64_t total)>& progress) = 0;
   // Rewrites live records of sealed segments whose live ratio is below the threshold

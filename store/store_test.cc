@@ -249,6 +249,30 @@ TEST(Store, VerifyFindsAndDropsCorruptRecords) {
   EXPECT_TRUE(s->Lookup("ns", "a").status().IsNotFound());
 }
 
+// A corrupt disk copy of an entry whose pool copy is sound costs only the disk copy: the
+// pool copy stays served and is written again, and survives a rebuild from the segments.
+TEST(Store, VerifyKeepsASoundPoolCopyWhenTheDiskCopyIsCorrupt) {
+  TempDir dir;
+  auto s = OpenOrDie(dir.path(), Small());
+  ASSERT_TRUE(s->Put("ns", "a", Bf16(kMiB), Span(Payload(1, kMiB))).ok());
+  ASSERT_TRUE(s->Flush().ok());
+  {
+    std::fstream f(OnlySegment(dir.path()), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096 + 77);
+    f.put('\x55');
+  }
+  auto rep = s->Verify(nullptr);
+  ASSERT_TRUE(rep.ok());
+  ASSERT_EQ(rep->corrupt.size(), 1u);
+  EXPECT_NE(rep->corrupt[0].find("pool copy kept"), std::string::npos) << rep->corrupt[0];
+  ExpectEntry(s.get(), "a", 1, kMiB);
+  ASSERT_TRUE(s->Close().ok());
+  Options o = Small();
+  o.rebuild_index = true;
+  auto again = OpenOrDie(dir.path(), o);
+  ExpectEntry(again.get(), "a", 1, kMiB);
+}
+
 TEST(Store, DiskQuotaEvictsColdestDiskEntries) {
   TempDir dir;
   Options o = Small(8 * kMiB);

@@ -91,6 +91,39 @@ TEST(Faults, ReadErrorIsIOErrorAndKeepsTheEntry) {
   EXPECT_TRUE(got == Payload(1, kMiB));
 }
 
+// A transient read error during verify is reported, never taken for corruption: nothing is
+// dropped or tombstoned, with or without a pool copy, and everything reads back afterwards.
+TEST(Faults, VerifyDuringReadErrorsKeepsEveryEntry) {
+  testing::TempDir dir;
+  FaultEnv env;
+  {
+    auto s = Store::Open(dir.path(), WithEnv(&env));
+    ASSERT_TRUE((*s)->Put("ns", "cold", U8(kMiB), Span(Payload(1, kMiB))).ok());
+    ASSERT_TRUE((*s)->Close().ok());
+  }
+  auto s = Store::Open(dir.path(), WithEnv(&env));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->Put("ns", "hot", U8(kMiB), Span(Payload(2, kMiB))).ok());
+  ASSERT_TRUE((*s)->Flush().ok());  // "hot" is in the pool and on disk
+  env.fail_reads = true;
+  auto report = (*s)->Verify(nullptr);
+  env.fail_reads = false;
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->corrupt.empty()) << report->corrupt[0];
+  EXPECT_EQ(report->errors.size(), 2u);
+  EXPECT_EQ((*s)->Stats().corrupt_dropped, 0u);
+  ASSERT_TRUE((*s)->Close().ok());
+  Options o = WithEnv(&env);
+  o.rebuild_index = true;  // not even a rebuild from the segments loses them
+  auto again = Store::Open(dir.path(), o);
+  ASSERT_TRUE(again.ok());
+  std::vector<uint8_t> got(kMiB);
+  ASSERT_TRUE((*again)->Get("ns", "cold", {got.data(), got.size()}).ok());
+  EXPECT_TRUE(got == Payload(1, kMiB));
+  ASSERT_TRUE((*again)->Get("ns", "hot", {got.data(), got.size()}).ok());
+  EXPECT_TRUE(got == Payload(2, kMiB));
+}
+
 TEST(Faults, TornSpillIsCutBackAndRetried) {
   testing::TempDir dir;
   FaultEnv env;

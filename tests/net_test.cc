@@ -1,6 +1,8 @@
 // Client and server in separate processes on loopback, over real TCP sockets.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -384,6 +386,50 @@ TEST(NetShm, SameHostReadsThroughSharedMemoryByteExact) {
     ASSERT_TRUE(stats.ok());
     EXPECT_NE(stats->find("\"transport\":\"shm\""), std::string::npos);
   }
+}
+
+// A hostile same-host reader: it takes the pool descriptor from HELLO and tries to write or
+// resize the pool. Every attempt fails and other clients keep getting the stored bytes.
+TEST(NetShm, SameHostReaderCannotWriteOrResizeThePool) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, /*shm=*/true);
+  auto writer = ConnectOrDie(server.uri(), TcpOnly());
+  ASSERT_TRUE(writer->Put("ns", "k", U8(kMiB), Span(Payload(7, kMiB))).ok());
+  auto fd = ConnectUnix(dir.path() + "/serve.sock", std::chrono::milliseconds(2000));
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  BodyWriter w;
+  w.Str("");
+  uint8_t h[kHeaderBytes];
+  EncodeHeader({kVersion, Op::kHello, 1, w.data().size()}, h);
+  std::string frame = std::string(reinterpret_cast<char*>(h), kHeaderBytes) + w.data();
+  ASSERT_EQ(send(fd->get(), frame.data(), frame.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(frame.size()));
+  int pool_fd = -1;
+  ASSERT_TRUE(RecvAllWithFd(fd->get(), h, kHeaderBytes, &pool_fd, "server").ok());
+  UniqueFd pool(pool_fd);
+  ASSERT_TRUE(pool.valid());
+  const size_t n = 16 * kMiB;
+  EXPECT_EQ(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, pool.get(), 0), MAP_FAILED);
+  EXPECT_NE(ftruncate(pool.get(), 4096), 0) << "a reader shrank the pool";
+  EXPECT_NE(ftruncate(pool.get(), 2 * n), 0) << "a reader grew the pool";
+  char junk[4096] = {1};
+  EXPECT_LT(pwrite(pool.get(), junk, sizeof(junk), 0), 0);
+  // Reopening the descriptor read-write through /proc does not get around the seal.
+  std::string self = "/proc/self/fd/" + std::to_string(pool.get());
+  UniqueFd rw(open(self.c_str(), O_RDWR));
+  if (rw.valid()) {
+    EXPECT_EQ(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, rw.get(), 0), MAP_FAILED);
+    EXPECT_LT(pwrite(rw.get(), junk, sizeof(junk), 0), 0);
+  }
+  void* ro = mmap(nullptr, n, PROT_READ, MAP_SHARED, pool.get(), 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  EXPECT_NE(mprotect(ro, n, PROT_READ | PROT_WRITE), 0) << "a read-only map became writable";
+  munmap(ro, n);
+  // The server is alive, puts still land, and the stored bytes are unchanged.
+  ASSERT_TRUE(writer->Put("ns", "k2", U8(kMiB), Span(Payload(8, kMiB))).ok());
+  std::vector<uint8_t> buf(kMiB);
+  ASSERT_TRUE(writer->Get("ns", "k", {buf.data(), buf.size()}).ok());
+  EXPECT_EQ(buf, Payload(7, kMiB));
 }
 
 TEST(NetShm, LeasedBytesSurviveEvictionAndExpiredLeasesAreReleased) {
