@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -136,12 +137,19 @@ Status DiskTier::Append(const std::vector<WriteItem>& items, std::vector<DiskLoc
   return Status::Ok();
 }
 
-Status DiskTier::ReadStored(const DiskLocation& loc, uint8_t* dst) {
+Status DiskTier::ReadStored(const DiskLocation& loc, uint8_t* dst, Result<RecordInfo>* header) {
   auto seg = Find(loc.segment);
   if (!seg) return Status::NotFound("segment " + std::to_string(loc.segment) + " is gone");
-  if (loc.stored_len == 0) return Status::Ok();
-  return io_->Run({{IoOp::kRead, seg->fd.get(), dst, RoundUpBlock(loc.stored_len),
-                    loc.offset + kBlockSize, 0}});
+  std::vector<IoRequest> batch;
+  AlignedBuffer h(header ? kBlockSize : 0);
+  if (header) batch.push_back({IoOp::kRead, seg->fd.get(), h.data(), kBlockSize, loc.offset, 0});
+  if (loc.stored_len > 0)
+    batch.push_back({IoOp::kRead, seg->fd.get(), dst, RoundUpBlock(loc.stored_len),
+                     loc.offset + kBlockSize, 0});
+  if (batch.empty()) return Status::Ok();
+  EC_RETURN_IF_ERROR(io_->Run(batch));
+  if (header) *header = DecodeHeader(h.data());
+  return Status::Ok();
 }
 
 Result<RecordInfo> DiskTier::ReadHeader(uint32_t segment, uint64_t offset) {
@@ -164,8 +172,19 @@ Result<DiskTier::ScanResult> DiskTier::Scan(uint32_t segment, uint64_t from, boo
   while (res.end + kBlockSize <= *size) {
     auto info = ReadHeader(segment, res.end);
     if (!info.ok() || res.end + info->record_bytes() > *size) {
-      res.torn_tail = true;
-      break;
+      // A damaged header mid-file is not a torn tail: go on at the next whole record.
+      auto next = FindNextHeader(*seg, res.end + kBlockSize, *size);
+      if (!next.ok()) return next.status();
+      if (*next == 0) {
+        res.torn_tail = true;
+        break;
+      }
+      spdlog::error("segment {}: no valid record header at offset {}; skipped {} bytes to the "
+                    "next valid record at {}", segment, res.end, *next - res.end, *next);
+      ++res.bad_headers;
+      res.skipped_bytes += *next - res.end;
+      res.end = *next;
+      continue;
     }
     DiskLocation loc{segment, res.end, info->stored_len, info->codec};
     bool good = true;
@@ -190,6 +209,24 @@ Result<DiskTier::ScanResult> DiskTier::Scan(uint32_t segment, uint64_t from, boo
   }
   if (res.end < *size) res.torn_tail = true;
   return res;
+}
+
+// The offset of the first block at or after `from` that holds a valid header whose record
+// fits in the file, or 0 when there is none (what follows is a torn tail). Reads 1 MiB at a
+// time; this runs only after a damaged header.
+Result<uint64_t> DiskTier::FindNextHeader(const Segment& seg, uint64_t from, uint64_t size) {
+  constexpr uint64_t kChunk = 1ull << 20;
+  AlignedBuffer buf(kChunk);
+  for (uint64_t at = from; at + kBlockSize <= size;) {
+    uint64_t n = std::min(kChunk, (size - at) / kBlockSize * kBlockSize);
+    EC_RETURN_IF_ERROR(io_->Run({{IoOp::kRead, seg.fd.get(), buf.data(), n, at, 0}}));
+    for (uint64_t b = 0; b < n; b += kBlockSize) {
+      auto info = DecodeHeader(buf.data() + b);
+      if (info.ok() && at + b + info->record_bytes() <= size) return at + b;
+    }
+    at += n;
+  }
+  return uint64_t{0};
 }
 
 std::vector<uint32_t> DiskTier::Segments() const {

@@ -48,8 +48,9 @@ class DiskTier {
   // Appends the records and makes them durable (fdatasync) before returning their locations.
   // On failure nothing of the batch remains in the segment (the tail is cut back).
   Status Append(const std::vector<WriteItem>& items, std::vector<DiskLocation>* locations);
-  // Reads a record's stored payload into dst (aligned, >= RoundUpBlock(stored_len) bytes).
-  Status ReadStored(const DiskLocation& loc, uint8_t* dst);
+  // Reads a record's stored payload into dst (aligned, >= RoundUpBlock(stored_len) bytes);
+  // with `header`, the record's header too, in the same batch, decoded into *header.
+  Status ReadStored(const DiskLocation& loc, uint8_t* dst, Result<RecordInfo>* header = nullptr);
   Result<RecordInfo> ReadHeader(uint32_t segment, uint64_t offset);
 
   // payload_ok is false when verify_payload found a checksum mismatch (the header was sound,
@@ -58,11 +59,14 @@ class DiskTier {
   struct ScanResult {
     uint64_t end = 0;         // offset after the last valid record
     uint64_t records = 0;
-    uint64_t corrupt = 0;
-    bool torn_tail = false;   // something invalid follows `end`
+    uint64_t corrupt = 0;       // payloads failing verify_payload
+    uint64_t bad_headers = 0;   // damaged headers skipped over
+    uint64_t skipped_bytes = 0; // bytes skipped with them
+    bool torn_tail = false;     // something invalid follows `end` and nothing valid after it
   };
-  // Walks records from `from`; an unreadable header ends the walk (a torn tail). With
-  // verify_payload each payload is read and its checksum checked.
+  // Walks records from `from`. A damaged header mid-file is skipped: the walk resynchronises
+  // on the next 4 KiB block holding a valid header. Only when nothing valid follows is the
+  // rest a torn tail. With verify_payload each payload is read and its checksum checked.
   Result<ScanResult> Scan(uint32_t segment, uint64_t from, bool verify_payload, const ScanFn& fn);
 
   std::vector<uint32_t> Segments() const;
@@ -85,6 +89,7 @@ class DiskTier {
   DiskTier(std::string dir, Env* env, DiskOptions o) : dir_(std::move(dir)), env_(env), opt_(o) {}
   Result<std::shared_ptr<Segment>> OpenSegment(uint32_t id, bool create);
   std::shared_ptr<Segment> Find(uint32_t id) const;
+  Result<uint64_t> FindNextHeader(const Segment& seg, uint64_t from, uint64_t size);
 
   std::string dir_;
   Env* env_;

@@ -79,6 +79,20 @@ std::string FullKey(std::string_view ns, std::string_view key) {
   return k;
 }
 
+// Why a record's header does not belong to the entry an index row says it holds ("" = it does).
+std::string RecordMismatch(const Entry& e, const DiskLocation& loc,
+                           const Result<RecordInfo>& h) {
+  std::string at = "segment " + std::to_string(loc.segment) + " offset " +
+                   std::to_string(loc.offset);
+  if (!h.ok()) return "no valid record header at " + at + ": " + h.status().message();
+  if (h->tombstone() || h->ns != e.ns || h->key != e.key || h->seq != e.seq)
+    return "the record at " + at + " is another entry's";
+  if (h->raw_len != e.bytes || h->stored_len != loc.stored_len || h->codec != loc.codec ||
+      h->checksum != e.checksum || (h->codec == Codec::kNone && h->stored_len != h->raw_len))
+    return "length, codec or checksum differ from the record at " + at;
+  return "";
+}
+
 struct Tombstone {
   std::string ns, key;
   uint64_t target_seq;
@@ -124,7 +138,9 @@ class StoreImpl : public Store, private ReadLease::Releaser {
   std::optional<Tombstone> DetachLocked(Entry* e);
   void DropDiskLocked(Entry* e);
   void WriteTombstones(std::vector<Tombstone> tombs);
-  Status ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap);
+  Status ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap,
+                      bool* stale_row);
+  Status FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why);
   Status DropCorrupt(const EntryPtr& e, const Status& why);
   void DropDiskCopy(const EntryPtr& e, const DiskLocation& loc);
   Status Promote(const EntryPtr& e, bool wait);
@@ -389,6 +405,7 @@ Status StoreImpl::Recover(bool rebuild) {
       install(std::move(row));
     });
     if (!scan.ok()) return scan.status();
+    stats_.corrupt_dropped += scan->bad_headers;
     if (scan->torn_tail && !rebuild) {
       spdlog::warn("segment {}: cutting a torn tail at offset {} (a write was interrupted)", seg,
                    scan->end);
@@ -662,28 +679,86 @@ Status StoreImpl::Put(std::string_view ns, std::string_view key, const TensorMet
 
 // ---------------------------------------------------------------- get
 
+// Reads the record's header with its payload (one batch) and checks that the header is the
+// entry's own before a payload byte is used: a damaged index row must never make an intact
+// record look corrupt, nor size a copy. A mismatch sets *stale_row and returns NotFound.
 Status StoreImpl::ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst,
-                               uint64_t dst_cap) {
-  Status st;
-  if (loc.codec == Codec::kNone && reinterpret_cast<uintptr_t>(dst) % kBlockSize == 0 &&
-      dst_cap >= RoundUpBlock(loc.stored_len)) {
-    st = disk_->ReadStored(loc, dst);  // straight into the destination, no staging copy
-  } else {
-    AlignedBuffer staging(loc.stored_len);
-    st = disk_->ReadStored(loc, staging.data());
-    if (st.ok()) {
-      if (loc.codec == Codec::kNone)
-        std::memcpy(dst, staging.data(), e.bytes);
-      else
-        st = DecompressPayload(loc.codec, staging.data(), loc.stored_len, dst, e.bytes,
-                               DTypeSize(e.meta.dtype));
-    }
+                               uint64_t dst_cap, bool* stale_row) {
+  *stale_row = false;
+  const bool direct = loc.codec == Codec::kNone &&
+                      reinterpret_cast<uintptr_t>(dst) % kBlockSize == 0 &&
+                      dst_cap >= RoundUpBlock(loc.stored_len);
+  AlignedBuffer staging(direct ? 0 : loc.stored_len);
+  Result<RecordInfo> header = Status::NotFound("header not read");
+  // Straight into the destination when it is aligned, no staging copy.
+  Status st = disk_->ReadStored(loc, direct ? dst : staging.data(), &header);
+  if (!st.ok()) {
+    // A row claiming more bytes than the record holds reads past the file's end: tell that
+    // from a failing device by the header alone.
+    header = disk_->ReadHeader(loc.segment, loc.offset);
+    if (!header.ok() || RecordMismatch(e, loc, header).empty()) return st;
   }
-  if (!st.ok()) return st;
+  std::string why = RecordMismatch(e, loc, header);
+  if (!why.empty()) {
+    *stale_row = true;
+    return Status::NotFound(why);
+  }
+  if (!direct) {
+    if (loc.codec == Codec::kNone)
+      std::memcpy(dst, staging.data(), e.bytes);
+    else
+      st = DecompressPayload(loc.codec, staging.data(), loc.stored_len, dst, e.bytes,
+                             DTypeSize(e.meta.dtype));
+    if (!st.ok()) return st;
+  }
   if (PayloadChecksum(dst, e.bytes) != e.checksum)
     return Status::Corruption("checksum mismatch in segment " + std::to_string(loc.segment) +
                               " at offset " + std::to_string(loc.offset));
   return Status::Ok();
+}
+
+// The index row (entry + location) was wrong. Looks for the entry's own record (ns, key,
+// seq) in the same segment and takes its self-checked header as the truth; otherwise forgets
+// the row -- no tombstone, the record stays on disk for a rebuild of the index to find.
+// Ok = the entry was corrected: read again.
+Status StoreImpl::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why) {
+  std::optional<std::pair<RecordInfo, DiskLocation>> found;
+  auto scan = disk_->Scan(loc.segment, 0, false, [&](const RecordInfo& r, const DiskLocation& at,
+                                                     bool) {
+    if (!r.tombstone() && r.ns == e->ns && r.key == e->key && r.seq == e->seq) found = {r, at};
+  });
+  std::lock_guard<std::mutex> l(mu_);
+  if (e->erased || !e->disk || !(*e->disk == loc)) return Status::Ok();  // changed meanwhile
+  const bool adopt = scan.ok() && found &&
+                     (!e->pool || (found->first.raw_len == e->bytes &&
+                                   found->first.checksum == e->checksum));
+  if (adopt) {
+    const auto& [h, at] = *found;
+    spdlog::error("index row of {}/{} was wrong ({}); corrected from its record at segment {} "
+                  "offset {}", e->ns, e->key, why.message(), at.segment, at.offset);
+    DropDiskLocked(e.get());
+    e->bytes = h.raw_len;  // only a disk-only entry's size can change here
+    e->checksum = h.checksum;
+    e->meta = h.meta;
+    e->disk = at;
+    segment_live_[at.segment] += at.record_bytes();
+    disk_record_bytes_ += at.record_bytes();
+    ++disk_entries_;
+    disk_bytes_ += e->bytes;
+    disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
+    index_->EnqueuePut(RowLocked(*e));
+    return Status::Ok();
+  }
+  spdlog::error("index row of {}/{} does not match its record ({}); the row was dropped, the "
+                "data kept", e->ns, e->key, why.message());
+  index_->EnqueueDelete(e->ns, e->key, e->seq);
+  DropDiskLocked(e.get());
+  if (e->pool) return Status::Ok();  // the pool copy serves, and is spilled again
+  keydir_.erase(FullKey(e->ns, e->key));
+  DetachLocked(e.get());  // no tombstone: the record on disk may well be intact
+  return Status::NotFound("entry '" + e->key + "': its index row does not match the record on "
+                          "disk (" + why.message() + "); the row was dropped and the data kept: "
+                          "rebuild the index (ec-store repair) to serve it again");
 }
 
 Status StoreImpl::DropCorrupt(const EntryPtr& e, const Status& why) {
@@ -735,7 +810,8 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
     e->loading = true;
     loc = *e->disk;
   }
-  Status st = ReadFromDisk(*e, loc, PoolPtr(blk), blk.length);
+  bool stale_row = false;
+  Status st = ReadFromDisk(*e, loc, PoolPtr(blk), blk.length, &stale_row);
   {
     std::lock_guard<std::mutex> l(mu_);
     e->loading = false;
@@ -753,6 +829,7 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
     alloc_->Free(blk);
     space_cv_.notify_all();
   }
+  if (stale_row) return FixStaleRow(e, loc, st);
   if (st.IsCorruption()) return DropCorrupt(e, st);
   return st;
 }
@@ -825,7 +902,12 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key,
       e->last_access_us = env_->NowMicros();
       info = InfoLocked(*e);
     }
-    Status st = ReadFromDisk(*e, loc, dst.data(), dst.size());
+    bool stale_row = false;
+    Status st = ReadFromDisk(*e, loc, dst.data(), dst.size(), &stale_row);
+    if (stale_row) {
+      EC_RETURN_IF_ERROR(FixStaleRow(e, loc, st));
+      continue;
+    }
     if (st.IsCorruption()) return DropCorrupt(e, st);
     if (!st.ok()) return st;
     std::lock_guard<std::mutex> l(mu_);
@@ -1136,7 +1218,24 @@ Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64
     lease.reset();
     if (bad.ok() && loc) {
       AlignedBuffer buf(e->bytes);
-      bad = ReadFromDisk(*e, *loc, buf.data(), buf.size());
+      bool stale_row = false;
+      bad = ReadFromDisk(*e, *loc, buf.data(), buf.size(), &stale_row);
+      if (stale_row) {
+        Status fixed = FixStaleRow(e, *loc, bad);
+        std::optional<DiskLocation> moved;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          if (!e->erased) moved = e->disk;
+        }
+        if (fixed.ok() && moved)  // relocated: check the record it found
+          bad = ReadFromDisk(*e, *moved, buf.data(), buf.size(), &stale_row);
+        else
+          bad = fixed;
+        if (!bad.ok()) {
+          report.errors.push_back(name + bad.message());
+          continue;
+        }
+      }
     }
     if (bad.ok()) continue;
     if (!bad.IsCorruption()) {  // the device failed, not the data: report and keep it
@@ -1150,6 +1249,19 @@ Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64
     }
     DropCorrupt(e, bad);
     report.corrupt.push_back(name + bad.message());
+  }
+  // Headers too: a damaged header hides its record from a rebuild of the index.
+  for (uint32_t seg : disk_->Segments()) {
+    auto scan = disk_->Scan(seg, 0, false, [](const RecordInfo&, const DiskLocation&, bool) {});
+    if (!scan.ok()) {
+      if (!scan.status().IsNotFound())  // NotFound: compacted away meanwhile
+        report.errors.push_back("segment " + std::to_string(seg) + ": " + scan.status().ToString());
+      continue;
+    }
+    if (scan->bad_headers > 0)
+      report.corrupt.push_back("segment " + std::to_string(seg) + ": " +
+                               std::to_string(scan->bad_headers) + " damaged record header(s), " +
+                               std::to_string(scan->skipped_bytes) + " bytes unreadable");
   }
   if (progress) progress(all.size(), all.size());
   return report;
