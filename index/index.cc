@@ -23,8 +23,17 @@ const char* const kMigrations[] = {
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Index::kSchemaVersion);
 
+// A damaged database file is Corruption (the store then sets it aside and rebuilds the
+// index from the segments); anything else is an I/O error.
+Status SqlStatus(int rc, const std::string& msg) {
+  int primary = rc & 0xff;
+  if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) return Status::Corruption(msg);
+  if (primary == SQLITE_FULL) return Status::NoSpace(msg + " (disk full)");
+  return Status::IOError(msg);
+}
+
 Status SqlError(sqlite3* db, const std::string& what) {
-  return Status::IOError("index " + what + ": " + sqlite3_errmsg(db));
+  return SqlStatus(sqlite3_extended_errcode(db), "index " + what + ": " + sqlite3_errmsg(db));
 }
 
 class Stmt {
@@ -72,8 +81,8 @@ Index::~Index() {
 
 Status Index::Exec(const char* sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    Status st = Status::IOError(std::string("index: ") + (err ? err : "error") + " in: " + sql);
+  if (int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err); rc != SQLITE_OK) {
+    Status st = SqlStatus(rc, std::string("index: ") + (err ? err : "error") + " in: " + sql);
     sqlite3_free(err);
     return st;
   }
@@ -161,10 +170,23 @@ Result<std::map<uint32_t, uint64_t>> Index::SegmentTails() {
   Stmt q(db_, "SELECT id, tail FROM segments");
   if (!q.ok()) return SqlError(db_, "load segments");
   std::map<uint32_t, uint64_t> tails;
-  while (sqlite3_step(q.get()) == SQLITE_ROW)
+  int rc;
+  while ((rc = sqlite3_step(q.get())) == SQLITE_ROW)
     tails[static_cast<uint32_t>(sqlite3_column_int64(q.get(), 0))] =
         static_cast<uint64_t>(sqlite3_column_int64(q.get(), 1));
+  if (rc != SQLITE_DONE) return SqlError(db_, "load segments");
   return tails;
+}
+
+Status Index::Check() {
+  std::lock_guard<std::mutex> l(db_mu_);
+  Stmt q(db_, "PRAGMA quick_check(1)");
+  if (!q.ok()) return SqlError(db_, "check");
+  int rc = sqlite3_step(q.get());
+  if (rc != SQLITE_ROW) return SqlError(db_, "check");
+  std::string verdict = reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 0));
+  if (verdict != "ok") return Status::Corruption("index check: " + verdict);
+  return Status::Ok();
 }
 
 Status Index::Reset() {

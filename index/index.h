@@ -51,6 +51,8 @@ class Index {
   Result<uint64_t> Count();
   Result<std::map<uint32_t, uint64_t>> SegmentTails();  // segment -> bytes indexed
   Status Reset();                                       // drop every row (before a rebuild)
+  // SQLite's quick_check over every page: Corruption when the file is damaged.
+  Status Check();
   int schema_version() const { return version_; }
 
   void EnqueuePut(IndexRow row);

@@ -1,5 +1,7 @@
 #include "store/env.h"
 
+#include <cstdio>
+
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -31,6 +33,11 @@ class PosixEnv : public Env {
   Status RemoveFile(const std::string& path) override {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT)
       return Status::FromErrno(errno, "remove " + path);
+    return Status::Ok();
+  }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      return Status::FromErrno(errno, "rename " + from + " to " + to);
     return Status::Ok();
   }
   Result<std::vector<std::string>> ListDir(const std::string& path) override {

@@ -55,6 +55,7 @@ class Env {
   virtual Result<UniqueFd> OpenFile(const std::string& path, int flags, int mode = 0644) = 0;
   virtual Status CreateDirs(const std::string& path) = 0;
   virtual Status RemoveFile(const std::string& path) = 0;
+  virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
   virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
   virtual Result<uint64_t> FileSize(int fd) = 0;
   virtual Status Truncate(int fd, uint64_t size) = 0;
@@ -79,6 +80,9 @@ class EnvWrapper : public Env {
   }
   Status CreateDirs(const std::string& p) override { return target_->CreateDirs(p); }
   Status RemoveFile(const std::string& p) override { return target_->RemoveFile(p); }
+  Status RenameFile(const std::string& f, const std::string& t) override {
+    return target_->RenameFile(f, t);
+  }
   Result<std::vector<std::string>> ListDir(const std::string& p) override {
     return target_->ListDir(p);
   }

@@ -157,6 +157,9 @@ class StoreImpl : public Store, private ReadLease::Releaser {
   IndexRow RowLocked(const Entry& e) const;
 
   Status Recover(bool rebuild);
+  Status OpenIndex(const std::string& path, bool* damaged);
+  Status SetIndexAside(const std::string& path, const Status& why);
+  void ResetKeydirLocked();  // before Recover runs again; nothing is served yet
 
   std::string dir_;
   Options opt_;
@@ -231,9 +234,8 @@ Status StoreImpl::Init() {
 
   const std::string index_path = dir_ + "/index.sqlite";
   bool index_existed = env_->FileExists(index_path);
-  auto index = Index::Open(index_path);
-  if (!index.ok()) return index.status();
-  index_ = std::move(index).value();
+  bool index_damaged = false;
+  EC_RETURN_IF_ERROR(OpenIndex(index_path, &index_damaged));
   DiskOptions dopt;
   dopt.segment_bytes = opt_.segment_bytes;
   dopt.queue_depth = opt_.io_queue_depth;
@@ -257,12 +259,71 @@ Status StoreImpl::Init() {
   pool_policy_ = NewEvictionPolicy(opt_.eviction_policy);
   disk_policy_ = NewEvictionPolicy(opt_.eviction_policy);
 
-  bool rebuild = opt_.rebuild_index || (!index_existed && !disk_->Segments().empty());
-  if (rebuild && !opt_.rebuild_index)
+  bool rebuild =
+      opt_.rebuild_index || index_damaged || (!index_existed && !disk_->Segments().empty());
+  if (!index_existed && rebuild && !opt_.rebuild_index)
     spdlog::warn("index {} is missing; rebuilding it from the segment files", index_path);
-  EC_RETURN_IF_ERROR(Recover(rebuild));
+  st = Recover(rebuild);
+  if (st.IsCorruption() && !rebuild) {  // a damaged page turned up while loading
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      ResetKeydirLocked();
+    }
+    index_.reset();
+    EC_RETURN_IF_ERROR(SetIndexAside(index_path, st));
+    EC_RETURN_IF_ERROR(OpenIndex(index_path, &index_damaged));
+    st = Recover(true);
+  }
+  EC_RETURN_IF_ERROR(st);
   evictor_ = std::thread([this] { EvictorLoop(); });
   return Status::Ok();
+}
+
+// Opens the index. A damaged file (or, for a requested rebuild, one failing SQLite's
+// quick_check) is moved aside, never deleted, and a fresh one is made: the segments are the
+// source of truth, so *damaged tells the caller to rebuild from them.
+Status StoreImpl::OpenIndex(const std::string& path, bool* damaged) {
+  auto index = Index::Open(path);
+  Status bad = index.ok() ? Status::Ok() : index.status();
+  if (index.ok() && opt_.rebuild_index) {
+    bad = (*index)->Check();
+    if (bad.IsCorruption()) index = Status::Corruption(bad.message());
+  }
+  if (!bad.ok() && !bad.IsCorruption()) return bad;
+  if (bad.IsCorruption()) {
+    EC_RETURN_IF_ERROR(SetIndexAside(path, bad));
+    index = Index::Open(path);
+    if (!index.ok()) return index.status();
+    *damaged = true;
+  }
+  index_ = std::move(index).value();
+  return Status::Ok();
+}
+
+Status StoreImpl::SetIndexAside(const std::string& path, const Status& why) {
+  const std::string aside = path + ".broken-" + std::to_string(env_->NowMicros() / 1000000);
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::string from = path + suffix;
+    if (!env_->FileExists(from)) continue;
+    Status st = env_->RenameFile(from, aside + suffix);
+    if (!st.ok())
+      return Status::IOError("index " + path + " is damaged (" + why.message() +
+                             ") and could not be moved aside: " + st.message() +
+                             "; move it away by hand and open again");
+  }
+  spdlog::warn("index {} is damaged ({}); moved it to {} and rebuilding the index from the "
+               "segment files (entries keep their data; access statistics restart)",
+               path, why.message(), aside);
+  return Status::Ok();
+}
+
+void StoreImpl::ResetKeydirLocked() {
+  keydir_.clear();
+  segment_live_.clear();
+  pool_policy_ = NewEvictionPolicy(opt_.eviction_policy);
+  disk_policy_ = NewEvictionPolicy(opt_.eviction_policy);
+  disk_entries_ = disk_bytes_ = disk_record_bytes_ = 0;
+  stats_ = {};
 }
 
 Status StoreImpl::Recover(bool rebuild) {
