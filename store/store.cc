@@ -697,6 +697,10 @@ Status StoreImpl::Put(std::string_view ns, std::string_view key, const TensorMet
     return Status::NoSpace("entry of " + std::to_string(bytes.size()) +
                            " bytes is larger than the whole pool (" +
                            std::to_string(alloc_->capacity()) + " bytes); raise --pool-size");
+  if (kBlockSize + RoundUpBlock(bytes.size()) > opt_.disk_quota_bytes)
+    return Status::NoSpace("entry of " + std::to_string(bytes.size()) +
+                           " bytes can never be made durable: it is larger than the disk quota (" +
+                           std::to_string(opt_.disk_quota_bytes) + " bytes); raise --disk-quota");
   {
     std::lock_guard<std::mutex> l(mu_);
     if (closed_ || stop_) return Status::Unavailable("store is closed");

@@ -412,6 +412,23 @@ TEST(Store, VerifyKeepsASoundPoolCopyWhenTheDiskCopyIsCorrupt) {
   ExpectEntry(again.get(), "a", 1, kMiB);
 }
 
+// An entry that cannot fit in the disk quota is refused at Put; Flush and Close finish.
+TEST(Store, EntryLargerThanTheDiskQuotaIsRefusedAtPut) {
+  TempDir dir;
+  Options o = Small();
+  o.disk_quota_bytes = 4 * kMiB;
+  auto s = OpenOrDie(dir.path(), o);
+  ASSERT_TRUE(s->Put("ns", "fits", Bf16(kMiB), Span(Payload(1, kMiB))).ok());
+  Status st = s->Put("ns", "big", Bf16(5 * kMiB), Span(Payload(2, 5 * kMiB)));
+  EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
+  EXPECT_NE(st.message().find("disk quota"), std::string::npos) << st.message();
+  EXPECT_FALSE(s->Contains("ns", "big"));
+  ASSERT_TRUE(s->Flush().ok());
+  ASSERT_TRUE(s->Close().ok());
+  auto again = OpenOrDie(dir.path(), o);
+  ExpectEntry(again.get(), "fits", 1, kMiB);
+}
+
 TEST(Store, DiskQuotaEvictsColdestDiskEntries) {
   TempDir dir;
   Options o = Small(8 * kMiB);

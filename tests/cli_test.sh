@@ -104,6 +104,16 @@ check "evict --to-bytes" test "$($EC $S --json stats | jget disk.bytes)" -le $((
 $EC $S evict --older-than 1d >/dev/null
 check "evict --older-than keeps recent" test "$($EC $S --json stats | jget disk.entries)" -gt 0
 expect_error "bad duration" $EC $S evict --older-than soon
+before=$($EC $S --json stats | jget disk.entries)
+expect_error "bad duration" $EC $S evict --older-than 1e300d
+expect_error "out of range" $EC $S evict --older-than 1000000000d
+expect_error "bad size" $EC $S evict --to-bytes 0x10
+check "a refused duration evicts nothing" test "$($EC $S --json stats | jget disk.entries)" = "$before"
+expect_error "bad size" $EC --dir "$T/store" --pool-size nan stats
+expect_error "bad size" $EC --dir "$T/store" --disk-quota 1e30 stats
+expect_error "out of range" $EC --dir "$T/store" --disk-quota 2000000TiB stats
+mk big.safetensors 1024 1024
+expect_error "disk quota" timeout 30 $EC --dir "$T/quota" --disk-quota 1MiB put big big.safetensors
 
 # verify, corruption, compact, repair
 check "verify clean" bash -c "$EC $S verify 2>/dev/null | grep -q '0 corrupt'"
