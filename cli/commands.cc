@@ -348,6 +348,8 @@ int Run(int argc, char** argv) {
       sigemptyset(&stop);
       sigaddset(&stop, SIGINT);
       sigaddset(&stop, SIGTERM);
+      sigaddset(&stop, SIGQUIT);
+      sigaddset(&stop, SIGHUP);
       pthread_sigmask(SIG_BLOCK, &stop, nullptr);
       spdlog::set_level(spdlog::level::info);
       spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ec-store] [%l] %v");
@@ -359,11 +361,17 @@ int Run(int argc, char** argv) {
       so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
       so.rdma_listen = rdma_listen;
       auto server = Check(net::Server::Start(store.get(), so));
-      std::printf("serving %s on %s (port %u, transport %s); SIGINT/SIGTERM to stop\n",
+      std::printf("serving %s on %s (port %u, transport %s); SIGINT/SIGTERM to stop, SIGHUP "
+                  "to persist the pool\n",
                   g.dir.c_str(), listen.c_str(), server->port(), server->transport());
       std::fflush(stdout);
       int sig = 0;
-      sigwait(&stop, &sig);
+      // SIGHUP (a closed terminal, or an operator's "sync now") persists and keeps serving.
+      while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
+        Status st = store->Flush();
+        if (st.ok()) spdlog::info("SIGHUP: the pool is persisted; still serving");
+        else spdlog::error("SIGHUP: persisting the pool failed: {}", st.ToString());
+      }
       spdlog::info("signal {}: stopping, persisting the pool", sig);
       server->Stop();
       Check(store->Close());

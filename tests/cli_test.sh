@@ -170,6 +170,19 @@ $EC $R evict --all >/dev/null
 check "remote evict --all" test "$($EC $R --json ls | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 0
 kill -TERM $SRV; wait $SRV
 check "serve stops cleanly on SIGTERM" grep -q "stopped cleanly" serve.err
+# SIGHUP persists and keeps serving: an acknowledged put survives a later SIGKILL
+$EC --dir "$T/srv" serve --listen 127.0.0.1:0 >serve.out 2>serve.err &
+SRV=$!
+for _ in $(seq 50); do grep -q "port" serve.out 2>/dev/null && break; sleep 0.1; done
+R="--server 127.0.0.1:$(sed -n 's/.*(port \([0-9]*\).*/\1/p' serve.out)"
+$EC $R put hup-a a.safetensors >/dev/null
+kill -HUP $SRV
+for _ in $(seq 50); do grep -q "persisted" serve.err && break; sleep 0.1; done
+check "SIGHUP persists the pool" grep -q "persisted; still serving" serve.err
+check "serve keeps serving after SIGHUP" test "$($EC $R --json inspect hup-a | jget bytes)" = 2867200
+kill -KILL $SRV; wait $SRV 2>/dev/null || true
+$EC --dir "$T/srv" get hup-a -o hup.raw >/dev/null
+check "put acknowledged before SIGHUP survives SIGKILL" cmp <(tensor_bytes a.safetensors) hup.raw
 expect_error "cannot connect" $EC $R stats
 expect_error "needs a shared-secret token" $EC --dir "$T/srv2" serve --listen 0.0.0.0:0
 
