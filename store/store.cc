@@ -137,7 +137,8 @@ class StoreImpl : public Store, private ReadLease::Releaser {
   void FreePoolLocked(Entry* e);
   std::optional<Tombstone> DetachLocked(Entry* e);
   void DropDiskLocked(Entry* e);
-  void WriteTombstones(std::vector<Tombstone> tombs);
+  Status WriteTombstones(std::vector<Tombstone> tombs);
+  void AwaitSpill(const EntryPtr& e);
   Status ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap,
                       bool* stale_row);
   Status FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why);
@@ -176,6 +177,7 @@ class StoreImpl : public Store, private ReadLease::Releaser {
   std::condition_variable evict_cv_;  // evictor: work may be needed
   std::condition_variable space_cv_;  // Put waiters: space may have been freed
   std::condition_variable load_cv_;   // readers waiting for a promotion
+  std::condition_variable spill_cv_;  // Erase/Put waiting for a replaced entry's spill
   std::unique_ptr<PoolAllocator> alloc_;
   // Keyed by a view of the entry's own full_key, so each key is stored once.
   std::unordered_map<std::string_view, EntryPtr> keydir_;
@@ -608,8 +610,8 @@ std::optional<Tombstone> StoreImpl::DetachLocked(Entry* e) {
   return t;
 }
 
-void StoreImpl::WriteTombstones(std::vector<Tombstone> tombs) {
-  if (tombs.empty()) return;
+Status StoreImpl::WriteTombstones(std::vector<Tombstone> tombs) {
+  if (tombs.empty()) return Status::Ok();
   std::vector<DiskTier::WriteItem> items;
   for (const Tombstone& t : tombs) {
     DiskTier::WriteItem it;
@@ -629,6 +631,12 @@ void StoreImpl::WriteTombstones(std::vector<Tombstone> tombs) {
   else
     index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
   for (Tombstone& t : tombs) index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
+  if (!st.ok())
+    return Status(st.IsNoSpace() ? Status::NoSpace("erased, but not durably: " + st.message())
+                                 : Status::IOError("erased, but not durably: the tombstone could "
+                                                   "not be written (" + st.message() +
+                                                   "); a crash may bring the entry back"));
+  return Status::Ok();
 }
 
 ReadLease StoreImpl::LeaseLocked(const EntryPtr& e, bool count_hit) {
@@ -724,12 +732,14 @@ Status StoreImpl::Put(std::string_view ns, std::string_view key, const TensorMet
   e->created_us = e->last_access_us = env_->NowMicros();
   e->pool = blk;
   std::optional<Tombstone> tomb;
+  EntryPtr old;
   {
     std::lock_guard<std::mutex> l(mu_);
     e->seq = next_seq_++;
     auto it = keydir_.find(e->full_key);
     if (it != keydir_.end()) {
-      tomb = DetachLocked(it->second.get());
+      old = it->second;
+      tomb = DetachLocked(old.get());
       keydir_.erase(it);
     }
     keydir_.emplace(e->full_key, e);
@@ -739,6 +749,7 @@ Status StoreImpl::Put(std::string_view ns, std::string_view key, const TensorMet
     if (NeedsEvictionLocked()) evict_cv_.notify_one();
   }
   if (tomb) WriteTombstones({*tomb});
+  if (old) AwaitSpill(old);  // the replaced bytes must not come back after a crash
   return Status::Ok();
 }
 
@@ -997,15 +1008,25 @@ bool StoreImpl::Contains(std::string_view ns, std::string_view key) {
 Status StoreImpl::Erase(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
   std::optional<Tombstone> tomb;
+  EntryPtr e;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto found = FindLocked(ns, key, false);
     if (!found.ok()) return found.status();
+    e = *found;
     keydir_.erase(FullKey(ns, key));
-    tomb = DetachLocked(found->get());
+    tomb = DetachLocked(e.get());
   }
-  if (tomb) WriteTombstones({*tomb});
+  if (tomb) return WriteTombstones({*tomb});
+  AwaitSpill(e);
   return Status::Ok();
+}
+
+// Waits until a detached entry's spill in flight (if any) has ended, and with it the
+// tombstone that spill writes for it: then no crash can bring the entry's bytes back.
+void StoreImpl::AwaitSpill(const EntryPtr& e) {
+  std::unique_lock<std::mutex> l(mu_);
+  spill_cv_.wait(l, [&] { return !e->spilling; });
 }
 
 std::vector<EntryInfo> StoreImpl::List() {
@@ -1170,6 +1191,7 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
   std::vector<DiskLocation> locs;
   Status st = items.empty() ? Status::Ok() : disk_->Append(items, &locs);
   std::vector<Tombstone> tombs;
+  std::vector<EntryPtr> dead;
   {
     std::lock_guard<std::mutex> l(mu_);
     for (const EntryPtr& e : too_big) {  // cannot live on disk at all: the cache drops it
@@ -1185,14 +1207,17 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
     }
     for (size_t i = 0; i < written.size(); ++i) {
       Entry* e = written[i].get();
+      if (st.ok() && e->erased) {
+        // Erased (or replaced) while its bytes were in flight: that record is dead. It stays
+        // "spilling" until its tombstone is durable: the Erase or Put waiting on it returns
+        // only then, so a crash cannot bring the old bytes back.
+        tombs.push_back({e->ns, e->key, e->seq});
+        dead.push_back(written[i]);
+        continue;
+      }
       e->spilling = false;
       if (!st.ok()) {
         if (e->erased && e->leases == 0) FreePoolLocked(e);
-        continue;
-      }
-      if (e->erased) {  // erased while its bytes were in flight: that record is dead
-        tombs.push_back({e->ns, e->key, e->seq});
-        if (e->leases == 0) FreePoolLocked(e);
         continue;
       }
       e->disk = locs[i];
@@ -1223,8 +1248,17 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
       spdlog::error("spill of {} entries failed: {}", written.size(), st.ToString());
     }
     space_cv_.notify_all();
+    spill_cv_.notify_all();
   }
   WriteTombstones(std::move(tombs));
+  if (!dead.empty()) {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const EntryPtr& e : dead) {
+      e->spilling = false;
+      if (e->leases == 0) FreePoolLocked(e.get());
+    }
+    spill_cv_.notify_all();
+  }
   return st;
 }
 
