@@ -148,10 +148,95 @@ void WriteGetOutput(const std::string& out, const TensorMeta& meta, const std::s
   if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
 }
 
-Status SafePathComponent(const std::string& key) {
-  if (key == "." || key == ".." || key.find('/') != std::string::npos)
-    return Status::InvalidArgument("key '" + key + "' cannot be a directory name");
-  return Status::Ok();
+// Loads DIR/<key>/encoder_cache.safetensors files. A bad entry (a file that does not parse,
+// a name that is not a valid key) is reported and skipped; a store error stops the import.
+int ImportEntries(const Globals& g, const std::string& src_dir, const std::string& ns) {
+  auto store = OpenStore(g);
+  uint64_t n = 0, bytes = 0;
+  std::vector<std::string> dirs, skipped;
+  for (const auto& d : fs::directory_iterator(src_dir))
+    if (d.is_directory()) dirs.push_back(d.path().filename());
+  std::sort(dirs.begin(), dirs.end());
+  for (const std::string& hash : dirs) {
+    std::string path = src_dir + "/" + hash + "/encoder_cache.safetensors";
+    if (!fs::exists(path)) continue;
+    TensorMeta meta;
+    std::string data;
+    Status st = ValidateNewKey(hash);
+    if (st.ok()) st = safetensors::Load(path, &meta, &data);
+    if (st.ok())
+      st = store->Put(ns, hash, meta, {reinterpret_cast<const uint8_t*>(data.data()), data.size()});
+    if (st.IsInvalidArgument()) {
+      skipped.push_back(path + ": " + st.message());
+      continue;
+    }
+    Check(st);
+    ++n;
+    bytes += data.size();
+    if (!g.json) std::fprintf(stderr, "\rimport: %llu entries", (unsigned long long)n);
+  }
+  if (!g.json && n) std::fprintf(stderr, "\n");
+  Check(store->Close());
+  for (const std::string& why : skipped) std::fprintf(stderr, "ec-store: skipped %s\n", why.c_str());
+  if (g.json)
+    std::cout << json{{"imported", n}, {"bytes", bytes}, {"skipped", skipped}}.dump() << "\n";
+  else
+    std::printf("imported %llu entries (%s), skipped %zu\n", (unsigned long long)n,
+                HumanBytes(bytes).c_str(), skipped.size());
+  return skipped.empty() ? 0 : 1;
+}
+
+// Writes entries as vLLM's file connector lays them out: DIR/<key>/encoder_cache.safetensors,
+// each file all-or-nothing (temporary name, fsync, rename). Entries of several namespaces go
+// to DIR/<namespace>/<key>/... so equal keys never overwrite each other. Reading for export
+// leaves no trace (no hits, no LRU touch, no promotion). An entry that cannot be written is
+// reported and skipped.
+int ExportEntries(const Globals& g, const std::string& out_dir, const std::string& ns_filter) {
+  auto store = OpenStore(g);
+  std::vector<EntryInfo> entries = store->List();
+  std::erase_if(entries, [&](const EntryInfo& e) {
+    return !ns_filter.empty() && e.ns != ns_filter;
+  });
+  std::sort(entries.begin(), entries.end(), [](const EntryInfo& a, const EntryInfo& b) {
+    return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
+  });
+  bool nested = std::any_of(entries.begin(), entries.end(),
+                            [&](const EntryInfo& e) { return e.ns != entries[0].ns; });
+  uint64_t n = 0;
+  std::vector<std::string> skipped;
+  ReadOptions quiet;
+  quiet.record_access = false;
+  for (const auto& e : entries) {
+    const std::string ns_dir = e.ns.empty() ? "_default_" : e.ns;
+    Status st = ValidateNewKey(e.key);
+    if (st.ok() && nested) st = ValidateNewNamespace(ns_dir);
+    std::string dir = out_dir + (nested ? "/" + ns_dir : "") + "/" + e.key;
+    std::string buf(e.bytes, '\0');
+    std::error_code ec;
+    if (st.ok() && !fs::create_directories(dir, ec) && ec)
+      st = Status::IOError("cannot create " + dir + ": " + ec.message());
+    Result<EntryInfo> info = st;
+    if (st.ok())
+      info = store->Get(e.ns, e.key, {reinterpret_cast<uint8_t*>(buf.data()), buf.size()}, quiet);
+    if (info.ok())
+      st = safetensors::SaveDurable(dir + "/encoder_cache.safetensors", info->meta,
+                                    {reinterpret_cast<const uint8_t*>(buf.data()), buf.size()});
+    else
+      st = info.status();
+    if (!st.ok()) {
+      skipped.push_back(e.ns + "/" + e.key + ": " + st.ToString());
+      continue;
+    }
+    ++n;
+  }
+  Check(store->Close());
+  for (const std::string& why : skipped) std::fprintf(stderr, "ec-store: skipped %s\n", why.c_str());
+  if (g.json)
+    std::cout << json{{"exported", n}, {"skipped", skipped}, {"by_namespace", nested}}.dump() << "\n";
+  else
+    std::printf("exported %llu entries to %s%s, skipped %zu\n", (unsigned long long)n,
+                out_dir.c_str(), nested ? " (one folder per namespace)" : "", skipped.size());
+  return skipped.empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -382,7 +467,8 @@ int Run(int argc, char** argv) {
       TensorMeta meta;
       std::string bytes;
       LoadPutInput(file, dtype, shape, &meta, &bytes);
-      Check(ValidateKey(key));
+      Check(ValidateNewNamespace(ns));
+      Check(ValidateNewKey(key));
       Check(ValidateMeta(meta, bytes.size()));
       auto store = OpenStore(g);
       Check(store->Put(ns, key, meta,
@@ -589,47 +675,9 @@ int Run(int argc, char** argv) {
       else std::printf("index rebuilt from segments: %llu entries, %llu corrupt records skipped\n",
                        (unsigned long long)s.disk.entries, (unsigned long long)s.corrupt_dropped);
     } else if (import->parsed()) {
-      auto store = OpenStore(g);
-      uint64_t n = 0, bytes = 0;
-      std::vector<std::string> dirs;
-      for (const auto& d : fs::directory_iterator(src_dir))
-        if (d.is_directory()) dirs.push_back(d.path().filename());
-      std::sort(dirs.begin(), dirs.end());
-      for (const std::string& hash : dirs) {
-        std::string path = src_dir + "/" + hash + "/encoder_cache.safetensors";
-        if (!fs::exists(path)) continue;
-        TensorMeta meta;
-        std::string data;
-        Check(safetensors::Load(path, &meta, &data));
-        Check(store->Put(ns, hash, meta, {reinterpret_cast<const uint8_t*>(data.data()), data.size()}));
-        ++n;
-        bytes += data.size();
-        if (!g.json) std::fprintf(stderr, "\rimport: %llu entries", (unsigned long long)n);
-      }
-      if (!g.json && n) std::fprintf(stderr, "\n");
-      Check(store->Close());
-      if (g.json) std::cout << json{{"imported", n}, {"bytes", bytes}}.dump() << "\n";
-      else std::printf("imported %llu entries (%s)\n", (unsigned long long)n, HumanBytes(bytes).c_str());
+      return ImportEntries(g, src_dir, ns);
     } else if (exportc->parsed()) {
-      auto store = OpenStore(g);
-      uint64_t n = 0;
-      std::vector<EntryInfo> entries = store->List();
-      for (const auto& e : entries) {
-        if (!ns_filter.empty() && e.ns != ns_filter) continue;
-        Check(SafePathComponent(e.key));
-        std::string dir = src_dir + "/" + e.key;
-        std::error_code ec;
-        fs::create_directories(dir, ec);
-        if (ec) throw CliError("IOError: cannot create " + dir + ": " + ec.message());
-        std::string buf(e.bytes, '\0');
-        auto info = Check(store->Get(e.ns, e.key, {reinterpret_cast<uint8_t*>(buf.data()), buf.size()}));
-        Check(safetensors::Save(dir + "/encoder_cache.safetensors", info.meta,
-                                {reinterpret_cast<const uint8_t*>(buf.data()), buf.size()}));
-        ++n;
-      }
-      Check(store->Close());
-      if (g.json) std::cout << json{{"exported", n}}.dump() << "\n";
-      else std::printf("exported %llu entries to %s\n", (unsigned long long)n, src_dir.c_str());
+      return ExportEntries(g, src_dir, ns_filter);
     }
   } catch (const CliError& e) {
     std::fprintf(stderr, "ec-store: error: %s\n", e.what());

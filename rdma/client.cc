@@ -418,8 +418,8 @@ Result<std::vector<bool>> Client::Contains(std::string_view ns,
 
 Status Client::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
                    std::span<const uint8_t> bytes) {
-  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
-  EC_RETURN_IF_ERROR(ValidateKey(key));
+  EC_RETURN_IF_ERROR(ValidateNewNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateNewKey(key));
   EC_RETURN_IF_ERROR(ValidateMeta(meta, bytes.size()));
   if (bytes.size() > kMaxPayload)
     return Status::InvalidArgument("entry exceeds the protocol's 1 GiB limit");

@@ -124,25 +124,53 @@ Status Load(const std::string& path, TensorMeta* meta, std::string* bytes) {
   return Status::Ok();
 }
 
-Status Save(const std::string& path, const TensorMeta& meta, std::span<const uint8_t> bytes) {
+namespace {
+int WriteAll(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n) {
+    ssize_t w = ::write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return errno;
+    c += w;
+    n -= static_cast<size_t>(w);
+  }
+  return 0;
+}
+
+Status WriteFile(const std::string& path, const TensorMeta& meta, std::span<const uint8_t> bytes,
+                 bool sync) {
   std::string header = MakeHeader(meta);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::FromErrno(errno, "create " + path);
-  auto write_all = [&](const void* p, size_t n) -> int {
-    const char* c = static_cast<const char*>(p);
-    while (n) {
-      ssize_t w = ::write(fd, c, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return errno;
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
-    return 0;
-  };
-  int err = write_all(header.data(), header.size());
-  if (!err) err = write_all(bytes.data(), bytes.size());
-  ::close(fd);
+  int err = WriteAll(fd, header.data(), header.size());
+  if (!err) err = WriteAll(fd, bytes.data(), bytes.size());
+  if (!err && sync && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
   if (err) return Status::FromErrno(err, "write " + path);
+  return Status::Ok();
+}
+}  // namespace
+
+Status Save(const std::string& path, const TensorMeta& meta, std::span<const uint8_t> bytes) {
+  return WriteFile(path, meta, bytes, false);
+}
+
+Status SaveDurable(const std::string& path, const TensorMeta& meta,
+                   std::span<const uint8_t> bytes) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  Status st = WriteFile(tmp, meta, bytes, true);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = Status::FromErrno(errno, "rename " + tmp + " to " + path);
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  const std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {  // make the rename itself durable
+    ::fsync(dfd);
+    ::close(dfd);
+  }
   return Status::Ok();
 }
 

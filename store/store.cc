@@ -111,8 +111,9 @@ class StoreImpl : public Store, private ReadLease::Releaser {
   Status Init();
   Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
              std::span<const uint8_t> bytes) override;
-  Result<EntryInfo> Get(std::string_view ns, std::string_view key,
-                        std::span<uint8_t> dst) override;
+  using Store::Get;
+  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
+                        const ReadOptions& ro) override;
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
   bool Contains(std::string_view ns, std::string_view key) override;
@@ -146,6 +147,8 @@ class StoreImpl : public Store, private ReadLease::Releaser {
   void DropDiskCopy(const EntryPtr& e, const DiskLocation& loc);
   Status Promote(const EntryPtr& e, bool wait);
   ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true);
+  ReadLease QuietLeaseLocked(const EntryPtr& e);
+  void TouchLocked(Entry* e);
 
   bool NeedsEvictionLocked() const;
   bool EvictionDoneLocked() const;
@@ -699,7 +702,8 @@ Status StoreImpl::AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out) {
 
 Status StoreImpl::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
                       std::span<const uint8_t> bytes) {
-  EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  EC_RETURN_IF_ERROR(ValidateNewNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateNewKey(key));
   EC_RETURN_IF_ERROR(ValidateMeta(meta, bytes.size()));
   if (alloc_->RoundUp(bytes.size()) > alloc_->capacity())
     return Status::NoSpace("entry of " + std::to_string(bytes.size()) +
@@ -930,15 +934,16 @@ Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) 
 }
 
 Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key,
-                                 std::span<uint8_t> dst) {
+                                 std::span<uint8_t> dst, const ReadOptions& ro) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  const bool promote = opt_.promote_on_get && ro.record_access;
   for (bool promoted = false;; promoted = true) {
     EntryPtr e;
     EntryInfo info;
     DiskLocation loc;
     {
       std::unique_lock<std::mutex> l(mu_);
-      auto found = FindLocked(ns, key, !promoted);
+      auto found = FindLocked(ns, key, !promoted && ro.record_access);
       if (!found.ok()) return found.status();
       e = *found;
       if (dst.size() < e->bytes)
@@ -946,7 +951,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key,
                                        " bytes but entry '" + e->key + "' has " +
                                        std::to_string(e->bytes) + "; Lookup the size first");
       if (e->pool) {
-        ReadLease lease = LeaseLocked(e, !promoted);
+        ReadLease lease = ro.record_access ? LeaseLocked(e, !promoted) : QuietLeaseLocked(e);
         info = InfoLocked(*e);
         l.unlock();
         std::memcpy(dst.data(), lease.data(), lease.size());
@@ -956,16 +961,13 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key,
         load_cv_.wait(l, [&] { return !e->loading; });
         continue;
       }
-      if (!opt_.promote_on_get) {
+      if (!promote) {
         loc = *e->disk;
-        ++e->hits;
-        e->touched = true;
-        e->last_access_us = env_->NowMicros();
-        disk_policy_->Touch(e->id());
+        if (ro.record_access) TouchLocked(e.get());
         info = InfoLocked(*e);
       }
     }
-    if (opt_.promote_on_get) {
+    if (promote) {
       Status st = Promote(e, false);
       if (st.ok()) continue;
       if (!st.IsBusy()) return st;
@@ -973,9 +975,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key,
       std::lock_guard<std::mutex> l(mu_);
       if (!e->disk || e->erased) continue;
       loc = *e->disk;
-      ++e->hits;
-      e->touched = true;
-      e->last_access_us = env_->NowMicros();
+      TouchLocked(e.get());
       info = InfoLocked(*e);
     }
     bool stale_row = false;
@@ -987,9 +987,23 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key,
     if (st.IsCorruption()) return DropCorrupt(e, st);
     if (!st.ok()) return st;
     std::lock_guard<std::mutex> l(mu_);
-    ++stats_.disk.hits;
+    if (ro.record_access) ++stats_.disk.hits;
     return info;
   }
+}
+
+// Counts a hit on an entry served from disk.
+void StoreImpl::TouchLocked(Entry* e) {
+  ++e->hits;
+  e->touched = true;
+  e->last_access_us = env_->NowMicros();
+  disk_policy_->Touch(e->id());
+}
+
+// A lease that leaves no trace: no hit, no LRU touch (verify, export).
+ReadLease StoreImpl::QuietLeaseLocked(const EntryPtr& e) {
+  ++e->leases;
+  return ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), e->bytes, e->meta);
 }
 
 Result<EntryInfo> StoreImpl::Lookup(std::string_view ns, std::string_view key) {
@@ -1302,10 +1316,7 @@ Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64
     {
       std::lock_guard<std::mutex> l(mu_);
       if (e->erased) continue;
-      if (e->pool) {
-        ++e->leases;  // a lease without touching LRU order or hit counts
-        lease.emplace(ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), e->bytes, e->meta));
-      }
+      if (e->pool) lease.emplace(QuietLeaseLocked(e));
       loc = e->disk;
     }
     ++report.checked;

@@ -102,6 +102,12 @@ struct VerifyReport {
   std::vector<std::string> errors;
 };
 
+struct ReadOptions {
+  // false: the read leaves no trace -- no hit or miss counted, no LRU touch, no promotion of
+  // a disk entry into the pool (export and other bulk readers).
+  bool record_access = true;
+};
+
 // A zero-copy read of pool memory. While it lives the entry is never evicted or overwritten.
 class ReadLease {
  public:
@@ -146,8 +152,11 @@ class Store {
   virtual Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
                      std::span<const uint8_t> bytes) = 0;
   // Copies the entry into dst (at least its size) and returns its metadata.
-  virtual Result<EntryInfo> Get(std::string_view ns, std::string_view key,
-                                std::span<uint8_t> dst) = 0;
+  virtual Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
+                                const ReadOptions& options) = 0;
+  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst) {
+    return Get(ns, key, dst, ReadOptions{});
+  }
   // Pins the entry in the pool (promoting it from disk if needed) for zero-copy reading.
   virtual Result<ReadLease> Acquire(std::string_view ns, std::string_view key) = 0;
   virtual Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) = 0;

@@ -146,4 +146,28 @@ Status ValidateNamespace(std::string_view ns) {
   return ValidatePrintable(ns, kMaxNamespaceBytes, "namespace");
 }
 
+namespace {
+Status ValidatePathComponent(std::string_view s, const char* what) {
+  if (s == "." || s == "..")
+    return Status::InvalidArgument(std::string(what) + " '" + std::string(s) +
+                                   "' is reserved (it names a directory); choose another");
+  size_t bad = s.find_first_of("/\\");
+  if (bad != std::string_view::npos)
+    return Status::InvalidArgument(std::string(what) + " '" + std::string(s) + "' contains '" +
+                                   s[bad] + "' at offset " + std::to_string(bad) +
+                                   "; keys and namespaces cannot contain '/' or '\\'");
+  return Status::Ok();
+}
+}  // namespace
+
+Status ValidateNewKey(std::string_view key) {
+  EC_RETURN_IF_ERROR(ValidateKey(key));
+  return ValidatePathComponent(key, "key");
+}
+
+Status ValidateNewNamespace(std::string_view ns) {
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  return ValidatePathComponent(ns, "namespace");
+}
+
 }  // namespace ecstore

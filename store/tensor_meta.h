@@ -50,9 +50,14 @@ Result<std::vector<int64_t>> ParseShape(std::string_view text);  // "400,3584" o
 
 constexpr size_t kMaxKeyBytes = 256;
 constexpr size_t kMaxNamespaceBytes = 128;
-// Keys are vLLM identifiers: 1..256 printable ASCII bytes.
+// Keys are vLLM identifiers: 1..256 printable ASCII bytes. Reads accept any such key.
 Status ValidateKey(std::string_view key);
 // Namespaces (model/encoder id): 0..128 printable ASCII bytes; empty is the default namespace.
 Status ValidateNamespace(std::string_view ns);
+// What Put accepts -- the one alphabet of new entries: the above, and usable as one path
+// component (vLLM's file layout names a directory after the key): no '/' or '\\', not "."
+// or "..". mm_hashes, "lora:<hash>" and UUIDs all pass.
+Status ValidateNewKey(std::string_view key);
+Status ValidateNewNamespace(std::string_view ns);
 
 }  // namespace ecstore

@@ -42,6 +42,13 @@ TEST(TensorMeta, ValidatesKeys) {
   EXPECT_TRUE(ValidateKey(std::string("a\nb")).IsInvalidArgument());
   EXPECT_TRUE(ValidateNamespace("qwen2.5-vl-7b").ok());
   EXPECT_TRUE(ValidateNamespace(std::string("q\x01")).IsInvalidArgument());
+  // New entries: one alphabet that is also a safe path component.
+  for (const char* good : {"0123abcdef", "lora:abc", "123e4567-e89b-12d3-a456-426614174000", "a.b"})
+    EXPECT_TRUE(ValidateNewKey(good).ok()) << good;
+  for (const char* bad : {"a/b", "..", ".", "a\\b", "/abs", ""})
+    EXPECT_TRUE(ValidateNewKey(bad).IsInvalidArgument()) << bad;
+  EXPECT_TRUE(ValidateNewNamespace("m/x").IsInvalidArgument());
+  EXPECT_TRUE(ValidateNewNamespace("").ok());
 }
 
 TEST(Safetensors, RoundTripsAndRejectsTruncation) {

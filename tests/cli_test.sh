@@ -138,10 +138,40 @@ expect_error "no entry for key" $EC --dir "$T/s3" get one -o x.raw
 mkdir -p base
 for h in 1111aaaa 2222bbbb 3333cccc; do mkdir -p "base/$h"; mk "base/$h/encoder_cache.safetensors" 400 3584; done
 check "import" bash -c "$EC --dir $T/s2 --json import base | grep -q '\"imported\":3'"
+hits_before=$($EC --dir "$T/s2" --json inspect 1111aaaa | jget hits)
 $EC --dir "$T/s2" export exp >/dev/null
 for h in 1111aaaa 2222bbbb 3333cccc; do
   check "export $h byte-exact" cmp <(tensor_bytes "base/$h/encoder_cache.safetensors") <(tensor_bytes "exp/$h/encoder_cache.safetensors")
 done
+check "export leaves no temporary files" test -z "$(find exp -name '*.tmp-*')"
+# an export killed part way leaves only whole files under their final names
+$EC $S export expk >/dev/null 2>&1 & EXP=$!
+sleep 0.3; kill -KILL $EXP 2>/dev/null || true; wait $EXP 2>/dev/null || true
+check "a killed export leaves no partial safetensors file" $PY - expk <<'PY'
+import json, os, struct, sys
+for root, _, files in os.walk(sys.argv[1]):
+    for f in files:
+        if not f.endswith(".safetensors"): continue
+        b = open(os.path.join(root, f), "rb").read()
+        n = struct.unpack("<Q", b[:8])[0]
+        end = json.loads(b[8:8 + n])["ec_cache"]["data_offsets"][1]
+        assert len(b) == 8 + n + end, f
+PY
+check "export does not count hits" test "$($EC --dir "$T/s2" --json inspect 1111aaaa | jget hits)" = "$hits_before"
+# the same key in two namespaces: one folder per namespace, nothing overwritten
+$EC --dir "$T/s2" put -n other 1111aaaa b.safetensors >/dev/null
+check "export of two namespaces keeps both" bash -c "$EC --dir $T/s2 --json export exp2 | grep -q '\"exported\":4'"
+check "namespaces exported apart" cmp <(tensor_bytes b.safetensors) <(tensor_bytes exp2/other/1111aaaa/encoder_cache.safetensors)
+check "default namespace exported apart" cmp <(tensor_bytes base/1111aaaa/encoder_cache.safetensors) <(tensor_bytes exp2/default/1111aaaa/encoder_cache.safetensors)
+$EC --dir "$T/s2" evict -n other 1111aaaa >/dev/null
+# keys that are not a path component are refused at put; import skips bad entries and goes on
+expect_error "cannot contain '/'" $EC $S put a/b a.safetensors
+expect_error "reserved" $EC $S put .. a.safetensors
+mkdir -p bad/0000bad0 bad/9999ffff; echo "not safetensors" >bad/0000bad0/encoder_cache.safetensors
+mk bad/9999ffff/encoder_cache.safetensors 4 8
+if $EC --dir "$T/s4" --json import bad >imp.out 2>imp.err; then bad "import with a bad file should exit 1"; else
+  check "import skips the bad file and loads the good one" grep -q '"imported":1' imp.out
+  check "import names the skipped file" grep -q "0000bad0" imp.err; fi
 $EC --dir "$T/s2" evict --all >/dev/null
 check "evict --all" test "$($EC --dir "$T/s2" --json stats | jget disk.entries)" = 0
 
