@@ -14,14 +14,36 @@
 namespace ecstore::net {
 namespace {
 
+// ns, key and tensor meta of a PUT body: 2+128 + 2+256 + 4+1+8*8+8 bytes at most.
+constexpr size_t kPutPrefixMax = 512;
+constexpr size_t kMaxHelloBody = 2 + 4096;
+
+// A whole frame (request or reply) must move within io_timeout plus its size at 64 MiB/s:
+// a peer that trickles bytes cannot hold a connection, a lease or pool space for longer.
+Deadline FrameDeadline(std::chrono::milliseconds io_timeout, uint64_t bytes) {
+  return std::chrono::steady_clock::now() + io_timeout +
+         std::chrono::milliseconds(bytes / ((64ull << 20) / 1000));
+}
+
 Status SendFrame(int fd, Op op, uint64_t id, const std::string& body,
-                 std::span<const uint8_t> payload = {}) {
+                 std::span<const uint8_t> payload = {}, Deadline deadline = Deadline::max()) {
   uint8_t hdr[kHeaderBytes];
   EncodeHeader({kVersion, op, id, body.size() + payload.size()}, hdr);
   iovec iov[3] = {{hdr, kHeaderBytes},
                   {const_cast<char*>(body.data()), body.size()},
                   {const_cast<uint8_t*>(payload.data()), payload.size()}};
-  return SendAll(fd, iov, payload.empty() ? 2 : 3, "client");
+  return SendAll(fd, iov, payload.empty() ? 2 : 3, "client", deadline);
+}
+
+// Reads and drops n bytes (a refused PUT's payload), so the connection stays in step.
+Status Discard(int fd, uint64_t n, Deadline deadline) {
+  char scratch[64 << 10];
+  while (n > 0) {
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, sizeof(scratch)));
+    EC_RETURN_IF_ERROR(RecvAll(fd, scratch, chunk, "client", deadline));
+    n -= chunk;
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -138,47 +160,88 @@ void Server::Serve(Conn* c) {
                 ErrorBody(Status::InvalidArgument("opcode is a reply, not a request")));
       break;
     }
-    body.resize(h->body_len);
-    if (!RecvAll(fd, body.data(), body.size(), "client").ok()) break;
-    if (h->op == Op::kHello) {
-      BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
-      std::string token;
-      if (!r.Str(&token, 4096) || (!opt_.token.empty() && token != opt_.token)) {
-        SendFrame(fd, Op::kError, h->request_id,
-                  ErrorBody(Status::InvalidArgument(
-                      "wrong or missing token: this server requires the shared secret "
-                      "(--token-file / EC_STORE_TOKEN)")));
-        spdlog::warn("refused a client with a wrong token");
-        break;
-      }
-      greeted = true;
-      HelloInfo info;
-      info.transport = c->shm ? "shm" : "tcp";
-      if (c->shm) {  // hand over the pool once; gets then return offsets into it
-        info.pool_bytes = store_->pool_region().size;
-        std::string b = HelloBody(info);
-        uint8_t out[kHeaderBytes];
-        EncodeHeader({kVersion, Op::kHelloOk, h->request_id, b.size()}, out);
-        iovec iov[2] = {{out, kHeaderBytes}, {b.data(), b.size()}};
-        if (!SendWithFd(fd, iov, 2, store_->pool_region().shm_fd, "client").ok()) break;
-        continue;
-      }
-      info.shm_path = shm_fd_.valid() ? opt_.shm_socket : "";
-      info.rdma_addr = rdma_addr_;
-      if (!SendFrame(fd, Op::kHelloOk, h->request_id, HelloBody(info)).ok()) break;
-      continue;
-    }
-    if (!greeted) {
+    // Before HELLO nothing but a small HELLO is read: no body, no allocation.
+    const bool hello = h->op == Op::kHello;
+    if (!greeted && (!hello || h->body_len > kMaxHelloBody)) {
       SendFrame(fd, Op::kError, h->request_id,
-                ErrorBody(Status::InvalidArgument("send HELLO first")));
+                ErrorBody(Status::InvalidArgument(hello ? "HELLO body is too large"
+                                                        : "send HELLO first")));
       break;
     }
-    Status st = Handle(c, *h, body);
+    const Deadline deadline = FrameDeadline(opt_.io_timeout, h->body_len);
+    if (h->op == Op::kPut) {  // streamed straight into a reserved pool block
+      if (!HandlePut(c, *h, deadline).ok()) break;
+      continue;
+    }
+    body.resize(h->body_len);
+    if (!RecvAll(fd, body.data(), body.size(), "client", deadline).ok()) break;
+    Status st = hello ? Hello(c, *h, body) : Handle(c, *h, body);
     if (!st.ok()) break;  // the connection itself failed or the request was malformed
+    greeted = true;
   }
   ::shutdown(fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed when reaped
   c->leases.clear();          // a reader that went away holds nothing
+  c->leased_bytes = 0;
   c->done = true;
+}
+
+// Checks the token and answers HELLO; over the unix socket the pool's (read-only, sealed)
+// memfd goes with the reply. A non-OK return closes the connection.
+Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
+  const int fd = c->fd.get();
+  BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+  std::string token;
+  if (!r.Str(&token, 4096) || (!opt_.token.empty() && token != opt_.token)) {
+    SendFrame(fd, Op::kError, h.request_id,
+              ErrorBody(Status::InvalidArgument(
+                  "wrong or missing token: this server requires the shared secret "
+                  "(--token-file / EC_STORE_TOKEN)")));
+    spdlog::warn("refused a client with a wrong token");
+    return Status::InvalidArgument("wrong token");
+  }
+  HelloInfo info;
+  info.transport = c->shm ? "shm" : "tcp";
+  if (c->shm) {  // hand over the pool once; gets then return offsets into it
+    info.pool_bytes = store_->pool_region().size;
+    std::string b = HelloBody(info);
+    uint8_t out[kHeaderBytes];
+    EncodeHeader({kVersion, Op::kHelloOk, h.request_id, b.size()}, out);
+    iovec iov[2] = {{out, kHeaderBytes}, {b.data(), b.size()}};
+    return SendWithFd(fd, iov, 2, store_->pool_region().shm_fd, "client");
+  }
+  info.shm_path = shm_fd_.valid() ? opt_.shm_socket : "";
+  info.rdma_addr = rdma_addr_;
+  return SendFrame(fd, Op::kHelloOk, h.request_id, HelloBody(info));
+}
+
+// PUT without a staging copy: the key and meta are read first, then the payload lands in a
+// reserved pool block. A refused PUT's payload is read and dropped, and the error answered.
+Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
+  const int fd = c->fd.get();
+  uint8_t prefix[kPutPrefixMax];
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(h.body_len, sizeof(prefix)));
+  EC_RETURN_IF_ERROR(RecvAll(fd, prefix, n, "client", deadline));
+  BodyReader r(prefix, n);
+  auto k = ParseKeyBody(&r);
+  TensorMeta meta;
+  if (!k.ok() || !r.Meta(&meta)) {  // malformed: answer, then close
+    Status st = k.ok() ? Status::InvalidArgument("malformed tensor meta") : k.status();
+    SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
+    return st;
+  }
+  const uint64_t in_prefix = r.remaining();
+  const uint64_t size = h.body_len - (n - in_prefix);
+  auto res = store_->Reserve(k->ns, k->key, meta, size);
+  if (!res.ok()) {
+    EC_RETURN_IF_ERROR(Discard(fd, size - in_prefix, deadline));
+    return SendFrame(fd, Op::kError, h.request_id, ErrorBody(res.status()));
+  }
+  std::memcpy(res->bytes().data(), r.position(), in_prefix);
+  EC_RETURN_IF_ERROR(
+      RecvAll(fd, res->bytes().data() + in_prefix, size - in_prefix, "client", deadline));
+  Status st = store_->Commit(std::move(res).value());
+  return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {})
+                 : SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
 }
 
 void Server::ExpireLeases(Conn* c) {
@@ -187,11 +250,24 @@ void Server::ExpireLeases(Conn* c) {
     if (now - it->second.second >= opt_.lease_ttl) {
       spdlog::warn("lease {} expired after {} ms without a release", it->first,
                    opt_.lease_ttl.count());
+      c->leased_bytes -= it->second.first.size();
       it = c->leases.erase(it);
     } else {
       ++it;
     }
   }
+}
+
+void Server::DropLease(Conn* c, uint64_t id) {
+  auto it = c->leases.find(id);
+  if (it == c->leases.end()) return;
+  c->leased_bytes -= it->second.first.size();
+  c->leases.erase(it);
+}
+
+uint64_t Server::MaxLeasedBytes() const {
+  return opt_.max_leased_bytes_per_connection ? opt_.max_leased_bytes_per_connection
+                                              : store_->pool_region().size / 2;
 }
 
 // Answers one request. A non-OK return closes the connection.
@@ -224,8 +300,17 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
         WriteInfo(&inner, e);
         w.U32(static_cast<uint32_t>(inner.data().size()));
         w.Raw(inner.data().data(), inner.data().size());
-        return SendFrame(fd, Op::kGetOk, h.request_id, w.data(), lease->bytes());
+        // The whole reply has a deadline: a slow reader cannot hold the lease past it.
+        return SendFrame(fd, Op::kGetOk, h.request_id, w.data(), lease->bytes(),
+                         FrameDeadline(opt_.io_timeout, lease->size()));
       }
+      // The first lease is always granted: one entry may be larger than the share.
+      if (!c->leases.empty() && (c->leases.size() >= opt_.max_leases_per_connection ||
+                                 c->leased_bytes + lease->size() > MaxLeasedBytes()))
+        return reply_error(Status::Busy(
+            "this connection holds " + std::to_string(c->leases.size()) + " leases (" +
+            std::to_string(c->leased_bytes) + " bytes); release some before acquiring more"));
+      c->leased_bytes += lease->size();
       const uint8_t* data = lease->data();
       uint64_t id = c->next_lease++;
       c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
@@ -243,7 +328,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kRelease: {
       uint64_t id;
       if (!r.U64(&id)) return Status::InvalidArgument("malformed RELEASE");
-      c->leases.erase(id);  // unknown ids (already expired) are fine
+      DropLease(c, id);  // unknown ids (already expired) are fine
       return Status::Ok();
     }
     case Op::kLookup: {
@@ -260,17 +345,6 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
         if (info.ok()) WriteInfo(&w, *info);
       }
       return SendFrame(fd, Op::kLookupOk, h.request_id, w.data());
-    }
-    case Op::kPut: {
-      auto k = ParseKeyBody(&r);
-      TensorMeta meta;
-      if (!k.ok() || !r.Meta(&meta)) {
-        Status st = k.ok() ? Status::InvalidArgument("malformed tensor meta") : k.status();
-        reply_error(st);
-        return st;
-      }
-      Status st = store_->Put(k->ns, k->key, meta, {r.position(), r.remaining()});
-      return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : reply_error(st);
     }
     case Op::kErase: {
       auto k = ParseKeyBody(&r);

@@ -34,6 +34,10 @@ struct ServerOptions {
   std::string rdma_listen;
   // A shared-memory lease not released by its reader within this time is released for it.
   std::chrono::milliseconds lease_ttl{30000};
+  // Per connection: at most this many shared-memory/RDMA leases, over at most this many
+  // bytes (0 = half the pool), so one reader cannot pin the pool and keep every put Busy.
+  size_t max_leases_per_connection = 1024;
+  uint64_t max_leased_bytes_per_connection = 0;
 };
 
 class Server {
@@ -58,11 +62,16 @@ class Server {
     std::unordered_map<uint64_t, std::pair<ReadLease, std::chrono::steady_clock::time_point>>
         leases;
     uint64_t next_lease = 1;
+    uint64_t leased_bytes = 0;
   };
   Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
   void AcceptLoop();
   void Serve(Conn* c);
   Status Handle(Conn* c, const FrameHeader& h, std::string& body);
+  Status Hello(Conn* c, const FrameHeader& h, const std::string& body);
+  Status HandlePut(Conn* c, const FrameHeader& h, Deadline deadline);
+  void DropLease(Conn* c, uint64_t id);
+  uint64_t MaxLeasedBytes() const;
   void ExpireLeases(Conn* c);
 
   Store* store_;

@@ -191,9 +191,27 @@ Status RecvAllWithFd(int fd, void* buf, size_t n, int* got_fd, const char* what)
   return RecvAll(fd, static_cast<uint8_t*>(buf) + got, n - static_cast<size_t>(got), what);
 }
 
-Status RecvAll(int fd, void* buf, size_t n, const char* what) {
+namespace {
+// Waits until fd is ready for `events` or the deadline passes (false). No deadline: true.
+bool WaitReady(int fd, short events, Deadline deadline) {
+  if (deadline == Deadline::max()) return true;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, events, 0};
+    int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) return true;  // let the call itself report the error
+  }
+}
+}  // namespace
+
+Status RecvAll(int fd, void* buf, size_t n, const char* what, Deadline deadline) {
   auto* p = static_cast<uint8_t*>(buf);
   while (n > 0) {
+    if (!WaitReady(fd, POLLIN, deadline))
+      return Status::Unavailable(std::string(what) + " did not send the whole frame in time");
     ssize_t got = recv(fd, p, n, 0);
     if (got > 0) {
       p += got;
@@ -209,8 +227,10 @@ Status RecvAll(int fd, void* buf, size_t n, const char* what) {
   return Status::Ok();
 }
 
-Status SendAll(int fd, iovec* iov, int iovcnt, const char* what) {
+Status SendAll(int fd, iovec* iov, int iovcnt, const char* what, Deadline deadline) {
   while (iovcnt > 0) {
+    if (!WaitReady(fd, POLLOUT, deadline))
+      return Status::Unavailable(std::string(what) + " did not take the whole reply in time");
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(iovcnt);

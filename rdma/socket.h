@@ -32,8 +32,12 @@ Status SendWithFd(int fd, iovec* iov, int iovcnt, int pass_fd, const char* what)
 // Like RecvAll, and collects a descriptor passed with these bytes into *got_fd (or -1).
 Status RecvAllWithFd(int fd, void* buf, size_t n, int* got_fd, const char* what);
 
-// Unavailable on EOF, reset or timeout; `what` names the peer in the message.
-Status RecvAll(int fd, void* buf, size_t n, const char* what);
-Status SendAll(int fd, iovec* iov, int iovcnt, const char* what);
+// Unavailable on EOF, reset or timeout; `what` names the peer in the message. A deadline
+// bounds the whole transfer (a peer trickling a byte at a time cannot stretch it); without
+// one, each call is bounded by the socket's own timeouts.
+using Deadline = std::chrono::steady_clock::time_point;
+Status RecvAll(int fd, void* buf, size_t n, const char* what, Deadline deadline = Deadline::max());
+Status SendAll(int fd, iovec* iov, int iovcnt, const char* what,
+               Deadline deadline = Deadline::max());
 
 }  // namespace ecstore::net

@@ -139,6 +139,35 @@ class ReadLease {
   TensorMeta meta_;
 };
 
+// A pool block reserved for one Put and filled in place by the caller (a socket read, a
+// device copy) before Store::Commit -- no staging buffer. Dropped uncommitted, the block
+// goes back to the pool. Move-only; one thread fills it at a time.
+class PutReservation {
+ public:
+  PutReservation() = default;
+  PutReservation(PutReservation&& o) noexcept;
+  PutReservation& operator=(PutReservation&& o) noexcept;
+  PutReservation(const PutReservation&) = delete;
+  PutReservation& operator=(const PutReservation&) = delete;
+  ~PutReservation();
+  std::span<uint8_t> bytes() const { return {data_, size_}; }
+
+ private:
+  friend class StoreImpl;
+  class Owner {
+   public:
+    virtual ~Owner() = default;
+    virtual void Abandon(void* token) = 0;
+  };
+  PutReservation(Owner* o, void* token, uint8_t* d, uint64_t n)
+      : owner_(o), token_(token), data_(d), size_(n) {}
+  void Reset();
+  Owner* owner_ = nullptr;
+  void* token_ = nullptr;
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 class Store {
  public:
   // Opens (creating if needed) the store in `dir`. Fails with a clear message if another
@@ -151,6 +180,11 @@ class Store {
   // (every entry leased) for options.put_wait.
   virtual Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
                      std::span<const uint8_t> bytes) = 0;
+  // Put in two steps: reserve pool space for `size` bytes (validating the key and meta as Put
+  // does, and waiting for space as Put does), fill reservation.bytes(), then Commit.
+  virtual Result<PutReservation> Reserve(std::string_view ns, std::string_view key,
+                                         const TensorMeta& meta, uint64_t size) = 0;
+  virtual Status Commit(PutReservation reservation) = 0;
   // Copies the entry into dst (at least its size) and returns its metadata.
   virtual Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
                                 const ReadOptions& options) = 0;

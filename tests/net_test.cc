@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <fstream>
 #include <thread>
 
 #include "rdma/client.h"
@@ -79,6 +80,7 @@ class ServerProcess {
   }
   void Continue() { kill(pid_, SIGCONT); }
   uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string uri() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
 
  private:
@@ -275,6 +277,7 @@ class RawConn {
     char c;
     return recv(fd_.get(), &c, 1, 0) == 0;
   }
+  int fd() const { return fd_.get(); }
   void Hello(const std::string& token = "") {
     BodyWriter w;
     w.Str(token);
@@ -342,6 +345,73 @@ TEST(Net, MalformedFramesGetAnErrorAndAClosedConnection) {
   // The server is still healthy for well-behaved clients.
   auto ok = ConnectOrDie(server.uri());
   EXPECT_TRUE(ok->Put("ns", "after", U8(10), Span(Payload(1, 10))).ok());
+}
+
+uint64_t RssBytes(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// A client that announces a 1 GiB PUT gets nothing allocated: before HELLO it is refused
+// outright (also on a token-protected server); after HELLO the body is streamed into the
+// pool, so a PUT larger than the pool costs no memory while its bytes are read and dropped.
+TEST(Net, NoMemoryIsCommittedToAnnouncedBodies) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "s3cret");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const uint64_t before = RssBytes(server.pid());
+  std::vector<std::unique_ptr<RawConn>> conns;
+  for (int i = 0; i < 3; ++i) {  // no HELLO
+    auto c = std::make_unique<RawConn>(server.port());
+    c->SendFrame(Op::kPut, "", 1ull << 30);
+    auto [op, msg] = c->Reply();
+    EXPECT_EQ(op, Op::kError);
+    EXPECT_NE(msg.find("HELLO"), std::string::npos) << msg;
+    EXPECT_TRUE(c->Closed());
+  }
+  for (int i = 0; i < 3; ++i) {  // greeted, then a 1 GiB body that never comes
+    auto c = std::make_unique<RawConn>(server.port());
+    c->Hello("s3cret");
+    BodyWriter w;
+    w.Str("ns");
+    w.Str("big" + std::to_string(i));
+    w.Meta({DType::kU8, {1ll << 30}});
+    c->SendFrame(Op::kPut, w.data(), w.data().size() + (1ull << 30));
+    conns.push_back(std::move(c));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const uint64_t after = RssBytes(server.pid());
+  EXPECT_LT(after, before + 32 * kMiB) << "server RSS grew from " << before << " to " << after;
+  ClientOptions o;
+  o.token = "s3cret";
+  auto ok = ConnectOrDie(server.uri(), o);  // still serving
+  EXPECT_TRUE(ok->Put("ns", "after", U8(10), Span(Payload(1, 10))).ok());
+}
+
+// A frame is bounded as a whole: trickling a byte at a time does not hold a connection.
+TEST(Net, TricklingClientIsCutOffAtTheFrameDeadline) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 64 * kMiB, 0, false, 30000, /*io_timeout_ms=*/300);
+  RawConn c(server.port());
+  c.Hello();
+  BodyWriter w;
+  w.Str("ns");
+  w.Str("k");
+  w.Meta({DType::kU8, {4096}});
+  c.SendFrame(Op::kPut, w.data(), w.data().size() + 4096);
+  auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (int i = 0; i < 40 && !closed; ++i) {  // one byte every 100 ms: each within 300 ms
+    if (send(c.fd(), "x", 1, MSG_NOSIGNAL) != 1) closed = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    char b;
+    if (recv(c.fd(), &b, 1, MSG_DONTWAIT) == 0) closed = true;
+  }
+  EXPECT_TRUE(closed) << "a trickling client kept its frame open";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
 }
 
 TEST(Net, WrongTokenIsRefused) {
@@ -455,6 +525,28 @@ TEST(NetShm, LeasedBytesSurviveEvictionAndExpiredLeasesAreReleased) {
   held = writer->Lookup("ns", {"held"});
   ASSERT_TRUE(held.ok() && (*held)[0]);
   EXPECT_EQ((*held)[0]->tier, Tier::kDisk) << "an expired lease still pinned the entry";
+}
+
+// One reader cannot pin the whole pool: leases per connection are capped (half the pool
+// by default), and releasing one makes room again.
+TEST(NetShm, LeasesPerConnectionAreCapped) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, /*shm=*/true);
+  auto writer = ConnectOrDie(server.uri(), TcpOnly());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(writer->Put("ns", "k" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+  auto c = ConnectOrDie(server.shm_uri());
+  auto a = c->AcquireShared("ns", "k0");
+  auto b = c->AcquireShared("ns", "k1");
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto third = c->AcquireShared("ns", "k2");  // 9 MiB > 8 MiB
+  ASSERT_TRUE(third.status().IsBusy()) << third.status().ToString();
+  EXPECT_NE(third.status().message().find("release"), std::string::npos);
+  ASSERT_TRUE(c->Release(a->lease_id).ok());
+  auto again = c->AcquireShared("ns", "k2");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  // Puts still find room while this reader holds its share.
+  EXPECT_TRUE(writer->Put("ns", "k3", U8(3 * kMiB), Span(Payload(3, 3 * kMiB))).ok());
 }
 
 TEST(Net, IdleConnectionsStayOpenPastTheIoTimeout) {
