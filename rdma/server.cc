@@ -51,13 +51,15 @@ Status Discard(int fd, uint64_t n, Deadline deadline) {
 Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions& options) {
   auto hp = ParseHostPort(options.listen);
   if (!hp.ok()) return hp.status();
-  if (!IsLoopback(hp->host) && options.token.empty())
-    return Status::InvalidArgument("listening on " + hp->host +
-                                   " (not loopback) needs a shared-secret token: give "
-                                   "--token-file FILE or set EC_STORE_TOKEN");
   std::unique_ptr<Server> s(new Server(store, options));
-  auto fd = Listen(*hp, &s->port_);
+  bool loopback = false;
+  auto fd = Listen(*hp, &s->port_, &loopback);
   if (!fd.ok()) return fd.status();
+  // Decided on the address actually bound, not on how the host was spelled.
+  if (!loopback && options.token.empty())
+    return Status::InvalidArgument("listening on " + hp->host +
+                                   " (not a loopback address) needs a shared-secret token: "
+                                   "give --token-file FILE or set EC_STORE_TOKEN");
   s->listen_fd_ = std::move(fd).value();
   if (!options.shm_socket.empty()) {
     if (store->pool_region().shm_fd < 0)

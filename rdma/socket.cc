@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <vector>
 
 namespace ecstore::net {
 
@@ -19,9 +20,11 @@ Result<HostPort> ParseHostPort(std::string_view text) {
   size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0)
     return Status::InvalidArgument("address '" + std::string(text) +
-                                   "' must be HOST:PORT, as 127.0.0.1:7070");
+                                   "' must be HOST:PORT, as 127.0.0.1:7070 or [::1]:7070");
   HostPort hp;
   hp.host = std::string(text.substr(0, colon));
+  if (hp.host.size() >= 2 && hp.host.front() == '[' && hp.host.back() == ']')
+    hp.host = hp.host.substr(1, hp.host.size() - 2);  // [IPv6]
   std::string_view p = text.substr(colon + 1);
   unsigned v = 0;
   auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
@@ -31,40 +34,87 @@ Result<HostPort> ParseHostPort(std::string_view text) {
   return hp;
 }
 
-bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+namespace {
+struct SockAddr {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  int family() const { return ss.ss_family; }
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&ss); }
+};
+
+bool IsLoopbackAddr(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (sa->sa_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return true;
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) return in6->sin6_addr.s6_addr[12] == 127;
+  }
+  return false;
 }
 
-static Result<sockaddr_in> Resolve(const HostPort& hp) {
+// Every address the host resolves to, IPv4 and IPv6.
+Result<std::vector<SockAddr>> ResolveAll(const HostPort& hp) {
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res);
   if (rc != 0 || !res)
     return Status::InvalidArgument("cannot resolve host '" + hp.host + "': " + gai_strerror(rc));
-  sockaddr_in sa;
-  std::memcpy(&sa, res->ai_addr, sizeof(sa));
+  std::vector<SockAddr> out;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    SockAddr s;
+    std::memcpy(&s.ss, a->ai_addr, a->ai_addrlen);
+    s.len = a->ai_addrlen;
+    if (s.family() == AF_INET) reinterpret_cast<sockaddr_in*>(&s.ss)->sin_port = htons(hp.port);
+    if (s.family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&s.ss)->sin6_port = htons(hp.port);
+    out.push_back(s);
+  }
   freeaddrinfo(res);
-  sa.sin_port = htons(hp.port);
-  return sa;
+  return out;
 }
 
-Result<UniqueFd> Listen(const HostPort& at, uint16_t* bound_port) {
+// The first address: IPv4 first where the host has both (as the store always did).
+Result<SockAddr> Resolve(const HostPort& hp) {
+  auto all = ResolveAll(hp);
+  if (!all.ok()) return all.status();
+  for (const SockAddr& s : *all)
+    if (s.family() == AF_INET) return s;
+  return all->front();
+}
+}  // namespace
+
+// Decided on what the name resolves to, never on its spelling: "127.x.example.com" may point
+// anywhere. Loopback only when every address is 127.0.0.0/8 or ::1.
+bool IsLoopback(const std::string& host) {
+  auto all = ResolveAll({host, 0});
+  if (!all.ok() || all->empty()) return false;
+  for (const SockAddr& s : *all)
+    if (!IsLoopbackAddr(s.get())) return false;
+  return true;
+}
+
+Result<UniqueFd> Listen(const HostPort& at, uint16_t* bound_port, bool* loopback) {
   auto sa = Resolve(at);
   if (!sa.ok()) return sa.status();
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (loopback) *loopback = IsLoopbackAddr(sa->get());
+  UniqueFd fd(socket(sa->family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Status::FromErrno(errno, "socket");
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(*sa)) != 0)
+  if (bind(fd.get(), sa->get(), sa->len) != 0)
     return Status::Unavailable("cannot listen on " + at.host + ":" + std::to_string(at.port) +
                                ": " + std::strerror(errno) + " (pick another --listen port)");
   if (listen(fd.get(), 64) != 0) return Status::FromErrno(errno, "listen");
-  sockaddr_in got{};
-  socklen_t len = sizeof(got);
-  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&got), &len);
-  *bound_port = ntohs(got.sin_port);
+  SockAddr got;
+  got.len = sizeof(got.ss);
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&got.ss), &got.len);
+  *bound_port = ntohs(got.family() == AF_INET6
+                          ? reinterpret_cast<sockaddr_in6*>(&got.ss)->sin6_port
+                          : reinterpret_cast<sockaddr_in*>(&got.ss)->sin_port);
   return fd;
 }
 
@@ -80,10 +130,10 @@ void SetTimeouts(int fd, std::chrono::milliseconds timeout) {
 Result<UniqueFd> ConnectTcp(const HostPort& to, std::chrono::milliseconds timeout) {
   auto sa = Resolve(to);
   if (!sa.ok()) return sa.status();
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  UniqueFd fd(socket(sa->family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return Status::FromErrno(errno, "socket");
   std::string where = to.host + ":" + std::to_string(to.port);
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(*sa)) != 0) {
+  if (connect(fd.get(), sa->get(), sa->len) != 0) {
     if (errno != EINPROGRESS)
       return Status::Unavailable("cannot connect to " + where + ": " + std::strerror(errno) +
                                  " (is `ec-store serve` running there?)");

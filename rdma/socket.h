@@ -17,11 +17,13 @@ struct HostPort {
   std::string host;
   uint16_t port = 0;
 };
-// "tcp://127.0.0.1:7070", "127.0.0.1:7070" or "localhost:7070".
+// "tcp://127.0.0.1:7070", "127.0.0.1:7070", "localhost:7070" or "[::1]:7070".
 Result<HostPort> ParseHostPort(std::string_view text);
+// True when every address `host` resolves to is loopback (127.0.0.0/8, ::1).
 bool IsLoopback(const std::string& host);
 
-Result<UniqueFd> Listen(const HostPort& at, uint16_t* bound_port);
+// Binds the host's first address (IPv4 preferred); *loopback says whether that address is.
+Result<UniqueFd> Listen(const HostPort& at, uint16_t* bound_port, bool* loopback = nullptr);
 Result<UniqueFd> ConnectTcp(const HostPort& to, std::chrono::milliseconds timeout);
 void SetTimeouts(int fd, std::chrono::milliseconds timeout);
 

@@ -215,6 +215,16 @@ $EC --dir "$T/srv" get hup-a -o hup.raw >/dev/null
 check "put acknowledged before SIGHUP survives SIGKILL" cmp <(tensor_bytes a.safetensors) hup.raw
 expect_error "cannot connect" $EC $R stats
 expect_error "needs a shared-secret token" $EC --dir "$T/srv2" serve --listen 0.0.0.0:0
+# loopback is decided on the resolved address: a name spelled "127.…" that resolves to this
+# host's outside address still needs a token (an /etc/hosts entry in a private mount namespace)
+OUTSIDE=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -v '^127\.' | grep -v : | head -1 || true)
+if [ -n "$OUTSIDE" ] && unshare -m true 2>/dev/null; then
+  { cat /etc/hosts; echo "$OUTSIDE 127.attacker.test"; } >hosts.fake
+  expect_error "needs a shared-secret token" timeout 10 unshare -m sh -c \
+    "mount --bind $T/hosts.fake /etc/hosts && exec $EC --dir $T/srv3 serve --listen 127.attacker.test:0"
+else
+  echo "skip - token check by resolved address: needs a non-loopback IPv4 address and unshare -m"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -414,6 +414,28 @@ TEST(Net, TricklingClientIsCutOffAtTheFrameDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
 }
 
+TEST(Net, LoopbackIsDecidedOnTheResolvedAddress) {
+  EXPECT_TRUE(IsLoopback("127.0.0.1"));
+  EXPECT_TRUE(IsLoopback("127.1.2.3"));
+  EXPECT_TRUE(IsLoopback("localhost"));
+  EXPECT_TRUE(IsLoopback("::1"));
+  EXPECT_FALSE(IsLoopback("0.0.0.0"));
+  EXPECT_FALSE(IsLoopback("192.0.2.7"));
+  EXPECT_FALSE(IsLoopback("127.no-such-host.invalid"));  // unresolvable is not loopback
+  auto v6 = ParseHostPort("[::1]:7070");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 7070);
+  // A token-less server on IPv6 loopback starts, and clients reach it there.
+  uint16_t port = 0;
+  bool loopback = false;
+  auto fd = Listen({"::1", 0}, &port, &loopback);
+  if (!fd.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << fd.status().ToString();
+  EXPECT_TRUE(loopback);
+  auto c = ConnectTcp({"::1", port}, std::chrono::milliseconds(1000));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+}
+
 TEST(Net, WrongTokenIsRefused) {
   testing::TempDir dir;
   ServerProcess server(dir.path(), "s3cret");
