@@ -1,8 +1,10 @@
 #include "rdma/server.h"
 
+#include <fcntl.h>
 #include <poll.h>
 
 #include <algorithm>
+#include <system_error>
 #include <tuple>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -98,24 +100,79 @@ void Server::Stop() {
   conns_.clear();
 }
 
+// Joins connections whose thread has finished, closing their descriptors. Runs on every
+// turn of the accept loop, so fds come back even when no new client arrives.
+size_t Server::ReapLocked() {
+  size_t live = 0;
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (it->done) {
+      it->thread.join();
+      it = conns_.erase(it);
+    } else {
+      ++it, ++live;
+    }
+  }
+  return live;
+}
+
+namespace {
+// Tells a client it cannot be served now, then hangs up (the caller closes fd).
+void Refuse(int fd, const std::string& why) {
+  SendFrame(fd, Op::kError, 0, ErrorBody(Status::Busy(why)), {},
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+  ::shutdown(fd, SHUT_RDWR);
+}
+}  // namespace
+
 void Server::AcceptLoop() {
+  // One descriptor held in reserve: at the fd limit it is given up to accept a client and
+  // refuse it clearly, instead of leaving it in the backlog and spinning on EMFILE.
+  UniqueFd reserve(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  auto last_warning = std::chrono::steady_clock::time_point{};
+  auto warn = [&](const std::string& what) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_warning < std::chrono::seconds(10)) return;
+    last_warning = now;
+    spdlog::warn("{}", what);
+  };
   while (!stop_) {
+    size_t live;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      live = ReapLocked();
+    }
     pollfd p[2] = {{listen_fd_.get(), POLLIN, 0}, {shm_fd_.get(), POLLIN, 0}};
     if (poll(p, shm_fd_.valid() ? 2 : 1, 200) <= 0) continue;
     bool shm = shm_fd_.valid() && (p[1].revents & POLLIN);
-    int fd = accept4(shm ? shm_fd_.get() : listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    SetTimeouts(fd, opt_.io_timeout);
-    std::lock_guard<std::mutex> l(mu_);
-    // Reap finished connections so a long-lived server does not grow without bound.
-    for (auto it = conns_.begin(); it != conns_.end();) {
-      if (it->done) {
-        it->thread.join();
-        it = conns_.erase(it);
+    int lfd = shm ? shm_fd_.get() : listen_fd_.get();
+    int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EMFILE && errno != ENFILE) continue;
+      warn("out of file descriptors: refusing new clients (raise `ulimit -n`)");
+      if (!reserve.valid()) reserve.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+      if (reserve.valid()) {
+        reserve.reset();
+        int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c >= 0) {
+          Refuse(c, "server is out of file descriptors; try again later");
+          ::close(c);  // before the reserve is taken back
+        }
+        reserve.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
       } else {
-        ++it;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // reaping frees some
       }
+      continue;
     }
+    SetTimeouts(fd, opt_.io_timeout);
+    if (live >= opt_.max_connections) {
+      warn("connection limit (" + std::to_string(opt_.max_connections) +
+           ") reached: refusing new clients");
+      Refuse(fd, "server has " + std::to_string(live) +
+                     " connections, its limit; try again later");
+      ::close(fd);
+      continue;
+    }
+    std::lock_guard<std::mutex> l(mu_);
     if (stop_) {
       ::close(fd);
       break;
@@ -123,7 +180,13 @@ void Server::AcceptLoop() {
     Conn& c = conns_.emplace_back();
     c.fd = UniqueFd(fd);
     c.shm = shm;
-    c.thread = std::thread([this, &c] { Serve(&c); });
+    try {
+      c.thread = std::thread([this, &c] { Serve(&c); });
+    } catch (const std::system_error& e) {  // out of threads: refuse, never abort
+      warn(std::string("cannot start a connection thread: ") + e.what());
+      Refuse(fd, "server cannot start a thread for this connection; try again later");
+      conns_.pop_back();
+    }
   }
 }
 
@@ -131,6 +194,7 @@ void Server::Serve(Conn* c) {
   const int fd = c->fd.get();
   bool greeted = false;
   std::string body;
+  auto last_request = std::chrono::steady_clock::now();
   while (!stop_) {
     // An idle client may wait as long as it likes for its next request (only a frame that
     // has begun is bounded by io_timeout); wake regularly to notice Stop and, while leases
@@ -141,7 +205,13 @@ void Server::Serve(Conn* c) {
                       : static_cast<int>(std::max<int64_t>(10, opt_.lease_ttl.count() / 4));
     int rc = poll(&p, 1, wait_ms);
     if (!c->leases.empty()) ExpireLeases(c);
+    if (rc == 0 && c->leases.empty() && opt_.idle_timeout.count() > 0 &&
+        std::chrono::steady_clock::now() - last_request >= opt_.idle_timeout) {
+      spdlog::debug("closing a connection idle for {} ms", opt_.idle_timeout.count());
+      break;
+    }
     if (rc == 0 || (rc < 0 && errno == EINTR)) continue;
+    last_request = std::chrono::steady_clock::now();
     if (rc < 0) break;
     uint8_t hdr[kHeaderBytes];
     if (!RecvAll(fd, hdr, kHeaderBytes, "client").ok()) break;

@@ -37,6 +37,10 @@ struct ServerOptions {
   // Per connection: at most this many shared-memory/RDMA leases, over at most this many
   // bytes (0 = half the pool), so one reader cannot pin the pool and keep every put Busy.
   size_t max_leases_per_connection = 1024;
+  // Clients beyond this many connections are refused with a clear error (each connection
+  // has a thread). A connection idle this long, holding no lease, is closed (0 = never).
+  size_t max_connections = 1024;
+  std::chrono::milliseconds idle_timeout{600000};
   uint64_t max_leased_bytes_per_connection = 0;
 };
 
@@ -66,6 +70,7 @@ class Server {
   };
   Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
   void AcceptLoop();
+  size_t ReapLocked();  // joins finished connections; returns how many are live
   void Serve(Conn* c);
   Status Handle(Conn* c, const FrameHeader& h, std::string& body);
   Status Hello(Conn* c, const FrameHeader& h, const std::string& body);

@@ -7,7 +7,10 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <functional>
+#include <sys/resource.h>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "rdma/client.h"
@@ -25,10 +28,12 @@ constexpr uint64_t kMiB = 1 << 20;
 // serves until SIGTERM (clean close) or SIGKILL.
 class ServerProcess {
  public:
+  using Tweak = std::function<void(ServerOptions*)>;  // runs in the child, before Start
   ServerProcess(std::string dir, std::string token = "", uint64_t pool = 64 * kMiB, uint16_t port = 0,
-                bool shm = false, int lease_ttl_ms = 30000, int io_timeout_ms = 30000)
+                bool shm = false, int lease_ttl_ms = 30000, int io_timeout_ms = 30000,
+                Tweak tweak = {})
       : dir_(std::move(dir)), token_(std::move(token)), pool_(pool), shm_(shm), ttl_(lease_ttl_ms),
-        io_timeout_(io_timeout_ms) {
+        io_timeout_(io_timeout_ms), tweak_(std::move(tweak)) {
     Start(port);
   }
   std::string shm_uri() const { return "unix:" + dir_ + "/serve.sock"; }
@@ -55,6 +60,7 @@ class ServerProcess {
       if (shm_) so.shm_socket = dir_ + "/serve.sock";
       so.lease_ttl = std::chrono::milliseconds(ttl_);
       so.io_timeout = std::chrono::milliseconds(io_timeout_);
+      if (tweak_) tweak_(&so);
       auto server = Server::Start(store->get(), so);
       if (!server.ok()) _exit(4);
       uint16_t p = (*server)->port();
@@ -89,6 +95,7 @@ class ServerProcess {
   bool shm_;
   int ttl_;
   int io_timeout_;
+  Tweak tweak_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;
 };
@@ -569,6 +576,111 @@ TEST(NetShm, LeasesPerConnectionAreCapped) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   // Puts still find room while this reader holds its share.
   EXPECT_TRUE(writer->Put("ns", "k3", U8(3 * kMiB), Span(Payload(3, 3 * kMiB))).ok());
+}
+
+double CpuSeconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::istringstream rest(s.substr(s.rfind(')') + 2));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// At the fd limit the server refuses new clients with a clear error instead of spinning,
+// and serves again as soon as clients leave.
+TEST(Net, FdExhaustionRefusesClearlyAndRecovers) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000, [](ServerOptions*) {
+    rlimit lim{48, 48};
+    setrlimit(RLIMIT_NOFILE, &lim);
+  });
+  std::vector<std::unique_ptr<RawConn>> conns;
+  int refused = 0;
+  std::string why;
+  for (int i = 0; i < 60; ++i) {
+    auto c = std::make_unique<RawConn>(server.port());
+    BodyWriter w;
+    w.Str("");
+    c->SendFrame(Op::kHello, w.data());
+    auto [op, msg] = c->Reply();
+    if (op == Op::kError) ++refused, why = msg;
+    conns.push_back(std::move(c));
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_NE(why.find("file descriptors"), std::string::npos) << why;
+  double cpu0 = CpuSeconds(server.pid());
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_LT(CpuSeconds(server.pid()) - cpu0, 0.5) << "the accept loop spins at the fd limit";
+  conns.clear();  // everyone leaves: fds come back without a new accept succeeding first
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ClientOptions o;
+  o.retries = 0;
+  auto c = ConnectOrDie(server.uri(), o);
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->Put("ns", "k", U8(100), Span(Payload(1, 100))).ok());
+}
+
+// Thread creation failing (address space exhausted here) refuses the client; the server
+// neither aborts nor stops serving those it has.
+TEST(Net, ThreadCreationFailureRefusesInsteadOfAborting) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000, [](ServerOptions*) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    uint64_t vm = 0;
+    while (std::getline(f, line))
+      if (line.rfind("VmSize:", 0) == 0) vm = std::stoull(line.substr(7)) * 1024;
+    rlimit lim{vm + 48 * kMiB, vm + 48 * kMiB};  // room for a few 8 MiB thread stacks
+    setrlimit(RLIMIT_AS, &lim);
+  });
+  auto first = ConnectOrDie(server.uri(), TcpOnly());
+  ASSERT_TRUE(first);
+  std::vector<std::unique_ptr<RawConn>> conns;
+  int refused = 0;
+  std::string why;
+  for (int i = 0; i < 16; ++i) {
+    auto c = std::make_unique<RawConn>(server.port());
+    BodyWriter w;
+    w.Str("");
+    c->SendFrame(Op::kHello, w.data());
+    auto [op, msg] = c->Reply();
+    if (op == Op::kError) ++refused, why = msg;
+    conns.push_back(std::move(c));
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_NE(why.find("thread"), std::string::npos) << why;
+  EXPECT_TRUE(first->Put("ns", "k", U8(100), Span(Payload(1, 100))).ok());
+}
+
+TEST(Net, ConnectionLimitRefusesClearly) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000,
+                       [](ServerOptions* so) { so->max_connections = 3; });
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(ConnectOrDie(server.uri(), TcpOnly()));
+  ClientOptions o = TcpOnly();
+  o.retries = 0;
+  auto extra = Client::Connect(server.uri(), o);
+  ASSERT_FALSE(extra.ok());
+  EXPECT_NE(extra.status().message().find("limit"), std::string::npos) << extra.status().ToString();
+  clients.pop_back();
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_TRUE(Client::Connect(server.uri(), o).ok());
+}
+
+TEST(Net, IdleConnectionsAreClosedAfterTheIdleTimeout) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000,
+                       [](ServerOptions* so) { so->idle_timeout = std::chrono::milliseconds(300); });
+  RawConn idle(server.port());
+  idle.Hello();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_TRUE(idle.Closed());
 }
 
 TEST(Net, IdleConnectionsStayOpenPastTheIoTimeout) {
