@@ -11,7 +11,11 @@
 namespace ecstore::safetensors {
 
 namespace {
-constexpr uint64_t kMaxHeader = 100 << 20;
+// A one-tensor encoder-cache file has a header of ~150 bytes; 64 KiB leaves room for any
+// __metadata__ while a hostile 100 MiB header (which cost 7.8 GB and ~40 s to parse as a
+// tree) is refused before it is read. JSON deeper than a real header is refused as well.
+constexpr uint64_t kMaxHeader = 64 << 10;
+constexpr int kMaxDepth = 4;
 }
 
 Result<uint64_t> HeaderBytes(std::span<const uint8_t> first8, uint64_t file_size) {
@@ -19,7 +23,11 @@ Result<uint64_t> HeaderBytes(std::span<const uint8_t> first8, uint64_t file_size
     return Status::InvalidArgument("not a safetensors file: shorter than its 8-byte header length");
   uint64_t n = 0;
   std::memcpy(&n, first8.data(), 8);
-  if (n > kMaxHeader || n + 8 > file_size)
+  if (n > kMaxHeader)
+    return Status::InvalidArgument("safetensors header of " + std::to_string(n) +
+                                   " bytes is larger than the " + std::to_string(kMaxHeader) +
+                                   " bytes a one-tensor encoder-cache file needs; refusing it");
+  if (n + 8 > file_size)
     return Status::InvalidArgument("safetensors header length " + std::to_string(n) +
                                    " does not fit in a file of " + std::to_string(file_size) +
                                    " bytes: the file is truncated or not safetensors");
@@ -32,7 +40,12 @@ Result<Layout> ParseHeader(std::span<const uint8_t> head, uint64_t file_size) {
   if (head.size() < *need) return Status::InvalidArgument("safetensors header is incomplete");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(head.begin() + 8, head.begin() + *need);
+    j = nlohmann::json::parse(head.begin() + 8, head.begin() + *need,
+                              [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+                                if (depth > kMaxDepth)
+                                  throw std::runtime_error("nested deeper than a real header");
+                                return true;
+                              });
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("safetensors header is not valid JSON: ") +
                                    e.what());
@@ -112,6 +125,18 @@ Result<std::string> ReadFile(const std::string& path) {
 }
 
 Status Load(const std::string& path, TensorMeta* meta, std::string* bytes) {
+  {  // the header length first: a hostile file is refused before it is read
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno(errno, "open " + path);
+    uint8_t first8[8];
+    struct stat st;
+    bool got = fstat(fd, &st) == 0 && ::pread(fd, first8, 8, 0) == 8;
+    ::close(fd);
+    if (got) {
+      auto need = HeaderBytes(first8, static_cast<uint64_t>(st.st_size));
+      if (!need.ok()) return Status::InvalidArgument(path + ": " + need.status().message());
+    }
+  }
   Result<std::string> data = ReadFile(path);
   if (!data.ok()) return data.status();
   auto span = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data->data()),
