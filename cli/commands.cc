@@ -72,10 +72,19 @@ std::string TimeString(uint64_t us) {
   return buf;
 }
 
-std::unique_ptr<Store> OpenStore(const Globals& g, bool rebuild = false, bool shareable = false) {
+enum class Use { kWrite, kInspect, kRepair, kServe };
+
+// Commands that only read or remove entries need no pool: they open with the smallest one
+// (1 MiB) and read disk entries straight into their own buffers, instead of mapping and
+// pinning --pool-size of memory for a one-shot process.
+std::unique_ptr<Store> OpenStore(const Globals& g, Use use = Use::kWrite) {
   Options o;
-  o.shareable_pool = shareable;
-  o.pool_bytes = Check(ParseSize(g.pool_size));
+  o.shareable_pool = use == Use::kServe;
+  const bool inspect = use == Use::kInspect || use == Use::kRepair;
+  o.pool_bytes = Check(ParseSize(g.pool_size));  // checked even where it is not used
+  if (inspect) o.pool_bytes = 1ull << 20;
+  o.promote_on_get = !inspect;
+  const bool rebuild = use == Use::kRepair;
   o.disk_quota_bytes = Check(ParseSize(g.disk_quota));
   o.compress = g.compress;
   o.rebuild_index = rebuild;
@@ -192,7 +201,7 @@ int ImportEntries(const Globals& g, const std::string& src_dir, const std::strin
 // leaves no trace (no hits, no LRU touch, no promotion). An entry that cannot be written is
 // reported and skipped.
 int ExportEntries(const Globals& g, const std::string& out_dir, const std::string& ns_filter) {
-  auto store = OpenStore(g);
+  auto store = OpenStore(g, Use::kInspect);
   std::vector<EntryInfo> entries = store->List();
   std::erase_if(entries, [&](const EntryInfo& e) {
     return !ns_filter.empty() && e.ns != ns_filter;
@@ -438,7 +447,7 @@ int Run(int argc, char** argv) {
       pthread_sigmask(SIG_BLOCK, &stop, nullptr);
       spdlog::set_level(spdlog::level::info);
       spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ec-store] [%l] %v");
-      auto store = OpenStore(g, false, /*shareable=*/true);
+      auto store = OpenStore(g, Use::kServe);
       net::ServerOptions so;
       so.listen = listen;
       so.token = token;
@@ -480,7 +489,7 @@ int Run(int argc, char** argv) {
                        HumanBytes(info.bytes).c_str(), DTypeName(info.meta.dtype),
                        info.meta.ShapeString().c_str(), ns.c_str());
     } else if (get->parsed()) {
-      auto store = OpenStore(g);
+      auto store = OpenStore(g, Use::kInspect);
       auto info = Check(store->Lookup(ns, key));
       std::string buf(info.bytes, '\0');
       info = Check(store->Get(ns, key, {reinterpret_cast<uint8_t*>(buf.data()), buf.size()}));
@@ -489,7 +498,7 @@ int Run(int argc, char** argv) {
       if (g.json) std::cout << InfoJson(info).dump() << "\n";
       else std::printf("wrote %s (%s) to %s\n", key.c_str(), HumanBytes(info.bytes).c_str(), out.c_str());
     } else if (inspect->parsed()) {
-      auto store = OpenStore(g);
+      auto store = OpenStore(g, Use::kInspect);
       auto info = Check(store->Lookup(ns, key));
       if (g.json) {
         std::cout << InfoJson(info).dump(2) << "\n";
@@ -508,7 +517,7 @@ int Run(int argc, char** argv) {
       std::unique_ptr<Store> store;
       std::vector<EntryInfo> listed;
       if (g.server.empty()) {
-        store = OpenStore(g);
+        store = OpenStore(g, Use::kInspect);
         listed = store->List();
       } else {
         listed = Check(ConnectClient(g)->List());
@@ -538,7 +547,7 @@ int Run(int argc, char** argv) {
       }
       if (store) Check(store->Close());
     } else if (stats->parsed()) {
-      auto store = OpenStore(g);
+      auto store = OpenStore(g, Use::kInspect);
       StoreStats s = store->Stats();
       Check(store->Close());
       auto tier = [](const TierStats& t) {
@@ -581,7 +590,7 @@ int Run(int argc, char** argv) {
         throw CliError("InvalidArgument: say what to evict: KEY..., --all, --older-than or --to-bytes");
       std::unique_ptr<Store> store;
       std::unique_ptr<net::Client> client;
-      if (g.server.empty()) store = OpenStore(g);
+      if (g.server.empty()) store = OpenStore(g, Use::kInspect);
       else client = ConnectClient(g);
       auto erase = [&](const std::string& ns, const std::string& k) {
         return store ? store->Erase(ns, k) : client->Erase(ns, k);
@@ -635,7 +644,7 @@ int Run(int argc, char** argv) {
       if (g.json) std::cout << json{{"evicted", n}, {"bytes", bytes}}.dump() << "\n";
       else std::printf("evicted %llu entries (%s)\n", (unsigned long long)n, HumanBytes(bytes).c_str());
     } else if (verify->parsed()) {
-      auto store = OpenStore(g);
+      auto store = OpenStore(g, Use::kInspect);
       auto report = Check(store->Verify([&](uint64_t done, uint64_t total) {
         if (!g.json) std::fprintf(stderr, "\rverify: %llu/%llu entries", (unsigned long long)done,
                                   (unsigned long long)total);
@@ -660,7 +669,7 @@ int Run(int argc, char** argv) {
                      "kept; check the device, then run verify again\n", report.errors.size());
       if (!report.corrupt.empty() || !report.errors.empty()) return 1;
     } else if (compact->parsed()) {
-      auto store = OpenStore(g);
+      auto store = OpenStore(g, Use::kInspect);
       uint64_t before = store->Stats().disk_file_bytes;
       Check(store->Compact(1.0));
       uint64_t after = store->Stats().disk_file_bytes;
@@ -668,7 +677,7 @@ int Run(int argc, char** argv) {
       if (g.json) std::cout << json{{"before", before}, {"after", after}}.dump() << "\n";
       else std::printf("compacted: %s -> %s\n", HumanBytes(before).c_str(), HumanBytes(after).c_str());
     } else if (repair->parsed()) {
-      auto store = OpenStore(g, true);
+      auto store = OpenStore(g, Use::kRepair);
       StoreStats s = store->Stats();
       Check(store->Close());
       if (g.json) std::cout << json{{"entries", s.disk.entries}, {"corrupt_dropped", s.corrupt_dropped}}.dump() << "\n";

@@ -243,7 +243,7 @@ uint32_t DiskTier::active_segment() const {
 
 uint64_t DiskTier::SegmentSize(uint32_t id) const {
   auto seg = Find(id);
-  return seg ? seg->size : 0;
+  return seg ? seg->size.load() : 0;
 }
 
 uint64_t DiskTier::file_bytes() const {
@@ -272,6 +272,14 @@ Status DiskTier::TruncateSegment(uint32_t id, uint64_t size) {
   EC_RETURN_IF_ERROR(env_->Truncate(seg->fd.get(), size));
   seg->size = size;
   return env_->SyncData(seg->fd.get());
+}
+
+void DiskTier::ReopenTail() {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = segments_.find(active_);
+  if (it != segments_.end() && it->second->size < opt_.segment_bytes &&
+      it->second->size % kBlockSize == 0)
+    sealed_ = false;
 }
 
 void DiskTier::SealActive() {

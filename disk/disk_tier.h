@@ -5,6 +5,7 @@
 // unlinked at once, but readers that already hold it finish on the open descriptor.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -77,6 +78,10 @@ class DiskTier {
   Status TruncateSegment(uint32_t segment, uint64_t size);
   // The next Append starts a new segment (used after an error, and by compaction).
   void SealActive();
+  // After Open every append goes to a new segment, since the old tail may be torn. Once
+  // recovery has checked the last segment (and cut a torn tail), this lets appends go on
+  // at its end instead: one-shot processes then do not leave a file each.
+  void ReopenTail();
   std::string SegmentPath(uint32_t segment) const;
 
  private:
@@ -84,7 +89,8 @@ class DiskTier {
     uint32_t id;
     std::string path;
     UniqueFd fd;
-    uint64_t size = 0;
+    // Written by the appender (under append_mu_), read by stats and compaction without it.
+    std::atomic<uint64_t> size{0};
   };
   DiskTier(std::string dir, Env* env, DiskOptions o) : dir_(std::move(dir)), env_(env), opt_(o) {}
   Result<std::shared_ptr<Segment>> OpenSegment(uint32_t id, bool create);

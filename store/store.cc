@@ -455,6 +455,7 @@ Status StoreImpl::Recover(bool rebuild) {
   // Records past each segment's indexed tail were written but not yet indexed when the
   // store last stopped: index them now. A torn tail (a crash mid-write) is cut off.
   std::unordered_map<std::string, uint64_t> tomb_targets;
+  bool tail_clean = true;  // of the last segment, once scanned
   for (uint32_t seg : segs) {
     uint64_t from = tails.count(seg) ? tails[seg] : 0;
     auto scan = disk_->Scan(seg, from, true, [&](const RecordInfo& info, const DiskLocation& loc,
@@ -502,6 +503,7 @@ Status StoreImpl::Recover(bool rebuild) {
                    scan->end);
       EC_RETURN_IF_ERROR(disk_->TruncateSegment(seg, scan->end));
     }
+    tail_clean = !scan->torn_tail || !rebuild;
     index_->EnqueueTail(seg, scan->end);
   }
   // Entries replaced during the scan left keydir_; only live ones join the LRU, oldest first.
@@ -512,6 +514,7 @@ Status StoreImpl::Recover(bool rebuild) {
   std::sort(order.begin(), order.end());
   for (auto [_, e] : order) disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
   next_seq_ = max_seq + 1;
+  if (tail_clean) disk_->ReopenTail();  // the last segment ends on a whole record
   return index_->Flush();
 }
 

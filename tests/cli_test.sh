@@ -215,6 +215,12 @@ $EC --dir "$T/srv" get hup-a -o hup.raw >/dev/null
 check "put acknowledged before SIGHUP survives SIGKILL" cmp <(tensor_bytes a.safetensors) hup.raw
 expect_error "cannot connect" $EC $R stats
 expect_error "needs a shared-secret token" $EC --dir "$T/srv2" serve --listen 0.0.0.0:0
+# one-shot commands append to the open tail segment, and inspection pins no pool
+mk one.safetensors 64 64
+for k in one-a one-b one-c; do $EC --dir "$T/tail" put $k one.safetensors >/dev/null; done
+$EC --dir "$T/tail" evict one-b >/dev/null
+check "one-shot puts share one segment file" test "$(ls "$T/tail/segments" | wc -l)" = 1
+check "stats pins no pool" test "$($EC --dir "$T/tail" --pool-size 20GiB --json stats | jget pool.capacity)" = 1048576
 # loopback is decided on the resolved address: a name spelled "127.…" that resolves to this
 # host's outside address still needs a token (an /etc/hosts entry in a private mount namespace)
 OUTSIDE=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -v '^127\.' | grep -v : | head -1 || true)
