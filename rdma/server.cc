@@ -434,10 +434,16 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
         reply_error(st);
         return st;
       }
-      std::vector<EntryInfo> all = store_->List();
-      std::sort(all.begin(), all.end(), [](const EntryInfo& a, const EntryInfo& b) {
-        return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
-      });
+      // One sorted snapshot per listing (taken at offset 0), paged from; not a copy and
+      // sort of the whole keydir for every page.
+      if (offset == 0 || c->listing.empty()) {
+        c->listing = store_->List();
+        std::sort(c->listing.begin(), c->listing.end(),
+                  [](const EntryInfo& a, const EntryInfo& b) {
+                    return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
+                  });
+      }
+      const std::vector<EntryInfo>& all = c->listing;
       size_t end = std::min<size_t>(all.size(), static_cast<size_t>(offset) + limit);
       BodyWriter w;
       w.U32(static_cast<uint32_t>(offset < end ? end - offset : 0));
@@ -447,6 +453,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
         w.Str(all[i].key);
         WriteInfo(&w, all[i]);
       }
+      if (end >= all.size()) c->listing = {};  // the last page: let the snapshot go
       return SendFrame(fd, Op::kListOk, h.request_id, w.data());
     }
     case Op::kStats: {

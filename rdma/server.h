@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "rdma/protocol.h"
 #include "rdma/socket.h"
@@ -67,6 +68,7 @@ class Server {
         leases;
     uint64_t next_lease = 1;
     uint64_t leased_bytes = 0;
+    std::vector<EntryInfo> listing;  // the sorted snapshot a LIST in progress pages through
   };
   Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
   void AcceptLoop();

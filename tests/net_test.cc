@@ -700,6 +700,69 @@ TEST(Net, IdleConnectionsStayOpenPastTheIoTimeout) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
 }
 
+// Forwards to a real store and counts List calls (the server in this process).
+class CountingStore : public Store {
+ public:
+  explicit CountingStore(Store* s) : s_(s) {}
+  std::atomic<int> lists{0};
+  Status Put(std::string_view ns, std::string_view key, const TensorMeta& m,
+             std::span<const uint8_t> b) override { return s_->Put(ns, key, m, b); }
+  Result<PutReservation> Reserve(std::string_view ns, std::string_view key, const TensorMeta& m,
+                                 uint64_t n) override { return s_->Reserve(ns, key, m, n); }
+  Status Commit(PutReservation r) override { return s_->Commit(std::move(r)); }
+  using Store::Get;
+  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
+                        const ReadOptions& ro) override { return s_->Get(ns, key, dst, ro); }
+  Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override {
+    return s_->Acquire(ns, key);
+  }
+  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override {
+    return s_->Lookup(ns, key);
+  }
+  bool Contains(std::string_view ns, std::string_view key) override { return s_->Contains(ns, key); }
+  Status Erase(std::string_view ns, std::string_view key) override { return s_->Erase(ns, key); }
+  std::vector<EntryInfo> List() override {
+    ++lists;
+    return s_->List();
+  }
+  StoreStats Stats() override { return s_->Stats(); }
+  Status Flush() override { return s_->Flush(); }
+  Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& p) override {
+    return s_->Verify(p);
+  }
+  Status Compact(double t) override { return s_->Compact(t); }
+  Status Close() override { return s_->Close(); }
+  MemoryRegion pool_region() const override { return s_->pool_region(); }
+
+ private:
+  Store* s_;
+};
+
+// A listing of several pages takes one snapshot of the keydir, not one per page.
+TEST(Net, RemoteListTakesOneSnapshotPerListing) {
+  testing::TempDir dir;
+  Options o;
+  o.pool_bytes = 16 * kMiB;
+  auto real = Store::Open(dir.path(), o);
+  ASSERT_TRUE(real.ok());
+  CountingStore counting(real->get());
+  ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  auto server = Server::Start(&counting, so);
+  ASSERT_TRUE(server.ok());
+  auto c = ConnectOrDie("127.0.0.1:" + std::to_string((*server)->port()), TcpOnly());
+  const int n = 3 * kListPage + 5;  // four pages
+  for (int i = 0; i < n; ++i)
+    ASSERT_TRUE(c->Put("ns", "e" + std::to_string(100000 + i), U8(16), Span(Payload(i, 16))).ok());
+  auto all = c->List();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), static_cast<size_t>(n));
+  EXPECT_EQ(counting.lists.load(), 1);
+  ASSERT_TRUE(c->List().ok());  // a new listing: a new snapshot
+  EXPECT_EQ(counting.lists.load(), 2);
+  (*server)->Stop();
+}
+
 TEST(Net, ListPagesThroughEveryEntry) {
   testing::TempDir dir;
   ServerProcess server(dir.path());
