@@ -592,9 +592,6 @@ int Run(int argc, char** argv) {
       std::unique_ptr<net::Client> client;
       if (g.server.empty()) store = OpenStore(g, Use::kInspect);
       else client = ConnectClient(g);
-      auto erase = [&](const std::string& ns, const std::string& k) {
-        return store ? store->Erase(ns, k) : client->Erase(ns, k);
-      };
       std::vector<EntryInfo> victims;
       std::vector<EntryInfo> entries;
       if (all || !older_than.empty() || !to_bytes.empty())
@@ -633,8 +630,16 @@ int Run(int argc, char** argv) {
         }
       }
       uint64_t n = 0, bytes = 0;
-      for (const auto& v : victims) {
-        Status st = erase(v.ns, v.key);
+      if (store) {  // one batch: one durable tombstone write for all of them
+        std::vector<std::pair<std::string, std::string>> ns_keys;
+        for (const auto& v : victims) ns_keys.emplace_back(v.ns, v.key);
+        std::vector<bool> erased;
+        Check(store->EraseMany(ns_keys, &erased));
+        for (size_t i = 0; i < victims.size(); ++i)
+          if (erased[i]) ++n, bytes += victims[i].bytes;  // a key listed twice counts once
+      }
+      for (const auto& v : client ? victims : std::vector<EntryInfo>{}) {
+        Status st = client->Erase(v.ns, v.key);
         if (st.IsNotFound()) continue;  // listed twice
         Check(st);
         ++n;

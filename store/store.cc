@@ -141,6 +141,8 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
   bool Contains(std::string_view ns, std::string_view key) override;
   Status Erase(std::string_view ns, std::string_view key) override;
+  Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                   std::vector<bool>* erased) override;
   std::vector<EntryInfo> List() override;
   StoreStats Stats() override;
   Status Flush() override;
@@ -1099,6 +1101,30 @@ Status StoreImpl::Erase(std::string_view ns, std::string_view key) {
   if (tomb) return WriteTombstones({*tomb});
   AwaitSpill(e);
   return Status::Ok();
+}
+
+Status StoreImpl::EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                            std::vector<bool>* erased) {
+  for (const auto& [ns, key] : ns_keys) EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  erased->assign(ns_keys.size(), false);
+  std::vector<Tombstone> tombs;
+  std::vector<EntryPtr> detached;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (closed_) return Status::Unavailable("store is closed");
+    for (size_t i = 0; i < ns_keys.size(); ++i) {
+      auto it = keydir_.find(FullKey(ns_keys[i].first, ns_keys[i].second));
+      if (it == keydir_.end()) continue;
+      EntryPtr e = it->second;
+      keydir_.erase(it);
+      if (auto t = DetachLocked(e.get())) tombs.push_back(std::move(*t));
+      detached.push_back(std::move(e));
+      (*erased)[i] = true;
+    }
+  }
+  Status st = WriteTombstones(std::move(tombs));
+  for (const EntryPtr& e : detached) AwaitSpill(e);
+  return st;
 }
 
 // Waits until a detached entry's spill in flight (if any) has ended, and with it the

@@ -196,6 +196,11 @@ class Store {
   virtual Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) = 0;
   virtual bool Contains(std::string_view ns, std::string_view key) = 0;
   virtual Status Erase(std::string_view ns, std::string_view key) = 0;
+  // Erases every listed (namespace, key) that exists -- a missing one is skipped -- with all
+  // their tombstones in one durable write (one fdatasync, not one per entry). erased[i] says
+  // whether entry i was there.
+  virtual Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                           std::vector<bool>* erased) = 0;
   virtual std::vector<EntryInfo> List() = 0;
   virtual StoreStats Stats() = 0;
   // Writes every pool-only entry to disk and commits the index: afterwards a crash loses

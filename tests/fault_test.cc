@@ -1,6 +1,7 @@
 // Faults injected through the Env seam: ENOSPC, EIO and torn writes on the disk tier.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "store/store.h"
@@ -124,6 +125,49 @@ TEST(Faults, VerifyDuringReadErrorsKeepsEveryEntry) {
   EXPECT_TRUE(got == Payload(1, kMiB));
   ASSERT_TRUE((*again)->Get("ns", "hot", {got.data(), got.size()}).ok());
   EXPECT_TRUE(got == Payload(2, kMiB));
+}
+
+class SyncCountingEnv : public EnvWrapper {
+ public:
+  SyncCountingEnv() : EnvWrapper(Env::Default()) {}
+  std::atomic<int> syncs{0};
+  int BeforeIo(IoOp op, int, uint64_t, size_t) override {
+    if (op == IoOp::kSync) ++syncs;
+    return 0;
+  }
+};
+
+// Erasing many disk entries writes their tombstones in one durable batch, not one fdatasync
+// per entry; and the erase holds across a rebuild of the index.
+TEST(Faults, EraseManyWritesTombstonesInOneBatch) {
+  testing::TempDir dir;
+  SyncCountingEnv env;
+  Options o;
+  o.pool_bytes = 8 * kMiB;
+  o.env = &env;
+  std::vector<std::pair<std::string, std::string>> keys;
+  {
+    auto s = Store::Open(dir.path(), o);
+    ASSERT_TRUE(s.ok());
+    for (int i = 0; i < 500; ++i) {
+      keys.emplace_back("ns", "k" + std::to_string(i));
+      ASSERT_TRUE((*s)->Put("ns", keys.back().second, U8(4096), Span(Payload(i, 4096))).ok());
+    }
+    ASSERT_TRUE((*s)->Flush().ok());
+    keys.emplace_back("ns", "missing");
+    const int before = env.syncs;
+    std::vector<bool> erased;
+    ASSERT_TRUE((*s)->EraseMany(keys, &erased).ok());
+    EXPECT_LE(env.syncs - before, 1);
+    EXPECT_EQ(std::count(erased.begin(), erased.end(), true), 500);
+    EXPECT_FALSE(erased.back());
+    EXPECT_TRUE((*s)->List().empty());
+    ASSERT_TRUE((*s)->Close().ok());
+  }
+  o.rebuild_index = true;
+  auto s = Store::Open(dir.path(), o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE((*s)->List().empty());
 }
 
 TEST(Faults, TornSpillIsCutBackAndRetried) {

@@ -721,6 +721,8 @@ class CountingStore : public Store {
   }
   bool Contains(std::string_view ns, std::string_view key) override { return s_->Contains(ns, key); }
   Status Erase(std::string_view ns, std::string_view key) override { return s_->Erase(ns, key); }
+  Status EraseMany(const std::vector<std::pair<std::string, std::string>>& k,
+                   std::vector<bool>* erased) override { return s_->EraseMany(k, erased); }
   std::vector<EntryInfo> List() override {
     ++lists;
     return s_->List();
