@@ -184,6 +184,7 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   Status SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool);
   void EnforceQuota(uint64_t incoming);
   void MaybeCompact();
+  void ReclaimFileSpace(uint64_t incoming);
   Status CompactSegment(uint32_t seg, bool oldest);
   IndexRow RowLocked(const Entry& e) const;
 
@@ -269,7 +270,10 @@ Status StoreImpl::Init() {
   bool index_damaged = false;
   EC_RETURN_IF_ERROR(OpenIndex(index_path, &index_damaged));
   DiskOptions dopt;
-  dopt.segment_bytes = opt_.segment_bytes;
+  // Segments of at most an eighth of the quota, so that compacting dead bytes away (which
+  // works a sealed segment at a time) can keep the files within the quota.
+  dopt.segment_bytes = std::min(opt_.segment_bytes,
+                                std::max<uint64_t>(RoundUpBlock(opt_.disk_quota_bytes / 8), 1 << 20));
   dopt.queue_depth = opt_.io_queue_depth;
   dopt.io_chunk_bytes = opt_.io_chunk_bytes;
   auto disk = DiskTier::Open(dir_ + "/segments", env_, dopt);
@@ -1293,6 +1297,7 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
     written.push_back(e);
   }
   EnforceQuota(total);
+  ReclaimFileSpace(total);
   std::vector<DiskLocation> locs;
   Status st = items.empty() ? Status::Ok() : disk_->Append(items, &locs);
   std::vector<Tombstone> tombs;
@@ -1466,6 +1471,32 @@ Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64
   }
   if (progress) progress(all.size(), all.size());
   return report;
+}
+
+// The quota bounds the segment files, not only live bytes: while the files plus what is
+// about to be written exceed it, the segment with the most dead bytes is compacted (the active
+// one is sealed first). Runs with spill_mu_ held, before an append.
+void StoreImpl::ReclaimFileSpace(uint64_t incoming) {
+  for (int round = 0; round < 256; ++round) {
+    if (disk_->file_bytes() + incoming <= opt_.disk_quota_bytes) return;
+    std::vector<uint32_t> segs = disk_->Segments();
+    uint32_t best = 0;
+    uint64_t best_dead = 0;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (uint32_t seg : segs) {
+        uint64_t size = disk_->SegmentSize(seg), live = segment_live_[seg];
+        if (size > live && size - live > best_dead) best = seg, best_dead = size - live;
+      }
+    }
+    if (best_dead == 0) return;  // nothing dead left: live bytes already fit (EnforceQuota)
+    if (best == disk_->active_segment()) disk_->SealActive();
+    Status st = CompactSegment(best, best == segs.front());
+    if (!st.ok()) {
+      spdlog::warn("compaction to keep the disk quota failed: {}", st.ToString());
+      return;
+    }
+  }
 }
 
 void StoreImpl::MaybeCompact() {

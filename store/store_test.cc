@@ -448,6 +448,29 @@ TEST(Store, DiskQuotaEvictsColdestDiskEntries) {
   }
 }
 
+uint64_t DirBytes(const std::string& dir) {
+  uint64_t n = 0;
+  for (auto& f : std::filesystem::directory_iterator(dir)) n += f.file_size();
+  return n;
+}
+
+// The quota bounds the files, not just the live bytes: overwrites and erases leave dead
+// records, and those are compacted away before the files pass the quota.
+TEST(Store, DiskQuotaBoundsTheSegmentFiles) {
+  TempDir dir;
+  Options o = Small(8 * kMiB);
+  o.disk_quota_bytes = 16 * kMiB;
+  auto s = OpenOrDie(dir.path(), o);
+  for (int round = 0; round < 12; ++round) {
+    for (int i = 0; i < 6; ++i)  // the same keys again and again: the old records die
+      ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(kMiB), Span(Payload(round * 10 + i, kMiB))).ok());
+    ASSERT_TRUE(s->Flush().ok());
+    EXPECT_LE(s->Stats().disk_file_bytes, 16 * kMiB) << "round " << round;
+    EXPECT_LE(DirBytes(dir.path() + "/segments"), 16 * kMiB) << "round " << round;
+  }
+  for (int i = 0; i < 6; ++i) ExpectEntry(s.get(), "k" + std::to_string(i), 110 + i, kMiB);
+}
+
 TEST(Store, CompactionReclaimsDeadSpaceAndKeepsLiveEntries) {
   TempDir dir;
   Options o = Small(8 * kMiB);
