@@ -1,6 +1,7 @@
 #include "index/index.h"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -50,8 +51,10 @@ class Stmt {
 
 }  // namespace
 
-Result<std::unique_ptr<Index>> Index::Open(const std::string& path) {
+Result<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_only) {
   std::unique_ptr<Index> idx(new Index());
+  idx->read_only_ = read_only;
+  if (read_only) return OpenReadOnly(path, std::move(idx));
   int rc = sqlite3_open_v2(path.c_str(), &idx->db_,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                            nullptr);
@@ -65,6 +68,26 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& path) {
   EC_RETURN_IF_ERROR(idx->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"));
   EC_RETURN_IF_ERROR(idx->Migrate());
   idx->writer_ = std::thread([p = idx.get()] { p->WriterLoop(); });
+  return idx;
+}
+
+// Read-only (a full disk): the file is opened immutable -- no -shm or -wal is created, no
+// lock taken -- and changes are dropped; a missing index is an empty in-memory one.
+Result<std::unique_ptr<Index>> Index::OpenReadOnly(const std::string& path,
+                                                   std::unique_ptr<Index> idx) {
+  bool exists = ::access(path.c_str(), F_OK) == 0;
+  std::string uri = exists ? "file:" + path + "?immutable=1" : ":memory:";
+  int flags = (exists ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+              SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(uri.c_str(), &idx->db_, flags, nullptr) != SQLITE_OK)
+    return SqlError(idx->db_, "open read-only");
+  if (!exists) EC_RETURN_IF_ERROR(idx->Migrate());
+  Stmt q(idx->db_, "PRAGMA user_version");
+  if (!q.ok() || sqlite3_step(q.get()) != SQLITE_ROW) return SqlError(idx->db_, "read version");
+  idx->version_ = sqlite3_column_int(q.get(), 0);
+  if (idx->version_ != kSchemaVersion)
+    return Status::NoSpace("index schema version " + std::to_string(idx->version_) +
+                           " needs a migration, which needs free disk space");
   return idx;
 }
 
@@ -196,6 +219,7 @@ Status Index::Reset() {
 }
 
 void Index::Enqueue(Op op) {
+  if (read_only_) return;  // a read-only store changes nothing on disk
   {
     std::lock_guard<std::mutex> l(mu_);
     queue_.push_back(std::move(op));

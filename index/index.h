@@ -42,7 +42,8 @@ struct IndexRow {
 class Index {
  public:
   static constexpr int kSchemaVersion = 2;
-  static Result<std::unique_ptr<Index>> Open(const std::string& path);
+  // read_only: for a store on a full disk; reads work, Enqueue* are dropped.
+  static Result<std::unique_ptr<Index>> Open(const std::string& path, bool read_only = false);
   ~Index();
 
   Result<std::vector<IndexRow>> LoadAll();
@@ -83,6 +84,8 @@ class Index {
   using Op = std::variant<IndexRow, Delete, Touch, Tail, DropSegment>;
 
   Index() = default;
+  static Result<std::unique_ptr<Index>> OpenReadOnly(const std::string& path,
+                                                     std::unique_ptr<Index> idx);
   Status Migrate();
   Status Exec(const char* sql);
   Status Apply(const std::vector<Op>& ops);
@@ -91,6 +94,7 @@ class Index {
 
   sqlite3* db_ = nullptr;
   int version_ = 0;
+  bool read_only_ = false;
   std::mutex db_mu_;  // the connection
   std::mutex mu_;     // the queue
   std::condition_variable cv_;

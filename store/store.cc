@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <atomic>
@@ -68,6 +69,7 @@ void ReadLease::Reset() {
 namespace {
 
 constexpr uint64_t kSpillBatchBytes = 64ull << 20;
+constexpr uint64_t kMinFreeBytes = 1ull << 20;  // below this at open: read-only
 
 struct Entry : std::enable_shared_from_this<Entry> {
   uint64_t seq = 0;
@@ -185,6 +187,7 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   void EnforceQuota(uint64_t incoming);
   void MaybeCompact();
   void ReclaimFileSpace(uint64_t incoming);
+  Status CheckWritable() const;
   Status CompactSegment(uint32_t seg, bool oldest);
   IndexRow RowLocked(const Entry& e) const;
 
@@ -196,6 +199,7 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   std::string dir_;
   Options opt_;
   Env* env_ = nullptr;
+  bool read_only_ = false;  // set once at Init
   UniqueFd lock_fd_;
   std::unique_ptr<MemoryBackend> backend_;
   MemoryRegion region_;
@@ -265,6 +269,17 @@ Status StoreImpl::Init() {
   if (ftruncate(lock_fd_.get(), 0) == 0 && pwrite(lock_fd_.get(), pid.data(), pid.size(), 0) < 0)
     spdlog::debug("could not record pid in LOCK");
 
+  read_only_ = opt_.read_only;
+  struct statvfs fs {};
+  if (!read_only_ && statvfs(dir_.c_str(), &fs) == 0 &&
+      static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < kMinFreeBytes) {
+    read_only_ = true;
+    spdlog::warn("disk full ({} bytes free where {} lives): opened read-only; writes fail "
+                 "until space is freed", static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize, dir_);
+  }
+  if (read_only_ && opt_.rebuild_index)
+    return Status::NoSpace("rebuilding the index of " + dir_ + " needs free disk space (" +
+                           (opt_.read_only ? "opened read-only" : "the disk is full") + ")");
   const std::string index_path = dir_ + "/index.sqlite";
   bool index_existed = env_->FileExists(index_path);
   bool index_damaged = false;
@@ -319,6 +334,12 @@ Status StoreImpl::Init() {
 // quick_check) is moved aside, never deleted, and a fresh one is made: the segments are the
 // source of truth, so *damaged tells the caller to rebuild from them.
 Status StoreImpl::OpenIndex(const std::string& path, bool* damaged) {
+  if (read_only_) {  // nothing set aside or rebuilt on disk; a missing index is rebuilt in memory
+    auto index = Index::Open(path, true);
+    if (!index.ok()) return index.status();
+    index_ = std::move(index).value();
+    return Status::Ok();
+  }
   auto index = Index::Open(path);
   Status bad = index.ok() ? Status::Ok() : index.status();
   if (index.ok() && opt_.rebuild_index) {
@@ -504,7 +525,7 @@ Status StoreImpl::Recover(bool rebuild) {
     });
     if (!scan.ok()) return scan.status();
     stats_.corrupt_dropped += scan->bad_headers;
-    if (scan->torn_tail && !rebuild) {
+    if (scan->torn_tail && !rebuild && !read_only_) {
       spdlog::warn("segment {}: cutting a torn tail at offset {} (a write was interrupted)", seg,
                    scan->end);
       EC_RETURN_IF_ERROR(disk_->TruncateSegment(seg, scan->end));
@@ -520,7 +541,7 @@ Status StoreImpl::Recover(bool rebuild) {
   std::sort(order.begin(), order.end());
   for (auto [_, e] : order) disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
   next_seq_ = max_seq + 1;
-  if (tail_clean) disk_->ReopenTail();  // the last segment ends on a whole record
+  if (tail_clean && !read_only_) disk_->ReopenTail();  // the last segment ends on a whole record
   return index_->Flush();
 }
 
@@ -649,6 +670,7 @@ std::optional<Tombstone> StoreImpl::DetachLocked(Entry* e) {
 
 Status StoreImpl::WriteTombstones(std::vector<Tombstone> tombs) {
   if (tombs.empty()) return Status::Ok();
+  EC_RETURN_IF_ERROR(CheckWritable());  // read-only: a dropped entry stays dropped in memory
   std::vector<DiskTier::WriteItem> items;
   for (const Tombstone& t : tombs) {
     DiskTier::WriteItem it;
@@ -740,8 +762,16 @@ struct StoreImpl::Pending {
   PoolBlock block;
 };
 
+Status StoreImpl::CheckWritable() const {
+  if (!read_only_) return Status::Ok();
+  return Status::NoSpace("store " + dir_ + " is open read-only (" +
+                         (opt_.read_only ? std::string("as asked") : "its disk was full") +
+                         "); free disk space and open it again to write");
+}
+
 Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view key,
                                           const TensorMeta& meta, uint64_t size) {
+  EC_RETURN_IF_ERROR(CheckWritable());
   EC_RETURN_IF_ERROR(ValidateNewNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateNewKey(key));
   EC_RETURN_IF_ERROR(ValidateMeta(meta, size));
@@ -1091,6 +1121,7 @@ bool StoreImpl::Contains(std::string_view ns, std::string_view key) {
 }
 
 Status StoreImpl::Erase(std::string_view ns, std::string_view key) {
+  EC_RETURN_IF_ERROR(CheckWritable());
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
   std::optional<Tombstone> tomb;
   EntryPtr e;
@@ -1109,6 +1140,7 @@ Status StoreImpl::Erase(std::string_view ns, std::string_view key) {
 
 Status StoreImpl::EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
                             std::vector<bool>* erased) {
+  EC_RETURN_IF_ERROR(CheckWritable());
   for (const auto& [ns, key] : ns_keys) EC_RETURN_IF_ERROR(CheckKey(ns, key));
   erased->assign(ns_keys.size(), false);
   std::vector<Tombstone> tombs;
@@ -1514,6 +1546,7 @@ void StoreImpl::MaybeCompact() {
 }
 
 Status StoreImpl::Compact(double threshold) {
+  EC_RETURN_IF_ERROR(CheckWritable());
   std::lock_guard<std::mutex> spill_lock(spill_mu_);
   uint32_t active = disk_->active_segment();
   std::vector<uint32_t> segs = disk_->Segments();

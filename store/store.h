@@ -46,6 +46,9 @@ struct Options {
   std::chrono::milliseconds put_wait{5000};
   bool rebuild_index = false;       // ignore SQLite and rebuild it from the segments
   bool shareable_pool = false;      // back the pool by a memfd that same-host readers map
+  // Open without writing anything: reads work; Put, Erase, Flush and Compact fail with
+  // NoSpace. Chosen automatically when the store's filesystem has less than 1 MiB free.
+  bool read_only = false;
   Env* env = nullptr;               // nullptr = Env::Default()
   std::vector<MemoryRegistrar*> registrars;  // called once for the pool region
 };

@@ -221,6 +221,27 @@ for k in one-a one-b one-c; do $EC --dir "$T/tail" put $k one.safetensors >/dev/
 $EC --dir "$T/tail" evict one-b >/dev/null
 check "one-shot puts share one segment file" test "$(ls "$T/tail/segments" | wc -l)" = 1
 check "stats pins no pool" test "$($EC --dir "$T/tail" --pool-size 20GiB --json stats | jget pool.capacity)" = 1048576
+# a full disk: the store still opens to read (read-only) and says "disk full" to writes
+mkdir -p full
+if unshare -m sh -c "mount -t tmpfs -o size=8m tmpfs $T/full" 2>/dev/null; then
+  set +e
+  unshare -m sh -c "
+    mount -t tmpfs -o size=8m tmpfs $T/full
+    $EC --dir $T/full/st put full-a a.safetensors >/dev/null || exit 2
+    dd if=/dev/zero of=$T/full/filler bs=64k >/dev/null 2>&1
+    $EC --dir $T/full/st --json ls >full-ls.json 2>full-ls.err || exit 3
+    $EC --dir $T/full/st get full-a -o full-a.raw >/dev/null 2>&1 || exit 4
+    $EC --dir $T/full/st put full-b a.safetensors 2>full-put.err && exit 5
+    exit 0"
+  rc=$?
+  set -e
+  check "a full disk still opens to read (rc $rc)" test "$rc" = 0
+  check "read on a full disk is byte-exact" cmp <(tensor_bytes a.safetensors) full-a.raw
+  check "open on a full disk says so" grep -q "disk full" full-ls.err
+  check "a write on a full disk says why" grep -q "free disk space" full-put.err
+else
+  echo "skip - full-disk open: needs unshare -m and a tmpfs mount"
+fi
 # loopback is decided on the resolved address: a name spelled "127.…" that resolves to this
 # host's outside address still needs a token (an /etc/hosts entry in a private mount namespace)
 OUTSIDE=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -v '^127\.' | grep -v : | head -1 || true)
