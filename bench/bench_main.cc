@@ -668,6 +668,10 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
           "Client::Get over TCP loopback, 2.9-58 MB entries" + vs_redis));
   if (r.redis) Add(rec("remote_get", "redis", *r.redis, "redis-server 7 GET via hiredis"));
   else Add({"remote_get", "redis", 0, 0, 0, 0, -1, "not run: " + r.redis_note});
+  Add(rec("socket_upload", "limit", r.socket_upload,
+          "plain TCP loopback stream the other way: bytes in, one-byte ack"));
+  Add(rec("remote_put", "ec-store", r.ecstore_tcp_put,
+          "Client::Put over TCP loopback, received straight into a pool block"));
   Add(rec("shm_get", "ec-store", r.ecstore_shm,
           "same host: lease, copy out of the mapped pool, release (2 small unix-socket messages)"));
 }
@@ -762,7 +766,8 @@ void Report(const Config& cfg) {
               u.nodename, u.release, sysconf(_SC_NPROCESSORS_ONLN), cfg.dir.c_str());
   std::map<std::string, std::string> limit_of = {{"put", "memcpy"},      {"get_hot", "memcpy"},
                                                  {"get_disk", "disk_read"}, {"spill", "disk_write"},
-                                                 {"mixed", "memcpy"}, {"remote_get", "socket_stream"}, {"shm_get", "memcpy"}};
+                                                 {"mixed", "memcpy"}, {"remote_get", "socket_stream"}, {"remote_put", "socket_upload"},
+                                                 {"shm_get", "memcpy"}};
   std::vector<std::string> order;
   for (auto& r : g_records)
     if (std::find(order.begin(), order.end(), r.workload) == order.end()) order.push_back(r.workload);

@@ -27,8 +27,13 @@ struct Timer {
   std::vector<double> us;
   Clock::time_point start = Clock::now();
   uint64_t bytes = 0;
+  bool summed = false;  // time = the sum of the timed ops (for interleaved measurements)
   Sample Finish() {
     double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    if (summed) {
+      secs = 0;
+      for (double u : us) secs += u / 1e6;
+    }
     std::sort(us.begin(), us.end());
     Sample s;
     s.gbps = bytes / secs / 1e9;
@@ -43,16 +48,30 @@ double UsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t).count();
 }
 
+constexpr uint32_t kUpload = 0x80000000u;
+
 // The plain stream: the request is a u32 index, the answer that value's bytes, sent from
-// memory with one send() each, like the server's sendmsg from pool memory.
+// memory with one send() each, like the server's sendmsg from pool memory. With kUpload set,
+// the value's bytes follow the index instead, received into one reused buffer, and a byte
+// answers: the limit of a remote put.
 void StreamServe(int listen_fd, const std::vector<std::span<const uint8_t>>* values) {
   for (;;) {
     int fd = accept(listen_fd, nullptr, nullptr);
     if (fd < 0) return;
     std::thread([fd, values] {
+      size_t max_len = 0;
+      for (auto v : *values) max_len = std::max(max_len, v.size());
+      std::vector<uint8_t> in(max_len, 1);  // touched: no page faults while timed
       uint32_t i;
-      while (recv(fd, &i, 4, MSG_WAITALL) == 4 && i < values->size()) {
-        auto v = (*values)[i];
+      while (recv(fd, &i, 4, MSG_WAITALL) == 4 && (i & ~kUpload) < values->size()) {
+        auto v = (*values)[i & ~kUpload];
+        if (i & kUpload) {
+          char ack = 1;
+          if (!net::RecvAll(fd, in.data(), v.size(), "client").ok() ||
+              send(fd, &ack, 1, MSG_NOSIGNAL) != 1)
+            break;
+          continue;
+        }
         iovec iov{const_cast<uint8_t*>(v.data()), v.size()};
         if (!net::SendAll(fd, &iov, 1, "client").ok()) break;
       }
@@ -153,6 +172,33 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
   net::ClientOptions tcp_only;
   tcp_only.transport = "tcp";
   res.ecstore_tcp = time_gets(net::Client::Connect("127.0.0.1:" + std::to_string(p[0]), tcp_only));
+  {  // remote puts (replacing the same keys, so the pool never spills while timed), each
+     // alternated with its limit -- the same bytes up the plain stream -- so that drift in
+     // this VM's loopback throughput hits both alike
+    auto c = net::Client::Connect("127.0.0.1:" + std::to_string(p[0]), tcp_only);
+    auto fd = net::ConnectTcp({"127.0.0.1", p[1]}, std::chrono::seconds(10));
+    Timer t, up;
+    for (int r = -1; r < rounds && c.ok() && fd.ok(); ++r)
+      for (uint32_t i = 0; i < values.size(); ++i) {
+        if (r == 0 && i == 0) t = Timer(), up = Timer(), t.summed = up.summed = true;
+        auto s = Clock::now();
+        uint32_t req = i | kUpload;
+        iovec iov[2] = {{&req, 4}, {const_cast<uint8_t*>(values[i].data()), values[i].size()}};
+        char ack;
+        if (!net::SendAll(fd->get(), iov, 2, "stream").ok() ||
+            !net::RecvAll(fd->get(), &ack, 1, "stream").ok())
+          break;
+        up.us.push_back(UsSince(s));
+        up.bytes += values[i].size();
+        TensorMeta m{DType::kBF16, {static_cast<int64_t>(values[i].size() / 2)}};
+        s = Clock::now();
+        if (!(*c)->Put("bench", "r" + std::to_string(i), m, values[i]).ok()) break;
+        t.us.push_back(UsSince(s));
+        t.bytes += values[i].size();
+      }
+    res.ecstore_tcp_put = t.Finish();
+    res.socket_upload = up.Finish();
+  }
   kill(child, SIGTERM);
   waitpid(child, nullptr, 0);
   std::filesystem::remove_all(dir);

@@ -19,6 +19,8 @@ struct RemoteResults {
   Sample ecstore_tcp;
   Sample ecstore_shm;  // same-host: copy out of the mapped pool under a lease
   Sample socket_stream;
+  Sample ecstore_tcp_put;  // Client::Put over TCP loopback
+  Sample socket_upload;    // the same bytes sent the other way on the plain stream
   std::optional<Sample> redis;
   std::string redis_note;  // why Redis did not run, when it did not
 };
