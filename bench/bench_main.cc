@@ -3,6 +3,7 @@
 // file-based baseline, measured in the same run.
 //   ec-store-bench [--quick] [--workloads put,get_hot,...] [--dir D] [--json F] [--png F]
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -25,15 +26,14 @@
 #include "bench/embedding.h"
 #include "bench/ref_allocators.h"
 #include "bench/remote.h"
-#include "rdma/client.h"
-#include "rdma/server.h"
-#include "rdma/verbs.h"
 #include "disk/aligned_buffer.h"
 #include "disk/io_queue.h"
 #include "index/index.h"
+#include "rdma/client.h"
+#include "rdma/server.h"
+#include "rdma/verbs.h"
 #include "store/pool_allocator.h"
 #include "store/store.h"
-#include <spdlog/spdlog.h>
 
 namespace ecstore::bench {
 namespace {
@@ -101,7 +101,8 @@ struct Shape {
   double weight;
 };
 // design.md / vllm-ec-connector.md: Qwen2.5-VL-7B 560px and 1344px, Qwen3-VL-8B 560px and 1344px.
-const Shape kShapes[] = {{400, 3584, 0.4}, {324, 16384, 0.3}, {2304, 3584, 0.2}, {1764, 16384, 0.1}};
+const Shape kShapes[] = {
+    {400, 3584, 0.4}, {324, 16384, 0.3}, {2304, 3584, 0.2}, {1764, 16384, 0.1}};
 
 std::vector<uint8_t> Embedding(size_t elems, uint64_t seed) {
   return SyntheticEmbedding(elems, seed, 0.8f);
@@ -137,8 +138,9 @@ class Payloads {
 
 std::string Key(uint64_t i) {
   char buf[72];
-  std::snprintf(buf, sizeof(buf), "%016llx%016llx%016llx%016llx", (unsigned long long)(i * 0x9E3779B97F4A7C15ull),
-                (unsigned long long)i, (unsigned long long)(~i), (unsigned long long)(i * 31));
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx%016llx%016llx",
+                (unsigned long long)(i * 0x9E3779B97F4A7C15ull), (unsigned long long)i,
+                (unsigned long long)(~i), (unsigned long long)(i * 31));
   return buf;  // 64 hex chars, like vLLM's mm_hash
 }
 
@@ -351,8 +353,8 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
       Die(got.status(), "get_disk");
     }
     double secs = Since(t0);
-    Add({"get_disk", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5),
-         lat.P(0.99), -1, "O_DIRECT io_uring read + xxh3 verify, page cache bypassed"});
+    Add({"get_disk", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99),
+         -1, "O_DIRECT io_uring read + xxh3 verify, page cache bypassed"});
     Progress("get_disk: baseline cold");
     std::vector<uint8_t> file;
     uint64_t off;
@@ -366,8 +368,8 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
       blat.Add(t);
       io_secs += Since(t);
     }
-    Add({"get_disk", "baseline-cold", total / io_secs / 1e9, entries.size() / io_secs,
-         blat.P(0.5), blat.P(0.99), -1, "read after posix_fadvise DONTNEED"});
+    Add({"get_disk", "baseline-cold", total / io_secs / 1e9, entries.size() / io_secs, blat.P(0.5),
+         blat.P(0.99), -1, "read after posix_fadvise DONTNEED"});
   }
   store.reset();
   std::filesystem::remove_all(sdir);
@@ -518,7 +520,8 @@ void IndexWorkload(const Config& cfg) {
       // below is then the normal path: load SQLite, build the keydir, scan past the tail.
       const uint64_t rec = 8192;
       int fd = ::open((sdir + "/segments/seg-00000001.ecs").c_str(), O_RDWR | O_CREAT, 0644);
-      if (fd < 0 || ftruncate(fd, static_cast<off_t>(n * rec)) != 0) Die(Status::IOError("sparse"), "index");
+      if (fd < 0 || ftruncate(fd, static_cast<off_t>(n * rec)) != 0)
+        Die(Status::IOError("sparse"), "index");
       ::close(fd);
       auto idx = Index::Open(sdir + "/index.sqlite");
       Die(idx.status(), "index open");
@@ -624,8 +627,8 @@ void AllocWorkload(const Config& cfg) {
         const uint64_t smallest = 2ull * kShapes[0].rows * kShapes[0].width;
         double lost = static_cast<double>(a->allocated() - payload + a->stranded(smallest)) /
                       static_cast<double>(cap);
-        strict += std::max(0.0, 1.0 - static_cast<double>(payload + a->largest_free()) /
-                                          static_cast<double>(cap));
+        strict += std::max(
+            0.0, 1.0 - static_cast<double>(payload + a->largest_free()) / static_cast<double>(cap));
         sum += lost;
         worst = std::max(worst, lost);
         ++samples;
@@ -641,7 +644,8 @@ void AllocWorkload(const Config& cfg) {
     std::snprintf(note, sizeof(note),
                   "worst %.1f%%; outside largest extent %.1f%%; %d samples at the 95%% mark",
                   100 * worst, samples ? 100 * strict / samples : 0.0, samples);
-    Add({"alloc", a->Name(), 0, ops / secs, lat.P(0.5), lat.P(0.99), samples ? sum / samples : 0, note});
+    Add({"alloc", a->Name(), 0, ops / secs, lat.P(0.5), lat.P(0.99), samples ? sum / samples : 0,
+         note});
   }
 }
 
@@ -660,14 +664,17 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
   auto rec = [](const char* w, const char* sys, const Sample& s, std::string note) {
     return Record{w, sys, s.gbps, s.ops_per_s, s.p50_us, s.p99_us, -1, std::move(note)};
   };
-  Add(rec("socket_stream", "limit", r.socket_stream, "plain TCP loopback stream, same two processes"));
-  std::string vs_redis = r.redis ? "; " + std::to_string(r.ecstore_tcp.gbps / r.redis->gbps).substr(0, 4) +
-                                       "x Redis"
-                                 : "";
+  Add(rec("socket_stream", "limit", r.socket_stream,
+          "plain TCP loopback stream, same two processes"));
+  std::string vs_redis =
+      r.redis ? "; " + std::to_string(r.ecstore_tcp.gbps / r.redis->gbps).substr(0, 4) + "x Redis"
+              : "";
   Add(rec("remote_get", "ec-store", r.ecstore_tcp,
           "Client::Get over TCP loopback, 2.9-58 MB entries" + vs_redis));
-  if (r.redis) Add(rec("remote_get", "redis", *r.redis, "redis-server 7 GET via hiredis"));
-  else Add({"remote_get", "redis", 0, 0, 0, 0, -1, "not run: " + r.redis_note});
+  if (r.redis)
+    Add(rec("remote_get", "redis", *r.redis, "redis-server 7 GET via hiredis"));
+  else
+    Add({"remote_get", "redis", 0, 0, 0, 0, -1, "not run: " + r.redis_note});
   Add(rec("socket_upload", "limit", r.socket_upload,
           "plain TCP loopback stream the other way: bytes in, one-byte ack"));
   Add(rec("remote_put", "ec-store", r.ecstore_tcp_put,
@@ -710,8 +717,8 @@ void RdmaWorkload(const Config& cfg, Payloads& pl) {
     co.token = "bench";
     co.transport = transport;
     co.timeout = std::chrono::milliseconds(60000);
-    auto c = net::Client::Connect(so.listen.substr(0, so.listen.rfind(':')) + ":" +
-                                      std::to_string((*server)->port()), co);
+    auto c = net::Client::Connect(
+        so.listen.substr(0, so.listen.rfind(':')) + ":" + std::to_string((*server)->port()), co);
     Die(c.status(), "rdma client");
     Latencies lat;
     auto t0 = Clock::now();
@@ -723,7 +730,8 @@ void RdmaWorkload(const Config& cfg, Payloads& pl) {
     double secs = Since(t0);
     Add({"rdma_get", transport == "rdma" ? "ec-store-rdma" : "ec-store-tcp", total / secs / 1e9,
          keys.size() / secs, lat.P(0.5), lat.P(0.99), -1,
-         "EMULATED: Soft-RoCE (rdma_rxe) in QEMU TCG, 2.9-58 MB entries; correctness, not NIC speed"});
+         "EMULATED: Soft-RoCE (rdma_rxe) in QEMU TCG, 2.9-58 MB entries; correctness, not NIC "
+         "speed"});
   }
   (*server)->Stop();
   Die(store->Close(), "close");
@@ -764,13 +772,18 @@ void Report(const Config& cfg) {
   uname(&u);
   std::printf("ec-store-bench %s on %s (%s, %ld cores), dir %s\n", cfg.quick ? "--quick" : "(full)",
               u.nodename, u.release, sysconf(_SC_NPROCESSORS_ONLN), cfg.dir.c_str());
-  std::map<std::string, std::string> limit_of = {{"put", "memcpy"},      {"get_hot", "memcpy"},
-                                                 {"get_disk", "disk_read"}, {"spill", "disk_write"},
-                                                 {"mixed", "memcpy"}, {"remote_get", "socket_stream"}, {"remote_put", "socket_upload"},
+  std::map<std::string, std::string> limit_of = {{"put", "memcpy"},
+                                                 {"get_hot", "memcpy"},
+                                                 {"get_disk", "disk_read"},
+                                                 {"spill", "disk_write"},
+                                                 {"mixed", "memcpy"},
+                                                 {"remote_get", "socket_stream"},
+                                                 {"remote_put", "socket_upload"},
                                                  {"shm_get", "memcpy"}};
   std::vector<std::string> order;
   for (auto& r : g_records)
-    if (std::find(order.begin(), order.end(), r.workload) == order.end()) order.push_back(r.workload);
+    if (std::find(order.begin(), order.end(), r.workload) == order.end())
+      order.push_back(r.workload);
   nlohmann::json out = nlohmann::json::array();
   for (const std::string& w : order) {
     std::printf("\n== %s\n%-16s %9s %10s %11s %11s %9s %9s  %s\n", w.c_str(), "system", "GB/s",
@@ -782,18 +795,21 @@ void Report(const Config& cfg) {
       double vs_limit = limit && r.gbps > 0 ? Ratio(r.gbps, limit->gbps) : 0;
       double vs_base = 0;
       if (base && &r != base) {
-        vs_base = r.gbps > 0 && base->gbps > 0 ? Ratio(r.gbps, base->gbps) : Ratio(r.ops_per_s, base->ops_per_s);
+        vs_base = r.gbps > 0 && base->gbps > 0 ? Ratio(r.gbps, base->gbps)
+                                               : Ratio(r.ops_per_s, base->ops_per_s);
         if (r.system == "ec-store-lease") vs_base = Ratio(base->p50_us, r.p50_us);  // latency ratio
       }
       char frag[32] = "";
-      if (r.fragmentation >= 0) std::snprintf(frag, sizeof(frag), "frag %.2f%%; ", 100 * r.fragmentation);
+      if (r.fragmentation >= 0)
+        std::snprintf(frag, sizeof(frag), "frag %.2f%%; ", 100 * r.fragmentation);
       std::printf("%-16s %9.2f %10.1f %11.1f %11.1f %9s %9s  %s%s\n", r.system.c_str(), r.gbps,
                   r.ops_per_s, r.p50_us, r.p99_us,
                   vs_limit > 0 ? (std::to_string(vs_limit).substr(0, 4) + "x").c_str() : "-",
                   vs_base > 0 ? (std::to_string(vs_base).substr(0, 5) + "x").c_str() : "-", frag,
                   r.note.c_str());
-      nlohmann::json j{{"workload", r.workload}, {"system", r.system}, {"gbps", r.gbps},
-                       {"ops_per_s", r.ops_per_s}, {"p50_us", r.p50_us}, {"p99_us", r.p99_us},
+      nlohmann::json j{{"workload", r.workload}, {"system", r.system},
+                       {"gbps", r.gbps},         {"ops_per_s", r.ops_per_s},
+                       {"p50_us", r.p50_us},     {"p99_us", r.p99_us},
                        {"note", r.note}};
       if (r.fragmentation >= 0) j["fragmentation"] = r.fragmentation;
       if (vs_limit > 0) j["ratio_to_limit"] = vs_limit;
@@ -803,8 +819,10 @@ void Report(const Config& cfg) {
   }
   if (Record* lease = Find("get_hot", "ec-store-lease"))
     if (Record* b = Find("get_hot", "baseline"))
-      std::printf("\nhot get, entry ready to use: lease p50 %.1f us vs baseline warm p50 %.1f us = %.0fx lower\n",
-                  lease->p50_us, b->p50_us, Ratio(b->p50_us, lease->p50_us));
+      std::printf(
+          "\nhot get, entry ready to use: lease p50 %.1f us vs baseline warm p50 %.1f us = %.0fx "
+          "lower\n",
+          lease->p50_us, b->p50_us, Ratio(b->p50_us, lease->p50_us));
   if (!cfg.json_path.empty()) {
     std::filesystem::path p(cfg.json_path);
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
@@ -820,18 +838,24 @@ void Report(const Config& cfg) {
       Record* b = Find(w, "baseline");
       if (!b) b = Find(w, "baseline-cold");
       Record* l = limit_of.count(w) ? Find(limit_of[w], "limit") : nullptr;
-      d << w << " " << e->gbps << " " << (b ? b->gbps : 0) << " " << (l && w != "mixed" ? l->gbps : 0) << "\n";
+      d << w << " " << e->gbps << " " << (b ? b->gbps : 0) << " "
+        << (l && w != "mixed" ? l->gbps : 0) << "\n";
     }
     d.close();
     std::string gp = cfg.png_path + ".gp";
     std::ofstream g(gp);
     g << "set terminal pngcairo size 900,480 noenhanced\nset output '" << cfg.png_path << "'\n"
       << "set title 'ec-store vs file baseline vs machine limit (GB/s, same run)'\n"
-      << "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8\n"
+      << "set style data histograms\nset style histogram clustered gap 1\nset style fill solid "
+         "0.8\n"
       << "set ylabel 'GB/s'\nset key top right\nset grid y\n"
-      << "plot '" << dat << "' using 2:xtic(1) title 'ec-store', '' using 3 title 'baseline', '' using 4 title 'limit'\n";
+      << "plot '" << dat
+      << "' using 2:xtic(1) title 'ec-store', '' using 3 title 'baseline', '' using 4 title "
+         "'limit'\n";
     g.close();
-    if (std::system(("command -v gnuplot >/dev/null 2>&1 && gnuplot '" + gp + "' 2>/dev/null").c_str()) == 0)
+    if (std::system(
+            ("command -v gnuplot >/dev/null 2>&1 && gnuplot '" + gp + "' 2>/dev/null").c_str()) ==
+        0)
       std::printf("chart: %s\n", cfg.png_path.c_str());
     else
       std::printf("chart: skipped (gnuplot not installed; data in %s)\n", dat.c_str());
@@ -853,11 +877,16 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--quick") cfg.quick = true;
-    else if (a == "--dir") cfg.dir = next();
-    else if (a == "--json") cfg.json_path = next();
-    else if (a == "--png") cfg.png_path = next();
-    else if (a == "--rdma-addr") cfg.rdma_addr = next();
+    if (a == "--quick")
+      cfg.quick = true;
+    else if (a == "--dir")
+      cfg.dir = next();
+    else if (a == "--json")
+      cfg.json_path = next();
+    else if (a == "--png")
+      cfg.png_path = next();
+    else if (a == "--rdma-addr")
+      cfg.rdma_addr = next();
     else if (a == "--workloads") {
       std::string w = next();
       size_t p = 0;
@@ -868,13 +897,15 @@ int main(int argc, char** argv) {
         p = e + 1;
       }
     } else {
-      std::fprintf(stderr,
-                   "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
-                   "remote,rdma,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] [--png FILE]\n");
+      std::fprintf(
+          stderr,
+          "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
+          "remote,rdma,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] [--png FILE]\n");
       return a == "--help" ? 0 : 2;
     }
   }
-  const std::set<std::string> known = {"put", "get_hot", "get_disk", "spill", "mixed", "remote", "rdma", "index", "alloc"};
+  const std::set<std::string> known = {"put",    "get_hot", "get_disk", "spill", "mixed",
+                                       "remote", "rdma",    "index",    "alloc"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());

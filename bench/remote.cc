@@ -217,9 +217,9 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
       dup2(devnull, 2);
     }
     std::string port = std::to_string(rport);
-    execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-           "--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel",
-           "warning", static_cast<char*>(nullptr));
+    execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--save",
+           "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning",
+           static_cast<char*>(nullptr));
     _exit(127);
   }
   redisContext* rc = nullptr;
@@ -247,7 +247,8 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
     };
     for (size_t i = 0; i < values.size() && ok; ++i) {
       std::string key = "r" + std::to_string(i);
-      auto* reply = command({"SET", key, {reinterpret_cast<const char*>(values[i].data()), values[i].size()}});
+      auto* reply = command(
+          {"SET", key, {reinterpret_cast<const char*>(values[i].data()), values[i].size()}});
       ok = reply && reply->type == REDIS_REPLY_STATUS;
       if (reply) freeReplyObject(reply);
     }
@@ -265,8 +266,10 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
         t.bytes += values[i].size();
       }
     }
-    if (ok) res.redis = t.Finish();
-    else res.redis_note = "redis GET failed";
+    if (ok)
+      res.redis = t.Finish();
+    else
+      res.redis_note = "redis GET failed";
     redisFree(rc);
   }
   kill(redis, SIGTERM);

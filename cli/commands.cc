@@ -1,16 +1,15 @@
 #include "cli/commands.h"
 
-#include <cctype>
-#include <cstdlib>
-
+#include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-#include <signal.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -124,7 +123,8 @@ void PrintInfoTable(const std::vector<EntryInfo>& rows) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The tensor `put` stores: a .safetensors file (dtype and shape from its header), or raw
@@ -157,6 +157,11 @@ void WriteGetOutput(const std::string& out, const TensorMeta& meta, const std::s
   if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
 }
 
+void ReportSkipped(const std::vector<std::string>& skipped) {
+  for (const std::string& why : skipped)
+    std::fprintf(stderr, "ec-store: skipped %s\n", why.c_str());
+}
+
 // Loads DIR/<key>/encoder_cache.safetensors files. A bad entry (a file that does not parse,
 // a name that is not a valid key) is reported and skipped; a store error stops the import.
 int ImportEntries(const Globals& g, const std::string& src_dir, const std::string& ns) {
@@ -186,7 +191,7 @@ int ImportEntries(const Globals& g, const std::string& src_dir, const std::strin
   }
   if (!g.json && n) std::fprintf(stderr, "\n");
   Check(store->Close());
-  for (const std::string& why : skipped) std::fprintf(stderr, "ec-store: skipped %s\n", why.c_str());
+  ReportSkipped(skipped);
   if (g.json)
     std::cout << json{{"imported", n}, {"bytes", bytes}, {"skipped", skipped}}.dump() << "\n";
   else
@@ -203,9 +208,8 @@ int ImportEntries(const Globals& g, const std::string& src_dir, const std::strin
 int ExportEntries(const Globals& g, const std::string& out_dir, const std::string& ns_filter) {
   auto store = OpenStore(g, Use::kInspect);
   std::vector<EntryInfo> entries = store->List();
-  std::erase_if(entries, [&](const EntryInfo& e) {
-    return !ns_filter.empty() && e.ns != ns_filter;
-  });
+  std::erase_if(entries,
+                [&](const EntryInfo& e) { return !ns_filter.empty() && e.ns != ns_filter; });
   std::sort(entries.begin(), entries.end(), [](const EntryInfo& a, const EntryInfo& b) {
     return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
   });
@@ -239,9 +243,10 @@ int ExportEntries(const Globals& g, const std::string& out_dir, const std::strin
     ++n;
   }
   Check(store->Close());
-  for (const std::string& why : skipped) std::fprintf(stderr, "ec-store: skipped %s\n", why.c_str());
+  ReportSkipped(skipped);
   if (g.json)
-    std::cout << json{{"exported", n}, {"skipped", skipped}, {"by_namespace", nested}}.dump() << "\n";
+    std::cout << json{{"exported", n}, {"skipped", skipped}, {"by_namespace", nested}}.dump()
+              << "\n";
   else
     std::printf("exported %llu entries to %s%s, skipped %zu\n", (unsigned long long)n,
                 out_dir.c_str(), nested ? " (one folder per namespace)" : "", skipped.size());
@@ -273,12 +278,15 @@ Result<uint64_t> ParseSize(const std::string& text) {
   std::string unit = text.substr(pos);
   std::transform(unit.begin(), unit.end(), unit.begin(), ::tolower);
   static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},        {"b", 1},          {"k", 1024.0},     {"kb", 1e3},   {"kib", 1024.0},
-      {"m", 1 << 20}, {"mb", 1e6},       {"mib", 1 << 20},  {"g", 1 << 30}, {"gb", 1e9},
-      {"gib", 1 << 30}, {"t", 1099511627776.0}, {"tb", 1e12}, {"tib", 1099511627776.0}};
-  const bool letters_only = std::all_of(unit.begin(), unit.end(), [](char c) {
-    return std::isalpha(static_cast<unsigned char>(c));
-  });
+      {"", 1},          {"b", 1},
+      {"k", 1024.0},    {"kb", 1e3},
+      {"kib", 1024.0},  {"m", 1 << 20},
+      {"mb", 1e6},      {"mib", 1 << 20},
+      {"g", 1 << 30},   {"gb", 1e9},
+      {"gib", 1 << 30}, {"t", 1099511627776.0},
+      {"tb", 1e12},     {"tib", 1099511627776.0}};
+  const bool letters_only = std::all_of(
+      unit.begin(), unit.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
   if (pos == 0 || !letters_only)
     return Status::InvalidArgument("bad size '" + text +
                                    "'; write a plain decimal number and a unit: 256MiB, 4GiB, "
@@ -298,10 +306,14 @@ Result<uint64_t> ParseDuration(const std::string& text) {
   size_t pos = ParseDecimal(text, &v);
   std::string unit = text.substr(pos);
   double mult = 0;
-  if (unit == "s" || unit.empty()) mult = 1;
-  else if (unit == "m") mult = 60;
-  else if (unit == "h") mult = 3600;
-  else if (unit == "d") mult = 86400;
+  if (unit == "s" || unit.empty())
+    mult = 1;
+  else if (unit == "m")
+    mult = 60;
+  else if (unit == "h")
+    mult = 3600;
+  else if (unit == "d")
+    mult = 86400;
   if (pos == 0 || mult == 0)
     return Status::InvalidArgument("bad duration '" + text + "'; write it as 90s, 15m, 2h or 7d");
   constexpr double kMaxSeconds = 100.0 * 365 * 86400;
@@ -320,8 +332,10 @@ int Run(int argc, char** argv) {
   app.require_subcommand(1);
   app.add_option("--dir", g.dir, "store directory")->capture_default_str();
   app.add_flag("--json", g.json, "machine-readable output");
-  app.add_option("--pool-size", g.pool_size, "pinned pool size (e.g. 256MiB)")->capture_default_str();
-  app.add_option("--disk-quota", g.disk_quota, "disk tier quota (e.g. 4GiB)")->capture_default_str();
+  app.add_option("--pool-size", g.pool_size, "pinned pool size (e.g. 256MiB)")
+      ->capture_default_str();
+  app.add_option("--disk-quota", g.disk_quota, "disk tier quota (e.g. 4GiB)")
+      ->capture_default_str();
   app.add_flag("--compress", g.compress, "LZ4-compress entries spilled to disk where it pays");
   app.add_option("--server", g.server,
                  "talk to a running `ec-store serve` at HOST:PORT instead of opening --dir "
@@ -350,7 +364,8 @@ int Run(int argc, char** argv) {
   ls->add_option("--tier", tier_filter, "pool or disk")->check(CLI::IsMember({"pool", "disk"}));
   ls->add_option("-n,--namespace", ns_filter, "only this namespace");
   ls->add_option("--prefix", prefix, "only keys starting with this");
-  ls->add_option("--sort", sort, "size, age or hits")->check(CLI::IsMember({"size", "age", "hits"}));
+  ls->add_option("--sort", sort, "size, age or hits")
+      ->check(CLI::IsMember({"size", "age", "hits"}));
   ls->add_option("--limit", limit, "at most this many rows");
 
   auto* stats = app.add_subcommand("stats", "per-tier statistics");
@@ -373,7 +388,8 @@ int Run(int argc, char** argv) {
   auto* import = app.add_subcommand("import", "load DIR/<mm_hash>/encoder_cache.safetensors");
   import->add_option("dir", src_dir)->required()->check(CLI::ExistingDirectory);
   import->add_option("-n,--namespace", ns)->capture_default_str();
-  auto* exportc = app.add_subcommand("export", "write entries as DIR/<mm_hash>/encoder_cache.safetensors");
+  auto* exportc =
+      app.add_subcommand("export", "write entries as DIR/<mm_hash>/encoder_cache.safetensors");
   exportc->add_option("dir", src_dir)->required();
   exportc->add_option("-n,--namespace", ns_filter, "only this namespace");
 
@@ -401,12 +417,19 @@ int Run(int argc, char** argv) {
         TensorMeta meta;
         std::string bytes;
         LoadPutInput(file, dtype, shape, &meta, &bytes);
-        Check(client->Put(ns, key, meta, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
-        if (!g.json) std::printf("stored %s (%s) on %s\n", key.c_str(), HumanBytes(bytes.size()).c_str(), g.server.c_str());
-        else std::cout << json{{"key", key}, {"bytes", bytes.size()}, {"server", g.server}}.dump() << "\n";
+        Check(client->Put(ns, key, meta,
+                          {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
+        if (!g.json)
+          std::printf("stored %s (%s) on %s\n", key.c_str(), HumanBytes(bytes.size()).c_str(),
+                      g.server.c_str());
+        else
+          std::cout << json{{"key", key}, {"bytes", bytes.size()}, {"server", g.server}}.dump()
+                    << "\n";
       } else if (get->parsed() || inspect->parsed()) {
         auto found = Check(client->Lookup(ns, {key}));
-        if (!found[0]) throw CliError("NotFound: no entry for key '" + key + "' in namespace '" + ns + "' on " + g.server);
+        if (!found[0])
+          throw CliError("NotFound: no entry for key '" + key + "' in namespace '" + ns + "' on " +
+                         g.server);
         EntryInfo info = *found[0];
         if (inspect->parsed()) {
           std::cout << InfoJson(info).dump(g.json ? -1 : 2) << "\n";
@@ -414,16 +437,20 @@ int Run(int argc, char** argv) {
           std::string buf(info.bytes, '\0');
           info = Check(client->Get(ns, key, {reinterpret_cast<uint8_t*>(buf.data()), buf.size()}));
           WriteGetOutput(out, info.meta, buf);
-          if (g.json) std::cout << InfoJson(info).dump() << "\n";
-          else std::printf("wrote %s (%s) from %s to %s\n", key.c_str(), HumanBytes(info.bytes).c_str(), g.server.c_str(), out.c_str());
+          if (g.json)
+            std::cout << InfoJson(info).dump() << "\n";
+          else
+            std::printf("wrote %s (%s) from %s to %s\n", key.c_str(),
+                        HumanBytes(info.bytes).c_str(), g.server.c_str(), out.c_str());
         }
       } else if (stats->parsed()) {
         std::string js = Check(client->StatsJson());
         std::cout << json::parse(js).dump(g.json ? -1 : 2) << "\n";
       } else {
-        throw CliError("InvalidArgument: this command is not available with --server "
-                       "(remote: put, get, inspect, ls, stats, evict); run it with --dir on "
-                       "the server's host after stopping the server");
+        throw CliError(
+            "InvalidArgument: this command is not available with --server "
+            "(remote: put, get, inspect, ls, stats, evict); run it with --dir on "
+            "the server's host after stopping the server");
       }
       return 0;
     }
@@ -433,7 +460,8 @@ int Run(int argc, char** argv) {
       if (!token_file.empty()) {
         token = Check(safetensors::ReadFile(token_file));
         while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-        if (token.empty()) throw CliError("InvalidArgument: token file " + token_file + " is empty");
+        if (token.empty())
+          throw CliError("InvalidArgument: token file " + token_file + " is empty");
       } else if (const char* env = std::getenv("EC_STORE_TOKEN")) {
         token = env;
       }
@@ -455,16 +483,19 @@ int Run(int argc, char** argv) {
       so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
       so.rdma_listen = rdma_listen;
       auto server = Check(net::Server::Start(store.get(), so));
-      std::printf("serving %s on %s (port %u, transport %s); SIGINT/SIGTERM to stop, SIGHUP "
-                  "to persist the pool\n",
-                  g.dir.c_str(), listen.c_str(), server->port(), server->transport());
+      std::printf(
+          "serving %s on %s (port %u, transport %s); SIGINT/SIGTERM to stop, SIGHUP "
+          "to persist the pool\n",
+          g.dir.c_str(), listen.c_str(), server->port(), server->transport());
       std::fflush(stdout);
       int sig = 0;
       // SIGHUP (a closed terminal, or an operator's "sync now") persists and keeps serving.
       while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
         Status st = store->Flush();
-        if (st.ok()) spdlog::info("SIGHUP: the pool is persisted; still serving");
-        else spdlog::error("SIGHUP: persisting the pool failed: {}", st.ToString());
+        if (st.ok())
+          spdlog::info("SIGHUP: the pool is persisted; still serving");
+        else
+          spdlog::error("SIGHUP: persisting the pool failed: {}", st.ToString());
       }
       spdlog::info("signal {}: stopping, persisting the pool", sig);
       server->Stop();
@@ -484,10 +515,12 @@ int Run(int argc, char** argv) {
                        {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}));
       auto info = Check(store->Lookup(ns, key));
       Check(store->Close());
-      if (g.json) std::cout << InfoJson(info).dump() << "\n";
-      else std::printf("stored %s (%s, %s [%s]) in namespace %s\n", key.c_str(),
-                       HumanBytes(info.bytes).c_str(), DTypeName(info.meta.dtype),
-                       info.meta.ShapeString().c_str(), ns.c_str());
+      if (g.json)
+        std::cout << InfoJson(info).dump() << "\n";
+      else
+        std::printf("stored %s (%s, %s [%s]) in namespace %s\n", key.c_str(),
+                    HumanBytes(info.bytes).c_str(), DTypeName(info.meta.dtype),
+                    info.meta.ShapeString().c_str(), ns.c_str());
     } else if (get->parsed()) {
       auto store = OpenStore(g, Use::kInspect);
       auto info = Check(store->Lookup(ns, key));
@@ -495,22 +528,27 @@ int Run(int argc, char** argv) {
       info = Check(store->Get(ns, key, {reinterpret_cast<uint8_t*>(buf.data()), buf.size()}));
       WriteGetOutput(out, info.meta, buf);
       Check(store->Close());
-      if (g.json) std::cout << InfoJson(info).dump() << "\n";
-      else std::printf("wrote %s (%s) to %s\n", key.c_str(), HumanBytes(info.bytes).c_str(), out.c_str());
+      if (g.json)
+        std::cout << InfoJson(info).dump() << "\n";
+      else
+        std::printf("wrote %s (%s) to %s\n", key.c_str(), HumanBytes(info.bytes).c_str(),
+                    out.c_str());
     } else if (inspect->parsed()) {
       auto store = OpenStore(g, Use::kInspect);
       auto info = Check(store->Lookup(ns, key));
       if (g.json) {
         std::cout << InfoJson(info).dump(2) << "\n";
       } else {
-        std::printf("key:          %s\nnamespace:    %s\ntier:         %s%s\nbytes:        %llu (%s)\n"
-                    "dtype:        %s\nshape:        [%s]\ncreated:      %s\nlast access:  %s\nhits:         %llu\n",
-                    info.key.c_str(), info.ns.c_str(), TierName(info.tier),
-                    info.on_disk && info.tier == Tier::kPool ? " (also on disk)" : "",
-                    static_cast<unsigned long long>(info.bytes), HumanBytes(info.bytes).c_str(),
-                    DTypeName(info.meta.dtype), info.meta.ShapeString().c_str(),
-                    TimeString(info.created_us).c_str(), TimeString(info.last_access_us).c_str(),
-                    static_cast<unsigned long long>(info.hits));
+        std::printf(
+            "key:          %s\nnamespace:    %s\ntier:         %s%s\nbytes:        %llu (%s)\n"
+            "dtype:        %s\nshape:        [%s]\ncreated:      %s\nlast access:  %s\nhits:       "
+            "  %llu\n",
+            info.key.c_str(), info.ns.c_str(), TierName(info.tier),
+            info.on_disk && info.tier == Tier::kPool ? " (also on disk)" : "",
+            static_cast<unsigned long long>(info.bytes), HumanBytes(info.bytes).c_str(),
+            DTypeName(info.meta.dtype), info.meta.ShapeString().c_str(),
+            TimeString(info.created_us).c_str(), TimeString(info.last_access_us).c_str(),
+            static_cast<unsigned long long>(info.hits));
       }
       Check(store->Close());
     } else if (ls->parsed()) {
@@ -551,9 +589,9 @@ int Run(int argc, char** argv) {
       StoreStats s = store->Stats();
       Check(store->Close());
       auto tier = [](const TierStats& t) {
-        return json{{"entries", t.entries},     {"bytes", t.bytes},   {"hits", t.hits},
-                    {"misses", t.misses},       {"evictions", t.evictions},
-                    {"spills", t.spills},       {"promotions", t.promotions}};
+        return json{{"entries", t.entries},      {"bytes", t.bytes},         {"hits", t.hits},
+                    {"misses", t.misses},        {"evictions", t.evictions}, {"spills", t.spills},
+                    {"promotions", t.promotions}};
       };
       json j{{"pool", tier(s.pool)}, {"disk", tier(s.disk)}};
       j["pool"]["capacity"] = s.pool_capacity;
@@ -582,16 +620,20 @@ int Run(int argc, char** argv) {
                     HumanBytes(s.pool_allocated).c_str(), HumanBytes(s.pool_capacity).c_str(),
                     100 * s.pool_fragmentation, s.pool_locked ? "pinned" : "not pinned",
                     s.pool_huge_pages ? ", huge pages" : "");
-        std::printf("disk: %s in %llu segment(s), quota %s\n", HumanBytes(s.disk_file_bytes).c_str(),
-                    (unsigned long long)s.segments, HumanBytes(s.disk_quota).c_str());
+        std::printf("disk: %s in %llu segment(s), quota %s\n",
+                    HumanBytes(s.disk_file_bytes).c_str(), (unsigned long long)s.segments,
+                    HumanBytes(s.disk_quota).c_str());
       }
     } else if (evict->parsed()) {
       if (keys.empty() && !all && older_than.empty() && to_bytes.empty())
-        throw CliError("InvalidArgument: say what to evict: KEY..., --all, --older-than or --to-bytes");
+        throw CliError(
+            "InvalidArgument: say what to evict: KEY..., --all, --older-than or --to-bytes");
       std::unique_ptr<Store> store;
       std::unique_ptr<net::Client> client;
-      if (g.server.empty()) store = OpenStore(g, Use::kInspect);
-      else client = ConnectClient(g);
+      if (g.server.empty())
+        store = OpenStore(g, Use::kInspect);
+      else
+        client = ConnectClient(g);
       std::vector<EntryInfo> victims;
       std::vector<EntryInfo> entries;
       if (all || !older_than.empty() || !to_bytes.empty())
@@ -618,9 +660,8 @@ int Run(int argc, char** argv) {
       }
       if (!to_bytes.empty()) {
         uint64_t target = Check(ParseSize(to_bytes));
-        std::sort(entries.begin(), entries.end(), [](auto& a, auto& b) {
-          return a.last_access_us < b.last_access_us;
-        });
+        std::sort(entries.begin(), entries.end(),
+                  [](auto& a, auto& b) { return a.last_access_us < b.last_access_us; });
         uint64_t total = 0;
         for (auto& e : entries) total += e.bytes;
         for (auto& e : entries) {
@@ -646,19 +687,27 @@ int Run(int argc, char** argv) {
         bytes += v.bytes;
       }
       if (store) Check(store->Close());
-      if (g.json) std::cout << json{{"evicted", n}, {"bytes", bytes}}.dump() << "\n";
-      else std::printf("evicted %llu entries (%s)\n", (unsigned long long)n, HumanBytes(bytes).c_str());
+      if (g.json)
+        std::cout << json{{"evicted", n}, {"bytes", bytes}}.dump() << "\n";
+      else
+        std::printf("evicted %llu entries (%s)\n", (unsigned long long)n,
+                    HumanBytes(bytes).c_str());
     } else if (verify->parsed()) {
       auto store = OpenStore(g, Use::kInspect);
       auto report = Check(store->Verify([&](uint64_t done, uint64_t total) {
-        if (!g.json) std::fprintf(stderr, "\rverify: %llu/%llu entries", (unsigned long long)done,
-                                  (unsigned long long)total);
+        if (!g.json)
+          std::fprintf(stderr, "\rverify: %llu/%llu entries", (unsigned long long)done,
+                       (unsigned long long)total);
       }));
       if (!g.json) std::fprintf(stderr, "\n");
       Check(store->Close());
       if (g.json) {
-        std::cout << json{{"checked", report.checked}, {"bytes", report.bytes},
-                          {"corrupt", report.corrupt}, {"errors", report.errors}}.dump(2) << "\n";
+        std::cout << json{{"checked", report.checked},
+                          {"bytes", report.bytes},
+                          {"corrupt", report.corrupt},
+                          {"errors", report.errors}}
+                         .dump(2)
+                  << "\n";
       } else {
         std::printf("checked %llu entries (%s): %zu corrupt, %zu unreadable\n",
                     (unsigned long long)report.checked, HumanBytes(report.bytes).c_str(),
@@ -670,8 +719,10 @@ int Run(int argc, char** argv) {
         std::fprintf(stderr, "ec-store: error: %zu corrupt entries were dropped; recompute them\n",
                      report.corrupt.size());
       if (!report.errors.empty())
-        std::fprintf(stderr, "ec-store: error: %zu entries could not be read (I/O error) and were "
-                     "kept; check the device, then run verify again\n", report.errors.size());
+        std::fprintf(stderr,
+                     "ec-store: error: %zu entries could not be read (I/O error) and were "
+                     "kept; check the device, then run verify again\n",
+                     report.errors.size());
       if (!report.corrupt.empty() || !report.errors.empty()) return 1;
     } else if (compact->parsed()) {
       auto store = OpenStore(g, Use::kInspect);
@@ -679,15 +730,21 @@ int Run(int argc, char** argv) {
       Check(store->Compact(1.0));
       uint64_t after = store->Stats().disk_file_bytes;
       Check(store->Close());
-      if (g.json) std::cout << json{{"before", before}, {"after", after}}.dump() << "\n";
-      else std::printf("compacted: %s -> %s\n", HumanBytes(before).c_str(), HumanBytes(after).c_str());
+      if (g.json)
+        std::cout << json{{"before", before}, {"after", after}}.dump() << "\n";
+      else
+        std::printf("compacted: %s -> %s\n", HumanBytes(before).c_str(), HumanBytes(after).c_str());
     } else if (repair->parsed()) {
       auto store = OpenStore(g, Use::kRepair);
       StoreStats s = store->Stats();
       Check(store->Close());
-      if (g.json) std::cout << json{{"entries", s.disk.entries}, {"corrupt_dropped", s.corrupt_dropped}}.dump() << "\n";
-      else std::printf("index rebuilt from segments: %llu entries, %llu corrupt records skipped\n",
-                       (unsigned long long)s.disk.entries, (unsigned long long)s.corrupt_dropped);
+      if (g.json)
+        std::cout
+            << json{{"entries", s.disk.entries}, {"corrupt_dropped", s.corrupt_dropped}}.dump()
+            << "\n";
+      else
+        std::printf("index rebuilt from segments: %llu entries, %llu corrupt records skipped\n",
+                    (unsigned long long)s.disk.entries, (unsigned long long)s.corrupt_dropped);
     } else if (import->parsed()) {
       return ImportEntries(g, src_dir, ns);
     } else if (exportc->parsed()) {

@@ -20,8 +20,8 @@ TEST(Cli, BadSizesAndDurationsAreRefused) {
     EXPECT_TRUE(r.status().IsInvalidArgument()) << bad;
   }
   EXPECT_NE(ParseSize("2000000TiB").status().message().find("out of range"), std::string::npos);
-  for (const char* bad : {"1e300d", "nan", "inf", "infd", "-5m", "0x10s", "1e3s", "", "d",
-                          "1000000000d", "5w"}) {
+  for (const char* bad :
+       {"1e300d", "nan", "inf", "infd", "-5m", "0x10s", "1e3s", "", "d", "1000000000d", "5w"}) {
     auto r = ParseDuration(bad);
     EXPECT_TRUE(r.status().IsInvalidArgument()) << bad;
   }

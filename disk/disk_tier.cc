@@ -1,13 +1,13 @@
 #include "disk/disk_tier.h"
 
-#include "disk/codec.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+
+#include "disk/codec.h"
 
 namespace ecstore {
 
@@ -179,8 +179,10 @@ Result<DiskTier::ScanResult> DiskTier::Scan(uint32_t segment, uint64_t from, boo
         res.torn_tail = true;
         break;
       }
-      spdlog::error("segment {}: no valid record header at offset {}; skipped {} bytes to the "
-                    "next valid record at {}", segment, res.end, *next - res.end, *next);
+      spdlog::error(
+          "segment {}: no valid record header at offset {}; skipped {} bytes to the "
+          "next valid record at {}",
+          segment, res.end, *next - res.end, *next);
       ++res.bad_headers;
       res.skipped_bytes += *next - res.end;
       res.end = *next;

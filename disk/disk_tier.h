@@ -58,12 +58,12 @@ class DiskTier {
   // so the scan goes on to the next record).
   using ScanFn = std::function<void(const RecordInfo&, const DiskLocation&, bool payload_ok)>;
   struct ScanResult {
-    uint64_t end = 0;         // offset after the last valid record
+    uint64_t end = 0;  // offset after the last valid record
     uint64_t records = 0;
-    uint64_t corrupt = 0;       // payloads failing verify_payload
-    uint64_t bad_headers = 0;   // damaged headers skipped over
-    uint64_t skipped_bytes = 0; // bytes skipped with them
-    bool torn_tail = false;     // something invalid follows `end` and nothing valid after it
+    uint64_t corrupt = 0;        // payloads failing verify_payload
+    uint64_t bad_headers = 0;    // damaged headers skipped over
+    uint64_t skipped_bytes = 0;  // bytes skipped with them
+    bool torn_tail = false;      // something invalid follows `end` and nothing valid after it
   };
   // Walks records from `from`. A damaged header mid-file is skipped: the walk resynchronises
   // on the next 4 KiB block holding a valid header. Only when nothing valid follows is the
@@ -101,8 +101,8 @@ class DiskTier {
   Env* env_;
   DiskOptions opt_;
   std::unique_ptr<IoService> io_;
-  std::mutex append_mu_;        // serializes appends (one tail)
-  mutable std::mutex mu_;       // guards segments_, active_, sealed_
+  std::mutex append_mu_;   // serializes appends (one tail)
+  mutable std::mutex mu_;  // guards segments_, active_, sealed_
   std::map<uint32_t, std::shared_ptr<Segment>> segments_;
   uint32_t active_ = 0;
   bool sealed_ = false;

@@ -48,16 +48,15 @@ class Stmt {
   sqlite3_stmt* s_ = nullptr;
 };
 
-
 }  // namespace
 
 Result<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_only) {
   std::unique_ptr<Index> idx(new Index());
   idx->read_only_ = read_only;
   if (read_only) return OpenReadOnly(path, std::move(idx));
-  int rc = sqlite3_open_v2(path.c_str(), &idx->db_,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &idx->db_,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     Status st = Status::IOError("cannot open index " + path + ": " +
                                 (idx->db_ ? sqlite3_errmsg(idx->db_) : "out of memory") +

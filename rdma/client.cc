@@ -1,8 +1,7 @@
 #include "rdma/client.h"
 
-#include <sys/mman.h>
-
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 
 #include <cstring>
 
@@ -85,9 +84,8 @@ Status Client::Reconnect() {
     return st;
   }
   rdma_.reset();
-  if (!shm_ && (opt_.transport == "rdma" ||
-                (opt_.transport == "auto" && !IsLoopback(hp_.host) && !info.rdma_addr.empty() &&
-                 RdmaDevicePresent()))) {
+  if (!shm_ && (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&
+                                             !info.rdma_addr.empty() && RdmaDevicePresent()))) {
     if (info.rdma_addr.empty()) {
       fd_.reset();
       return Status::Unavailable("server offers no RDMA (start it with --rdma-listen)");
@@ -201,8 +199,7 @@ std::string KeyBody(std::string_view ns, std::string_view key) {
 }
 }  // namespace
 
-Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key,
-                              std::span<uint8_t> dst) {
+Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
   if (rdma_ || opt_.transport == "rdma") {
@@ -226,9 +223,9 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key,
     if (!view.ok()) return view.status();
     Status st = dst.size() >= view->bytes.size()
                     ? Status::Ok()
-                    : Status::InvalidArgument("destination buffer holds " +
-                                              std::to_string(dst.size()) + " bytes but the entry has " +
-                                              std::to_string(view->bytes.size()));
+                    : Status::InvalidArgument(
+                          "destination buffer holds " + std::to_string(dst.size()) +
+                          " bytes but the entry has " + std::to_string(view->bytes.size()));
     if (st.ok()) std::memcpy(dst.data(), view->bytes.data(), view->bytes.size());
     Status rel = Release(view->lease_id);
     EC_RETURN_IF_ERROR(st);
@@ -289,8 +286,9 @@ std::vector<Result<EntryInfo>> Client::GetManyRdma(std::string_view ns,
     info.ns = ns;
     info.key = keys[i];
     if (dsts[i].size() < info.bytes) {
-      out[i] = Status::InvalidArgument("destination buffer holds " + std::to_string(dsts[i].size()) +
-                                       " bytes but the entry has " + std::to_string(info.bytes));
+      out[i] =
+          Status::InvalidArgument("destination buffer holds " + std::to_string(dsts[i].size()) +
+                                  " bytes but the entry has " + std::to_string(info.bytes));
       continue;
     }
     reads.push_back({addr, rkey, info.bytes, dsts[i].data()});
@@ -458,7 +456,8 @@ Result<std::vector<EntryInfo>> Client::List() {
       BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
       uint32_t n;
       uint8_t m;
-      if (!r.U32(&n) || !r.U8(&m) || n > kListPage) return Status::Unavailable("malformed LIST reply");
+      if (!r.U32(&n) || !r.U8(&m) || n > kListPage)
+        return Status::Unavailable("malformed LIST reply");
       std::vector<EntryInfo> out(n);
       for (auto& e : out)
         if (!r.Str(&e.ns, kMaxNamespaceBytes) || !r.Str(&e.key, kMaxKeyBytes) || !ReadInfo(&r, &e))
@@ -468,7 +467,8 @@ Result<std::vector<EntryInfo>> Client::List() {
     });
     if (!page.ok()) return page.status();
     offset += static_cast<uint32_t>(page->size());
-    all.insert(all.end(), std::make_move_iterator(page->begin()), std::make_move_iterator(page->end()));
+    all.insert(all.end(), std::make_move_iterator(page->begin()),
+               std::make_move_iterator(page->end()));
     if (!more || page->empty()) return all;
   }
 }

@@ -2,14 +2,13 @@
 
 #include <fcntl.h>
 #include <poll.h>
-
-#include <algorithm>
-#include <system_error>
-#include <tuple>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <system_error>
+#include <tuple>
 
 #include "rdma/protocol.h"
 
@@ -167,8 +166,7 @@ void Server::AcceptLoop() {
     if (live >= opt_.max_connections) {
       warn("connection limit (" + std::to_string(opt_.max_connections) +
            ") reached: refusing new clients");
-      Refuse(fd, "server has " + std::to_string(live) +
-                     " connections, its limit; try again later");
+      Refuse(fd, "server has " + std::to_string(live) + " connections, its limit; try again later");
       ::close(fd);
       continue;
     }
@@ -223,8 +221,7 @@ void Server::Serve(Conn* c) {
     }
     bool is_request = h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup ||
                       h->op == Op::kPut || h->op == Op::kErase || h->op == Op::kStats ||
-                      h->op == Op::kList ||
-                      (c->shm && h->op == Op::kGetShm) ||
+                      h->op == Op::kList || (c->shm && h->op == Op::kGetShm) ||
                       (rdma_ && !c->shm && h->op == Op::kGetRdma) ||
                       ((c->shm || rdma_) && h->op == Op::kRelease);
     if (!is_request) {
@@ -385,7 +382,8 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       c->leased_bytes += lease->size();
       const uint8_t* data = lease->data();
       uint64_t id = c->next_lease++;
-      c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
+      c->leases.emplace(id,
+                        std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
       w.U64(id);
       if (h.op == Op::kGetShm) {
         w.U64(static_cast<uint64_t>(data - store_->pool_region().base));  // offset in the memfd
@@ -430,7 +428,8 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kList: {
       uint32_t offset, limit;
       if (!r.U32(&offset) || !r.U32(&limit) || limit == 0 || limit > kListPage) {
-        Status st = Status::InvalidArgument("LIST takes offset and 1.." + std::to_string(kListPage));
+        Status st =
+            Status::InvalidArgument("LIST takes offset and 1.." + std::to_string(kListPage));
         reply_error(st);
         return st;
       }
@@ -438,10 +437,9 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       // sort of the whole keydir for every page.
       if (offset == 0 || c->listing.empty()) {
         c->listing = store_->List();
-        std::sort(c->listing.begin(), c->listing.end(),
-                  [](const EntryInfo& a, const EntryInfo& b) {
-                    return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
-                  });
+        std::sort(c->listing.begin(), c->listing.end(), [](const EntryInfo& a, const EntryInfo& b) {
+          return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
+        });
       }
       const std::vector<EntryInfo>& all = c->listing;
       size_t end = std::min<size_t>(all.size(), static_cast<size_t>(offset) + limit);
@@ -458,12 +456,15 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     }
     case Op::kStats: {
       StoreStats s = store_->Stats();
-      nlohmann::json j{{"transport", c->shm ? "shm" : "tcp"},
-                       {"server_transports", transport()},
-                       {"pool", {{"entries", s.pool.entries}, {"bytes", s.pool.bytes},
-                                 {"hits", s.pool.hits}, {"evictions", s.pool.evictions}}},
-                       {"disk", {{"entries", s.disk.entries}, {"bytes", s.disk.bytes},
-                                 {"hits", s.disk.hits}}}};
+      nlohmann::json j{
+          {"transport", c->shm ? "shm" : "tcp"},
+          {"server_transports", transport()},
+          {"pool",
+           {{"entries", s.pool.entries},
+            {"bytes", s.pool.bytes},
+            {"hits", s.pool.hits},
+            {"evictions", s.pool.evictions}}},
+          {"disk", {{"entries", s.disk.entries}, {"bytes", s.disk.bytes}, {"hits", s.disk.hits}}}};
       std::string js = j.dump();
       BodyWriter w;
       w.U32(static_cast<uint32_t>(js.size()));

@@ -112,9 +112,8 @@ Result<UniqueFd> Listen(const HostPort& at, uint16_t* bound_port, bool* loopback
   SockAddr got;
   got.len = sizeof(got.ss);
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&got.ss), &got.len);
-  *bound_port = ntohs(got.family() == AF_INET6
-                          ? reinterpret_cast<sockaddr_in6*>(&got.ss)->sin6_port
-                          : reinterpret_cast<sockaddr_in*>(&got.ss)->sin_port);
+  *bound_port = ntohs(got.family() == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&got.ss)->sin6_port
+                                               : reinterpret_cast<sockaddr_in*>(&got.ss)->sin_port);
   return fd;
 }
 

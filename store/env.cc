@@ -1,12 +1,11 @@
 #include "store/env.h"
 
-#include <cstdio>
-
 #include <dirent.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 namespace ecstore {

@@ -65,9 +65,7 @@ class Env {
   // Fault point consulted by the I/O queue before each read/write reaches the kernel.
   // Returns 0 to let the op run, or an errno (ENOSPC, EIO, ...) to fail it with. A return of
   // -N for a write means "torn write": only the first N bytes are written, then EIO.
-  virtual int BeforeIo(IoOp /*op*/, int /*fd*/, uint64_t /*offset*/, size_t /*len*/) {
-    return 0;
-  }
+  virtual int BeforeIo(IoOp /*op*/, int /*fd*/, uint64_t /*offset*/, size_t /*len*/) { return 0; }
 };
 
 // Forwards everything to a target Env; subclass it to override a few methods in tests.

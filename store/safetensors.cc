@@ -16,7 +16,7 @@ namespace {
 // tree) is refused before it is read. JSON deeper than a real header is refused as well.
 constexpr uint64_t kMaxHeader = 64 << 10;
 constexpr int kMaxDepth = 4;
-}
+}  // namespace
 
 Result<uint64_t> HeaderBytes(std::span<const uint8_t> first8, uint64_t file_size) {
   if (first8.size() < 8 || file_size < 8)
@@ -68,18 +68,16 @@ Result<Layout> ParseHeader(std::span<const uint8_t> head, uint64_t file_size) {
       layout.data_offset = *need + offs[0];
       layout.data_bytes = offs[1] - offs[0];
     } catch (const std::exception& e) {
-      return Status::InvalidArgument("safetensors tensor '" + name + "' is malformed: " +
-                                     e.what());
+      return Status::InvalidArgument("safetensors tensor '" + name + "' is malformed: " + e.what());
     }
   }
   if (tensors != 1)
     return Status::InvalidArgument("safetensors file holds " + std::to_string(tensors) +
                                    " tensors; ec-store entries hold exactly one");
   if (layout.data_offset + layout.data_bytes > file_size)
-    return Status::InvalidArgument(
-        "safetensors file is truncated: the tensor needs bytes up to " +
-        std::to_string(layout.data_offset + layout.data_bytes) + " but the file has " +
-        std::to_string(file_size));
+    return Status::InvalidArgument("safetensors file is truncated: the tensor needs bytes up to " +
+                                   std::to_string(layout.data_offset + layout.data_bytes) +
+                                   " but the file has " + std::to_string(file_size));
   EC_RETURN_IF_ERROR(ValidateMeta(layout.meta, layout.data_bytes));
   return layout;
 }
@@ -87,9 +85,8 @@ Result<Layout> ParseHeader(std::span<const uint8_t> head, uint64_t file_size) {
 std::string MakeHeader(const TensorMeta& meta, const std::string& tensor_name) {
   nlohmann::json j;
   uint64_t bytes = meta.ByteSize().ok() ? meta.ByteSize().value() : 0;
-  j[tensor_name] = {{"dtype", DTypeName(meta.dtype)},
-                    {"shape", meta.shape},
-                    {"data_offsets", {0, bytes}}};
+  j[tensor_name] = {
+      {"dtype", DTypeName(meta.dtype)}, {"shape", meta.shape}, {"data_offsets", {0, bytes}}};
   j["__metadata__"] = {{"format", "pt"}};
   std::string js = j.dump();
   while ((js.size() + 8) % 8) js.push_back(' ');
@@ -139,11 +136,10 @@ Status Load(const std::string& path, TensorMeta* meta, std::string* bytes) {
   }
   Result<std::string> data = ReadFile(path);
   if (!data.ok()) return data.status();
-  auto span = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data->data()),
-                                       data->size());
+  auto span =
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data->data()), data->size());
   Result<Layout> layout = ParseHeader(span, data->size());
-  if (!layout.ok())
-    return Status::InvalidArgument(path + ": " + layout.status().message());
+  if (!layout.ok()) return Status::InvalidArgument(path + ": " + layout.status().message());
   *meta = layout->meta;
   bytes->assign(data->data() + layout->data_offset, layout->data_bytes);
   return Status::Ok();

@@ -36,7 +36,6 @@ Status Load(const std::string& path, TensorMeta* meta, std::string* bytes);
 Status Save(const std::string& path, const TensorMeta& meta, std::span<const uint8_t> bytes);
 // The same, all or nothing: a temporary name beside `path`, fsync, rename, fsync of the
 // directory. A reader never sees a truncated file at `path`, even after a crash.
-Status SaveDurable(const std::string& path, const TensorMeta& meta,
-                   std::span<const uint8_t> bytes);
+Status SaveDurable(const std::string& path, const TensorMeta& meta, std::span<const uint8_t> bytes);
 
 }  // namespace ecstore::safetensors

@@ -47,8 +47,8 @@ TEST(Safetensors, HostileHeadersAreRefusedCheaply) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   // Under the size cap, but nested: refused by depth.
   std::string nested = WithHeader(std::string(30000, '[') + std::string(30000, ']'));
-  auto r = ParseHeader({reinterpret_cast<const uint8_t*>(nested.data()), nested.size()},
-                       nested.size());
+  auto r =
+      ParseHeader({reinterpret_cast<const uint8_t*>(nested.data()), nested.size()}, nested.size());
   EXPECT_TRUE(r.status().IsInvalidArgument());
   EXPECT_NE(r.status().message().find("deeper"), std::string::npos) << r.status().message();
 }

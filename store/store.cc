@@ -102,10 +102,9 @@ std::string FullKey(std::string_view ns, std::string_view key) {
 }
 
 // Why a record's header does not belong to the entry an index row says it holds ("" = it does).
-std::string RecordMismatch(const Entry& e, const DiskLocation& loc,
-                           const Result<RecordInfo>& h) {
-  std::string at = "segment " + std::to_string(loc.segment) + " offset " +
-                   std::to_string(loc.offset);
+std::string RecordMismatch(const Entry& e, const DiskLocation& loc, const Result<RecordInfo>& h) {
+  std::string at =
+      "segment " + std::to_string(loc.segment) + " offset " + std::to_string(loc.offset);
   if (!h.ok()) return "no valid record header at " + at + ": " + h.status().message();
   if (h->tombstone() || h->ns != e.ns || h->key != e.key || h->seq != e.seq)
     return "the record at " + at + " is another entry's";
@@ -120,7 +119,6 @@ struct Tombstone {
   uint64_t target_seq;
 };
 
-
 }  // namespace
 
 class StoreImpl : public Store, private ReadLease::Releaser, private PutReservation::Owner {
@@ -133,8 +131,8 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   Status Init();
   Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
              std::span<const uint8_t> bytes) override;
-  Result<PutReservation> Reserve(std::string_view ns, std::string_view key,
-                                 const TensorMeta& meta, uint64_t size) override;
+  Result<PutReservation> Reserve(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                                 uint64_t size) override;
   Status Commit(PutReservation reservation) override;
   using Store::Get;
   Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
@@ -148,8 +146,7 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   std::vector<EntryInfo> List() override;
   StoreStats Stats() override;
   Status Flush() override;
-  Result<VerifyReport> Verify(
-      const std::function<void(uint64_t, uint64_t)>& progress) override;
+  Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) override;
   Status Compact(double threshold) override;
   Status Close() override;
   MemoryRegion pool_region() const override { return region_; }
@@ -274,8 +271,10 @@ Status StoreImpl::Init() {
   if (!read_only_ && statvfs(dir_.c_str(), &fs) == 0 &&
       static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < kMinFreeBytes) {
     read_only_ = true;
-    spdlog::warn("disk full ({} bytes free where {} lives): opened read-only; writes fail "
-                 "until space is freed", static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize, dir_);
+    spdlog::warn(
+        "disk full ({} bytes free where {} lives): opened read-only; writes fail "
+        "until space is freed",
+        static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize, dir_);
   }
   if (read_only_ && opt_.rebuild_index)
     return Status::NoSpace("rebuilding the index of " + dir_ + " needs free disk space (" +
@@ -287,8 +286,8 @@ Status StoreImpl::Init() {
   DiskOptions dopt;
   // Segments of at most an eighth of the quota, so that compacting dead bytes away (which
   // works a sealed segment at a time) can keep the files within the quota.
-  dopt.segment_bytes = std::min(opt_.segment_bytes,
-                                std::max<uint64_t>(RoundUpBlock(opt_.disk_quota_bytes / 8), 1 << 20));
+  dopt.segment_bytes = std::min(
+      opt_.segment_bytes, std::max<uint64_t>(RoundUpBlock(opt_.disk_quota_bytes / 8), 1 << 20));
   dopt.queue_depth = opt_.io_queue_depth;
   dopt.io_chunk_bytes = opt_.io_chunk_bytes;
   auto disk = DiskTier::Open(dir_ + "/segments", env_, dopt);
@@ -368,9 +367,10 @@ Status StoreImpl::SetIndexAside(const std::string& path, const Status& why) {
                              ") and could not be moved aside: " + st.message() +
                              "; move it away by hand and open again");
   }
-  spdlog::warn("index {} is damaged ({}); moved it to {} and rebuilding the index from the "
-               "segment files (entries keep their data; access statistics restart)",
-               path, why.message(), aside);
+  spdlog::warn(
+      "index {} is damaged ({}); moved it to {} and rebuilding the index from the "
+      "segment files (entries keep their data; access statistics restart)",
+      path, why.message(), aside);
   return Status::Ok();
 }
 
@@ -485,44 +485,44 @@ Status StoreImpl::Recover(bool rebuild) {
   bool tail_clean = true;  // of the last segment, once scanned
   for (uint32_t seg : segs) {
     uint64_t from = tails.count(seg) ? tails[seg] : 0;
-    auto scan = disk_->Scan(seg, from, true, [&](const RecordInfo& info, const DiskLocation& loc,
-                                                 bool payload_ok) {
-      max_seq = std::max(max_seq, info.seq);
-      std::string fk = FullKey(info.ns, info.key);
-      auto it = keydir_.find(fk);
-      if (info.tombstone()) {
-        max_seq = std::max(max_seq, info.target_seq);
-        uint64_t& t = tomb_targets[fk];
-        t = std::max(t, info.target_seq);
-        if (it != keydir_.end() && it->second->seq <= info.target_seq) {
-          DropDiskLocked(it->second.get());
-          keydir_.erase(it);
-        }
-        index_->EnqueueDelete(info.ns, info.key, info.target_seq);
-        return;
-      }
-      if (!payload_ok) {
-        ++stats_.corrupt_dropped;
-        spdlog::error("segment {} offset {}: record {}/{} fails its checksum; not indexed", seg,
-                      loc.offset, info.ns, info.key);
-        return;
-      }
-      auto tomb = tomb_targets.find(fk);
-      if (tomb != tomb_targets.end() && info.seq <= tomb->second) return;
-      if (it != keydir_.end() && it->second->seq > info.seq) return;
-      IndexRow row;
-      row.ns = info.ns;
-      row.key = info.key;
-      row.seq = info.seq;
-      row.loc = loc;
-      row.raw_len = info.raw_len;
-      row.checksum = info.checksum;
-      row.meta = info.meta;
-      row.created_us = info.created_us;
-      row.last_access_us = info.created_us;
-      index_->EnqueuePut(row);
-      install(std::move(row));
-    });
+    auto scan = disk_->Scan(
+        seg, from, true, [&](const RecordInfo& info, const DiskLocation& loc, bool payload_ok) {
+          max_seq = std::max(max_seq, info.seq);
+          std::string fk = FullKey(info.ns, info.key);
+          auto it = keydir_.find(fk);
+          if (info.tombstone()) {
+            max_seq = std::max(max_seq, info.target_seq);
+            uint64_t& t = tomb_targets[fk];
+            t = std::max(t, info.target_seq);
+            if (it != keydir_.end() && it->second->seq <= info.target_seq) {
+              DropDiskLocked(it->second.get());
+              keydir_.erase(it);
+            }
+            index_->EnqueueDelete(info.ns, info.key, info.target_seq);
+            return;
+          }
+          if (!payload_ok) {
+            ++stats_.corrupt_dropped;
+            spdlog::error("segment {} offset {}: record {}/{} fails its checksum; not indexed", seg,
+                          loc.offset, info.ns, info.key);
+            return;
+          }
+          auto tomb = tomb_targets.find(fk);
+          if (tomb != tomb_targets.end() && info.seq <= tomb->second) return;
+          if (it != keydir_.end() && it->second->seq > info.seq) return;
+          IndexRow row;
+          row.ns = info.ns;
+          row.key = info.key;
+          row.seq = info.seq;
+          row.loc = loc;
+          row.raw_len = info.raw_len;
+          row.checksum = info.checksum;
+          row.meta = info.meta;
+          row.created_us = info.created_us;
+          row.last_access_us = info.created_us;
+          index_->EnqueuePut(row);
+          install(std::move(row));
+        });
     if (!scan.ok()) return scan.status();
     stats_.corrupt_dropped += scan->bad_headers;
     if (scan->torn_tail && !rebuild && !read_only_) {
@@ -591,8 +591,7 @@ Status StoreImpl::CheckKey(std::string_view ns, std::string_view key) const {
   return ValidateKey(key);
 }
 
-Result<EntryPtr> StoreImpl::FindLocked(std::string_view ns, std::string_view key,
-                                       bool count_miss) {
+Result<EntryPtr> StoreImpl::FindLocked(std::string_view ns, std::string_view key, bool count_miss) {
   if (closed_) return Status::Unavailable("store is closed");
   auto it = keydir_.find(FullKey(ns, key));
   if (it == keydir_.end()) {
@@ -660,8 +659,10 @@ void StoreImpl::DropDiskLocked(Entry* e) {
 // lease ends / the spill in flight finishes. Returns the tombstone its disk copy needs.
 std::optional<Tombstone> StoreImpl::DetachLocked(Entry* e) {
   e->erased = true;
-  if (e->leases == 0 && !e->spilling) FreePoolLocked(e);
-  else pool_policy_->Remove(e->id());
+  if (e->leases == 0 && !e->spilling)
+    FreePoolLocked(e);
+  else
+    pool_policy_->Remove(e->id());
   if (!e->disk) return std::nullopt;
   Tombstone t{e->ns, e->key, e->seq};
   DropDiskLocked(e);
@@ -685,16 +686,19 @@ Status StoreImpl::WriteTombstones(std::vector<Tombstone> tombs) {
   std::vector<DiskLocation> locs;
   Status st = disk_->Append(items, &locs);
   if (!st.ok())
-    spdlog::error("could not write {} tombstone(s): {}; a later index rebuild may bring the "
-                  "erased entries back", tombs.size(), st.ToString());
+    spdlog::error(
+        "could not write {} tombstone(s): {}; a later index rebuild may bring the "
+        "erased entries back",
+        tombs.size(), st.ToString());
   else
     index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
   for (Tombstone& t : tombs) index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
   if (!st.ok())
-    return Status(st.IsNoSpace() ? Status::NoSpace("erased, but not durably: " + st.message())
-                                 : Status::IOError("erased, but not durably: the tombstone could "
-                                                   "not be written (" + st.message() +
-                                                   "); a crash may bring the entry back"));
+    return Status(st.IsNoSpace()
+                      ? Status::NoSpace("erased, but not durably: " + st.message())
+                      : Status::IOError("erased, but not durably: the tombstone could "
+                                        "not be written (" +
+                                        st.message() + "); a crash may bring the entry back"));
   return Status::Ok();
 }
 
@@ -904,19 +908,21 @@ Status StoreImpl::ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t*
 // Ok = the entry was corrected: read again.
 Status StoreImpl::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why) {
   std::optional<std::pair<RecordInfo, DiskLocation>> found;
-  auto scan = disk_->Scan(loc.segment, 0, false, [&](const RecordInfo& r, const DiskLocation& at,
-                                                     bool) {
-    if (!r.tombstone() && r.ns == e->ns && r.key == e->key && r.seq == e->seq) found = {r, at};
-  });
+  auto scan =
+      disk_->Scan(loc.segment, 0, false, [&](const RecordInfo& r, const DiskLocation& at, bool) {
+        if (!r.tombstone() && r.ns == e->ns && r.key == e->key && r.seq == e->seq) found = {r, at};
+      });
   std::lock_guard<std::mutex> l(mu_);
   if (e->erased || !e->disk || !(*e->disk == loc)) return Status::Ok();  // changed meanwhile
-  const bool adopt = scan.ok() && found &&
-                     (!e->pool || (found->first.raw_len == e->bytes &&
-                                   found->first.checksum == e->checksum));
+  const bool adopt =
+      scan.ok() && found &&
+      (!e->pool || (found->first.raw_len == e->bytes && found->first.checksum == e->checksum));
   if (adopt) {
     const auto& [h, at] = *found;
-    spdlog::error("index row of {}/{} was wrong ({}); corrected from its record at segment {} "
-                  "offset {}", e->ns, e->key, why.message(), at.segment, at.offset);
+    spdlog::error(
+        "index row of {}/{} was wrong ({}); corrected from its record at segment {} "
+        "offset {}",
+        e->ns, e->key, why.message(), at.segment, at.offset);
     DropDiskLocked(e.get());
     e->bytes = h.raw_len;  // only a disk-only entry's size can change here
     e->checksum = h.checksum;
@@ -930,15 +936,20 @@ Status StoreImpl::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const 
     index_->EnqueuePut(RowLocked(*e));
     return Status::Ok();
   }
-  spdlog::error("index row of {}/{} does not match its record ({}); the row was dropped, the "
-                "data kept", e->ns, e->key, why.message());
+  spdlog::error(
+      "index row of {}/{} does not match its record ({}); the row was dropped, the "
+      "data kept",
+      e->ns, e->key, why.message());
   index_->EnqueueDelete(e->ns, e->key, e->seq);
   DropDiskLocked(e.get());
   if (e->pool) return Status::Ok();  // the pool copy serves, and is spilled again
   keydir_.erase(FullKey(e->ns, e->key));
   DetachLocked(e.get());  // no tombstone: the record on disk may well be intact
-  return Status::NotFound("entry '" + e->key + "': its index row does not match the record on "
-                          "disk (" + why.message() + "); the row was dropped and the data kept: "
+  return Status::NotFound("entry '" + e->key +
+                          "': its index row does not match the record on "
+                          "disk (" +
+                          why.message() +
+                          "); the row was dropped and the data kept: "
                           "rebuild the index (ec-store repair) to serve it again");
 }
 
@@ -1034,8 +1045,8 @@ Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) 
   }
 }
 
-Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key,
-                                 std::span<uint8_t> dst, const ReadOptions& ro) {
+Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
+                                 const ReadOptions& ro) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
   const bool promote = opt_.promote_on_get && ro.record_access;
   for (bool promoted = false;; promoted = true) {
@@ -1384,8 +1395,10 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
       spill_retry_at_ = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(consecutive_spill_failures_ > 1 ? 200 : 0);
       ++stats_.spill_errors;
-      last_spill_error_ = Status(st.IsNoSpace() ? Status::NoSpace("pool is full and spilling to disk failed: " + st.message())
-                                                : Status::IOError("pool is full and spilling to disk failed: " + st.message()));
+      last_spill_error_ = Status(
+          st.IsNoSpace()
+              ? Status::NoSpace("pool is full and spilling to disk failed: " + st.message())
+              : Status::IOError("pool is full and spilling to disk failed: " + st.message()));
       ++spill_fail_gen_;
       spdlog::error("spill of {} entries failed: {}", written.size(), st.ToString());
     }

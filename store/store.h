@@ -35,8 +35,8 @@ struct Options {
   double high_watermark = 0.90;
   double low_watermark = 0.80;
   std::string eviction_policy = "lru";
-  bool promote_on_get = true;      // copy disk hits back into the pool
-  bool compress = false;           // per-entry LZ4 on the disk tier
+  bool promote_on_get = true;  // copy disk hits back into the pool
+  bool compress = false;       // per-entry LZ4 on the disk tier
   double min_compression_saving = 0.10;
   uint64_t segment_bytes = 256ull << 20;
   unsigned io_queue_depth = 32;
@@ -44,12 +44,12 @@ struct Options {
   double compact_live_ratio = 0.5;  // sealed segments below this are compacted
   // How long Put waits for the evictor when the pool is full before returning Busy.
   std::chrono::milliseconds put_wait{5000};
-  bool rebuild_index = false;       // ignore SQLite and rebuild it from the segments
-  bool shareable_pool = false;      // back the pool by a memfd that same-host readers map
+  bool rebuild_index = false;   // ignore SQLite and rebuild it from the segments
+  bool shareable_pool = false;  // back the pool by a memfd that same-host readers map
   // Open without writing anything: reads work; Put, Erase, Flush and Compact fail with
   // NoSpace. Chosen automatically when the store's filesystem has less than 1 MiB free.
   bool read_only = false;
-  Env* env = nullptr;               // nullptr = Env::Default()
+  Env* env = nullptr;                        // nullptr = Env::Default()
   std::vector<MemoryRegistrar*> registrars;  // called once for the pool region
 };
 
@@ -83,8 +83,8 @@ struct StoreStats {
   TierStats pool;
   TierStats disk;
   uint64_t pool_capacity = 0;
-  uint64_t pool_allocated = 0;   // block bytes, including 4 KiB rounding
-  double pool_fragmentation = 0; // free bytes outside the largest free extent / capacity
+  uint64_t pool_allocated = 0;    // block bytes, including 4 KiB rounding
+  double pool_fragmentation = 0;  // free bytes outside the largest free extent / capacity
   bool pool_huge_pages = false;
   bool pool_locked = false;
   uint64_t disk_quota = 0;

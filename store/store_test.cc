@@ -119,7 +119,8 @@ TEST(Store, GetWithoutPromotionReadsFromDisk) {
   o.promote_on_get = false;
   auto s = OpenOrDie(dir.path(), o);
   for (int i = 0; i < 10; ++i)
-    ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(4 * kMiB), Span(Payload(i, 4 * kMiB))).ok());
+    ASSERT_TRUE(
+        s->Put("ns", "k" + std::to_string(i), Bf16(4 * kMiB), Span(Payload(i, 4 * kMiB))).ok());
   ASSERT_EQ(s->Lookup("ns", "k0")->tier, Tier::kDisk);
   ExpectEntry(s.get(), "k0", 0, 4 * kMiB);
   EXPECT_EQ(s->Lookup("ns", "k0")->tier, Tier::kDisk);
@@ -130,7 +131,8 @@ TEST(Store, EvictionFollowsLruAndNeverTakesALeasedEntry) {
   TempDir dir;
   auto s = OpenOrDie(dir.path(), Small(16 * kMiB));
   for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(4 * kMiB), Span(Payload(i, 4 * kMiB))).ok());
+    ASSERT_TRUE(
+        s->Put("ns", "k" + std::to_string(i), Bf16(4 * kMiB), Span(Payload(i, 4 * kMiB))).ok());
   auto lease = s->Acquire("ns", "k0");  // k0 is the oldest, but leased
   ASSERT_TRUE(lease.ok());
   ExpectEntry(s.get(), "k1", 1, 4 * kMiB);  // k1 becomes recent; k2 is now coldest unleased
@@ -164,7 +166,8 @@ TEST(Store, ReopenAfterCleanCloseFindsEveryEntry) {
   {
     auto s = OpenOrDie(dir.path(), Small(16 * kMiB));
     for (int i = 0; i < 12; ++i)
-      ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
+      ASSERT_TRUE(
+          s->Put("ns", "k" + std::to_string(i), Bf16(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
     ASSERT_TRUE(s->Erase("ns", "k5").ok());
     ExpectEntry(s.get(), "k3", 3, 2 * kMiB);
     ASSERT_TRUE(s->Close().ok());
@@ -261,8 +264,10 @@ TEST(Store, DamagedHeaderMidSegmentLosesOnlyThatRecord) {
     EXPECT_EQ(s->Stats().corrupt_dropped, 1u);
     for (int i = 0; i < 4; ++i) {
       std::string k = "k" + std::to_string(i);
-      if (s->Contains("ns", k)) ExpectEntry(s.get(), k, i, kMiB);
-      else lost = k;
+      if (s->Contains("ns", k))
+        ExpectEntry(s.get(), k, i, kMiB);
+      else
+        lost = k;
     }
     auto rep = s->Verify(nullptr);
     ASSERT_TRUE(rep.ok());
@@ -298,12 +303,13 @@ TEST(Store, DamagedIndexRowsNeverCostIntactRecords) {
     ASSERT_TRUE(s->Close().ok());
   }
   const std::string db = dir.path() + "/index.sqlite";
-  SqlOrDie(db, "UPDATE entries SET checksum = checksum + 1 WHERE key = 'k0';"
-               "UPDATE entries SET offset = (SELECT offset FROM entries WHERE key = 'k3')"
-               " WHERE key = 'k1';"
-               "UPDATE entries SET raw_len = raw_len * 4, stored_len = stored_len * 4"
-               " WHERE key = 'k2';"
-               "UPDATE entries SET seq = seq + 1000 WHERE key = 'k3';");
+  SqlOrDie(db,
+           "UPDATE entries SET checksum = checksum + 1 WHERE key = 'k0';"
+           "UPDATE entries SET offset = (SELECT offset FROM entries WHERE key = 'k3')"
+           " WHERE key = 'k1';"
+           "UPDATE entries SET raw_len = raw_len * 4, stored_len = stored_len * 4"
+           " WHERE key = 'k2';"
+           "UPDATE entries SET seq = seq + 1000 WHERE key = 'k3';");
   {
     auto s = OpenOrDie(dir.path(), Small());
     std::vector<uint8_t> got(8 * kMiB);
@@ -342,8 +348,8 @@ TEST(Store, BrokenIndexFileIsSetAsideAndRebuilt) {
     {
       auto s = OpenOrDie(dir.path(), Small());
       for (int i = 0; i < 40; ++i)
-        ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(64 << 10),
-                           Span(Payload(i, 64 << 10))).ok());
+        ASSERT_TRUE(
+            s->Put("ns", "k" + std::to_string(i), Bf16(64 << 10), Span(Payload(i, 64 << 10))).ok());
       ASSERT_TRUE(s->Close().ok());
     }
     const std::string db = dir.path() + "/index.sqlite";
@@ -435,7 +441,8 @@ TEST(Store, DiskQuotaEvictsColdestDiskEntries) {
   o.disk_quota_bytes = 20 * kMiB;
   auto s = OpenOrDie(dir.path(), o);
   for (int i = 0; i < 12; ++i)
-    ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
+    ASSERT_TRUE(
+        s->Put("ns", "k" + std::to_string(i), Bf16(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
   ASSERT_TRUE(s->Flush().ok());
   StoreStats st = s->Stats();
   EXPECT_GT(st.disk.evictions, 0u);
@@ -463,7 +470,9 @@ TEST(Store, DiskQuotaBoundsTheSegmentFiles) {
   auto s = OpenOrDie(dir.path(), o);
   for (int round = 0; round < 12; ++round) {
     for (int i = 0; i < 6; ++i)  // the same keys again and again: the old records die
-      ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(kMiB), Span(Payload(round * 10 + i, kMiB))).ok());
+      ASSERT_TRUE(
+          s->Put("ns", "k" + std::to_string(i), Bf16(kMiB), Span(Payload(round * 10 + i, kMiB)))
+              .ok());
     ASSERT_TRUE(s->Flush().ok());
     EXPECT_LE(s->Stats().disk_file_bytes, 16 * kMiB) << "round " << round;
     EXPECT_LE(DirBytes(dir.path() + "/segments"), 16 * kMiB) << "round " << round;
@@ -501,7 +510,8 @@ TEST(Store, RepairRebuildsTheIndexFromSegments) {
   {
     auto s = OpenOrDie(dir.path(), Small(16 * kMiB));
     for (int i = 0; i < 10; ++i)
-      ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+      ASSERT_TRUE(
+          s->Put("ns", "k" + std::to_string(i), Bf16(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
     ASSERT_TRUE(s->Put("ns", "k3", Bf16(kMiB), Span(Payload(33, kMiB))).ok());  // overwrite
     ASSERT_TRUE(s->Erase("ns", "k4").ok());
     ASSERT_TRUE(s->Close().ok());
@@ -551,7 +561,8 @@ TEST(Store, ConcurrentReadersAndWritersSeeOnlyWholeEntries) {
         } else {
           auto r = s->Get("ns", key, {buf.data(), buf.size()});
           if (r.ok() && buf != Payload(k, n)) failed = true, ADD_FAILURE() << key << " torn read";
-          if (!r.ok() && !r.status().IsNotFound()) failed = true, ADD_FAILURE() << r.status().ToString();
+          if (!r.ok() && !r.status().IsNotFound())
+            failed = true, ADD_FAILURE() << r.status().ToString();
         }
       }
     });

@@ -14,9 +14,9 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kBF16, "BF16", 2}, {DType::kF16, "F16", 2},       {DType::kF32, "F32", 4},
-    {DType::kF64, "F64", 8},   {DType::kI8, "I8", 1},         {DType::kU8, "U8", 1},
-    {DType::kI16, "I16", 2},   {DType::kI32, "I32", 4},       {DType::kI64, "I64", 8},
+    {DType::kBF16, "BF16", 2}, {DType::kF16, "F16", 2},        {DType::kF32, "F32", 4},
+    {DType::kF64, "F64", 8},   {DType::kI8, "I8", 1},          {DType::kU8, "U8", 1},
+    {DType::kI16, "I16", 2},   {DType::kI32, "I32", 4},        {DType::kI64, "I64", 8},
     {DType::kBool, "BOOL", 1}, {DType::kF8E4M3, "F8_E4M3", 1}, {DType::kF8E5M2, "F8_E5M2", 1},
 };
 
@@ -107,12 +107,10 @@ Status ValidateMeta(const TensorMeta& meta, uint64_t nbytes) {
   if (!expected.ok()) return expected.status();
   if (*expected != nbytes)
     return Status::InvalidArgument("dtype " + std::string(DTypeName(meta.dtype)) + " shape [" +
-                                   meta.ShapeString() + "] describes " +
-                                   std::to_string(*expected) + " bytes but " +
-                                   std::to_string(nbytes) +
+                                   meta.ShapeString() + "] describes " + std::to_string(*expected) +
+                                   " bytes but " + std::to_string(nbytes) +
                                    " were given; fix --shape/--dtype to match the data");
-  if (meta.recompute_cost < 0)
-    return Status::InvalidArgument("recompute cost must be >= 0");
+  if (meta.recompute_cost < 0) return Status::InvalidArgument("recompute cost must be >= 0");
   return Status::Ok();
 }
 

@@ -138,8 +138,8 @@ TEST(CrashConsistency, AcknowledgedEraseOfAnEntryMidSpillSurvivesSigkill) {
       std::vector<uint8_t> got(kMiB);
       auto r = (*s)->Get("ns", "victim", {got.data(), got.size()});
       if (r.ok())
-        EXPECT_TRUE(got != testing::Payload(1, kMiB)) << "the erased/replaced bytes came back"
-                                                      << (rebuild ? " after repair" : "");
+        EXPECT_TRUE(got != testing::Payload(1, kMiB))
+            << "the erased/replaced bytes came back" << (rebuild ? " after repair" : "");
       else
         EXPECT_TRUE(r.status().IsNotFound()) << r.status().ToString();
       ASSERT_TRUE((*s)->Close().ok());

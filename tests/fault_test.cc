@@ -177,7 +177,8 @@ TEST(Faults, TornSpillIsCutBackAndRetried) {
     auto s = Store::Open(dir.path(), WithEnv(&env));
     env.torn_writes = 1;
     for (int i = 0; i < 6; ++i)
-      ASSERT_TRUE((*s)->Put("ns", "k" + std::to_string(i), U8(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
+      ASSERT_TRUE(
+          (*s)->Put("ns", "k" + std::to_string(i), U8(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
     ASSERT_TRUE((*s)->Close().ok());
   }
   auto s = Store::Open(dir.path(), WithEnv(&env));

@@ -1,15 +1,15 @@
 // Client and server in separate processes on loopback, over real TCP sockets.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <atomic>
-#include <functional>
-#include <sys/resource.h>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -29,11 +29,16 @@ constexpr uint64_t kMiB = 1 << 20;
 class ServerProcess {
  public:
   using Tweak = std::function<void(ServerOptions*)>;  // runs in the child, before Start
-  ServerProcess(std::string dir, std::string token = "", uint64_t pool = 64 * kMiB, uint16_t port = 0,
-                bool shm = false, int lease_ttl_ms = 30000, int io_timeout_ms = 30000,
-                Tweak tweak = {})
-      : dir_(std::move(dir)), token_(std::move(token)), pool_(pool), shm_(shm), ttl_(lease_ttl_ms),
-        io_timeout_(io_timeout_ms), tweak_(std::move(tweak)) {
+  ServerProcess(std::string dir, std::string token = "", uint64_t pool = 64 * kMiB,
+                uint16_t port = 0, bool shm = false, int lease_ttl_ms = 30000,
+                int io_timeout_ms = 30000, Tweak tweak = {})
+      : dir_(std::move(dir)),
+        token_(std::move(token)),
+        pool_(pool),
+        shm_(shm),
+        ttl_(lease_ttl_ms),
+        io_timeout_(io_timeout_ms),
+        tweak_(std::move(tweak)) {
     Start(port);
   }
   std::string shm_uri() const { return "unix:" + dir_ + "/serve.sock"; }
@@ -133,7 +138,9 @@ TEST_P(NetP, RemoteProducerAndConsumerAreByteExact) {
   ASSERT_EQ(consumer->transport(), GetParam());
   const size_t sizes[] = {1, 4095, 4096, kMiB + 3, 10616832, 57802752};
   for (size_t i = 0; i < 6; ++i)
-    ASSERT_TRUE(producer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
+    ASSERT_TRUE(
+        producer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i])))
+            .ok());
   std::vector<uint8_t> buf(60 * kMiB);
   for (size_t i = 0; i < 6; ++i) {
     auto info = consumer->Get("ns", "k" + std::to_string(i), {buf.data(), buf.size()});
@@ -247,7 +254,8 @@ TEST_P(NetP, EvictionRacingReadsNeverServesWrongBytes) {
     }
   });
   for (int i = 0; i < 25; ++i)
-    ASSERT_TRUE(writer->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+    ASSERT_TRUE(
+        writer->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
   done = true;
   t.join();
   EXPECT_EQ(wrong, 0);
@@ -263,7 +271,8 @@ class RawConn {
     fd_ = std::move(fd).value();
   }
   void Send(const std::string& bytes) {
-    ASSERT_EQ(send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+    ASSERT_EQ(send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
   }
   void SendFrame(Op op, const std::string& body, uint64_t claimed_len = UINT64_MAX) {
     uint8_t h[kHeaderBytes];
@@ -465,7 +474,9 @@ TEST(NetShm, SameHostReadsThroughSharedMemoryByteExact) {
   EXPECT_STREQ(producer->transport(), "tcp");
   const size_t sizes[] = {1, 4096, kMiB + 5, 10616832};
   for (size_t i = 0; i < 4; ++i)
-    ASSERT_TRUE(producer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
+    ASSERT_TRUE(
+        producer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i])))
+            .ok());
   // Explicit unix socket, and automatic selection from a loopback TCP address.
   for (const std::string& uri : {server.shm_uri(), server.uri()}) {
     auto c = ConnectOrDie(uri);
@@ -542,7 +553,8 @@ TEST(NetShm, LeasedBytesSurviveEvictionAndExpiredLeasesAreReleased) {
   ASSERT_TRUE(view.ok());
   // Churn the pool while the lease is held: the leased bytes never change.
   for (int i = 0; i < 8; ++i)
-    ASSERT_TRUE(writer->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+    ASSERT_TRUE(
+        writer->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
   EXPECT_EQ(0, std::memcmp(view->bytes.data(), Payload(9, 4 * kMiB).data(), 4 * kMiB));
   auto held = writer->Lookup("ns", {"held"});
   ASSERT_TRUE(held.ok() && (*held)[0]);
@@ -550,7 +562,8 @@ TEST(NetShm, LeasedBytesSurviveEvictionAndExpiredLeasesAreReleased) {
   // Never released: after the TTL the server lets go, and eviction may take it.
   std::this_thread::sleep_for(std::chrono::milliseconds(3600));
   for (int i = 8; i < 16; ++i)
-    ASSERT_TRUE(writer->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+    ASSERT_TRUE(
+        writer->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
   held = writer->Lookup("ns", {"held"});
   ASSERT_TRUE(held.ok() && (*held)[0]);
   EXPECT_EQ((*held)[0]->tier, Tier::kDisk) << "an expired lease still pinned the entry";
@@ -563,7 +576,8 @@ TEST(NetShm, LeasesPerConnectionAreCapped) {
   ServerProcess server(dir.path(), "", 16 * kMiB, 0, /*shm=*/true);
   auto writer = ConnectOrDie(server.uri(), TcpOnly());
   for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(writer->Put("ns", "k" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+    ASSERT_TRUE(
+        writer->Put("ns", "k" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
   auto c = ConnectOrDie(server.shm_uri());
   auto a = c->AcquireShared("ns", "k0");
   auto b = c->AcquireShared("ns", "k1");
@@ -591,6 +605,23 @@ double CpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// Opens n connections that each send HELLO and keep the connection; returns how many were
+// refused, with the last refusal's message in *why.
+int HelloMany(uint16_t port, int n, std::vector<std::unique_ptr<RawConn>>* conns,
+              std::string* why) {
+  int refused = 0;
+  for (int i = 0; i < n; ++i) {
+    auto c = std::make_unique<RawConn>(port);
+    BodyWriter w;
+    w.Str("");
+    c->SendFrame(Op::kHello, w.data());
+    auto [op, msg] = c->Reply();
+    if (op == Op::kError) ++refused, *why = msg;
+    conns->push_back(std::move(c));
+  }
+  return refused;
+}
+
 // At the fd limit the server refuses new clients with a clear error instead of spinning,
 // and serves again as soon as clients leave.
 TEST(Net, FdExhaustionRefusesClearlyAndRecovers) {
@@ -600,17 +631,8 @@ TEST(Net, FdExhaustionRefusesClearlyAndRecovers) {
     setrlimit(RLIMIT_NOFILE, &lim);
   });
   std::vector<std::unique_ptr<RawConn>> conns;
-  int refused = 0;
   std::string why;
-  for (int i = 0; i < 60; ++i) {
-    auto c = std::make_unique<RawConn>(server.port());
-    BodyWriter w;
-    w.Str("");
-    c->SendFrame(Op::kHello, w.data());
-    auto [op, msg] = c->Reply();
-    if (op == Op::kError) ++refused, why = msg;
-    conns.push_back(std::move(c));
-  }
+  int refused = HelloMany(server.port(), 60, &conns, &why);
   EXPECT_GT(refused, 0);
   EXPECT_NE(why.find("file descriptors"), std::string::npos) << why;
   double cpu0 = CpuSeconds(server.pid());
@@ -645,17 +667,8 @@ TEST(Net, ThreadCreationFailureRefusesInsteadOfAborting) {
   auto first = ConnectOrDie(server.uri(), TcpOnly());
   ASSERT_TRUE(first);
   std::vector<std::unique_ptr<RawConn>> conns;
-  int refused = 0;
   std::string why;
-  for (int i = 0; i < 16; ++i) {
-    auto c = std::make_unique<RawConn>(server.port());
-    BodyWriter w;
-    w.Str("");
-    c->SendFrame(Op::kHello, w.data());
-    auto [op, msg] = c->Reply();
-    if (op == Op::kError) ++refused, why = msg;
-    conns.push_back(std::move(c));
-  }
+  int refused = HelloMany(server.port(), 16, &conns, &why);
   EXPECT_GT(refused, 0);
   EXPECT_NE(why.find("thread"), std::string::npos) << why;
   EXPECT_TRUE(first->Put("ns", "k", U8(100), Span(Payload(1, 100))).ok());
@@ -679,8 +692,9 @@ TEST(Net, ConnectionLimitRefusesClearly) {
 
 TEST(Net, IdleConnectionsAreClosedAfterTheIdleTimeout) {
   testing::TempDir dir;
-  ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000,
-                       [](ServerOptions* so) { so->idle_timeout = std::chrono::milliseconds(300); });
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000, [](ServerOptions* so) {
+    so->idle_timeout = std::chrono::milliseconds(300);
+  });
   RawConn idle(server.port());
   idle.Hello();
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
@@ -706,23 +720,33 @@ class CountingStore : public Store {
   explicit CountingStore(Store* s) : s_(s) {}
   std::atomic<int> lists{0};
   Status Put(std::string_view ns, std::string_view key, const TensorMeta& m,
-             std::span<const uint8_t> b) override { return s_->Put(ns, key, m, b); }
+             std::span<const uint8_t> b) override {
+    return s_->Put(ns, key, m, b);
+  }
   Result<PutReservation> Reserve(std::string_view ns, std::string_view key, const TensorMeta& m,
-                                 uint64_t n) override { return s_->Reserve(ns, key, m, n); }
+                                 uint64_t n) override {
+    return s_->Reserve(ns, key, m, n);
+  }
   Status Commit(PutReservation r) override { return s_->Commit(std::move(r)); }
   using Store::Get;
   Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
-                        const ReadOptions& ro) override { return s_->Get(ns, key, dst, ro); }
+                        const ReadOptions& ro) override {
+    return s_->Get(ns, key, dst, ro);
+  }
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override {
     return s_->Acquire(ns, key);
   }
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override {
     return s_->Lookup(ns, key);
   }
-  bool Contains(std::string_view ns, std::string_view key) override { return s_->Contains(ns, key); }
+  bool Contains(std::string_view ns, std::string_view key) override {
+    return s_->Contains(ns, key);
+  }
   Status Erase(std::string_view ns, std::string_view key) override { return s_->Erase(ns, key); }
   Status EraseMany(const std::vector<std::pair<std::string, std::string>>& k,
-                   std::vector<bool>* erased) override { return s_->EraseMany(k, erased); }
+                   std::vector<bool>* erased) override {
+    return s_->EraseMany(k, erased);
+  }
   std::vector<EntryInfo> List() override {
     ++lists;
     return s_->List();
