@@ -4,7 +4,7 @@ SANITIZE ?=
 JOBS     ?= $(shell nproc)
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE)
 
-.PHONY: deps build demo test test-rdma bench-rdma bench bench-quick asan tsan clean format
+.PHONY: deps build demo test test-rdma test-nordma bench-rdma bench bench-quick asan tsan clean format format-check
 
 deps:
 	@scripts/install-deps.sh
@@ -35,6 +35,14 @@ bench: build
 bench-quick: build
 	$(BUILD)/ec-store-bench --quick --dir ./bench-out/store --json bench-out/results.json --png bench-out/results.png
 
+# The library without RDMA (-DEC_WITH_RDMA=OFF): builds, passes the suite, links no verbs.
+test-nordma: deps
+	@cmake -S . -B build-nordma -DCMAKE_BUILD_TYPE=Release -DEC_WITH_RDMA=OFF >/dev/null
+	@cmake --build build-nordma -j $(JOBS)
+	@! ldd build-nordma/ec-store | grep -E 'libibverbs|librdmacm' || \
+	  (echo "ec-store built with EC_WITH_RDMA=OFF links verbs" && false)
+	cd build-nordma && ctest --output-on-failure -j 1 --timeout 600
+
 # Sanitizer builds: `make asan` / `make tsan` build and run the whole suite instrumented.
 asan:
 	$(MAKE) test BUILD=build-asan SANITIZE=address
@@ -44,5 +52,9 @@ tsan:
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
+# Fails when any tracked C++ file is not .clang-format clean (CI runs it).
+format-check:
+	clang-format --dry-run -Werror $$(git ls-files '*.cc' '*.h')
+
 clean:
-	rm -rf build build-asan build-tsan .ec-store bench-out
+	rm -rf build build-asan build-tsan build-nordma .ec-store bench-out

@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "store/safetensors.h"
+#include "base/safetensors.h"
 
 namespace ecstore::bench {
 

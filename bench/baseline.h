@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "store/status.h"
-#include "store/tensor_meta.h"
+#include "base/status.h"
+#include "base/tensor_meta.h"
 
 namespace ecstore::bench {
 

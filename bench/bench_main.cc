@@ -23,14 +23,14 @@
 #include <vector>
 
 #include "bench/baseline.h"
-#include "bench/embedding.h"
+#include "base/embedding.h"
 #include "bench/ref_allocators.h"
 #include "bench/remote.h"
 #include "disk/aligned_buffer.h"
 #include "disk/io_queue.h"
 #include "index/index.h"
-#include "rdma/client.h"
-#include "rdma/server.h"
+#include "net/client.h"
+#include "net/server.h"
 #include "rdma/verbs.h"
 #include "store/pool_allocator.h"
 #include "store/store.h"

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <thread>
 
-#include "rdma/client.h"
-#include "rdma/server.h"
+#include "net/client.h"
+#include "net/server.h"
 
 namespace ecstore::bench {
 namespace {

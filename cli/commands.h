@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "store/status.h"
+#include "base/status.h"
 
 namespace ecstore::cli {
 

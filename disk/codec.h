@@ -8,7 +8,7 @@
 
 #include "disk/aligned_buffer.h"
 #include "disk/record.h"
-#include "store/status.h"
+#include "base/status.h"
 
 namespace ecstore {
 

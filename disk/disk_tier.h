@@ -15,20 +15,9 @@
 
 #include "disk/io_queue.h"
 #include "disk/record.h"
-#include "store/env.h"
+#include "base/env.h"
 
 namespace ecstore {
-
-struct DiskLocation {
-  uint32_t segment = 0;
-  uint64_t offset = 0;  // of the header block
-  uint64_t stored_len = 0;
-  Codec codec = Codec::kNone;
-  uint64_t record_bytes() const { return kBlockSize + RoundUpBlock(stored_len); }
-  bool operator==(const DiskLocation& o) const {
-    return segment == o.segment && offset == o.offset;
-  }
-};
 
 struct DiskOptions {
   uint64_t segment_bytes = 256ull << 20;

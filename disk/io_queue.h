@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "store/env.h"
-#include "store/status.h"
+#include "base/env.h"
+#include "base/status.h"
 
 namespace ecstore {
 

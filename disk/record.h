@@ -16,8 +16,8 @@
 #include <string>
 
 #include "disk/aligned_buffer.h"
-#include "store/status.h"
-#include "store/tensor_meta.h"
+#include "base/status.h"
+#include "base/tensor_meta.h"
 
 namespace ecstore {
 
@@ -39,6 +39,19 @@ struct RecordInfo {
   Codec codec = Codec::kNone;
   bool tombstone() const { return flags & kTombstone; }
   uint64_t record_bytes() const { return kBlockSize + RoundUpBlock(stored_len); }
+};
+
+// Where a record lives: its segment, the offset of its header block, and how its payload
+// is stored.
+struct DiskLocation {
+  uint32_t segment = 0;
+  uint64_t offset = 0;  // of the header block
+  uint64_t stored_len = 0;
+  Codec codec = Codec::kNone;
+  uint64_t record_bytes() const { return kBlockSize + RoundUpBlock(stored_len); }
+  bool operator==(const DiskLocation& o) const {
+    return segment == o.segment && offset == o.offset;
+  }
 };
 
 void EncodeHeader(const RecordInfo& info, uint8_t* block /* kBlockSize bytes */);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "bench/embedding.h"
+#include "base/embedding.h"
 #include "disk/codec.h"
 #include "tests/test_util.h"
 

@@ -18,9 +18,9 @@
 #include <variant>
 #include <vector>
 
-#include "disk/disk_tier.h"
-#include "store/status.h"
-#include "store/tensor_meta.h"
+#include "disk/record.h"
+#include "base/status.h"
+#include "base/tensor_meta.h"
 
 struct sqlite3;
 

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "rdma/socket.h"
-#include "store/memory_backend.h"
-#include "store/status.h"
+#include "base/host_port.h"
+#include "base/memory_backend.h"
+#include "base/status.h"
 
 struct rdma_event_channel;
 struct rdma_cm_id;

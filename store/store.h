@@ -21,10 +21,10 @@
 #include <string_view>
 #include <vector>
 
-#include "store/env.h"
-#include "store/memory_backend.h"
-#include "store/status.h"
-#include "store/tensor_meta.h"
+#include "base/env.h"
+#include "base/memory_backend.h"
+#include "base/status.h"
+#include "base/tensor_meta.h"
 
 namespace ecstore {
 

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "rdma/client.h"
-#include "rdma/server.h"
+#include "net/client.h"
+#include "net/server.h"
 #include "tests/test_util.h"
 
 namespace ecstore::net {

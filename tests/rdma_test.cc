@@ -5,8 +5,8 @@
 #include <atomic>
 #include <thread>
 
-#include "rdma/client.h"
-#include "rdma/server.h"
+#include "net/client.h"
+#include "net/server.h"
 #include "rdma/verbs.h"
 #include "tests/test_util.h"
 

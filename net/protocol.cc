@@ -1,4 +1,4 @@
-#include "rdma/protocol.h"
+#include "net/protocol.h"
 
 #include <cstring>
 

@@ -1,5 +1,5 @@
 // Server: serves a Store to remote and same-host consumers. Transport today: TCP (frames of
-// rdma/protocol.h); the verbs and shared-memory transports plug in beside it.
+// net/protocol.h); the verbs and shared-memory transports plug in beside it.
 // A GET is answered under a read lease, straight from pool memory (one sendmsg), so an
 // eviction can never overwrite bytes in flight.
 // Thread rules: Start/Stop from the owner; one acceptor thread and one thread per
@@ -16,8 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rdma/protocol.h"
-#include "rdma/socket.h"
+#include "net/protocol.h"
+#include "net/socket.h"
 #include "rdma/verbs.h"
 #include "store/store.h"
 

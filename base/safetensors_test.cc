@@ -1,4 +1,4 @@
-#include "store/safetensors.h"
+#include "base/safetensors.h"
 
 #include <gtest/gtest.h>
 

@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 #include "store/store.h"
-#include "store/tensor_meta.h"
+#include "base/tensor_meta.h"
 
 namespace ecstore::net {
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "store/status.h"
+#include "base/status.h"
 
 namespace ecstore {
 

@@ -1,4 +1,4 @@
-#include "rdma/client.h"
+#include "net/client.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>

@@ -1,8 +1,8 @@
-#include "store/tensor_meta.h"
+#include "base/tensor_meta.h"
 
 #include <gtest/gtest.h>
 
-#include "store/safetensors.h"
+#include "base/safetensors.h"
 #include "tests/test_util.h"
 
 namespace ecstore {

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "rdma/protocol.h"
+#include "net/protocol.h"
 
 using namespace ecstore;
 using namespace ecstore::net;

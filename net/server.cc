@@ -1,4 +1,4 @@
-#include "rdma/server.h"
+#include "net/server.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -10,7 +10,7 @@
 #include <system_error>
 #include <tuple>
 
-#include "rdma/protocol.h"
+#include "net/protocol.h"
 
 namespace ecstore::net {
 namespace {

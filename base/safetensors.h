@@ -7,8 +7,8 @@
 #include <span>
 #include <string>
 
-#include "store/status.h"
-#include "store/tensor_meta.h"
+#include "base/status.h"
+#include "base/tensor_meta.h"
 
 namespace ecstore::safetensors {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "rdma/protocol.h"
-#include "rdma/socket.h"
+#include "net/protocol.h"
+#include "net/socket.h"
 #include "rdma/verbs.h"
 #include "store/store.h"
 

@@ -1,4 +1,4 @@
-#include "store/env.h"
+#include "base/env.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "rdma/socket.h"
+#include "net/socket.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

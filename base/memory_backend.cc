@@ -1,4 +1,4 @@
-#include "store/memory_backend.h"
+#include "base/memory_backend.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

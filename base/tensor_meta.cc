@@ -1,4 +1,4 @@
-#include "store/tensor_meta.h"
+#include "base/tensor_meta.h"
 
 #include <algorithm>
 #include <cctype>

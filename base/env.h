@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "store/status.h"
+#include "base/status.h"
 
 namespace ecstore {
 

@@ -1,4 +1,4 @@
-#include "store/safetensors.h"
+#include "base/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

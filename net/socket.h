@@ -8,15 +8,12 @@
 #include <chrono>
 #include <string>
 
-#include "store/env.h"
-#include "store/status.h"
+#include "base/env.h"
+#include "base/host_port.h"
+#include "base/status.h"
 
 namespace ecstore::net {
 
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;
-};
 // "tcp://127.0.0.1:7070", "127.0.0.1:7070", "localhost:7070" or "[::1]:7070".
 Result<HostPort> ParseHostPort(std::string_view text);
 // True when every address `host` resolves to is loopback (127.0.0.0/8, ::1).

@@ -1,0 +1,38 @@
+# `cmake --install BUILD [--prefix P]`: the libraries, public headers under include/ecstore/,
+# the ec-store binary, ecstoreConfig.cmake (find_package(ecstore)) and ecstore.pc.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS ecstore_base ecstore_store ecstore_rdma ecstore_net EXPORT ecstoreTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS ec-store RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The public headers, with the layout their #includes expect.
+install(DIRECTORY base/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/base
+        FILES_MATCHING PATTERN "*.h")
+install(FILES store/store.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
+install(FILES net/client.h net/server.h net/protocol.h net/socket.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)
+install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)
+
+set(EC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ecstore)
+install(EXPORT ecstoreTargets NAMESPACE ecstore:: DESTINATION ${EC_CMAKE_DIR})
+configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/ecstoreConfig.cmake.in
+                              ${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfig.cmake
+                              INSTALL_DESTINATION ${EC_CMAKE_DIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfigVersion.cmake
+                                 VERSION 0.3.0 COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfigVersion.cmake
+        DESTINATION ${EC_CMAKE_DIR})
+
+set(EC_PC_REQUIRES_PRIVATE "liburing liblz4 sqlite3 libxxhash spdlog")
+if(EC_WITH_RDMA)
+  string(APPEND EC_PC_REQUIRES_PRIVATE " libibverbs librdmacm")
+endif()
+# Relocatable: the prefix is found from where the .pc file lies, whatever --prefix was.
+file(RELATIVE_PATH EC_PC_UP /x/${CMAKE_INSTALL_LIBDIR}/pkgconfig /x)
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/ecstore.pc.in
+               ${CMAKE_CURRENT_BINARY_DIR}/ecstore.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ecstore.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

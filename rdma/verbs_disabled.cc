@@ -1,0 +1,31 @@
+// The verbs transport in a build without RDMA (-DEC_WITH_RDMA=OFF): no libibverbs or
+// librdmacm is linked, no device is ever found, and asking for verbs says how the library
+// was built. TCP and shared memory are unaffected.
+#include "rdma/verbs.h"
+
+namespace ecstore::net {
+namespace {
+Status NotBuilt() {
+  return Status::Unavailable(
+      "this ec-store was built without RDMA verbs (-DEC_WITH_RDMA=OFF); use TCP or shared "
+      "memory, or rebuild with -DEC_WITH_RDMA=ON");
+}
+}  // namespace
+
+Result<std::unique_ptr<RdmaListener>> RdmaListener::Start(const HostPort&, const MemoryRegion&) {
+  return NotBuilt();
+}
+RdmaListener::~RdmaListener() = default;
+uint32_t RdmaListener::rkey() const { return 0; }
+void RdmaListener::EventLoop() {}
+
+Result<std::unique_ptr<RdmaConnection>> RdmaConnection::Connect(const HostPort&, size_t,
+                                                                std::chrono::milliseconds) {
+  return NotBuilt();
+}
+RdmaConnection::~RdmaConnection() = default;
+Status RdmaConnection::ReadMany(const std::vector<RemoteRead>&) { return NotBuilt(); }
+
+bool RdmaDevicePresent() { return false; }
+
+}  // namespace ecstore::net

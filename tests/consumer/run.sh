@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the build into a scratch prefix, then builds and runs tests/consumer against it,
+# once with find_package(ecstore) and once with pkg-config.
+# Usage: tests/consumer/run.sh BUILD_DIR WORK_DIR
+set -euo pipefail
+BUILD=$1
+WORK=$2
+SRC=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$WORK"
+mkdir -p "$WORK"
+cmake --install "$BUILD" --prefix "$WORK/prefix" >/dev/null
+test -f "$WORK/prefix/include/ecstore/store/store.h"
+test -x "$WORK/prefix/bin/ec-store"
+cmake -S "$SRC" -B "$WORK/build" -DCMAKE_PREFIX_PATH="$WORK/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$WORK/build" -j 2 >/dev/null
+"$WORK/build/consumer" "$WORK/store"
+"$WORK/build/consumer_net" "$WORK/store-net"
+export PKG_CONFIG_PATH="$WORK/prefix/lib/pkgconfig"
+# shellcheck disable=SC2046
+g++ -o "$WORK/consumer-pc" "$SRC/main.cc" $(pkg-config --cflags --libs --static ecstore)
+"$WORK/consumer-pc" "$WORK/store-pc"
+echo "installed library: find_package(ecstore) and pkg-config consumers pass"
