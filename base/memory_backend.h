@@ -15,9 +15,9 @@
 namespace ecstore {
 
 struct MemoryCapabilities {
-  bool host_visible = true;   // CPU can memcpy to/from it
-  bool device_memory = false; // lives on a GPU
-  bool shareable = false;     // can be passed to another process (memfd)
+  bool host_visible = true;    // CPU can memcpy to/from it
+  bool device_memory = false;  // lives on a GPU
+  bool shareable = false;      // can be passed to another process (memfd)
 };
 
 struct MemoryRegion {

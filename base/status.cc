@@ -7,14 +7,22 @@ namespace ecstore {
 
 const char* Status::CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kNotFound: return "NotFound";
-    case Code::kCorruption: return "Corruption";
-    case Code::kIOError: return "IOError";
-    case Code::kNoSpace: return "NoSpace";
-    case Code::kBusy: return "Busy";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kUnavailable: return "Unavailable";
+    case Code::kOk:
+      return "OK";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kCorruption:
+      return "Corruption";
+    case Code::kIOError:
+      return "IOError";
+    case Code::kNoSpace:
+      return "NoSpace";
+    case Code::kBusy:
+      return "Busy";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kUnavailable:
+      return "Unavailable";
   }
   return "Unknown";
 }

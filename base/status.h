@@ -75,10 +75,10 @@ class Result {
   std::optional<T> value_;
 };
 
-#define EC_RETURN_IF_ERROR(expr)         \
-  do {                                   \
-    ::ecstore::Status _st = (expr);      \
-    if (!_st.ok()) return _st;           \
+#define EC_RETURN_IF_ERROR(expr)    \
+  do {                              \
+    ::ecstore::Status _st = (expr); \
+    if (!_st.ok()) return _st;      \
   } while (0)
 
 }  // namespace ecstore

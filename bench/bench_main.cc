@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/baseline.h"
 #include "base/embedding.h"
+#include "bench/baseline.h"
 #include "bench/ref_allocators.h"
 #include "bench/remote.h"
 #include "disk/aligned_buffer.h"

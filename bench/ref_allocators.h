@@ -24,7 +24,7 @@ class RefAllocator {
   virtual const char* Name() const = 0;
   virtual std::optional<RefBlock> Allocate(uint64_t bytes) = 0;
   virtual void Free(const RefBlock& b) = 0;
-  virtual uint64_t allocated() const = 0;       // bytes handed out (block sizes)
+  virtual uint64_t allocated() const = 0;  // bytes handed out (block sizes)
   virtual uint64_t largest_free() const = 0;
   // Free bytes in extents smaller than min_useful.
   virtual uint64_t stranded(uint64_t min_useful) const = 0;

@@ -15,9 +15,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "base/safetensors.h"
 #include "net/client.h"
 #include "net/server.h"
-#include "base/safetensors.h"
 #include "store/store.h"
 
 namespace ecstore::cli {

@@ -20,12 +20,13 @@ std::vector<uint8_t> Embedding(int rows, int width, uint64_t seed) {
 
 void PrintStats(Store* s) {
   StoreStats st = s->Stats();
-  std::printf("  pool: %3llu entries %7.1f MiB | disk: %3llu entries %7.1f MiB | spills %llu "
-              "promotions %llu evictions %llu\n",
-              (unsigned long long)st.pool.entries, st.pool.bytes / 1048576.0,
-              (unsigned long long)st.disk.entries, st.disk.bytes / 1048576.0,
-              (unsigned long long)st.pool.spills, (unsigned long long)st.pool.promotions,
-              (unsigned long long)st.pool.evictions);
+  std::printf(
+      "  pool: %3llu entries %7.1f MiB | disk: %3llu entries %7.1f MiB | spills %llu "
+      "promotions %llu evictions %llu\n",
+      (unsigned long long)st.pool.entries, st.pool.bytes / 1048576.0,
+      (unsigned long long)st.disk.entries, st.disk.bytes / 1048576.0,
+      (unsigned long long)st.pool.spills, (unsigned long long)st.pool.promotions,
+      (unsigned long long)st.pool.evictions);
 }
 
 }  // namespace
@@ -56,8 +57,8 @@ int main(int argc, char** argv) {
     total_mb += bytes.size() / 1e6;
     char key[80];
     std::snprintf(key, sizeof(key), "%016llx-demo-%02d", 0x9e3779b97f4a7c15ull * (i + 1), i);
-    Status st = store->Put("demo", key, {DType::kBF16, {sh.rows, sh.width}},
-                           {bytes.data(), bytes.size()});
+    Status st =
+        store->Put("demo", key, {DType::kBF16, {sh.rows, sh.width}}, {bytes.data(), bytes.size()});
     if (!st.ok()) {
       std::fprintf(stderr, "put failed: %s\n", st.ToString().c_str());
       return 1;
@@ -80,7 +81,8 @@ int main(int argc, char** argv) {
     const Shape& sh = shapes[i % 3];  // regenerated: the bytes depend only on the seed
     bool exact = got.ok() && buf == Embedding(sh.rows, sh.width, 1000 + i);
     ok += exact;
-    std::printf("  get %-28s from %-4s %s\n", key, TierName(from), exact ? "byte-exact" : "MISMATCH");
+    std::printf("  get %-28s from %-4s %s\n", key, TierName(from),
+                exact ? "byte-exact" : "MISMATCH");
   }
   PrintStats(store.get());
   Status st = store->Close();

@@ -28,7 +28,8 @@ void JoinPlanes(const uint8_t* src, uint64_t n, uint8_t* dst) {
 Codec CompressPayload(const uint8_t* raw, uint64_t raw_len, size_t elem_size, double min_saving,
                       AlignedBuffer* out, uint64_t* stored_len) {
   if (raw_len < 4096 || raw_len > static_cast<uint64_t>(LZ4_MAX_INPUT_SIZE)) return Codec::kNone;
-  const uint64_t keep_below = static_cast<uint64_t>(static_cast<double>(raw_len) * (1 - min_saving));
+  const uint64_t keep_below =
+      static_cast<uint64_t>(static_cast<double>(raw_len) * (1 - min_saving));
   int bound = LZ4_compressBound(static_cast<int>(raw_len));
   AlignedBuffer buf(static_cast<size_t>(bound));
   Codec codec = Codec::kLz4;
@@ -40,8 +41,9 @@ Codec CompressPayload(const uint8_t* raw, uint64_t raw_len, size_t elem_size, do
     src = planes.data();
     codec = Codec::kLz4BytePlanes;
   }
-  int n = LZ4_compress_default(reinterpret_cast<const char*>(src), reinterpret_cast<char*>(buf.data()),
-                               static_cast<int>(raw_len), bound);
+  int n =
+      LZ4_compress_default(reinterpret_cast<const char*>(src), reinterpret_cast<char*>(buf.data()),
+                           static_cast<int>(raw_len), bound);
   if (n <= 0 || static_cast<uint64_t>(n) > keep_below) return Codec::kNone;
   *stored_len = static_cast<uint64_t>(n);
   *out = std::move(buf);

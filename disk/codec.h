@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
+#include "base/status.h"
 #include "disk/aligned_buffer.h"
 #include "disk/record.h"
-#include "base/status.h"
 
 namespace ecstore {
 

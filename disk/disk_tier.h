@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/env.h"
 #include "disk/io_queue.h"
 #include "disk/record.h"
-#include "base/env.h"
 
 namespace ecstore {
 

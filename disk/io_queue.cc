@@ -2,8 +2,8 @@
 
 #include <liburing.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <future>
 #include <unordered_map>
@@ -75,8 +75,8 @@ class UringIoQueue : public IoQueue {
     }
     while (outstanding_ > 0) {
       io_uring_cqe* cqe = nullptr;
-      int rc = got >= min_complete ? io_uring_peek_cqe(&ring_, &cqe)
-                                   : io_uring_wait_cqe(&ring_, &cqe);
+      int rc =
+          got >= min_complete ? io_uring_peek_cqe(&ring_, &cqe) : io_uring_wait_cqe(&ring_, &cqe);
       if (rc == -EAGAIN || rc == -EINTR) {
         if (got >= min_complete) break;
         continue;
@@ -222,8 +222,8 @@ void IoService::Loop() {
         uint64_t n = static_cast<uint64_t>(c.result);
         if (n == 0 && p.len > 0) {
           if (status.ok())
-            status = Status::IOError("unexpected end of file at offset " +
-                                     std::to_string(p.offset));
+            status =
+                Status::IOError("unexpected end of file at offset " + std::to_string(p.offset));
           continue;
         }
         if (n < p.len) {  // short transfer: resume the rest

@@ -24,8 +24,10 @@ TEST(IoService, WritesAndReadsAtDepthWithODirect) {
   AlignedBuffer w(n), r(n);
   auto p = testing::Payload(9, n);
   std::memcpy(w.data(), p.data(), n);
-  ASSERT_TRUE((*svc)->Run({{IoOp::kWrite, fd->get(), w.data(), n, 0, 0},
-                           {IoOp::kSync, fd->get(), nullptr, 0, 0, 0}}).ok());
+  ASSERT_TRUE((*svc)
+                  ->Run({{IoOp::kWrite, fd->get(), w.data(), n, 0, 0},
+                         {IoOp::kSync, fd->get(), nullptr, 0, 0, 0}})
+                  .ok());
   ASSERT_TRUE((*svc)->Run({{IoOp::kRead, fd->get(), r.data(), n, 0, 0}}).ok());
   EXPECT_EQ(0, std::memcmp(r.data(), w.data(), n));
   // Past the end of the file is an error, not silently short data.

@@ -27,9 +27,12 @@ T Get(const uint8_t* b, size_t at) {
 
 const char* CodecName(Codec c) {
   switch (c) {
-    case Codec::kNone: return "none";
-    case Codec::kLz4: return "lz4";
-    case Codec::kLz4BytePlanes: return "lz4-planes";
+    case Codec::kNone:
+      return "none";
+    case Codec::kLz4:
+      return "lz4";
+    case Codec::kLz4BytePlanes:
+      return "lz4-planes";
   }
   return "unknown";
 }

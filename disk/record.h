@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <string>
 
-#include "disk/aligned_buffer.h"
 #include "base/status.h"
 #include "base/tensor_meta.h"
+#include "disk/aligned_buffer.h"
 
 namespace ecstore {
 

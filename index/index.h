@@ -18,9 +18,9 @@
 #include <variant>
 #include <vector>
 
-#include "disk/record.h"
 #include "base/status.h"
 #include "base/tensor_meta.h"
+#include "disk/record.h"
 
 struct sqlite3;
 

@@ -28,8 +28,8 @@ TEST(Index, PutLoadDeleteBySeq) {
     ASSERT_TRUE(idx.ok()) << idx.status().ToString();
     (*idx)->EnqueuePut(Row("a", 1));
     (*idx)->EnqueuePut(Row("b", 2));
-    (*idx)->EnqueuePut(Row("a", 3));       // newer version of a
-    (*idx)->EnqueueDelete("ns", "a", 1);   // stale delete: must not remove version 3
+    (*idx)->EnqueuePut(Row("a", 3));      // newer version of a
+    (*idx)->EnqueueDelete("ns", "a", 1);  // stale delete: must not remove version 3
     (*idx)->EnqueueDelete("ns", "b", 2);
     (*idx)->EnqueueTail(1, 65536);
     ASSERT_TRUE((*idx)->Flush().ok());
@@ -52,17 +52,19 @@ TEST(Index, MigratesVersion1Schema) {
   std::string path = dir.sub("i.sqlite");
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "CREATE TABLE entries(ns TEXT NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,"
-                         " segment INTEGER NOT NULL, offset INTEGER NOT NULL, stored_len INTEGER NOT NULL,"
-                         " codec INTEGER NOT NULL, raw_len INTEGER NOT NULL, checksum INTEGER NOT NULL,"
-                         " dtype INTEGER NOT NULL, shape TEXT NOT NULL, created_us INTEGER NOT NULL,"
-                         " last_access_us INTEGER NOT NULL, hits INTEGER NOT NULL, PRIMARY KEY(ns, key))"
-                         " WITHOUT ROWID; CREATE TABLE segments(id INTEGER PRIMARY KEY, tail INTEGER NOT NULL);"
-                         "INSERT INTO entries VALUES('ns','old',5,1,0,10,0,10,42,6,'10',1,2,3);"
-                         "PRAGMA user_version=1;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(
+          db,
+          "CREATE TABLE entries(ns TEXT NOT NULL, key TEXT NOT NULL, seq INTEGER NOT NULL,"
+          " segment INTEGER NOT NULL, offset INTEGER NOT NULL, stored_len INTEGER NOT NULL,"
+          " codec INTEGER NOT NULL, raw_len INTEGER NOT NULL, checksum INTEGER NOT NULL,"
+          " dtype INTEGER NOT NULL, shape TEXT NOT NULL, created_us INTEGER NOT NULL,"
+          " last_access_us INTEGER NOT NULL, hits INTEGER NOT NULL, PRIMARY KEY(ns, key))"
+          " WITHOUT ROWID; CREATE TABLE segments(id INTEGER PRIMARY KEY, tail INTEGER NOT NULL);"
+          "INSERT INTO entries VALUES('ns','old',5,1,0,10,0,10,42,6,'10',1,2,3);"
+          "PRAGMA user_version=1;",
+          nullptr, nullptr, nullptr),
+      SQLITE_OK);
   sqlite3_close(db);
   auto idx = Index::Open(path);
   ASSERT_TRUE(idx.ok()) << idx.status().ToString();

@@ -6,9 +6,25 @@ namespace ecstore::net {
 
 bool IsKnownOp(uint16_t op) {
   switch (static_cast<Op>(op)) {
-    case Op::kHello: case Op::kGet: case Op::kLookup: case Op::kPut: case Op::kErase:
-    case Op::kStats: case Op::kGetShm: case Op::kRelease: case Op::kGetShmOk: case Op::kGetRdma: case Op::kGetRdmaOk: case Op::kList: case Op::kListOk: case Op::kHelloOk: case Op::kGetOk: case Op::kLookupOk: case Op::kOk:
-    case Op::kStatsOk: case Op::kError:
+    case Op::kHello:
+    case Op::kGet:
+    case Op::kLookup:
+    case Op::kPut:
+    case Op::kErase:
+    case Op::kStats:
+    case Op::kGetShm:
+    case Op::kRelease:
+    case Op::kGetShmOk:
+    case Op::kGetRdma:
+    case Op::kGetRdmaOk:
+    case Op::kList:
+    case Op::kListOk:
+    case Op::kHelloOk:
+    case Op::kGetOk:
+    case Op::kLookupOk:
+    case Op::kOk:
+    case Op::kStatsOk:
+    case Op::kError:
       return true;
   }
   return false;
@@ -127,13 +143,20 @@ Status ParseErrorBody(BodyReader* r) {
       code > static_cast<uint16_t>(Status::Code::kUnavailable))
     return Status::Corruption("malformed error frame from the server");
   switch (static_cast<Status::Code>(code)) {
-    case Status::Code::kNotFound: return Status::NotFound(msg);
-    case Status::Code::kCorruption: return Status::Corruption(msg);
-    case Status::Code::kIOError: return Status::IOError(msg);
-    case Status::Code::kNoSpace: return Status::NoSpace(msg);
-    case Status::Code::kBusy: return Status::Busy(msg);
-    case Status::Code::kInvalidArgument: return Status::InvalidArgument(msg);
-    default: return Status::Unavailable(msg);
+    case Status::Code::kNotFound:
+      return Status::NotFound(msg);
+    case Status::Code::kCorruption:
+      return Status::Corruption(msg);
+    case Status::Code::kIOError:
+      return Status::IOError(msg);
+    case Status::Code::kNoSpace:
+      return Status::NoSpace(msg);
+    case Status::Code::kBusy:
+      return Status::Busy(msg);
+    case Status::Code::kInvalidArgument:
+      return Status::InvalidArgument(msg);
+    default:
+      return Status::Unavailable(msg);
   }
 }
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "store/store.h"
 #include "base/tensor_meta.h"
+#include "store/store.h"
 
 namespace ecstore::net {
 
@@ -31,16 +31,16 @@ inline constexpr uint32_t kMaxBatch = 1024;
 inline constexpr uint32_t kListPage = 2048;  // entries per LIST reply: stays under 1 MiB
 
 enum class Op : uint16_t {
-  kHello = 1,     // token            -> kHelloOk(server version, transport) | kError
-  kGet = 2,       // ns, key          -> kGetOk(meta, bytes) | kError
-  kLookup = 3,    // n x (ns, key)    -> kLookupOk(n x found, info)
-  kPut = 4,       // ns, key, meta, bytes -> kOk | kError
-  kErase = 5,     // ns, key          -> kOk | kError
-  kStats = 6,     //                  -> kStatsOk(json)
-  kGetShm = 7,    // ns, key          -> kGetShmOk(lease id, pool offset, info) | kError
-  kRelease = 8,   // lease id         -> (no reply)
-  kGetRdma = 9,   // ns, key          -> kGetRdmaOk(lease id, remote addr, rkey, info) | kError
-  kList = 10,     // offset, limit    -> kListOk(n, more, n x (ns, key, info)); ordered by ns, key
+  kHello = 1,    // token            -> kHelloOk(server version, transport) | kError
+  kGet = 2,      // ns, key          -> kGetOk(meta, bytes) | kError
+  kLookup = 3,   // n x (ns, key)    -> kLookupOk(n x found, info)
+  kPut = 4,      // ns, key, meta, bytes -> kOk | kError
+  kErase = 5,    // ns, key          -> kOk | kError
+  kStats = 6,    //                  -> kStatsOk(json)
+  kGetShm = 7,   // ns, key          -> kGetShmOk(lease id, pool offset, info) | kError
+  kRelease = 8,  // lease id         -> (no reply)
+  kGetRdma = 9,  // ns, key          -> kGetRdmaOk(lease id, remote addr, rkey, info) | kError
+  kList = 10,    // offset, limit    -> kListOk(n, more, n x (ns, key, info)); ordered by ns, key
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -49,7 +49,7 @@ enum class Op : uint16_t {
   kGetShmOk = 107,
   kGetRdmaOk = 109,
   kListOk = 110,
-  kError = 200,   // code u16, message
+  kError = 200,  // code u16, message
 };
 bool IsKnownOp(uint16_t op);
 
@@ -74,9 +74,7 @@ class BodyWriter {
   void F64(double v) { Raw(&v, 8); }
   void Str(std::string_view s);  // u16 length + bytes; callers keep strings < 64 KiB
   void Meta(const TensorMeta& m);
-  void Raw(const void* p, size_t n) {
-    buf_.append(static_cast<const char*>(p), n);
-  }
+  void Raw(const void* p, size_t n) { buf_.append(static_cast<const char*>(p), n); }
   const std::string& data() const { return buf_; }
 
  private:
@@ -118,7 +116,7 @@ bool ParseHelloBody(BodyReader* r, HelloInfo* h);
 struct KeyRef {
   std::string ns, key;
 };
-Result<KeyRef> ParseKeyBody(BodyReader* r);        // GET / ERASE
+Result<KeyRef> ParseKeyBody(BodyReader* r);  // GET / ERASE
 Result<std::vector<KeyRef>> ParseLookupBody(BodyReader* r);
 std::string ErrorBody(const Status& st);
 Status ParseErrorBody(BodyReader* r);

@@ -20,8 +20,8 @@ Result<sockaddr_in> Addr(const HostPort& hp) {
   sa.sin_family = AF_INET;
   sa.sin_port = htons(hp.port);
   if (inet_pton(AF_INET, hp.host.c_str(), &sa.sin_addr) != 1)
-    return Status::InvalidArgument("RDMA address must be a numeric IPv4 address, got '" +
-                                   hp.host + "'");
+    return Status::InvalidArgument("RDMA address must be a numeric IPv4 address, got '" + hp.host +
+                                   "'");
   return sa;
 }
 
@@ -83,8 +83,8 @@ Result<std::unique_ptr<RdmaListener>> RdmaListener::Start(const HostPort& at,
   l->pd_ = ibv_alloc_pd(l->listen_id_->verbs);
   if (!l->pd_) return Status::Unavailable("ibv_alloc_pd failed");
   // The one registration of the pool: every get is a remote read of it.
-  l->pool_mr_ = ibv_reg_mr(l->pd_, pool.base, pool.size,
-                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  l->pool_mr_ =
+      ibv_reg_mr(l->pd_, pool.base, pool.size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
   if (!l->pool_mr_) return Status::FromErrno(errno, "registering the pool with the RDMA device");
   l->thread_ = std::thread([p = l.get()] { p->EventLoop(); });
   spdlog::info("RDMA verbs on {}:{} (device {}), pool of {} bytes registered once", at.host,

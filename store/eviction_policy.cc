@@ -23,8 +23,7 @@ void LruPolicy::Remove(uint64_t id) {
 
 std::vector<uint64_t> LruPolicy::Coldest(size_t max) const {
   std::vector<uint64_t> out;
-  for (auto it = order_.rbegin(); it != order_.rend() && out.size() < max; ++it)
-    out.push_back(*it);
+  for (auto it = order_.rbegin(); it != order_.rend() && out.size() < max; ++it) out.push_back(*it);
   return out;
 }
 

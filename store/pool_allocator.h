@@ -2,10 +2,10 @@
 // coalescing of neighbours. Large requests take the best-fitting extent from its low end;
 // small ones (< small_threshold) are packed from the top of the highest extent that holds
 // them. Keeping the two apart means a freed small block is refilled by small blocks instead
-// of leaving slivers between large ones (bench `alloc`: 1.2% lost vs 2.8% for plain best fit). Every block starts and ends on `alignment` (4 KiB), so
-// the disk tier can write and read pool memory directly with O_DIRECT.
-// Out of memory is a returned value (std::nullopt), never an exception.
-// Thread rules: not synchronized; the owner (Store) guards it with its metadata mutex.
+// of leaving slivers between large ones (bench `alloc`: 1.2% lost vs 2.8% for plain best fit).
+// Every block starts and ends on `alignment` (4 KiB), so the disk tier can write and read pool
+// memory directly with O_DIRECT. Out of memory is a returned value (std::nullopt), never an
+// exception. Thread rules: not synchronized; the owner (Store) guards it with its metadata mutex.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +40,9 @@ class PoolAllocator {
   double ExternalFragmentation() const;
   // Free bytes in extents smaller than `min_useful`: space no entry of that size can use.
   uint64_t StrandedBytes(uint64_t min_useful) const;
-  uint64_t RoundUp(uint64_t bytes) const { return (bytes + alignment_ - 1) / alignment_ * alignment_; }
+  uint64_t RoundUp(uint64_t bytes) const {
+    return (bytes + alignment_ - 1) / alignment_ * alignment_;
+  }
 
  private:
   void InsertFree(uint64_t offset, uint64_t length);
@@ -50,8 +52,8 @@ class PoolAllocator {
   uint64_t alignment_;
   uint64_t small_threshold_;
   uint64_t allocated_ = 0;
-  std::map<uint64_t, uint64_t> by_offset_;             // offset -> length
-  std::set<std::pair<uint64_t, uint64_t>> by_size_;    // (length, offset)
+  std::map<uint64_t, uint64_t> by_offset_;           // offset -> length
+  std::set<std::pair<uint64_t, uint64_t>> by_size_;  // (length, offset)
 };
 
 }  // namespace ecstore

@@ -41,7 +41,7 @@ TEST(PoolAllocator, RandomizedModelAndFragmentation) {
   PoolAllocator a(cap);
   std::mt19937_64 rng(42);
   const uint64_t sizes[] = {2867200, 10616832, 16515072, 57802752, 6635520, 36126720};
-  std::map<uint64_t, PoolBlock> live;  // offset -> block
+  std::map<uint64_t, PoolBlock> live;      // offset -> block
   std::map<uint64_t, uint64_t> requested;  // offset -> bytes asked for
   uint64_t payload = 0, asked = 0;
   double worst = 0, sum = 0;

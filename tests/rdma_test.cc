@@ -46,7 +46,8 @@ class RdmaTest : public ::testing::Test {
     o.transport = "rdma";
     o.timeout = std::chrono::milliseconds(20000);  // emulated RDMA is slow
     o.rdma_bounce_bytes = bounce;
-    auto c = Client::Connect("tcp://" + std::string(kAddr) + ":" + std::to_string(server_->port()), o);
+    auto c =
+        Client::Connect("tcp://" + std::string(kAddr) + ":" + std::to_string(server_->port()), o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;
   }
@@ -66,7 +67,8 @@ TEST_F(RdmaTest, GetsAreByteExactOverRdmaRead) {
   ASSERT_STREQ(c->transport(), "rdma");
   const size_t sizes[] = {1, 4096, kMiB + 7, 2867200, 10616832};  // the last spans 3 bounces
   for (size_t i = 0; i < 5; ++i)
-    ASSERT_TRUE(c->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
+    ASSERT_TRUE(
+        c->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
   std::vector<uint8_t> buf(11 * kMiB);
   for (size_t i = 0; i < 5; ++i) {
     auto info = c->Get("ns", "k" + std::to_string(i), {buf.data(), buf.size()});
@@ -81,7 +83,8 @@ TEST_F(RdmaTest, BatchReadsArePostedTogether) {
   StartServer(64 * kMiB);
   auto c = Connect(8 * kMiB);
   for (int i = 0; i < 6; ++i)
-    ASSERT_TRUE(c->Put("ns", "b" + std::to_string(i), U8(kMiB + i), Span(Payload(10 + i, kMiB + i))).ok());
+    ASSERT_TRUE(
+        c->Put("ns", "b" + std::to_string(i), U8(kMiB + i), Span(Payload(10 + i, kMiB + i))).ok());
   std::vector<std::vector<uint8_t>> bufs(7, std::vector<uint8_t>(2 * kMiB));
   std::vector<std::span<uint8_t>> dsts;
   for (auto& b : bufs) dsts.emplace_back(b.data(), b.size());
@@ -121,7 +124,8 @@ TEST_F(RdmaTest, ConcurrentClientsAndEvictionNeverServeWrongBytes) {
       }
     });
   for (int i = 0; i < 10; ++i)  // pushes the pool through eviction while reads are in flight
-    ASSERT_TRUE(writer->Put("ns", "w" + std::to_string(i), U8(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
+    ASSERT_TRUE(
+        writer->Put("ns", "w" + std::to_string(i), U8(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
   done = true;
   for (auto& r : readers) r.join();
   EXPECT_EQ(wrong, 0);
