@@ -1,5 +1,3 @@
-#include "store/store.h"
-
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/statvfs.h>
@@ -16,10 +14,7 @@
 #include <unordered_map>
 
 #include "disk/codec.h"
-#include "disk/disk_tier.h"
-#include "index/index.h"
-#include "store/eviction_policy.h"
-#include "store/pool_allocator.h"
+#include "store/store_impl.h"
 
 namespace ecstore {
 
@@ -71,36 +66,6 @@ namespace {
 constexpr uint64_t kSpillBatchBytes = 64ull << 20;
 constexpr uint64_t kMinFreeBytes = 1ull << 20;  // below this at open: read-only
 
-struct Entry : std::enable_shared_from_this<Entry> {
-  uint64_t seq = 0;
-  std::string ns, key;
-  std::string full_key;  // ns '\0' key: the keydir's key points into it
-  TensorMeta meta;
-  uint64_t bytes = 0;
-  uint64_t checksum = 0;
-  uint64_t created_us = 0;
-  uint64_t last_access_us = 0;
-  uint64_t hits = 0;
-  std::optional<PoolBlock> pool;  // set once the bytes in the block are complete
-  std::optional<DiskLocation> disk;
-  int leases = 0;
-  bool spilling = false;
-  bool loading = false;
-  bool erased = false;
-  bool touched = false;  // access info changed since it was last indexed
-  uint64_t id() const { return reinterpret_cast<uintptr_t>(this); }
-};
-using EntryPtr = std::shared_ptr<Entry>;
-
-std::string FullKey(std::string_view ns, std::string_view key) {
-  std::string k;
-  k.reserve(ns.size() + key.size() + 1);
-  k.append(ns);
-  k.push_back('\0');
-  k.append(key);
-  return k;
-}
-
 // Why a record's header does not belong to the entry an index row says it holds ("" = it does).
 std::string RecordMismatch(const Entry& e, const DiskLocation& loc, const Result<RecordInfo>& h) {
   std::string at =
@@ -114,123 +79,16 @@ std::string RecordMismatch(const Entry& e, const DiskLocation& loc, const Result
   return "";
 }
 
-struct Tombstone {
-  std::string ns, key;
-  uint64_t target_seq;
-};
-
 }  // namespace
 
-class StoreImpl : public Store, private ReadLease::Releaser, private PutReservation::Owner {
- public:
-  StoreImpl(std::string dir, Options o) : dir_(std::move(dir)), opt_(std::move(o)) {
-    env_ = opt_.env ? opt_.env : Env::Default();
-  }
-  ~StoreImpl() override { Close(); }
-
-  Status Init();
-  Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
-             std::span<const uint8_t> bytes) override;
-  Result<PutReservation> Reserve(std::string_view ns, std::string_view key, const TensorMeta& meta,
-                                 uint64_t size) override;
-  Status Commit(PutReservation reservation) override;
-  using Store::Get;
-  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
-                        const ReadOptions& ro) override;
-  Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
-  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
-  bool Contains(std::string_view ns, std::string_view key) override;
-  Status Erase(std::string_view ns, std::string_view key) override;
-  Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
-                   std::vector<bool>* erased) override;
-  std::vector<EntryInfo> List() override;
-  StoreStats Stats() override;
-  Status Flush() override;
-  Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) override;
-  Status Compact(double threshold) override;
-  Status Close() override;
-  MemoryRegion pool_region() const override { return region_; }
-
- private:
-  struct Pending;  // a reserved, not yet committed Put
-  void Release(void* token) override;
-  void Abandon(void* token) override;
-  uint8_t* PoolPtr(const PoolBlock& b) const { return region_.base + b.offset; }
-  EntryInfo InfoLocked(const Entry& e) const;
-  Status CheckKey(std::string_view ns, std::string_view key) const;
-  Result<EntryPtr> FindLocked(std::string_view ns, std::string_view key, bool count_miss);
-
-  Status AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out);
-  void FreePoolLocked(Entry* e);
-  std::optional<Tombstone> DetachLocked(Entry* e);
-  void DropDiskLocked(Entry* e);
-  Status WriteTombstones(std::vector<Tombstone> tombs);
-  void AwaitSpill(const EntryPtr& e);
-  Status ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap,
-                      bool* stale_row);
-  Status FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why);
-  Status DropCorrupt(const EntryPtr& e, const Status& why);
-  void DropDiskCopy(const EntryPtr& e, const DiskLocation& loc);
-  Status Promote(const EntryPtr& e, bool wait);
-  ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true);
-  ReadLease QuietLeaseLocked(const EntryPtr& e);
-  void TouchLocked(Entry* e);
-
-  bool NeedsEvictionLocked() const;
-  bool EvictionDoneLocked() const;
-  void EvictorLoop();
-  bool EvictSomeLocked(std::unique_lock<std::mutex>& l);
-  Status SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool);
-  void EnforceQuota(uint64_t incoming);
-  void MaybeCompact();
-  void ReclaimFileSpace(uint64_t incoming);
-  Status CheckWritable() const;
-  Status CompactSegment(uint32_t seg, bool oldest);
-  IndexRow RowLocked(const Entry& e) const;
-
-  Status Recover(bool rebuild);
-  Status OpenIndex(const std::string& path, bool* damaged);
-  Status SetIndexAside(const std::string& path, const Status& why);
-  void ResetKeydirLocked();  // before Recover runs again; nothing is served yet
-
-  std::string dir_;
-  Options opt_;
-  Env* env_ = nullptr;
-  bool read_only_ = false;  // set once at Init
-  UniqueFd lock_fd_;
-  std::unique_ptr<MemoryBackend> backend_;
-  MemoryRegion region_;
-  std::vector<MemoryRegistrar*> registered_;
-  std::unique_ptr<DiskTier> disk_;
-  std::unique_ptr<Index> index_;
-
-  // mu_ guards everything below it; never held across I/O or a payload copy.
-  std::mutex mu_;
-  std::condition_variable evict_cv_;  // evictor: work may be needed
-  std::condition_variable space_cv_;  // Put waiters: space may have been freed
-  std::condition_variable load_cv_;   // readers waiting for a promotion
-  std::condition_variable spill_cv_;  // Erase/Put waiting for a replaced entry's spill
-  std::unique_ptr<PoolAllocator> alloc_;
-  // Keyed by a view of the entry's own full_key, so each key is stored once.
-  std::unordered_map<std::string_view, EntryPtr> keydir_;
-  std::unique_ptr<EvictionPolicy> pool_policy_;
-  std::unique_ptr<EvictionPolicy> disk_policy_;  // entries with a disk copy
-  std::map<uint32_t, uint64_t> segment_live_;    // record bytes still referenced
-  uint64_t pool_entries_ = 0, pool_bytes_ = 0;
-  uint64_t disk_entries_ = 0, disk_bytes_ = 0, disk_record_bytes_ = 0;
-  uint64_t need_bytes_ = 0;
-  uint64_t spill_fail_gen_ = 0;
-  int consecutive_spill_failures_ = 0;  // a Put gives up on the pool after two in a row
-  std::chrono::steady_clock::time_point spill_retry_at_{};
-  Status last_spill_error_;
-  StoreStats stats_;
-  bool stop_ = false;
-  bool closed_ = false;
-  std::atomic<uint64_t> next_seq_{1};
-
-  std::mutex spill_mu_;  // one spill/compaction at a time (they share the segment tail)
-  std::thread evictor_;
-};
+std::string FullKey(std::string_view ns, std::string_view key) {
+  std::string k;
+  k.reserve(ns.size() + key.size() + 1);
+  k.append(ns);
+  k.push_back('\0');
+  k.append(key);
+  return k;
+}
 
 // ---------------------------------------------------------------- open / close
 
@@ -669,20 +527,22 @@ std::optional<Tombstone> StoreImpl::DetachLocked(Entry* e) {
   return t;
 }
 
+DiskTier::WriteItem StoreImpl::TombstoneItem(const Tombstone& t) {
+  DiskTier::WriteItem it;
+  it.info.flags = RecordInfo::kTombstone;
+  it.info.seq = next_seq_++;
+  it.info.target_seq = t.target_seq;
+  it.info.ns = t.ns;
+  it.info.key = t.key;
+  it.info.created_us = env_->NowMicros();
+  return it;
+}
+
 Status StoreImpl::WriteTombstones(std::vector<Tombstone> tombs) {
   if (tombs.empty()) return Status::Ok();
   EC_RETURN_IF_ERROR(CheckWritable());  // read-only: a dropped entry stays dropped in memory
   std::vector<DiskTier::WriteItem> items;
-  for (const Tombstone& t : tombs) {
-    DiskTier::WriteItem it;
-    it.info.flags = RecordInfo::kTombstone;
-    it.info.seq = next_seq_++;
-    it.info.target_seq = t.target_seq;
-    it.info.ns = t.ns;
-    it.info.key = t.key;
-    it.info.created_us = env_->NowMicros();
-    items.push_back(std::move(it));
-  }
+  for (const Tombstone& t : tombs) items.push_back(TombstoneItem(t));
   std::vector<DiskLocation> locs;
   Status st = disk_->Append(items, &locs);
   if (!st.ok())
@@ -1274,7 +1134,9 @@ bool StoreImpl::EvictSomeLocked(std::unique_lock<std::mutex>& l) {
   return freed || st.ok();
 }
 
-void StoreImpl::EnforceQuota(uint64_t incoming) {
+// Evicts the coldest disk entries until live record bytes plus `incoming` fit the quota.
+// Returns their tombstones, which the caller writes in the same append as its batch.
+std::vector<Tombstone> StoreImpl::EnforceQuota(uint64_t incoming) {
   std::vector<Tombstone> tombs;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -1299,7 +1161,7 @@ void StoreImpl::EnforceQuota(uint64_t incoming) {
       if (!any) break;
     }
   }
-  WriteTombstones(std::move(tombs));
+  return tombs;
 }
 
 Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
@@ -1310,14 +1172,7 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
   uint64_t total = 0;
   for (const EntryPtr& e : batch) {
     DiskTier::WriteItem it;
-    it.info.seq = e->seq;
-    it.info.ns = e->ns;
-    it.info.key = e->key;
-    it.info.meta = e->meta;
-    it.info.raw_len = e->bytes;
-    it.info.stored_len = e->bytes;
-    it.info.checksum = e->checksum;
-    it.info.created_us = e->created_us;
+    it.info = RecordOf(*e, DiskLocation{0, 0, e->bytes, Codec::kNone});
     it.payload = PoolPtr(*e->pool);  // the pool is 4 KiB aligned: O_DIRECT straight from it
     if (opt_.compress) {
       AlignedBuffer out;
@@ -1339,10 +1194,26 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
     items.push_back(std::move(it));
     written.push_back(e);
   }
-  EnforceQuota(total);
-  ReclaimFileSpace(total);
+  // The quota's tombstones ride in the batch: one append, one fdatasync.
+  std::vector<Tombstone> evicted = EnforceQuota(total);
+  ReclaimFileSpace(total + evicted.size() * kBlockSize);
+  std::vector<DiskTier::WriteItem> all;
+  for (const Tombstone& t : evicted) all.push_back(TombstoneItem(t));
+  std::move(items.begin(), items.end(), std::back_inserter(all));
   std::vector<DiskLocation> locs;
-  Status st = items.empty() ? Status::Ok() : disk_->Append(items, &locs);
+  Status st = all.empty() ? Status::Ok() : disk_->Append(all, &locs);
+  if (st.ok() && !evicted.empty()) {
+    const DiskLocation last = locs.back();
+    locs.erase(locs.begin(), locs.begin() + static_cast<std::ptrdiff_t>(evicted.size()));
+    if (locs.empty())  // tombstones only: the index learns the new tail here
+      index_->EnqueueTail(last.segment, last.offset + last.record_bytes());
+  }
+  for (Tombstone& t : evicted) {
+    if (!st.ok())
+      spdlog::error("tombstone of {}/{} (evicted by the disk quota) not written: {}", t.ns, t.key,
+                    st.ToString());
+    index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
+  }
   std::vector<Tombstone> tombs;
   std::vector<EntryPtr> dead;
   {
@@ -1595,46 +1466,47 @@ Status StoreImpl::CompactSegment(uint32_t seg, bool oldest) {
     });
     if (!scan.ok()) return scan.status();
   }
-  for (auto& [e, loc] : live) {
-    AlignedBuffer stored(loc.stored_len);
-    Status st = disk_->ReadStored(loc, stored.data());
-    if (st.ok() && loc.codec == Codec::kNone &&
-        PayloadChecksum(stored.data(), e->bytes) != e->checksum)
-      st = Status::Corruption("checksum mismatch during compaction");
-    if (st.IsCorruption()) {
-      DropCorrupt(e, st);
-      continue;
-    }
-    EC_RETURN_IF_ERROR(st);
-    DiskTier::WriteItem it;
-    it.info.seq = e->seq;
-    it.info.ns = e->ns;
-    it.info.key = e->key;
-    it.info.meta = e->meta;
-    it.info.raw_len = e->bytes;
-    it.info.stored_len = loc.stored_len;
-    it.info.codec = loc.codec;
-    it.info.checksum = e->checksum;
-    it.info.created_us = e->created_us;
-    it.payload = stored.data();
-    std::vector<DiskLocation> out;
-    EC_RETURN_IF_ERROR(disk_->Append({it}, &out));
-    std::lock_guard<std::mutex> l(mu_);
-    index_->EnqueueTail(out[0].segment, out[0].offset + out[0].record_bytes());
-    if (e->disk && *e->disk == loc && !e->erased) {
-      segment_live_[seg] -= loc.record_bytes();
-      segment_live_[out[0].segment] += out[0].record_bytes();
-      e->disk = out[0];
-      index_->EnqueuePut(RowLocked(*e));
-    }
-  }
-  if (!tombs.empty()) {
+  // Live records move in batches of up to kSpillBatchBytes, one append (one fdatasync) each;
+  // the tombstones ride in the last batch.
+  size_t next = 0;
+  do {
+    std::vector<AlignedBuffer> payloads;
     std::vector<DiskTier::WriteItem> items;
-    for (RecordInfo& t : tombs) items.push_back({std::move(t), nullptr});
+    std::vector<size_t> moved;  // index into live of each record item
+    uint64_t bytes = 0;
+    for (; next < live.size() && bytes < kSpillBatchBytes; ++next) {
+      auto& [e, loc] = live[next];
+      AlignedBuffer stored(loc.stored_len);
+      Status st = disk_->ReadStored(loc, stored.data());
+      if (st.ok() && loc.codec == Codec::kNone &&
+          PayloadChecksum(stored.data(), e->bytes) != e->checksum)
+        st = Status::Corruption("checksum mismatch during compaction");
+      if (st.IsCorruption()) {
+        DropCorrupt(e, st);
+        continue;
+      }
+      EC_RETURN_IF_ERROR(st);
+      items.push_back({RecordOf(*e, loc), stored.data()});
+      payloads.push_back(std::move(stored));
+      moved.push_back(next);
+      bytes += loc.record_bytes();
+    }
+    if (next >= live.size())
+      for (RecordInfo& t : tombs) items.push_back({std::move(t), nullptr});
+    if (items.empty()) break;
     std::vector<DiskLocation> out;
     EC_RETURN_IF_ERROR(disk_->Append(items, &out));
+    std::lock_guard<std::mutex> l(mu_);
     index_->EnqueueTail(out.back().segment, out.back().offset + out.back().record_bytes());
-  }
+    for (size_t k = 0; k < moved.size(); ++k) {
+      auto& [e, loc] = live[moved[k]];
+      if (!e->disk || !(*e->disk == loc) || e->erased) continue;  // changed meanwhile
+      segment_live_[seg] -= loc.record_bytes();
+      segment_live_[out[k].segment] += out[k].record_bytes();
+      e->disk = out[k];
+      index_->EnqueuePut(RowLocked(*e));
+    }
+  } while (next < live.size());
   index_->EnqueueDropSegment(seg);
   EC_RETURN_IF_ERROR(index_->Flush());
   EC_RETURN_IF_ERROR(disk_->DropSegment(seg));
@@ -1642,6 +1514,22 @@ Status StoreImpl::CompactSegment(uint32_t seg, bool oldest) {
   segment_live_.erase(seg);
   ++stats_.compactions;
   return Status::Ok();
+}
+
+// The record header of an entry whose stored payload is at `loc`: the one conversion from a
+// keydir entry to its on-disk description (spill and compaction both use it).
+RecordInfo StoreImpl::RecordOf(const Entry& e, const DiskLocation& loc) {
+  RecordInfo r;
+  r.seq = e.seq;
+  r.ns = e.ns;
+  r.key = e.key;
+  r.meta = e.meta;
+  r.raw_len = e.bytes;
+  r.stored_len = loc.stored_len;
+  r.codec = loc.codec;
+  r.checksum = e.checksum;
+  r.created_us = e.created_us;
+  return r;
 }
 
 }  // namespace ecstore

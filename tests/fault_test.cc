@@ -170,6 +170,37 @@ TEST(Faults, EraseManyWritesTombstonesInOneBatch) {
   EXPECT_TRUE((*s)->List().empty());
 }
 
+// Compaction moves a segment's live records in batches: one fdatasync per batch, not one
+// per record.
+TEST(Faults, CompactionAppendsInBatches) {
+  testing::TempDir dir;
+  SyncCountingEnv env;
+  Options o;
+  o.pool_bytes = 16 * kMiB;
+  o.segment_bytes = 8 * kMiB;
+  o.env = &env;
+  auto s = Store::Open(dir.path(), o);
+  ASSERT_TRUE(s.ok());
+  std::vector<std::pair<std::string, std::string>> odd;
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(
+        (*s)->Put("ns", "k" + std::to_string(i), U8(256 << 10), Span(Payload(i, 256 << 10))).ok());
+    if (i % 2) odd.emplace_back("ns", "k" + std::to_string(i));
+  }
+  ASSERT_TRUE((*s)->Flush().ok());  // one batch: one segment of 10 MiB
+  std::vector<bool> erased;
+  ASSERT_TRUE((*s)->EraseMany(odd, &erased).ok());  // tombstones start the next segment
+  const int before = env.syncs;
+  ASSERT_TRUE((*s)->Compact(1.0).ok());
+  EXPECT_GT((*s)->Stats().compactions, 0u);
+  EXPECT_LE(env.syncs - before, 2) << "20 live records moved with one fdatasync each";
+  for (int i = 0; i < 40; i += 2) {
+    std::vector<uint8_t> got(256 << 10);
+    ASSERT_TRUE((*s)->Get("ns", "k" + std::to_string(i), {got.data(), got.size()}).ok());
+    EXPECT_TRUE(got == Payload(i, 256 << 10));
+  }
+}
+
 TEST(Faults, TornSpillIsCutBackAndRetried) {
   testing::TempDir dir;
   FaultEnv env;

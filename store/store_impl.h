@@ -1,0 +1,175 @@
+// StoreImpl: the store behind the Store facade -- the keydir, the host pool and its
+// allocator, leases, the evictor, and (for now) the durable side: the disk tier, the SQLite
+// index, quota, tombstones, recovery, verify and compaction. Private to store/.
+// Thread rules: as Store's. mu_ guards the keydir, the pool allocator, both eviction policies,
+// the accounting and every Entry's fields; it is never held across I/O or a payload copy.
+// spill_mu_ serializes spills and compactions (they share the segment tail) and is taken
+// before mu_, never while holding it. Leaf locks below: DiskTier's, Index's, IoService's.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "disk/disk_tier.h"
+#include "index/index.h"
+#include "store/eviction_policy.h"
+#include "store/pool_allocator.h"
+#include "store/store.h"
+
+namespace ecstore {
+
+// One keydir entry: its metadata and where its bytes are (pool block, disk record, or both).
+// Fields are guarded by StoreImpl::mu_.
+struct Entry : std::enable_shared_from_this<Entry> {
+  uint64_t seq = 0;
+  std::string ns, key;
+  std::string full_key;  // ns '\0' key: the keydir's key points into it
+  TensorMeta meta;
+  uint64_t bytes = 0;
+  uint64_t checksum = 0;
+  uint64_t created_us = 0;
+  uint64_t last_access_us = 0;
+  uint64_t hits = 0;
+  std::optional<PoolBlock> pool;  // set once the bytes in the block are complete
+  std::optional<DiskLocation> disk;
+  int leases = 0;
+  bool spilling = false;
+  bool loading = false;
+  bool erased = false;
+  bool touched = false;  // access info changed since it was last indexed
+  uint64_t id() const { return reinterpret_cast<uintptr_t>(this); }
+};
+using EntryPtr = std::shared_ptr<Entry>;
+
+// The keydir's key: ns '\0' key.
+std::string FullKey(std::string_view ns, std::string_view key);
+
+// A durable delete: every record of (ns, key) with seq <= target_seq is dead.
+struct Tombstone {
+  std::string ns, key;
+  uint64_t target_seq;
+};
+
+class StoreImpl : public Store, private ReadLease::Releaser, private PutReservation::Owner {
+ public:
+  StoreImpl(std::string dir, Options o) : dir_(std::move(dir)), opt_(std::move(o)) {
+    env_ = opt_.env ? opt_.env : Env::Default();
+  }
+  ~StoreImpl() override { Close(); }
+
+  Status Init();
+  Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
+             std::span<const uint8_t> bytes) override;
+  Result<PutReservation> Reserve(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                                 uint64_t size) override;
+  Status Commit(PutReservation reservation) override;
+  using Store::Get;
+  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
+                        const ReadOptions& ro) override;
+  Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
+  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
+  bool Contains(std::string_view ns, std::string_view key) override;
+  Status Erase(std::string_view ns, std::string_view key) override;
+  Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                   std::vector<bool>* erased) override;
+  std::vector<EntryInfo> List() override;
+  StoreStats Stats() override;
+  Status Flush() override;
+  Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) override;
+  Status Compact(double threshold) override;
+  Status Close() override;
+  MemoryRegion pool_region() const override { return region_; }
+
+ private:
+  struct Pending;  // a reserved, not yet committed Put
+  void Release(void* token) override;
+  void Abandon(void* token) override;
+  uint8_t* PoolPtr(const PoolBlock& b) const { return region_.base + b.offset; }
+  EntryInfo InfoLocked(const Entry& e) const;
+  Status CheckKey(std::string_view ns, std::string_view key) const;
+  Result<EntryPtr> FindLocked(std::string_view ns, std::string_view key, bool count_miss);
+
+  Status AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out);
+  void FreePoolLocked(Entry* e);
+  std::optional<Tombstone> DetachLocked(Entry* e);
+  void DropDiskLocked(Entry* e);
+  Status WriteTombstones(std::vector<Tombstone> tombs);
+  void AwaitSpill(const EntryPtr& e);
+  Status ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap,
+                      bool* stale_row);
+  Status FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why);
+  Status DropCorrupt(const EntryPtr& e, const Status& why);
+  void DropDiskCopy(const EntryPtr& e, const DiskLocation& loc);
+  Status Promote(const EntryPtr& e, bool wait);
+  ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true);
+  ReadLease QuietLeaseLocked(const EntryPtr& e);
+  void TouchLocked(Entry* e);
+
+  bool NeedsEvictionLocked() const;
+  bool EvictionDoneLocked() const;
+  void EvictorLoop();
+  bool EvictSomeLocked(std::unique_lock<std::mutex>& l);
+  Status SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool);
+  std::vector<Tombstone> EnforceQuota(uint64_t incoming);
+  DiskTier::WriteItem TombstoneItem(const Tombstone& t);
+  void MaybeCompact();
+  void ReclaimFileSpace(uint64_t incoming);
+  Status CheckWritable() const;
+  Status CompactSegment(uint32_t seg, bool oldest);
+  IndexRow RowLocked(const Entry& e) const;
+  static RecordInfo RecordOf(const Entry& e, const DiskLocation& loc);
+
+  Status Recover(bool rebuild);
+  Status OpenIndex(const std::string& path, bool* damaged);
+  Status SetIndexAside(const std::string& path, const Status& why);
+  void ResetKeydirLocked();  // before Recover runs again; nothing is served yet
+
+  std::string dir_;
+  Options opt_;
+  Env* env_ = nullptr;
+  bool read_only_ = false;  // set once at Init
+  UniqueFd lock_fd_;
+  std::unique_ptr<MemoryBackend> backend_;
+  MemoryRegion region_;
+  std::vector<MemoryRegistrar*> registered_;
+  std::unique_ptr<DiskTier> disk_;
+  std::unique_ptr<Index> index_;
+
+  // mu_ guards everything below it; never held across I/O or a payload copy.
+  std::mutex mu_;
+  std::condition_variable evict_cv_;  // evictor: work may be needed
+  std::condition_variable space_cv_;  // Put waiters: space may have been freed
+  std::condition_variable load_cv_;   // readers waiting for a promotion
+  std::condition_variable spill_cv_;  // Erase/Put waiting for a replaced entry's spill
+  std::unique_ptr<PoolAllocator> alloc_;
+  // Keyed by a view of the entry's own full_key, so each key is stored once.
+  std::unordered_map<std::string_view, EntryPtr> keydir_;
+  std::unique_ptr<EvictionPolicy> pool_policy_;
+  std::unique_ptr<EvictionPolicy> disk_policy_;  // entries with a disk copy
+  std::map<uint32_t, uint64_t> segment_live_;    // record bytes still referenced
+  uint64_t pool_entries_ = 0, pool_bytes_ = 0;
+  uint64_t disk_entries_ = 0, disk_bytes_ = 0, disk_record_bytes_ = 0;
+  uint64_t need_bytes_ = 0;
+  uint64_t spill_fail_gen_ = 0;
+  int consecutive_spill_failures_ = 0;  // a Put gives up on the pool after two in a row
+  std::chrono::steady_clock::time_point spill_retry_at_{};
+  Status last_spill_error_;
+  StoreStats stats_;
+  bool stop_ = false;
+  bool closed_ = false;
+  std::atomic<uint64_t> next_seq_{1};
+
+  std::mutex spill_mu_;  // one spill/compaction at a time (they share the segment tail)
+  std::thread evictor_;
+};
+
+}  // namespace ecstore
