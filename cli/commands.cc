@@ -18,6 +18,7 @@
 #include "base/safetensors.h"
 #include "net/client.h"
 #include "net/server.h"
+#include "store/stats_json.h"
 #include "store/store.h"
 
 namespace ecstore::cli {
@@ -155,6 +156,29 @@ void WriteGetOutput(const std::string& out, const TensorMeta& meta, const std::s
   bool ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
+}
+
+// One stats writer for a local store and a server: the same fields, plus the transport.
+void PrintStats(const StoreStats& s, const std::string& transport, bool as_json) {
+  if (as_json) {
+    std::cout << StatsToJson(s, 2, json{{"transport", transport}}.dump()) << "\n";
+    return;
+  }
+  std::printf("%-6s %8s %12s %8s %8s %10s %8s %10s\n", "TIER", "ENTRIES", "BYTES", "HITS", "MISSES",
+              "EVICTIONS", "SPILLS", "PROMOTIONS");
+  for (auto [name, t] : {std::pair{"pool", s.pool}, std::pair{"disk", s.disk}})
+    std::printf("%-6s %8llu %12s %8llu %8llu %10llu %8llu %10llu\n", name,
+                (unsigned long long)t.entries, HumanBytes(t.bytes).c_str(),
+                (unsigned long long)t.hits, (unsigned long long)t.misses,
+                (unsigned long long)t.evictions, (unsigned long long)t.spills,
+                (unsigned long long)t.promotions);
+  std::printf("pool: %s of %s allocated, fragmentation %.2f%%, %s%s\n",
+              HumanBytes(s.pool_allocated).c_str(), HumanBytes(s.pool_capacity).c_str(),
+              100 * s.pool_fragmentation, s.pool_locked ? "pinned" : "not pinned",
+              s.pool_huge_pages ? ", huge pages" : "");
+  std::printf("disk: %s in %llu segment(s), quota %s\n", HumanBytes(s.disk_file_bytes).c_str(),
+              (unsigned long long)s.segments, HumanBytes(s.disk_quota).c_str());
+  std::printf("transport: %s\n", transport.c_str());
 }
 
 void ReportSkipped(const std::vector<std::string>& skipped) {
@@ -445,7 +469,7 @@ int Run(int argc, char** argv) {
         }
       } else if (stats->parsed()) {
         std::string js = Check(client->StatsJson());
-        std::cout << json::parse(js).dump(g.json ? -1 : 2) << "\n";
+        PrintStats(Check(StatsFromJson(js)), json::parse(js).value("transport", "tcp"), g.json);
       } else {
         throw CliError(
             "InvalidArgument: this command is not available with --server "
@@ -588,42 +612,7 @@ int Run(int argc, char** argv) {
       auto store = OpenStore(g, Use::kInspect);
       StoreStats s = store->Stats();
       Check(store->Close());
-      auto tier = [](const TierStats& t) {
-        return json{{"entries", t.entries},      {"bytes", t.bytes},         {"hits", t.hits},
-                    {"misses", t.misses},        {"evictions", t.evictions}, {"spills", t.spills},
-                    {"promotions", t.promotions}};
-      };
-      json j{{"pool", tier(s.pool)}, {"disk", tier(s.disk)}};
-      j["pool"]["capacity"] = s.pool_capacity;
-      j["pool"]["allocated"] = s.pool_allocated;
-      j["pool"]["fragmentation"] = s.pool_fragmentation;
-      j["pool"]["huge_pages"] = s.pool_huge_pages;
-      j["pool"]["pinned"] = s.pool_locked;
-      j["disk"]["quota"] = s.disk_quota;
-      j["disk"]["file_bytes"] = s.disk_file_bytes;
-      j["disk"]["segments"] = s.segments;
-      j["corrupt_dropped"] = s.corrupt_dropped;
-      j["spill_errors"] = s.spill_errors;
-      j["compactions"] = s.compactions;
-      if (g.json) {
-        std::cout << j.dump(2) << "\n";
-      } else {
-        std::printf("%-6s %8s %12s %8s %8s %10s %8s %10s\n", "TIER", "ENTRIES", "BYTES", "HITS",
-                    "MISSES", "EVICTIONS", "SPILLS", "PROMOTIONS");
-        for (auto [name, t] : {std::pair{"pool", s.pool}, std::pair{"disk", s.disk}})
-          std::printf("%-6s %8llu %12s %8llu %8llu %10llu %8llu %10llu\n", name,
-                      (unsigned long long)t.entries, HumanBytes(t.bytes).c_str(),
-                      (unsigned long long)t.hits, (unsigned long long)t.misses,
-                      (unsigned long long)t.evictions, (unsigned long long)t.spills,
-                      (unsigned long long)t.promotions);
-        std::printf("pool: %s of %s allocated, fragmentation %.2f%%, %s%s\n",
-                    HumanBytes(s.pool_allocated).c_str(), HumanBytes(s.pool_capacity).c_str(),
-                    100 * s.pool_fragmentation, s.pool_locked ? "pinned" : "not pinned",
-                    s.pool_huge_pages ? ", huge pages" : "");
-        std::printf("disk: %s in %llu segment(s), quota %s\n",
-                    HumanBytes(s.disk_file_bytes).c_str(), (unsigned long long)s.segments,
-                    HumanBytes(s.disk_quota).c_str());
-      }
+      PrintStats(s, "local", g.json);
     } else if (evict->parsed()) {
       if (keys.empty() && !all && older_than.empty() && to_bytes.empty())
         throw CliError(

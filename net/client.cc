@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "store/stats_json.h"
+
 namespace ecstore::net {
 
 Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
@@ -471,6 +473,12 @@ Result<std::vector<EntryInfo>> Client::List() {
                std::make_move_iterator(page->end()));
     if (!more || page->empty()) return all;
   }
+}
+
+Result<StoreStats> Client::Stats() {
+  auto js = StatsJson();
+  if (!js.ok()) return js.status();
+  return StatsFromJson(*js);
 }
 
 Result<std::string> Client::StatsJson() {

@@ -65,7 +65,8 @@ class Client {
   // Every entry, fetched a page at a time (a snapshot per page: entries that change while
   // listing may be missed or seen twice).
   Result<std::vector<EntryInfo>> List();
-  Result<std::string> StatsJson();
+  Result<std::string> StatsJson();  // StatsToJson's schema, plus "transport"
+  Result<StoreStats> Stats();
 
  private:
   Client(HostPort hp, ClientOptions o) : hp_(std::move(hp)), opt_(std::move(o)) {}

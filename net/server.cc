@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "net/protocol.h"
+#include "store/stats_json.h"
 
 namespace ecstore::net {
 namespace {
@@ -455,17 +456,10 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       return SendFrame(fd, Op::kListOk, h.request_id, w.data());
     }
     case Op::kStats: {
-      StoreStats s = store_->Stats();
-      nlohmann::json j{
-          {"transport", c->shm ? "shm" : "tcp"},
-          {"server_transports", transport()},
-          {"pool",
-           {{"entries", s.pool.entries},
-            {"bytes", s.pool.bytes},
-            {"hits", s.pool.hits},
-            {"evictions", s.pool.evictions}}},
-          {"disk", {{"entries", s.disk.entries}, {"bytes", s.disk.bytes}, {"hits", s.disk.hits}}}};
-      std::string js = j.dump();
+      // The store's one schema, plus how this connection and this server move data.
+      nlohmann::json extra{{"transport", c->shm ? "shm" : "tcp"},
+                           {"server_transports", transport()}};
+      std::string js = StatsToJson(store_->Stats(), -1, extra.dump());
       BodyWriter w;
       w.U32(static_cast<uint32_t>(js.size()));
       w.Raw(js.data(), js.size());

@@ -189,6 +189,15 @@ $EC $R get remote-a -o remote.raw >/dev/null
 check "remote get is byte-exact" cmp <(tensor_bytes a.safetensors) remote.raw
 check "remote inspect" test "$($EC $R --json inspect remote-a | jget bytes)" = 2867200
 check "same host picks shared memory" test "$($EC $R --json stats | jget transport)" = shm
+json_fields() { $PY -c '
+import json, sys
+def walk(d, p=""):
+    for k, v in d.items():
+        yield from (walk(v, p + k + ".") if isinstance(v, dict) else [p + k])
+print(" ".join(sorted(walk(json.load(sys.stdin)))))'; }
+check "local and remote stats have the same fields" \
+  test "$($EC --dir "$T/s2" --json stats | json_fields)" = "$($EC $R --json stats | json_fields)"
+check "remote stats carry the full schema (pool capacity)" test "$($EC $R --json stats | jget pool.capacity)" -gt 0
 expect_error "no entry for key" $EC $R inspect nope
 check "remote ls" test "$($EC $R --json ls | jget 0.key)" = remote-a
 check "remote ls --prefix" test "$($EC $R --json ls --prefix nomatch | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 0
