@@ -37,6 +37,20 @@ struct IndexRow {
   uint64_t created_us = 0;
   uint64_t last_access_us = 0;
   uint64_t hits = 0;
+  // The row of a record found on disk (never accessed yet: last access = creation).
+  static IndexRow FromRecord(const RecordInfo& r, const DiskLocation& loc) {
+    IndexRow row;
+    row.ns = r.ns;
+    row.key = r.key;
+    row.seq = r.seq;
+    row.loc = loc;
+    row.raw_len = r.raw_len;
+    row.checksum = r.checksum;
+    row.meta = r.meta;
+    row.created_us = r.created_us;
+    row.last_access_us = r.created_us;
+    return row;
+  }
 };
 
 class Index {

@@ -252,155 +252,148 @@ Status StoreImpl::Recover(bool rebuild) {
   }
   std::vector<uint32_t> segs = disk_->Segments();
   std::lock_guard<std::mutex> l(mu_);
-  uint64_t max_seq = 0;
-  std::vector<EntryPtr> loaded;  // to enter the LRU in last-access order
-  auto install = [&](IndexRow&& row) {
-    auto e = std::make_shared<Entry>();
-    e->seq = row.seq;
-    e->ns = std::move(row.ns);
-    e->key = std::move(row.key);
-    e->full_key = FullKey(e->ns, e->key);
-    e->meta = std::move(row.meta);
-    e->bytes = row.raw_len;
-    e->checksum = row.checksum;
-    e->created_us = row.created_us;
-    e->last_access_us = row.last_access_us;
-    e->hits = row.hits;
-    e->disk = row.loc;
-    auto it = keydir_.find(e->full_key);
-    if (it != keydir_.end()) {
-      DropDiskLocked(it->second.get());
-      keydir_.erase(it);
-    }
-    keydir_.emplace(e->full_key, e);
-    loaded.push_back(e);
-    segment_live_[row.loc.segment] += row.loc.record_bytes();
-    ++disk_entries_;
-    disk_bytes_ += e->bytes;
-    disk_record_bytes_ += row.loc.record_bytes();
-    max_seq = std::max(max_seq, row.seq);
-  };
-  if (!rebuild) {
-    auto count = index_->Count();
-    if (!count.ok()) return count.status();
-    keydir_.reserve(*count);
-    loaded.reserve(*count);
-    disk_policy_->Reserve(*count);
-    pool_policy_->Reserve(std::min<uint64_t>(*count, 1 << 16));
-    // Decoding SQLite rows and building entries overlap: a reader thread hands batches over.
-    std::mutex qmu;
-    std::condition_variable qcv;
-    std::deque<std::vector<IndexRow>> batches;
-    bool reader_done = false;
-    Status read_status;
-    std::thread reader([&] {
-      std::vector<IndexRow> batch;
-      batch.reserve(4096);
-      auto hand_over = [&] {
-        std::lock_guard<std::mutex> ql(qmu);
-        batches.push_back(std::move(batch));
-        qcv.notify_one();
-      };
-      Status st = index_->ForEach([&](IndexRow&& row) {
-        batch.push_back(std::move(row));
-        if (batch.size() == 4096) {
-          hand_over();
-          batch = {};
-          batch.reserve(4096);
-        }
-      });
-      hand_over();
-      std::lock_guard<std::mutex> ql(qmu);
-      read_status = st;
-      reader_done = true;
-      qcv.notify_one();
-    });
-    for (;;) {
-      std::vector<IndexRow> batch;
-      {
-        std::unique_lock<std::mutex> ql(qmu);
-        qcv.wait(ql, [&] { return reader_done || !batches.empty(); });
-        if (batches.empty()) break;
-        batch = std::move(batches.front());
-        batches.pop_front();
-      }
-      for (IndexRow& row : batch) {
-        if (!std::binary_search(segs.begin(), segs.end(), row.loc.segment)) {
-          spdlog::warn("index entry {}/{} points at missing segment {}; dropped", row.ns, row.key,
-                       row.loc.segment);
-          index_->EnqueueDelete(row.ns, row.key, row.seq);
-          continue;
-        }
-        install(std::move(row));
-      }
-    }
-    reader.join();
-    EC_RETURN_IF_ERROR(read_status);
-  }
-  // Records past each segment's indexed tail were written but not yet indexed when the
-  // store last stopped: index them now. A torn tail (a crash mid-write) is cut off.
-  std::unordered_map<std::string, uint64_t> tomb_targets;
+  Recovery rs;
+  if (!rebuild) EC_RETURN_IF_ERROR(LoadIndexLocked(segs, &rs));
   bool tail_clean = true;  // of the last segment, once scanned
-  for (uint32_t seg : segs) {
-    uint64_t from = tails.count(seg) ? tails[seg] : 0;
-    auto scan = disk_->Scan(
-        seg, from, true, [&](const RecordInfo& info, const DiskLocation& loc, bool payload_ok) {
-          max_seq = std::max(max_seq, info.seq);
-          std::string fk = FullKey(info.ns, info.key);
-          auto it = keydir_.find(fk);
-          if (info.tombstone()) {
-            max_seq = std::max(max_seq, info.target_seq);
-            uint64_t& t = tomb_targets[fk];
-            t = std::max(t, info.target_seq);
-            if (it != keydir_.end() && it->second->seq <= info.target_seq) {
-              DropDiskLocked(it->second.get());
-              keydir_.erase(it);
-            }
-            index_->EnqueueDelete(info.ns, info.key, info.target_seq);
-            return;
-          }
-          if (!payload_ok) {
-            ++stats_.corrupt_dropped;
-            spdlog::error("segment {} offset {}: record {}/{} fails its checksum; not indexed", seg,
-                          loc.offset, info.ns, info.key);
-            return;
-          }
-          auto tomb = tomb_targets.find(fk);
-          if (tomb != tomb_targets.end() && info.seq <= tomb->second) return;
-          if (it != keydir_.end() && it->second->seq > info.seq) return;
-          IndexRow row;
-          row.ns = info.ns;
-          row.key = info.key;
-          row.seq = info.seq;
-          row.loc = loc;
-          row.raw_len = info.raw_len;
-          row.checksum = info.checksum;
-          row.meta = info.meta;
-          row.created_us = info.created_us;
-          row.last_access_us = info.created_us;
-          index_->EnqueuePut(row);
-          install(std::move(row));
-        });
-    if (!scan.ok()) return scan.status();
-    stats_.corrupt_dropped += scan->bad_headers;
-    if (scan->torn_tail && !rebuild && !read_only_) {
-      spdlog::warn("segment {}: cutting a torn tail at offset {} (a write was interrupted)", seg,
-                   scan->end);
-      EC_RETURN_IF_ERROR(disk_->TruncateSegment(seg, scan->end));
-    }
-    tail_clean = !scan->torn_tail || !rebuild;
-    index_->EnqueueTail(seg, scan->end);
-  }
+  for (uint32_t seg : segs)
+    EC_RETURN_IF_ERROR(
+        ScanTailLocked(seg, tails.count(seg) ? tails[seg] : 0, rebuild, &rs, &tail_clean));
   // Entries replaced during the scan left keydir_; only live ones join the LRU, oldest first.
   std::vector<std::pair<uint64_t, Entry*>> order;
-  order.reserve(loaded.size());
-  for (const EntryPtr& e : loaded)
+  order.reserve(rs.loaded.size());
+  for (const EntryPtr& e : rs.loaded)
     if (e->disk && !e->erased) order.emplace_back(e->last_access_us, e.get());
   std::sort(order.begin(), order.end());
   for (auto [_, e] : order) disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
-  next_seq_ = max_seq + 1;
+  next_seq_ = rs.max_seq + 1;
   if (tail_clean && !read_only_) disk_->ReopenTail();  // the last segment ends on a whole record
   return index_->Flush();
+}
+
+// Puts a recovered disk entry into the keydir (replacing an older one there).
+void StoreImpl::InstallLocked(IndexRow&& row, Recovery* rs) {
+  auto e = std::make_shared<Entry>();
+  e->seq = row.seq;
+  e->ns = std::move(row.ns);
+  e->key = std::move(row.key);
+  e->full_key = FullKey(e->ns, e->key);
+  e->meta = std::move(row.meta);
+  e->bytes = row.raw_len;
+  e->checksum = row.checksum;
+  e->created_us = row.created_us;
+  e->last_access_us = row.last_access_us;
+  e->hits = row.hits;
+  e->disk = row.loc;
+  auto it = keydir_.find(e->full_key);
+  if (it != keydir_.end()) {
+    DropDiskLocked(it->second.get());
+    keydir_.erase(it);
+  }
+  keydir_.emplace(e->full_key, e);
+  rs->loaded.push_back(e);
+  segment_live_[row.loc.segment] += row.loc.record_bytes();
+  ++disk_entries_;
+  disk_bytes_ += e->bytes;
+  disk_record_bytes_ += row.loc.record_bytes();
+  rs->max_seq = std::max(rs->max_seq, row.seq);
+}
+
+// Loads every index row. Decoding SQLite rows and building entries overlap: a reader thread
+// hands batches of rows over.
+Status StoreImpl::LoadIndexLocked(const std::vector<uint32_t>& segs, Recovery* rs) {
+  auto count = index_->Count();
+  if (!count.ok()) return count.status();
+  keydir_.reserve(*count);
+  rs->loaded.reserve(*count);
+  disk_policy_->Reserve(*count);
+  pool_policy_->Reserve(std::min<uint64_t>(*count, 1 << 16));
+  std::mutex qmu;
+  std::condition_variable qcv;
+  std::deque<std::vector<IndexRow>> batches;
+  bool reader_done = false;
+  Status read_status;
+  std::thread reader([&] {
+    std::vector<IndexRow> batch;
+    auto hand_over = [&] {
+      std::lock_guard<std::mutex> ql(qmu);
+      batches.push_back(std::exchange(batch, {}));
+      qcv.notify_one();
+    };
+    Status st = index_->ForEach([&](IndexRow&& row) {
+      batch.push_back(std::move(row));
+      if (batch.size() == 4096) hand_over();
+    });
+    hand_over();
+    std::lock_guard<std::mutex> ql(qmu);
+    read_status = st;
+    reader_done = true;
+    qcv.notify_one();
+  });
+  for (;;) {
+    std::vector<IndexRow> batch;
+    {
+      std::unique_lock<std::mutex> ql(qmu);
+      qcv.wait(ql, [&] { return reader_done || !batches.empty(); });
+      if (batches.empty()) break;
+      batch = std::move(batches.front());
+      batches.pop_front();
+    }
+    for (IndexRow& row : batch) {
+      if (!std::binary_search(segs.begin(), segs.end(), row.loc.segment)) {
+        spdlog::warn("index entry {}/{} points at missing segment {}; dropped", row.ns, row.key,
+                     row.loc.segment);
+        index_->EnqueueDelete(row.ns, row.key, row.seq);
+        continue;
+      }
+      InstallLocked(std::move(row), rs);
+    }
+  }
+  reader.join();
+  return read_status;
+}
+
+// Records past a segment's indexed tail were written but not yet indexed when the store last
+// stopped: index them now, applying tombstones. A torn tail (a crash mid-write) is cut off.
+Status StoreImpl::ScanTailLocked(uint32_t seg, uint64_t from, bool rebuild, Recovery* rs,
+                                 bool* tail_clean) {
+  auto scan = disk_->Scan(
+      seg, from, true, [&](const RecordInfo& info, const DiskLocation& loc, bool payload_ok) {
+        rs->max_seq = std::max({rs->max_seq, info.seq, info.target_seq});
+        std::string fk = FullKey(info.ns, info.key);
+        auto it = keydir_.find(fk);
+        if (info.tombstone()) {
+          uint64_t& t = rs->tomb_targets[fk];
+          t = std::max(t, info.target_seq);
+          if (it != keydir_.end() && it->second->seq <= info.target_seq) {
+            DropDiskLocked(it->second.get());
+            keydir_.erase(it);
+          }
+          index_->EnqueueDelete(info.ns, info.key, info.target_seq);
+          return;
+        }
+        if (!payload_ok) {
+          ++stats_.corrupt_dropped;
+          spdlog::error("segment {} offset {}: record {}/{} fails its checksum; not indexed", seg,
+                        loc.offset, info.ns, info.key);
+          return;
+        }
+        auto tomb = rs->tomb_targets.find(fk);
+        if (tomb != rs->tomb_targets.end() && info.seq <= tomb->second) return;
+        if (it != keydir_.end() && it->second->seq > info.seq) return;
+        IndexRow row = IndexRow::FromRecord(info, loc);
+        index_->EnqueuePut(row);
+        InstallLocked(std::move(row), rs);
+      });
+  if (!scan.ok()) return scan.status();
+  stats_.corrupt_dropped += scan->bad_headers;
+  if (scan->torn_tail && !rebuild && !read_only_) {
+    spdlog::warn("segment {}: cutting a torn tail at offset {} (a write was interrupted)", seg,
+                 scan->end);
+    EC_RETURN_IF_ERROR(disk_->TruncateSegment(seg, scan->end));
+  }
+  *tail_clean = !scan->torn_tail || !rebuild;
+  index_->EnqueueTail(seg, scan->end);
+  return Status::Ok();
 }
 
 Status StoreImpl::Close() {

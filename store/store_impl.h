@@ -128,7 +128,16 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   IndexRow RowLocked(const Entry& e) const;
   static RecordInfo RecordOf(const Entry& e, const DiskLocation& loc);
 
+  // What recovery carries from the index load through the segment scans.
+  struct Recovery {
+    uint64_t max_seq = 0;
+    std::vector<EntryPtr> loaded;  // to enter the LRU in last-access order
+    std::unordered_map<std::string, uint64_t> tomb_targets;
+  };
   Status Recover(bool rebuild);
+  void InstallLocked(IndexRow&& row, Recovery* rs);
+  Status LoadIndexLocked(const std::vector<uint32_t>& segs, Recovery* rs);
+  Status ScanTailLocked(uint32_t seg, uint64_t from, bool rebuild, Recovery* rs, bool* tail_clean);
   Status OpenIndex(const std::string& path, bool* damaged);
   Status SetIndexAside(const std::string& path, const Status& why);
   void ResetKeydirLocked();  // before Recover runs again; nothing is served yet
