@@ -1159,77 +1159,22 @@ std::vector<Tombstone> StoreImpl::EnforceQuota(uint64_t incoming) {
 
 Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
   std::lock_guard<std::mutex> spill_lock(spill_mu_);
-  std::vector<DiskTier::WriteItem> items;
-  std::vector<AlignedBuffer> compressed;
-  std::vector<EntryPtr> written, too_big;
-  uint64_t total = 0;
-  for (const EntryPtr& e : batch) {
-    DiskTier::WriteItem it;
-    it.info = RecordOf(*e, DiskLocation{0, 0, e->bytes, Codec::kNone});
-    it.payload = PoolPtr(*e->pool);  // the pool is 4 KiB aligned: O_DIRECT straight from it
-    if (opt_.compress) {
-      AlignedBuffer out;
-      uint64_t stored = 0;
-      Codec c = CompressPayload(it.payload, e->bytes, DTypeSize(e->meta.dtype),
-                                opt_.min_compression_saving, &out, &stored);
-      if (c != Codec::kNone) {
-        it.info.codec = c;
-        it.info.stored_len = stored;
-        it.payload = out.data();
-        compressed.push_back(std::move(out));
-      }
-    }
-    if (it.info.record_bytes() > opt_.disk_quota_bytes) {
-      too_big.push_back(e);
-      continue;
-    }
-    total += it.info.record_bytes();
-    items.push_back(std::move(it));
-    written.push_back(e);
-  }
-  // The quota's tombstones ride in the batch: one append, one fdatasync.
-  std::vector<Tombstone> evicted = EnforceQuota(total);
-  ReclaimFileSpace(total + evicted.size() * kBlockSize);
-  std::vector<DiskTier::WriteItem> all;
-  for (const Tombstone& t : evicted) all.push_back(TombstoneItem(t));
-  std::move(items.begin(), items.end(), std::back_inserter(all));
+  SpillPlan plan = PlanSpill(batch);
   std::vector<DiskLocation> locs;
-  Status st = all.empty() ? Status::Ok() : disk_->Append(all, &locs);
-  if (st.ok() && !evicted.empty()) {
-    const DiskLocation last = locs.back();
-    locs.erase(locs.begin(), locs.begin() + static_cast<std::ptrdiff_t>(evicted.size()));
-    if (locs.empty())  // tombstones only: the index learns the new tail here
-      index_->EnqueueTail(last.segment, last.offset + last.record_bytes());
-  }
-  for (Tombstone& t : evicted) {
-    if (!st.ok())
-      spdlog::error("tombstone of {}/{} (evicted by the disk quota) not written: {}", t.ns, t.key,
-                    st.ToString());
-    index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
-  }
+  Status st = AppendWithQuota(plan, &locs);
   std::vector<Tombstone> tombs;
   std::vector<EntryPtr> dead;
   {
     std::lock_guard<std::mutex> l(mu_);
-    for (const EntryPtr& e : too_big) {  // cannot live on disk at all: the cache drops it
-      e->spilling = false;
-      if (!drop_from_pool) continue;
-      ++stats_.pool.evictions;
-      if (!e->erased) {
-        keydir_.erase(FullKey(e->ns, e->key));
-        DetachLocked(e.get());
-      } else if (e->leases == 0) {
-        FreePoolLocked(e.get());
-      }
-    }
-    for (size_t i = 0; i < written.size(); ++i) {
-      Entry* e = written[i].get();
+    for (const EntryPtr& e : plan.too_big) DropUnspillableLocked(e.get(), drop_from_pool);
+    for (size_t i = 0; i < plan.written.size(); ++i) {
+      Entry* e = plan.written[i].get();
       if (st.ok() && e->erased) {
         // Erased (or replaced) while its bytes were in flight: that record is dead. It stays
         // "spilling" until its tombstone is durable: the Erase or Put waiting on it returns
         // only then, so a crash cannot bring the old bytes back.
         tombs.push_back({e->ns, e->key, e->seq});
-        dead.push_back(written[i]);
+        dead.push_back(plan.written[i]);
         continue;
       }
       e->spilling = false;
@@ -1237,35 +1182,11 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
         if (e->erased && e->leases == 0) FreePoolLocked(e);
         continue;
       }
-      e->disk = locs[i];
-      segment_live_[locs[i].segment] += locs[i].record_bytes();
-      disk_record_bytes_ += locs[i].record_bytes();
-      ++disk_entries_;
-      disk_bytes_ += e->bytes;
-      disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
-      ++stats_.pool.spills;
-      ++stats_.disk.spills;
-      index_->EnqueuePut(RowLocked(*e));
-      if (drop_from_pool && e->leases == 0) {
-        FreePoolLocked(e);
-        ++stats_.pool.evictions;
-      }
+      InstallSpilledLocked(e, locs[i], drop_from_pool);
     }
     if (!locs.empty())
       index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
-    if (st.ok()) consecutive_spill_failures_ = 0;
-    if (!st.ok()) {
-      ++consecutive_spill_failures_;
-      spill_retry_at_ = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(consecutive_spill_failures_ > 1 ? 200 : 0);
-      ++stats_.spill_errors;
-      last_spill_error_ = Status(
-          st.IsNoSpace()
-              ? Status::NoSpace("pool is full and spilling to disk failed: " + st.message())
-              : Status::IOError("pool is full and spilling to disk failed: " + st.message()));
-      ++spill_fail_gen_;
-      spdlog::error("spill of {} entries failed: {}", written.size(), st.ToString());
-    }
+    NoteSpillResultLocked(st, plan.written.size());
     space_cv_.notify_all();
     spill_cv_.notify_all();
   }
@@ -1279,6 +1200,107 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
     spill_cv_.notify_all();
   }
   return st;
+}
+
+// The records of a spill batch: straight from pool memory, or LZ4 output where it pays.
+StoreImpl::SpillPlan StoreImpl::PlanSpill(const std::vector<EntryPtr>& batch) {
+  SpillPlan plan;
+  for (const EntryPtr& e : batch) {
+    DiskTier::WriteItem it;
+    it.info = RecordOf(*e, DiskLocation{0, 0, e->bytes, Codec::kNone});
+    it.payload = PoolPtr(*e->pool);  // the pool is 4 KiB aligned: O_DIRECT straight from it
+    if (opt_.compress) {
+      AlignedBuffer out;
+      uint64_t stored = 0;
+      Codec c = CompressPayload(it.payload, e->bytes, DTypeSize(e->meta.dtype),
+                                opt_.min_compression_saving, &out, &stored);
+      if (c != Codec::kNone) {
+        it.info.codec = c;
+        it.info.stored_len = stored;
+        it.payload = out.data();
+        plan.compressed.push_back(std::move(out));
+      }
+    }
+    if (it.info.record_bytes() > opt_.disk_quota_bytes) {
+      plan.too_big.push_back(e);
+      continue;
+    }
+    plan.bytes += it.info.record_bytes();
+    plan.items.push_back(std::move(it));
+    plan.written.push_back(e);
+  }
+  return plan;
+}
+
+// Makes room under the quota, then appends the plan's records with the tombstones of what
+// the quota evicted, in one append (one fdatasync). *locs gets the records' locations.
+Status StoreImpl::AppendWithQuota(SpillPlan& plan, std::vector<DiskLocation>* locs) {
+  std::vector<Tombstone> evicted = EnforceQuota(plan.bytes);
+  ReclaimFileSpace(plan.bytes + evicted.size() * kBlockSize);
+  std::vector<DiskTier::WriteItem> all;
+  for (const Tombstone& t : evicted) all.push_back(TombstoneItem(t));
+  std::move(plan.items.begin(), plan.items.end(), std::back_inserter(all));
+  Status st = all.empty() ? Status::Ok() : disk_->Append(all, locs);
+  if (st.ok() && !evicted.empty()) {
+    const DiskLocation last = locs->back();
+    locs->erase(locs->begin(), locs->begin() + static_cast<std::ptrdiff_t>(evicted.size()));
+    if (locs->empty())  // tombstones only: the index learns the new tail here
+      index_->EnqueueTail(last.segment, last.offset + last.record_bytes());
+  }
+  for (Tombstone& t : evicted) {
+    if (!st.ok())
+      spdlog::error("tombstone of {}/{} (evicted by the disk quota) not written: {}", t.ns, t.key,
+                    st.ToString());
+    index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
+  }
+  return st;
+}
+
+// An entry that cannot live on disk at all (larger than the quota): the cache drops it.
+void StoreImpl::DropUnspillableLocked(Entry* e, bool drop_from_pool) {
+  e->spilling = false;
+  if (!drop_from_pool) return;
+  ++stats_.pool.evictions;
+  if (!e->erased) {
+    keydir_.erase(FullKey(e->ns, e->key));
+    DetachLocked(e);
+  } else if (e->leases == 0) {
+    FreePoolLocked(e);
+  }
+}
+
+// A spilled entry now has a durable copy at `loc`.
+void StoreImpl::InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool) {
+  e->disk = loc;
+  segment_live_[loc.segment] += loc.record_bytes();
+  disk_record_bytes_ += loc.record_bytes();
+  ++disk_entries_;
+  disk_bytes_ += e->bytes;
+  disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
+  ++stats_.pool.spills;
+  ++stats_.disk.spills;
+  index_->EnqueuePut(RowLocked(*e));
+  if (drop_from_pool && e->leases == 0) {
+    FreePoolLocked(e);
+    ++stats_.pool.evictions;
+  }
+}
+
+// Failure bookkeeping: Put gives up on the pool after two failed spills in a row, and the
+// evictor backs off.
+void StoreImpl::NoteSpillResultLocked(const Status& st, size_t entries) {
+  if (st.ok()) {
+    consecutive_spill_failures_ = 0;
+    return;
+  }
+  ++consecutive_spill_failures_;
+  spill_retry_at_ = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(consecutive_spill_failures_ > 1 ? 200 : 0);
+  ++stats_.spill_errors;
+  const std::string why = "pool is full and spilling to disk failed: " + st.message();
+  last_spill_error_ = st.IsNoSpace() ? Status::NoSpace(why) : Status::IOError(why);
+  ++spill_fail_gen_;
+  spdlog::error("spill of {} entries failed: {}", entries, st.ToString());
 }
 
 Status StoreImpl::Flush() {

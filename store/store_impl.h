@@ -119,6 +119,17 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   void EvictorLoop();
   bool EvictSomeLocked(std::unique_lock<std::mutex>& l);
   Status SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool);
+  struct SpillPlan {
+    std::vector<DiskTier::WriteItem> items;  // one per entry of `written`
+    std::vector<AlignedBuffer> compressed;   // payloads the items point into
+    std::vector<EntryPtr> written, too_big;
+    uint64_t bytes = 0;  // record bytes of the items
+  };
+  SpillPlan PlanSpill(const std::vector<EntryPtr>& batch);
+  Status AppendWithQuota(SpillPlan& plan, std::vector<DiskLocation>* locs);
+  void DropUnspillableLocked(Entry* e, bool drop_from_pool);
+  void InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool);
+  void NoteSpillResultLocked(const Status& st, size_t entries);
   std::vector<Tombstone> EnforceQuota(uint64_t incoming);
   DiskTier::WriteItem TombstoneItem(const Tombstone& t);
   void MaybeCompact();
