@@ -37,7 +37,7 @@ Status Status::FromErrno(int err, const std::string& context) {
   switch (err) {
     case ENOSPC:
     case EDQUOT:
-      return NoSpace(msg + " (free disk space or lower --disk-quota)");
+      return NoSpace(msg + " (free disk space or lower Options::disk_quota_bytes)");
     case ENOENT:
       return NotFound(msg);
     case EACCES:

@@ -109,7 +109,7 @@ Status ValidateMeta(const TensorMeta& meta, uint64_t nbytes) {
     return Status::InvalidArgument("dtype " + std::string(DTypeName(meta.dtype)) + " shape [" +
                                    meta.ShapeString() + "] describes " + std::to_string(*expected) +
                                    " bytes but " + std::to_string(nbytes) +
-                                   " were given; fix --shape/--dtype to match the data");
+                                   " were given; fix the TensorMeta shape/dtype to match the data");
   if (meta.recompute_cost < 0) return Status::InvalidArgument("recompute cost must be >= 0");
   return Status::Ok();
 }

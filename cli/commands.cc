@@ -158,6 +158,26 @@ void WriteGetOutput(const std::string& out, const TensorMeta& meta, const std::s
   if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
 }
 
+// The library's errors speak of Options fields and library terms; on the command line the
+// same advice names the flag.
+std::string WithFlagHints(std::string msg) {
+  static const std::pair<const char*, const char*> kHints[] = {
+      {"a writable store directory", "a writable --dir"},
+      {"a shorter store directory path", "a shorter --dir"},
+      {"connect to it as a client", "reach it with --server HOST:PORT"},
+      {"Options::pool_bytes", "--pool-size"},
+      {"Options::disk_quota_bytes", "--disk-quota"},
+      {"the TensorMeta shape/dtype", "--shape/--dtype"},
+      {"ServerOptions::rdma_listen", "--rdma-listen"},
+      {"set ServerOptions::token", "give --token-file FILE or set EC_STORE_TOKEN"},
+      {"ClientOptions::token", "EC_STORE_TOKEN"},
+  };
+  for (auto [lib, flag] : kHints)
+    for (size_t at = msg.find(lib); at != std::string::npos; at = msg.find(lib, at + 1))
+      msg.replace(at, std::strlen(lib), flag);
+  return msg;
+}
+
 // One stats writer for a local store and a server: the same fields, plus the transport.
 void PrintStats(const StoreStats& s, const std::string& transport, bool as_json) {
   if (as_json) {
@@ -740,10 +760,10 @@ int Run(int argc, char** argv) {
       return ExportEntries(g, src_dir, ns_filter);
     }
   } catch (const CliError& e) {
-    std::fprintf(stderr, "ec-store: error: %s\n", e.what());
+    std::fprintf(stderr, "ec-store: error: %s\n", WithFlagHints(e.what()).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ec-store: error: %s\n", e.what());
+    std::fprintf(stderr, "ec-store: error: %s\n", WithFlagHints(e.what()).c_str());
     return 1;
   }
   return 0;

@@ -90,7 +90,7 @@ Status Client::Reconnect() {
                                              !info.rdma_addr.empty() && RdmaDevicePresent()))) {
     if (info.rdma_addr.empty()) {
       fd_.reset();
-      return Status::Unavailable("server offers no RDMA (start it with --rdma-listen)");
+      return Status::Unavailable("server offers no RDMA (it has no ServerOptions::rdma_listen)");
     }
     Status rst = ConnectRdma(info.rdma_addr);
     if (!rst.ok() && opt_.transport == "rdma") {

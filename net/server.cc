@@ -61,7 +61,7 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
   if (!loopback && options.token.empty())
     return Status::InvalidArgument("listening on " + hp->host +
                                    " (not a loopback address) needs a shared-secret token: "
-                                   "give --token-file FILE or set EC_STORE_TOKEN");
+                                   "set ServerOptions::token");
   s->listen_fd_ = std::move(fd).value();
   if (!options.shm_socket.empty()) {
     if (store->pool_region().shm_fd < 0)
@@ -265,7 +265,7 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
     SendFrame(fd, Op::kError, h.request_id,
               ErrorBody(Status::InvalidArgument(
                   "wrong or missing token: this server requires the shared secret "
-                  "(--token-file / EC_STORE_TOKEN)")));
+                  "(ClientOptions::token)")));
     spdlog::warn("refused a client with a wrong token");
     return Status::InvalidArgument("wrong token");
   }

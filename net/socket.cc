@@ -107,7 +107,7 @@ Result<UniqueFd> Listen(const HostPort& at, uint16_t* bound_port, bool* loopback
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(fd.get(), sa->get(), sa->len) != 0)
     return Status::Unavailable("cannot listen on " + at.host + ":" + std::to_string(at.port) +
-                               ": " + std::strerror(errno) + " (pick another --listen port)");
+                               ": " + std::strerror(errno) + " (pick another port)");
   if (listen(fd.get(), 64) != 0) return Status::FromErrno(errno, "listen");
   SockAddr got;
   got.len = sizeof(got.ss);
@@ -158,7 +158,7 @@ static Result<sockaddr_un> UnixAddr(const std::string& path) {
   if (path.size() >= sizeof(sa.sun_path))
     return Status::InvalidArgument("socket path '" + path + "' is longer than " +
                                    std::to_string(sizeof(sa.sun_path) - 1) +
-                                   " bytes; use a shorter --dir");
+                                   " bytes; use a shorter store directory path");
   std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
   return sa;
 }

@@ -76,8 +76,9 @@ Result<std::unique_ptr<RdmaListener>> RdmaListener::Start(const HostPort& at,
   if (rdma_bind_addr(l->listen_id_, reinterpret_cast<sockaddr*>(&*sa)) != 0)
     return Status::Unavailable("cannot bind RDMA to " + at.host + ": " + std::strerror(errno));
   if (!l->listen_id_->verbs)
-    return Status::Unavailable("no RDMA device serves " + at.host +
-                               "; give --rdma-listen an address of an RDMA (RoCE/IB) port");
+    return Status::Unavailable(
+        "no RDMA device serves " + at.host +
+        "; give ServerOptions::rdma_listen an address of an RDMA (RoCE/IB) port");
   if (rdma_listen(l->listen_id_, 64) != 0) return Status::FromErrno(errno, "rdma_listen");
   l->port_ = ntohs(rdma_get_src_port(l->listen_id_));
   l->pd_ = ibv_alloc_pd(l->listen_id_->verbs);

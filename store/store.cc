@@ -110,16 +110,16 @@ Status StoreImpl::Init() {
   Status st = env_->CreateDirs(dir_);
   if (!st.ok())
     return Status::IOError("cannot create store directory " + dir_ + ": " + st.message() +
-                           "; choose a writable --dir");
+                           "; choose a writable store directory");
   auto lock = env_->OpenFile(dir_ + "/LOCK", O_RDWR | O_CREAT, 0644);
   if (!lock.ok())
     return Status::IOError("cannot open " + dir_ + "/LOCK: " + lock.status().message() +
-                           "; choose a writable --dir");
+                           "; choose a writable store directory");
   lock_fd_ = std::move(lock).value();
   if (flock(lock_fd_.get(), LOCK_EX | LOCK_NB) != 0)
     return Status::Busy("store " + dir_ + " is in use by another process (pid in " + dir_ +
-                        "/LOCK); if that is `ec-store serve`, reach it with --server "
-                        "HOST:PORT, otherwise wait for it or stop it");
+                        "/LOCK); if that is a server, connect to it as a client, "
+                        "otherwise wait for it or stop it");
   std::string pid = std::to_string(getpid()) + "\n";
   if (ftruncate(lock_fd_.get(), 0) == 0 && pwrite(lock_fd_.get(), pid.data(), pid.size(), 0) < 0)
     spdlog::debug("could not record pid in LOCK");
@@ -608,7 +608,7 @@ Status StoreImpl::AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out) {
       return Status::Busy("pool is full (" + std::to_string(pool_entries_) + " entries, " +
                           std::to_string(leased) +
                           " leased) and nothing could be evicted in time; release leases or "
-                          "raise --pool-size");
+                          "raise Options::pool_bytes");
     }
   }
 }
@@ -633,13 +633,14 @@ Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view 
   EC_RETURN_IF_ERROR(ValidateNewKey(key));
   EC_RETURN_IF_ERROR(ValidateMeta(meta, size));
   if (alloc_->RoundUp(size) > alloc_->capacity())
-    return Status::NoSpace("entry of " + std::to_string(size) +
-                           " bytes is larger than the whole pool (" +
-                           std::to_string(alloc_->capacity()) + " bytes); raise --pool-size");
+    return Status::NoSpace(
+        "entry of " + std::to_string(size) + " bytes is larger than the whole pool (" +
+        std::to_string(alloc_->capacity()) + " bytes); raise Options::pool_bytes");
   if (kBlockSize + RoundUpBlock(size) > opt_.disk_quota_bytes)
     return Status::NoSpace("entry of " + std::to_string(size) +
                            " bytes can never be made durable: it is larger than the disk quota (" +
-                           std::to_string(opt_.disk_quota_bytes) + " bytes); raise --disk-quota");
+                           std::to_string(opt_.disk_quota_bytes) +
+                           " bytes); raise Options::disk_quota_bytes");
   {
     std::lock_guard<std::mutex> l(mu_);
     if (closed_ || stop_) return Status::Unavailable("store is closed");
