@@ -151,6 +151,30 @@ Status IoService::Run(const std::vector<IoRequest>& batch) {
   return fut.get();
 }
 
+// Splits a batch into pieces small enough that even one small entry fills the ring (at least
+// 64 KiB, at most chunk_); the loop keeps the ring full and resumes short transfers.
+std::deque<IoRequest> IoService::Pieces(const std::vector<IoRequest>& batch) const {
+  uint64_t batch_bytes = 0;
+  for (const IoRequest& r : batch) batch_bytes += r.len;
+  uint64_t chunk = (batch_bytes / queue_->depth() + 65535) / 65536 * 65536;
+  chunk = std::clamp<uint64_t>(chunk, 65536, chunk_);
+  std::deque<IoRequest> pending;
+  for (const IoRequest& r : batch) {
+    if (r.op == IoOp::kSync) {
+      pending.push_back(r);
+      continue;
+    }
+    for (uint64_t off = 0; off < r.len; off += chunk) {
+      IoRequest p = r;
+      p.buf = static_cast<uint8_t*>(r.buf) + off;
+      p.offset = r.offset + off;
+      p.len = std::min<uint64_t>(chunk, r.len - off);
+      pending.push_back(p);
+    }
+  }
+  return pending;
+}
+
 void IoService::Loop() {
   struct Piece {
     IoRequest req;
@@ -164,26 +188,7 @@ void IoService::Loop() {
       job = jobs_.front();
       jobs_.pop_front();
     }
-    // Split into pieces small enough that even one small entry fills the ring (at least
-    // 64 KiB, at most chunk_); keep the ring full; resume short transfers.
-    uint64_t batch_bytes = 0;
-    for (const IoRequest& r : *job->batch) batch_bytes += r.len;
-    uint64_t chunk = (batch_bytes / queue_->depth() + 65535) / 65536 * 65536;
-    chunk = std::clamp<uint64_t>(chunk, 65536, chunk_);
-    std::deque<IoRequest> pending;
-    for (const IoRequest& r : *job->batch) {
-      if (r.op == IoOp::kSync) {
-        pending.push_back(r);
-        continue;
-      }
-      for (uint64_t off = 0; off < r.len; off += chunk) {
-        IoRequest p = r;
-        p.buf = static_cast<uint8_t*>(r.buf) + off;
-        p.offset = r.offset + off;
-        p.len = std::min<uint64_t>(chunk, r.len - off);
-        pending.push_back(p);
-      }
-    }
+    std::deque<IoRequest> pending = Pieces(*job->batch);
     std::unordered_map<uint64_t, IoRequest> inflight;
     uint64_t next_id = 1;
     Status status;

@@ -57,6 +57,7 @@ class IoService {
   struct Job;
   IoService(std::unique_ptr<IoQueue> q, uint64_t chunk) : queue_(std::move(q)), chunk_(chunk) {}
   void Loop();
+  std::deque<IoRequest> Pieces(const std::vector<IoRequest>& batch) const;
 
   std::unique_ptr<IoQueue> queue_;
   uint64_t chunk_;

@@ -350,52 +350,8 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
   switch (h.op) {
     case Op::kGet:
     case Op::kGetShm:
-    case Op::kGetRdma: {
-      auto k = ParseKeyBody(&r);
-      if (!k.ok()) {  // malformed: answer, then close
-        reply_error(k.status());
-        return k.status();
-      }
-      // The lease keeps eviction away from these bytes until they are sent (TCP) or the
-      // reader releases them (shared memory, RDMA), or the lease TTL passes.
-      auto lease = store_->Acquire(k->ns, k->key);
-      if (!lease.ok()) return reply_error(lease.status());
-      auto info = store_->Lookup(k->ns, k->key);
-      EntryInfo e = info.ok() ? *info : EntryInfo{};
-      e.bytes = lease->size();
-      e.meta = lease->meta();
-      BodyWriter w;
-      if (h.op == Op::kGet) {  // straight from pinned pool memory, one sendmsg
-        BodyWriter inner;
-        WriteInfo(&inner, e);
-        w.U32(static_cast<uint32_t>(inner.data().size()));
-        w.Raw(inner.data().data(), inner.data().size());
-        // The whole reply has a deadline: a slow reader cannot hold the lease past it.
-        return SendFrame(fd, Op::kGetOk, h.request_id, w.data(), lease->bytes(),
-                         FrameDeadline(opt_.io_timeout, lease->size()));
-      }
-      // The first lease is always granted: one entry may be larger than the share.
-      if (!c->leases.empty() && (c->leases.size() >= opt_.max_leases_per_connection ||
-                                 c->leased_bytes + lease->size() > MaxLeasedBytes()))
-        return reply_error(Status::Busy(
-            "this connection holds " + std::to_string(c->leases.size()) + " leases (" +
-            std::to_string(c->leased_bytes) + " bytes); release some before acquiring more"));
-      c->leased_bytes += lease->size();
-      const uint8_t* data = lease->data();
-      uint64_t id = c->next_lease++;
-      c->leases.emplace(id,
-                        std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
-      w.U64(id);
-      if (h.op == Op::kGetShm) {
-        w.U64(static_cast<uint64_t>(data - store_->pool_region().base));  // offset in the memfd
-      } else {
-        w.U64(reinterpret_cast<uint64_t>(data));  // address inside the registered pool
-        w.U32(rdma_->rkey());
-      }
-      WriteInfo(&w, e);
-      return SendFrame(fd, h.op == Op::kGetShm ? Op::kGetShmOk : Op::kGetRdmaOk, h.request_id,
-                       w.data());
-    }
+    case Op::kGetRdma:
+      return HandleGet(c, h, &r);
     case Op::kRelease: {
       uint64_t id;
       if (!r.U64(&id)) return Status::InvalidArgument("malformed RELEASE");
@@ -426,35 +382,8 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       Status st = store_->Erase(k->ns, k->key);
       return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : reply_error(st);
     }
-    case Op::kList: {
-      uint32_t offset, limit;
-      if (!r.U32(&offset) || !r.U32(&limit) || limit == 0 || limit > kListPage) {
-        Status st =
-            Status::InvalidArgument("LIST takes offset and 1.." + std::to_string(kListPage));
-        reply_error(st);
-        return st;
-      }
-      // One sorted snapshot per listing (taken at offset 0), paged from; not a copy and
-      // sort of the whole keydir for every page.
-      if (offset == 0 || c->listing.empty()) {
-        c->listing = store_->List();
-        std::sort(c->listing.begin(), c->listing.end(), [](const EntryInfo& a, const EntryInfo& b) {
-          return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
-        });
-      }
-      const std::vector<EntryInfo>& all = c->listing;
-      size_t end = std::min<size_t>(all.size(), static_cast<size_t>(offset) + limit);
-      BodyWriter w;
-      w.U32(static_cast<uint32_t>(offset < end ? end - offset : 0));
-      w.U8(end < all.size());
-      for (size_t i = offset; i < end; ++i) {
-        w.Str(all[i].ns);
-        w.Str(all[i].key);
-        WriteInfo(&w, all[i]);
-      }
-      if (end >= all.size()) c->listing = {};  // the last page: let the snapshot go
-      return SendFrame(fd, Op::kListOk, h.request_id, w.data());
-    }
+    case Op::kList:
+      return HandleList(c, h, &r);
     case Op::kStats: {
       // The store's one schema, plus how this connection and this server move data.
       nlohmann::json extra{{"transport", c->shm ? "shm" : "tcp"},
@@ -469,6 +398,91 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       reply_error(Status::InvalidArgument("unexpected opcode"));
       return Status::InvalidArgument("unexpected opcode");
   }
+}
+
+// GET over TCP (the bytes follow from pool memory), or GET_SHM / GET_RDMA (a lease is kept
+// in the connection's table and its offset or address answered).
+Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
+  const int fd = c->fd.get();
+  auto reply_error = [&](const Status& st) {
+    return SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
+  };
+  auto k = ParseKeyBody(r);
+  if (!k.ok()) {  // malformed: answer, then close
+    reply_error(k.status());
+    return k.status();
+  }
+  // The lease keeps eviction away from these bytes until they are sent (TCP) or the
+  // reader releases them (shared memory, RDMA), or the lease TTL passes.
+  auto lease = store_->Acquire(k->ns, k->key);
+  if (!lease.ok()) return reply_error(lease.status());
+  auto info = store_->Lookup(k->ns, k->key);
+  EntryInfo e = info.ok() ? *info : EntryInfo{};
+  e.bytes = lease->size();
+  e.meta = lease->meta();
+  BodyWriter w;
+  if (h.op == Op::kGet) {  // straight from pinned pool memory, one sendmsg
+    BodyWriter inner;
+    WriteInfo(&inner, e);
+    w.U32(static_cast<uint32_t>(inner.data().size()));
+    w.Raw(inner.data().data(), inner.data().size());
+    // The whole reply has a deadline: a slow reader cannot hold the lease past it.
+    return SendFrame(fd, Op::kGetOk, h.request_id, w.data(), lease->bytes(),
+                     FrameDeadline(opt_.io_timeout, lease->size()));
+  }
+  // The first lease is always granted: one entry may be larger than the share.
+  if (!c->leases.empty() && (c->leases.size() >= opt_.max_leases_per_connection ||
+                             c->leased_bytes + lease->size() > MaxLeasedBytes()))
+    return reply_error(Status::Busy("this connection holds " + std::to_string(c->leases.size()) +
+                                    " leases (" + std::to_string(c->leased_bytes) +
+                                    " bytes); release some before acquiring more"));
+  c->leased_bytes += lease->size();
+  const uint8_t* data = lease->data();
+  uint64_t id = c->next_lease++;
+  c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
+  w.U64(id);
+  if (h.op == Op::kGetShm) {
+    w.U64(static_cast<uint64_t>(data - store_->pool_region().base));  // offset in the memfd
+  } else {
+    w.U64(reinterpret_cast<uint64_t>(data));  // address inside the registered pool
+    w.U32(rdma_->rkey());
+  }
+  WriteInfo(&w, e);
+  return SendFrame(fd, h.op == Op::kGetShm ? Op::kGetShmOk : Op::kGetRdmaOk, h.request_id,
+                   w.data());
+}
+
+Status Server::HandleList(Conn* c, const FrameHeader& h, BodyReader* r) {
+  const int fd = c->fd.get();
+  auto reply_error = [&](const Status& st) {
+    return SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
+  };
+  uint32_t offset, limit;
+  if (!r->U32(&offset) || !r->U32(&limit) || limit == 0 || limit > kListPage) {
+    Status st = Status::InvalidArgument("LIST takes offset and 1.." + std::to_string(kListPage));
+    reply_error(st);
+    return st;
+  }
+  // One sorted snapshot per listing (taken at offset 0), paged from; not a copy and
+  // sort of the whole keydir for every page.
+  if (offset == 0 || c->listing.empty()) {
+    c->listing = store_->List();
+    std::sort(c->listing.begin(), c->listing.end(), [](const EntryInfo& a, const EntryInfo& b) {
+      return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
+    });
+  }
+  const std::vector<EntryInfo>& all = c->listing;
+  size_t end = std::min<size_t>(all.size(), static_cast<size_t>(offset) + limit);
+  BodyWriter w;
+  w.U32(static_cast<uint32_t>(offset < end ? end - offset : 0));
+  w.U8(end < all.size());
+  for (size_t i = offset; i < end; ++i) {
+    w.Str(all[i].ns);
+    w.Str(all[i].key);
+    WriteInfo(&w, all[i]);
+  }
+  if (end >= all.size()) c->listing = {};  // the last page: let the snapshot go
+  return SendFrame(fd, Op::kListOk, h.request_id, w.data());
 }
 
 }  // namespace ecstore::net

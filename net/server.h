@@ -76,6 +76,8 @@ class Server {
   void Serve(Conn* c);
   Status Handle(Conn* c, const FrameHeader& h, std::string& body);
   Status Hello(Conn* c, const FrameHeader& h, const std::string& body);
+  Status HandleGet(Conn* c, const FrameHeader& h, BodyReader* r);
+  Status HandleList(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandlePut(Conn* c, const FrameHeader& h, Deadline deadline);
   void DropLease(Conn* c, uint64_t id);
   uint64_t MaxLeasedBytes() const;
