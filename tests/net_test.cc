@@ -624,6 +624,38 @@ int HelloMany(uint16_t port, int n, std::vector<std::unique_ptr<RawConn>>* conns
 
 // At the fd limit the server refuses new clients with a clear error instead of spinning,
 // and serves again as soon as clients leave.
+// A reply is bounded as a whole too: a reader that takes a GET's bytes a trickle at a time
+// is cut off at the deadline, and its lease goes with it -- a put that needs the space that
+// lease pinned succeeds while the reader is still trickling.
+TEST(Net, SlowReaderLosesItsLeaseAtTheReplyDeadline) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 32 * kMiB, 0, false, 30000, /*io_timeout_ms=*/300);
+  auto writer = ConnectOrDie(server.uri(), TcpOnly());
+  ASSERT_TRUE(writer->Put("ns", "big", U8(24 * kMiB), Span(Payload(1, 24 * kMiB))).ok());
+  RawConn c(server.port());
+  c.Hello();
+  BodyWriter w;
+  w.Str("ns");
+  w.Str("big");
+  c.SendFrame(Op::kGet, w.data());
+  std::atomic<bool> stop{false};
+  // ~2.5 MB/s: every send call makes progress (so no per-call timeout fires), yet the whole
+  // 24 MiB reply would take ~10 s.
+  std::thread trickle([&] {
+    std::vector<char> buf(256 << 10);
+    while (!stop) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (recv(c.fd(), buf.data(), buf.size(), MSG_DONTWAIT) == 0) break;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // 24 MiB more fits a 32 MiB pool only once "big" can be evicted, i.e. its lease is gone.
+  Status st = writer->Put("ns", "other", U8(24 * kMiB), Span(Payload(2, 24 * kMiB)));
+  stop = true;
+  trickle.join();
+  EXPECT_TRUE(st.ok()) << "a slow reader still pins its GET lease: " << st.ToString();
+}
+
 TEST(Net, FdExhaustionRefusesClearlyAndRecovers) {
   testing::TempDir dir;
   ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000, [](ServerOptions*) {
