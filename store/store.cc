@@ -506,6 +506,15 @@ void StoreImpl::DropDiskLocked(Entry* e) {
   e->disk.reset();
 }
 
+// Gives up the disk copy of an entry that stays in the pool. The entry takes a new seq, so
+// the copy spilled next outlives the tombstone returned for the old one.
+Tombstone StoreImpl::ForgetDiskCopyLocked(Entry* e) {
+  Tombstone t{e->ns, e->key, e->seq};
+  DropDiskLocked(e);
+  e->seq = next_seq_++;
+  return t;
+}
+
 // Unlinks an entry that has left the keydir. Its pool block goes back now, or when the last
 // lease ends / the spill in flight finishes. Returns the tombstone its disk copy needs.
 std::optional<Tombstone> StoreImpl::DetachLocked(Entry* e) {
@@ -831,9 +840,7 @@ void StoreImpl::DropDiskCopy(const EntryPtr& e, const DiskLocation& loc) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (e->erased || !e->disk || !(*e->disk == loc)) return;
-    tomb = Tombstone{e->ns, e->key, e->seq};
-    DropDiskLocked(e.get());
-    e->seq = next_seq_++;  // the copy spilled next must outlive this tombstone
+    tomb = ForgetDiskCopyLocked(e.get());
     ++stats_.corrupt_dropped;
   }
   spdlog::error("disk copy of {}/{} is corrupt; dropped, the pool copy is kept", e->ns, e->key);
@@ -1142,9 +1149,7 @@ std::vector<Tombstone> StoreImpl::EnforceQuota(uint64_t incoming) {
         any = true;
         ++stats_.disk.evictions;
         if (e->pool) {  // still hot: keep it in the pool, give up only its disk copy
-          tombs.push_back({e->ns, e->key, e->seq});
-          DropDiskLocked(e);
-          e->seq = next_seq_++;  // a later spill of the pool copy must outlive the tombstone
+          tombs.push_back(ForgetDiskCopyLocked(e));
         } else {
           EntryPtr keep = e->shared_from_this();
           keydir_.erase(FullKey(e->ns, e->key));

@@ -102,6 +102,7 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   void FreePoolLocked(Entry* e);
   std::optional<Tombstone> DetachLocked(Entry* e);
   void DropDiskLocked(Entry* e);
+  Tombstone ForgetDiskCopyLocked(Entry* e);
   Status WriteTombstones(std::vector<Tombstone> tombs);
   void AwaitSpill(const EntryPtr& e);
   Status ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap,
