@@ -68,7 +68,10 @@ class Result {
   T&& value() && { return std::move(*value_); }
   T* operator->() { return &*value_; }
   const T* operator->() const { return &*value_; }
-  T& operator*() { return *value_; }
+  T& operator*() & { return *value_; }
+  const T& operator*() const& { return *value_; }
+  // By value from a temporary, so `for (auto& e : *cache->List())` owns what it iterates.
+  T operator*() && { return std::move(*value_); }
 
  private:
   Status status_;

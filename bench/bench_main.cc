@@ -399,10 +399,11 @@ void SpillWorkload(const Config& cfg, Payloads& pl) {
     }
     Die(store->Flush(), "flush");
     double secs = Since(t0);
-    StoreStats st = store->Stats();
+    StoreStats st = *store->Stats();
     Add({"spill", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99),
          -1,
-         "puts + final Flush, everything durable; " + std::to_string(st.pool.spills) + " spills"});
+         "puts + final Flush, everything durable; " + std::to_string(st.pool().spills) +
+             " spills"});
   }
   std::filesystem::remove_all(sdir);
   {
@@ -472,10 +473,10 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
       bytes += Bytes(e);
     }
     double secs = Since(t0);
-    StoreStats st = store->Stats();
+    StoreStats st = *store->Stats();
     Add({"mixed", "ec-store", bytes / secs / 1e9, ops / secs, lat.P(0.5), lat.P(0.99), -1,
-         std::to_string(misses) + " misses; pool hits " + std::to_string(st.pool.hits) +
-             ", disk hits " + std::to_string(st.disk.hits)});
+         std::to_string(misses) + " misses; pool hits " + std::to_string(st.pool().hits) +
+             ", disk hits " + std::to_string(st.disk().hits)});
   }
   std::filesystem::remove_all(sdir);
   {

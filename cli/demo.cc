@@ -19,14 +19,14 @@ std::vector<uint8_t> Embedding(int rows, int width, uint64_t seed) {
 }
 
 void PrintStats(Store* s) {
-  StoreStats st = s->Stats();
+  StoreStats st = *s->Stats();
   std::printf(
       "  pool: %3llu entries %7.1f MiB | disk: %3llu entries %7.1f MiB | spills %llu "
       "promotions %llu evictions %llu\n",
-      (unsigned long long)st.pool.entries, st.pool.bytes / 1048576.0,
-      (unsigned long long)st.disk.entries, st.disk.bytes / 1048576.0,
-      (unsigned long long)st.pool.spills, (unsigned long long)st.pool.promotions,
-      (unsigned long long)st.pool.evictions);
+      (unsigned long long)st.pool().entries, st.pool().bytes / 1048576.0,
+      (unsigned long long)st.disk().entries, st.disk().bytes / 1048576.0,
+      (unsigned long long)st.pool().spills, (unsigned long long)st.pool().promotions,
+      (unsigned long long)st.pool().evictions);
 }
 
 }  // namespace
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     std::snprintf(key, sizeof(key), "%016llx-demo-%02d", 0x9e3779b97f4a7c15ull * (i + 1), i);
     auto info = store->Lookup("demo", key);
     if (!info.ok()) continue;
-    Tier from = info->tier;
+    Tier from = info->tier();
     std::vector<uint8_t> buf(info->bytes);
     auto got = store->Get("demo", key, {buf.data(), buf.size()});
     const Shape& sh = shapes[i % 3];  // regenerated: the bytes depend only on the seed

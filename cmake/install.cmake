@@ -10,7 +10,7 @@ install(TARGETS ec-store RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The public headers, with the layout their #includes expect.
 install(DIRECTORY base/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/base
         FILES_MATCHING PATTERN "*.h")
-install(FILES store/store.h store/stats_json.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
+install(FILES store/cache.h store/store.h store/stats_json.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
 install(FILES net/client.h net/server.h net/protocol.h net/socket.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)
 install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)

@@ -145,7 +145,8 @@ Result<std::string> Client::ReadReply(Op expect) {
   return body;
 }
 
-Status Client::ReadGetReply(std::span<uint8_t> dst, EntryInfo* info) {
+Status Client::ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
+                            EntryInfo* info) {
   FrameHeader h;
   EC_RETURN_IF_ERROR(ReadHeader(&h));
   if (h.op == Op::kError) {
@@ -164,6 +165,7 @@ Status Client::ReadGetReply(std::span<uint8_t> dst, EntryInfo* info) {
   BodyReader r(reinterpret_cast<const uint8_t*>(ib.data()), ib.size());
   if (!ReadInfo(&r, info) || info->bytes != h.body_len - 4 - info_len)
     return Status::Unavailable("server sent a malformed GET reply");
+  std::span<uint8_t> dst = dst_for(*info);
   if (dst.size() >= info->bytes)  // straight into the caller's buffer
     return RecvAll(fd_.get(), dst.data(), info->bytes, "server");
   std::string drain(info->bytes, '\0');  // keep the stream in step, then refuse
@@ -221,18 +223,13 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key, std::sp
     }
   }
   if (shm_) {
-    auto view = AcquireShared(ns, key);
-    if (!view.ok()) return view.status();
-    Status st = dst.size() >= view->bytes.size()
-                    ? Status::Ok()
-                    : Status::InvalidArgument(
-                          "destination buffer holds " + std::to_string(dst.size()) +
-                          " bytes but the entry has " + std::to_string(view->bytes.size()));
-    if (st.ok()) std::memcpy(dst.data(), view->bytes.data(), view->bytes.size());
-    Status rel = Release(view->lease_id);
-    EC_RETURN_IF_ERROR(st);
-    EC_RETURN_IF_ERROR(rel);
-    return view->info;
+    auto lease = AcquireShared(ns, key);
+    if (!lease.ok()) return lease.status();
+    if (dst.size() < lease->size())
+      return Status::InvalidArgument("destination buffer holds " + std::to_string(dst.size()) +
+                                     " bytes but the entry has " + std::to_string(lease->size()));
+    std::memcpy(dst.data(), lease->data(), lease->size());
+    return lease->info();
   }
   return WithRetry([&]() -> Result<EntryInfo> {
     EC_RETURN_IF_ERROR(SendRequest(Op::kGet, KeyBody(ns, key)));
@@ -306,35 +303,76 @@ std::vector<Result<EntryInfo>> Client::GetManyRdma(std::string_view ns,
     rdma_.reset();
     return out;
   }
-  for (uint64_t lease : leases) Release(lease);
+  for (uint64_t lease : leases) Release(reinterpret_cast<void*>(lease));
   return out;
 }
 
-Result<SharedView> Client::AcquireShared(std::string_view ns, std::string_view key) {
-  if (!shm_) return Status::InvalidArgument("AcquireShared needs the shared-memory transport");
-  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
-  EC_RETURN_IF_ERROR(ValidateKey(key));
-  return WithRetry([&]() -> Result<SharedView> {
+Result<ReadLease> Client::AcquireShared(std::string_view ns, std::string_view key) {
+  return WithRetry([&]() -> Result<ReadLease> {
     EC_RETURN_IF_ERROR(SendRequest(Op::kGetShm, KeyBody(ns, key)));
     auto body = ReadReply(Op::kGetShmOk);
     if (!body.ok()) return body.status();
     BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
-    SharedView v;
-    uint64_t offset;
-    if (!r.U64(&v.lease_id) || !r.U64(&offset) || !ReadInfo(&r, &v.info) ||
-        offset + v.info.bytes > map_bytes_)
+    uint64_t lease_id, offset;
+    EntryInfo info;
+    if (!r.U64(&lease_id) || !r.U64(&offset) || !ReadInfo(&r, &info) ||
+        offset + info.bytes > map_bytes_)
       return Status::Unavailable("malformed GET_SHM reply");
-    v.info.ns = ns;
-    v.info.key = key;
-    v.bytes = {map_ + offset, v.info.bytes};
-    return v;
+    info.ns = ns;
+    info.key = key;
+    // The token is the server's lease id (never 0: the server numbers leases from 1).
+    return ReadLease(this, reinterpret_cast<void*>(lease_id), map_ + offset, std::move(info));
   });
 }
 
-Status Client::Release(uint64_t lease_id) {
+void Client::Release(void* token) {
   BodyWriter w;
-  w.U64(lease_id);
-  return SendRequest(Op::kRelease, w.data());
+  w.U64(reinterpret_cast<uint64_t>(token));
+  // No reply; a lost RELEASE (the connection died) is covered by the server's lease TTL and
+  // by its dropping a connection's leases when the connection closes.
+  (void)SendRequest(Op::kRelease, w.data());
+}
+
+namespace {
+class OwnedBuffer : public ReadLease::Releaser {
+ public:
+  void Release(void* token) override { delete[] static_cast<uint8_t*>(token); }
+};
+OwnedBuffer owned_buffer;
+}  // namespace
+
+Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateKey(key));
+  if (shm_) return AcquireShared(ns, key);
+  std::unique_ptr<uint8_t[]> buf;
+  auto alloc = [&](const EntryInfo& info) {
+    buf.reset(new uint8_t[std::max<uint64_t>(info.bytes, 1)]);
+    return std::span<uint8_t>(buf.get(), info.bytes);
+  };
+  Result<EntryInfo> got = Status::Unavailable("not attempted");
+  if (rdma_ || opt_.transport == "rdma") {
+    // RDMA needs the size before the read: look it up; a replaced entry of another size in
+    // between shows as a too-small buffer, and is looked up once more.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto found = Lookup(ns, key);
+      if (!found.ok()) return found.status();
+      got = Get(ns, key, alloc(*found));
+      if (got.ok() || !got.status().IsInvalidArgument()) break;
+    }
+  } else {
+    got = WithRetry([&]() -> Result<EntryInfo> {
+      EC_RETURN_IF_ERROR(SendRequest(Op::kGet, KeyBody(ns, key)));
+      EntryInfo info;
+      EC_RETURN_IF_ERROR(ReadGetReply(alloc, &info));
+      info.ns = ns;
+      info.key = key;
+      return info;
+    });
+  }
+  if (!got.ok()) return got.status();
+  const uint8_t* data = buf.get();
+  return ReadLease(&owned_buffer, buf.release(), data, std::move(got).value());
 }
 
 std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
@@ -375,8 +413,17 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
   return out;
 }
 
-Result<std::vector<std::optional<EntryInfo>>> Client::Lookup(std::string_view ns,
-                                                             const std::vector<std::string>& keys) {
+Result<EntryInfo> Client::Lookup(std::string_view ns, std::string_view key) {
+  auto found = LookupMany(ns, {std::string(key)});
+  if (!found.ok()) return found.status();
+  if (!(*found)[0])
+    return Status::NotFound("no entry for key '" + std::string(key) + "' in namespace '" +
+                            std::string(ns) + "'");
+  return std::move(*(*found)[0]);
+}
+
+Result<std::vector<std::optional<EntryInfo>>> Client::LookupMany(
+    std::string_view ns, const std::vector<std::string>& keys) {
   if (keys.empty() || keys.size() > kMaxBatch)
     return Status::InvalidArgument("Lookup takes 1.." + std::to_string(kMaxBatch) + " keys");
   BodyWriter w;
@@ -407,15 +454,6 @@ Result<std::vector<std::optional<EntryInfo>>> Client::Lookup(std::string_view ns
   });
 }
 
-Result<std::vector<bool>> Client::Contains(std::string_view ns,
-                                           const std::vector<std::string>& keys) {
-  auto found = Lookup(ns, keys);
-  if (!found.ok()) return found.status();
-  std::vector<bool> out;
-  for (auto& f : *found) out.push_back(f.has_value());
-  return out;
-}
-
 Status Client::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
                    std::span<const uint8_t> bytes) {
   EC_RETURN_IF_ERROR(ValidateNewNamespace(ns));
@@ -444,12 +482,26 @@ Status Client::Erase(std::string_view ns, std::string_view key) {
   return r.status();
 }
 
-Result<std::vector<EntryInfo>> Client::List() {
-  std::vector<EntryInfo> all;
+Status Client::EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                         std::vector<bool>* erased) {
+  erased->assign(ns_keys.size(), false);
+  for (size_t i = 0; i < ns_keys.size(); ++i) {
+    Status st = Erase(ns_keys[i].first, ns_keys[i].second);
+    if (st.IsNotFound()) continue;
+    EC_RETURN_IF_ERROR(st);
+    (*erased)[i] = true;
+  }
+  return Status::Ok();
+}
+
+Status Client::ListPages(size_t page_size,
+                         const std::function<bool(std::vector<EntryInfo>&&)>& on_page) {
+  if (page_size == 0) return Status::InvalidArgument("ListPages needs a page size above 0");
+  const uint32_t limit = static_cast<uint32_t>(std::min<size_t>(page_size, kListPage));
   for (uint32_t offset = 0;;) {
     BodyWriter w;
     w.U32(offset);
-    w.U32(kListPage);
+    w.U32(limit);
     bool more = false;
     auto page = WithRetry([&]() -> Result<std::vector<EntryInfo>> {
       EC_RETURN_IF_ERROR(SendRequest(Op::kList, w.data()));
@@ -458,8 +510,7 @@ Result<std::vector<EntryInfo>> Client::List() {
       BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
       uint32_t n;
       uint8_t m;
-      if (!r.U32(&n) || !r.U8(&m) || n > kListPage)
-        return Status::Unavailable("malformed LIST reply");
+      if (!r.U32(&n) || !r.U8(&m) || n > limit) return Status::Unavailable("malformed LIST reply");
       std::vector<EntryInfo> out(n);
       for (auto& e : out)
         if (!r.Str(&e.ns, kMaxNamespaceBytes) || !r.Str(&e.key, kMaxKeyBytes) || !ReadInfo(&r, &e))
@@ -469,33 +520,22 @@ Result<std::vector<EntryInfo>> Client::List() {
     });
     if (!page.ok()) return page.status();
     offset += static_cast<uint32_t>(page->size());
-    all.insert(all.end(), std::make_move_iterator(page->begin()),
-               std::make_move_iterator(page->end()));
-    if (!more || page->empty()) return all;
+    if (page->empty() || !on_page(std::move(page).value()) || !more) return Status::Ok();
   }
 }
 
 Result<StoreStats> Client::Stats() {
-  auto js = StatsJson();
-  if (!js.ok()) return js.status();
-  return StatsFromJson(*js);
-}
-
-Result<std::string> Client::StatsJson() {
-  return WithRetry([&]() -> Result<std::string> {
+  return WithRetry([&]() -> Result<StoreStats> {
     EC_RETURN_IF_ERROR(SendRequest(Op::kStats, {}));
     auto body = ReadReply(Op::kStatsOk);
     if (!body.ok()) return body.status();
     BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
     uint32_t n;
     if (!r.U32(&n) || n != r.remaining()) return Status::Unavailable("malformed STATS reply");
-    std::string js(reinterpret_cast<const char*>(r.position()), n);
-    if (rdma_) {  // the server sees the control connection; the data moved over verbs
-      const std::string from = "\"transport\":\"tcp\"";
-      size_t at = js.find(from);
-      if (at != std::string::npos) js.replace(at, from.size(), "\"transport\":\"rdma\"");
-    }
-    return js;
+    auto stats = StatsFromJson({reinterpret_cast<const char*>(r.position()), n});
+    if (!stats.ok())
+      return Status::Unavailable("malformed STATS reply: " + stats.status().message());
+    return stats;
   });
 }
 

@@ -3,10 +3,13 @@
 //   auto info = c.value()->Get("qwen", mm_hash, dst);
 // A dead or unreachable server is an Unavailable status within options.timeout (per
 // attempt), never a hang; transport failures are retried `retries` times with a reconnect.
-// Thread rules: one thread at a time per Client; use one Client per thread.
+// Thread rules: one thread at a time per Client; use one Client per thread. A lease from
+// Acquire is released over its Client's connection: destroy it where the Client may be used,
+// and before the Client.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -16,7 +19,7 @@
 #include "net/protocol.h"
 #include "net/socket.h"
 #include "rdma/verbs.h"
-#include "store/store.h"
+#include "store/cache.h"
 
 namespace ecstore::net {
 
@@ -31,42 +34,34 @@ struct ClientOptions {
   size_t rdma_bounce_bytes = 64ull << 20;  // registered once per connection
 };
 
-// Bytes of an entry read in place from the server's shared pool; valid until Release.
-struct SharedView {
-  std::span<const uint8_t> bytes;
-  EntryInfo info;
-  uint64_t lease_id = 0;
-};
-
-class Client {
+class Client : public Cache, private ReadLease::Releaser {
  public:
   // uri: "tcp://host:port", "host:port", or "unix:/path/serve.sock" (shared memory).
   static Result<std::unique_ptr<Client>> Connect(const std::string& uri,
                                                  const ClientOptions& options = {});
-  ~Client();
-  const char* transport() const { return rdma_ ? "rdma" : shm_ ? "shm" : "tcp"; }
+  ~Client() override;
+  const char* transport() const override { return rdma_ ? "rdma" : shm_ ? "shm" : "tcp"; }
 
-  // Shared memory only: the entry in place, pinned by a lease until Release (or until the
-  // server's lease TTL passes, after which the bytes may change).
-  Result<SharedView> AcquireShared(std::string_view ns, std::string_view key);
-  Status Release(uint64_t lease_id);
-
-  // Copies the entry into dst (at least its size); returns its metadata.
-  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst);
-  // Pipelined: all requests are sent, then the replies read in order.
-  std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
-                                         const std::vector<std::span<uint8_t>>& dsts);
-  Result<std::vector<std::optional<EntryInfo>>> Lookup(std::string_view ns,
-                                                       const std::vector<std::string>& keys);
-  Result<std::vector<bool>> Contains(std::string_view ns, const std::vector<std::string>& keys);
+  // The Cache interface. Acquire over shared memory reads the server's pool in place, pinned
+  // by a server-side lease until the ReadLease is destroyed (or the server's lease TTL
+  // passes, after which the bytes may change); over TCP and RDMA it gets the entry into a
+  // buffer the lease owns. GetMany is pipelined: all requests are sent, then the replies read
+  // in order. ListPages pages through the server's snapshot of one listing.
   Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
-             std::span<const uint8_t> bytes);
-  Status Erase(std::string_view ns, std::string_view key);
-  // Every entry, fetched a page at a time (a snapshot per page: entries that change while
-  // listing may be missed or seen twice).
-  Result<std::vector<EntryInfo>> List();
-  Result<std::string> StatsJson();  // StatsToJson's schema, plus "transport"
-  Result<StoreStats> Stats();
+             std::span<const uint8_t> bytes) override;
+  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst) override;
+  std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
+                                         const std::vector<std::span<uint8_t>>& dsts) override;
+  Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
+  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
+  Result<std::vector<std::optional<EntryInfo>>> LookupMany(
+      std::string_view ns, const std::vector<std::string>& keys) override;
+  Status Erase(std::string_view ns, std::string_view key) override;
+  Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                   std::vector<bool>* erased) override;
+  Status ListPages(size_t page_size,
+                   const std::function<bool(std::vector<EntryInfo>&&)>& on_page) override;
+  Result<StoreStats> Stats() override;
 
  private:
   Client(HostPort hp, ClientOptions o) : hp_(std::move(hp)), opt_(std::move(o)) {}
@@ -80,7 +75,14 @@ class Client {
   Status SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload = {});
   Status ReadHeader(FrameHeader* h);
   Result<std::string> ReadReply(Op expect);  // whole body of a small reply
-  Status ReadGetReply(std::span<uint8_t> dst, EntryInfo* info);
+  // Reads a GET reply into dst_for(info): the caller's buffer, or one it allocates.
+  Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
+                      EntryInfo* info);
+  Status ReadGetReply(std::span<uint8_t> dst, EntryInfo* info) {
+    return ReadGetReply([dst](const EntryInfo&) { return dst; }, info);
+  }
+  Result<ReadLease> AcquireShared(std::string_view ns, std::string_view key);
+  void Release(void* token) override;  // a shared-memory lease: RELEASE its id
   template <typename Fn>
   auto WithRetry(Fn fn) -> decltype(fn());
 

@@ -176,8 +176,8 @@ bool ParseHelloBody(BodyReader* r, HelloInfo* h) {
 }
 
 void WriteInfo(BodyWriter* w, const EntryInfo& e) {
-  w->U8(e.tier == Tier::kPool ? 0 : 1);
-  w->U8(e.on_disk);
+  w->U8(e.tiers.bits());
+  w->U8(0);  // reserved
   w->U64(e.bytes);
   w->Meta(e.meta);
   w->U64(e.created_us);
@@ -187,13 +187,12 @@ void WriteInfo(BodyWriter* w, const EntryInfo& e) {
 }
 
 bool ReadInfo(BodyReader* r, EntryInfo* e) {
-  uint8_t tier, on_disk;
-  if (!r->U8(&tier) || !r->U8(&on_disk) || !r->U64(&e->bytes) || !r->Meta(&e->meta) ||
+  uint8_t tiers, reserved;
+  if (!r->U8(&tiers) || !r->U8(&reserved) || !r->U64(&e->bytes) || !r->Meta(&e->meta) ||
       !r->U64(&e->created_us) || !r->U64(&e->last_access_us) || !r->U64(&e->hits) ||
       !r->U64(&e->checksum))
     return false;
-  e->tier = tier == 0 ? Tier::kPool : Tier::kDisk;
-  e->on_disk = on_disk;
+  e->tiers = TierSet::FromBits(tiers);
   return true;
 }
 

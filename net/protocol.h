@@ -18,12 +18,14 @@
 
 #include "base/status.h"
 #include "base/tensor_meta.h"
-#include "store/store.h"
+#include "store/cache.h"
 
 namespace ecstore::net {
 
 inline constexpr uint32_t kMagic = 0x31534345;  // "ECS1"
-inline constexpr uint16_t kVersion = 1;
+// 2: an entry's info carries its tier set (bits: 1 device, 2 pool, 4 disk) where 1 sent
+// its tier and an on-disk flag.
+inline constexpr uint16_t kVersion = 2;
 inline constexpr size_t kHeaderBytes = 24;
 inline constexpr uint64_t kMaxMetaBody = 1ull << 20;
 inline constexpr uint64_t kMaxPayload = 1ull << 30;

@@ -388,7 +388,9 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       // The store's one schema, plus how this connection and this server move data.
       nlohmann::json extra{{"transport", c->shm ? "shm" : "tcp"},
                            {"server_transports", transport()}};
-      std::string js = StatsToJson(store_->Stats(), -1, extra.dump());
+      auto stats = store_->Stats();
+      if (!stats.ok()) return reply_error(stats.status());
+      std::string js = StatsToJson(*stats, -1, extra.dump());
       BodyWriter w;
       w.U32(static_cast<uint32_t>(js.size()));
       w.Raw(js.data(), js.size());
@@ -466,7 +468,12 @@ Status Server::HandleList(Conn* c, const FrameHeader& h, BodyReader* r) {
   // One sorted snapshot per listing (taken at offset 0), paged from; not a copy and
   // sort of the whole keydir for every page.
   if (offset == 0 || c->listing.empty()) {
-    c->listing = store_->List();
+    auto listing = store_->List();
+    if (!listing.ok()) {
+      reply_error(listing.status());
+      return listing.status();
+    }
+    c->listing = std::move(listing).value();
     std::sort(c->listing.begin(), c->listing.end(), [](const EntryInfo& a, const EntryInfo& b) {
       return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
     });

@@ -8,13 +8,15 @@ namespace {
 using nlohmann::json;
 
 json TierJson(const TierStats& t) {
-  return {{"entries", t.entries},      {"bytes", t.bytes},         {"hits", t.hits},
-          {"misses", t.misses},        {"evictions", t.evictions}, {"spills", t.spills},
-          {"promotions", t.promotions}};
+  return {{"entries", t.entries},       {"bytes", t.bytes},         {"hits", t.hits},
+          {"misses", t.misses},         {"evictions", t.evictions}, {"spills", t.spills},
+          {"promotions", t.promotions}, {"capacity", t.capacity}};
 }
 
-TierStats TierFrom(const json& j) {
+TierStats TierFrom(Tier tier, const json& j) {
   TierStats t;
+  t.tier = tier;
+  t.capacity = j.value("capacity", uint64_t{0});
   t.entries = j.value("entries", uint64_t{0});
   t.bytes = j.value("bytes", uint64_t{0});
   t.hits = j.value("hits", uint64_t{0});
@@ -28,14 +30,16 @@ TierStats TierFrom(const json& j) {
 }  // namespace
 
 std::string StatsToJson(const StoreStats& s, int indent, const std::string& extra_json_object) {
-  json j{{"pool", TierJson(s.pool)}, {"disk", TierJson(s.disk)}};
-  j["pool"]["capacity"] = s.pool_capacity;
-  j["pool"]["allocated"] = s.pool_allocated;
+  json j = json::object();
+  for (const TierStats& t : s.tiers) j[TierName(t.tier)] = TierJson(t);
+  for (Tier t : {Tier::kPool, Tier::kDisk})  // the schema always has both
+    if (!j.contains(TierName(t))) j[TierName(t)] = TierJson(s.of(t));
+  j["pool"]["allocated"] = s.of(Tier::kPool).used;
   j["pool"]["fragmentation"] = s.pool_fragmentation;
   j["pool"]["huge_pages"] = s.pool_huge_pages;
   j["pool"]["pinned"] = s.pool_locked;
-  j["disk"]["quota"] = s.disk_quota;
-  j["disk"]["file_bytes"] = s.disk_file_bytes;
+  j["disk"]["quota"] = s.of(Tier::kDisk).capacity;
+  j["disk"]["file_bytes"] = s.of(Tier::kDisk).used;
   j["disk"]["segments"] = s.segments;
   j["corrupt_dropped"] = s.corrupt_dropped;
   j["spill_errors"] = s.spill_errors;
@@ -51,17 +55,17 @@ Result<StoreStats> StatsFromJson(std::string_view text) {
   if (!j.is_object() || !j.contains("pool") || !j.contains("disk"))
     return Status::InvalidArgument("not a stats object: " + std::string(text.substr(0, 80)));
   StoreStats s;
+  for (Tier t : kAllTiers)
+    if (j.contains(TierName(t)) && j[TierName(t)].is_object())
+      s.at(t) = TierFrom(t, j[TierName(t)]);
   const json& p = j["pool"];
   const json& d = j["disk"];
-  s.pool = TierFrom(p);
-  s.disk = TierFrom(d);
-  s.pool_capacity = p.value("capacity", uint64_t{0});
-  s.pool_allocated = p.value("allocated", uint64_t{0});
+  s.at(Tier::kPool).used = p.value("allocated", uint64_t{0});
   s.pool_fragmentation = p.value("fragmentation", 0.0);
   s.pool_huge_pages = p.value("huge_pages", false);
   s.pool_locked = p.value("pinned", false);
-  s.disk_quota = d.value("quota", uint64_t{0});
-  s.disk_file_bytes = d.value("file_bytes", uint64_t{0});
+  s.at(Tier::kDisk).capacity = d.value("quota", uint64_t{0});
+  s.at(Tier::kDisk).used = d.value("file_bytes", uint64_t{0});
   s.segments = d.value("segments", uint64_t{0});
   s.corrupt_dropped = j.value("corrupt_dropped", uint64_t{0});
   s.spill_errors = j.value("spill_errors", uint64_t{0});

@@ -18,22 +18,6 @@
 
 namespace ecstore {
 
-const char* TierName(Tier t) { return t == Tier::kPool ? "pool" : "disk"; }
-
-ReadLease::ReadLease(ReadLease&& o) noexcept { *this = std::move(o); }
-ReadLease& ReadLease::operator=(ReadLease&& o) noexcept {
-  if (this != &o) {
-    Reset();
-    releaser_ = std::exchange(o.releaser_, nullptr);
-    token_ = std::exchange(o.token_, nullptr);
-    data_ = std::exchange(o.data_, nullptr);
-    size_ = std::exchange(o.size_, 0);
-    meta_ = std::move(o.meta_);
-  }
-  return *this;
-}
-ReadLease::~ReadLease() { Reset(); }
-
 PutReservation::PutReservation(PutReservation&& o) noexcept { *this = std::move(o); }
 PutReservation& PutReservation::operator=(PutReservation&& o) noexcept {
   if (this != &o) {
@@ -53,14 +37,6 @@ void PutReservation::Reset() {
   data_ = nullptr;
   size_ = 0;
 }
-void ReadLease::Reset() {
-  if (releaser_) releaser_->Release(token_);
-  releaser_ = nullptr;
-  token_ = nullptr;
-  data_ = nullptr;
-  size_ = 0;
-}
-
 namespace {
 
 constexpr uint64_t kSpillBatchBytes = 64ull << 20;
@@ -460,8 +436,8 @@ EntryInfo StoreImpl::InfoLocked(const Entry& e) const {
   EntryInfo i;
   i.ns = e.ns;
   i.key = e.key;
-  i.tier = e.pool ? Tier::kPool : Tier::kDisk;
-  i.on_disk = e.disk.has_value();
+  if (e.pool) i.tiers.add(Tier::kPool);
+  if (e.disk) i.tiers.add(Tier::kDisk);
   i.bytes = e.bytes;
   i.meta = e.meta;
   i.created_us = e.created_us;
@@ -572,7 +548,7 @@ ReadLease StoreImpl::LeaseLocked(const EntryPtr& e, bool count_hit) {
   pool_policy_->Touch(e->id());
   disk_policy_->Touch(e->id());
   if (count_hit) ++stats_.pool.hits;  // a get served by promotion counted as a disk hit
-  return ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), e->bytes, e->meta);
+  return ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), InfoLocked(*e));
 }
 
 void StoreImpl::Release(void* token) {
@@ -976,7 +952,7 @@ void StoreImpl::TouchLocked(Entry* e) {
 // A lease that leaves no trace: no hit, no LRU touch (verify, export).
 ReadLease StoreImpl::QuietLeaseLocked(const EntryPtr& e) {
   ++e->leases;
-  return ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), e->bytes, e->meta);
+  return ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), InfoLocked(*e));
 }
 
 Result<EntryInfo> StoreImpl::Lookup(std::string_view ns, std::string_view key) {
@@ -987,9 +963,36 @@ Result<EntryInfo> StoreImpl::Lookup(std::string_view ns, std::string_view key) {
   return InfoLocked(**found);
 }
 
-bool StoreImpl::Contains(std::string_view ns, std::string_view key) {
+Result<std::vector<std::optional<EntryInfo>>> StoreImpl::LookupMany(
+    std::string_view ns, const std::vector<std::string>& keys) {
+  for (const auto& k : keys) EC_RETURN_IF_ERROR(CheckKey(ns, k));
+  std::vector<std::optional<EntryInfo>> out(keys.size());
   std::lock_guard<std::mutex> l(mu_);
-  return !closed_ && keydir_.count(FullKey(ns, key)) > 0;
+  if (closed_) return Status::Unavailable("store is closed");
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = keydir_.find(FullKey(ns, keys[i]));
+    if (it != keydir_.end()) out[i] = InfoLocked(*it->second);
+  }
+  return out;
+}
+
+// The hot path of a scheduler asking "is it cached?" every step: one hash lookup.
+Result<bool> StoreImpl::Contains(std::string_view ns, std::string_view key) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (closed_) return Status::Unavailable("store is closed");
+  return keydir_.count(FullKey(ns, key)) > 0;
+}
+
+std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
+                                                  const std::vector<std::string>& keys,
+                                                  const std::vector<std::span<uint8_t>>& dsts) {
+  std::vector<Result<EntryInfo>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    out.push_back(i < dsts.size() ? Get(ns, keys[i], dsts[i])
+                                  : Result<EntryInfo>(Status::InvalidArgument(
+                                        "GetMany needs one buffer per key")));
+  return out;
 }
 
 Status StoreImpl::Erase(std::string_view ns, std::string_view key) {
@@ -1042,30 +1045,54 @@ void StoreImpl::AwaitSpill(const EntryPtr& e) {
   spill_cv_.wait(l, [&] { return !e->spilling; });
 }
 
-std::vector<EntryInfo> StoreImpl::List() {
-  std::lock_guard<std::mutex> l(mu_);
-  std::vector<EntryInfo> out;
-  out.reserve(keydir_.size());
-  for (const auto& [_, e] : keydir_) out.push_back(InfoLocked(*e));
-  return out;
+Status StoreImpl::ListPages(size_t page_size,
+                            const std::function<bool(std::vector<EntryInfo>&&)>& on_page) {
+  if (page_size == 0) return Status::InvalidArgument("ListPages needs a page size above 0");
+  std::vector<EntryPtr> snapshot;  // pointers only: the metadata is copied a page at a time
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (closed_) return Status::Unavailable("store is closed");
+    snapshot.reserve(keydir_.size());
+    for (const auto& [_, e] : keydir_) snapshot.push_back(e);
+  }
+  for (size_t at = 0; at < snapshot.size(); at += page_size) {
+    std::vector<EntryInfo> page;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (size_t i = at; i < std::min(snapshot.size(), at + page_size); ++i)
+        page.push_back(InfoLocked(*snapshot[i]));
+    }
+    if (!on_page(std::move(page))) break;
+  }
+  return Status::Ok();
 }
 
-StoreStats StoreImpl::Stats() {
+Result<StoreStats> StoreImpl::Stats() {
   std::lock_guard<std::mutex> l(mu_);
-  StoreStats s = stats_;
-  s.pool.entries = pool_entries_;
-  s.pool.bytes = pool_bytes_;
-  s.disk.entries = disk_entries_;
-  s.disk.bytes = disk_bytes_;
-  s.disk.misses = stats_.misses;
-  s.pool_capacity = alloc_ ? alloc_->capacity() : 0;
-  s.pool_allocated = alloc_ ? alloc_->allocated_bytes() : 0;
+  StoreStats s;
+  TierStats& pool = s.at(Tier::kPool);
+  pool = stats_.pool;
+  pool.tier = Tier::kPool;
+  pool.entries = pool_entries_;
+  pool.bytes = pool_bytes_;
+  pool.capacity = alloc_ ? alloc_->capacity() : 0;
+  pool.used = alloc_ ? alloc_->allocated_bytes() : 0;
+  TierStats& disk = s.at(Tier::kDisk);
+  disk = stats_.disk;
+  disk.tier = Tier::kDisk;
+  disk.entries = disk_entries_;
+  disk.bytes = disk_bytes_;
+  disk.misses = stats_.misses;
+  disk.capacity = opt_.disk_quota_bytes;
+  disk.used = disk_ ? disk_->file_bytes() : 0;
   s.pool_fragmentation = alloc_ ? alloc_->ExternalFragmentation() : 0;
   s.pool_huge_pages = region_.huge_pages;
   s.pool_locked = region_.locked;
-  s.disk_quota = opt_.disk_quota_bytes;
-  s.disk_file_bytes = disk_ ? disk_->file_bytes() : 0;
   s.segments = disk_ ? disk_->Segments().size() : 0;
+  s.corrupt_dropped = stats_.corrupt_dropped;
+  s.spill_errors = stats_.spill_errors;
+  s.compactions = stats_.compactions;
+  s.misses = stats_.misses;
   return s;
 }
 

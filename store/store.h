@@ -25,6 +25,7 @@
 #include "base/memory_backend.h"
 #include "base/status.h"
 #include "base/tensor_meta.h"
+#include "store/cache.h"
 
 namespace ecstore {
 
@@ -53,49 +54,6 @@ struct Options {
   std::vector<MemoryRegistrar*> registrars;  // called once for the pool region
 };
 
-enum class Tier { kPool, kDisk };
-const char* TierName(Tier t);  // "pool" / "disk"
-
-struct EntryInfo {
-  std::string ns;
-  std::string key;
-  Tier tier = Tier::kDisk;  // the fastest tier holding it
-  bool on_disk = false;     // a durable copy exists
-  uint64_t bytes = 0;
-  TensorMeta meta;
-  uint64_t created_us = 0;
-  uint64_t last_access_us = 0;
-  uint64_t hits = 0;
-  uint64_t checksum = 0;
-};
-
-struct TierStats {
-  uint64_t entries = 0;
-  uint64_t bytes = 0;
-  uint64_t hits = 0;
-  uint64_t misses = 0;
-  uint64_t evictions = 0;
-  uint64_t spills = 0;
-  uint64_t promotions = 0;
-};
-
-struct StoreStats {
-  TierStats pool;
-  TierStats disk;
-  uint64_t pool_capacity = 0;
-  uint64_t pool_allocated = 0;    // block bytes, including 4 KiB rounding
-  double pool_fragmentation = 0;  // free bytes outside the largest free extent / capacity
-  bool pool_huge_pages = false;
-  bool pool_locked = false;
-  uint64_t disk_quota = 0;
-  uint64_t disk_file_bytes = 0;
-  uint64_t segments = 0;
-  uint64_t corrupt_dropped = 0;
-  uint64_t spill_errors = 0;
-  uint64_t compactions = 0;
-  uint64_t misses = 0;
-};
-
 struct VerifyReport {
   uint64_t checked = 0;
   uint64_t bytes = 0;
@@ -103,43 +61,6 @@ struct VerifyReport {
   // "ns/key: reason": entries that could not be read (an I/O error, not a checksum
   // mismatch). They are kept: check the device and verify again.
   std::vector<std::string> errors;
-};
-
-struct ReadOptions {
-  // false: the read leaves no trace -- no hit or miss counted, no LRU touch, no promotion of
-  // a disk entry into the pool (export and other bulk readers).
-  bool record_access = true;
-};
-
-// A zero-copy read of pool memory. While it lives the entry is never evicted or overwritten.
-class ReadLease {
- public:
-  ReadLease() = default;
-  ReadLease(ReadLease&& o) noexcept;
-  ReadLease& operator=(ReadLease&& o) noexcept;
-  ReadLease(const ReadLease&) = delete;
-  ReadLease& operator=(const ReadLease&) = delete;
-  ~ReadLease();
-  const uint8_t* data() const { return data_; }
-  uint64_t size() const { return size_; }
-  const TensorMeta& meta() const { return meta_; }
-  std::span<const uint8_t> bytes() const { return {data_, size_}; }
-
- private:
-  friend class StoreImpl;
-  class Releaser {
-   public:
-    virtual ~Releaser() = default;
-    virtual void Release(void* token) = 0;
-  };
-  ReadLease(Releaser* r, void* token, const uint8_t* d, uint64_t n, TensorMeta m)
-      : releaser_(r), token_(token), data_(d), size_(n), meta_(std::move(m)) {}
-  void Reset();
-  Releaser* releaser_ = nullptr;
-  void* token_ = nullptr;
-  const uint8_t* data_ = nullptr;
-  uint64_t size_ = 0;
-  TensorMeta meta_;
 };
 
 // A pool block reserved for one Put and filled in place by the caller (a socket read, a
@@ -171,18 +92,19 @@ class PutReservation {
   uint64_t size_ = 0;
 };
 
-class Store {
+class Store : public Cache {
  public:
   // Opens (creating if needed) the store in `dir`. Fails with a clear message if another
   // process has the directory open, or the directory cannot be written.
   static Result<std::unique_ptr<Store>> Open(const std::string& dir, const Options& options);
-  virtual ~Store() = default;
+  ~Store() override = default;
+  const char* transport() const override { return "local"; }
 
   // Stores bytes under (ns, key), replacing an older entry. Returns once the bytes are in the
   // pool; they become durable when spilled, or at Flush/Close. Busy if the pool stays full
   // (every entry leased) for options.put_wait.
-  virtual Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
-                     std::span<const uint8_t> bytes) = 0;
+  Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
+             std::span<const uint8_t> bytes) override = 0;
   // Put in two steps: reserve pool space for `size` bytes (validating the key and meta as Put
   // does, and waiting for space as Put does), fill reservation.bytes(), then Commit.
   virtual Result<PutReservation> Reserve(std::string_view ns, std::string_view key,
@@ -191,21 +113,13 @@ class Store {
   // Copies the entry into dst (at least its size) and returns its metadata.
   virtual Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
                                 const ReadOptions& options) = 0;
-  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst) {
+  Result<EntryInfo> Get(std::string_view ns, std::string_view key,
+                        std::span<uint8_t> dst) override {
     return Get(ns, key, dst, ReadOptions{});
   }
-  // Pins the entry in the pool (promoting it from disk if needed) for zero-copy reading.
-  virtual Result<ReadLease> Acquire(std::string_view ns, std::string_view key) = 0;
-  virtual Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) = 0;
-  virtual bool Contains(std::string_view ns, std::string_view key) = 0;
-  virtual Status Erase(std::string_view ns, std::string_view key) = 0;
-  // Erases every listed (namespace, key) that exists -- a missing one is skipped -- with all
-  // their tombstones in one durable write (one fdatasync, not one per entry). erased[i] says
-  // whether entry i was there.
-  virtual Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
-                           std::vector<bool>* erased) = 0;
-  virtual std::vector<EntryInfo> List() = 0;
-  virtual StoreStats Stats() = 0;
+  // Acquire pins the entry in the pool (promoting it from disk if needed).
+  // EraseMany writes all the tombstones in one durable write (one fdatasync, not one per
+  // entry). ListPages pages through one snapshot taken at the call.
   // Writes every pool-only entry to disk and commits the index: afterwards a crash loses
   // nothing that was Put before the call.
   virtual Status Flush() = 0;

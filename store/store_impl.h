@@ -59,6 +59,15 @@ struct Tombstone {
   uint64_t target_seq;
 };
 
+// The store's own counters (Stats adds the gauges).
+struct Counters {
+  TierStats pool, disk;
+  uint64_t corrupt_dropped = 0;
+  uint64_t spill_errors = 0;
+  uint64_t compactions = 0;
+  uint64_t misses = 0;
+};
+
 class StoreImpl : public Store, private ReadLease::Releaser, private PutReservation::Owner {
  public:
   StoreImpl(std::string dir, Options o) : dir_(std::move(dir)), opt_(std::move(o)) {
@@ -76,13 +85,18 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
                         const ReadOptions& ro) override;
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
+  std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
+                                         const std::vector<std::span<uint8_t>>& dsts) override;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
-  bool Contains(std::string_view ns, std::string_view key) override;
+  Result<std::vector<std::optional<EntryInfo>>> LookupMany(
+      std::string_view ns, const std::vector<std::string>& keys) override;
+  Result<bool> Contains(std::string_view ns, std::string_view key) override;
   Status Erase(std::string_view ns, std::string_view key) override;
   Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
                    std::vector<bool>* erased) override;
-  std::vector<EntryInfo> List() override;
-  StoreStats Stats() override;
+  Status ListPages(size_t page_size,
+                   const std::function<bool(std::vector<EntryInfo>&&)>& on_page) override;
+  Result<StoreStats> Stats() override;
   Status Flush() override;
   Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) override;
   Status Compact(double threshold) override;
@@ -184,7 +198,7 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   int consecutive_spill_failures_ = 0;  // a Put gives up on the pool after two in a row
   std::chrono::steady_clock::time_point spill_retry_at_{};
   Status last_spill_error_;
-  StoreStats stats_;
+  Counters stats_;
   bool stop_ = false;
   bool closed_ = false;
   std::atomic<uint64_t> next_seq_{1};

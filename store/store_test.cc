@@ -49,16 +49,16 @@ TEST(Store, PutGetLookupEraseInThePool) {
   ASSERT_TRUE(s->Put("ns", "k1", {DType::kBF16, {400, 3584}}, Span(p)).ok());
   auto info = s->Lookup("ns", "k1");
   ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->tier, Tier::kPool);
+  EXPECT_EQ(info->tier(), Tier::kPool);
   EXPECT_EQ(info->meta.shape, (std::vector<int64_t>{400, 3584}));
   ExpectEntry(s.get(), "k1", 1, p.size());
   EXPECT_TRUE(s->Lookup("other-ns", "k1").status().IsNotFound());
   ASSERT_TRUE(s->Erase("ns", "k1").ok());
   EXPECT_TRUE(s->Lookup("ns", "k1").status().IsNotFound());
   EXPECT_TRUE(s->Erase("ns", "k1").IsNotFound());
-  StoreStats st = s->Stats();
-  EXPECT_EQ(st.pool.entries, 0u);
-  EXPECT_EQ(st.pool_allocated, 0u);
+  StoreStats st = *s->Stats();
+  EXPECT_EQ(st.pool().entries, 0u);
+  EXPECT_EQ(st.pool().used, 0u);
 }
 
 TEST(Store, RejectsBadInputWithoutLosingData) {
@@ -91,7 +91,7 @@ TEST(Store, LeaseIsZeroCopyAndSurvivesOverwrite) {
   EXPECT_EQ(0, std::memcmp(lease->data(), p.data(), p.size()));
   ExpectEntry(s.get(), "k", 5, kMiB);
   *lease = ReadLease();
-  EXPECT_EQ(s->Stats().pool_allocated, kMiB);  // the old block went back on release
+  EXPECT_EQ(s->Stats()->pool().used, kMiB);  // the old block went back on release
 }
 
 TEST(Store, SpillsPastThePoolAndPromotesByteExact) {
@@ -100,17 +100,17 @@ TEST(Store, SpillsPastThePoolAndPromotesByteExact) {
   const size_t n = 3 * kMiB + 123;  // not block aligned on purpose
   for (int i = 0; i < 40; ++i)
     ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(n - 1), Span(Payload(i, n - 1))).ok());
-  StoreStats st = s->Stats();
-  EXPECT_GT(st.pool.spills, 0u);
-  EXPECT_GT(st.disk.entries, 0u);
-  EXPECT_LE(st.pool_allocated, 32 * kMiB);
+  StoreStats st = *s->Stats();
+  EXPECT_GT(st.pool().spills, 0u);
+  EXPECT_GT(st.disk().entries, 0u);
+  EXPECT_LE(st.pool().used, 32 * kMiB);
   auto first = s->Lookup("ns", "k0");
   ASSERT_TRUE(first.ok());
-  EXPECT_EQ(first->tier, Tier::kDisk);  // LRU: the oldest went first
+  EXPECT_EQ(first->tier(), Tier::kDisk);  // LRU: the oldest went first
   for (int i = 0; i < 40; ++i) ExpectEntry(s.get(), "k" + std::to_string(i), i, n - 1);
-  EXPECT_GT(s->Stats().pool.promotions, 0u);
+  EXPECT_GT(s->Stats()->pool().promotions, 0u);
   ExpectEntry(s.get(), "k0", 0, n - 1);
-  EXPECT_EQ(s->Lookup("ns", "k0")->tier, Tier::kPool);  // promoted on get
+  EXPECT_EQ(s->Lookup("ns", "k0")->tier(), Tier::kPool);  // promoted on get
 }
 
 TEST(Store, GetWithoutPromotionReadsFromDisk) {
@@ -121,10 +121,10 @@ TEST(Store, GetWithoutPromotionReadsFromDisk) {
   for (int i = 0; i < 10; ++i)
     ASSERT_TRUE(
         s->Put("ns", "k" + std::to_string(i), Bf16(4 * kMiB), Span(Payload(i, 4 * kMiB))).ok());
-  ASSERT_EQ(s->Lookup("ns", "k0")->tier, Tier::kDisk);
+  ASSERT_EQ(s->Lookup("ns", "k0")->tier(), Tier::kDisk);
   ExpectEntry(s.get(), "k0", 0, 4 * kMiB);
-  EXPECT_EQ(s->Lookup("ns", "k0")->tier, Tier::kDisk);
-  EXPECT_EQ(s->Stats().pool.promotions, 0u);
+  EXPECT_EQ(s->Lookup("ns", "k0")->tier(), Tier::kDisk);
+  EXPECT_EQ(s->Stats()->pool().promotions, 0u);
 }
 
 TEST(Store, EvictionFollowsLruAndNeverTakesALeasedEntry) {
@@ -138,8 +138,8 @@ TEST(Store, EvictionFollowsLruAndNeverTakesALeasedEntry) {
   ExpectEntry(s.get(), "k1", 1, 4 * kMiB);  // k1 becomes recent; k2 is now coldest unleased
   ASSERT_TRUE(s->Put("ns", "k3", Bf16(4 * kMiB), Span(Payload(3, 4 * kMiB))).ok());
   ASSERT_TRUE(s->Put("ns", "k4", Bf16(4 * kMiB), Span(Payload(4, 4 * kMiB))).ok());
-  EXPECT_EQ(s->Lookup("ns", "k0")->tier, Tier::kPool);
-  EXPECT_EQ(s->Lookup("ns", "k2")->tier, Tier::kDisk);
+  EXPECT_EQ(s->Lookup("ns", "k0")->tier(), Tier::kPool);
+  EXPECT_EQ(s->Lookup("ns", "k2")->tier(), Tier::kDisk);
   EXPECT_EQ(0, std::memcmp(lease->data(), Payload(0, 4 * kMiB).data(), 4 * kMiB));
 }
 
@@ -173,7 +173,7 @@ TEST(Store, ReopenAfterCleanCloseFindsEveryEntry) {
     ASSERT_TRUE(s->Close().ok());
   }
   auto s = OpenOrDie(dir.path(), Small(16 * kMiB));
-  EXPECT_EQ(s->List().size(), 11u);
+  EXPECT_EQ(s->List()->size(), 11u);
   for (int i = 0; i < 12; ++i) {
     if (i == 5) {
       EXPECT_TRUE(s->Lookup("ns", "k5").status().IsNotFound());
@@ -224,7 +224,7 @@ TEST(Store, FlippedByteIsCorruptionAndTheEntryIsDropped) {
   if (r.ok()) std::swap(first, second), r = s->Get("ns", first, {buf.data(), buf.size()});
   ASSERT_TRUE(r.status().IsCorruption()) << r.status().ToString();
   EXPECT_TRUE(s->Lookup("ns", first).status().IsNotFound());
-  EXPECT_EQ(s->Stats().corrupt_dropped, 1u);
+  EXPECT_EQ(s->Stats()->corrupt_dropped, 1u);
   ExpectEntry(s.get(), second, second == "a" ? 1 : 2, kMiB);
   ASSERT_TRUE(s->Close().ok());
   auto again = OpenOrDie(dir.path(), Small());
@@ -260,11 +260,11 @@ TEST(Store, DamagedHeaderMidSegmentLosesOnlyThatRecord) {
   std::string lost;
   {
     auto s = OpenOrDie(dir.path(), repair);
-    EXPECT_EQ(s->List().size(), 3u);
-    EXPECT_EQ(s->Stats().corrupt_dropped, 1u);
+    EXPECT_EQ(s->List()->size(), 3u);
+    EXPECT_EQ(s->Stats()->corrupt_dropped, 1u);
     for (int i = 0; i < 4; ++i) {
       std::string k = "k" + std::to_string(i);
-      if (s->Contains("ns", k))
+      if (*s->Contains("ns", k))
         ExpectEntry(s.get(), k, i, kMiB);
       else
         lost = k;
@@ -277,8 +277,8 @@ TEST(Store, DamagedHeaderMidSegmentLosesOnlyThatRecord) {
   }
   EXPECT_EQ(std::filesystem::file_size(seg), size) << "the segment was cut at the damage";
   auto s = OpenOrDie(dir.path(), Small());
-  EXPECT_EQ(s->List().size(), 3u);
-  EXPECT_FALSE(s->Contains("ns", lost));
+  EXPECT_EQ(s->List()->size(), 3u);
+  EXPECT_FALSE(*s->Contains("ns", lost));
   ExpectEntry(s.get(), "k3", 3, kMiB);
 }
 
@@ -322,13 +322,13 @@ TEST(Store, DamagedIndexRowsNeverCostIntactRecords) {
     auto lost = s->Get("ns", "k3", {got.data(), got.size()});
     EXPECT_TRUE(lost.status().IsNotFound()) << lost.status().ToString();
     EXPECT_NE(lost.status().message().find("repair"), std::string::npos);
-    EXPECT_EQ(s->Stats().corrupt_dropped, 0u);
+    EXPECT_EQ(s->Stats()->corrupt_dropped, 0u);
     ASSERT_TRUE(s->Close().ok());
   }
   Options repair = Small();
   repair.rebuild_index = true;
   auto s = OpenOrDie(dir.path(), repair);
-  EXPECT_EQ(s->List().size(), 4u);
+  EXPECT_EQ(s->List()->size(), 4u);
   for (int i = 0; i < 4; ++i) ExpectEntry(s.get(), "k" + std::to_string(i), i, kMiB);
 }
 
@@ -366,7 +366,7 @@ TEST(Store, BrokenIndexFileIsSetAsideAndRebuilt) {
     o.rebuild_index = damage == 2;  // repair
     auto s = OpenOrDie(dir.path(), o);
     ASSERT_TRUE(s);
-    EXPECT_EQ(s->List().size(), 40u);
+    EXPECT_EQ(s->List()->size(), 40u);
     for (int i = 0; i < 40; i += 13) ExpectEntry(s.get(), "k" + std::to_string(i), i, 64 << 10);
     EXPECT_EQ(CountFilesStartingWith(dir.path(), "index.sqlite.broken-"), 1);
   }
@@ -428,7 +428,7 @@ TEST(Store, EntryLargerThanTheDiskQuotaIsRefusedAtPut) {
   Status st = s->Put("ns", "big", Bf16(5 * kMiB), Span(Payload(2, 5 * kMiB)));
   EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
   EXPECT_NE(st.message().find("disk quota"), std::string::npos) << st.message();
-  EXPECT_FALSE(s->Contains("ns", "big"));
+  EXPECT_FALSE(*s->Contains("ns", "big"));
   ASSERT_TRUE(s->Flush().ok());
   ASSERT_TRUE(s->Close().ok());
   auto again = OpenOrDie(dir.path(), o);
@@ -444,12 +444,12 @@ TEST(Store, DiskQuotaEvictsColdestDiskEntries) {
     ASSERT_TRUE(
         s->Put("ns", "k" + std::to_string(i), Bf16(2 * kMiB), Span(Payload(i, 2 * kMiB))).ok());
   ASSERT_TRUE(s->Flush().ok());
-  StoreStats st = s->Stats();
-  EXPECT_GT(st.disk.evictions, 0u);
-  EXPECT_LE(st.disk.bytes, 20 * kMiB);
+  StoreStats st = *s->Stats();
+  EXPECT_GT(st.disk().evictions, 0u);
+  EXPECT_LE(st.disk().bytes, 20 * kMiB);
   EXPECT_TRUE(s->Lookup("ns", "k0").status().IsNotFound());  // coldest went
   ExpectEntry(s.get(), "k11", 11, 2 * kMiB);
-  for (const EntryInfo& e : s->List()) {
+  for (const EntryInfo& e : *s->List()) {
     uint64_t seed = std::stoull(e.key.substr(1));
     ExpectEntry(s.get(), e.key, seed, 2 * kMiB);  // whatever survived is intact
   }
@@ -474,7 +474,7 @@ TEST(Store, DiskQuotaBoundsTheSegmentFiles) {
           s->Put("ns", "k" + std::to_string(i), Bf16(kMiB), Span(Payload(round * 10 + i, kMiB)))
               .ok());
     ASSERT_TRUE(s->Flush().ok());
-    EXPECT_LE(s->Stats().disk_file_bytes, 16 * kMiB) << "round " << round;
+    EXPECT_LE(s->Stats()->disk().used, 16 * kMiB) << "round " << round;
     EXPECT_LE(DirBytes(dir.path() + "/segments"), 16 * kMiB) << "round " << round;
   }
   for (int i = 0; i < 6; ++i) ExpectEntry(s.get(), "k" + std::to_string(i), 110 + i, kMiB);
@@ -489,11 +489,11 @@ TEST(Store, CompactionReclaimsDeadSpaceAndKeepsLiveEntries) {
     ASSERT_TRUE(s->Put("ns", "k" + std::to_string(i), Bf16(kMiB), Span(Payload(i, kMiB))).ok());
   ASSERT_TRUE(s->Flush().ok());
   for (int i = 0; i < 16; i += 2) ASSERT_TRUE(s->Erase("ns", "k" + std::to_string(i)).ok());
-  uint64_t before = s->Stats().disk_file_bytes;
+  uint64_t before = s->Stats()->disk().used;
   ASSERT_TRUE(s->Compact(1.0).ok());
-  StoreStats st = s->Stats();
+  StoreStats st = *s->Stats();
   EXPECT_GT(st.compactions, 0u);
-  EXPECT_LT(st.disk_file_bytes, before);
+  EXPECT_LT(st.disk().used, before);
   for (int i = 1; i < 16; i += 2) ExpectEntry(s.get(), "k" + std::to_string(i), i, kMiB);
   ASSERT_TRUE(s->Close().ok());
   // Repair after compaction must not bring the erased entries back.
@@ -501,7 +501,7 @@ TEST(Store, CompactionReclaimsDeadSpaceAndKeepsLiveEntries) {
   std::filesystem::remove(dir.path() + "/index.sqlite-wal");
   std::filesystem::remove(dir.path() + "/index.sqlite-shm");
   auto again = OpenOrDie(dir.path(), Small(8 * kMiB));
-  EXPECT_EQ(again->List().size(), 8u);
+  EXPECT_EQ(again->List()->size(), 8u);
   for (int i = 1; i < 16; i += 2) ExpectEntry(again.get(), "k" + std::to_string(i), i, kMiB);
 }
 
@@ -519,7 +519,7 @@ TEST(Store, RepairRebuildsTheIndexFromSegments) {
   for (const char* f : {"/index.sqlite", "/index.sqlite-wal", "/index.sqlite-shm"})
     std::filesystem::remove(dir.path() + f);
   auto s = OpenOrDie(dir.path(), Small(16 * kMiB));
-  EXPECT_EQ(s->List().size(), 9u);
+  EXPECT_EQ(s->List()->size(), 9u);
   EXPECT_TRUE(s->Lookup("ns", "k4").status().IsNotFound());
   ExpectEntry(s.get(), "k3", 33, kMiB);
   for (int i : {0, 1, 2, 5, 9}) ExpectEntry(s.get(), "k" + std::to_string(i), i, 3 * kMiB);
@@ -536,7 +536,7 @@ TEST(Store, CompressedEntriesRoundTrip) {
   ASSERT_TRUE(s->Put("ns", "r", Bf16(2 * kMiB), Span(Payload(7, 2 * kMiB))).ok());
   ASSERT_TRUE(s->Close().ok());
   s = OpenOrDie(dir.path(), o);
-  EXPECT_LT(s->Stats().disk_file_bytes, 2 * kMiB + 3 * 4096 + 2 * kMiB);
+  EXPECT_LT(s->Stats()->disk().used, 2 * kMiB + 3 * 4096 + 2 * kMiB);
   std::vector<uint8_t> got(comp.size());
   ASSERT_TRUE(s->Get("ns", "c", {got.data(), got.size()}).ok());
   EXPECT_EQ(got, comp);

@@ -57,7 +57,7 @@ TEST(CrashConsistency, SigkillMidSpillLosesNothingDurableAndServesNothingCorrupt
     auto s = Store::Open(dir.path(), o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     uint64_t present = 0;
-    for (const EntryInfo& e : (*s)->List()) {
+    for (const EntryInfo& e : *(*s)->List()) {
       uint64_t i = std::stoull(e.key.substr(1));
       std::vector<uint8_t> got(e.bytes);
       auto r = (*s)->Get("ns", e.key, {got.data(), got.size()});
@@ -67,7 +67,7 @@ TEST(CrashConsistency, SigkillMidSpillLosesNothingDurableAndServesNothingCorrupt
       ++present;
     }
     for (uint64_t i = 0; i < durable; ++i)
-      ASSERT_TRUE((*s)->Contains("ns", "k" + std::to_string(i)))
+      ASSERT_TRUE(*(*s)->Contains("ns", "k" + std::to_string(i)))
           << "k" << i << " was flushed before the kill but is gone";
     std::printf("round %d: %llu durable, %llu present after SIGKILL\n", round,
                 (unsigned long long)durable, (unsigned long long)present);

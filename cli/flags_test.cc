@@ -1,4 +1,4 @@
-#include "cli/commands.h"
+#include "cli/flags.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,325 @@
+#include "cli/entry_commands.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "base/safetensors.h"
+#include "cli/flags.h"
+#include "cli/output.h"
+
+namespace ecstore::cli {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::span<uint8_t> Bytes(std::string& s) {
+  return {reinterpret_cast<uint8_t*>(s.data()), s.size()};
+}
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// The tensor `put` stores: a .safetensors file (dtype and shape from its header), or raw
+// bytes described by --dtype and --shape.
+void LoadPutInput(const PutArgs& a, TensorMeta* meta, std::string* bytes) {
+  if (EndsWith(a.file, ".safetensors") && a.dtype.empty()) {
+    Check(safetensors::Load(a.file, meta, bytes));
+    return;
+  }
+  if (a.dtype.empty() || a.shape.empty())
+    throw CliError("InvalidArgument: " + a.file +
+                   " is raw bytes; give --dtype and --shape (or a .safetensors file)");
+  meta->dtype = Check(ParseDType(a.dtype));
+  meta->shape = Check(ParseShape(a.shape));
+  *bytes = Check(safetensors::ReadFile(a.file));
+}
+
+// What `get -o FILE` writes: safetensors when FILE ends so, raw bytes otherwise.
+void WriteGetOutput(const std::string& out, const TensorMeta& meta, const std::string& buf) {
+  if (EndsWith(out, ".safetensors")) {
+    Check(safetensors::Save(out, meta, Bytes(buf)));
+    return;
+  }
+  FILE* f = std::fopen(out.c_str(), "wb");
+  if (!f) throw CliError("IOError: cannot write " + out + ": " + std::strerror(errno));
+  bool ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
+}
+
+// The entries `evict` removes: the named keys (each must exist), plus --all / --older-than /
+// --to-bytes over the listing.
+std::vector<EntryInfo> EvictionVictims(Cache& cache, const EvictArgs& a) {
+  std::vector<EntryInfo> victims, entries;
+  if (a.all || !a.older_than.empty() || !a.to_bytes.empty()) entries = Check(cache.List());
+  if (!a.ns.empty()) std::erase_if(entries, [&](const EntryInfo& e) { return e.ns != a.ns; });
+  const std::string key_ns = a.ns.empty() ? "default" : a.ns;
+  for (const std::string& k : a.keys) victims.push_back(Check(cache.Lookup(key_ns, k)));
+  if (a.all) victims.insert(victims.end(), entries.begin(), entries.end());
+  if (!a.older_than.empty()) {
+    uint64_t age = Check(ParseDuration(a.older_than));
+    uint64_t now = static_cast<uint64_t>(std::time(nullptr)) * 1000000;
+    for (const auto& e : entries)
+      if (e.last_access_us + age < now) victims.push_back(e);
+  }
+  if (!a.to_bytes.empty()) {
+    uint64_t target = Check(ParseSize(a.to_bytes));
+    std::sort(entries.begin(), entries.end(),
+              [](auto& x, auto& y) { return x.last_access_us < y.last_access_us; });
+    uint64_t total = 0;
+    for (auto& e : entries) total += e.bytes;
+    for (auto& e : entries) {
+      if (total <= target) break;
+      victims.push_back(e);
+      total -= e.bytes;
+    }
+  }
+  return victims;
+}
+
+}  // namespace
+
+std::unique_ptr<Store> OpenStore(const Globals& g, Use use) {
+  Options o;
+  o.shareable_pool = use == Use::kServe;
+  const bool inspect = use == Use::kInspect || use == Use::kRepair;
+  o.pool_bytes = Check(ParseSize(g.pool_size));  // checked even where it is not used
+  if (inspect) o.pool_bytes = 1ull << 20;
+  o.promote_on_get = !inspect;
+  o.disk_quota_bytes = Check(ParseSize(g.disk_quota));
+  o.compress = g.compress;
+  o.rebuild_index = use == Use::kRepair;
+  return Check(Store::Open(g.dir, o));
+}
+
+Target Target::Open(const Globals& g, Use use) {
+  Target t;
+  if (g.server.empty()) {
+    t.store_ = OpenStore(g, use);
+    return t;
+  }
+  net::ClientOptions co;
+  if (const char* env = std::getenv("EC_STORE_TOKEN")) co.token = env;
+  t.client_ = Check(net::Client::Connect(g.server, co));
+  t.server_ = g.server;
+  return t;
+}
+
+std::string Target::where() const { return server_.empty() ? "" : " on " + server_; }
+
+void Target::Close() {
+  if (store_) Check(store_->Close());
+}
+
+int PutCommand(const Globals& g, const PutArgs& a) {
+  TensorMeta meta;
+  std::string bytes;
+  LoadPutInput(a, &meta, &bytes);
+  Check(ValidateNewNamespace(a.ns));  // before opening: bad input creates no store
+  Check(ValidateNewKey(a.key));
+  Check(ValidateMeta(meta, bytes.size()));
+  Target t = Target::Open(g, Use::kWrite);
+  Check(t.cache().Put(a.ns, a.key, meta, Bytes(bytes)));
+  EntryInfo info = Check(t.cache().Lookup(a.ns, a.key));
+  t.Close();
+  if (g.json)
+    std::cout << InfoJson(info).dump() << "\n";
+  else
+    std::printf("stored %s (%s, %s [%s]) in namespace %s%s\n", a.key.c_str(),
+                HumanBytes(info.bytes).c_str(), DTypeName(info.meta.dtype),
+                info.meta.ShapeString().c_str(), a.ns.c_str(), t.where().c_str());
+  return 0;
+}
+
+int GetCommand(const Globals& g, const std::string& ns, const std::string& key,
+               const std::string& out) {
+  Target t = Target::Open(g, Use::kInspect);
+  EntryInfo info = Check(t.cache().Lookup(ns, key));
+  std::string buf(info.bytes, '\0');
+  info = Check(t.cache().Get(ns, key, Bytes(buf)));
+  WriteGetOutput(out, info.meta, buf);
+  t.Close();
+  if (g.json)
+    std::cout << InfoJson(info).dump() << "\n";
+  else
+    std::printf("wrote %s (%s)%s to %s\n", key.c_str(), HumanBytes(info.bytes).c_str(),
+                t.where().c_str(), out.c_str());
+  return 0;
+}
+
+int InspectCommand(const Globals& g, const std::string& ns, const std::string& key) {
+  Target t = Target::Open(g, Use::kInspect);
+  EntryInfo info = Check(t.cache().Lookup(ns, key));
+  t.Close();
+  if (g.json)
+    std::cout << InfoJson(info).dump(2) << "\n";
+  else
+    PrintInfo(info);
+  return 0;
+}
+
+int ListCommand(const Globals& g, const ListArgs& a) {
+  Target t = Target::Open(g, Use::kInspect);
+  std::vector<EntryInfo> rows;
+  Check(t.cache().ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+    for (EntryInfo& e : page) {
+      // --tier disk: every entry with a durable copy; --tier pool: those served from the pool
+      if (a.tier == "disk" && !e.on_disk()) continue;
+      if (!a.tier.empty() && a.tier != "disk" && a.tier != TierName(e.tier())) continue;
+      if (!a.ns.empty() && e.ns != a.ns) continue;
+      if (!a.prefix.empty() && e.key.rfind(a.prefix, 0) != 0) continue;
+      rows.push_back(std::move(e));
+    }
+    return true;
+  }));
+  t.Close();
+  std::sort(rows.begin(), rows.end(), [&](const EntryInfo& x, const EntryInfo& y) {
+    if (a.sort == "size") return x.bytes > y.bytes;
+    if (a.sort == "hits") return x.hits > y.hits;
+    return x.last_access_us < y.last_access_us;  // oldest first
+  });
+  if (a.limit && rows.size() > a.limit) rows.resize(a.limit);
+  if (g.json) {
+    json arr = json::array();
+    for (auto& e : rows) arr.push_back(InfoJson(e));
+    std::cout << arr.dump(2) << "\n";
+  } else {
+    PrintInfoTable(rows);
+    std::printf("%zu entries\n", rows.size());
+  }
+  return 0;
+}
+
+int StatsCommand(const Globals& g) {
+  Target t = Target::Open(g, Use::kInspect);
+  StoreStats s = Check(t.cache().Stats());
+  const std::string transport = t.cache().transport();
+  t.Close();
+  PrintStats(s, transport, g.json);
+  return 0;
+}
+
+int EvictCommand(const Globals& g, const EvictArgs& a) {
+  if (a.keys.empty() && !a.all && a.older_than.empty() && a.to_bytes.empty())
+    throw CliError("InvalidArgument: say what to evict: KEY..., --all, --older-than or --to-bytes");
+  Target t = Target::Open(g, Use::kInspect);
+  std::vector<EntryInfo> victims = EvictionVictims(t.cache(), a);
+  std::vector<std::pair<std::string, std::string>> ns_keys;
+  for (const auto& v : victims) ns_keys.emplace_back(v.ns, v.key);
+  std::vector<bool> erased;
+  // Locally one batch: one durable tombstone write for all of them.
+  Check(t.cache().EraseMany(ns_keys, &erased));
+  uint64_t n = 0, bytes = 0;
+  for (size_t i = 0; i < victims.size(); ++i)
+    if (erased[i]) ++n, bytes += victims[i].bytes;  // a key listed twice counts once
+  t.Close();
+  if (g.json)
+    std::cout << json{{"evicted", n}, {"bytes", bytes}}.dump() << "\n";
+  else
+    std::printf("evicted %llu entries (%s)\n", (unsigned long long)n, HumanBytes(bytes).c_str());
+  return 0;
+}
+
+// Loads DIR/<key>/encoder_cache.safetensors files. A bad entry (a file that does not parse,
+// a name that is not a valid key) is reported and skipped; a store error stops the import.
+int ImportCommand(const Globals& g, const std::string& src_dir, const std::string& ns) {
+  Target t = Target::Open(g, Use::kWrite);
+  uint64_t n = 0, bytes = 0;
+  std::vector<std::string> dirs, skipped;
+  for (const auto& d : fs::directory_iterator(src_dir))
+    if (d.is_directory()) dirs.push_back(d.path().filename());
+  std::sort(dirs.begin(), dirs.end());
+  for (const std::string& hash : dirs) {
+    std::string path = src_dir + "/" + hash + "/encoder_cache.safetensors";
+    if (!fs::exists(path)) continue;
+    TensorMeta meta;
+    std::string data;
+    Status st = ValidateNewKey(hash);
+    if (st.ok()) st = safetensors::Load(path, &meta, &data);
+    if (st.ok()) st = t.cache().Put(ns, hash, meta, Bytes(data));
+    if (st.IsInvalidArgument()) {
+      skipped.push_back(path + ": " + st.message());
+      continue;
+    }
+    Check(st);
+    ++n;
+    bytes += data.size();
+    if (!g.json) std::fprintf(stderr, "\rimport: %llu entries", (unsigned long long)n);
+  }
+  if (!g.json && n) std::fprintf(stderr, "\n");
+  t.Close();
+  ReportSkipped(skipped);
+  if (g.json)
+    std::cout << json{{"imported", n}, {"bytes", bytes}, {"skipped", skipped}}.dump() << "\n";
+  else
+    std::printf("imported %llu entries (%s)%s, skipped %zu\n", (unsigned long long)n,
+                HumanBytes(bytes).c_str(), t.where().c_str(), skipped.size());
+  return skipped.empty() ? 0 : 1;
+}
+
+// Writes entries as vLLM's file connector lays them out: DIR/<key>/encoder_cache.safetensors,
+// each file all-or-nothing (temporary name, fsync, rename). Entries of several namespaces go
+// to DIR/<namespace>/<key>/... so equal keys never overwrite each other. Reading a local
+// store for export leaves no trace (no hits, no LRU touch, no promotion); through a server
+// the reads count as gets. An entry that cannot be written is reported and skipped.
+int ExportCommand(const Globals& g, const std::string& out_dir, const std::string& ns_filter) {
+  Target t = Target::Open(g, Use::kInspect);
+  std::vector<EntryInfo> entries = Check(t.cache().List());
+  std::erase_if(entries,
+                [&](const EntryInfo& e) { return !ns_filter.empty() && e.ns != ns_filter; });
+  std::sort(entries.begin(), entries.end(), [](const EntryInfo& a, const EntryInfo& b) {
+    return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
+  });
+  bool nested = std::any_of(entries.begin(), entries.end(),
+                            [&](const EntryInfo& e) { return e.ns != entries[0].ns; });
+  uint64_t n = 0;
+  std::vector<std::string> skipped;
+  ReadOptions quiet;
+  quiet.record_access = false;
+  for (const auto& e : entries) {
+    const std::string ns_dir = e.ns.empty() ? "_default_" : e.ns;
+    Status st = ValidateNewKey(e.key);
+    if (st.ok() && nested) st = ValidateNewNamespace(ns_dir);
+    std::string dir = out_dir + (nested ? "/" + ns_dir : "") + "/" + e.key;
+    std::string buf(e.bytes, '\0');
+    std::error_code ec;
+    if (st.ok() && !fs::create_directories(dir, ec) && ec)
+      st = Status::IOError("cannot create " + dir + ": " + ec.message());
+    Result<EntryInfo> info = st;
+    if (st.ok())
+      info = t.local() ? t.local()->Get(e.ns, e.key, Bytes(buf), quiet)
+                       : t.cache().Get(e.ns, e.key, Bytes(buf));
+    st = info.ok() ? safetensors::SaveDurable(dir + "/encoder_cache.safetensors", info->meta,
+                                              Bytes(std::as_const(buf)))
+                   : info.status();
+    if (!st.ok()) {
+      skipped.push_back(e.ns + "/" + e.key + ": " + st.ToString());
+      continue;
+    }
+    ++n;
+  }
+  t.Close();
+  ReportSkipped(skipped);
+  if (g.json)
+    std::cout << json{{"exported", n}, {"skipped", skipped}, {"by_namespace", nested}}.dump()
+              << "\n";
+  else
+    std::printf("exported %llu entries to %s%s, skipped %zu\n", (unsigned long long)n,
+                out_dir.c_str(), nested ? " (one folder per namespace)" : "", skipped.size());
+  return skipped.empty() ? 0 : 1;
+}
+
+}  // namespace ecstore::cli

@@ -1,0 +1,70 @@
+// The `ec-store` commands on entries -- put, get, inspect, ls, stats, evict, import,
+// export -- written once against ecstore::Cache, so each runs the same on a store directory
+// (--dir) and through a server (--server).
+// Thread rules: single-threaded; a Target owns the store or connection it opens.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/client.h"
+#include "store/store.h"
+
+namespace ecstore::cli {
+
+struct Globals {
+  std::string dir = "./.ec-store";
+  bool json = false;
+  std::string pool_size = "64MiB";
+  std::string disk_quota = "16GiB";
+  bool compress = false;
+  std::string server;  // HOST:PORT of a running `ec-store serve`
+};
+
+// kInspect and kRepair open with the smallest pool (1 MiB) and no promotion: they read disk
+// entries straight into their own buffers instead of mapping and pinning --pool-size of
+// memory for a one-shot process. kServe backs the pool by a memfd same-host readers map.
+enum class Use { kWrite, kInspect, kRepair, kServe };
+std::unique_ptr<Store> OpenStore(const Globals& g, Use use);
+
+// Where an entry command runs: a store opened here, or a server.
+class Target {
+ public:
+  static Target Open(const Globals& g, Use use);
+  Cache& cache() { return store_ ? static_cast<Cache&>(*store_) : *client_; }
+  Store* local() { return store_.get(); }
+  std::string where() const;  // "" locally, " on HOST:PORT" through a server
+  // Closes a local store (persisting what the command put); nothing to do remotely.
+  void Close();
+
+ private:
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<net::Client> client_;
+  std::string server_;
+};
+
+struct PutArgs {
+  std::string ns, key, file, dtype, shape;
+};
+struct ListArgs {
+  std::string tier, ns, prefix, sort = "age";
+  size_t limit = 0;
+};
+struct EvictArgs {
+  std::vector<std::string> keys;
+  bool all = false;
+  std::string ns, older_than, to_bytes;
+};
+
+int PutCommand(const Globals& g, const PutArgs& a);
+int GetCommand(const Globals& g, const std::string& ns, const std::string& key,
+               const std::string& out);
+int InspectCommand(const Globals& g, const std::string& ns, const std::string& key);
+int ListCommand(const Globals& g, const ListArgs& a);
+int StatsCommand(const Globals& g);
+int EvictCommand(const Globals& g, const EvictArgs& a);
+int ImportCommand(const Globals& g, const std::string& src_dir, const std::string& ns);
+int ExportCommand(const Globals& g, const std::string& out_dir, const std::string& ns_filter);
+
+}  // namespace ecstore::cli

@@ -1,0 +1,106 @@
+#include "cli/output.h"
+
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include "store/stats_json.h"
+
+namespace ecstore::cli {
+
+using nlohmann::json;
+
+std::string HumanBytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+std::string TimeString(uint64_t us) {
+  std::time_t t = static_cast<std::time_t>(us / 1000000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json InfoJson(const EntryInfo& e) {
+  json tiers = json::array();
+  for (Tier t : kAllTiers)
+    if (e.tiers.has(t)) tiers.push_back(TierName(t));
+  return {{"key", e.key},
+          {"namespace", e.ns},
+          {"tier", TierName(e.tier())},
+          {"tiers", tiers},
+          {"on_disk", e.on_disk()},
+          {"bytes", e.bytes},
+          {"dtype", DTypeName(e.meta.dtype)},
+          {"shape", e.meta.shape},
+          {"created", TimeString(e.created_us)},
+          {"last_access", TimeString(e.last_access_us)},
+          {"hits", e.hits},
+          {"checksum", e.checksum}};
+}
+
+void PrintInfoTable(const std::vector<EntryInfo>& rows) {
+  std::printf("%-20s %-12s %-6s %10s %-6s %-14s %6s %-20s\n", "KEY", "NAMESPACE", "TIER", "BYTES",
+              "DTYPE", "SHAPE", "HITS", "LAST ACCESS");
+  for (const EntryInfo& e : rows) {
+    std::string key = e.key.size() > 20 ? e.key.substr(0, 17) + "..." : e.key;
+    std::printf("%-20s %-12s %-6s %10s %-6s %-14s %6llu %-20s\n", key.c_str(), e.ns.c_str(),
+                TierName(e.tier()), HumanBytes(e.bytes).c_str(), DTypeName(e.meta.dtype),
+                e.meta.ShapeString().c_str(), static_cast<unsigned long long>(e.hits),
+                TimeString(e.last_access_us).c_str());
+  }
+}
+
+void PrintInfo(const EntryInfo& info) {
+  std::printf(
+      "key:          %s\nnamespace:    %s\ntier:         %s%s\nbytes:        %llu (%s)\n"
+      "dtype:        %s\nshape:        [%s]\ncreated:      %s\nlast access:  %s\nhits:       "
+      "  %llu\n",
+      info.key.c_str(), info.ns.c_str(), TierName(info.tier()),
+      info.on_disk() && info.tier() != Tier::kDisk ? " (also on disk)" : "",
+      static_cast<unsigned long long>(info.bytes), HumanBytes(info.bytes).c_str(),
+      DTypeName(info.meta.dtype), info.meta.ShapeString().c_str(),
+      TimeString(info.created_us).c_str(), TimeString(info.last_access_us).c_str(),
+      static_cast<unsigned long long>(info.hits));
+}
+
+void PrintStats(const StoreStats& s, const std::string& transport, bool as_json) {
+  if (as_json) {
+    std::cout << StatsToJson(s, 2, json{{"transport", transport}}.dump()) << "\n";
+    return;
+  }
+  std::printf("%-6s %8s %12s %8s %8s %10s %8s %10s\n", "TIER", "ENTRIES", "BYTES", "HITS", "MISSES",
+              "EVICTIONS", "SPILLS", "PROMOTIONS");
+  for (const TierStats& t : s.tiers)
+    std::printf("%-6s %8llu %12s %8llu %8llu %10llu %8llu %10llu\n", TierName(t.tier),
+                (unsigned long long)t.entries, HumanBytes(t.bytes).c_str(),
+                (unsigned long long)t.hits, (unsigned long long)t.misses,
+                (unsigned long long)t.evictions, (unsigned long long)t.spills,
+                (unsigned long long)t.promotions);
+  const TierStats pool = s.pool(), disk = s.disk();
+  std::printf("pool: %s of %s allocated, fragmentation %.2f%%, %s%s\n",
+              HumanBytes(pool.used).c_str(), HumanBytes(pool.capacity).c_str(),
+              100 * s.pool_fragmentation, s.pool_locked ? "pinned" : "not pinned",
+              s.pool_huge_pages ? ", huge pages" : "");
+  std::printf("disk: %s in %llu segment(s), quota %s\n", HumanBytes(disk.used).c_str(),
+              (unsigned long long)s.segments, HumanBytes(disk.capacity).c_str());
+  std::printf("transport: %s\n", transport.c_str());
+}
+
+void ReportSkipped(const std::vector<std::string>& skipped) {
+  for (const std::string& why : skipped)
+    std::fprintf(stderr, "ec-store: skipped %s\n", why.c_str());
+}
+
+}  // namespace ecstore::cli

@@ -1,0 +1,90 @@
+#include "store/cache.h"
+
+namespace ecstore {
+
+const char* TierName(Tier t) {
+  switch (t) {
+    case Tier::kDevice:
+      return "device";
+    case Tier::kPool:
+      return "pool";
+    case Tier::kDisk:
+      return "disk";
+  }
+  return "?";
+}
+
+Tier TierSet::fastest() const {
+  for (Tier t : kAllTiers)
+    if (has(t)) return t;
+  return Tier::kDisk;
+}
+
+TierStats& StoreStats::at(Tier t) {
+  for (auto& s : tiers)
+    if (s.tier == t) return s;
+  TierStats fresh;
+  fresh.tier = t;
+  auto pos = tiers.begin();  // keep fastest first
+  while (pos != tiers.end() && pos->tier < t) ++pos;
+  return *tiers.insert(pos, fresh);
+}
+
+TierStats StoreStats::of(Tier t) const {
+  for (const auto& s : tiers)
+    if (s.tier == t) return s;
+  TierStats none;
+  none.tier = t;
+  return none;
+}
+
+ReadLease::ReadLease(ReadLease&& o) noexcept { *this = std::move(o); }
+ReadLease& ReadLease::operator=(ReadLease&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    releaser_ = std::exchange(o.releaser_, nullptr);
+    token_ = std::exchange(o.token_, nullptr);
+    data_ = std::exchange(o.data_, nullptr);
+    info_ = std::move(o.info_);
+    kind_ = o.kind_;
+  }
+  return *this;
+}
+ReadLease::~ReadLease() { Reset(); }
+void ReadLease::Reset() {
+  if (releaser_) releaser_->Release(token_);
+  releaser_ = nullptr;
+  token_ = nullptr;
+  data_ = nullptr;
+  info_ = EntryInfo{};
+}
+
+Result<bool> Cache::Contains(std::string_view ns, std::string_view key) {
+  auto found = Lookup(ns, key);
+  if (found.ok()) return true;
+  if (found.status().IsNotFound()) return false;
+  return found.status();
+}
+
+Result<std::vector<bool>> Cache::ContainsMany(std::string_view ns,
+                                              const std::vector<std::string>& keys) {
+  auto found = LookupMany(ns, keys);
+  if (!found.ok()) return found.status();
+  std::vector<bool> out;
+  out.reserve(found->size());
+  for (const auto& f : *found) out.push_back(f.has_value());
+  return out;
+}
+
+Result<std::vector<EntryInfo>> Cache::List() {
+  std::vector<EntryInfo> all;
+  Status st = ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+    all.insert(all.end(), std::make_move_iterator(page.begin()),
+               std::make_move_iterator(page.end()));
+    return true;
+  });
+  if (!st.ok()) return st;
+  return all;
+}
+
+}  // namespace ecstore

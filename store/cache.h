@@ -1,0 +1,186 @@
+// ecstore::Cache: the one consumer interface, implemented by the embedded Store
+// (store/store.h) and by the remote net::Client (net/client.h). Code written against a
+// Cache -- the CLI, the Python package -- works the same on a local directory and through
+// a server.
+//
+//   std::unique_ptr<Cache> c = ...;  // Store::Open(dir, opt) or net::Client::Connect(uri)
+//   c->Put("qwen2.5-vl", mm_hash, {DType::kBF16, {400, 3584}}, bytes);
+//   auto info = c->Get("qwen2.5-vl", mm_hash, dst);              // copy out
+//   auto lease = c->Acquire("qwen2.5-vl", mm_hash);              // read in place, RAII
+//   auto found = c->LookupMany("qwen2.5-vl", {h1, h2});          // one round trip
+//
+// Thread rules: a Store is thread-safe; a Client is used by one thread at a time (see each
+// header). A ReadLease may be moved between threads; its bytes stay valid and unchanged
+// until it is destroyed, and it must not outlive the Cache that made it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "base/tensor_meta.h"
+
+namespace ecstore {
+
+// The tiers, fastest first. kDevice is the GPU pool (issue 10), kPool the pinned host pool.
+enum class Tier : uint8_t { kDevice = 0, kPool = 1, kDisk = 2 };
+inline constexpr Tier kAllTiers[] = {Tier::kDevice, Tier::kPool, Tier::kDisk};
+const char* TierName(Tier t);  // "device" / "pool" / "disk"
+
+// Which tiers hold a copy of an entry.
+class TierSet {
+ public:
+  TierSet() = default;
+  static TierSet FromBits(uint8_t bits) { return TierSet(bits & 7); }
+  uint8_t bits() const { return bits_; }
+  bool has(Tier t) const { return bits_ & Bit(t); }
+  void add(Tier t) { bits_ |= Bit(t); }
+  void remove(Tier t) { bits_ &= static_cast<uint8_t>(~Bit(t)); }
+  bool empty() const { return bits_ == 0; }
+  // The fastest tier holding a copy (kDisk when empty).
+  Tier fastest() const;
+
+ private:
+  explicit TierSet(uint8_t b) : bits_(b) {}
+  static uint8_t Bit(Tier t) { return static_cast<uint8_t>(1u << static_cast<unsigned>(t)); }
+  uint8_t bits_ = 0;
+};
+
+struct EntryInfo {
+  std::string ns;
+  std::string key;
+  TierSet tiers;  // every tier holding a copy; disk means a durable copy exists
+  uint64_t bytes = 0;
+  TensorMeta meta;
+  uint64_t created_us = 0;
+  uint64_t last_access_us = 0;
+  uint64_t hits = 0;
+  uint64_t checksum = 0;
+  Tier tier() const { return tiers.fastest(); }  // where a read is served from
+  bool on_disk() const { return tiers.has(Tier::kDisk); }
+};
+
+struct TierStats {
+  Tier tier = Tier::kPool;
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t evictions = 0;
+  uint64_t spills = 0;
+  uint64_t promotions = 0;
+  uint64_t capacity = 0;  // pool: bytes of memory; disk: the quota
+  uint64_t used = 0;      // pool: block bytes, 4 KiB rounding included; disk: file bytes
+};
+
+// One schema locally and remotely (store/stats_json.h writes and reads it).
+struct StoreStats {
+  std::vector<TierStats> tiers;   // the tiers this store has, fastest first
+  double pool_fragmentation = 0;  // free bytes outside the largest free extent / capacity
+  bool pool_huge_pages = false;
+  bool pool_locked = false;
+  uint64_t segments = 0;
+  uint64_t corrupt_dropped = 0;
+  uint64_t spill_errors = 0;
+  uint64_t compactions = 0;
+  uint64_t misses = 0;  // gets of entries in no tier
+  // The tier's counters; added (zeroed) when absent.
+  TierStats& at(Tier t);
+  // The tier's counters, or zeroes for a tier this store does not have.
+  TierStats of(Tier t) const;
+  TierStats pool() const { return of(Tier::kPool); }
+  TierStats disk() const { return of(Tier::kDisk); }
+};
+
+struct ReadOptions {
+  // false: the read leaves no trace -- no hit or miss counted, no LRU touch, no promotion of
+  // a disk entry into the pool (export and other bulk readers). Local stores only.
+  bool record_access = true;
+};
+
+enum class MemoryKind : uint8_t { kHost, kDevice };
+
+// A zero-copy read: while it lives, the bytes it points at stay valid and unchanged (a
+// local entry is never evicted or overwritten; a remote one is pinned on the server or held
+// in a buffer the lease owns). Cache implementations make leases through the constructor
+// below; callers only move and read them.
+class ReadLease {
+ public:
+  class Releaser {
+   public:
+    virtual ~Releaser() = default;
+    virtual void Release(void* token) = 0;
+  };
+  ReadLease() = default;
+  ReadLease(Releaser* r, void* token, const uint8_t* d, EntryInfo info,
+            MemoryKind kind = MemoryKind::kHost)
+      : releaser_(r), token_(token), data_(d), info_(std::move(info)), kind_(kind) {}
+  ReadLease(ReadLease&& o) noexcept;
+  ReadLease& operator=(ReadLease&& o) noexcept;
+  ReadLease(const ReadLease&) = delete;
+  ReadLease& operator=(const ReadLease&) = delete;
+  ~ReadLease();
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return info_.bytes; }
+  const TensorMeta& meta() const { return info_.meta; }
+  const EntryInfo& info() const { return info_; }
+  MemoryKind memory_kind() const { return kind_; }
+  std::span<const uint8_t> bytes() const { return {data_, info_.bytes}; }
+
+ private:
+  void Reset();
+  Releaser* releaser_ = nullptr;
+  void* token_ = nullptr;
+  const uint8_t* data_ = nullptr;
+  EntryInfo info_;
+  MemoryKind kind_ = MemoryKind::kHost;
+};
+
+class Cache {
+ public:
+  virtual ~Cache() = default;
+  // How this cache is reached: "local", or the client's transport ("tcp", "shm", "rdma").
+  virtual const char* transport() const = 0;
+
+  // Stores bytes under (ns, key), replacing an older entry.
+  virtual Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                     std::span<const uint8_t> bytes) = 0;
+  // Copies the entry into dst (at least its size) and returns its metadata.
+  virtual Result<EntryInfo> Get(std::string_view ns, std::string_view key,
+                                std::span<uint8_t> dst) = 0;
+  // Gets several entries of one namespace; result i belongs to keys[i] and dsts[i].
+  virtual std::vector<Result<EntryInfo>> GetMany(std::string_view ns,
+                                                 const std::vector<std::string>& keys,
+                                                 const std::vector<std::span<uint8_t>>& dsts) = 0;
+  // The entry for zero-copy reading (see ReadLease).
+  virtual Result<ReadLease> Acquire(std::string_view ns, std::string_view key) = 0;
+  // Metadata of one entry: NotFound when absent.
+  virtual Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) = 0;
+  // Metadata of many entries in one call; nullopt where absent.
+  virtual Result<std::vector<std::optional<EntryInfo>>> LookupMany(
+      std::string_view ns, const std::vector<std::string>& keys) = 0;
+  // Whether entries exist (by default through Lookup / LookupMany).
+  virtual Result<bool> Contains(std::string_view ns, std::string_view key);
+  virtual Result<std::vector<bool>> ContainsMany(std::string_view ns,
+                                                 const std::vector<std::string>& keys);
+  // NotFound when absent.
+  virtual Status Erase(std::string_view ns, std::string_view key) = 0;
+  // Erases every listed (namespace, key) that exists -- a missing one is skipped.
+  // erased[i] says whether entry i was there.
+  virtual Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                           std::vector<bool>* erased) = 0;
+  // Every entry, handed to on_page a page (at most page_size entries) at a time until
+  // on_page returns false. Entries that change while listing may be missed or seen twice.
+  virtual Status ListPages(size_t page_size,
+                           const std::function<bool(std::vector<EntryInfo>&&)>& on_page) = 0;
+  Result<std::vector<EntryInfo>> List();  // every page, collected
+  virtual Result<StoreStats> Stats() = 0;
+};
+
+}  // namespace ecstore
