@@ -333,6 +333,24 @@ void Client::Release(void* token) {
   (void)SendRequest(Op::kRelease, w.data());
 }
 
+Result<ReadLease> Client::Pin(std::string_view ns, std::string_view key) {
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateKey(key));
+  return WithRetry([&]() -> Result<ReadLease> {
+    EC_RETURN_IF_ERROR(SendRequest(Op::kPin, KeyBody(ns, key)));
+    auto body = ReadReply(Op::kPinOk);
+    if (!body.ok()) return body.status();
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    uint64_t lease_id;
+    EntryInfo info;
+    if (!r.U64(&lease_id) || !ReadInfo(&r, &info))
+      return Status::Unavailable("malformed PIN reply");
+    info.ns = ns;
+    info.key = key;
+    return ReadLease(this, reinterpret_cast<void*>(lease_id), nullptr, std::move(info));
+  });
+}
+
 namespace {
 class OwnedBuffer : public ReadLease::Releaser {
  public:

@@ -53,6 +53,7 @@ class Client : public Cache, private ReadLease::Releaser {
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts) override;
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
+  Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(
       std::string_view ns, const std::vector<std::string>& keys) override;

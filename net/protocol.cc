@@ -19,6 +19,8 @@ bool IsKnownOp(uint16_t op) {
     case Op::kGetRdmaOk:
     case Op::kList:
     case Op::kListOk:
+    case Op::kPin:
+    case Op::kPinOk:
     case Op::kHelloOk:
     case Op::kGetOk:
     case Op::kLookupOk:

@@ -43,6 +43,7 @@ enum class Op : uint16_t {
   kRelease = 8,  // lease id         -> (no reply)
   kGetRdma = 9,  // ns, key          -> kGetRdmaOk(lease id, remote addr, rkey, info) | kError
   kList = 10,    // offset, limit    -> kListOk(n, more, n x (ns, key, info)); ordered by ns, key
+  kPin = 11,     // ns, key          -> kPinOk(lease id, info) | kError: no bytes move
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -51,6 +52,7 @@ enum class Op : uint16_t {
   kGetShmOk = 107,
   kGetRdmaOk = 109,
   kListOk = 110,
+  kPinOk = 111,
   kError = 200,  // code u16, message
 };
 bool IsKnownOp(uint16_t op);

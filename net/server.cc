@@ -222,9 +222,9 @@ void Server::Serve(Conn* c) {
     }
     bool is_request = h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup ||
                       h->op == Op::kPut || h->op == Op::kErase || h->op == Op::kStats ||
-                      h->op == Op::kList || (c->shm && h->op == Op::kGetShm) ||
-                      (rdma_ && !c->shm && h->op == Op::kGetRdma) ||
-                      ((c->shm || rdma_) && h->op == Op::kRelease);
+                      h->op == Op::kList || h->op == Op::kPin || h->op == Op::kRelease ||
+                      (c->shm && h->op == Op::kGetShm) ||
+                      (rdma_ && !c->shm && h->op == Op::kGetRdma);
     if (!is_request) {
       SendFrame(fd, Op::kError, h->request_id,
                 ErrorBody(Status::InvalidArgument("opcode is a reply, not a request")));
@@ -351,6 +351,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kGet:
     case Op::kGetShm:
     case Op::kGetRdma:
+    case Op::kPin:
       return HandleGet(c, h, &r);
     case Op::kRelease: {
       uint64_t id;
@@ -402,8 +403,8 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
   }
 }
 
-// GET over TCP (the bytes follow from pool memory), or GET_SHM / GET_RDMA (a lease is kept
-// in the connection's table and its offset or address answered).
+// GET over TCP (the bytes follow from pool memory), or GET_SHM / GET_RDMA / PIN (a lease is
+// kept in the connection's table and its offset or address answered; PIN answers no address).
 Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   const int fd = c->fd.get();
   auto reply_error = [&](const Status& st) {
@@ -443,6 +444,10 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   uint64_t id = c->next_lease++;
   c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
   w.U64(id);
+  if (h.op == Op::kPin) {  // the lease alone: the entry stays resident until RELEASE
+    WriteInfo(&w, e);
+    return SendFrame(fd, Op::kPinOk, h.request_id, w.data());
+  }
   if (h.op == Op::kGetShm) {
     w.U64(static_cast<uint64_t>(data - store_->pool_region().base));  // offset in the memfd
   } else {

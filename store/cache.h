@@ -160,6 +160,11 @@ class Cache {
                                                  const std::vector<std::span<uint8_t>>& dsts) = 0;
   // The entry for zero-copy reading (see ReadLease).
   virtual Result<ReadLease> Acquire(std::string_view ns, std::string_view key) = 0;
+  // Keeps the entry resident in memory (never evicted, never overwritten in place) until the
+  // returned lease is destroyed, without moving its bytes (a remote pin's data() is null). A
+  // scheduler pins what it has promised a worker will find. Remote pins also end when the
+  // server's lease TTL passes or the connection closes.
+  virtual Result<ReadLease> Pin(std::string_view ns, std::string_view key) = 0;
   // Metadata of one entry: NotFound when absent.
   virtual Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) = 0;
   // Metadata of many entries in one call; nullopt where absent.

@@ -863,6 +863,8 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
   return st;
 }
 
+Result<ReadLease> Store::Pin(std::string_view ns, std::string_view key) { return Acquire(ns, key); }
+
 Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
   for (bool promoted = false;; promoted = true) {

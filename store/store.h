@@ -117,7 +117,8 @@ class Store : public Cache {
                         std::span<uint8_t> dst) override {
     return Get(ns, key, dst, ReadOptions{});
   }
-  // Acquire pins the entry in the pool (promoting it from disk if needed).
+  // Acquire pins the entry in the pool (promoting it from disk if needed); Pin does the same.
+  Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
   // EraseMany writes all the tombstones in one durable write (one fdatasync, not one per
   // entry). ListPages pages through one snapshot taken at the call.
   // Writes every pool-only entry to disk and commits the index: afterwards a crash loses

@@ -179,6 +179,7 @@ TEST_P(NetP, RemoteProducerAndConsumerAreByteExact) {
     EXPECT_EQ(lease->info().key, "k5");
   }
   EXPECT_TRUE(consumer->Acquire("ns", "k0").status().IsNotFound());
+  EXPECT_TRUE(consumer->Pin("ns", "k0").status().IsNotFound());
   EXPECT_TRUE(consumer->Lookup("ns", "k0").status().IsNotFound());
 }
 
@@ -578,6 +579,27 @@ TEST(NetShm, LeasedBytesSurviveEvictionAndExpiredLeasesAreReleased) {
   held = writer->Lookup("ns", "held");
   ASSERT_TRUE(held.ok());
   EXPECT_EQ(held->tier(), Tier::kDisk) << "an expired lease still pinned the entry";
+}
+
+// A pin moves no bytes and keeps an entry resident, over TCP too, until it is dropped.
+TEST(Net, PinKeepsAnEntryResidentUntilDropped) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, /*shm=*/false);
+  auto c = ConnectOrDie(server.uri(), TcpOnly());
+  ASSERT_TRUE(c->Put("ns", "held", U8(4 * kMiB), Span(Payload(9, 4 * kMiB))).ok());
+  auto pin = c->Pin("ns", "held");
+  ASSERT_TRUE(pin.ok()) << pin.status().ToString();
+  EXPECT_EQ(pin->data(), nullptr);
+  EXPECT_EQ(pin->size(), 4 * kMiB);
+  for (int i = 0; i < 8; ++i)  // 24 MiB through a 16 MiB pool
+    ASSERT_TRUE(
+        c->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+  EXPECT_EQ(c->Lookup("ns", "held")->tier(), Tier::kPool) << "a pinned entry was evicted";
+  pin = ReadLease();  // unpinned: the next churn may evict it
+  for (int i = 8; i < 16; ++i)
+    ASSERT_TRUE(
+        c->Put("ns", "w" + std::to_string(i), U8(3 * kMiB), Span(Payload(i, 3 * kMiB))).ok());
+  EXPECT_EQ(c->Lookup("ns", "held")->tier(), Tier::kDisk);
 }
 
 // One reader cannot pin the whole pool: leases per connection are capped (half the pool
