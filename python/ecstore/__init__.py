@@ -1,0 +1,226 @@
+"""ec-store for Python: an encoder-cache store, embedded or through an `ec-store serve` daemon.
+
+    import ecstore, torch
+    cache = ecstore.open("/var/cache/ec", pool_size="8GiB")     # or ecstore.connect(...)
+    cache.put("qwen2.5-vl", mm_hash, torch.randn(400, 3584, dtype=torch.bfloat16))
+    t = cache.get("qwen2.5-vl", mm_hash)                        # dtype and shape restored
+    with cache.acquire("qwen2.5-vl", mm_hash) as lease:          # zero copy, pinned
+        total = lease.tensor().float().sum()
+
+`open` and `connect` return the same Cache class (both bind the C++ ecstore::Cache).
+Errors are ecstore.Error subclasses, one per status code (ecstore.NotFound, ...).
+Thread rules: a Cache may be shared by threads (a remote one serialises its calls); the
+GIL is released during I/O and copies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable, Sequence
+
+from . import _tensors
+from ._ecstore import EntryInfo
+from . import _ecstore
+from .errors import (Busy, Corruption, Error, InvalidArgument, IOError, NoSpace,  # noqa: A004
+                     NotFound, Unavailable)
+
+__all__ = ["open", "connect", "Cache", "Lease", "EntryInfo", "parse_size", "Error",
+           "NotFound", "Corruption", "IOError", "NoSpace", "Busy", "InvalidArgument",
+           "Unavailable"]
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 10**3, "kib": 1024, "m": 1 << 20, "mb": 10**6,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40,
+          "tb": 10**12, "tib": 1 << 40}
+
+
+def parse_size(size: int | str) -> int:
+    """Bytes from 4096, "256MiB", "8GiB", "1.5G" (the CLI's spellings)."""
+    if isinstance(size, int):
+        if size < 0:
+            raise InvalidArgument(f"size {size} is negative")
+        return size
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-zA-Z]*)", str(size))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise InvalidArgument(f"bad size {size!r}; write 256MiB, 8GiB or a number of bytes")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+class Lease:
+    """Zero-copy access to an entry: its bytes stay valid and unchanged until release()
+    (or the end of the `with` block). Views taken from it keep the entry pinned while they
+    live, so a view outliving the block is still safe. A pin (Cache.pin) holds no bytes."""
+
+    def __init__(self, core: Any):
+        self._core = core
+
+    @property
+    def info(self) -> EntryInfo:
+        return self._core.info
+
+    def view(self) -> Any:
+        """The raw bytes: a read-only numpy uint8 array over the pool memory."""
+        return self._core.view()
+
+    def array(self) -> Any:
+        """The entry as a read-only numpy array of its dtype and shape (no copy)."""
+        i = self.info
+        return _tensors.typed_view(self.view(), i.dtype, list(i.shape), "numpy")
+
+    def tensor(self) -> Any:
+        """The entry as a CPU torch tensor over the pool memory (no copy; do not write)."""
+        i = self.info
+        return _tensors.typed_view(self.view(), i.dtype, list(i.shape), "torch")
+
+    def release(self) -> None:
+        self._core.release()
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class Cache:
+    """An ec-store cache: embedded (ecstore.open) or remote (ecstore.connect)."""
+
+    def __init__(self, core: Any):
+        self._c = core
+
+    @property
+    def transport(self) -> str:
+        """"local", or the client's transport: "tcp", "shm" or "rdma"."""
+        return self._c.transport
+
+    def put(self, ns: str, key: str, value: Any, *, dtype: str | None = None,
+            shape: Sequence[int] | None = None) -> None:
+        """Stores a torch tensor (any device), a numpy array, or raw bytes (with dtype and
+        shape) under (ns, key), replacing an older entry."""
+        name, dims, flat = _tensors.host_bytes(value, dtype, shape)
+        self._c.put(ns, key, name, dims, flat)
+
+    def get(self, ns: str, key: str, *, device: Any = None, like: str = "torch") -> Any:
+        """The entry as a new tensor (like="torch", on `device`, CPU by default) or numpy
+        array (like="numpy"), dtype and shape restored. Raises NotFound when absent."""
+        if device is not None and str(device) != "cpu":
+            return self._get_to_device(ns, key, device)
+        for _ in range(3):  # a replacement of another size between lookup and get: retry
+            info = self.lookup(ns, key)
+            if info is None:
+                raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
+            out = _tensors.empty(info.dtype, list(info.shape), like)
+            try:
+                self._c.get_into(ns, key, _tensors.flat_bytes(out))
+                return out
+            except InvalidArgument:
+                continue
+        raise Busy(f"{ns}/{key} kept changing size while being read")
+
+    def _get_to_device(self, ns: str, key: str, device: Any) -> Any:
+        import torch
+
+        with self.acquire(ns, key) as lease:  # H2D straight from the pool (in place)
+            src = lease.tensor()
+            dst = torch.empty(src.shape, dtype=src.dtype, device=device)
+            dst.copy_(src, non_blocking=True)
+            torch.cuda.current_stream(dst.device).synchronize()  # before the lease ends
+        return dst
+
+    def get_into(self, ns: str, key: str, out: Any) -> EntryInfo:
+        """Copies the entry's bytes into `out` (a contiguous CPU tensor or array with at
+        least its bytes) and returns its metadata."""
+        return self._c.get_into(ns, key, _tensors.flat_bytes(out))
+
+    def get_many(self, ns: str, keys: Sequence[str], *, like: str = "torch") -> list[Any]:
+        """Several entries in one call (one pipelined batch remotely); None where absent."""
+        infos = self._c.lookup_many(ns, list(keys))
+        outs = [None if i is None else _tensors.empty(i.dtype, list(i.shape), like)
+                for i in infos]
+        present = [(k, o) for k, o in zip(keys, outs) if o is not None]
+        got = self._c.get_many(ns, [k for k, _ in present],
+                               [_tensors.flat_bytes(o) for _, o in present])
+        result, it = [], iter(got)
+        for o in outs:
+            result.append(None if o is None or next(it) is None else o)
+        return result
+
+    def acquire(self, ns: str, key: str) -> Lease:
+        """The entry under a lease, read in place (embedded and same-host shared memory)
+        or from a buffer the lease owns (TCP, RDMA)."""
+        return Lease(self._c.acquire(ns, key))
+
+    def pin(self, ns: str, key: str) -> Lease:
+        """Keeps the entry resident (never evicted) until the lease is released, without
+        moving its bytes."""
+        return Lease(self._c.pin(ns, key))
+
+    def lookup(self, ns: str, key: str) -> EntryInfo | None:
+        return self._c.lookup(ns, key)
+
+    def lookup_many(self, ns: str, keys: Sequence[str]) -> list[EntryInfo | None]:
+        return self._c.lookup_many(ns, list(keys))
+
+    def contains(self, ns: str, key: str) -> bool:
+        return self._c.contains(ns, key)
+
+    def contains_many(self, ns: str, keys: Sequence[str]) -> list[bool]:
+        return self._c.contains_many(ns, list(keys))
+
+    def erase(self, ns: str, key: str) -> bool:
+        """Removes the entry from every tier; False when it was not there."""
+        return self._c.erase(ns, key)
+
+    def list(self, ns: str | None = None) -> list[EntryInfo]:
+        return self._c.list(ns)
+
+    def stats(self) -> dict:
+        """The store's statistics: the same schema as `ec-store --json stats`."""
+        return json.loads(self._c.stats_json())
+
+    def pool_region(self) -> tuple[int, int]:
+        """Embedded stores: (address, bytes) of the host pool."""
+        return self._c.pool_region()
+
+    def register_with_cuda(self) -> bool:
+        """Embedded stores: registers the host pool with CUDA once (cudaHostRegister), so
+        host<->device copies from and into it run at pinned speed. False without CUDA."""
+        try:
+            import torch
+        except ImportError:
+            return False
+        if not torch.cuda.is_available():
+            return False
+        addr, size = self.pool_region()
+        err = torch.cuda.cudart().cudaHostRegister(addr, size, 0)
+        if int(err) != 0:
+            raise Error(f"cudaHostRegister of the pool failed with CUDA error {int(err)}")
+        return True
+
+    def flush(self) -> None:
+        """Embedded stores: makes everything put so far durable."""
+        self._c.flush()
+
+    def close(self) -> None:
+        """Persists an embedded store and closes it (leases still held stay valid)."""
+        self._c.close()
+
+    def __enter__(self) -> "Cache":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def open(dir: str, pool_size: int | str = "256MiB", disk_quota: int | str = "16GiB", *,  # noqa: A001
+         shareable: bool = False, compress: bool = False, promote_on_get: bool = True) -> Cache:
+    """Opens (creating if needed) the store in `dir`, in this process."""
+    return Cache(_ecstore.open(dir, parse_size(pool_size), parse_size(disk_quota), shareable,
+                               compress, promote_on_get))
+
+
+def connect(uri: str, *, token: str | None = None, transport: str = "auto",
+            timeout: float = 5.0, retries: int = 1) -> Cache:
+    """Connects to an `ec-store serve` daemon: "tcp://host:port", "host:port" or
+    "unix:/dir/serve.sock". Same-host servers are read through shared memory."""
+    return Cache(_ecstore.connect(uri, token or "", transport, timeout, retries))

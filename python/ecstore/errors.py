@@ -1,0 +1,40 @@
+"""Exceptions: one class per ec-store status code, all subclasses of ecstore.Error."""
+
+
+class Error(Exception):
+    """A failed ec-store call; the message says what was wrong and what to do."""
+
+
+class NotFound(Error, KeyError):
+    """No entry under that namespace and key."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class Corruption(Error):
+    """Stored bytes failed their checksum; the entry was dropped."""
+
+
+class IOError(Error):  # noqa: A001 - the status code's name
+    """The device failed a read or write; nothing acknowledged was lost."""
+
+
+class NoSpace(Error):
+    """The disk tier (or its filesystem) is full, or the store was opened read-only."""
+
+
+class Busy(Error):
+    """The pool stayed full of leased entries; release leases or retry."""
+
+
+class InvalidArgument(Error, ValueError):
+    """A bad key, namespace, dtype, shape or buffer."""
+
+
+class Unavailable(Error, ConnectionError):
+    """The server cannot be reached (or the store is closed)."""
+
+
+__all__ = ["Error", "NotFound", "Corruption", "IOError", "NoSpace", "Busy",
+           "InvalidArgument", "Unavailable"]

@@ -1,0 +1,379 @@
+// ecstore._ecstore: the Cache interface (store/cache.h) for Python, bound once for the
+// embedded Store and the remote Client. The Python package (python/ecstore/__init__.py)
+// turns tensors and arrays into the flat byte views these functions take.
+// Thread rules: the GIL is released for every call that does I/O or copies. A Store is
+// thread-safe; a Client is not, so a remote Cache serialises its calls with a mutex.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "net/client.h"
+#include "store/stats_json.h"
+#include "store/store.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace ecstore::py {
+namespace {
+
+using InBytes = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using OutBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// A failed call: translated into the ecstore.errors class named after its code.
+struct StatusError {
+  Status status;
+};
+
+void Check(const Status& st) {
+  if (!st.ok()) throw StatusError{st};
+}
+template <typename T>
+T Check(Result<T> r) {
+  if (!r.ok()) throw StatusError{r.status()};
+  return std::move(r).value();
+}
+
+// Entry metadata as Python sees it (ecstore.EntryInfo).
+struct Info {
+  std::string ns, key, dtype, tier;
+  std::vector<std::string> tiers;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0, hits = 0, created_us = 0, last_access_us = 0, checksum = 0;
+};
+
+Info ToInfo(const EntryInfo& e) {
+  Info i;
+  i.ns = e.ns;
+  i.key = e.key;
+  i.dtype = DTypeName(e.meta.dtype);
+  i.tier = TierName(e.tier());
+  for (Tier t : kAllTiers)
+    if (e.tiers.has(t)) i.tiers.push_back(TierName(t));
+  i.shape = e.meta.shape;
+  i.bytes = e.bytes;
+  i.hits = e.hits;
+  i.created_us = e.created_us;
+  i.last_access_us = e.last_access_us;
+  i.checksum = e.checksum;
+  return i;
+}
+
+TensorMeta ToMeta(const std::string& dtype, const std::vector<int64_t>& shape) {
+  TensorMeta m;
+  m.dtype = Check(ParseDType(dtype));
+  m.shape = shape;
+  return m;
+}
+
+// What a Cache and its leases share: the store or client, and (for a client, which serves
+// one thread at a time) the mutex every call and every lease release takes. It lives until
+// the Cache is closed and the last lease is gone, so a lease outliving close() stays valid.
+struct Core {
+  std::mutex mu;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<net::Client> client;
+  bool closed = false;
+  std::unique_lock<std::mutex> Lock() {
+    return client ? std::unique_lock<std::mutex>(mu) : std::unique_lock<std::mutex>();
+  }
+  Cache* Live() {
+    if (closed) Check(Status::InvalidArgument("this cache is closed"));
+    return store ? static_cast<Cache*>(store.get()) : client.get();
+  }
+};
+
+// A lease shared by the Python Lease object and every array viewing its bytes: the entry
+// is released when the last of them goes (releasing the Lease early is safe). A remote
+// lease is released under its client's mutex, whatever thread drops it.
+class Lease {
+ public:
+  Lease(ReadLease l, std::shared_ptr<Core> core)
+      : lease_(new ReadLease(std::move(l)), [core](ReadLease* p) {
+          nb::gil_scoped_release nogil;
+          auto lock = core->Lock();
+          delete p;
+        }) {}
+  Info info() const { return ToInfo(Held().info()); }
+  bool pinned_only() const { return Held().data() == nullptr; }
+  // The bytes, read-only, without a copy; the array keeps the lease alive.
+  nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>> view() const {
+    const ReadLease& l = Held();
+    if (!l.data()) Check(Status::InvalidArgument("a pin holds no bytes to view; use acquire"));
+    auto* keep = new std::shared_ptr<ReadLease>(lease_);
+    nb::capsule owner(keep, [](void* p) noexcept {
+      delete static_cast<std::shared_ptr<ReadLease>*>(p);
+    });
+    return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(l.data(), {l.size()}, owner);
+  }
+  uint64_t address() const { return reinterpret_cast<uint64_t>(Held().data()); }
+  void release() { lease_.reset(); }
+  bool released() const { return !lease_; }
+
+ private:
+  const ReadLease& Held() const {
+    if (!lease_) Check(Status::InvalidArgument("this lease was released"));
+    return *lease_;
+  }
+  std::shared_ptr<ReadLease> lease_;
+};
+
+class PyCache {
+ public:
+  explicit PyCache(std::unique_ptr<Store> s) : core_(std::make_shared<Core>()) {
+    core_->store = std::move(s);
+  }
+  explicit PyCache(std::unique_ptr<net::Client> c) : core_(std::make_shared<Core>()) {
+    core_->client = std::move(c);
+  }
+  ~PyCache() {
+    try {
+      close();
+    } catch (const StatusError&) {  // a destructor cannot raise; close() explicitly to see it
+    }
+  }
+
+  std::string transport() const { return core_->closed ? "closed" : core_->Live()->transport(); }
+
+  void put(const std::string& ns, const std::string& key, const std::string& dtype,
+           const std::vector<int64_t>& shape, InBytes data) {
+    TensorMeta meta = ToMeta(dtype, shape);
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    Check(core_->Live()->Put(ns, key, meta, {data.data(), data.size()}));
+  }
+
+  Info get_into(const std::string& ns, const std::string& key, OutBytes out) {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    return ToInfo(Check(core_->Live()->Get(ns, key, {out.data(), out.size()})));
+  }
+
+  // Result i: the entry's info, or None where keys[i] is absent. Other errors raise.
+  std::vector<std::optional<Info>> get_many(const std::string& ns,
+                                            const std::vector<std::string>& keys,
+                                            std::vector<OutBytes> outs) {
+    std::vector<std::span<uint8_t>> dsts;
+    for (auto& o : outs) dsts.emplace_back(o.data(), o.size());
+    std::vector<Result<EntryInfo>> got;
+    {
+      nb::gil_scoped_release nogil;
+      auto l = core_->Lock();
+      got = core_->Live()->GetMany(ns, keys, dsts);
+    }
+    std::vector<std::optional<Info>> out;
+    for (auto& g : got) {
+      if (g.ok())
+        out.push_back(ToInfo(*g));
+      else if (g.status().IsNotFound())
+        out.push_back(std::nullopt);
+      else
+        Check(g.status());
+    }
+    return out;
+  }
+
+  Lease acquire(const std::string& ns, const std::string& key) {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    return Lease(Check(core_->Live()->Acquire(ns, key)), core_);
+  }
+
+  Lease pin(const std::string& ns, const std::string& key) {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    return Lease(Check(core_->Live()->Pin(ns, key)), core_);
+  }
+
+  std::optional<Info> lookup(const std::string& ns, const std::string& key) {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    auto r = core_->Live()->Lookup(ns, key);
+    if (r.status().IsNotFound()) return std::nullopt;
+    return ToInfo(Check(std::move(r)));
+  }
+
+  std::vector<std::optional<Info>> lookup_many(const std::string& ns,
+                                               const std::vector<std::string>& keys) {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    std::vector<std::optional<Info>> out;
+    for (auto& e : Check(core_->Live()->LookupMany(ns, keys)))
+      out.push_back(e ? std::optional<Info>(ToInfo(*e)) : std::nullopt);
+    return out;
+  }
+
+  bool contains(const std::string& ns, const std::string& key) {
+    if (core_->store)  // one hash lookup: not worth giving up the GIL for
+      return Check(core_->Live()->Contains(ns, key));
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    return Check(core_->Live()->Contains(ns, key));
+  }
+
+  std::vector<bool> contains_many(const std::string& ns, const std::vector<std::string>& keys) {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    return Check(core_->Live()->ContainsMany(ns, keys));
+  }
+
+  bool erase(const std::string& ns, const std::string& key) {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    Status st = core_->Live()->Erase(ns, key);
+    if (st.IsNotFound()) return false;
+    Check(st);
+    return true;
+  }
+
+  std::vector<Info> list(const std::optional<std::string>& ns) {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    std::vector<Info> out;
+    Check(core_->Live()->ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+      for (auto& e : page)
+        if (!ns || e.ns == *ns) out.push_back(ToInfo(e));
+      return true;
+    }));
+    return out;
+  }
+
+  std::string stats_json() {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    StoreStats s = Check(core_->Live()->Stats());
+    return StatsToJson(s, -1,
+                       std::string("{\"transport\":\"") + core_->Live()->transport() + "\"}");
+  }
+
+  // Local stores: the pool's (address, bytes), e.g. to register it with CUDA once.
+  std::pair<uint64_t, uint64_t> pool_region() {
+    core_->Live();
+    if (!core_->store) Check(Status::InvalidArgument("pool_region is for an embedded store"));
+    MemoryRegion r = core_->store->pool_region();
+    return {reinterpret_cast<uint64_t>(r.base), r.size};
+  }
+
+  void flush() {
+    nb::gil_scoped_release nogil;
+    if (core_->Live() && core_->store) Check(core_->store->Flush());
+  }
+
+  // Persists an embedded store and stops using it; leases still held stay valid.
+  void close() {
+    if (core_->closed) return;
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    core_->closed = true;
+    if (core_->store) Check(core_->store->Close());
+  }
+
+ private:
+  std::shared_ptr<Core> core_;
+};
+
+std::unique_ptr<PyCache> Open(const std::string& dir, uint64_t pool_bytes,
+                              uint64_t disk_quota_bytes, bool shareable, bool compress,
+                              bool promote_on_get) {
+  Options o;
+  o.pool_bytes = pool_bytes;
+  o.disk_quota_bytes = disk_quota_bytes;
+  o.shareable_pool = shareable;
+  o.compress = compress;
+  o.promote_on_get = promote_on_get;
+  std::unique_ptr<Store> s;
+  {
+    nb::gil_scoped_release nogil;
+    s = Check(Store::Open(dir, o));
+  }
+  return std::make_unique<PyCache>(std::move(s));
+}
+
+std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& token,
+                                 const std::string& transport, double timeout_s, int retries) {
+  net::ClientOptions o;
+  o.token = token;
+  o.transport = transport;
+  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  o.retries = retries;
+  std::unique_ptr<net::Client> c;
+  {
+    nb::gil_scoped_release nogil;
+    c = Check(net::Client::Connect(uri, o));
+  }
+  return std::make_unique<PyCache>(std::move(c));
+}
+
+}  // namespace
+}  // namespace ecstore::py
+
+NB_MODULE(_ecstore, m) {
+  using namespace ecstore::py;
+  m.doc() = "ec-store's C++ core: use the ecstore package, not this module";
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      nb::object errors = nb::module_::import_("ecstore.errors");
+      nb::object cls = errors.attr(ecstore::Status::CodeName(e.status.code()));
+      PyErr_SetString(cls.ptr(), e.status.message().c_str());
+    }
+  });
+
+  nb::class_<Info>(m, "EntryInfo")
+      .def_ro("namespace", &Info::ns)
+      .def_ro("key", &Info::key)
+      .def_ro("dtype", &Info::dtype, "safetensors spelling: BF16, F16, F32, ...")
+      .def_ro("shape", &Info::shape)
+      .def_ro("bytes", &Info::bytes)
+      .def_ro("tier", &Info::tier, "the fastest tier holding it: device, pool or disk")
+      .def_ro("tiers", &Info::tiers, "every tier holding a copy")
+      .def_ro("hits", &Info::hits)
+      .def_ro("created_us", &Info::created_us)
+      .def_ro("last_access_us", &Info::last_access_us)
+      .def_ro("checksum", &Info::checksum)
+      .def("__repr__", [](const Info& i) {
+        return "EntryInfo(" + i.ns + "/" + i.key + ", " + i.dtype + ", " +
+               std::to_string(i.bytes) + " bytes, " + i.tier + ")";
+      });
+
+  nb::class_<Lease>(m, "Lease")
+      .def_prop_ro("info", &Lease::info)
+      .def_prop_ro("released", &Lease::released)
+      .def_prop_ro("pinned_only", &Lease::pinned_only)
+      .def_prop_ro("address", &Lease::address)
+      .def("view", &Lease::view, "the bytes in place (read-only uint8 array; keeps the lease)")
+      .def("release", &Lease::release);
+
+  nb::class_<PyCache>(m, "Cache")
+      .def_prop_ro("transport", &PyCache::transport)
+      .def("put", &PyCache::put, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "data"_a)
+      .def("get_into", &PyCache::get_into, "ns"_a, "key"_a, "out"_a)
+      .def("get_many", &PyCache::get_many, "ns"_a, "keys"_a, "outs"_a)
+      .def("acquire", &PyCache::acquire, "ns"_a, "key"_a)
+      .def("pin", &PyCache::pin, "ns"_a, "key"_a)
+      .def("lookup", &PyCache::lookup, "ns"_a, "key"_a)
+      .def("lookup_many", &PyCache::lookup_many, "ns"_a, "keys"_a)
+      .def("contains", &PyCache::contains, "ns"_a, "key"_a)
+      .def("contains_many", &PyCache::contains_many, "ns"_a, "keys"_a)
+      .def("erase", &PyCache::erase, "ns"_a, "key"_a)
+      .def("list", &PyCache::list, "ns"_a = nb::none())
+      .def("stats_json", &PyCache::stats_json)
+      .def("pool_region", &PyCache::pool_region)
+      .def("flush", &PyCache::flush)
+      .def("close", &PyCache::close);
+
+  m.def("open", &Open, "dir"_a, "pool_bytes"_a, "disk_quota_bytes"_a, "shareable"_a = false,
+        "compress"_a = false, "promote_on_get"_a = true);
+  m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto",
+        "timeout_s"_a = 5.0, "retries"_a = 1);
+}
