@@ -1,0 +1,306 @@
+"""EcStoreConnector: vLLM's encoder-cache (EC) connector backed by ec-store.
+
+A drop-in for ECExampleConnector (one safetensors file per entry, never evicted):
+
+    vllm serve Qwen/Qwen2.5-VL-7B-Instruct --ec-transfer-config '{
+        "ec_connector": "EcStoreConnector", "ec_connector_module_path": "ecstore.vllm",
+        "ec_role": "ec_both",
+        "ec_connector_extra_config": {"store": "unix:/var/cache/ec/serve.sock"}}'
+
+ec_connector_extra_config:
+  store       a directory (an embedded store, for one engine process) or the address of an
+              `ec-store serve` daemon -- "tcp://host:port", "host:port", "unix:/dir/serve.sock"
+              (the usual deployment: one daemon per host shared by every engine process).
+  namespace   default: derived from the model, revision, dtype and encoder settings, so two
+              models never read each other's entries.
+  pool_size, disk_quota   for an embedded store ("8GiB").
+  token       the daemon's shared secret (or EC_STORE_TOKEN).
+  fail_open   default true: a store that cannot be reached is a miss (the encoder runs)
+              and a save that fails is logged, never an engine failure.
+
+How a hit stays a hit: the scheduler asks `ensure_cache_available` once per request, and
+the connector pins every item the store holds (Cache.pin: no bytes move; a daemon keeps a
+pin until released or its lease TTL, 30 s). `has_cache_item` then answers from the pinned
+set -- a dict lookup, no I/O -- so an item said to be a hit cannot be evicted before the
+worker loads it. Pins are dropped in `update_state_after_free` and `request_finished`.
+
+Saves: only on tensor-parallel rank 0 (every rank holds the same output). A CUDA tensor is
+copied into pinned host memory with a non-blocking copy and an event; a background thread
+waits for the event and hands the bytes to the store, so `save_caches` returns at once.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from vllm.distributed.ec_transfer.ec_connector.base import (
+    ECConnectorBase,
+    ECConnectorMetadata,
+    ECConnectorRole,
+)
+from vllm.logger import init_logger
+
+import ecstore
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.request import Request
+
+logger = init_logger(__name__)
+
+_REMOTE = re.compile(r"^(tcp://|unix:|[^/]+:\d+$)")
+_shared: dict[str, tuple[ecstore.Cache, int]] = {}
+_shared_lock = threading.Lock()
+
+
+def _acquire_cache(extra: dict) -> tuple[str, ecstore.Cache]:
+    """One Cache per store per process: the scheduler's and the worker's connectors of a
+    single-process engine share an embedded store (a directory opens once per process)."""
+    spec = str(extra.get("store") or "")
+    if not spec:
+        raise ValueError('EcStoreConnector needs ec_connector_extra_config["store"]: a '
+                         'directory, or an ec-store serve address (unix:/dir/serve.sock)')
+    with _shared_lock:
+        if spec in _shared:
+            cache, users = _shared[spec]
+            _shared[spec] = (cache, users + 1)
+            return spec, cache
+        if _REMOTE.match(spec):
+            cache = ecstore.connect(spec, token=extra.get("token") or
+                                    os.environ.get("EC_STORE_TOKEN"))
+        else:
+            cache = ecstore.open(spec, extra.get("pool_size", "1GiB"),
+                                 extra.get("disk_quota", "64GiB"))
+        _shared[spec] = (cache, 1)
+        return spec, cache
+
+
+def _release_cache(spec: str) -> None:
+    with _shared_lock:
+        cache, users = _shared[spec]
+        if users > 1:
+            _shared[spec] = (cache, users - 1)
+            return
+        del _shared[spec]
+    cache.close()
+
+
+def default_namespace(vllm_config: "VllmConfig") -> str:
+    """"vllm-<model>-<hash of model, revision, dtype and encoder settings>"."""
+    mc = getattr(vllm_config, "model_config", None)
+    model = str(getattr(mc, "model", "model"))
+    parts = [model, str(getattr(mc, "revision", None)), str(getattr(mc, "dtype", None))]
+    mm = getattr(mc, "multimodal_config", None)
+    if mm is not None:
+        parts.append(repr(sorted((k, repr(v)) for k, v in vars(mm).items())))
+    digest = hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", model.rsplit("/", 1)[-1])[:80]
+    return f"vllm-{name}-{digest}"
+
+
+@dataclass
+class EcStoreConnectorMetadata(ECConnectorMetadata):
+    """Scheduler -> worker, per step: the identifiers to load and their embed counts."""
+
+    loads: dict[str, int] = field(default_factory=dict)
+
+
+class EcStoreConnector(ECConnectorBase):
+    def __init__(self, vllm_config: "VllmConfig", role: ECConnectorRole):
+        super().__init__(vllm_config=vllm_config, role=role)
+        cfg = vllm_config.ec_transfer_config
+        extra = dict(getattr(cfg, "ec_connector_extra_config", None) or {})
+        self._fail_open = bool(extra.get("fail_open", True))
+        self._ns = extra.get("namespace") or default_namespace(vllm_config)
+        self._spec, self._cache = _acquire_cache(extra)
+        # Scheduler side.
+        self._pins: dict[str, list[Any]] = {}  # identifier -> [lease, pin count]
+        self._decided: dict[str, dict[str, bool]] = {}  # request id -> identifier -> pinned
+        self._to_load: dict[str, int] = {}
+        # Worker side.
+        self._saver = concurrent.futures.ThreadPoolExecutor(1, "ecstore-save")
+        self._pending: set[concurrent.futures.Future] = set()
+        self._pending_lock = threading.Lock()
+
+    @property
+    def namespace(self) -> str:
+        return self._ns
+
+    @property
+    def cache(self) -> ecstore.Cache:
+        return self._cache
+
+    # ------------------------------------------------------------------ scheduler side
+
+    def ensure_cache_available(self, request: "Request", num_computed_tokens: int) -> bool:
+        if not self.is_consumer:
+            return True
+        decided = self._decided.setdefault(request.request_id, {})
+        for feature in request.mm_features:
+            key = feature.identifier
+            if key in decided:
+                continue
+            decided[key] = self._pin(key)
+        return True
+
+    def _pin(self, key: str) -> bool:
+        held = self._pins.get(key)
+        if held is not None:
+            held[1] += 1
+            return True
+        try:
+            self._pins[key] = [self._cache.pin(self._ns, key), 1]
+            return True
+        except ecstore.NotFound:
+            return False
+        except ecstore.Error as e:
+            if not self._fail_open:
+                raise
+            logger.warning("ec-store: %s unavailable (%s); computing it", key, e)
+            return False
+
+    def _unpin(self, key: str) -> None:
+        held = self._pins.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] == 0:
+            del self._pins[key]
+            held[0].release()
+
+    def has_cache_item(self, identifier: str) -> bool:
+        # Pinned items only: what this says is a hit stays loadable until it is freed.
+        return self.is_consumer and identifier in self._pins
+
+    def update_state_after_alloc(self, request: "Request", index: int) -> None:
+        key = request.mm_features[index].identifier
+        if self.is_consumer and key in self._pins:
+            self._to_load[key] = request.get_num_encoder_embeds(index)
+
+    def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> ECConnectorMetadata:
+        meta = EcStoreConnectorMetadata(loads=dict(self._to_load))
+        self._to_load.clear()
+        return meta
+
+    def update_state_after_free(self, request: "Request", index: int) -> None:
+        key = request.mm_features[index].identifier
+        decided = self._decided.get(request.request_id, {})
+        if decided.pop(key, False):
+            self._unpin(key)
+
+    def request_finished(self, request: "Request") -> tuple[bool, dict[str, Any] | None]:
+        for key, pinned in self._decided.pop(request.request_id, {}).items():
+            if pinned:
+                self._unpin(key)
+        if not self.is_producer or not request.mm_features:
+            return False, None
+        # vLLM's own per-item metadata (what its proxy forwards as ec_transfer_params), with
+        # where the entry lives beside it, for a consumer on another host to pull from.
+        try:
+            from vllm.distributed.ec_transfer.ec_connector.utils import (
+                PlaceholderMetadataResolver, collect_ec_item_metadata)
+
+            items = collect_ec_item_metadata(
+                request.mm_features, PlaceholderMetadataResolver(self._vllm_config.model_config))
+        except Exception:  # no model config (tests) or no media data: keys and modality only
+            items = {f.identifier: {"modality": f.modality} for f in request.mm_features}
+        for item in items.values():
+            item["ec_store"] = {"store": self._spec, "namespace": self._ns}
+        return False, items
+
+    def has_pending_push_work(self) -> bool:
+        with self._pending_lock:
+            return bool(self._pending)
+
+    # --------------------------------------------------------------------- worker side
+
+    def start_load_caches(self, encoder_cache: dict[str, torch.Tensor], **kwargs: Any) -> None:
+        meta = self._get_connector_metadata()
+        assert isinstance(meta, EcStoreConnectorMetadata)
+        device = _load_device()
+        for key in meta.loads:
+            if key in encoder_cache:
+                continue
+            encoder_cache[key] = self._cache.get(self._ns, key, device=device)
+
+    def save_caches(self, encoder_cache: dict[str, torch.Tensor], mm_hash: str,
+                    **kwargs: Any) -> None:
+        if not self.is_producer or _tp_rank() != 0:
+            return
+        src = encoder_cache[mm_hash].detach()
+        if src.device.type == "cuda":
+            host = torch.empty(src.shape, dtype=src.dtype, pin_memory=True)
+            host.copy_(src, non_blocking=True)
+            done = torch.cuda.Event()
+            done.record()
+            job = (host, done, src)  # src stays alive until the copy has run
+        else:
+            job = (src, None, None)
+        fut = self._saver.submit(self._store, mm_hash, job)
+        with self._pending_lock:
+            self._pending.add(fut)
+        fut.add_done_callback(self._saved)
+
+    def _store(self, mm_hash: str, job: tuple) -> None:
+        host, done, _ = job
+        if done is not None:
+            done.synchronize()
+        t0 = time.perf_counter()
+        try:
+            self._cache.put(self._ns, mm_hash, host)
+        except ecstore.Error as e:
+            if not self._fail_open:
+                raise
+            logger.warning("ec-store: saving %s failed: %s", mm_hash, e)
+            return
+        logger.debug("ec-store: saved %s in %.2f ms", mm_hash, 1e3 * (time.perf_counter() - t0))
+
+    def _saved(self, fut: concurrent.futures.Future) -> None:
+        with self._pending_lock:
+            self._pending.discard(fut)
+
+    def wait_for_saves(self, timeout: float | None = None) -> None:
+        """Blocks until every save handed over so far is in the store."""
+        with self._pending_lock:
+            pending = list(self._pending)
+        concurrent.futures.wait(pending, timeout=timeout)
+        for f in pending:
+            if f.done():
+                f.result()
+
+    def shutdown(self) -> None:
+        self.wait_for_saves()
+        self._saver.shutdown(wait=True)
+        for held in self._pins.values():
+            held[0].release()
+        self._pins.clear()
+        if self._cache is not None:
+            _release_cache(self._spec)
+            self._cache = None
+
+
+def _load_device() -> str:
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cuda_alike():
+        return f"{current_platform.device_type}:{current_platform.current_device()}"
+    return "cpu"
+
+
+def _tp_rank() -> int:
+    try:
+        from vllm.distributed.parallel_state import get_tensor_model_parallel_rank
+
+        return get_tensor_model_parallel_rank()
+    except Exception:  # no model-parallel group (one process, tests): rank 0
+        return 0

@@ -1,0 +1,36 @@
+"""Fixtures: a fresh store directory, and a real `ec-store serve` daemon (EC_STORE_BIN)."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+
+def _ec_store_bin() -> str:
+    path = os.environ.get("EC_STORE_BIN", "")
+    if not path or not os.access(path, os.X_OK):
+        pytest.skip("EC_STORE_BIN is not set to the ec-store binary (make python-test sets it)")
+    return path
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """A daemon on loopback (port chosen by the kernel); yields its tcp:// address."""
+    proc = subprocess.Popen(
+        [_ec_store_bin(), "--dir", str(tmp_path / "served"), "--pool-size", "64MiB", "serve",
+         "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    m = re.search(r"port (\d+)", line)
+    if not m:
+        proc.kill()
+        raise RuntimeError(f"ec-store serve did not start: {line!r} {proc.stderr.read()}")
+    yield {"tcp": f"tcp://127.0.0.1:{m.group(1)}",
+           "unix": f"unix:{tmp_path / 'served' / 'serve.sock'}"}
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -1,0 +1,145 @@
+"""The ecstore package: embedded and remote caches behave alike (one Cache interface)."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import ecstore
+
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+@pytest.fixture(params=["embedded", "tcp", "shm"])
+def cache(request, tmp_path):
+    if request.param == "embedded":
+        c = ecstore.open(str(tmp_path / "store"), "64MiB")
+    else:
+        addr = request.getfixturevalue("daemon")
+        c = ecstore.connect(addr["tcp"], transport="tcp" if request.param == "tcp" else "auto")
+        assert c.transport == request.param
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tensors_round_trip_byte_exact(cache, dtype):
+    for rows in (1, 400, 2000):
+        t = torch.randn(rows, 3584 // 4).to(dtype)
+        cache.put("qwen", f"img-{rows}", t)
+        got = cache.get("qwen", f"img-{rows}")
+        assert got.dtype == dtype and got.shape == t.shape
+        assert torch.equal(got.view(torch.uint8), t.view(torch.uint8))
+
+
+def test_numpy_and_raw_bytes(cache):
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    cache.put("ns", "arr", a)
+    np.testing.assert_array_equal(cache.get("ns", "arr", like="numpy"), a)
+    raw = bytes(range(256)) * 4
+    cache.put("ns", "raw", raw, dtype="U8", shape=[4, 256])
+    assert cache.get("ns", "raw", like="numpy").tobytes() == raw
+    bf = torch.randn(8, 8, dtype=torch.bfloat16)
+    cache.put("ns", "bf", bf)
+    bits = cache.get("ns", "bf", like="numpy")  # numpy has no bf16: the raw bits
+    assert bits.dtype in (np.uint16,) or bits.dtype.name == "bfloat16"
+    assert bits.tobytes() == bf.view(torch.uint8).numpy().tobytes()
+
+
+def test_get_into_get_many_lookup_contains_erase_list(cache):
+    t = torch.randn(64, 64)
+    cache.put("ns", "a", t)
+    cache.put("ns", "b", t * 2)
+    out = torch.empty(64, 64)
+    info = cache.get_into("ns", "a", out)
+    assert torch.equal(out, t) and info.bytes == t.numel() * 4 and info.dtype == "F32"
+    many = cache.get_many("ns", ["a", "missing", "b"])
+    assert many[1] is None and torch.equal(many[0], t) and torch.equal(many[2], t * 2)
+    assert cache.contains("ns", "a") and not cache.contains("ns", "zz")
+    assert cache.contains_many("ns", ["a", "zz", "b"]) == [True, False, True]
+    assert cache.lookup("ns", "zz") is None
+    assert [i is not None for i in cache.lookup_many("ns", ["a", "zz"])] == [True, False]
+    assert sorted(i.key for i in cache.list("ns")) == ["a", "b"]
+    assert cache.erase("ns", "a") and not cache.erase("ns", "a")
+    with pytest.raises(ecstore.NotFound):
+        cache.get("ns", "a")
+
+
+def test_leases_read_in_place_and_outlive_their_block(cache):
+    t = torch.randn(300, 300)
+    cache.put("ns", "k", t)
+    with cache.acquire("ns", "k") as lease:
+        assert torch.equal(lease.tensor(), t)
+        view = lease.array()  # keeps the entry pinned after the block
+    np.testing.assert_array_equal(view, t.numpy())
+    with cache.pin("ns", "k") as pin:
+        assert pin.info.bytes == t.numel() * 4
+    with pytest.raises(ecstore.NotFound):
+        cache.acquire("ns", "nope")
+
+
+def test_errors_are_classes_with_messages(cache):
+    with pytest.raises(ecstore.InvalidArgument, match="cannot contain '/'"):
+        cache.put("ns", "a/b", torch.zeros(4))
+    with pytest.raises(ValueError):  # InvalidArgument is a ValueError too
+        cache.put("ns", "", torch.zeros(4))
+    with pytest.raises(ValueError, match="dtype= and shape="):
+        cache.put("ns", "k", b"1234")
+    with pytest.raises(ecstore.NotFound) as e:
+        cache.get("ns", "absent")
+    assert "absent" in str(e.value) and isinstance(e.value, KeyError)
+    small = torch.empty(2)
+    cache.put("ns", "big", torch.zeros(100))
+    with pytest.raises(ecstore.InvalidArgument, match="destination buffer"):
+        cache.get_into("ns", "big", small)
+
+
+def test_stats_have_one_schema(cache, tmp_path):
+    cache.put("ns", "k", torch.zeros(1000))
+    s = cache.stats()
+    assert s["pool"]["capacity"] == 64 << 20 and "disk" in s and "transport" in s
+    local = ecstore.open(str(tmp_path / "other"), "64MiB")
+    assert set(local.stats()) == set(s) and set(local.stats()["pool"]) == set(s["pool"])
+    local.close()
+
+
+def test_threads_share_one_cache(cache):
+    errors = []
+
+    def worker(n):
+        try:
+            for i in range(20):
+                t = torch.full((256, 256), float(n * 100 + i))
+                cache.put("ns", f"t{n}-{i}", t)
+                assert torch.equal(cache.get("ns", f"t{n}-{i}"), t)
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+
+
+def test_embedded_store_is_durable_across_reopen(tmp_path):
+    t = torch.randn(50, 50, dtype=torch.bfloat16)
+    with ecstore.open(str(tmp_path / "s"), "16MiB") as c:
+        c.put("ns", "k", t)
+    with ecstore.open(str(tmp_path / "s"), "16MiB") as c:
+        assert torch.equal(c.get("ns", "k"), t)
+    with pytest.raises(ecstore.InvalidArgument):
+        ecstore.open(str(tmp_path / "s"), "lots")
+
+
+def test_a_second_open_of_one_directory_is_refused(tmp_path):
+    with ecstore.open(str(tmp_path / "s"), "16MiB"):
+        with pytest.raises(ecstore.Error, match="another process|in use"):
+            ecstore.open(str(tmp_path / "s"), "16MiB")
+
+
+def test_unreachable_server_is_unavailable():
+    with pytest.raises(ecstore.Unavailable):
+        ecstore.connect("tcp://127.0.0.1:1", timeout=1.0, retries=0)

@@ -1,0 +1,247 @@
+"""EcStoreConnector against the real vLLM 0.33.0.
+
+The behaviours of vLLM's tests/v1/ec_connector/unit/test_ec_example_connector.py, ported to
+the public connector API and run over both connectors (vLLM's ECExampleConnector and
+EcStoreConnector), plus what only a pinning connector can promise; and vLLM's worker-side
+wrapper (ActiveECConnector) driving the real EcStoreConnector.
+"""
+
+from types import SimpleNamespace
+from unittest.mock import Mock, patch
+
+import pytest
+import torch
+
+vllm = pytest.importorskip("vllm", reason="vLLM is not installed (make python-test installs it)")
+
+from vllm.config import VllmConfig  # noqa: E402
+from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole  # noqa: E402
+from vllm.distributed.ec_transfer.ec_connector.example_connector import (  # noqa: E402
+    ECExampleConnector)
+from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange  # noqa: E402
+
+import ecstore  # noqa: E402
+from ecstore.vllm import EcStoreConnector  # noqa: E402
+
+
+class MockRequest:  # as in vLLM's test
+    def __init__(self, request_id, mm_hashes, token_counts):
+        self.request_id = request_id
+        self._token_counts = token_counts
+        self.mm_features = [
+            MultiModalFeatureSpec(data=None, modality="image", identifier=h,
+                                  mm_position=PlaceholderRange(offset=0, length=n))
+            for h, n in zip(mm_hashes, token_counts)]
+
+    def get_num_encoder_embeds(self, input_id):
+        return self._token_counts[input_id]
+
+
+def make_config(kind, store, producer, consumer, extra=None):
+    config = Mock(spec=VllmConfig)
+    config.model_config = None
+    ec = Mock()
+    ec.is_ec_producer = producer
+    ec.is_ec_consumer = consumer
+    extra = dict(extra or {})
+    if kind == "ecstore":
+        extra.setdefault("store", store)
+        extra.setdefault("namespace", "test")
+    else:
+        extra.setdefault("shared_storage_path", store)
+    ec.ec_connector_extra_config = extra
+    ec.get_from_extra_config = lambda k, d=None: extra.get(k, d)
+    config.ec_transfer_config = ec
+    return config
+
+
+CLASSES = {"example": ECExampleConnector, "ecstore": EcStoreConnector}
+
+
+class Engine:
+    """A producer and a consumer (scheduler + worker side each) on one store."""
+
+    def __init__(self, kind, store, extra=None):
+        cls = CLASSES[kind]
+        self.kind = kind
+        self.producer = cls(make_config(kind, store, True, False, extra), ECConnectorRole.WORKER)
+        self.scheduler = cls(make_config(kind, store, False, True, extra),
+                             ECConnectorRole.SCHEDULER)
+        self.worker = cls(make_config(kind, store, False, True, extra), ECConnectorRole.WORKER)
+
+    def save(self, cache, key):
+        self.producer.save_caches(encoder_cache=cache, mm_hash=key)
+        if self.kind == "ecstore":
+            self.producer.wait_for_saves()
+
+    def schedule(self, request):
+        """What vLLM's scheduler does for a waiting request: ensure, has, alloc, meta."""
+        assert self.scheduler.ensure_cache_available(request, 0)
+        hits = [self.scheduler.has_cache_item(f.identifier) for f in request.mm_features]
+        for i, hit in enumerate(hits):
+            if hit:
+                self.scheduler.update_state_after_alloc(request, i)
+        return hits, self.scheduler.build_connector_meta(SimpleNamespace())
+
+    def load(self, meta, encoder_cache=None):
+        encoder_cache = {} if encoder_cache is None else encoder_cache
+        self.worker.bind_connector_metadata(meta)
+        self.worker.start_load_caches(encoder_cache=encoder_cache)
+        self.worker.clear_connector_metadata()
+        return encoder_cache
+
+    def close(self):
+        for c in (self.producer, self.scheduler, self.worker):
+            c.shutdown()
+
+
+@pytest.fixture(params=["example", "ecstore-embedded", "ecstore-daemon"])
+def engine(request, tmp_path):
+    if request.param == "example":
+        e = Engine("example", str(tmp_path))
+    elif request.param == "ecstore-embedded":
+        e = Engine("ecstore", str(tmp_path / "store"))
+    else:
+        e = Engine("ecstore", request.getfixturevalue("daemon")["tcp"])
+    yield e
+    e.close()
+
+
+def tensors(n=3):
+    return {f"img_hash_{i}": torch.randn(100 + 50 * i, 64, dtype=torch.bfloat16)
+            for i in range(1, n + 1)}
+
+
+def test_roles(engine):
+    assert engine.producer.is_producer and not engine.producer.is_consumer
+    assert engine.scheduler.is_consumer and not engine.scheduler.is_producer
+    assert engine.scheduler.role == ECConnectorRole.SCHEDULER
+
+
+def test_saved_items_are_hits_and_load_byte_exact(engine):
+    cache = tensors()
+    for k in cache:
+        engine.save(cache, k)
+    req = MockRequest("r1", list(cache), [100, 150, 200])
+    hits, meta = engine.schedule(req)
+    assert hits == [True, True, True]
+    loaded = engine.load(meta)
+    assert set(loaded) == set(cache)
+    for k, t in cache.items():
+        assert loaded[k].dtype == t.dtype and torch.equal(loaded[k], t)
+
+
+def test_no_items_exist(engine):
+    hits, meta = engine.schedule(MockRequest("r", ["a", "b"], [1, 2]))
+    assert hits == [False, False]
+    assert engine.load(meta) == {}
+
+
+def test_partial_hits_load_only_what_exists(engine):
+    cache = tensors(2)
+    engine.save(cache, "img_hash_1")
+    hits, meta = engine.schedule(MockRequest("r", ["img_hash_1", "img_hash_2"], [1, 2]))
+    assert hits == [True, False]
+    assert list(engine.load(meta)) == ["img_hash_1"]
+
+
+def test_metadata_is_cleared_after_build(engine):
+    cache = tensors(1)
+    engine.save(cache, "img_hash_1")
+    _, meta = engine.schedule(MockRequest("r", ["img_hash_1"], [5]))
+    assert list(engine.load(meta)) == ["img_hash_1"]
+    empty = engine.scheduler.build_connector_meta(SimpleNamespace())
+    assert engine.load(empty) == {}
+
+
+def test_consumer_does_not_save(engine):
+    cache = tensors(1)
+    engine.worker.save_caches(encoder_cache=cache, mm_hash="img_hash_1")
+    hits, _ = engine.schedule(MockRequest("r", ["img_hash_1"], [1]))
+    assert hits == [False]
+
+
+def test_load_skips_keys_already_in_the_encoder_cache(engine):
+    cache = tensors(1)
+    engine.save(cache, "img_hash_1")
+    _, meta = engine.schedule(MockRequest("r", ["img_hash_1"], [1]))
+    sentinel = torch.zeros(1)
+    loaded = engine.load(meta, {"img_hash_1": sentinel})
+    assert loaded["img_hash_1"] is sentinel
+
+
+def test_save_of_an_empty_tensor(engine):
+    cache = {"empty": torch.empty(0, 64, dtype=torch.bfloat16)}
+    engine.save(cache, "empty")
+    hits, meta = engine.schedule(MockRequest("r", ["empty"], [0]))
+    assert hits == [True]
+    assert engine.load(meta)["empty"].shape == (0, 64)
+
+
+# ------------------------------------------------------------ what only ec-store promises
+
+def test_a_hit_survives_eviction_until_it_is_freed(tmp_path):
+    """Between has_cache_item and the worker's load the pool churns: the pinned hit stays
+    loadable (ECExampleConnector never evicts; a bounded store must pin)."""
+    e = Engine("ecstore", str(tmp_path / "s"), {"pool_size": "16MiB", "disk_quota": "20MiB"})
+    big = {"hit": torch.randn(1024, 1024, dtype=torch.float32)}  # 4 MiB
+    e.save(big, "hit")
+    req = MockRequest("r", ["hit"], [1])
+    hits, meta = e.schedule(req)
+    assert hits == [True]
+    for i in range(12):  # 48 MiB through a 16 MiB pool and a 20 MiB disk quota
+        e.save({f"churn{i}": torch.randn(1024, 1024)}, f"churn{i}")
+    loaded = e.load(meta)
+    assert torch.equal(loaded["hit"], big["hit"])
+    e.scheduler.update_state_after_free(req, 0)
+    assert not e.scheduler.has_cache_item("hit")  # unpinned once freed
+    e.scheduler.request_finished(req)
+    e.close()
+
+
+def test_request_finished_reports_where_the_items_live(tmp_path):
+    e = Engine("ecstore", str(tmp_path / "s"))
+    req = MockRequest("r", ["x"], [1])
+    delay, params = e.producer.request_finished(req)
+    assert delay is False
+    assert params["x"]["ec_store"] == {"store": str(tmp_path / "s"), "namespace": "test"}
+    e.close()
+
+
+def test_an_unreachable_store_is_refused_at_startup():
+    conf = make_config("ecstore", "tcp://127.0.0.1:1", False, True)
+    with pytest.raises(ecstore.Unavailable):
+        EcStoreConnector(conf, ECConnectorRole.SCHEDULER)
+
+
+def test_default_namespace_separates_models():
+    from ecstore.vllm import default_namespace
+
+    a = SimpleNamespace(model_config=SimpleNamespace(model="Qwen/Qwen2.5-VL-7B", revision=None,
+                                                     dtype="bfloat16"))
+    b = SimpleNamespace(model_config=SimpleNamespace(model="Qwen/Qwen2.5-VL-3B", revision=None,
+                                                     dtype="bfloat16"))
+    assert default_namespace(a) != default_namespace(b)
+    assert default_namespace(a).startswith("vllm-Qwen2_5-VL-7B-")
+
+
+# ------------------------------------------- vLLM's worker wrapper with the real connector
+
+def test_worker_wrapper_saves_new_entries_through_ecstore(tmp_path):
+    from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorMetadata
+    from vllm.v1.worker.gpu.ec_connector import ActiveECConnector
+
+    conn = EcStoreConnector(make_config("ecstore", str(tmp_path / "s"), True, True),
+                            ECConnectorRole.WORKER)
+    encoder_cache = {"old": torch.ones(4)}
+    with patch("vllm.v1.worker.gpu.ec_connector.get_ec_transfer", return_value=conn):
+        wrapper = ActiveECConnector(SimpleNamespace(), encoder_cache)
+    out = SimpleNamespace(ec_connector_metadata=ECConnectorMetadata(),
+                          finished_req_ids=frozenset())
+    out.ec_connector_metadata = conn.build_connector_meta(SimpleNamespace())
+    with wrapper.maybe_get_output(out):
+        encoder_cache["new"] = torch.arange(10, dtype=torch.float16)
+    conn.wait_for_saves()
+    assert conn.cache.contains("test", "new") and not conn.cache.contains("test", "old")
+    assert torch.equal(conn.cache.get("test", "new"), encoder_cache["new"])
+    conn.shutdown()
