@@ -4,7 +4,7 @@ SANITIZE ?=
 JOBS     ?= $(shell nproc)
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE)
 
-.PHONY: deps build demo test test-rdma test-nordma bench-rdma bench bench-quick asan tsan clean format format-check
+.PHONY: deps build demo test python-test python-wheel test-rdma test-nordma bench-rdma bench bench-quick asan tsan clean format format-check
 
 deps:
 	@scripts/install-deps.sh
@@ -20,6 +20,24 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 600
+	$(MAKE) python-test
+
+# The Python package and the vLLM connector, against the real vLLM 0.33.0 on the CPU, in a
+# venv cached outside the tree (scripts/python-env.sh). The extension is built in build-py.
+PY_ENV = VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+	EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store PYTHONPATH=$(CURDIR)/build-py/python
+python-test: build
+	@VENV=$$(scripts/python-env.sh) && \
+	cmake -S . -B build-py -DCMAKE_BUILD_TYPE=Release -DEC_BUILD_PYTHON=ON -DEC_BUILD_TESTS=OFF \
+	  -DEC_BUILD_BENCH=OFF -DPython_EXECUTABLE=$$VENV/bin/python >/dev/null && \
+	cmake --build build-py -j $(JOBS) --target _ecstore && \
+	$(PY_ENV) $$VENV/bin/python -m pytest -q python/tests
+
+# `pip wheel .` through scikit-build-core: a wheel with the extension and the package.
+python-wheel: deps
+	@VENV=$$(scripts/python-env.sh) && rm -rf dist && \
+	$$VENV/bin/python -m pip wheel --no-build-isolation --no-deps -w dist . && \
+	$$VENV/bin/python scripts/check-wheel.py dist/ecstore-*.whl
 
 # Real RDMA verbs under Soft-RoCE in a QEMU VM (also part of `make test`).
 test-rdma: build
@@ -57,4 +75,4 @@ format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf build build-asan build-tsan build-nordma .ec-store bench-out
+	rm -rf build build-asan build-tsan build-nordma build-py dist .ec-store bench-out

@@ -1,0 +1,228 @@
+"""python -m ecstore.bench: vLLM's ECExampleConnector against EcStoreConnector, same run,
+same entries (bf16, 2.87 / 10.6 / 16.5 / 57.8 MB), through vLLM's connector API.
+
+For each connector -- example (one safetensors file per entry, page cache warm and cold),
+ecstore embedded, ecstore through a daemon (--daemon ADDR, or EC_STORE_BIN to start one) --
+it measures, per entry size, p50 and p99 of:
+  save    how long save_caches takes as the model runner sees it
+  ready   from save_caches until the entry is readable by a consumer
+  load    start_load_caches of one entry into the target device (cuda:0, else CPU; on the
+          CPU every byte is then read once, as vLLM's use of the tensor would)
+  has     has_cache_item for a present item
+and the limit for load: the same bytes copied the simplest way into a fresh tensor on the
+target device (a pinned host->device copy on a GPU; a memcpy on the CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from types import SimpleNamespace
+from unittest.mock import Mock
+
+import torch
+
+SIZES = {"2.87MB": (400, 3584), "10.6MB": (1296, 4096), "16.5MB": (2016, 4096),
+         "57.8MB": (7056, 4096)}
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def config(kind: str, store: str, producer: bool, consumer: bool):
+    from vllm.config import VllmConfig
+
+    c = Mock(spec=VllmConfig)
+    c.model_config = None
+    ec = Mock()
+    ec.is_ec_producer, ec.is_ec_consumer = producer, consumer
+    extra = ({"store": store, "namespace": "bench", "pool_size": "2GiB"} if kind == "ecstore"
+             else {"shared_storage_path": store})
+    ec.ec_connector_extra_config = extra
+    ec.get_from_extra_config = lambda k, d=None: extra.get(k, d)
+    c.ec_transfer_config = ec
+    return c
+
+
+class Request:
+    def __init__(self, key: str, n: int):
+        from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
+
+        self.request_id = "req-" + key
+        self.mm_features = [MultiModalFeatureSpec(
+            data=None, modality="image", identifier=key,
+            mm_position=PlaceholderRange(offset=0, length=n))]
+        self._n = n
+
+    def get_num_encoder_embeds(self, i: int) -> int:
+        return self._n
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def drop_page_cache(root: str) -> None:
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            fd = os.open(os.path.join(dirpath, f), os.O_RDONLY)
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+
+
+def run_connector(name: str, kind: str, store: str, device: str, reps: int,
+                  cold: bool = False) -> dict:
+    from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole
+    from vllm.distributed.ec_transfer.ec_connector.example_connector import ECExampleConnector
+
+    from ecstore.vllm import EcStoreConnector
+
+    cls = EcStoreConnector if kind == "ecstore" else ECExampleConnector
+    prod = cls(config(kind, store, True, False), ECConnectorRole.WORKER)
+    sched = cls(config(kind, store, False, True), ECConnectorRole.SCHEDULER)
+    work = cls(config(kind, store, False, True), ECConnectorRole.WORKER)
+    out = {}
+    for label, shape in SIZES.items():
+        src = torch.randn(shape, dtype=torch.float32).to(torch.bfloat16).to(device)
+        save, ready, load, has = [], [], [], []
+        for r in range(reps):
+            key = f"{label}-{r}-{name}"
+            sync(device)
+            t0 = time.perf_counter()
+            prod.save_caches(encoder_cache={key: src}, mm_hash=key)
+            t1 = time.perf_counter()
+            if kind == "ecstore":
+                prod.wait_for_saves()
+            t2 = time.perf_counter()
+            save.append(t1 - t0)
+            ready.append(t2 - t0)
+            req = Request(key, shape[0])
+            sched.ensure_cache_available(req, 0)
+            for _ in range(200):
+                h0 = time.perf_counter()
+                sched.has_cache_item(key)
+                has.append(time.perf_counter() - h0)
+            assert sched.has_cache_item(key)
+            sched.update_state_after_alloc(req, 0)
+            meta = sched.build_connector_meta(SimpleNamespace())
+            if cold:
+                drop_page_cache(store)
+            cache = {}
+            work.bind_connector_metadata(meta)
+            sync(device)
+            l0 = time.perf_counter()
+            work.start_load_caches(encoder_cache=cache)
+            touch(cache[key], device)
+            sync(device)
+            load.append(time.perf_counter() - l0)
+            work.clear_connector_metadata()
+            assert torch.equal(cache[key].view(torch.int16), src.view(torch.int16))
+            sched.request_finished(req)
+        out[label] = {m: {"p50_ms": 1e3 * pct(v, 0.5), "p99_ms": 1e3 * pct(v, 0.99)}
+                      for m, v in (("save", save), ("ready", ready), ("load", load))}
+        out[label]["has"] = {"p50_us": 1e6 * pct(has, 0.5), "p99_us": 1e6 * pct(has, 0.99)}
+    for c in (prod, sched, work):
+        c.shutdown()
+    return out
+
+
+def touch(t: torch.Tensor, device: str) -> None:
+    """On the CPU, reads every byte once: safetensors' load_file maps the file lazily, so
+    without this a 'load' would stop before reading anything. Limit and loads alike."""
+    if not device.startswith("cuda"):
+        t.view(torch.uint8).max()
+
+
+def limit(device: str, reps: int) -> dict:
+    """The same bytes the simplest way: a host tensor (pinned on a GPU) copied into a fresh
+    tensor on the target device (on the CPU: clone)."""
+    out = {}
+    for label, shape in SIZES.items():
+        host = torch.randn(shape).to(torch.bfloat16)
+        if device.startswith("cuda"):
+            host = host.pin_memory()
+        times = []
+        for _ in range(reps):
+            sync(device)
+            t0 = time.perf_counter()
+            if device.startswith("cuda"):
+                dst = torch.empty(shape, dtype=torch.bfloat16, device=device)
+                dst.copy_(host, non_blocking=True)
+            else:
+                dst = host.clone()
+            touch(dst, device)
+            sync(device)
+            times.append(time.perf_counter() - t0)
+        out[label] = {"p50_ms": 1e3 * pct(times, 0.5), "p99_ms": 1e3 * pct(times, 0.99)}
+    return out
+
+
+def start_daemon(root: str):
+    binary = os.environ.get("EC_STORE_BIN")
+    if not binary:
+        return None, None
+    proc = subprocess.Popen([binary, "--dir", os.path.join(root, "daemon"), "--pool-size",
+                             "2GiB", "serve", "--listen", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    m = re.search(r"port (\d+)", proc.stdout.readline())
+    return proc, f"tcp://127.0.0.1:{m.group(1)}" if m else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=8)
+    ap.add_argument("--dir", default=None, help="where the stores live (default: a temp dir)")
+    ap.add_argument("--daemon", default=None, help="address of a running ec-store serve")
+    ap.add_argument("--json", default=None, help="write the results here")
+    args = ap.parse_args()
+    device = "cuda:0" if torch.cuda.is_available() else "cpu"
+    root = args.dir or tempfile.mkdtemp(prefix="ecstore-bench-")
+    proc, addr = (None, args.daemon) if args.daemon else start_daemon(root)
+    results = {"device": device, "limit_load": limit(device, args.reps)}
+    runs = [("example-warm", "example", os.path.join(root, "example"), False),
+            ("example-cold", "example", os.path.join(root, "example-cold"), True),
+            ("ecstore-embedded", "ecstore", os.path.join(root, "embedded"), False)]
+    if addr:
+        runs.append(("ecstore-daemon", "ecstore", addr, False))
+    try:
+        for name, kind, store, cold in runs:
+            if kind == "example":
+                os.makedirs(store, exist_ok=True)
+            results[name] = run_connector(name, kind, store, device, args.reps, cold)
+    finally:
+        if proc:
+            proc.terminate()
+            proc.wait()
+    print(f"device {device}; p50 / p99 in ms (has_cache_item in us); load ratio = p50 / limit")
+    print(f"{'connector':18} {'size':7} {'save':>13} {'ready':>13} {'load':>13} "
+          f"{'load/limit':>10} {'has (us)':>13}")
+    for name, _, _, _ in runs:
+        for label in SIZES:
+            r, lim = results[name][label], results["limit_load"][label]
+            f = lambda m: f"{r[m]['p50_ms']:6.2f}/{r[m]['p99_ms']:6.2f}"  # noqa: E731
+            ratio = r["load"]["p50_ms"] / lim["p50_ms"]
+            # Faster than the same bytes copied the simplest way cannot be: a measuring error.
+            flag = "  (below the limit: a measuring error)" if ratio < 0.95 else ""
+            print(f"{name:18} {label:7} {f('save'):>13} {f('ready'):>13} {f('load'):>13} "
+                  f"{ratio:10.2f} {r['has']['p50_us']:6.2f}/{r['has']['p99_us']:6.2f}{flag}")
+    for label in SIZES:
+        lim = results["limit_load"][label]
+        print(f"{'limit (copy)':18} {label:7} {'':>13} {'':>13} "
+              f"{lim['p50_ms']:6.2f}/{lim['p99_ms']:6.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
