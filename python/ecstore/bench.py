@@ -28,6 +28,7 @@ from unittest.mock import Mock
 
 import torch
 
+DEVICE = "cpu"
 SIZES = {"2.87MB": (400, 3584), "10.6MB": (1296, 4096), "16.5MB": (2016, 4096),
          "57.8MB": (7056, 4096)}
 
@@ -80,17 +81,131 @@ def drop_page_cache(root: str) -> None:
             os.close(fd)
 
 
+class ConnectorHarness:
+    """One entry's life through a vLLM connector class: producer save, scheduler
+    ensure/has/alloc/meta, worker load."""
+
+    def __init__(self, kind: str, store: str):
+        from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole
+        from vllm.distributed.ec_transfer.ec_connector.example_connector import (
+            ECExampleConnector)
+
+        from ecstore.vllm import EcStoreConnector
+
+        cls = EcStoreConnector if kind == "ecstore" else ECExampleConnector
+        self.kind = kind
+        self.prod = cls(config(kind, store, True, False), ECConnectorRole.WORKER)
+        self.sched = cls(config(kind, store, False, True), ECConnectorRole.SCHEDULER)
+        self.work = cls(config(kind, store, False, True), ECConnectorRole.WORKER)
+
+    def save(self, key, t):
+        self.prod.save_caches(encoder_cache={key: t}, mm_hash=key)
+
+    def wait(self):
+        if self.kind == "ecstore":
+            self.prod.wait_for_saves()
+
+    def prepare(self, key, n):
+        self.req = Request(key, n)
+        self.sched.ensure_cache_available(self.req, 0)
+
+    def has(self, key):
+        return self.sched.has_cache_item(key)
+
+    def load(self, key):
+        self.sched.update_state_after_alloc(self.req, 0)
+        self.work.bind_connector_metadata(self.sched.build_connector_meta(SimpleNamespace()))
+        cache = {}
+        self.work.start_load_caches(encoder_cache=cache)
+        self.work.clear_connector_metadata()
+        self.sched.request_finished(self.req)
+        return cache[key]
+
+    def close(self):
+        for c in (self.prod, self.sched, self.work):
+            c.shutdown()
+
+
+class ExampleStepsHarness:
+    """Where vLLM is absent (the GPU machine): ECExampleConnector's exact steps --
+    save_file of a CPU copy, os.path.exists, load_file(device=...)."""
+
+    def __init__(self, kind: str, store: str):
+        self.root = store
+
+    def path(self, key):
+        return os.path.join(self.root, key, "encoder_cache.safetensors")
+
+    def save(self, key, t):
+        import safetensors.torch
+
+        os.makedirs(os.path.join(self.root, key), exist_ok=True)
+        safetensors.torch.save_file({"ec_cache": t.detach().cpu()}, self.path(key))
+
+    def wait(self):
+        pass
+
+    def prepare(self, key, n):
+        pass
+
+    def has(self, key):
+        return os.path.exists(self.path(key))
+
+    def load(self, key):
+        import safetensors.torch
+
+        return safetensors.torch.load_file(self.path(key), device=DEVICE)["ec_cache"]
+
+    def close(self):
+        pass
+
+
+class EcStoreDirectHarness:
+    """Where vLLM is absent: the connector's own data path (ecstore.transfer) and a pin
+    set, as EcStoreConnector uses them."""
+
+    def __init__(self, kind: str, store: str):
+        import ecstore
+        from ecstore.transfer import AsyncSaver
+
+        self.cache = (ecstore.connect(store) if store.startswith(("tcp://", "unix:"))
+                      else ecstore.open(store, "2GiB", "64GiB"))
+        self.saver = AsyncSaver(self.cache, "bench")
+        self.pins = {}
+
+    def save(self, key, t):
+        self.saver.save(key, t)
+
+    def wait(self):
+        self.saver.wait()
+
+    def prepare(self, key, n):
+        self.pins[key] = self.cache.pin("bench", key)
+
+    def has(self, key):
+        return key in self.pins
+
+    def load(self, key):
+        from ecstore import transfer
+
+        t = transfer.load(self.cache, "bench", key, DEVICE)
+        self.pins.pop(key).release()
+        return t
+
+    def close(self):
+        self.saver.close()
+        self.cache.close()
+
+
 def run_connector(name: str, kind: str, store: str, device: str, reps: int,
                   cold: bool = False) -> dict:
-    from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole
-    from vllm.distributed.ec_transfer.ec_connector.example_connector import ECExampleConnector
+    try:
+        import vllm  # noqa: F401
 
-    from ecstore.vllm import EcStoreConnector
-
-    cls = EcStoreConnector if kind == "ecstore" else ECExampleConnector
-    prod = cls(config(kind, store, True, False), ECConnectorRole.WORKER)
-    sched = cls(config(kind, store, False, True), ECConnectorRole.SCHEDULER)
-    work = cls(config(kind, store, False, True), ECConnectorRole.WORKER)
+        harness = ConnectorHarness(kind, store)
+    except ImportError:
+        harness = (EcStoreDirectHarness if kind == "ecstore" else ExampleStepsHarness)(
+            kind, store)
     out = {}
     for label, shape in SIZES.items():
         src = torch.randn(shape, dtype=torch.float32).to(torch.bfloat16).to(device)
@@ -99,40 +214,31 @@ def run_connector(name: str, kind: str, store: str, device: str, reps: int,
             key = f"{label}-{r}-{name}"
             sync(device)
             t0 = time.perf_counter()
-            prod.save_caches(encoder_cache={key: src}, mm_hash=key)
+            harness.save(key, src)
             t1 = time.perf_counter()
-            if kind == "ecstore":
-                prod.wait_for_saves()
+            harness.wait()
             t2 = time.perf_counter()
             save.append(t1 - t0)
             ready.append(t2 - t0)
-            req = Request(key, shape[0])
-            sched.ensure_cache_available(req, 0)
+            harness.prepare(key, shape[0])
             for _ in range(200):
                 h0 = time.perf_counter()
-                sched.has_cache_item(key)
+                harness.has(key)
                 has.append(time.perf_counter() - h0)
-            assert sched.has_cache_item(key)
-            sched.update_state_after_alloc(req, 0)
-            meta = sched.build_connector_meta(SimpleNamespace())
+            assert harness.has(key)
             if cold:
                 drop_page_cache(store)
-            cache = {}
-            work.bind_connector_metadata(meta)
             sync(device)
             l0 = time.perf_counter()
-            work.start_load_caches(encoder_cache=cache)
-            touch(cache[key], device)
+            got = harness.load(key)
+            touch(got, device)
             sync(device)
             load.append(time.perf_counter() - l0)
-            work.clear_connector_metadata()
-            assert torch.equal(cache[key].view(torch.int16), src.view(torch.int16))
-            sched.request_finished(req)
+            assert torch.equal(got.view(torch.int16), src.view(torch.int16))
         out[label] = {m: {"p50_ms": 1e3 * pct(v, 0.5), "p99_ms": 1e3 * pct(v, 0.99)}
                       for m, v in (("save", save), ("ready", ready), ("load", load))}
         out[label]["has"] = {"p50_us": 1e6 * pct(has, 0.5), "p99_us": 1e6 * pct(has, 0.99)}
-    for c in (prod, sched, work):
-        c.shutdown()
+    harness.close()
     return out
 
 
@@ -185,7 +291,8 @@ def main() -> None:
     ap.add_argument("--daemon", default=None, help="address of a running ec-store serve")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args()
-    device = "cuda:0" if torch.cuda.is_available() else "cpu"
+    global DEVICE
+    device = DEVICE = "cuda:0" if torch.cuda.is_available() else "cpu"
     root = args.dir or tempfile.mkdtemp(prefix="ecstore-bench-")
     proc, addr = (None, args.daemon) if args.daemon else start_daemon(root)
     results = {"device": device, "limit_load": limit(device, args.reps)}
@@ -203,7 +310,16 @@ def main() -> None:
         if proc:
             proc.terminate()
             proc.wait()
-    print(f"device {device}; p50 / p99 in ms (has_cache_item in us); load ratio = p50 / limit")
+    try:
+        import vllm  # noqa: F401
+
+        how = "through vLLM's connector classes"
+    except ImportError:
+        how = ("vLLM absent: ECExampleConnector's exact steps, and EcStoreConnector's data "
+               "path (ecstore.transfer) with its pin set")
+    results["how"] = how
+    print(f"device {device}, {how}")
+    print("p50 / p99 in ms (has_cache_item in us); load ratio = p50 / limit")
     print(f"{'connector':18} {'size':7} {'save':>13} {'ready':>13} {'load':>13} "
           f"{'load/limit':>10} {'has (us)':>13}")
     for name, _, _, _ in runs:

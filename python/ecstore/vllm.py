@@ -31,12 +31,10 @@ waits for the event and hands the bytes to the store, so `save_caches` returns a
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import os
 import re
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +48,8 @@ from vllm.distributed.ec_transfer.ec_connector.base import (
 from vllm.logger import init_logger
 
 import ecstore
+from ecstore import transfer
+from ecstore.transfer import AsyncSaver
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -128,9 +128,8 @@ class EcStoreConnector(ECConnectorBase):
         self._decided: dict[str, dict[str, bool]] = {}  # request id -> identifier -> pinned
         self._to_load: dict[str, int] = {}
         # Worker side.
-        self._saver = concurrent.futures.ThreadPoolExecutor(1, "ecstore-save")
-        self._pending: set[concurrent.futures.Future] = set()
-        self._pending_lock = threading.Lock()
+        self._saver = AsyncSaver(self._cache, self._ns,
+                                 None if not self._fail_open else self._save_failed)
 
     @property
     def namespace(self) -> str:
@@ -219,8 +218,7 @@ class EcStoreConnector(ECConnectorBase):
         return False, items
 
     def has_pending_push_work(self) -> bool:
-        with self._pending_lock:
-            return bool(self._pending)
+        return self._saver.pending() > 0
 
     # --------------------------------------------------------------------- worker side
 
@@ -231,56 +229,23 @@ class EcStoreConnector(ECConnectorBase):
         for key in meta.loads:
             if key in encoder_cache:
                 continue
-            encoder_cache[key] = self._cache.get(self._ns, key, device=device)
+            encoder_cache[key] = transfer.load(self._cache, self._ns, key, device)
 
     def save_caches(self, encoder_cache: dict[str, torch.Tensor], mm_hash: str,
                     **kwargs: Any) -> None:
         if not self.is_producer or _tp_rank() != 0:
             return
-        src = encoder_cache[mm_hash].detach()
-        if src.device.type == "cuda":
-            host = torch.empty(src.shape, dtype=src.dtype, pin_memory=True)
-            host.copy_(src, non_blocking=True)
-            done = torch.cuda.Event()
-            done.record()
-            job = (host, done, src)  # src stays alive until the copy has run
-        else:
-            job = (src, None, None)
-        fut = self._saver.submit(self._store, mm_hash, job)
-        with self._pending_lock:
-            self._pending.add(fut)
-        fut.add_done_callback(self._saved)
+        self._saver.save(mm_hash, encoder_cache[mm_hash])
 
-    def _store(self, mm_hash: str, job: tuple) -> None:
-        host, done, _ = job
-        if done is not None:
-            done.synchronize()
-        t0 = time.perf_counter()
-        try:
-            self._cache.put(self._ns, mm_hash, host)
-        except ecstore.Error as e:
-            if not self._fail_open:
-                raise
-            logger.warning("ec-store: saving %s failed: %s", mm_hash, e)
-            return
-        logger.debug("ec-store: saved %s in %.2f ms", mm_hash, 1e3 * (time.perf_counter() - t0))
-
-    def _saved(self, fut: concurrent.futures.Future) -> None:
-        with self._pending_lock:
-            self._pending.discard(fut)
+    def _save_failed(self, key: str, e: Exception) -> None:
+        logger.warning("ec-store: saving %s failed: %s", key, e)
 
     def wait_for_saves(self, timeout: float | None = None) -> None:
         """Blocks until every save handed over so far is in the store."""
-        with self._pending_lock:
-            pending = list(self._pending)
-        concurrent.futures.wait(pending, timeout=timeout)
-        for f in pending:
-            if f.done():
-                f.result()
+        self._saver.wait(timeout)
 
     def shutdown(self) -> None:
-        self.wait_for_saves()
-        self._saver.shutdown(wait=True)
+        self._saver.close()
         for held in self._pins.values():
             held[0].release()
         self._pins.clear()

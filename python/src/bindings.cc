@@ -110,9 +110,8 @@ class Lease {
     const ReadLease& l = Held();
     if (!l.data()) Check(Status::InvalidArgument("a pin holds no bytes to view; use acquire"));
     auto* keep = new std::shared_ptr<ReadLease>(lease_);
-    nb::capsule owner(keep, [](void* p) noexcept {
-      delete static_cast<std::shared_ptr<ReadLease>*>(p);
-    });
+    nb::capsule owner(keep,
+                      [](void* p) noexcept { delete static_cast<std::shared_ptr<ReadLease>*>(p); });
     return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(l.data(), {l.size()}, owner);
   }
   uint64_t address() const { return reinterpret_cast<uint64_t>(Held().data()); }
@@ -342,8 +341,8 @@ NB_MODULE(_ecstore, m) {
       .def_ro("last_access_us", &Info::last_access_us)
       .def_ro("checksum", &Info::checksum)
       .def("__repr__", [](const Info& i) {
-        return "EntryInfo(" + i.ns + "/" + i.key + ", " + i.dtype + ", " +
-               std::to_string(i.bytes) + " bytes, " + i.tier + ")";
+        return "EntryInfo(" + i.ns + "/" + i.key + ", " + i.dtype + ", " + std::to_string(i.bytes) +
+               " bytes, " + i.tier + ")";
       });
 
   nb::class_<Lease>(m, "Lease")
@@ -374,6 +373,6 @@ NB_MODULE(_ecstore, m) {
 
   m.def("open", &Open, "dir"_a, "pool_bytes"_a, "disk_quota_bytes"_a, "shareable"_a = false,
         "compress"_a = false, "promote_on_get"_a = true);
-  m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto",
-        "timeout_s"_a = 5.0, "retries"_a = 1);
+  m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
+        "retries"_a = 1);
 }

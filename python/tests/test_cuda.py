@@ -1,0 +1,47 @@
+"""CUDA tensors in and out (byte-exact), on a machine with a GPU. CI has none: these skip
+there, saying so; they run on the GPU machine by hand (see README, Figures)."""
+
+import pytest
+import torch
+
+import ecstore
+from ecstore import transfer
+from ecstore.transfer import AsyncSaver
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA device on this machine")
+
+SHAPES = [(400, 3584), (1296, 4096), (7056, 4096)]
+
+
+@pytest.fixture(params=["embedded", "embedded-registered", "daemon"])
+def cache(request, tmp_path):
+    if request.param == "daemon":
+        c = ecstore.connect(request.getfixturevalue("daemon")["tcp"])
+    else:
+        c = ecstore.open(str(tmp_path / "s"), "256MiB")
+        if request.param == "embedded-registered":
+            assert c.register_with_cuda()
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_cuda_tensor_round_trip(cache, shape):
+    src = torch.randn(shape, device="cuda:0").to(torch.bfloat16)
+    cache.put("ns", "k", src)
+    got = cache.get("ns", "k", device="cuda:0")
+    assert got.device == src.device and got.dtype == src.dtype
+    assert torch.equal(got.view(torch.int16), src.view(torch.int16))
+
+
+def test_async_saver_copies_before_the_source_changes(cache):
+    saver = AsyncSaver(cache, "ns")
+    src = torch.randn(1296, 4096, device="cuda:0").to(torch.bfloat16)
+    expect = src.clone()
+    saver.save("k", src)
+    src.zero_()  # on the same stream, after the copy: the saved bytes are the old ones
+    saver.wait()
+    got = transfer.load(cache, "ns", "k", "cuda:0")
+    assert torch.equal(got.view(torch.int16), expect.view(torch.int16))
+    saver.close()
