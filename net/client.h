@@ -63,6 +63,10 @@ class Client : public Cache, private ReadLease::Releaser {
   Status ListPages(size_t page_size,
                    const std::function<bool(std::vector<EntryInfo>&&)>& on_page) override;
   Result<StoreStats> Stats() override;
+  // Shared memory only: the server's pool as mapped here (read-only), e.g. to register it
+  // with CUDA once so copies out of leases run at pinned speed; {nullptr, 0} otherwise. A
+  // reconnect to a restarted server maps a new pool.
+  std::span<const uint8_t> shared_pool() const { return {map_, map_bytes_}; }
 
  private:
   Client(HostPort hp, ClientOptions o) : hp_(std::move(hp)), opt_(std::move(o)) {}

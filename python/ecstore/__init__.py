@@ -178,31 +178,55 @@ class Cache:
         """The store's statistics: the same schema as `ec-store --json stats`."""
         return json.loads(self._c.stats_json())
 
-    def pool_region(self) -> tuple[int, int]:
-        """Embedded stores: (address, bytes) of the host pool."""
+    def pool_region(self) -> tuple[int, int, bool]:
+        """(address, bytes, read_only) of the host pool as this process sees it: an embedded
+        store's pool, or a shared-memory client's read-only mapping of the server's;
+        (0, 0, True) over TCP or RDMA."""
         return self._c.pool_region()
 
+    def reserve(self, ns: str, key: str, dtype: str, shape: Sequence[int]) -> Any:
+        """Embedded stores: pool space for one entry, to fill in place (reservation.view(),
+        a writable uint8 array) and then commit() -- e.g. a device->host copy straight into
+        the (CUDA-registered) pool."""
+        return self._c.reserve(ns, key, dtype.upper(), list(shape))
+
     def register_with_cuda(self) -> bool:
-        """Embedded stores: registers the host pool with CUDA once (cudaHostRegister), so
-        host<->device copies from and into it run at pinned speed. False without CUDA."""
+        """Registers the host pool with CUDA once (cudaHostRegister; read-only for a
+        shared-memory client's mapping), so copies between it and the GPU run at pinned
+        speed. Undone at close(). False without CUDA, or over TCP/RDMA (no pool here)."""
+        if getattr(self, "_cuda_registered", None):
+            return True
         try:
             import torch
         except ImportError:
             return False
-        if not torch.cuda.is_available():
+        addr, size, read_only = self.pool_region()
+        if not torch.cuda.is_available() or size == 0:
             return False
-        addr, size = self.pool_region()
-        err = torch.cuda.cudart().cudaHostRegister(addr, size, 0)
+        flags = 8 if read_only else 0  # cudaHostRegisterReadOnly / cudaHostRegisterDefault
+        err = torch.cuda.cudart().cudaHostRegister(addr, size, flags)
         if int(err) != 0:
-            raise Error(f"cudaHostRegister of the pool failed with CUDA error {int(err)}")
+            raise Error(f"cudaHostRegister of the {size}-byte pool failed (CUDA error "
+                        f"{int(err)}); host<->device copies would run at pageable speed")
+        self._cuda_registered = addr
         return True
+
+    def _unregister_cuda(self) -> None:
+        addr = getattr(self, "_cuda_registered", None)
+        if addr:
+            import torch
+
+            torch.cuda.cudart().cudaHostUnregister(addr)
+            self._cuda_registered = None
 
     def flush(self) -> None:
         """Embedded stores: makes everything put so far durable."""
         self._c.flush()
 
     def close(self) -> None:
-        """Persists an embedded store and closes it (leases still held stay valid)."""
+        """Persists an embedded store and closes it (leases still held stay valid; do not
+        read their bytes from the GPU after close once the pool is unregistered)."""
+        self._unregister_cuda()
         self._c.close()
 
     def __enter__(self) -> "Cache":

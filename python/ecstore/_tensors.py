@@ -70,7 +70,9 @@ def host_bytes(value: Any, dtype: str | None, shape: Any) -> tuple[str, list[int
         if t.device.type != "cpu":
             t = t.to("cpu")
         t = t.contiguous()
-        return dtype_name(t), list(t.shape), t.reshape(-1).view(torch.uint8)
+        # dtype/shape given: the tensor holds the entry's bytes (a uint8 staging buffer)
+        return (dtype.upper() if dtype else dtype_name(t),
+                list(shape if shape is not None else t.shape), t.reshape(-1).view(torch.uint8))
     if isinstance(value, np.ndarray):
         a = np.ascontiguousarray(value)
         name = dtype or dtype_name(a)

@@ -15,15 +15,42 @@ from typing import Any, Callable
 import torch
 
 import ecstore
+from ecstore import _tensors
 
 log = logging.getLogger("ecstore")
 
 
+class _PinnedBuffers:
+    """Reused pinned host buffers (allocating pinned memory costs milliseconds), at most
+    `cap` bytes kept."""
+
+    def __init__(self, cap: int = 1 << 30):
+        self._free: dict[int, list[torch.Tensor]] = {}
+        self._kept, self._cap = 0, cap
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> torch.Tensor:
+        with self._lock:
+            if self._free.get(nbytes):
+                self._kept -= nbytes
+                return self._free[nbytes].pop()
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+    def give(self, buf: torch.Tensor) -> None:
+        with self._lock:
+            if self._kept + buf.numel() <= self._cap:
+                self._free.setdefault(buf.numel(), []).append(buf)
+                self._kept += buf.numel()
+
+
 class AsyncSaver:
-    """save() returns at once: a CUDA tensor is copied into pinned host memory with a
-    non-blocking copy on the current stream and an event recorded behind it; a worker
-    thread waits for the event and puts the bytes. The source tensor is kept alive until
-    its copy has run. A CPU tensor is put as it is (the caller must not change it)."""
+    """save() returns at once: it records a CUDA event behind the tensor on the caller's
+    stream and hands the rest to one worker thread, which (on its own stream, after that
+    event) copies the bytes device->host straight into reserved pool memory (an embedded
+    store, its pool registered with CUDA) or into a reused pinned buffer that it then puts
+    (a remote store), and commits. The tensor is kept alive until its copy has run; the
+    caller must not write to it afterwards (vLLM never changes an encoder output). A CPU
+    tensor is put as it is."""
 
     def __init__(self, cache: ecstore.Cache, ns: str,
                  on_error: Callable[[str, Exception], None] | None = None):
@@ -31,32 +58,67 @@ class AsyncSaver:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-save")
         self._pending: set[concurrent.futures.Future] = set()
         self._lock = threading.Lock()
+        self._embedded = cache.transport == "local"
+        self._stream = None
+        self._buffers = _PinnedBuffers()
 
     def save(self, key: str, tensor: torch.Tensor) -> None:
         src = tensor.detach()
+        ready = None
         if src.device.type == "cuda":
-            host = torch.empty(src.shape, dtype=src.dtype, pin_memory=True)
-            host.copy_(src, non_blocking=True)
-            done = torch.cuda.Event()
-            done.record()
-            job = (host, done, src)
-        else:
-            job = (src, None, None)
-        fut = self._pool.submit(self._put, key, job)
+            ready = torch.cuda.Event()
+            ready.record()
+        fut = self._pool.submit(self._put, key, src, ready)
         with self._lock:
             self._pending.add(fut)
         fut.add_done_callback(self._finished)
 
-    def _put(self, key: str, job: tuple) -> None:
-        host, done, _src = job
-        if done is not None:
-            done.synchronize()
+    def _put(self, key: str, src: torch.Tensor, ready: Any) -> None:
         try:
-            self._cache.put(self._ns, key, host)
+            if ready is None:
+                self._cache.put(self._ns, key, src)
+            elif self._embedded:
+                self._put_reserved(key, src, ready)
+            else:
+                self._put_staged(key, src, ready)
         except ecstore.Error as e:
             if self._on_error is None:
                 raise
             self._on_error(key, e)
+
+    def _device_to_host(self, dst: torch.Tensor, src: torch.Tensor, ready: Any) -> None:
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device=src.device)
+        with torch.cuda.stream(self._stream):
+            self._stream.wait_event(ready)
+            dst.copy_(src.contiguous().view(-1).view(torch.uint8), non_blocking=True)
+        self._stream.synchronize()
+
+    def _put_reserved(self, key: str, src: torch.Tensor, ready: Any) -> None:
+        name = _tensors.dtype_name(src)
+        r = self._cache.reserve(self._ns, key, name, list(src.shape))
+        try:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                dst = torch.from_numpy(r.view())
+            self._device_to_host(dst, src, ready)
+            del dst
+            r.commit()
+        except BaseException:
+            r.abandon()
+            raise
+
+    def _put_staged(self, key: str, src: torch.Tensor, ready: Any) -> None:
+        nbytes = src.numel() * src.element_size()
+        buf = self._buffers.take(nbytes)
+        try:
+            self._device_to_host(buf, src, ready)
+            self._cache.put(self._ns, key, buf, dtype=_tensors.dtype_name(src),
+                            shape=list(src.shape))
+        finally:
+            self._buffers.give(buf)
 
     def _finished(self, fut: concurrent.futures.Future) -> None:
         with self._lock:

@@ -81,6 +81,12 @@ def _acquire_cache(extra: dict) -> tuple[str, ecstore.Cache]:
         else:
             cache = ecstore.open(spec, extra.get("pool_size", "1GiB"),
                                  extra.get("disk_quota", "64GiB"))
+        # Host<->device copies from and into the pool at pinned speed: register it once.
+        if torch.cuda.is_available():
+            try:
+                cache.register_with_cuda()
+            except ecstore.Error as e:
+                logger.warning("ec-store: %s", e)
         _shared[spec] = (cache, 1)
         return spec, cache
 

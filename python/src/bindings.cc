@@ -9,6 +9,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
@@ -75,6 +76,24 @@ TensorMeta ToMeta(const std::string& dtype, const std::vector<int64_t>& shape) {
   return m;
 }
 
+// A pool block reserved for one put and filled in place (a device->host copy straight into
+// pool memory, no staging buffer), then committed. Embedded stores only.
+class Reservation {
+ public:
+  Reservation(PutReservation r, std::shared_ptr<struct Core> core);
+  nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> view() {
+    if (!r_) Check(Status::InvalidArgument("this reservation was committed or abandoned"));
+    auto b = r_->bytes();
+    return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(b.data(), {b.size()}, nb::handle());
+  }
+  void commit();
+  void abandon() { r_.reset(); }
+
+ private:
+  std::optional<PutReservation> r_;
+  std::shared_ptr<struct Core> core_;
+};
+
 // What a Cache and its leases share: the store or client, and (for a client, which serves
 // one thread at a time) the mutex every call and every lease release takes. It lives until
 // the Cache is closed and the last lease is gone, so a lease outliving close() stays valid.
@@ -91,6 +110,17 @@ struct Core {
     return store ? static_cast<Cache*>(store.get()) : client.get();
   }
 };
+
+Reservation::Reservation(PutReservation r, std::shared_ptr<Core> core)
+    : r_(std::move(r)), core_(std::move(core)) {}
+
+void Reservation::commit() {
+  if (!r_) Check(Status::InvalidArgument("this reservation was committed or abandoned"));
+  PutReservation r = std::move(*r_);
+  r_.reset();
+  nb::gil_scoped_release nogil;
+  Check(core_->store->Commit(std::move(r)));
+}
 
 // A lease shared by the Python Lease object and every array viewing its bytes: the entry
 // is released when the last of them goes (releasing the Lease early is safe). A remote
@@ -254,12 +284,28 @@ class PyCache {
                        std::string("{\"transport\":\"") + core_->Live()->transport() + "\"}");
   }
 
-  // Local stores: the pool's (address, bytes), e.g. to register it with CUDA once.
-  std::pair<uint64_t, uint64_t> pool_region() {
+  // The host pool as this process sees it: (address, bytes, read_only), e.g. to register
+  // it with CUDA once. An embedded store's pool, or a shared-memory client's mapping of the
+  // server's; (0, 0, true) for a TCP or RDMA client.
+  std::tuple<uint64_t, uint64_t, bool> pool_region() {
     core_->Live();
-    if (!core_->store) Check(Status::InvalidArgument("pool_region is for an embedded store"));
-    MemoryRegion r = core_->store->pool_region();
-    return {reinterpret_cast<uint64_t>(r.base), r.size};
+    if (core_->store) {
+      MemoryRegion r = core_->store->pool_region();
+      return {reinterpret_cast<uint64_t>(r.base), r.size, false};
+    }
+    auto m = core_->client->shared_pool();
+    return {reinterpret_cast<uint64_t>(m.data()), m.size(), true};
+  }
+
+  Reservation reserve(const std::string& ns, const std::string& key, const std::string& dtype,
+                      const std::vector<int64_t>& shape) {
+    TensorMeta meta = ToMeta(dtype, shape);
+    uint64_t bytes = Check(meta.ByteSize());
+    core_->Live();
+    if (!core_->store)
+      Check(Status::InvalidArgument("reserve is for an embedded store; use put remotely"));
+    nb::gil_scoped_release nogil;
+    return Reservation(Check(core_->store->Reserve(ns, key, meta, bytes)), core_);
   }
 
   void flush() {
@@ -353,6 +399,12 @@ NB_MODULE(_ecstore, m) {
       .def("view", &Lease::view, "the bytes in place (read-only uint8 array; keeps the lease)")
       .def("release", &Lease::release);
 
+  nb::class_<Reservation>(m, "Reservation")
+      .def("view", &Reservation::view, nb::rv_policy::reference_internal,
+           "the reserved pool bytes, writable (uint8 array); not to be used after commit")
+      .def("commit", &Reservation::commit)
+      .def("abandon", &Reservation::abandon);
+
   nb::class_<PyCache>(m, "Cache")
       .def_prop_ro("transport", &PyCache::transport)
       .def("put", &PyCache::put, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "data"_a)
@@ -368,6 +420,7 @@ NB_MODULE(_ecstore, m) {
       .def("list", &PyCache::list, "ns"_a = nb::none())
       .def("stats_json", &PyCache::stats_json)
       .def("pool_region", &PyCache::pool_region)
+      .def("reserve", &PyCache::reserve, "ns"_a, "key"_a, "dtype"_a, "shape"_a)
       .def("flush", &PyCache::flush)
       .def("close", &PyCache::close);
 

@@ -18,6 +18,7 @@ SHAPES = [(400, 3584), (1296, 4096), (7056, 4096)]
 def cache(request, tmp_path):
     if request.param == "daemon":
         c = ecstore.connect(request.getfixturevalue("daemon")["tcp"])
+        assert c.transport == "shm" and c.register_with_cuda()  # the mapping, read-only
     else:
         c = ecstore.open(str(tmp_path / "s"), "256MiB")
         if request.param == "embedded-registered":
@@ -33,6 +34,18 @@ def test_cuda_tensor_round_trip(cache, shape):
     got = cache.get("ns", "k", device="cuda:0")
     assert got.device == src.device and got.dtype == src.dtype
     assert torch.equal(got.view(torch.int16), src.view(torch.int16))
+
+
+def test_reserve_fills_pool_memory_in_place(tmp_path):
+    c = ecstore.open(str(tmp_path / "r"), "64MiB")
+    c.register_with_cuda()
+    src = torch.randn(400, 3584, device="cuda:0").to(torch.bfloat16)
+    r = c.reserve("ns", "k", "BF16", [400, 3584])
+    torch.from_numpy(r.view()).copy_(src.view(-1).view(torch.uint8))
+    r.commit()
+    assert torch.equal(c.get("ns", "k", device="cuda:0").view(torch.int16),
+                       src.view(torch.int16))
+    c.close()
 
 
 def test_async_saver_copies_before_the_source_changes(cache):

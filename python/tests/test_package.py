@@ -143,3 +143,27 @@ def test_a_second_open_of_one_directory_is_refused(tmp_path):
 def test_unreachable_server_is_unavailable():
     with pytest.raises(ecstore.Unavailable):
         ecstore.connect("tcp://127.0.0.1:1", timeout=1.0, retries=0)
+
+
+def test_reserve_and_commit_fill_the_pool_in_place(tmp_path):
+    c = ecstore.open(str(tmp_path / "s"), "16MiB")
+    t = torch.randn(100, 100)
+    r = c.reserve("ns", "k", "F32", [100, 100])
+    r.view()[:] = t.view(-1).view(torch.uint8).numpy()
+    assert not c.contains("ns", "k")  # not visible before commit
+    r.commit()
+    assert torch.equal(c.get("ns", "k"), t)
+    with pytest.raises(ecstore.InvalidArgument):
+        r.commit()
+    c.reserve("ns", "gone", "F32", [10]).abandon()
+    assert not c.contains("ns", "gone")
+    assert c.pool_region()[1] == 16 << 20
+    c.close()
+
+
+def test_reserve_is_for_embedded_stores(daemon):
+    c = ecstore.connect(daemon["tcp"], transport="tcp")
+    with pytest.raises(ecstore.InvalidArgument, match="embedded"):
+        c.reserve("ns", "k", "F32", [4])
+    assert c.pool_region() == (0, 0, True)
+    c.close()
