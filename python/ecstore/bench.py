@@ -170,6 +170,8 @@ class EcStoreDirectHarness:
 
         self.cache = (ecstore.connect(store) if store.startswith(("tcp://", "unix:"))
                       else ecstore.open(store, "2GiB", "64GiB"))
+        if torch.cuda.is_available():  # as EcStoreConnector does
+            self.cache.register_with_cuda()
         self.saver = AsyncSaver(self.cache, "bench")
         self.pins = {}
 
