@@ -53,10 +53,13 @@ class Lease:
 
     def __init__(self, core: Any):
         self._core = core
+        self._info = None
 
     @property
     def info(self) -> EntryInfo:
-        return self._core.info
+        if self._info is None:
+            self._info = self._core.info
+        return self._info
 
     def view(self) -> Any:
         """The raw bytes: a read-only numpy uint8 array over the pool memory."""
@@ -70,7 +73,7 @@ class Lease:
     def tensor(self) -> Any:
         """The entry as a CPU torch tensor over the pool memory (no copy; do not write)."""
         i = self.info
-        return _tensors.typed_view(self.view(), i.dtype, list(i.shape), "torch")
+        return self._core.torch_view().view(_tensors.torch_dtype(i.dtype)).reshape(i.shape)
 
     def release(self) -> None:
         self._core.release()

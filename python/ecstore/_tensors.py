@@ -41,6 +41,10 @@ else:
     _TORCH, _TORCH_NAMES = {}, {}
 
 
+def torch_dtype(name: str) -> Any:
+    return _TORCH[name]
+
+
 def is_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 

@@ -144,6 +144,17 @@ class Lease {
                       [](void* p) noexcept { delete static_cast<std::shared_ptr<ReadLease>*>(p); });
     return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(l.data(), {l.size()}, owner);
   }
+  // The same bytes as a torch uint8 tensor (through DLPack; torch has no read-only tensors:
+  // writing to it is an error the store cannot stop -- a shared-memory mapping faults).
+  nb::ndarray<nb::pytorch, uint8_t, nb::ndim<1>> torch_view() const {
+    const ReadLease& l = Held();
+    if (!l.data()) Check(Status::InvalidArgument("a pin holds no bytes to view; use acquire"));
+    auto* keep = new std::shared_ptr<ReadLease>(lease_);
+    nb::capsule owner(keep,
+                      [](void* p) noexcept { delete static_cast<std::shared_ptr<ReadLease>*>(p); });
+    return nb::ndarray<nb::pytorch, uint8_t, nb::ndim<1>>(const_cast<uint8_t*>(l.data()),
+                                                          {l.size()}, owner);
+  }
   uint64_t address() const { return reinterpret_cast<uint64_t>(Held().data()); }
   void release() { lease_.reset(); }
   bool released() const { return !lease_; }
@@ -397,6 +408,7 @@ NB_MODULE(_ecstore, m) {
       .def_prop_ro("pinned_only", &Lease::pinned_only)
       .def_prop_ro("address", &Lease::address)
       .def("view", &Lease::view, "the bytes in place (read-only uint8 array; keeps the lease)")
+      .def("torch_view", &Lease::torch_view, "the bytes in place as a torch uint8 tensor")
       .def("release", &Lease::release);
 
   nb::class_<Reservation>(m, "Reservation")

@@ -48,13 +48,16 @@ def test_reserve_fills_pool_memory_in_place(tmp_path):
     c.close()
 
 
-def test_async_saver_copies_before_the_source_changes(cache):
+def test_async_saver_keeps_a_dropped_source_alive(cache):
     saver = AsyncSaver(cache, "ns")
     src = torch.randn(1296, 4096, device="cuda:0").to(torch.bfloat16)
     expect = src.clone()
     saver.save("k", src)
-    src.zero_()  # on the same stream, after the copy: the saved bytes are the old ones
+    del src  # the caller lets go at once; the allocator must not hand its memory out yet
+    junk = [torch.full((1296, 4096), 7.0, device="cuda:0", dtype=torch.bfloat16)
+            for _ in range(4)]
     saver.wait()
+    del junk
     got = transfer.load(cache, "ns", "k", "cuda:0")
     assert torch.equal(got.view(torch.int16), expect.view(torch.int16))
     saver.close()
