@@ -53,8 +53,9 @@ class AsyncSaver:
     tensor is put as it is."""
 
     def __init__(self, cache: ecstore.Cache, ns: str,
-                 on_error: Callable[[str, Exception], None] | None = None):
-        self._cache, self._ns, self._on_error = cache, ns, on_error
+                 on_error: Callable[[str, Exception], None] | None = None,
+                 on_saved: Callable[[str, int], None] | None = None):
+        self._cache, self._ns, self._on_error, self._on_saved = cache, ns, on_error, on_saved
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-save")
         self._pending: set[concurrent.futures.Future] = set()
         self._lock = threading.Lock()
@@ -81,6 +82,8 @@ class AsyncSaver:
                 self._put_reserved(key, src, ready)
             else:
                 self._put_staged(key, src, ready)
+            if self._on_saved is not None:
+                self._on_saved(key, src.numel() * src.element_size())
         except ecstore.Error as e:
             if self._on_error is None:
                 raise

@@ -44,7 +44,9 @@ from vllm.distributed.ec_transfer.ec_connector.base import (
     ECConnectorBase,
     ECConnectorMetadata,
     ECConnectorRole,
+    ECConnectorWorkerMetadata,
 )
+from vllm.distributed.ec_transfer.ec_connector.metrics import ECConnectorStats
 from vllm.logger import init_logger
 
 import ecstore
@@ -121,6 +123,43 @@ class EcStoreConnectorMetadata(ECConnectorMetadata):
     loads: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class EcStoreWorkerMetadata(ECConnectorWorkerMetadata):
+    """Worker -> scheduler, per step (summed over ranks): saves still being handed to the
+    store, and the keys whose saves completed since the last step."""
+
+    pending_saves: int = 0
+    saved: list[str] = field(default_factory=list)
+
+    def aggregate(self, other: ECConnectorWorkerMetadata) -> "EcStoreWorkerMetadata":
+        assert isinstance(other, EcStoreWorkerMetadata)
+        return EcStoreWorkerMetadata(self.pending_saves + other.pending_saves,
+                                     self.saved + other.saved)
+
+
+@dataclass
+class EcStoreConnectorStats(ECConnectorStats):
+    """Counts and bytes of saves and loads, and scheduler hits and misses; summed."""
+
+    def reset(self) -> None:
+        self.data = {}
+
+    def add(self, name: str, value: float = 1) -> None:
+        self.data[name] = self.data.get(name, 0) + value
+
+    def aggregate(self, other: ECConnectorStats) -> "EcStoreConnectorStats":
+        out = EcStoreConnectorStats(dict(self.data))
+        for k, v in other.data.items():
+            out.add(k, v)
+        return out
+
+    def reduce(self) -> dict[str, int | float]:
+        return dict(self.data)
+
+    def is_empty(self) -> bool:
+        return not self.data
+
+
 class EcStoreConnector(ECConnectorBase):
     def __init__(self, vllm_config: "VllmConfig", role: ECConnectorRole):
         super().__init__(vllm_config=vllm_config, role=role)
@@ -133,9 +172,15 @@ class EcStoreConnector(ECConnectorBase):
         self._pins: dict[str, list[Any]] = {}  # identifier -> [lease, pin count]
         self._decided: dict[str, dict[str, bool]] = {}  # request id -> identifier -> pinned
         self._to_load: dict[str, int] = {}
+        self._remote_pending = 0  # saves in flight on the workers, as last reported
+        self._reported_pending = 0  # what this worker last told the scheduler
         # Worker side.
         self._saver = AsyncSaver(self._cache, self._ns,
-                                 None if not self._fail_open else self._save_failed)
+                                 None if not self._fail_open else self._save_failed,
+                                 on_saved=self._note_saved)
+        self._saved_lock = threading.Lock()
+        self._saved_keys: list[str] = []
+        self._stats = EcStoreConnectorStats()
 
     @property
     def namespace(self) -> str:
@@ -156,6 +201,7 @@ class EcStoreConnector(ECConnectorBase):
             if key in decided:
                 continue
             decided[key] = self._pin(key)
+            self._stats.add("hits" if decided[key] else "misses")
         return True
 
     def _pin(self, key: str) -> bool:
@@ -224,7 +270,38 @@ class EcStoreConnector(ECConnectorBase):
         return False, items
 
     def has_pending_push_work(self) -> bool:
-        return self._saver.pending() > 0
+        # The scheduler's connector learns of the workers' saves through their metadata.
+        return self._saver.pending() > 0 or self._remote_pending > 0
+
+    def update_connector_output(self, connector_output: Any) -> None:
+        meta = getattr(connector_output, "ec_connector_worker_meta", None)
+        if isinstance(meta, EcStoreWorkerMetadata):
+            self._remote_pending = meta.pending_saves
+
+    def build_connector_worker_meta(self) -> ECConnectorWorkerMetadata | None:
+        with self._saved_lock:
+            saved, self._saved_keys = self._saved_keys, []
+        pending = self._saver.pending()
+        if not saved and not pending and not self._reported_pending:
+            return None  # nothing new; the scheduler already knows nothing is pending
+        self._reported_pending = pending
+        return EcStoreWorkerMetadata(pending, saved)
+
+    def get_ec_connector_stats(self) -> ECConnectorStats | None:
+        if self._stats.is_empty():
+            return None
+        stats, self._stats = self._stats, EcStoreConnectorStats()
+        return stats
+
+    @classmethod
+    def build_ec_connector_stats(cls, data: dict[str, Any] | None = None) -> ECConnectorStats:
+        return EcStoreConnectorStats(dict(data or {}))
+
+    def _note_saved(self, key: str, nbytes: int) -> None:
+        with self._saved_lock:
+            self._saved_keys.append(key)
+            self._stats.add("saves")
+            self._stats.add("save_bytes", nbytes)
 
     # --------------------------------------------------------------------- worker side
 
@@ -235,7 +312,10 @@ class EcStoreConnector(ECConnectorBase):
         for key in meta.loads:
             if key in encoder_cache:
                 continue
-            encoder_cache[key] = transfer.load(self._cache, self._ns, key, device)
+            t = transfer.load(self._cache, self._ns, key, device)
+            encoder_cache[key] = t
+            self._stats.add("loads")
+            self._stats.add("load_bytes", t.numel() * t.element_size())
 
     def save_caches(self, encoder_cache: dict[str, torch.Tensor], mm_hash: str,
                     **kwargs: Any) -> None:

@@ -245,3 +245,44 @@ def test_worker_wrapper_saves_new_entries_through_ecstore(tmp_path):
     assert conn.cache.contains("test", "new") and not conn.cache.contains("test", "old")
     assert torch.equal(conn.cache.get("test", "new"), encoder_cache["new"])
     conn.shutdown()
+
+
+# ------------------------- worker metadata and stats through vLLM's output aggregator
+
+def test_pending_saves_reach_the_scheduler_through_the_aggregator(tmp_path):
+    import threading
+
+    from vllm.distributed.ec_transfer.ec_connector.utils import ECOutputAggregator
+    from vllm.v1.outputs import ECConnectorOutput, ModelRunnerOutput
+
+    store = str(tmp_path / "s")
+    ranks = [EcStoreConnector(make_config("ecstore", store, True, False), ECConnectorRole.WORKER)
+             for _ in range(2)]
+    sched = EcStoreConnector(make_config("ecstore", store, True, False),
+                             ECConnectorRole.SCHEDULER)
+    gate = threading.Event()
+    blocked = ranks[0]._saver._pool.submit(gate.wait)  # hold rank 0's save thread
+    ranks[0].save_caches(encoder_cache={"k": torch.ones(8)}, mm_hash="k")
+
+    def step():
+        outs = [ModelRunnerOutput(req_ids=[], req_id_to_index={}, ec_connector_output=(
+            ECConnectorOutput(ec_connector_worker_meta=r.build_connector_worker_meta())))
+            for r in ranks]
+        merged = ECOutputAggregator().aggregate(outs, output_rank=0).ec_connector_output
+        if merged is not None and not merged.is_empty():
+            sched.update_connector_output(merged)
+
+    step()
+    assert sched.has_pending_push_work(), "a save in flight on rank 0 was not reported"
+    gate.set()
+    blocked.result()
+    ranks[0].wait_for_saves()
+    step()
+    assert not sched.has_pending_push_work()
+    stats = ranks[0].get_ec_connector_stats()
+    assert stats.reduce() == {"saves": 1, "save_bytes": 32}
+    assert ranks[0].get_ec_connector_stats() is None  # taken once
+    both = EcStoreConnector.build_ec_connector_stats({"saves": 1}).aggregate(stats)
+    assert both.reduce()["saves"] == 2
+    for c in ranks + [sched]:
+        c.shutdown()
