@@ -31,6 +31,7 @@ waits for the event and hands the bytes to the store, so `save_caches` returns a
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import re
@@ -103,6 +104,19 @@ def _release_cache(spec: str) -> None:
     cache.close()
 
 
+def _remote_source(request: Any, key: str, local_spec: str) -> dict | None:
+    """The producer's store for `key` from the request's ec_transfer_params (what a
+    producer's request_finished returned, forwarded by the proxy), when it is not ours."""
+    params = getattr(request, "ec_transfer_params", None)
+    if not isinstance(params, dict):
+        return None
+    item = params.get(key)
+    source = item.get("ec_store") if isinstance(item, dict) else None
+    if not isinstance(source, dict) or not source.get("store") or source["store"] == local_spec:
+        return None
+    return source
+
+
 def default_namespace(vllm_config: "VllmConfig") -> str:
     """"vllm-<model>-<hash of model, revision, dtype and encoder settings>"."""
     mc = getattr(vllm_config, "model_config", None)
@@ -172,6 +186,10 @@ class EcStoreConnector(ECConnectorBase):
         self._pins: dict[str, list[Any]] = {}  # identifier -> [lease, pin count]
         self._decided: dict[str, dict[str, bool]] = {}  # request id -> identifier -> pinned
         self._to_load: dict[str, int] = {}
+        self._puller = concurrent.futures.ThreadPoolExecutor(1, "ecstore-pull")
+        self._pulls: dict[str, concurrent.futures.Future] = {}
+        self._remotes: dict[str, ecstore.Cache] = {}
+        self._unavailable: set[str] = set()
         self._remote_pending = 0  # saves in flight on the workers, as last reported
         self._reported_pending = 0  # what this worker last told the scheduler
         # Worker side.
@@ -196,13 +214,53 @@ class EcStoreConnector(ECConnectorBase):
         if not self.is_consumer:
             return True
         decided = self._decided.setdefault(request.request_id, {})
+        ready = True
         for feature in request.mm_features:
             key = feature.identifier
             if key in decided:
                 continue
+            source = _remote_source(request, key, self._spec)
+            if source is not None and not self._pulled(request.request_id, key, source):
+                ready = False  # staging from the producer's store: ask again next step
+                continue
             decided[key] = self._pin(key)
             self._stats.add("hits" if decided[key] else "misses")
+        return ready
+
+    def _pulled(self, req_id: str, key: str, source: dict) -> bool:
+        """E->PD across hosts: copies `key` from the producer's store (named in the
+        request's ec_transfer_params) into this one, in the background. True once there is
+        nothing to wait for (present here, pulled, or failed: a failed pull fails this
+        request through take_unavailable_requests -- retryable, the encode re-runs)."""
+        if self._cache.contains(self._ns, key):
+            return True
+        fut = self._pulls.get(key)
+        if fut is None:
+            self._pulls[key] = self._puller.submit(self._pull, key, source)
+            return False
+        if not fut.done():
+            return False
+        del self._pulls[key]
+        try:
+            fut.result()
+        except Exception as e:  # noqa: BLE001 - every failure fails the one request
+            logger.warning("ec-store: pulling %s from %s failed: %s", key, source, e)
+            self._unavailable.add(req_id)
         return True
+
+    def _pull(self, key: str, source: dict) -> None:
+        spec = str(source["store"])
+        remote = self._remotes.get(spec)
+        if remote is None:
+            remote = self._remotes[spec] = (
+                ecstore.connect(spec) if _REMOTE.match(spec) else _acquire_cache({"store": spec})[1])
+        with remote.acquire(str(source.get("namespace", self._ns)), key) as lease:
+            self._cache.put(self._ns, key, lease.tensor())
+        self._stats.add("pulls")
+
+    def take_unavailable_requests(self) -> set[str]:
+        failed, self._unavailable = self._unavailable, set()
+        return failed
 
     def _pin(self, key: str) -> bool:
         held = self._pins.get(key)
@@ -331,6 +389,13 @@ class EcStoreConnector(ECConnectorBase):
         self._saver.wait(timeout)
 
     def shutdown(self) -> None:
+        self._puller.shutdown(wait=True)
+        for spec, remote in self._remotes.items():
+            if _REMOTE.match(spec):
+                remote.close()
+            else:
+                _release_cache(spec)
+        self._remotes.clear()
         self._saver.close()
         for held in self._pins.values():
             held[0].release()

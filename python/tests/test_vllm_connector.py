@@ -286,3 +286,38 @@ def test_pending_saves_reach_the_scheduler_through_the_aggregator(tmp_path):
     assert both.reduce()["saves"] == 2
     for c in ranks + [sched]:
         c.shutdown()
+
+
+# ------------------------------------------------------------ E -> PD across hosts
+
+def test_consumer_pulls_from_the_producers_store_named_in_the_params(tmp_path, daemon):
+    producer = EcStoreConnector(make_config("ecstore", daemon["tcp"], True, False),
+                                ECConnectorRole.WORKER)
+    t = torch.randn(300, 64, dtype=torch.bfloat16)
+    producer.save_caches(encoder_cache={"img": t}, mm_hash="img")
+    producer.wait_for_saves()
+    _, params = producer.request_finished(MockRequest("p", ["img"], [300]))
+
+    local = str(tmp_path / "pd-store")  # the consumer's own store, "another host"
+    sched = EcStoreConnector(make_config("ecstore", local, False, True), ECConnectorRole.SCHEDULER)
+    worker = EcStoreConnector(make_config("ecstore", local, False, True), ECConnectorRole.WORKER)
+    req = MockRequest("c", ["img", "gone"], [300, 10])
+    req.ec_transfer_params = dict(params, gone={"ec_store": params["img"]["ec_store"]})
+    assert not sched.ensure_cache_available(req, 0)  # staging: the request waits
+    for _ in range(200):
+        if sched.ensure_cache_available(req, 0):
+            break
+        import time
+
+        time.sleep(0.01)
+    else:
+        pytest.fail("the pull never finished")
+    assert sched.has_cache_item("img") and not sched.has_cache_item("gone")
+    assert sched.take_unavailable_requests() == {"c"}  # "gone" could not be pulled
+    sched.update_state_after_alloc(req, 0)
+    worker.bind_connector_metadata(sched.build_connector_meta(SimpleNamespace()))
+    cache = {}
+    worker.start_load_caches(encoder_cache=cache)
+    assert torch.equal(cache["img"], t)
+    for c in (producer, sched, worker):
+        c.shutdown()
