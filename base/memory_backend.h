@@ -45,8 +45,9 @@ std::unique_ptr<MemoryBackend> NewHostPinnedBackend();
 // the region's shm_fd is passed to them once.
 std::unique_ptr<MemoryBackend> NewSharedHostBackend();
 
-// Hook for registering the pool with a transport or device once (RDMA MR, CUDA host
-// registration). Called after Map, before the store serves.
+// Registers the pool with a transport or device once (an RDMA memory region, CUDA host
+// registration), through Store::AddRegistrar; Deregister runs at RemoveRegistrar or Close.
+// Implemented by net::RdmaListener (the server's verbs transport).
 class MemoryRegistrar {
  public:
   virtual ~MemoryRegistrar() = default;

@@ -47,6 +47,10 @@ class Status {
   bool IsUnavailable() const { return code_ == Code::kUnavailable; }
   const std::string& message() const { return message_; }
   std::string ToString() const;
+  // The same code, its message prefixed with what was being done ("registering ...: ").
+  Status WithContext(const std::string& context) const {
+    return ok() ? *this : Status(code_, context + ": " + message_);
+  }
   static const char* CodeName(Code code);
 
  private:

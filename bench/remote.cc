@@ -105,7 +105,7 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     Options o;
     o.pool_bytes = (total + total / 4 + (64 << 20)) / (2 << 20) * (2 << 20);
-    o.shareable_pool = true;
+    o.memory_backend = NewSharedHostBackend;
     auto store = Store::Open(dir, o);
     if (!store.ok()) _exit(3);
     for (size_t i = 0; i < values.size(); ++i) {

@@ -94,7 +94,7 @@ std::vector<EntryInfo> EvictionVictims(Cache& cache, const EvictArgs& a) {
 
 std::unique_ptr<Store> OpenStore(const Globals& g, Use use) {
   Options o;
-  o.shareable_pool = use == Use::kServe;
+  if (use == Use::kServe) o.memory_backend = NewSharedHostBackend;
   const bool inspect = use == Use::kInspect || use == Use::kRepair;
   o.pool_bytes = Check(ParseSize(g.pool_size));  // checked even where it is not used
   if (inspect) o.pool_bytes = 1ull << 20;

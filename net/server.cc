@@ -66,7 +66,8 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
   if (!options.shm_socket.empty()) {
     if (store->pool_region().shm_fd < 0)
       return Status::InvalidArgument(
-          "shared-memory serving needs a store opened with shareable_pool");
+          "shared-memory serving needs a store whose Options::memory_backend is "
+          "NewSharedHostBackend");
     auto ufd = ListenUnix(options.shm_socket);
     if (!ufd.ok()) return ufd.status();
     s->shm_fd_ = std::move(ufd).value();
@@ -74,8 +75,9 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
   if (!options.rdma_listen.empty()) {
     auto at = ParseHostPort(options.rdma_listen);
     if (!at.ok()) return at.status();
-    auto l = RdmaListener::Start(*at, store->pool_region());
+    auto l = RdmaListener::Start(*at);
     if (!l.ok()) return l.status();
+    EC_RETURN_IF_ERROR(store->AddRegistrar(l->get()));  // the pool's one memory region
     s->rdma_ = std::move(l).value();
     s->rdma_addr_ = at->host + ":" + std::to_string(s->rdma_->port());
   }
@@ -98,6 +100,7 @@ void Server::Stop() {
   for (Conn& c : conns_)
     if (c.thread.joinable()) c.thread.join();
   conns_.clear();
+  if (rdma_) store_->RemoveRegistrar(rdma_.get());  // before the listener (and its PD) goes
 }
 
 // Joins connections whose thread has finished, closing their descriptors. Runs on every

@@ -29,7 +29,8 @@ struct ServerOptions {
   std::string token;
   std::chrono::milliseconds io_timeout{30000};
   // Same-host transport: a unix socket over which the pool's memfd is passed once; gets
-  // return an offset under a lease. Needs a store opened with shareable_pool. Empty = off.
+  // return an offset under a lease. Needs a store opened with
+  // Options::memory_backend = NewSharedHostBackend. Empty = off.
   std::string shm_socket;
   // RDMA verbs data path: an address of an RDMA device ("IP:PORT", port 0 = any). Empty = off.
   std::string rdma_listen;

@@ -64,8 +64,7 @@ bool RdmaDevicePresent() {
   return n > 0;
 }
 
-Result<std::unique_ptr<RdmaListener>> RdmaListener::Start(const HostPort& at,
-                                                          const MemoryRegion& pool) {
+Result<std::unique_ptr<RdmaListener>> RdmaListener::Start(const HostPort& at) {
   auto sa = Addr(at);
   if (!sa.ok()) return sa.status();
   std::unique_ptr<RdmaListener> l(new RdmaListener());
@@ -83,17 +82,27 @@ Result<std::unique_ptr<RdmaListener>> RdmaListener::Start(const HostPort& at,
   l->port_ = ntohs(rdma_get_src_port(l->listen_id_));
   l->pd_ = ibv_alloc_pd(l->listen_id_->verbs);
   if (!l->pd_) return Status::Unavailable("ibv_alloc_pd failed");
-  // The one registration of the pool: every get is a remote read of it.
-  l->pool_mr_ =
-      ibv_reg_mr(l->pd_, pool.base, pool.size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-  if (!l->pool_mr_) return Status::FromErrno(errno, "registering the pool with the RDMA device");
   l->thread_ = std::thread([p = l.get()] { p->EventLoop(); });
-  spdlog::info("RDMA verbs on {}:{} (device {}), pool of {} bytes registered once", at.host,
-               l->port_, ibv_get_device_name(l->listen_id_->verbs->device), pool.size);
+  spdlog::info("RDMA verbs on {}:{} (device {})", at.host, l->port_,
+               ibv_get_device_name(l->listen_id_->verbs->device));
   return l;
 }
 
-uint32_t RdmaListener::rkey() const { return pool_mr_->rkey; }
+// The one registration of the pool: every get is a remote read of it.
+Status RdmaListener::Register(const MemoryRegion& pool) {
+  if (pool_mr_) return Status::InvalidArgument("an RDMA listener registers one pool");
+  pool_mr_ = ibv_reg_mr(pd_, pool.base, pool.size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  if (!pool_mr_) return Status::FromErrno(errno, "ibv_reg_mr");
+  spdlog::info("RDMA: pool of {} bytes registered once (rkey {:#x})", pool.size, pool_mr_->rkey);
+  return Status::Ok();
+}
+
+void RdmaListener::Deregister(const MemoryRegion&) {
+  if (pool_mr_) ibv_dereg_mr(pool_mr_);
+  pool_mr_ = nullptr;
+}
+
+uint32_t RdmaListener::rkey() const { return pool_mr_ ? pool_mr_->rkey : 0; }
 
 void RdmaListener::EventLoop() {
   while (!stop_) {

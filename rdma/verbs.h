@@ -24,12 +24,18 @@ struct ibv_mr;
 
 namespace ecstore::net {
 
-class RdmaListener {
+// The server's verbs transport. It is the pool's MemoryRegistrar for RDMA: the store
+// registers the pool with its protection domain once (Store::AddRegistrar), and every get is
+// a remote read of that one memory region.
+class RdmaListener : public MemoryRegistrar {
  public:
-  // Binds rdma_cm to `at` (an address of an RDMA device) and registers `pool` once.
-  static Result<std::unique_ptr<RdmaListener>> Start(const HostPort& at, const MemoryRegion& pool);
-  ~RdmaListener();
-  uint32_t rkey() const;
+  // Binds rdma_cm to `at` (an address of an RDMA device); register the pool before serving.
+  static Result<std::unique_ptr<RdmaListener>> Start(const HostPort& at);
+  ~RdmaListener() override;
+  const char* Name() const override { return "the RDMA device"; }
+  Status Register(const MemoryRegion& pool) override;
+  void Deregister(const MemoryRegion& pool) override;
+  uint32_t rkey() const;  // of the registered pool
   uint16_t port() const { return port_; }
 
  private:

@@ -12,10 +12,10 @@ Status NotBuilt() {
 }
 }  // namespace
 
-Result<std::unique_ptr<RdmaListener>> RdmaListener::Start(const HostPort&, const MemoryRegion&) {
-  return NotBuilt();
-}
+Result<std::unique_ptr<RdmaListener>> RdmaListener::Start(const HostPort&) { return NotBuilt(); }
 RdmaListener::~RdmaListener() = default;
+Status RdmaListener::Register(const MemoryRegion&) { return NotBuilt(); }
+void RdmaListener::Deregister(const MemoryRegion&) {}
 uint32_t RdmaListener::rkey() const { return 0; }
 void RdmaListener::EventLoop() {}
 

@@ -128,17 +128,14 @@ Status StoreImpl::Init() {
   if (!disk.ok()) return disk.status();
   disk_ = std::move(disk).value();
 
-  backend_ = opt_.shareable_pool ? NewSharedHostBackend() : NewHostPinnedBackend();
+  backend_ = opt_.memory_backend ? opt_.memory_backend() : NewHostPinnedBackend();
+  if (!backend_) return Status::InvalidArgument("Options::memory_backend returned no backend");
   auto region = backend_->Map(opt_.pool_bytes);
   if (!region.ok()) return region.status();
   region_ = *region;
   if (!region_.locked)
     spdlog::warn("pool of {} bytes could not be mlocked (RLIMIT_MEMLOCK); it is not pinned",
                  region_.size);
-  for (MemoryRegistrar* r : opt_.registrars) {
-    EC_RETURN_IF_ERROR(r->Register(region_));
-    registered_.push_back(r);
-  }
   alloc_ = std::make_unique<PoolAllocator>(region_.size);
   pool_policy_ = NewEvictionPolicy(opt_.eviction_policy);
   disk_policy_ = NewEvictionPolicy(opt_.eviction_policy);
@@ -403,10 +400,13 @@ Status StoreImpl::Close() {
   if (st.ok()) st = ist;
   index_.reset();
   disk_.reset();
-  for (MemoryRegistrar* r : registered_) r->Deregister(region_);
-  registered_.clear();
-  if (backend_) backend_->Unmap(region_);
-  region_ = {};
+  {
+    std::lock_guard<std::mutex> rl(registrars_mu_);  // AddRegistrar reads region_
+    for (MemoryRegistrar* r : registered_) r->Deregister(region_);
+    registered_.clear();
+    if (backend_) backend_->Unmap(region_);
+    region_ = {};
+  }
   lock_fd_.reset();
   return st;
 }
@@ -861,6 +861,25 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
   if (stale_row) return FixStaleRow(e, loc, st);
   if (st.IsCorruption()) return DropCorrupt(e, st);
   return st;
+}
+
+Status StoreImpl::AddRegistrar(MemoryRegistrar* r) {
+  std::lock_guard<std::mutex> rl(registrars_mu_);
+  if (!region_.base) return Status::Unavailable("store is closed");
+  if (std::find(registered_.begin(), registered_.end(), r) != registered_.end())
+    return Status::Ok();
+  Status st = r->Register(region_);
+  if (!st.ok()) return st.WithContext(std::string("registering the pool with ") + r->Name());
+  registered_.push_back(r);
+  return Status::Ok();
+}
+
+void StoreImpl::RemoveRegistrar(MemoryRegistrar* r) {
+  std::lock_guard<std::mutex> rl(registrars_mu_);
+  auto it = std::find(registered_.begin(), registered_.end(), r);
+  if (it == registered_.end()) return;  // never added, or the store closed already
+  r->Deregister(region_);
+  registered_.erase(it);
 }
 
 Result<ReadLease> Store::Pin(std::string_view ns, std::string_view key) { return Acquire(ns, key); }

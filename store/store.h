@@ -45,13 +45,15 @@ struct Options {
   double compact_live_ratio = 0.5;  // sealed segments below this are compacted
   // How long Put waits for the evictor when the pool is full before returning Busy.
   std::chrono::milliseconds put_wait{5000};
-  bool rebuild_index = false;   // ignore SQLite and rebuild it from the segments
-  bool shareable_pool = false;  // back the pool by a memfd that same-host readers map
+  bool rebuild_index = false;  // ignore SQLite and rebuild it from the segments
+  // Makes the pool's memory (called once, at Open). nullptr = NewHostPinnedBackend();
+  // NewSharedHostBackend backs it by a sealed memfd that same-host readers map (serving over
+  // shared memory needs that); a device backend plugs in here.
+  std::function<std::unique_ptr<MemoryBackend>()> memory_backend;
   // Open without writing anything: reads work; Put, Erase, Flush and Compact fail with
   // NoSpace. Chosen automatically when the store's filesystem has less than 1 MiB free.
   bool read_only = false;
-  Env* env = nullptr;                        // nullptr = Env::Default()
-  std::vector<MemoryRegistrar*> registrars;  // called once for the pool region
+  Env* env = nullptr;  // nullptr = Env::Default()
 };
 
 struct VerifyReport {
@@ -135,6 +137,11 @@ class Store : public Cache {
   virtual Status Close() = 0;
   // The pool's region: a lease's data() - base is its offset; shm_fd >= 0 when shareable.
   virtual MemoryRegion pool_region() const = 0;
+  // Registers the pool with a transport or device once (an RDMA memory region, CUDA host
+  // registration): r->Register(pool_region()) now, r->Deregister at RemoveRegistrar or Close.
+  // `r` must outlive that.
+  virtual Status AddRegistrar(MemoryRegistrar* r) = 0;
+  virtual void RemoveRegistrar(MemoryRegistrar* r) = 0;
 };
 
 }  // namespace ecstore

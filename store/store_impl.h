@@ -102,6 +102,8 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   Status Compact(double threshold) override;
   Status Close() override;
   MemoryRegion pool_region() const override { return region_; }
+  Status AddRegistrar(MemoryRegistrar* r) override;
+  void RemoveRegistrar(MemoryRegistrar* r) override;
 
  private:
   struct Pending;  // a reserved, not yet committed Put
@@ -175,6 +177,7 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   UniqueFd lock_fd_;
   std::unique_ptr<MemoryBackend> backend_;
   MemoryRegion region_;
+  std::mutex registrars_mu_;  // leaf; guards registered_ (Add/Remove/Close)
   std::vector<MemoryRegistrar*> registered_;
   std::unique_ptr<DiskTier> disk_;
   std::unique_ptr<Index> index_;

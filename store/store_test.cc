@@ -589,3 +589,75 @@ TEST(Store, UnwritableDirectoryIsAClearError) {
 
 }  // namespace
 }  // namespace ecstore
+
+namespace ecstore {
+namespace {
+
+class RecordingRegistrar : public MemoryRegistrar {
+ public:
+  explicit RecordingRegistrar(bool fail = false) : fail_(fail) {}
+  const char* Name() const override { return "the test device"; }
+  Status Register(const MemoryRegion& r) override {
+    if (fail_) return Status::Unavailable("no such device");
+    ++registered;
+    base = r.base;
+    size = r.size;
+    return Status::Ok();
+  }
+  void Deregister(const MemoryRegion& r) override {
+    EXPECT_EQ(r.base, base);
+    ++deregistered;
+  }
+  int registered = 0, deregistered = 0;
+  uint8_t* base = nullptr;
+  size_t size = 0;
+
+ private:
+  bool fail_;
+};
+
+// Registration of the pool goes through one path, once per registrar, and ends at Close.
+TEST(Store, RegistrarsRegisterThePoolOnceUntilRemovedOrClosed) {
+  testing::TempDir dir;
+  auto s = OpenOrDie(dir.path(), Small());
+  RecordingRegistrar a, b, bad(true);
+  ASSERT_TRUE(s->AddRegistrar(&a).ok());
+  ASSERT_TRUE(s->AddRegistrar(&a).ok());  // once only
+  EXPECT_EQ(a.registered, 1);
+  EXPECT_EQ(a.base, s->pool_region().base);
+  EXPECT_EQ(a.size, s->pool_region().size);
+  Status st = s->AddRegistrar(&bad);
+  EXPECT_TRUE(st.IsUnavailable());
+  EXPECT_NE(st.message().find("registering the pool with the test device"), std::string::npos);
+  ASSERT_TRUE(s->AddRegistrar(&b).ok());
+  s->RemoveRegistrar(&b);
+  EXPECT_EQ(b.deregistered, 1);
+  ASSERT_TRUE(s->Close().ok());
+  EXPECT_EQ(a.deregistered, 1);
+  s->RemoveRegistrar(&a);  // after Close: nothing more
+  EXPECT_EQ(a.deregistered, 1);
+  EXPECT_EQ(b.deregistered, 1);
+}
+
+// The pool's memory comes from Options::memory_backend: the factory is called once at Open.
+TEST(Store, PoolMemoryComesFromTheBackendFactory) {
+  testing::TempDir dir;
+  int made = 0;
+  Options o = Small();
+  o.memory_backend = [&made] {
+    ++made;
+    return NewSharedHostBackend();
+  };
+  auto s = OpenOrDie(dir.path(), o);
+  EXPECT_EQ(made, 1);
+  EXPECT_GE(s->pool_region().shm_fd, 0);  // the memfd-backed pool it asked for
+  ASSERT_TRUE(s->Close().ok());
+  Options none = Small();
+  none.memory_backend = [] { return std::unique_ptr<MemoryBackend>(); };
+  auto bad = Store::Open(dir.path() + "/other", none);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("memory_backend"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ecstore

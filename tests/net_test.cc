@@ -56,7 +56,7 @@ class ServerProcess {
       pthread_sigmask(SIG_BLOCK, &stop, nullptr);
       Options o;
       o.pool_bytes = pool_;
-      o.shareable_pool = shm_;
+      if (shm_) o.memory_backend = NewSharedHostBackend;
       auto store = Store::Open(dir_, o);
       if (!store.ok()) _exit(3);
       ServerOptions so;
@@ -830,6 +830,8 @@ class CountingStore : public Store {
   Status Compact(double t) override { return s_->Compact(t); }
   Status Close() override { return s_->Close(); }
   MemoryRegion pool_region() const override { return s_->pool_region(); }
+  Status AddRegistrar(MemoryRegistrar* r) override { return s_->AddRegistrar(r); }
+  void RemoveRegistrar(MemoryRegistrar* r) override { s_->RemoveRegistrar(r); }
 
  private:
   Store* s_;

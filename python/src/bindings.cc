@@ -343,7 +343,7 @@ std::unique_ptr<PyCache> Open(const std::string& dir, uint64_t pool_bytes,
   Options o;
   o.pool_bytes = pool_bytes;
   o.disk_quota_bytes = disk_quota_bytes;
-  o.shareable_pool = shareable;
+  if (shareable) o.memory_backend = NewSharedHostBackend;
   o.compress = compress;
   o.promote_on_get = promote_on_get;
   std::unique_ptr<Store> s;
