@@ -1,6 +1,8 @@
 #include "disk/io_queue.h"
 
 #include <liburing.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +13,8 @@
 namespace ecstore {
 namespace {
 
+constexpr uint64_t kWakeupId = UINT64_MAX;  // no batch piece ever gets this id
+
 class UringIoQueue : public IoQueue {
  public:
   UringIoQueue(unsigned depth, Env* env) : depth_(depth), env_(env) {}
@@ -18,7 +22,7 @@ class UringIoQueue : public IoQueue {
     if (ring_ok_) io_uring_queue_exit(&ring_);
   }
   Status Init() {
-    int rc = io_uring_queue_init(depth_, &ring_, 0);
+    int rc = io_uring_queue_init(depth_ + 1, &ring_, 0);  // + the wakeup read
     if (rc < 0) return Status::FromErrno(-rc, "io_uring_queue_init (is io_uring disabled?)");
     ring_ok_ = true;
     return Status::Ok();
@@ -57,6 +61,16 @@ class UringIoQueue : public IoQueue {
     return true;
   }
 
+  bool ArmWakeup(int eventfd, uint64_t* buf, uint64_t user_data) override {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) return false;
+    io_uring_prep_read(sqe, eventfd, buf, sizeof(*buf), 0);
+    io_uring_sqe_set_data64(sqe, user_data);
+    ++wakeups_;
+    ++unposted_;
+    return true;
+  }
+
   Status Post() override {
     if (unposted_ == 0) return Status::Ok();
     int rc = io_uring_submit(&ring_);
@@ -73,7 +87,7 @@ class UringIoQueue : public IoQueue {
       --outstanding_;
       ++got;
     }
-    while (outstanding_ > 0) {
+    while (outstanding_ + wakeups_ > 0) {
       io_uring_cqe* cqe = nullptr;
       int rc =
           got >= min_complete ? io_uring_peek_cqe(&ring_, &cqe) : io_uring_wait_cqe(&ring_, &cqe);
@@ -84,6 +98,12 @@ class UringIoQueue : public IoQueue {
       if (rc < 0) return Status::FromErrno(-rc, "io_uring_wait_cqe");
       IoCompletion c{io_uring_cqe_get_data64(cqe), cqe->res};
       io_uring_cqe_seen(&ring_, cqe);
+      if (c.user_data == kWakeupId) {
+        --wakeups_;
+        out->push_back(c);
+        ++got;
+        continue;
+      }
       auto torn = torn_.find(c.user_data);
       if (torn != torn_.end()) {
         torn_.erase(torn);
@@ -102,6 +122,7 @@ class UringIoQueue : public IoQueue {
   io_uring ring_{};
   bool ring_ok_ = false;
   unsigned outstanding_ = 0;
+  unsigned wakeups_ = 0;  // armed wakeup reads (outside the depth budget)
   unsigned unposted_ = 0;
   std::vector<IoCompletion> injected_;
   std::unordered_map<uint64_t, bool> torn_;
@@ -118,6 +139,11 @@ Result<std::unique_ptr<IoQueue>> NewUringIoQueue(unsigned depth, Env* env) {
 struct IoService::Job {
   const std::vector<IoRequest>* batch;
   std::promise<Status> done;
+  // Loop thread only, while the job is active:
+  std::deque<IoRequest> pending;
+  unsigned inflight = 0;
+  Status status;
+  bool reads = false;  // a batch of reads only: its pieces go to the ring first
 };
 
 Result<std::unique_ptr<IoService>> IoService::Start(Env* env, unsigned depth,
@@ -125,6 +151,8 @@ Result<std::unique_ptr<IoService>> IoService::Start(Env* env, unsigned depth,
   auto q = NewUringIoQueue(depth, env);
   if (!q.ok()) return q.status();
   std::unique_ptr<IoService> svc(new IoService(std::move(q).value(), chunk_bytes));
+  svc->wake_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (svc->wake_fd_ < 0) return Status::FromErrno(errno, "eventfd");
   svc->thread_ = std::thread([s = svc.get()] { s->Loop(); });
   return svc;
 }
@@ -135,12 +163,22 @@ IoService::~IoService() {
     stop_ = true;
   }
   cv_.notify_all();
+  Wake();
   if (thread_.joinable()) thread_.join();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void IoService::Wake() {
+  uint64_t one = 1;
+  if (wake_fd_ >= 0 && write(wake_fd_, &one, sizeof(one)) < 0) {
+    // EAGAIN: the counter is saturated, so a wakeup is pending anyway
+  }
 }
 
 Status IoService::Run(const std::vector<IoRequest>& batch) {
   if (batch.empty()) return Status::Ok();
-  Job job{&batch, {}};
+  Job job;
+  job.batch = &batch;
   auto fut = job.done.get_future();
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -148,6 +186,7 @@ Status IoService::Run(const std::vector<IoRequest>& batch) {
     jobs_.push_back(&job);
   }
   cv_.notify_one();
+  Wake();
   return fut.get();
 }
 
@@ -175,72 +214,105 @@ std::deque<IoRequest> IoService::Pieces(const std::vector<IoRequest>& batch) con
   return pending;
 }
 
+// Several batches run at once. Free ring slots go to read batches first, and writes never
+// hold the last kReadSlots of the ring, so a get of a disk entry starts at once instead of
+// waiting behind a whole spill batch queued before it.
+// Within a batch, pieces go in order, and a sync waits for every piece before it.
 void IoService::Loop() {
-  struct Piece {
-    IoRequest req;
-  };
+  std::vector<Job*> active;
+  Inflight inflight;
+  uint64_t next_id = 1;
+  std::vector<IoCompletion> done;
   for (;;) {
-    Job* job;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;
-      job = jobs_.front();
-      jobs_.pop_front();
+      cv_.wait(l, [&] { return stop_ || !jobs_.empty() || !active.empty(); });
+      if (stop_ && jobs_.empty() && active.empty()) return;
+      for (Job* job : jobs_) Activate(job, &active);
+      jobs_.clear();
     }
-    std::deque<IoRequest> pending = Pieces(*job->batch);
-    std::unordered_map<uint64_t, IoRequest> inflight;
-    uint64_t next_id = 1;
-    Status status;
-    std::vector<IoCompletion> done;
-    // Syncs run only after every write before them has completed.
-    while ((!pending.empty() || !inflight.empty())) {
-      while (!pending.empty() && status.ok()) {
-        if (pending.front().op == IoOp::kSync && !inflight.empty()) break;
-        IoRequest p = pending.front();
-        p.user_data = next_id;
-        if (!queue_->Enqueue(p)) break;
-        inflight.emplace(next_id++, p);
-        pending.pop_front();
-        if (p.op == IoOp::kSync) break;
-      }
-      if (!status.ok()) pending.clear();
-      if (inflight.empty()) break;
+    for (bool reads : {true, false})  // reads first
+      for (Job* job : active)
+        if (job->reads == reads) Submit(job, &inflight, &next_id);
+
+    if (!inflight.empty()) {
+      if (!wake_armed_) wake_armed_ = queue_->ArmWakeup(wake_fd_, &wake_buf_, kWakeupId);
       Status st = queue_->Post();
       if (st.ok()) st = queue_->Poll(&done, 1);
-      if (!st.ok()) {
-        status = st;  // the ring itself failed; nothing more can complete
-        break;
+      if (!st.ok()) {  // the ring itself failed: nothing in flight can complete
+        for (Job* job : active) job->done.set_value(st);
+        active.clear();
+        inflight.clear();
+        writes_inflight_ = 0;
+        continue;
       }
       for (const IoCompletion& c : done) {
-        auto it = inflight.find(c.user_data);
-        if (it == inflight.end()) continue;
-        IoRequest p = it->second;
-        inflight.erase(it);
-        if (c.result < 0) {
-          if (status.ok())
-            status = Status::FromErrno(static_cast<int>(-c.result),
-                                       p.op == IoOp::kRead ? "disk read" : "disk write");
-          continue;
-        }
-        if (p.op == IoOp::kSync) continue;
-        uint64_t n = static_cast<uint64_t>(c.result);
-        if (n == 0 && p.len > 0) {
-          if (status.ok())
-            status =
-                Status::IOError("unexpected end of file at offset " + std::to_string(p.offset));
-          continue;
-        }
-        if (n < p.len) {  // short transfer: resume the rest
-          p.buf = static_cast<uint8_t*>(p.buf) + n;
-          p.offset += n;
-          p.len -= n;
-          pending.push_front(p);
-        }
+        if (c.user_data == kWakeupId)
+          wake_armed_ = false;  // a new batch arrived: picked up at the top of the loop
+        else
+          Complete(c, &inflight);
       }
       done.clear();
     }
-    job->done.set_value(status);
+    std::erase_if(active, [](Job* job) {
+      if (!job->pending.empty() || job->inflight > 0) return false;
+      job->done.set_value(job->status);
+      return true;
+    });
+  }
+}
+
+void IoService::Activate(Job* job, std::vector<Job*>* active) const {
+  job->pending = Pieces(*job->batch);
+  job->reads = std::all_of(job->batch->begin(), job->batch->end(),
+                           [](const IoRequest& r) { return r.op == IoOp::kRead; });
+  active->push_back(job);
+}
+
+// Moves the job's next pieces into the ring while it has room.
+void IoService::Submit(Job* job, Inflight* inflight, uint64_t* next_id) {
+  if (!job->status.ok()) job->pending.clear();  // a failed batch stops at its first error
+  const unsigned depth = queue_->depth();
+  const unsigned write_slots = depth > 2 * kReadSlots ? depth - kReadSlots : depth;
+  while (!job->pending.empty()) {
+    if (!job->reads && writes_inflight_ >= write_slots) return;
+    IoRequest p = job->pending.front();
+    if (p.op == IoOp::kSync && job->inflight > 0) return;  // after the writes before it
+    p.user_data = *next_id;
+    if (!queue_->Enqueue(p)) return;
+    inflight->emplace((*next_id)++, std::make_pair(job, p));
+    ++job->inflight;
+    if (!job->reads) ++writes_inflight_;
+    job->pending.pop_front();
+    if (p.op == IoOp::kSync) return;
+  }
+}
+
+void IoService::Complete(const IoCompletion& c, Inflight* inflight) {
+  auto it = inflight->find(c.user_data);
+  if (it == inflight->end()) return;
+  auto [job, p] = it->second;
+  inflight->erase(it);
+  --job->inflight;
+  if (!job->reads) --writes_inflight_;
+  if (c.result < 0) {
+    if (job->status.ok())
+      job->status = Status::FromErrno(static_cast<int>(-c.result),
+                                      p.op == IoOp::kRead ? "disk read" : "disk write");
+    return;
+  }
+  if (p.op == IoOp::kSync) return;
+  uint64_t n = static_cast<uint64_t>(c.result);
+  if (n == 0 && p.len > 0) {
+    if (job->status.ok())
+      job->status = Status::IOError("unexpected end of file at offset " + std::to_string(p.offset));
+    return;
+  }
+  if (n < p.len) {  // short transfer: resume the rest
+    p.buf = static_cast<uint8_t*>(p.buf) + n;
+    p.offset += n;
+    p.len -= n;
+    job->pending.push_front(p);
   }
 }
 

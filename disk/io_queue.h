@@ -1,5 +1,6 @@
 // I/O queue in NIXL's enqueue / post / poll shape, with io_uring as the implementation, and
-// IoService: the one thread that owns the ring and runs batches for other threads.
+// IoService: the one thread that owns the ring and runs batches for other threads, several
+// at once, reads ahead of writes.
 // Thread rules: an IoQueue belongs to one thread (IoService's). IoService::Run may be called
 // from any thread; it blocks the caller until its batch is complete.
 #pragma once
@@ -10,6 +11,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/env.h"
@@ -41,6 +44,10 @@ class IoQueue {
   virtual Status Post() = 0;
   // Appends completions to `out`, waiting until at least `min_complete` are available.
   virtual Status Poll(std::vector<IoCompletion>* out, unsigned min_complete) = 0;
+  // Arms one 8-byte read of an eventfd outside the `depth` budget (and outside Env's fault
+  // point): a write to the eventfd then completes it, waking a Poll (its completion carries
+  // `user_data`). Posted with the next Post.
+  virtual bool ArmWakeup(int eventfd, uint64_t* buf, uint64_t user_data) = 0;
 };
 
 Result<std::unique_ptr<IoQueue>> NewUringIoQueue(unsigned depth, Env* env);
@@ -56,7 +63,13 @@ class IoService {
  private:
   struct Job;
   IoService(std::unique_ptr<IoQueue> q, uint64_t chunk) : queue_(std::move(q)), chunk_(chunk) {}
+  void Wake();  // a new batch: let a Loop blocked in Poll look at it
+  using Inflight = std::unordered_map<uint64_t, std::pair<Job*, IoRequest>>;
   void Loop();
+  void Activate(Job* job, std::vector<Job*>* active) const;
+  void Submit(Job* job, Inflight* inflight, uint64_t* next_id);
+  void Complete(const IoCompletion& c, Inflight* inflight);
+  static constexpr unsigned kReadSlots = 2;  // ring slots writes leave to reads
   std::deque<IoRequest> Pieces(const std::vector<IoRequest>& batch) const;
 
   std::unique_ptr<IoQueue> queue_;
@@ -64,6 +77,10 @@ class IoService {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job*> jobs_;
+  unsigned writes_inflight_ = 0;  // Loop thread only
+  int wake_fd_ = -1;              // eventfd; Run writes it, the ring has a read of it armed
+  uint64_t wake_buf_ = 0;         // Loop thread only
+  bool wake_armed_ = false;       // Loop thread only
   bool stop_ = false;
   std::thread thread_;
 };
