@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "rdma/verbs.h"
 #include "store/stats_json.h"
 
 namespace ecstore::net {
@@ -17,7 +18,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
   std::unique_ptr<Client> c;
   if (uri.rfind("unix:", 0) == 0) {
     c.reset(new Client({}, options));
-    c->shm_ = true;
+    c->unix_ = true;
     c->unix_path_ = uri.substr(5);
   } else {
     if (options.transport == "shm")
@@ -30,24 +31,17 @@ Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
   return c;
 }
 
-Client::~Client() { Unmap(); }
+Client::~Client() = default;
 
-void Client::Unmap() {
-  if (map_) munmap(const_cast<uint8_t*>(map_), map_bytes_);
-  map_ = nullptr;
-  map_bytes_ = 0;
-}
-
-// HELLO; over the unix socket the reply carries the pool's memfd, which is mapped once.
-Status Client::Hello(HelloInfo* info) {
+// HELLO; over the unix socket the reply carries the pool's memfd (*pool_fd, owned by the
+// caller).
+Status Client::Hello(HelloInfo* info, int* pool_fd) {
   BodyWriter w;
   w.Str(opt_.token);
   EC_RETURN_IF_ERROR(SendRequest(Op::kHello, w.data()));
   uint8_t hdr[kHeaderBytes];
-  int passed = -1;
-  EC_RETURN_IF_ERROR(shm_ ? RecvAllWithFd(fd_.get(), hdr, kHeaderBytes, &passed, "server")
-                          : RecvAll(fd_.get(), hdr, kHeaderBytes, "server"));
-  UniqueFd pool_fd(passed);
+  EC_RETURN_IF_ERROR(unix_ ? RecvAllWithFd(fd_.get(), hdr, kHeaderBytes, pool_fd, "server")
+                           : RecvAll(fd_.get(), hdr, kHeaderBytes, "server"));
   auto h = DecodeHeader(hdr);
   if (!h.ok()) return Status::Unavailable("server sent a malformed frame: " + h.status().message());
   std::string body(h->body_len, '\0');
@@ -56,60 +50,75 @@ Status Client::Hello(HelloInfo* info) {
   if (h->op == Op::kError) return ParseErrorBody(&r);
   if (h->op != Op::kHelloOk || !ParseHelloBody(&r, info))
     return Status::Unavailable("server answered HELLO with an unexpected frame");
-  if (shm_) {
-    if (!pool_fd.valid() || info->pool_bytes == 0)
-      return Status::Unavailable("server did not pass its shared pool");
-    Unmap();  // a restarted server has a new pool
-    void* p = mmap(nullptr, info->pool_bytes, PROT_READ, MAP_SHARED, pool_fd.get(), 0);
-    if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap the server's pool");
-    map_ = static_cast<const uint8_t*>(p);
-    map_bytes_ = info->pool_bytes;
+  return Status::Ok();
+}
+
+// The data path, by capability: the server's memory in place when it is on this host and
+// passed its pool (shared memory); one-sided reads when both ends have RDMA; else TCP.
+Status Client::ChooseTransport(const HelloInfo& info, int pool_fd) {
+  transport_.reset();
+  if (unix_) {
+    auto t = NewShmTransport(pool_fd, info.pool_bytes);
+    if (!t.ok()) return t.status();
+    transport_ = std::move(t).value();
+  } else if (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&
+                                          !info.rdma_addr.empty() && RdmaDevicePresent())) {
+    if (info.rdma_addr.empty())
+      return Status::Unavailable("server offers no RDMA (it has no ServerOptions::rdma_listen)");
+    auto t = NewRdmaTransport(info.rdma_addr, opt_.rdma_bounce_bytes, opt_.timeout);
+    if (t.ok())
+      transport_ = std::move(t).value();
+    else if (opt_.transport == "rdma")
+      return t.status();
+    else
+      spdlog::warn("RDMA unavailable ({}); using TCP", t.status().ToString());
   }
+  if (!transport_) transport_ = NewTcpTransport();
+  for (auto m : registered_) EC_RETURN_IF_ERROR(transport_->RegisterBuffer(m));
   return Status::Ok();
 }
 
 Status Client::Reconnect() {
   fd_.reset();
-  if (shm_) {
-    auto fd = ConnectUnix(unix_path_, opt_.timeout);
-    if (!fd.ok()) return fd.status();
-    fd_ = std::move(fd).value();
-  } else {
-    auto fd = ConnectTcp(hp_, opt_.timeout);
-    if (!fd.ok()) return fd.status();
-    fd_ = std::move(fd).value();
-  }
+  transport_.reset();
+  auto fd = unix_ ? ConnectUnix(unix_path_, opt_.timeout) : ConnectTcp(hp_, opt_.timeout);
+  if (!fd.ok()) return fd.status();
+  fd_ = std::move(fd).value();
   HelloInfo info;
-  Status st = Hello(&info);
+  int passed = -1;
+  Status st = Hello(&info, &passed);
+  UniqueFd pool_fd(passed);
+  if (st.ok()) st = ChooseTransport(info, pool_fd.get());
   if (!st.ok()) {
     fd_.reset();
+    transport_.reset();
     return st;
   }
-  rdma_.reset();
-  if (!shm_ && (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&
-                                             !info.rdma_addr.empty() && RdmaDevicePresent()))) {
-    if (info.rdma_addr.empty()) {
-      fd_.reset();
-      return Status::Unavailable("server offers no RDMA (it has no ServerOptions::rdma_listen)");
-    }
-    Status rst = ConnectRdma(info.rdma_addr);
-    if (!rst.ok() && opt_.transport == "rdma") {
-      fd_.reset();
-      return rst;
-    }
-    if (!rst.ok()) spdlog::warn("RDMA unavailable ({}); using TCP", rst.ToString());
-    return Status::Ok();
-  }
   // Same host (loopback) and the server offers shared memory: switch to it.
-  if (!shm_ && opt_.transport == "auto" && IsLoopback(hp_.host) && !info.shm_path.empty()) {
+  if (!unix_ && opt_.transport == "auto" && IsLoopback(hp_.host) && !info.shm_path.empty()) {
     UniqueFd tcp = std::move(fd_);
-    shm_ = true;
+    auto tcp_transport = std::move(transport_);
+    unix_ = true;
     unix_path_ = info.shm_path;
     if (Reconnect().ok()) return Status::Ok();
-    shm_ = false;  // not reachable from here after all: stay on TCP
+    unix_ = false;  // not reachable from here after all: stay on TCP
     fd_ = std::move(tcp);
+    transport_ = std::move(tcp_transport);
   }
   return Status::Ok();
+}
+
+Status Client::RegisterBuffer(std::span<uint8_t> memory) {
+  if (transport_) EC_RETURN_IF_ERROR(transport_->RegisterBuffer(memory));
+  registered_.push_back(memory);
+  return Status::Ok();
+}
+
+void Client::UnregisterBuffer(std::span<uint8_t> memory) {
+  if (transport_) transport_->UnregisterBuffer(memory);
+  std::erase_if(registered_, [&](std::span<uint8_t> m) {
+    return m.data() == memory.data() && m.size() == memory.size();
+  });
 }
 
 Status Client::SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload) {
@@ -194,134 +203,12 @@ auto Client::WithRetry(Fn fn) -> decltype(fn()) {
   }
 }
 
-namespace {
-std::string KeyBody(std::string_view ns, std::string_view key) {
-  BodyWriter w;
-  w.Str(ns);
-  w.Str(key);
-  return w.data();
-}
-}  // namespace
-
 Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
-  if (rdma_ || opt_.transport == "rdma") {
-    std::string k(key);
-    for (int attempt = 0;; ++attempt) {
-      if (!fd_.valid() || !rdma_) {
-        Status st = Reconnect();  // sets the verbs connection up again
-        if (!st.ok()) {
-          if (attempt >= opt_.retries) return st;
-          continue;
-        }
-        if (!rdma_) break;  // "auto" fell back to TCP
-      }
-      auto r = GetManyRdma(ns, {k}, {dst});
-      if (r[0].ok() || !r[0].status().IsUnavailable() || attempt >= opt_.retries)
-        return std::move(r[0]);
-    }
-  }
-  if (shm_) {
-    auto lease = AcquireShared(ns, key);
-    if (!lease.ok()) return lease.status();
-    if (dst.size() < lease->size())
-      return Status::InvalidArgument("destination buffer holds " + std::to_string(dst.size()) +
-                                     " bytes but the entry has " + std::to_string(lease->size()));
-    std::memcpy(dst.data(), lease->data(), lease->size());
-    return lease->info();
-  }
+  const std::vector<std::string> keys{std::string(key)};
   return WithRetry([&]() -> Result<EntryInfo> {
-    EC_RETURN_IF_ERROR(SendRequest(Op::kGet, KeyBody(ns, key)));
-    EntryInfo info;
-    EC_RETURN_IF_ERROR(ReadGetReply(dst, &info));
-    info.ns = ns;
-    info.key = key;
-    return info;
-  });
-}
-
-Status Client::ConnectRdma(const std::string& addr) {
-  auto hp = ParseHostPort(addr);
-  if (!hp.ok()) return hp.status();
-  auto c = RdmaConnection::Connect(*hp, opt_.rdma_bounce_bytes, opt_.timeout);
-  if (!c.ok()) return c.status();
-  rdma_ = std::move(c).value();
-  return Status::Ok();
-}
-
-// Leases for the whole batch are asked for together (pipelined), then every RDMA READ of
-// the batch is posted together, then the leases are released.
-std::vector<Result<EntryInfo>> Client::GetManyRdma(std::string_view ns,
-                                                   const std::vector<std::string>& keys,
-                                                   const std::vector<std::span<uint8_t>>& dsts) {
-  std::vector<Result<EntryInfo>> out(keys.size(), Status::Unavailable("not attempted"));
-  Status st;
-  for (size_t i = 0; i < keys.size() && st.ok(); ++i) {
-    BodyWriter w;
-    w.Str(ns);
-    w.Str(keys[i]);
-    st = SendRequest(Op::kGetRdma, w.data());
-  }
-  std::vector<RemoteRead> reads;
-  std::vector<size_t> read_of;
-  std::vector<uint64_t> leases;
-  for (size_t i = 0; i < keys.size() && st.ok(); ++i) {
-    auto body = ReadReply(Op::kGetRdmaOk);
-    if (!body.ok()) {
-      if (body.status().IsUnavailable()) st = body.status();
-      out[i] = body.status();
-      continue;
-    }
-    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
-    uint64_t lease, addr;
-    uint32_t rkey;
-    EntryInfo info;
-    if (!r.U64(&lease) || !r.U64(&addr) || !r.U32(&rkey) || !ReadInfo(&r, &info)) {
-      st = Status::Unavailable("malformed GET_RDMA reply");
-      break;
-    }
-    leases.push_back(lease);
-    info.ns = ns;
-    info.key = keys[i];
-    if (dsts[i].size() < info.bytes) {
-      out[i] =
-          Status::InvalidArgument("destination buffer holds " + std::to_string(dsts[i].size()) +
-                                  " bytes but the entry has " + std::to_string(info.bytes));
-      continue;
-    }
-    reads.push_back({addr, rkey, info.bytes, dsts[i].data()});
-    read_of.push_back(i);
-    out[i] = info;
-  }
-  if (st.ok() && !reads.empty()) st = rdma_->ReadMany(reads);
-  if (!st.ok()) {
-    for (size_t i : read_of) out[i] = st;
-    for (auto& o : out)
-      if (o.ok() || o.status().message() == "not attempted") o = st;
-    fd_.reset();
-    rdma_.reset();
-    return out;
-  }
-  for (uint64_t lease : leases) Release(reinterpret_cast<void*>(lease));
-  return out;
-}
-
-Result<ReadLease> Client::AcquireShared(std::string_view ns, std::string_view key) {
-  return WithRetry([&]() -> Result<ReadLease> {
-    EC_RETURN_IF_ERROR(SendRequest(Op::kGetShm, KeyBody(ns, key)));
-    auto body = ReadReply(Op::kGetShmOk);
-    if (!body.ok()) return body.status();
-    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
-    uint64_t lease_id, offset;
-    EntryInfo info;
-    if (!r.U64(&lease_id) || !r.U64(&offset) || !ReadInfo(&r, &info) ||
-        offset + info.bytes > map_bytes_)
-      return Status::Unavailable("malformed GET_SHM reply");
-    info.ns = ns;
-    info.key = key;
-    // The token is the server's lease id (never 0: the server numbers leases from 1).
-    return ReadLease(this, reinterpret_cast<void*>(lease_id), map_ + offset, std::move(info));
+    return std::move(transport_->GetMany(*this, ns, keys, {dst})[0]);
   });
 }
 
@@ -362,15 +249,17 @@ OwnedBuffer owned_buffer;
 Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
-  if (shm_) return AcquireShared(ns, key);
+  if (!fd_.valid()) EC_RETURN_IF_ERROR(Reconnect());
+  if (transport_->caps().same_host_zero_copy)
+    return WithRetry([&] { return transport_->AcquireInPlace(*this, ns, key); });
   std::unique_ptr<uint8_t[]> buf;
   auto alloc = [&](const EntryInfo& info) {
     buf.reset(new uint8_t[std::max<uint64_t>(info.bytes, 1)]);
     return std::span<uint8_t>(buf.get(), info.bytes);
   };
   Result<EntryInfo> got = Status::Unavailable("not attempted");
-  if (rdma_ || opt_.transport == "rdma") {
-    // RDMA needs the size before the read: look it up; a replaced entry of another size in
+  if (transport_->caps().one_sided_read) {
+    // A one-sided read needs the size first: look it up; a replaced entry of another size in
     // between shows as a too-small buffer, and is looked up once more.
     for (int attempt = 0; attempt < 2; ++attempt) {
       auto found = Lookup(ns, key);
@@ -401,33 +290,14 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
     out.assign(keys.size(), Status::InvalidArgument("GetMany needs one buffer per key"));
     return out;
   }
-  if (rdma_) return GetManyRdma(ns, keys, dsts);
-  if (shm_) {  // each get is a small round trip and a copy from the mapping
-    for (size_t i = 0; i < keys.size(); ++i) out.push_back(Get(ns, keys[i], dsts[i]));
+  Status st = fd_.valid() ? Status::Ok() : Reconnect();
+  if (!st.ok()) {
+    out.assign(keys.size(), st);
     return out;
   }
-  Status st = fd_.valid() ? Status::Ok() : Reconnect();
-  for (size_t i = 0; i < keys.size() && st.ok(); ++i) {
-    Status v = ValidateKey(keys[i]);
-    st = SendRequest(Op::kGet, KeyBody(ns, v.ok() ? keys[i] : "?"));
-  }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (!st.ok()) {
-      out.push_back(st);
-      continue;
-    }
-    EntryInfo info;
-    Status r = ReadGetReply(dsts[i], &info);
-    if (r.IsUnavailable()) st = r;  // the stream is gone: every later reply fails too
-    if (!r.ok()) {
-      out.push_back(r);
-      continue;
-    }
-    info.ns = ns;
-    info.key = keys[i];
-    out.push_back(info);
-  }
-  if (!st.ok()) fd_.reset();
+  out = transport_->GetMany(*this, ns, keys, dsts);
+  for (const auto& r : out)
+    if (!r.ok() && r.status().IsUnavailable()) fd_.reset();  // reconnect on the next call
   return out;
 }
 

@@ -18,7 +18,7 @@
 
 #include "net/protocol.h"
 #include "net/socket.h"
-#include "rdma/verbs.h"
+#include "net/transport.h"
 #include "store/cache.h"
 
 namespace ecstore::net {
@@ -27,20 +27,22 @@ struct ClientOptions {
   std::chrono::milliseconds timeout{5000};
   int retries = 1;
   std::string token;
-  // "auto": a loopback server that offers shared memory is read through it; a remote one
-  // that offers RDMA, from a host with an RDMA device, through verbs. "tcp", "shm" and
-  // "rdma" force one ("rdma" fails with Unavailable where it cannot be set up).
+  // "auto": chosen by capability -- a loopback server that offers shared memory is read in
+  // place through it; a remote one that offers RDMA, from a host with an RDMA device, by
+  // one-sided reads; else TCP. "tcp", "shm" and "rdma" force one ("rdma" fails with
+  // Unavailable where it cannot be set up).
   std::string transport = "auto";
   size_t rdma_bounce_bytes = 64ull << 20;  // registered once per connection
 };
 
-class Client : public Cache, private ReadLease::Releaser {
+class Client : public Cache, private Channel, private ReadLease::Releaser {
  public:
   // uri: "tcp://host:port", "host:port", or "unix:/path/serve.sock" (shared memory).
   static Result<std::unique_ptr<Client>> Connect(const std::string& uri,
                                                  const ClientOptions& options = {});
   ~Client() override;
-  const char* transport() const override { return rdma_ ? "rdma" : shm_ ? "shm" : "tcp"; }
+  const char* transport() const override { return transport_ ? transport_->name() : "tcp"; }
+  TransportCaps caps() const { return transport_ ? transport_->caps() : TransportCaps{}; }
 
   // The Cache interface. Acquire over shared memory reads the server's pool in place, pinned
   // by a server-side lease until the ReadLease is destroyed (or the server's lease TTL
@@ -66,28 +68,28 @@ class Client : public Cache, private ReadLease::Releaser {
   // Shared memory only: the server's pool as mapped here (read-only), e.g. to register it
   // with CUDA once so copies out of leases run at pinned speed; {nullptr, 0} otherwise. A
   // reconnect to a restarted server maps a new pool.
-  std::span<const uint8_t> shared_pool() const { return {map_, map_bytes_}; }
+  std::span<const uint8_t> shared_pool() const {
+    return transport_ ? transport_->shared_pool() : std::span<const uint8_t>();
+  }
+  // Registers memory gets will land in (RDMA: the NIC writes it directly, no bounce copy);
+  // kept across reconnects; a no-op for TCP and shared memory. Valid until UnregisterBuffer.
+  Status RegisterBuffer(std::span<uint8_t> memory);
+  void UnregisterBuffer(std::span<uint8_t> memory);
 
  private:
   Client(HostPort hp, ClientOptions o) : hp_(std::move(hp)), opt_(std::move(o)) {}
   Status Reconnect();
-  Status Hello(HelloInfo* info);
-  Status ConnectRdma(const std::string& addr);
-  std::vector<Result<EntryInfo>> GetManyRdma(std::string_view ns,
-                                             const std::vector<std::string>& keys,
-                                             const std::vector<std::span<uint8_t>>& dsts);
-  void Unmap();
-  Status SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload = {});
-  Status ReadHeader(FrameHeader* h);
-  Result<std::string> ReadReply(Op expect);  // whole body of a small reply
-  // Reads a GET reply into dst_for(info): the caller's buffer, or one it allocates.
+  Status Hello(HelloInfo* info, int* pool_fd);
+  Status ChooseTransport(const HelloInfo& info, int pool_fd);
+  // Channel: the control connection, as transports use it.
+  Status SendRequest(Op op, const std::string& body,
+                     std::span<const uint8_t> payload = {}) override;
+  Result<std::string> ReadReply(Op expect) override;
   Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
-                      EntryInfo* info);
-  Status ReadGetReply(std::span<uint8_t> dst, EntryInfo* info) {
-    return ReadGetReply([dst](const EntryInfo&) { return dst; }, info);
-  }
-  Result<ReadLease> AcquireShared(std::string_view ns, std::string_view key);
-  void Release(void* token) override;  // a shared-memory lease: RELEASE its id
+                      EntryInfo* info) override;
+  ReadLease::Releaser* lease_releaser() override { return this; }
+  Status ReadHeader(FrameHeader* h);
+  void Release(void* token) override;  // a server-side lease: RELEASE its id
   template <typename Fn>
   auto WithRetry(Fn fn) -> decltype(fn());
 
@@ -95,11 +97,10 @@ class Client : public Cache, private ReadLease::Releaser {
   ClientOptions opt_;
   UniqueFd fd_;
   uint64_t next_id_ = 1;
-  bool shm_ = false;
+  bool unix_ = false;  // the control connection is the unix socket (same host)
   std::string unix_path_;
-  const uint8_t* map_ = nullptr;  // the server's pool, read-only
-  size_t map_bytes_ = 0;
-  std::unique_ptr<RdmaConnection> rdma_;
+  std::unique_ptr<Transport> transport_;        // set by each (re)connect
+  std::vector<std::span<uint8_t>> registered_;  // RegisterBuffer's, re-registered on reconnect
 };
 
 }  // namespace ecstore::net

@@ -196,6 +196,7 @@ Result<std::unique_ptr<RdmaConnection>> RdmaConnection::Connect(const HostPort& 
 }
 
 RdmaConnection::~RdmaConnection() {
+  for (ibv_mr* mr : user_mrs_) ibv_dereg_mr(mr);
   if (id_ && id_->qp) {
     rdma_disconnect(id_);
     rdma_destroy_qp(id_);
@@ -206,6 +207,31 @@ RdmaConnection::~RdmaConnection() {
   if (pd_) ibv_dealloc_pd(pd_);
   if (id_) rdma_destroy_id(id_);
   if (ec_) rdma_destroy_event_channel(ec_);
+}
+
+Status RdmaConnection::RegisterBuffer(std::span<uint8_t> m) {
+  if (RegisteredFor(m.data(), m.size())) return Status::Ok();
+  ibv_mr* mr = ibv_reg_mr(pd_, m.data(), m.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (!mr) return Status::FromErrno(errno, "registering a destination buffer (ibv_reg_mr)");
+  user_mrs_.push_back(mr);
+  return Status::Ok();
+}
+
+void RdmaConnection::UnregisterBuffer(std::span<uint8_t> m) {
+  for (auto it = user_mrs_.begin(); it != user_mrs_.end(); ++it)
+    if ((*it)->addr == m.data() && (*it)->length == m.size()) {
+      ibv_dereg_mr(*it);
+      user_mrs_.erase(it);
+      return;
+    }
+}
+
+ibv_mr* RdmaConnection::RegisteredFor(const uint8_t* p, uint64_t len) const {
+  for (ibv_mr* mr : user_mrs_) {
+    auto* base = static_cast<const uint8_t*>(mr->addr);
+    if (p >= base && p + len <= base + mr->length) return mr;
+  }
+  return nullptr;
 }
 
 Status RdmaConnection::ReadMany(const std::vector<RemoteRead>& reads) {
@@ -219,15 +245,25 @@ Status RdmaConnection::ReadMany(const std::vector<RemoteRead>& reads) {
     struct Piece {
       size_t read;
       uint64_t off_in_read, len, bounce_off;
+      ibv_mr* direct;  // the caller's registered buffer, or null: through the bounce buffer
     };
     std::vector<Piece> pieces;
     uint64_t used = 0;
     while (i < reads.size() && pieces.size() < static_cast<size_t>(kDepth)) {
       const RemoteRead& r = reads[i];
+      if (r.length == 0) {  // nothing to read (an empty tensor)
+        ++i;
+        continue;
+      }
+      if (ibv_mr* mr = carried == 0 ? RegisteredFor(r.dst, r.length) : nullptr) {
+        pieces.push_back({i, 0, r.length, 0, mr});  // straight into the caller's memory
+        ++i;
+        continue;
+      }
       uint64_t left = r.length - carried;
       uint64_t take = std::min<uint64_t>(left, bounce_bytes_ - used);
       if (take == 0) break;
-      pieces.push_back({i, carried, take, used});
+      pieces.push_back({i, carried, take, used, nullptr});
       used += take;
       carried += take;
       if (carried == r.length) {
@@ -240,8 +276,10 @@ Status RdmaConnection::ReadMany(const std::vector<RemoteRead>& reads) {
     wrs.resize(pieces.size());
     for (size_t k = 0; k < pieces.size(); ++k) {
       const Piece& p = pieces[k];
-      sges[k] = {reinterpret_cast<uint64_t>(bounce_ + p.bounce_off), static_cast<uint32_t>(p.len),
-                 mr_->lkey};
+      sges[k] = p.direct ? ibv_sge{reinterpret_cast<uint64_t>(reads[p.read].dst),
+                                   static_cast<uint32_t>(p.len), p.direct->lkey}
+                         : ibv_sge{reinterpret_cast<uint64_t>(bounce_ + p.bounce_off),
+                                   static_cast<uint32_t>(p.len), mr_->lkey};
       ibv_send_wr& wr = wrs[k];
       wr = {};
       wr.wr_id = k;
@@ -275,7 +313,7 @@ Status RdmaConnection::ReadMany(const std::vector<RemoteRead>& reads) {
       }
     }
     for (const Piece& p : pieces)
-      std::memcpy(reads[p.read].dst + p.off_in_read, bounce_ + p.bounce_off, p.len);
+      if (!p.direct) std::memcpy(reads[p.read].dst + p.off_in_read, bounce_ + p.bounce_off, p.len);
   }
   return Status::Ok();
 }

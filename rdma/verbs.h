@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -67,9 +68,13 @@ class RdmaConnection {
   static Result<std::unique_ptr<RdmaConnection>> Connect(const HostPort& to, size_t bounce_bytes,
                                                          std::chrono::milliseconds timeout);
   ~RdmaConnection();
-  // Posts the reads of a batch together (as many as fit the bounce buffer at a time), waits
-  // for their completions, and copies each into its dst. A failed completion is Unavailable.
+  // Posts the reads of a batch together, waits for their completions. A read whose dst lies
+  // in a registered buffer lands there directly; the others go through the bounce buffer
+  // (as many as fit at a time) and are copied out. A failed completion is Unavailable.
   Status ReadMany(const std::vector<RemoteRead>& reads);
+  // Registers caller memory once (ibv_reg_mr, local write) so reads into it need no bounce.
+  Status RegisterBuffer(std::span<uint8_t> memory);
+  void UnregisterBuffer(std::span<uint8_t> memory);
 
  private:
   RdmaConnection() = default;
@@ -79,6 +84,8 @@ class RdmaConnection {
   ibv_cq* cq_ = nullptr;
   ibv_mr* mr_ = nullptr;
   uint8_t* bounce_ = nullptr;
+  std::vector<ibv_mr*> user_mrs_;  // RegisterBuffer's
+  ibv_mr* RegisteredFor(const uint8_t* p, uint64_t len) const;
   size_t bounce_bytes_ = 0;
   std::chrono::milliseconds timeout_{5000};
 };

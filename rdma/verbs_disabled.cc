@@ -25,6 +25,8 @@ Result<std::unique_ptr<RdmaConnection>> RdmaConnection::Connect(const HostPort&,
 }
 RdmaConnection::~RdmaConnection() = default;
 Status RdmaConnection::ReadMany(const std::vector<RemoteRead>&) { return NotBuilt(); }
+Status RdmaConnection::RegisterBuffer(std::span<uint8_t>) { return NotBuilt(); }
+void RdmaConnection::UnregisterBuffer(std::span<uint8_t>) {}
 
 bool RdmaDevicePresent() { return false; }
 

@@ -1,0 +1,85 @@
+// RDMA verbs: GET_RDMA answers (lease, remote address, rkey, info) on the control
+// connection; the NIC reads the bytes from the server's registered pool, straight into the
+// caller's buffer when the caller registered it (RegisterBuffer), else through the bounce
+// buffer registered once per connection; then the leases are released.
+#include "net/socket.h"
+#include "net/transport.h"
+#include "rdma/verbs.h"
+
+namespace ecstore::net {
+namespace {
+
+class RdmaTransport : public Transport {
+ public:
+  explicit RdmaTransport(std::unique_ptr<RdmaConnection> c) : conn_(std::move(c)) {}
+  const char* name() const override { return "rdma"; }
+  TransportCaps caps() const override { return {.one_sided_read = true}; }
+  Status RegisterBuffer(std::span<uint8_t> m) override { return conn_->RegisterBuffer(m); }
+  void UnregisterBuffer(std::span<uint8_t> m) override { conn_->UnregisterBuffer(m); }
+
+  // Leases for the whole batch are asked for together (pipelined), then every RDMA READ of
+  // the batch is posted together, then the leases are released.
+  std::vector<Result<EntryInfo>> GetMany(Channel& ch, std::string_view ns,
+                                         const std::vector<std::string>& keys,
+                                         const std::vector<std::span<uint8_t>>& dsts) override {
+    std::vector<Result<EntryInfo>> out(keys.size(), Status::Unavailable("not attempted"));
+    Status st;
+    for (size_t i = 0; i < keys.size() && st.ok(); ++i)
+      st = ch.SendRequest(Op::kGetRdma, KeyBody(ns, keys[i]));
+    std::vector<RemoteRead> reads;
+    std::vector<size_t> read_of;
+    std::vector<uint64_t> leases;
+    for (size_t i = 0; i < keys.size() && st.ok(); ++i) {
+      auto body = ch.ReadReply(Op::kGetRdmaOk);
+      if (!body.ok()) {
+        if (body.status().IsUnavailable()) st = body.status();
+        out[i] = body.status();
+        continue;
+      }
+      BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+      uint64_t lease, addr;
+      uint32_t rkey;
+      EntryInfo info;
+      if (!r.U64(&lease) || !r.U64(&addr) || !r.U32(&rkey) || !ReadInfo(&r, &info)) {
+        st = Status::Unavailable("malformed GET_RDMA reply");
+        break;
+      }
+      leases.push_back(lease);
+      info.ns = ns;
+      info.key = keys[i];
+      if (dsts[i].size() < info.bytes) {
+        out[i] = BufferTooSmall(dsts[i].size(), info.bytes);
+        continue;
+      }
+      reads.push_back({addr, rkey, info.bytes, dsts[i].data()});
+      read_of.push_back(i);
+      out[i] = info;
+    }
+    if (st.ok() && !reads.empty()) st = conn_->ReadMany(reads);
+    if (!st.ok()) {  // the connection is broken: the Client rebuilds it
+      for (size_t i : read_of) out[i] = st;
+      for (auto& o : out)
+        if (o.ok() || o.status().message() == "not attempted") o = st;
+      return out;
+    }
+    for (uint64_t lease : leases) ch.lease_releaser()->Release(reinterpret_cast<void*>(lease));
+    return out;
+  }
+
+ private:
+  std::unique_ptr<RdmaConnection> conn_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> NewRdmaTransport(const std::string& rdma_addr,
+                                                    size_t bounce_bytes,
+                                                    std::chrono::milliseconds timeout) {
+  auto hp = ParseHostPort(rdma_addr);
+  if (!hp.ok()) return hp.status();
+  auto c = RdmaConnection::Connect(*hp, bounce_bytes, timeout);
+  if (!c.ok()) return c.status();
+  return std::unique_ptr<Transport>(std::make_unique<RdmaTransport>(std::move(c).value()));
+}
+
+}  // namespace ecstore::net

@@ -1,0 +1,77 @@
+// Shared memory (same host): the server's pool is a memfd passed once with HELLO_OK and
+// mapped read-only here; GET_SHM answers an offset under a lease, and the bytes are read in
+// place (Acquire) or copied out (Get).
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "net/transport.h"
+
+namespace ecstore::net {
+namespace {
+
+class ShmTransport : public Transport {
+ public:
+  ShmTransport(const uint8_t* map, size_t bytes) : map_(map), bytes_(bytes) {}
+  ~ShmTransport() override { munmap(const_cast<uint8_t*>(map_), bytes_); }
+  const char* name() const override { return "shm"; }
+  TransportCaps caps() const override { return {.same_host_zero_copy = true}; }
+  std::span<const uint8_t> shared_pool() const override { return {map_, bytes_}; }
+
+  Result<ReadLease> AcquireInPlace(Channel& ch, std::string_view ns,
+                                   std::string_view key) override {
+    EC_RETURN_IF_ERROR(ch.SendRequest(Op::kGetShm, KeyBody(ns, key)));
+    auto body = ch.ReadReply(Op::kGetShmOk);
+    if (!body.ok()) return body.status();
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    uint64_t lease_id, offset;
+    EntryInfo info;
+    if (!r.U64(&lease_id) || !r.U64(&offset) || !ReadInfo(&r, &info) ||
+        offset + info.bytes > bytes_)
+      return Status::Unavailable("malformed GET_SHM reply");
+    info.ns = ns;
+    info.key = key;
+    // The token is the server's lease id (never 0: the server numbers leases from 1).
+    return ReadLease(ch.lease_releaser(), reinterpret_cast<void*>(lease_id), map_ + offset,
+                     std::move(info));
+  }
+
+  // Each get is a small round trip and a copy from the mapping.
+  std::vector<Result<EntryInfo>> GetMany(Channel& ch, std::string_view ns,
+                                         const std::vector<std::string>& keys,
+                                         const std::vector<std::span<uint8_t>>& dsts) override {
+    std::vector<Result<EntryInfo>> out;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto lease = AcquireInPlace(ch, ns, keys[i]);
+      if (!lease.ok()) {
+        out.push_back(lease.status());
+        continue;
+      }
+      if (dsts[i].size() < lease->size()) {
+        out.push_back(BufferTooSmall(dsts[i].size(), lease->size()));
+        continue;
+      }
+      std::memcpy(dsts[i].data(), lease->data(), lease->size());
+      out.push_back(lease->info());
+    }
+    return out;
+  }
+
+ private:
+  const uint8_t* map_;
+  size_t bytes_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> NewShmTransport(int pool_fd, uint64_t pool_bytes) {
+  if (pool_fd < 0 || pool_bytes == 0)
+    return Status::Unavailable("server did not pass its shared pool");
+  void* p = mmap(nullptr, pool_bytes, PROT_READ, MAP_SHARED, pool_fd, 0);
+  if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap the server's pool");
+  return std::unique_ptr<Transport>(
+      std::make_unique<ShmTransport>(static_cast<const uint8_t*>(p), pool_bytes));
+}
+
+}  // namespace ecstore::net

@@ -1,0 +1,75 @@
+// Transports: how a Client moves entry bytes. The control frames (HELLO, GET, LOOKUP, ...)
+// always travel on the Client's connection (a Channel); a Transport decides how the bytes of
+// a get reach the caller -- in the reply stream (TCP), read in place from the server's
+// shared pool (shared memory), or by the NIC reading the server's registered pool (RDMA
+// verbs). One implementation per file; the Client picks one by capability.
+// Thread rules: a Transport belongs to its Client and is used under the Client's rules.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/protocol.h"
+#include "store/cache.h"
+
+namespace ecstore::net {
+
+struct TransportCaps {
+  bool same_host_zero_copy = false;  // reads the server's memory in place (same host)
+  bool one_sided_read = false;       // the NIC reads the server's memory (no server copy)
+  bool device_memory = false;        // can land bytes in GPU memory (issue 10)
+};
+
+// The Client's control connection, as transports see it.
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  virtual Status SendRequest(Op op, const std::string& body,
+                             std::span<const uint8_t> payload = {}) = 0;
+  virtual Result<std::string> ReadReply(Op expect) = 0;  // the whole body of a small reply
+  // Reads a GET reply's info, then its bytes into dst_for(info).
+  virtual Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
+                              EntryInfo* info) = 0;
+  virtual ReadLease::Releaser* lease_releaser() = 0;  // sends RELEASE of a lease id token
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;  // "tcp", "shm", "rdma"
+  virtual TransportCaps caps() const = 0;
+  // Gets entries of one namespace into dsts (result i for keys[i]). An Unavailable result
+  // means the connection is broken; the Client reconnects.
+  virtual std::vector<Result<EntryInfo>> GetMany(Channel& ch, std::string_view ns,
+                                                 const std::vector<std::string>& keys,
+                                                 const std::vector<std::span<uint8_t>>& dsts) = 0;
+  // The entry in place under a server lease (same_host_zero_copy only).
+  virtual Result<ReadLease> AcquireInPlace(Channel& ch, std::string_view ns, std::string_view key);
+  // Registers caller memory that gets will land in, so they need no bounce copy (RDMA);
+  // a no-op where the transport copies anyway. The memory must stay valid until
+  // UnregisterBuffer or the Client's end.
+  virtual Status RegisterBuffer(std::span<uint8_t> memory);
+  virtual void UnregisterBuffer(std::span<uint8_t> memory);
+  // The server's pool as mapped here (shared memory), else empty.
+  virtual std::span<const uint8_t> shared_pool() const { return {}; }
+};
+
+std::unique_ptr<Transport> NewTcpTransport();
+// Maps the pool fd the server passed with HELLO_OK (read-only).
+Result<std::unique_ptr<Transport>> NewShmTransport(int pool_fd, uint64_t pool_bytes);
+// Connects an RC queue pair to the server's rdma_cm address; `bounce_bytes` of bounce
+// buffer registered once for destinations that are not registered.
+Result<std::unique_ptr<Transport>> NewRdmaTransport(const std::string& rdma_addr,
+                                                    size_t bounce_bytes,
+                                                    std::chrono::milliseconds timeout);
+
+// The GET/GET_SHM/PIN body: ns, key.
+std::string KeyBody(std::string_view ns, std::string_view key);
+Status BufferTooSmall(uint64_t have, uint64_t need);
+
+}  // namespace ecstore::net
