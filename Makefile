@@ -4,7 +4,7 @@ SANITIZE ?=
 JOBS     ?= $(shell nproc)
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE)
 
-.PHONY: deps build demo test python-test python-wheel test-rdma test-nordma bench-rdma bench bench-quick asan tsan clean format format-check
+.PHONY: deps build demo test thread-safety python-test python-wheel test-rdma test-nordma bench-rdma bench bench-quick asan tsan clean format format-check
 
 deps:
 	@scripts/install-deps.sh
@@ -67,6 +67,15 @@ asan:
 tsan:
 	$(MAKE) test BUILD=build-tsan SANITIZE=thread
 
+# clang's -Wthread-safety over the store (GUARDED_BY / REQUIRES in store/store_impl.h):
+# a lock-discipline error fails the build. CI runs it.
+thread-safety: deps
+	@cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS=-Wthread-safety -DEC_BUILD_TESTS=OFF \
+	  -DEC_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-clang -j $(JOBS) --target ecstore_store
+	@echo "thread-safety: clang -Wthread-safety clean"
+
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
@@ -75,4 +84,4 @@ format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf build build-asan build-tsan build-nordma build-py dist .ec-store bench-out
+	rm -rf build build-asan build-tsan build-nordma build-clang build-py dist .ec-store bench-out

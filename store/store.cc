@@ -136,9 +136,12 @@ Status StoreImpl::Init() {
   if (!region_.locked)
     spdlog::warn("pool of {} bytes could not be mlocked (RLIMIT_MEMLOCK); it is not pinned",
                  region_.size);
-  alloc_ = std::make_unique<PoolAllocator>(region_.size);
-  pool_policy_ = NewEvictionPolicy(opt_.eviction_policy);
-  disk_policy_ = NewEvictionPolicy(opt_.eviction_policy);
+  {
+    MutexLock l(&mu_);  // nothing else runs yet; the lock keeps the analysis whole
+    alloc_ = std::make_unique<PoolAllocator>(region_.size);
+    pool_policy_ = NewEvictionPolicy(opt_.eviction_policy);
+    disk_policy_ = NewEvictionPolicy(opt_.eviction_policy);
+  }
 
   bool rebuild =
       opt_.rebuild_index || index_damaged || (!index_existed && !disk_->Segments().empty());
@@ -147,7 +150,7 @@ Status StoreImpl::Init() {
   st = Recover(rebuild);
   if (st.IsCorruption() && !rebuild) {  // a damaged page turned up while loading
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       ResetKeydirLocked();
     }
     index_.reset();
@@ -224,7 +227,7 @@ Status StoreImpl::Recover(bool rebuild) {
     tails = std::move(t).value();
   }
   std::vector<uint32_t> segs = disk_->Segments();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   Recovery rs;
   if (!rebuild) EC_RETURN_IF_ERROR(LoadIndexLocked(segs, &rs));
   bool tail_clean = true;  // of the last segment, once scanned
@@ -329,8 +332,10 @@ Status StoreImpl::LoadIndexLocked(const std::vector<uint32_t>& segs, Recovery* r
 // stopped: index them now, applying tombstones. A torn tail (a crash mid-write) is cut off.
 Status StoreImpl::ScanTailLocked(uint32_t seg, uint64_t from, bool rebuild, Recovery* rs,
                                  bool* tail_clean) {
+  // The callback runs on this thread, inside Scan, with mu_ still held.
   auto scan = disk_->Scan(
-      seg, from, true, [&](const RecordInfo& info, const DiskLocation& loc, bool payload_ok) {
+      seg, from, true,
+      [&](const RecordInfo& info, const DiskLocation& loc, bool payload_ok) REQUIRES(mu_) {
         rs->max_seq = std::max({rs->max_seq, info.seq, info.target_seq});
         std::string fk = FullKey(info.ns, info.key);
         auto it = keydir_.find(fk);
@@ -371,15 +376,20 @@ Status StoreImpl::ScanTailLocked(uint32_t seg, uint64_t from, bool rebuild, Reco
 
 Status StoreImpl::Close() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (closed_) return Status::Ok();
     stop_ = true;
   }
-  evict_cv_.notify_all();
-  space_cv_.notify_all();
+  evict_cv_.NotifyAll();
+  space_cv_.NotifyAll();
   if (evictor_.joinable()) evictor_.join();
-  if (!index_ || !disk_ || !alloc_) {  // Init failed part way: nothing was served
-    closed_ = true;
+  bool partial;
+  {
+    MutexLock l(&mu_);
+    partial = !index_ || !disk_ || !alloc_;
+    if (partial) closed_ = true;
+  }
+  if (partial) {  // Init failed part way: nothing was served
     index_.reset();
     disk_.reset();
     if (backend_) backend_->Unmap(region_);
@@ -388,7 +398,7 @@ Status StoreImpl::Close() {
   }
   Status st = Flush();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (auto& [_, e] : keydir_)
       if (e->disk && e->touched) {
         index_->EnqueueTouch(e->ns, e->key, e->last_access_us, e->hits);
@@ -469,7 +479,7 @@ void StoreImpl::FreePoolLocked(Entry* e) {
   pool_policy_->Remove(e->id());
   --pool_entries_;
   pool_bytes_ -= e->bytes;
-  space_cv_.notify_all();
+  space_cv_.NotifyAll();
 }
 
 void StoreImpl::DropDiskLocked(Entry* e) {
@@ -554,11 +564,11 @@ ReadLease StoreImpl::LeaseLocked(const EntryPtr& e, bool count_hit) {
 void StoreImpl::Release(void* token) {
   auto* ep = static_cast<EntryPtr*>(token);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     Entry* e = ep->get();
     if (--e->leases == 0) {
       if (e->erased && !e->spilling) FreePoolLocked(e);
-      if (need_bytes_ || NeedsEvictionLocked()) evict_cv_.notify_one();
+      if (need_bytes_ || NeedsEvictionLocked()) evict_cv_.NotifyOne();
     }
   }
   delete ep;
@@ -567,7 +577,7 @@ void StoreImpl::Release(void* token) {
 // ---------------------------------------------------------------- put
 
 Status StoreImpl::AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out) {
-  std::unique_lock<std::mutex> l(mu_);
+  UniqueLock l(&mu_);
   const uint64_t need = alloc_->RoundUp(bytes);
   const auto deadline = std::chrono::steady_clock::now() + opt_.put_wait;
   const uint64_t fail_gen = spill_fail_gen_;
@@ -575,14 +585,14 @@ Status StoreImpl::AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out) {
     if (stop_ && wait) return Status::Unavailable("store is closing");
     if (auto b = alloc_->Allocate(bytes)) {
       *out = *b;
-      if (NeedsEvictionLocked()) evict_cv_.notify_one();
+      if (NeedsEvictionLocked()) evict_cv_.NotifyOne();
       return Status::Ok();
     }
     need_bytes_ = std::max(need_bytes_, need);
-    evict_cv_.notify_one();
+    evict_cv_.NotifyOne();
     if (!wait) return Status::Busy("no free pool block right now");
     if (spill_fail_gen_ != fail_gen && consecutive_spill_failures_ >= 2) return last_spill_error_;
-    if (space_cv_.wait_until(l, deadline) == std::cv_status::timeout) {
+    if (!space_cv_.WaitUntil(l, deadline)) {
       if (auto b = alloc_->Allocate(bytes)) {
         *out = *b;
         return Status::Ok();
@@ -617,18 +627,19 @@ Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view 
   EC_RETURN_IF_ERROR(ValidateNewNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateNewKey(key));
   EC_RETURN_IF_ERROR(ValidateMeta(meta, size));
-  if (alloc_->RoundUp(size) > alloc_->capacity())
-    return Status::NoSpace(
-        "entry of " + std::to_string(size) + " bytes is larger than the whole pool (" +
-        std::to_string(alloc_->capacity()) + " bytes); raise Options::pool_bytes");
+
   if (kBlockSize + RoundUpBlock(size) > opt_.disk_quota_bytes)
     return Status::NoSpace("entry of " + std::to_string(size) +
                            " bytes can never be made durable: it is larger than the disk quota (" +
                            std::to_string(opt_.disk_quota_bytes) +
                            " bytes); raise Options::disk_quota_bytes");
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (closed_ || stop_) return Status::Unavailable("store is closed");
+    if (alloc_->RoundUp(size) > alloc_->capacity())
+      return Status::NoSpace(
+          "entry of " + std::to_string(size) + " bytes is larger than the whole pool (" +
+          std::to_string(alloc_->capacity()) + " bytes); raise Options::pool_bytes");
   }
   auto p = std::make_unique<Pending>();
   EC_RETURN_IF_ERROR(AllocateBlock(size, true, &p->block));
@@ -641,9 +652,9 @@ Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view 
 
 void StoreImpl::Abandon(void* token) {
   std::unique_ptr<Pending> p(static_cast<Pending*>(token));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   alloc_->Free(p->block);
-  space_cv_.notify_all();
+  space_cv_.NotifyAll();
 }
 
 Status StoreImpl::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
@@ -678,7 +689,7 @@ Status StoreImpl::Commit(PutReservation r) {
   std::optional<Tombstone> tomb;
   EntryPtr old;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (closed_) {
       alloc_->Free(blk);
       return Status::Unavailable("store is closed");
@@ -694,7 +705,7 @@ Status StoreImpl::Commit(PutReservation r) {
     pool_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
     ++pool_entries_;
     pool_bytes_ += e->bytes;
-    if (NeedsEvictionLocked()) evict_cv_.notify_one();
+    if (NeedsEvictionLocked()) evict_cv_.NotifyOne();
   }
   if (tomb) WriteTombstones({*tomb});
   if (old) AwaitSpill(old);  // the replaced bytes must not come back after a crash
@@ -751,7 +762,7 @@ Status StoreImpl::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const 
       disk_->Scan(loc.segment, 0, false, [&](const RecordInfo& r, const DiskLocation& at, bool) {
         if (!r.tombstone() && r.ns == e->ns && r.key == e->key && r.seq == e->seq) found = {r, at};
       });
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (e->erased || !e->disk || !(*e->disk == loc)) return Status::Ok();  // changed meanwhile
   const bool adopt =
       scan.ok() && found &&
@@ -795,7 +806,7 @@ Status StoreImpl::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const 
 Status StoreImpl::DropCorrupt(const EntryPtr& e, const Status& why) {
   std::optional<Tombstone> tomb;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto it = keydir_.find(FullKey(e->ns, e->key));
     if (it != keydir_.end() && it->second == e) {
       keydir_.erase(it);
@@ -814,7 +825,7 @@ Status StoreImpl::DropCorrupt(const EntryPtr& e, const Status& why) {
 void StoreImpl::DropDiskCopy(const EntryPtr& e, const DiskLocation& loc) {
   std::optional<Tombstone> tomb;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (e->erased || !e->disk || !(*e->disk == loc)) return;
     tomb = ForgetDiskCopyLocked(e.get());
     ++stats_.corrupt_dropped;
@@ -830,10 +841,10 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
   EC_RETURN_IF_ERROR(AllocateBlock(e->bytes, wait, &blk));
   DiskLocation loc;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (e->erased || e->pool || e->loading || !e->disk) {
       alloc_->Free(blk);
-      space_cv_.notify_all();
+      space_cv_.NotifyAll();
       return Status::Ok();
     }
     e->loading = true;
@@ -842,9 +853,9 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
   bool stale_row = false;
   Status st = ReadFromDisk(*e, loc, PoolPtr(blk), blk.length, &stale_row);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     e->loading = false;
-    load_cv_.notify_all();
+    load_cv_.NotifyAll();
     if (st.ok() && !e->erased) {
       std::memset(PoolPtr(blk) + e->bytes, 0, blk.length - e->bytes);
       e->pool = blk;
@@ -856,7 +867,7 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
       return Status::Ok();
     }
     alloc_->Free(blk);
-    space_cv_.notify_all();
+    space_cv_.NotifyAll();
   }
   if (stale_row) return FixStaleRow(e, loc, st);
   if (st.IsCorruption()) return DropCorrupt(e, st);
@@ -889,13 +900,13 @@ Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) 
   for (bool promoted = false;; promoted = true) {
     EntryPtr e;
     {
-      std::unique_lock<std::mutex> l(mu_);
+      UniqueLock l(&mu_);
       auto found = FindLocked(ns, key, !promoted);
       if (!found.ok()) return found.status();
       e = *found;
       if (e->pool) return LeaseLocked(e, !promoted);
       if (e->loading) {
-        load_cv_.wait(l, [&] { return !e->loading; });
+        while (e->loading) load_cv_.Wait(l);
         continue;
       }
     }
@@ -912,7 +923,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
     EntryInfo info;
     DiskLocation loc;
     {
-      std::unique_lock<std::mutex> l(mu_);
+      UniqueLock l(&mu_);
       auto found = FindLocked(ns, key, !promoted && ro.record_access);
       if (!found.ok()) return found.status();
       e = *found;
@@ -928,7 +939,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
         return info;
       }
       if (e->loading) {
-        load_cv_.wait(l, [&] { return !e->loading; });
+        while (e->loading) load_cv_.Wait(l);
         continue;
       }
       if (!promote) {
@@ -942,7 +953,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
       if (st.ok()) continue;
       if (!st.IsBusy()) return st;
       // No pool space right now: serve straight from disk; promotion can happen next time.
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (!e->disk || e->erased) continue;
       loc = *e->disk;
       TouchLocked(e.get());
@@ -956,7 +967,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
     }
     if (st.IsCorruption()) return DropCorrupt(e, st);
     if (!st.ok()) return st;
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (ro.record_access) ++stats_.disk.hits;
     return info;
   }
@@ -978,7 +989,7 @@ ReadLease StoreImpl::QuietLeaseLocked(const EntryPtr& e) {
 
 Result<EntryInfo> StoreImpl::Lookup(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto found = FindLocked(ns, key, false);
   if (!found.ok()) return found.status();
   return InfoLocked(**found);
@@ -988,7 +999,7 @@ Result<std::vector<std::optional<EntryInfo>>> StoreImpl::LookupMany(
     std::string_view ns, const std::vector<std::string>& keys) {
   for (const auto& k : keys) EC_RETURN_IF_ERROR(CheckKey(ns, k));
   std::vector<std::optional<EntryInfo>> out(keys.size());
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (closed_) return Status::Unavailable("store is closed");
   for (size_t i = 0; i < keys.size(); ++i) {
     auto it = keydir_.find(FullKey(ns, keys[i]));
@@ -999,7 +1010,7 @@ Result<std::vector<std::optional<EntryInfo>>> StoreImpl::LookupMany(
 
 // The hot path of a scheduler asking "is it cached?" every step: one hash lookup.
 Result<bool> StoreImpl::Contains(std::string_view ns, std::string_view key) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (closed_) return Status::Unavailable("store is closed");
   return keydir_.count(FullKey(ns, key)) > 0;
 }
@@ -1022,7 +1033,7 @@ Status StoreImpl::Erase(std::string_view ns, std::string_view key) {
   std::optional<Tombstone> tomb;
   EntryPtr e;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto found = FindLocked(ns, key, false);
     if (!found.ok()) return found.status();
     e = *found;
@@ -1042,7 +1053,7 @@ Status StoreImpl::EraseMany(const std::vector<std::pair<std::string, std::string
   std::vector<Tombstone> tombs;
   std::vector<EntryPtr> detached;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (closed_) return Status::Unavailable("store is closed");
     for (size_t i = 0; i < ns_keys.size(); ++i) {
       auto it = keydir_.find(FullKey(ns_keys[i].first, ns_keys[i].second));
@@ -1062,8 +1073,8 @@ Status StoreImpl::EraseMany(const std::vector<std::pair<std::string, std::string
 // Waits until a detached entry's spill in flight (if any) has ended, and with it the
 // tombstone that spill writes for it: then no crash can bring the entry's bytes back.
 void StoreImpl::AwaitSpill(const EntryPtr& e) {
-  std::unique_lock<std::mutex> l(mu_);
-  spill_cv_.wait(l, [&] { return !e->spilling; });
+  UniqueLock l(&mu_);
+  while (e->spilling) spill_cv_.Wait(l);
 }
 
 Status StoreImpl::ListPages(size_t page_size,
@@ -1071,7 +1082,7 @@ Status StoreImpl::ListPages(size_t page_size,
   if (page_size == 0) return Status::InvalidArgument("ListPages needs a page size above 0");
   std::vector<EntryPtr> snapshot;  // pointers only: the metadata is copied a page at a time
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (closed_) return Status::Unavailable("store is closed");
     snapshot.reserve(keydir_.size());
     for (const auto& [_, e] : keydir_) snapshot.push_back(e);
@@ -1079,7 +1090,7 @@ Status StoreImpl::ListPages(size_t page_size,
   for (size_t at = 0; at < snapshot.size(); at += page_size) {
     std::vector<EntryInfo> page;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       for (size_t i = at; i < std::min(snapshot.size(), at + page_size); ++i)
         page.push_back(InfoLocked(*snapshot[i]));
     }
@@ -1089,7 +1100,7 @@ Status StoreImpl::ListPages(size_t page_size,
 }
 
 Result<StoreStats> StoreImpl::Stats() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   StoreStats s;
   TierStats& pool = s.at(Tier::kPool);
   pool = stats_.pool;
@@ -1134,29 +1145,29 @@ bool StoreImpl::EvictionDoneLocked() const {
 }
 
 void StoreImpl::EvictorLoop() {
-  std::unique_lock<std::mutex> l(mu_);
+  UniqueLock l(&mu_);
   while (!stop_) {
-    evict_cv_.wait(l, [&] { return stop_ || NeedsEvictionLocked(); });
+    while (!stop_ && !NeedsEvictionLocked()) evict_cv_.Wait(l);
     if (stop_) break;
     if (std::chrono::steady_clock::now() < spill_retry_at_) {  // back off after a failed spill
-      evict_cv_.wait_until(l, spill_retry_at_, [&] { return stop_; });
+      evict_cv_.WaitUntil(l, spill_retry_at_);                 // or a stop, or a new Put's nudge
       continue;
     }
-    bool progress = EvictSomeLocked(l);
+    bool progress = EvictSomeLocked();
     if (EvictionDoneLocked() || alloc_->largest_free_extent() >= need_bytes_) need_bytes_ = 0;
-    space_cv_.notify_all();
+    space_cv_.NotifyAll();
     if (!progress && !stop_) {
       // Everything evictable is leased or failed to spill: wait for a release or a retry.
-      evict_cv_.wait_for(l, std::chrono::milliseconds(50));
+      evict_cv_.WaitFor(l, std::chrono::milliseconds(50));
     }
   }
 }
 
-bool StoreImpl::EvictSomeLocked(std::unique_lock<std::mutex>& l) {
+bool StoreImpl::EvictSomeLocked() {
   bool freed = false;
   std::vector<EntryPtr> batch;
   uint64_t batch_bytes = 0;
-  auto done = [&] {
+  auto done = [&]() REQUIRES(mu_) {
     double projected = static_cast<double>(alloc_->allocated_bytes() - batch_bytes);
     return projected <= opt_.low_watermark * static_cast<double>(alloc_->capacity()) &&
            (need_bytes_ == 0 || alloc_->largest_free_extent() >= need_bytes_);
@@ -1176,10 +1187,10 @@ bool StoreImpl::EvictSomeLocked(std::unique_lock<std::mutex>& l) {
     if (done() || batch_bytes >= kSpillBatchBytes) break;
   }
   if (batch.empty()) return freed;
-  l.unlock();
+  mu_.unlock();  // never across I/O
   Status st = SpillBatch(batch, true);
   MaybeCompact();
-  l.lock();
+  mu_.lock();
   return freed || st.ok();
 }
 
@@ -1188,7 +1199,7 @@ bool StoreImpl::EvictSomeLocked(std::unique_lock<std::mutex>& l) {
 std::vector<Tombstone> StoreImpl::EnforceQuota(uint64_t incoming) {
   std::vector<Tombstone> tombs;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     while (disk_record_bytes_ + incoming > opt_.disk_quota_bytes) {
       bool any = false;
       for (uint64_t id : disk_policy_->Coldest(64)) {
@@ -1212,14 +1223,14 @@ std::vector<Tombstone> StoreImpl::EnforceQuota(uint64_t incoming) {
 }
 
 Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
-  std::lock_guard<std::mutex> spill_lock(spill_mu_);
+  MutexLock spill_lock(&spill_mu_);
   SpillPlan plan = PlanSpill(batch);
   std::vector<DiskLocation> locs;
   Status st = AppendWithQuota(plan, &locs);
   std::vector<Tombstone> tombs;
   std::vector<EntryPtr> dead;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (const EntryPtr& e : plan.too_big) DropUnspillableLocked(e.get(), drop_from_pool);
     for (size_t i = 0; i < plan.written.size(); ++i) {
       Entry* e = plan.written[i].get();
@@ -1241,17 +1252,17 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
     if (!locs.empty())
       index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
     NoteSpillResultLocked(st, plan.written.size());
-    space_cv_.notify_all();
-    spill_cv_.notify_all();
+    space_cv_.NotifyAll();
+    spill_cv_.NotifyAll();
   }
   WriteTombstones(std::move(tombs));
   if (!dead.empty()) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (const EntryPtr& e : dead) {
       e->spilling = false;
       if (e->leases == 0) FreePoolLocked(e.get());
     }
-    spill_cv_.notify_all();
+    spill_cv_.NotifyAll();
   }
   return st;
 }
@@ -1362,7 +1373,7 @@ Status StoreImpl::Flush() {
     std::vector<EntryPtr> batch;
     uint64_t bytes = 0;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (closed_) return Status::Unavailable("store is closed");
       for (auto& [_, e] : keydir_) {
         if (e->pool && !e->disk && !e->spilling && !e->erased) {
@@ -1384,7 +1395,7 @@ Status StoreImpl::Flush() {
 Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64_t)>& progress) {
   std::vector<EntryPtr> all;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (auto& [_, e] : keydir_) all.push_back(e);
   }
   VerifyReport report;
@@ -1395,7 +1406,7 @@ Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64
     std::optional<ReadLease> lease;
     std::optional<DiskLocation> loc;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (e->erased) continue;
       if (e->pool) lease.emplace(QuietLeaseLocked(e));
       loc = e->disk;
@@ -1415,7 +1426,7 @@ Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64
         Status fixed = FixStaleRow(e, *loc, bad);
         std::optional<DiskLocation> moved;
         {
-          std::lock_guard<std::mutex> l(mu_);
+          MutexLock l(&mu_);
           if (!e->erased) moved = e->disk;
         }
         if (fixed.ok() && moved)  // relocated: check the record it found
@@ -1468,7 +1479,7 @@ void StoreImpl::ReclaimFileSpace(uint64_t incoming) {
     uint32_t best = 0;
     uint64_t best_dead = 0;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       for (uint32_t seg : segs) {
         uint64_t size = disk_->SegmentSize(seg), live = segment_live_[seg];
         if (size > live && size - live > best_dead) best = seg, best_dead = size - live;
@@ -1488,7 +1499,7 @@ void StoreImpl::MaybeCompact() {
   uint64_t files = disk_->file_bytes();
   uint64_t live;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     live = disk_record_bytes_;
   }
   // Compact once dead bytes exceed a segment's worth and half of what is live.
@@ -1500,7 +1511,7 @@ void StoreImpl::MaybeCompact() {
 
 Status StoreImpl::Compact(double threshold) {
   EC_RETURN_IF_ERROR(CheckWritable());
-  std::lock_guard<std::mutex> spill_lock(spill_mu_);
+  MutexLock spill_lock(&spill_mu_);
   uint32_t active = disk_->active_segment();
   std::vector<uint32_t> segs = disk_->Segments();
   for (size_t i = 0; i < segs.size(); ++i) {
@@ -1509,7 +1520,7 @@ Status StoreImpl::Compact(double threshold) {
     uint64_t size = disk_->SegmentSize(seg);
     uint64_t live;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       live = segment_live_[seg];
     }
     if (size == 0 || (static_cast<double>(live) >= threshold * static_cast<double>(size) &&
@@ -1525,7 +1536,7 @@ Status StoreImpl::CompactSegment(uint32_t seg, bool oldest) {
   std::vector<RecordInfo> tombs;
   std::vector<std::pair<EntryPtr, DiskLocation>> live;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (auto& [_, e] : keydir_)
       if (e->disk && e->disk->segment == seg) live.emplace_back(e, *e->disk);
   }
@@ -1565,7 +1576,7 @@ Status StoreImpl::CompactSegment(uint32_t seg, bool oldest) {
     if (items.empty()) break;
     std::vector<DiskLocation> out;
     EC_RETURN_IF_ERROR(disk_->Append(items, &out));
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     index_->EnqueueTail(out.back().segment, out.back().offset + out.back().record_bytes());
     for (size_t k = 0; k < moved.size(); ++k) {
       auto& [e, loc] = live[moved[k]];
@@ -1579,7 +1590,7 @@ Status StoreImpl::CompactSegment(uint32_t seg, bool oldest) {
   index_->EnqueueDropSegment(seg);
   EC_RETURN_IF_ERROR(index_->Flush());
   EC_RETURN_IF_ERROR(disk_->DropSegment(seg));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   segment_live_.erase(seg);
   ++stats_.compactions;
   return Status::Ok();

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "disk/disk_tier.h"
 #include "index/index.h"
 #include "store/eviction_policy.h"
@@ -110,32 +111,33 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   void Release(void* token) override;
   void Abandon(void* token) override;
   uint8_t* PoolPtr(const PoolBlock& b) const { return region_.base + b.offset; }
-  EntryInfo InfoLocked(const Entry& e) const;
+  EntryInfo InfoLocked(const Entry& e) const REQUIRES(mu_);
   Status CheckKey(std::string_view ns, std::string_view key) const;
-  Result<EntryPtr> FindLocked(std::string_view ns, std::string_view key, bool count_miss);
+  Result<EntryPtr> FindLocked(std::string_view ns, std::string_view key, bool count_miss)
+      REQUIRES(mu_);
 
-  Status AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out);
-  void FreePoolLocked(Entry* e);
-  std::optional<Tombstone> DetachLocked(Entry* e);
-  void DropDiskLocked(Entry* e);
-  Tombstone ForgetDiskCopyLocked(Entry* e);
-  Status WriteTombstones(std::vector<Tombstone> tombs);
-  void AwaitSpill(const EntryPtr& e);
+  Status AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out) EXCLUDES(mu_);
+  void FreePoolLocked(Entry* e) REQUIRES(mu_);
+  std::optional<Tombstone> DetachLocked(Entry* e) REQUIRES(mu_);
+  void DropDiskLocked(Entry* e) REQUIRES(mu_);
+  Tombstone ForgetDiskCopyLocked(Entry* e) REQUIRES(mu_);
+  Status WriteTombstones(std::vector<Tombstone> tombs) EXCLUDES(mu_);
+  void AwaitSpill(const EntryPtr& e) EXCLUDES(mu_);
   Status ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap,
                       bool* stale_row);
   Status FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why);
-  Status DropCorrupt(const EntryPtr& e, const Status& why);
+  Status DropCorrupt(const EntryPtr& e, const Status& why) EXCLUDES(mu_);
   void DropDiskCopy(const EntryPtr& e, const DiskLocation& loc);
-  Status Promote(const EntryPtr& e, bool wait);
-  ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true);
-  ReadLease QuietLeaseLocked(const EntryPtr& e);
-  void TouchLocked(Entry* e);
+  Status Promote(const EntryPtr& e, bool wait) EXCLUDES(mu_);
+  ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true) REQUIRES(mu_);
+  ReadLease QuietLeaseLocked(const EntryPtr& e) REQUIRES(mu_);
+  void TouchLocked(Entry* e) REQUIRES(mu_);
 
-  bool NeedsEvictionLocked() const;
-  bool EvictionDoneLocked() const;
+  bool NeedsEvictionLocked() const REQUIRES(mu_);
+  bool EvictionDoneLocked() const REQUIRES(mu_);
   void EvictorLoop();
-  bool EvictSomeLocked(std::unique_lock<std::mutex>& l);
-  Status SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool);
+  bool EvictSomeLocked() REQUIRES(mu_);
+  Status SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) EXCLUDES(mu_);
   struct SpillPlan {
     std::vector<DiskTier::WriteItem> items;  // one per entry of `written`
     std::vector<AlignedBuffer> compressed;   // payloads the items point into
@@ -144,16 +146,16 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   };
   SpillPlan PlanSpill(const std::vector<EntryPtr>& batch);
   Status AppendWithQuota(SpillPlan& plan, std::vector<DiskLocation>* locs);
-  void DropUnspillableLocked(Entry* e, bool drop_from_pool);
-  void InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool);
-  void NoteSpillResultLocked(const Status& st, size_t entries);
+  void DropUnspillableLocked(Entry* e, bool drop_from_pool) REQUIRES(mu_);
+  void InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool) REQUIRES(mu_);
+  void NoteSpillResultLocked(const Status& st, size_t entries) REQUIRES(mu_);
   std::vector<Tombstone> EnforceQuota(uint64_t incoming);
   DiskTier::WriteItem TombstoneItem(const Tombstone& t);
-  void MaybeCompact();
+  void MaybeCompact() EXCLUDES(mu_);
   void ReclaimFileSpace(uint64_t incoming);
   Status CheckWritable() const;
   Status CompactSegment(uint32_t seg, bool oldest);
-  IndexRow RowLocked(const Entry& e) const;
+  IndexRow RowLocked(const Entry& e) const REQUIRES(mu_);
   static RecordInfo RecordOf(const Entry& e, const DiskLocation& loc);
 
   // What recovery carries from the index load through the segment scans.
@@ -163,12 +165,13 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
     std::unordered_map<std::string, uint64_t> tomb_targets;
   };
   Status Recover(bool rebuild);
-  void InstallLocked(IndexRow&& row, Recovery* rs);
-  Status LoadIndexLocked(const std::vector<uint32_t>& segs, Recovery* rs);
-  Status ScanTailLocked(uint32_t seg, uint64_t from, bool rebuild, Recovery* rs, bool* tail_clean);
+  void InstallLocked(IndexRow&& row, Recovery* rs) REQUIRES(mu_);
+  Status LoadIndexLocked(const std::vector<uint32_t>& segs, Recovery* rs) REQUIRES(mu_);
+  Status ScanTailLocked(uint32_t seg, uint64_t from, bool rebuild, Recovery* rs, bool* tail_clean)
+      REQUIRES(mu_);
   Status OpenIndex(const std::string& path, bool* damaged);
   Status SetIndexAside(const std::string& path, const Status& why);
-  void ResetKeydirLocked();  // before Recover runs again; nothing is served yet
+  void ResetKeydirLocked() REQUIRES(mu_);  // before Recover runs again; nothing is served yet
 
   std::string dir_;
   Options opt_;
@@ -182,31 +185,36 @@ class StoreImpl : public Store, private ReadLease::Releaser, private PutReservat
   std::unique_ptr<DiskTier> disk_;
   std::unique_ptr<Index> index_;
 
+  Mutex spill_mu_;  // one spill/compaction at a time (they share the segment tail)
+
   // mu_ guards everything below it; never held across I/O or a payload copy.
-  std::mutex mu_;
-  std::condition_variable evict_cv_;  // evictor: work may be needed
-  std::condition_variable space_cv_;  // Put waiters: space may have been freed
-  std::condition_variable load_cv_;   // readers waiting for a promotion
-  std::condition_variable spill_cv_;  // Erase/Put waiting for a replaced entry's spill
-  std::unique_ptr<PoolAllocator> alloc_;
+  Mutex mu_ ACQUIRED_AFTER(spill_mu_);
+  CondVar evict_cv_;  // evictor: work may be needed
+  CondVar space_cv_;  // Put waiters: space may have been freed
+  CondVar load_cv_;   // readers waiting for a promotion
+  CondVar spill_cv_;  // Erase/Put waiting for a replaced entry's spill
+  std::unique_ptr<PoolAllocator> alloc_ GUARDED_BY(mu_);
   // Keyed by a view of the entry's own full_key, so each key is stored once.
-  std::unordered_map<std::string_view, EntryPtr> keydir_;
-  std::unique_ptr<EvictionPolicy> pool_policy_;
-  std::unique_ptr<EvictionPolicy> disk_policy_;  // entries with a disk copy
-  std::map<uint32_t, uint64_t> segment_live_;    // record bytes still referenced
-  uint64_t pool_entries_ = 0, pool_bytes_ = 0;
-  uint64_t disk_entries_ = 0, disk_bytes_ = 0, disk_record_bytes_ = 0;
-  uint64_t need_bytes_ = 0;
-  uint64_t spill_fail_gen_ = 0;
-  int consecutive_spill_failures_ = 0;  // a Put gives up on the pool after two in a row
-  std::chrono::steady_clock::time_point spill_retry_at_{};
-  Status last_spill_error_;
-  Counters stats_;
-  bool stop_ = false;
-  bool closed_ = false;
+  std::unordered_map<std::string_view, EntryPtr> keydir_ GUARDED_BY(mu_);
+  std::unique_ptr<EvictionPolicy> pool_policy_ GUARDED_BY(mu_);
+  std::unique_ptr<EvictionPolicy> disk_policy_ GUARDED_BY(mu_);  // entries with a disk copy
+  std::map<uint32_t, uint64_t> segment_live_ GUARDED_BY(mu_);    // record bytes still referenced
+  uint64_t pool_entries_ GUARDED_BY(mu_) = 0;
+  uint64_t pool_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t disk_entries_ GUARDED_BY(mu_) = 0;
+  uint64_t disk_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t disk_record_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t need_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t spill_fail_gen_ GUARDED_BY(mu_) = 0;
+  int consecutive_spill_failures_ GUARDED_BY(mu_) =
+      0;  // a Put gives up on the pool after two in a row
+  std::chrono::steady_clock::time_point spill_retry_at_ GUARDED_BY(mu_){};
+  Status last_spill_error_ GUARDED_BY(mu_);
+  Counters stats_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool closed_ GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> next_seq_{1};
 
-  std::mutex spill_mu_;  // one spill/compaction at a time (they share the segment tail)
   std::thread evictor_;
 };
 
