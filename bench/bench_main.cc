@@ -238,6 +238,19 @@ std::vector<Entry> MakeEntries(uint64_t target_bytes, uint64_t seed) {
 
 uint64_t Bytes(const Entry& e) { return 2ull * kShapes[e.shape].rows * kShapes[e.shape].width; }
 
+// Gets every entry once into dst; returns the seconds taken, each get's latency in *lat.
+double TimeGets(Store* store, const std::vector<Entry>& entries, AlignedBuffer& dst,
+                Latencies* lat) {
+  auto t0 = Clock::now();
+  for (auto& e : entries) {
+    auto t = Clock::now();
+    auto got = store->Get("bench", e.key, {dst.data(), dst.size()});
+    lat->Add(t);
+    Die(got.status(), "get_disk");
+  }
+  return Since(t0);
+}
+
 // The same disk gets while another thread puts at full speed into a small pool, so the
 // evictor spills batch after batch through the same I/O service. A get should not wait for
 // a whole spill batch queued before it (compare its p50/p99 with get_disk's).
@@ -255,14 +268,7 @@ void GetDiskDuringSpill(Store* store, const std::vector<Entry>& entries, uint64_
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let spills get going
   Latencies lat;
-  auto t0 = Clock::now();
-  for (auto& e : entries) {
-    auto t = Clock::now();
-    auto got = store->Get("bench", e.key, {dst.data(), dst.size()});
-    lat.Add(t);
-    Die(got.status(), "get_disk during spill");
-  }
-  double secs = Since(t0);
+  double secs = TimeGets(store, entries, dst, &lat);
   stop = true;
   writer.join();
   Add({"get_disk_during_spill", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5),
@@ -378,14 +384,7 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
     store.reset();
     store = OpenStore(sdir, 256 * kMiB, /*promote=*/false);
     Latencies lat;
-    auto t0 = Clock::now();
-    for (auto& e : entries) {
-      auto t = Clock::now();
-      auto got = store->Get("bench", e.key, {dst.data(), dst.size()});
-      lat.Add(t);
-      Die(got.status(), "get_disk");
-    }
-    double secs = Since(t0);
+    double secs = TimeGets(store.get(), entries, dst, &lat);
     Add({"get_disk", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99),
          -1, "O_DIRECT io_uring read + xxh3 verify, page cache bypassed"});
     GetDiskDuringSpill(store.get(), entries, total, dst, pl);
