@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from . import _tensors
 from ._ecstore import EntryInfo
@@ -68,7 +68,7 @@ class Lease:
     def array(self) -> Any:
         """The entry as a read-only numpy array of its dtype and shape (no copy)."""
         i = self.info
-        return _tensors.typed_view(self.view(), i.dtype, list(i.shape), "numpy")
+        return _tensors.typed_view(self.view(), i.dtype, list(i.shape))
 
     def tensor(self) -> Any:
         """The entry as a CPU torch tensor over the pool memory (no copy; do not write)."""

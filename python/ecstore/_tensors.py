@@ -110,14 +110,7 @@ def flat_bytes(out: Any) -> Any:
     return a.reshape(-1).view(np.uint8)
 
 
-def typed_view(raw: np.ndarray, dtype: str, shape: list[int], like: str) -> Any:
-    """A read-only uint8 array over lease memory, as a typed tensor or array (no copy)."""
-    if like == "torch":
-        import warnings
-
-        with warnings.catch_warnings():  # torch warns that the memory is read-only
-            warnings.simplefilter("ignore")
-            t = torch.from_numpy(raw)
-        return t.view(_TORCH[dtype]).reshape(shape)
+def typed_view(raw: np.ndarray, dtype: str, shape: list[int]) -> Any:
+    """A read-only uint8 array over lease memory, as a typed array (no copy)."""
     np_dtype = _NUMPY.get(dtype, np.uint16 if dtype == "BF16" else None)
     return raw.view(np_dtype).reshape(shape)

@@ -16,10 +16,10 @@ target device (a pinned host->device copy on a GPU; a memcpy on the CPU).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
-import statistics
 import subprocess
 import tempfile
 import time
@@ -29,6 +29,7 @@ from unittest.mock import Mock
 import torch
 
 DEVICE = "cpu"
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 SIZES = {"2.87MB": (400, 3584), "10.6MB": (1296, 4096), "16.5MB": (2016, 4096),
          "57.8MB": (7056, 4096)}
 
@@ -201,11 +202,9 @@ class EcStoreDirectHarness:
 
 def run_connector(name: str, kind: str, store: str, device: str, reps: int,
                   cold: bool = False) -> dict:
-    try:
-        import vllm  # noqa: F401
-
+    if HAVE_VLLM:
         harness = ConnectorHarness(kind, store)
-    except ImportError:
+    else:
         harness = (EcStoreDirectHarness if kind == "ecstore" else ExampleStepsHarness)(
             kind, store)
     out = {}
@@ -312,11 +311,9 @@ def main() -> None:
         if proc:
             proc.terminate()
             proc.wait()
-    try:
-        import vllm  # noqa: F401
-
+    if HAVE_VLLM:
         how = "through vLLM's connector classes"
-    except ImportError:
+    else:
         how = ("vLLM absent: ECExampleConnector's exact steps, and EcStoreConnector's data "
                "path (ecstore.transfer) with its pin set")
     results["how"] = how

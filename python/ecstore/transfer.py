@@ -8,7 +8,6 @@ worker thread does the store calls.
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import threading
 from typing import Any, Callable
 
@@ -17,7 +16,6 @@ import torch
 import ecstore
 from ecstore import _tensors
 
-log = logging.getLogger("ecstore")
 
 
 class _PinnedBuffers:

@@ -224,7 +224,7 @@ class EcStoreConnector(ECConnectorBase):
                 ready = False  # staging from the producer's store: ask again next step
                 continue
             decided[key] = self._pin(key)
-            self._stats.add("hits" if decided[key] else "misses")
+            self._count("hits" if decided[key] else "misses")
         return ready
 
     def _pulled(self, req_id: str, key: str, source: dict) -> bool:
@@ -256,7 +256,7 @@ class EcStoreConnector(ECConnectorBase):
                 ecstore.connect(spec) if _REMOTE.match(spec) else _acquire_cache({"store": spec})[1])
         with remote.acquire(str(source.get("namespace", self._ns)), key) as lease:
             self._cache.put(self._ns, key, lease.tensor())
-        self._stats.add("pulls")
+        self._count("pulls")
 
     def take_unavailable_requests(self) -> set[str]:
         failed, self._unavailable = self._unavailable, set()
@@ -346,10 +346,16 @@ class EcStoreConnector(ECConnectorBase):
         return EcStoreWorkerMetadata(pending, saved)
 
     def get_ec_connector_stats(self) -> ECConnectorStats | None:
-        if self._stats.is_empty():
-            return None
-        stats, self._stats = self._stats, EcStoreConnectorStats()
+        with self._saved_lock:
+            if self._stats.is_empty():
+                return None
+            stats, self._stats = self._stats, EcStoreConnectorStats()
         return stats
+
+    def _count(self, name: str, value: float = 1) -> None:
+        # Counted from the scheduler, save, pull and worker threads alike.
+        with self._saved_lock:
+            self._stats.add(name, value)
 
     @classmethod
     def build_ec_connector_stats(cls, data: dict[str, Any] | None = None) -> ECConnectorStats:
@@ -358,8 +364,8 @@ class EcStoreConnector(ECConnectorBase):
     def _note_saved(self, key: str, nbytes: int) -> None:
         with self._saved_lock:
             self._saved_keys.append(key)
-            self._stats.add("saves")
-            self._stats.add("save_bytes", nbytes)
+        self._count("saves")
+        self._count("save_bytes", nbytes)
 
     # --------------------------------------------------------------------- worker side
 
@@ -372,8 +378,8 @@ class EcStoreConnector(ECConnectorBase):
                 continue
             t = transfer.load(self._cache, self._ns, key, device)
             encoder_cache[key] = t
-            self._stats.add("loads")
-            self._stats.add("load_bytes", t.numel() * t.element_size())
+            self._count("loads")
+            self._count("load_bytes", t.numel() * t.element_size())
 
     def save_caches(self, encoder_cache: dict[str, torch.Tensor], mm_hash: str,
                     **kwargs: Any) -> None:
