@@ -565,7 +565,7 @@ void IndexWorkload(const Config& cfg) {
         r.key = Key(i);
         r.seq = i + 1;
         r.loc = {1, i * rec, 4096, Codec::kNone};
-        r.raw_len = 4096;
+        r.bytes = 4096;
         r.checksum = i;
         r.meta = {DType::kBF16, {2, 1024}};
         r.created_us = r.last_access_us = i;

@@ -39,6 +39,32 @@ const char* CodecName(Codec c) {
 
 uint64_t PayloadChecksum(const uint8_t* data, uint64_t len) { return XXH3_64bits(data, len); }
 
+RecordInfo RecordInfo::Of(const EntryRecord& e, const DiskLocation& loc) {
+  RecordInfo r;
+  r.seq = e.seq;
+  r.ns = e.ns;
+  r.key = e.key;
+  r.meta = e.meta;
+  r.raw_len = e.bytes;
+  r.stored_len = loc.stored_len;
+  r.codec = loc.codec;
+  r.checksum = e.checksum;
+  r.created_us = e.created_us;
+  return r;
+}
+
+EntryRecord RecordInfo::entry() const {
+  EntryRecord e;
+  e.ns = ns;
+  e.key = key;
+  e.seq = seq;
+  e.meta = meta;
+  e.bytes = raw_len;
+  e.checksum = checksum;
+  e.created_us = e.last_access_us = created_us;
+  return e;
+}
+
 void EncodeHeader(const RecordInfo& r, uint8_t* b) {
   std::memset(b, 0, kBlockSize);
   std::memcpy(b, kMagic, 8);

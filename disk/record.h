@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/entry_record.h"
 #include "base/status.h"
 #include "base/tensor_meta.h"
 #include "disk/aligned_buffer.h"
@@ -23,6 +24,19 @@ namespace ecstore {
 
 enum class Codec : uint32_t { kNone = 0, kLz4 = 1, kLz4BytePlanes = 2 };
 const char* CodecName(Codec c);
+
+// Where a record lives: its segment, the offset of its header block, and how its payload
+// is stored.
+struct DiskLocation {
+  uint32_t segment = 0;
+  uint64_t offset = 0;  // of the header block
+  uint64_t stored_len = 0;
+  Codec codec = Codec::kNone;
+  uint64_t record_bytes() const { return kBlockSize + RoundUpBlock(stored_len); }
+  bool operator==(const DiskLocation& o) const {
+    return segment == o.segment && offset == o.offset;
+  }
+};
 
 struct RecordInfo {
   static constexpr uint32_t kTombstone = 1;
@@ -39,19 +53,10 @@ struct RecordInfo {
   Codec codec = Codec::kNone;
   bool tombstone() const { return flags & kTombstone; }
   uint64_t record_bytes() const { return kBlockSize + RoundUpBlock(stored_len); }
-};
-
-// Where a record lives: its segment, the offset of its header block, and how its payload
-// is stored.
-struct DiskLocation {
-  uint32_t segment = 0;
-  uint64_t offset = 0;  // of the header block
-  uint64_t stored_len = 0;
-  Codec codec = Codec::kNone;
-  uint64_t record_bytes() const { return kBlockSize + RoundUpBlock(stored_len); }
-  bool operator==(const DiskLocation& o) const {
-    return segment == o.segment && offset == o.offset;
-  }
+  // The header of an entry's record (its stored payload as `loc` says), and back: the entry
+  // a record holds (never accessed yet: last access = creation).
+  static RecordInfo Of(const EntryRecord& e, const DiskLocation& loc);
+  EntryRecord entry() const;
 };
 
 void EncodeHeader(const RecordInfo& info, uint8_t* block /* kBlockSize bytes */);

@@ -1,5 +1,6 @@
 #include "index/index.h"
 
+#include <spdlog/spdlog.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -72,6 +73,43 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_on
 
 // Read-only (a full disk): the file is opened immutable -- no -shm or -wal is created, no
 // lock taken -- and changes are dropped; a missing index is an empty in-memory one.
+Result<std::unique_ptr<Index>> Index::OpenOrReplace(const std::string& path, Env* env,
+                                                    bool read_only, bool check, bool* damaged) {
+  // Read-only: nothing set aside or rebuilt on disk; a missing index is rebuilt in memory.
+  if (read_only) return Index::Open(path, true);
+  auto index = Index::Open(path);
+  Status bad = index.ok() ? Status::Ok() : index.status();
+  if (index.ok() && check) {
+    bad = (*index)->Check();
+    if (bad.IsCorruption()) index = Status::Corruption(bad.message());
+  }
+  if (!bad.ok() && !bad.IsCorruption()) return bad;
+  if (bad.IsCorruption()) {
+    EC_RETURN_IF_ERROR(SetAside(path, env, bad));
+    index = Index::Open(path);
+    *damaged = true;
+  }
+  return index;
+}
+
+Status Index::SetAside(const std::string& path, Env* env, const Status& why) {
+  const std::string aside = path + ".broken-" + std::to_string(env->NowMicros() / 1000000);
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::string from = path + suffix;
+    if (!env->FileExists(from)) continue;
+    Status st = env->RenameFile(from, aside + suffix);
+    if (!st.ok())
+      return Status::IOError("index " + path + " is damaged (" + why.message() +
+                             ") and could not be moved aside: " + st.message() +
+                             "; move it away by hand and open again");
+  }
+  spdlog::warn(
+      "index {} is damaged ({}); moved it to {} and rebuilding the index from the "
+      "segment files (entries keep their data; access statistics restart)",
+      path, why.message(), aside);
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<Index>> Index::OpenReadOnly(const std::string& path,
                                                    std::unique_ptr<Index> idx) {
   bool exists = ::access(path.c_str(), F_OK) == 0;
@@ -169,7 +207,7 @@ Status Index::ForEach(const std::function<void(IndexRow&&)>& fn) {
     r.loc.offset = static_cast<uint64_t>(sqlite3_column_int64(s, 4));
     r.loc.stored_len = static_cast<uint64_t>(sqlite3_column_int64(s, 5));
     r.loc.codec = static_cast<Codec>(sqlite3_column_int(s, 6));
-    r.raw_len = static_cast<uint64_t>(sqlite3_column_int64(s, 7));
+    r.bytes = static_cast<uint64_t>(sqlite3_column_int64(s, 7));
     r.checksum = static_cast<uint64_t>(sqlite3_column_int64(s, 8));
     r.meta.dtype = static_cast<DType>(sqlite3_column_int(s, 9));
     const char* shape = reinterpret_cast<const char*>(sqlite3_column_text(s, 10));
@@ -278,7 +316,7 @@ Status Index::Apply(const std::vector<Op>& ops) {
       i64(s, 5, r->loc.offset);
       i64(s, 6, r->loc.stored_len);
       i64(s, 7, static_cast<uint64_t>(r->loc.codec));
-      i64(s, 8, r->raw_len);
+      i64(s, 8, r->bytes);
       i64(s, 9, r->checksum);
       i64(s, 10, static_cast<uint64_t>(r->meta.dtype));
       text(s, 11, r->meta.ShapeString());

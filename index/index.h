@@ -18,6 +18,8 @@
 #include <variant>
 #include <vector>
 
+#include "base/entry_record.h"
+#include "base/env.h"
 #include "base/status.h"
 #include "base/tensor_meta.h"
 #include "disk/record.h"
@@ -26,31 +28,11 @@ struct sqlite3;
 
 namespace ecstore {
 
-struct IndexRow {
-  std::string ns;
-  std::string key;
-  uint64_t seq = 0;
+// An index row: an entry's record and where on disk its bytes are.
+struct IndexRow : EntryRecord {
   DiskLocation loc;
-  uint64_t raw_len = 0;
-  uint64_t checksum = 0;
-  TensorMeta meta;
-  uint64_t created_us = 0;
-  uint64_t last_access_us = 0;
-  uint64_t hits = 0;
-  // The row of a record found on disk (never accessed yet: last access = creation).
-  static IndexRow FromRecord(const RecordInfo& r, const DiskLocation& loc) {
-    IndexRow row;
-    row.ns = r.ns;
-    row.key = r.key;
-    row.seq = r.seq;
-    row.loc = loc;
-    row.raw_len = r.raw_len;
-    row.checksum = r.checksum;
-    row.meta = r.meta;
-    row.created_us = r.created_us;
-    row.last_access_us = r.created_us;
-    return row;
-  }
+  IndexRow() = default;
+  IndexRow(EntryRecord rec, const DiskLocation& at) : EntryRecord(std::move(rec)), loc(at) {}
 };
 
 class Index {
@@ -58,6 +40,13 @@ class Index {
   static constexpr int kSchemaVersion = 2;
   // read_only: for a store on a full disk; reads work, Enqueue* are dropped.
   static Result<std::unique_ptr<Index>> Open(const std::string& path, bool read_only = false);
+  // Opens the index; a damaged file (or, with `check`, one failing quick_check) is moved
+  // aside -- never deleted -- and a fresh one made: the segments are the source of truth,
+  // so *damaged tells the caller to rebuild the rows from them. Read-only: opened as is.
+  static Result<std::unique_ptr<Index>> OpenOrReplace(const std::string& path, Env* env,
+                                                      bool read_only, bool check, bool* damaged);
+  // Renames the file (and its -wal, -shm) to <path>.broken-<time>, saying why in the log.
+  static Status SetAside(const std::string& path, Env* env, const Status& why);
   ~Index();
 
   Result<std::vector<IndexRow>> LoadAll();

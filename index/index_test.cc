@@ -14,7 +14,7 @@ IndexRow Row(const std::string& key, uint64_t seq) {
   r.key = key;
   r.seq = seq;
   r.loc = {1, 4096 * seq, 100, Codec::kNone};
-  r.raw_len = 100;
+  r.bytes = 100;
   r.checksum = ~0ull - seq;  // exercises the full 64-bit range
   r.meta = {DType::kU8, {10, 10}, 3.5};
   r.last_access_us = seq;

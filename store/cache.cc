@@ -14,6 +14,20 @@ const char* TierName(Tier t) {
   return "?";
 }
 
+EntryInfo EntryInfo::Of(const EntryRecord& r, TierSet tiers) {
+  EntryInfo i;
+  i.ns = r.ns;
+  i.key = r.key;
+  i.tiers = tiers;
+  i.bytes = r.bytes;
+  i.meta = r.meta;
+  i.created_us = r.created_us;
+  i.last_access_us = r.last_access_us;
+  i.hits = r.hits;
+  i.checksum = r.checksum;
+  return i;
+}
+
 Tier TierSet::fastest() const {
   for (Tier t : kAllTiers)
     if (has(t)) return t;

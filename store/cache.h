@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/entry_record.h"
 #include "base/status.h"
 #include "base/tensor_meta.h"
 
@@ -64,6 +65,8 @@ struct EntryInfo {
   uint64_t checksum = 0;
   Tier tier() const { return tiers.fastest(); }  // where a read is served from
   bool on_disk() const { return tiers.has(Tier::kDisk); }
+  // What a consumer sees of the store's record of an entry held by `tiers`.
+  static EntryInfo Of(const EntryRecord& r, TierSet tiers);
 };
 
 struct TierStats {

@@ -42,19 +42,6 @@ namespace {
 constexpr uint64_t kSpillBatchBytes = 64ull << 20;
 constexpr uint64_t kMinFreeBytes = 1ull << 20;  // below this at open: read-only
 
-// Why a record's header does not belong to the entry an index row says it holds ("" = it does).
-std::string RecordMismatch(const Entry& e, const DiskLocation& loc, const Result<RecordInfo>& h) {
-  std::string at =
-      "segment " + std::to_string(loc.segment) + " offset " + std::to_string(loc.offset);
-  if (!h.ok()) return "no valid record header at " + at + ": " + h.status().message();
-  if (h->tombstone() || h->ns != e.ns || h->key != e.key || h->seq != e.seq)
-    return "the record at " + at + " is another entry's";
-  if (h->raw_len != e.bytes || h->stored_len != loc.stored_len || h->codec != loc.codec ||
-      h->checksum != e.checksum || (h->codec == Codec::kNone && h->stored_len != h->raw_len))
-    return "length, codec or checksum differ from the record at " + at;
-  return "";
-}
-
 }  // namespace
 
 std::string FullKey(std::string_view ns, std::string_view key) {
@@ -100,278 +87,103 @@ Status StoreImpl::Init() {
   if (ftruncate(lock_fd_.get(), 0) == 0 && pwrite(lock_fd_.get(), pid.data(), pid.size(), 0) < 0)
     spdlog::debug("could not record pid in LOCK");
 
-  read_only_ = opt_.read_only;
+  DurableOptions dopt;
+  dopt.read_only = opt_.read_only;
+  dopt.read_only_reason = "as asked";
   struct statvfs fs {};
-  if (!read_only_ && statvfs(dir_.c_str(), &fs) == 0 &&
+  if (!dopt.read_only && statvfs(dir_.c_str(), &fs) == 0 &&
       static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < kMinFreeBytes) {
-    read_only_ = true;
+    dopt.read_only = true;
+    dopt.read_only_reason = "its disk was full";
     spdlog::warn(
         "disk full ({} bytes free where {} lives): opened read-only; writes fail "
         "until space is freed",
         static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize, dir_);
   }
-  if (read_only_ && opt_.rebuild_index)
-    return Status::NoSpace("rebuilding the index of " + dir_ + " needs free disk space (" +
-                           (opt_.read_only ? "opened read-only" : "the disk is full") + ")");
-  const std::string index_path = dir_ + "/index.sqlite";
-  bool index_existed = env_->FileExists(index_path);
-  bool index_damaged = false;
-  EC_RETURN_IF_ERROR(OpenIndex(index_path, &index_damaged));
-  DiskOptions dopt;
-  // Segments of at most an eighth of the quota, so that compacting dead bytes away (which
-  // works a sealed segment at a time) can keep the files within the quota.
-  dopt.segment_bytes = std::min(
-      opt_.segment_bytes, std::max<uint64_t>(RoundUpBlock(opt_.disk_quota_bytes / 8), 1 << 20));
+  read_only_ = dopt.read_only;
+  dopt.quota_bytes = opt_.disk_quota_bytes;
+  dopt.segment_bytes = opt_.segment_bytes;
   dopt.queue_depth = opt_.io_queue_depth;
   dopt.io_chunk_bytes = opt_.io_chunk_bytes;
-  auto disk = DiskTier::Open(dir_ + "/segments", env_, dopt);
-  if (!disk.ok()) return disk.status();
-  disk_ = std::move(disk).value();
+  dopt.compress = opt_.compress;
+  dopt.min_compression_saving = opt_.min_compression_saving;
+  dopt.compact_live_ratio = opt_.compact_live_ratio;
+  dopt.eviction_policy = opt_.eviction_policy;
+  dopt.rebuild_index = opt_.rebuild_index;
+  if (dopt.read_only && dopt.rebuild_index)
+    return Status::NoSpace("rebuilding the index of " + dir_ + " needs free disk space (" +
+                           (opt_.read_only ? "opened read-only" : "the disk is full") + ")");
+  auto durable = DurableTier::Open(dir_, env_, dopt);
+  if (!durable.ok()) return durable.status();
+  durable_ = std::move(durable).value();
 
-  backend_ = opt_.memory_backend ? opt_.memory_backend() : NewHostPinnedBackend();
-  if (!backend_) return Status::InvalidArgument("Options::memory_backend returned no backend");
-  auto region = backend_->Map(opt_.pool_bytes);
-  if (!region.ok()) return region.status();
-  region_ = *region;
-  if (!region_.locked)
-    spdlog::warn("pool of {} bytes could not be mlocked (RLIMIT_MEMLOCK); it is not pinned",
-                 region_.size);
+  MemoryTierOptions mopt{opt_.eviction_policy, opt_.high_watermark, opt_.low_watermark};
+  auto pool = MemoryTier::Open(Tier::kPool,
+                               opt_.memory_backend ? opt_.memory_backend() : NewHostPinnedBackend(),
+                               opt_.pool_bytes, mopt);
+  if (!pool.ok()) return pool.status();
+  pool_ = std::move(pool).value();
   {
     MutexLock l(&mu_);  // nothing else runs yet; the lock keeps the analysis whole
-    alloc_ = std::make_unique<PoolAllocator>(region_.size);
-    pool_policy_ = NewEvictionPolicy(opt_.eviction_policy);
-    disk_policy_ = NewEvictionPolicy(opt_.eviction_policy);
+    EC_RETURN_IF_ERROR(RecoverLocked());
   }
-
-  bool rebuild =
-      opt_.rebuild_index || index_damaged || (!index_existed && !disk_->Segments().empty());
-  if (!index_existed && rebuild && !opt_.rebuild_index)
-    spdlog::warn("index {} is missing; rebuilding it from the segment files", index_path);
-  st = Recover(rebuild);
-  if (st.IsCorruption() && !rebuild) {  // a damaged page turned up while loading
-    {
-      MutexLock l(&mu_);
-      ResetKeydirLocked();
-    }
-    index_.reset();
-    EC_RETURN_IF_ERROR(SetIndexAside(index_path, st));
-    EC_RETURN_IF_ERROR(OpenIndex(index_path, &index_damaged));
-    st = Recover(true);
-  }
-  EC_RETURN_IF_ERROR(st);
   evictor_ = std::thread([this] { EvictorLoop(); });
   return Status::Ok();
 }
 
-// Opens the index. A damaged file (or, for a requested rebuild, one failing SQLite's
-// quick_check) is moved aside, never deleted, and a fresh one is made: the segments are the
-// source of truth, so *damaged tells the caller to rebuild from them.
-Status StoreImpl::OpenIndex(const std::string& path, bool* damaged) {
-  if (read_only_) {  // nothing set aside or rebuilt on disk; a missing index is rebuilt in memory
-    auto index = Index::Open(path, true);
-    if (!index.ok()) return index.status();
-    index_ = std::move(index).value();
-    return Status::Ok();
-  }
-  auto index = Index::Open(path);
-  Status bad = index.ok() ? Status::Ok() : index.status();
-  if (index.ok() && opt_.rebuild_index) {
-    bad = (*index)->Check();
-    if (bad.IsCorruption()) index = Status::Corruption(bad.message());
-  }
-  if (!bad.ok() && !bad.IsCorruption()) return bad;
-  if (bad.IsCorruption()) {
-    EC_RETURN_IF_ERROR(SetIndexAside(path, bad));
-    index = Index::Open(path);
-    if (!index.ok()) return index.status();
-    *damaged = true;
-  }
-  index_ = std::move(index).value();
-  return Status::Ok();
-}
-
-Status StoreImpl::SetIndexAside(const std::string& path, const Status& why) {
-  const std::string aside = path + ".broken-" + std::to_string(env_->NowMicros() / 1000000);
-  for (const char* suffix : {"", "-wal", "-shm"}) {
-    std::string from = path + suffix;
-    if (!env_->FileExists(from)) continue;
-    Status st = env_->RenameFile(from, aside + suffix);
-    if (!st.ok())
-      return Status::IOError("index " + path + " is damaged (" + why.message() +
-                             ") and could not be moved aside: " + st.message() +
-                             "; move it away by hand and open again");
-  }
-  spdlog::warn(
-      "index {} is damaged ({}); moved it to {} and rebuilding the index from the "
-      "segment files (entries keep their data; access statistics restart)",
-      path, why.message(), aside);
-  return Status::Ok();
-}
-
-void StoreImpl::ResetKeydirLocked() {
-  keydir_.clear();
-  segment_live_.clear();
-  pool_policy_ = NewEvictionPolicy(opt_.eviction_policy);
-  disk_policy_ = NewEvictionPolicy(opt_.eviction_policy);
-  disk_entries_ = disk_bytes_ = disk_record_bytes_ = 0;
-  stats_ = {};
-}
-
-Status StoreImpl::Recover(bool rebuild) {
-  std::map<uint32_t, uint64_t> tails;
-  if (rebuild) {
-    EC_RETURN_IF_ERROR(index_->Reset());
-  } else {
-    auto t = index_->SegmentTails();
-    if (!t.ok()) return t.status();
-    tails = std::move(t).value();
-  }
-  std::vector<uint32_t> segs = disk_->Segments();
-  MutexLock l(&mu_);
-  Recovery rs;
-  if (!rebuild) EC_RETURN_IF_ERROR(LoadIndexLocked(segs, &rs));
-  bool tail_clean = true;  // of the last segment, once scanned
-  for (uint32_t seg : segs)
-    EC_RETURN_IF_ERROR(
-        ScanTailLocked(seg, tails.count(seg) ? tails[seg] : 0, rebuild, &rs, &tail_clean));
-  // Entries replaced during the scan left keydir_; only live ones join the LRU, oldest first.
+// Recovery hands every live entry over (Recovered); once it is done they join the disk
+// tier's accounting, oldest access first, so its LRU starts in the order it had.
+Status StoreImpl::RecoverLocked() {
+  EC_RETURN_IF_ERROR(durable_->Recover(this));
   std::vector<std::pair<uint64_t, Entry*>> order;
-  order.reserve(rs.loaded.size());
-  for (const EntryPtr& e : rs.loaded)
+  order.reserve(recovered_.size());
+  for (const EntryPtr& e : recovered_)
     if (e->disk && !e->erased) order.emplace_back(e->last_access_us, e.get());
   std::sort(order.begin(), order.end());
-  for (auto [_, e] : order) disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
-  next_seq_ = rs.max_seq + 1;
-  if (tail_clean && !read_only_) disk_->ReopenTail();  // the last segment ends on a whole record
-  return index_->Flush();
+  for (auto [_, e] : order) durable_->Track(e->id(), *e, *e->disk);
+  recovered_ = {};
+  return Status::Ok();
 }
 
-// Puts a recovered disk entry into the keydir (replacing an older one there).
-void StoreImpl::InstallLocked(IndexRow&& row, Recovery* rs) {
+void StoreImpl::Recovered(IndexRow&& row) {
   auto e = std::make_shared<Entry>();
-  e->seq = row.seq;
-  e->ns = std::move(row.ns);
-  e->key = std::move(row.key);
+  const DiskLocation loc = row.loc;
+  static_cast<EntryRecord&>(*e) = std::move(row);
   e->full_key = FullKey(e->ns, e->key);
-  e->meta = std::move(row.meta);
-  e->bytes = row.raw_len;
-  e->checksum = row.checksum;
-  e->created_us = row.created_us;
-  e->last_access_us = row.last_access_us;
-  e->hits = row.hits;
-  e->disk = row.loc;
+  e->disk = loc;
   auto it = keydir_.find(e->full_key);
-  if (it != keydir_.end()) {
-    DropDiskLocked(it->second.get());
+  if (it != keydir_.end()) {  // replaced by a newer record; not tracked yet
+    it->second->disk.reset();
     keydir_.erase(it);
   }
   keydir_.emplace(e->full_key, e);
-  rs->loaded.push_back(e);
-  segment_live_[row.loc.segment] += row.loc.record_bytes();
-  ++disk_entries_;
-  disk_bytes_ += e->bytes;
-  disk_record_bytes_ += row.loc.record_bytes();
-  rs->max_seq = std::max(rs->max_seq, row.seq);
+  recovered_.push_back(std::move(e));
 }
 
-// Loads every index row. Decoding SQLite rows and building entries overlap: a reader thread
-// hands batches of rows over.
-Status StoreImpl::LoadIndexLocked(const std::vector<uint32_t>& segs, Recovery* rs) {
-  auto count = index_->Count();
-  if (!count.ok()) return count.status();
-  keydir_.reserve(*count);
-  rs->loaded.reserve(*count);
-  disk_policy_->Reserve(*count);
-  pool_policy_->Reserve(std::min<uint64_t>(*count, 1 << 16));
-  std::mutex qmu;
-  std::condition_variable qcv;
-  std::deque<std::vector<IndexRow>> batches;
-  bool reader_done = false;
-  Status read_status;
-  std::thread reader([&] {
-    std::vector<IndexRow> batch;
-    auto hand_over = [&] {
-      std::lock_guard<std::mutex> ql(qmu);
-      batches.push_back(std::exchange(batch, {}));
-      qcv.notify_one();
-    };
-    Status st = index_->ForEach([&](IndexRow&& row) {
-      batch.push_back(std::move(row));
-      if (batch.size() == 4096) hand_over();
-    });
-    hand_over();
-    std::lock_guard<std::mutex> ql(qmu);
-    read_status = st;
-    reader_done = true;
-    qcv.notify_one();
-  });
-  for (;;) {
-    std::vector<IndexRow> batch;
-    {
-      std::unique_lock<std::mutex> ql(qmu);
-      qcv.wait(ql, [&] { return reader_done || !batches.empty(); });
-      if (batches.empty()) break;
-      batch = std::move(batches.front());
-      batches.pop_front();
-    }
-    for (IndexRow& row : batch) {
-      if (!std::binary_search(segs.begin(), segs.end(), row.loc.segment)) {
-        spdlog::warn("index entry {}/{} points at missing segment {}; dropped", row.ns, row.key,
-                     row.loc.segment);
-        index_->EnqueueDelete(row.ns, row.key, row.seq);
-        continue;
-      }
-      InstallLocked(std::move(row), rs);
-    }
-  }
-  reader.join();
-  return read_status;
+uint64_t StoreImpl::RecoveredSeq(const std::string& ns, const std::string& key) {
+  auto it = keydir_.find(FullKey(ns, key));
+  return it == keydir_.end() ? 0 : it->second->seq;
 }
 
-// Records past a segment's indexed tail were written but not yet indexed when the store last
-// stopped: index them now, applying tombstones. A torn tail (a crash mid-write) is cut off.
-Status StoreImpl::ScanTailLocked(uint32_t seg, uint64_t from, bool rebuild, Recovery* rs,
-                                 bool* tail_clean) {
-  // The callback runs on this thread, inside Scan, with mu_ still held.
-  auto scan = disk_->Scan(
-      seg, from, true,
-      [&](const RecordInfo& info, const DiskLocation& loc, bool payload_ok) REQUIRES(mu_) {
-        rs->max_seq = std::max({rs->max_seq, info.seq, info.target_seq});
-        std::string fk = FullKey(info.ns, info.key);
-        auto it = keydir_.find(fk);
-        if (info.tombstone()) {
-          uint64_t& t = rs->tomb_targets[fk];
-          t = std::max(t, info.target_seq);
-          if (it != keydir_.end() && it->second->seq <= info.target_seq) {
-            DropDiskLocked(it->second.get());
-            keydir_.erase(it);
-          }
-          index_->EnqueueDelete(info.ns, info.key, info.target_seq);
-          return;
-        }
-        if (!payload_ok) {
-          ++stats_.corrupt_dropped;
-          spdlog::error("segment {} offset {}: record {}/{} fails its checksum; not indexed", seg,
-                        loc.offset, info.ns, info.key);
-          return;
-        }
-        auto tomb = rs->tomb_targets.find(fk);
-        if (tomb != rs->tomb_targets.end() && info.seq <= tomb->second) return;
-        if (it != keydir_.end() && it->second->seq > info.seq) return;
-        IndexRow row = IndexRow::FromRecord(info, loc);
-        index_->EnqueuePut(row);
-        InstallLocked(std::move(row), rs);
-      });
-  if (!scan.ok()) return scan.status();
-  stats_.corrupt_dropped += scan->bad_headers;
-  if (scan->torn_tail && !rebuild && !read_only_) {
-    spdlog::warn("segment {}: cutting a torn tail at offset {} (a write was interrupted)", seg,
-                 scan->end);
-    EC_RETURN_IF_ERROR(disk_->TruncateSegment(seg, scan->end));
-  }
-  *tail_clean = !scan->torn_tail || !rebuild;
-  index_->EnqueueTail(seg, scan->end);
-  return Status::Ok();
+void StoreImpl::RecoveredTombstone(const std::string& ns, const std::string& key,
+                                   uint64_t target_seq) {
+  auto it = keydir_.find(FullKey(ns, key));
+  if (it == keydir_.end() || it->second->seq > target_seq) return;
+  it->second->disk.reset();
+  keydir_.erase(it);
+}
+
+void StoreImpl::RecoveryRestarts() {
+  keydir_.clear();
+  recovered_.clear();
+  pool().ResetPolicy();
+  stats_ = {};
+}
+
+void StoreImpl::RecoveryExpects(uint64_t entries) {
+  keydir_.reserve(entries);
+  recovered_.reserve(entries);
+  pool().Reserve(std::min<uint64_t>(entries, 1 << 16));
 }
 
 Status StoreImpl::Close() {
@@ -386,14 +198,12 @@ Status StoreImpl::Close() {
   bool partial;
   {
     MutexLock l(&mu_);
-    partial = !index_ || !disk_ || !alloc_;
+    partial = !durable_ || !pool_;
     if (partial) closed_ = true;
   }
   if (partial) {  // Init failed part way: nothing was served
-    index_.reset();
-    disk_.reset();
-    if (backend_) backend_->Unmap(region_);
-    region_ = {};
+    durable_.reset();
+    if (pool_) pool_->Close();
     return Status::Ok();
   }
   Status st = Flush();
@@ -401,22 +211,15 @@ Status StoreImpl::Close() {
     MutexLock l(&mu_);
     for (auto& [_, e] : keydir_)
       if (e->disk && e->touched) {
-        index_->EnqueueTouch(e->ns, e->key, e->last_access_us, e->hits);
+        durable_->SaveAccess(*e);
         e->touched = false;
       }
     closed_ = true;
   }
-  Status ist = index_->Flush();
+  Status ist = durable_->Flush();
   if (st.ok()) st = ist;
-  index_.reset();
-  disk_.reset();
-  {
-    std::lock_guard<std::mutex> rl(registrars_mu_);  // AddRegistrar reads region_
-    for (MemoryRegistrar* r : registered_) r->Deregister(region_);
-    registered_.clear();
-    if (backend_) backend_->Unmap(region_);
-    region_ = {};
-  }
+  durable_.reset();
+  pool_->Close();
   lock_fd_.reset();
   return st;
 }
@@ -434,7 +237,7 @@ Result<EntryPtr> StoreImpl::FindLocked(std::string_view ns, std::string_view key
   if (it == keydir_.end()) {
     if (count_miss) {
       ++stats_.misses;
-      ++stats_.pool.misses;
+      ++pool().counters().misses;
     }
     return Status::NotFound("no entry for key '" + std::string(key) + "' in namespace '" +
                             std::string(ns) + "'");
@@ -443,52 +246,22 @@ Result<EntryPtr> StoreImpl::FindLocked(std::string_view ns, std::string_view key
 }
 
 EntryInfo StoreImpl::InfoLocked(const Entry& e) const {
-  EntryInfo i;
-  i.ns = e.ns;
-  i.key = e.key;
-  if (e.pool) i.tiers.add(Tier::kPool);
-  if (e.disk) i.tiers.add(Tier::kDisk);
-  i.bytes = e.bytes;
-  i.meta = e.meta;
-  i.created_us = e.created_us;
-  i.last_access_us = e.last_access_us;
-  i.hits = e.hits;
-  i.checksum = e.checksum;
-  return i;
-}
-
-IndexRow StoreImpl::RowLocked(const Entry& e) const {
-  IndexRow r;
-  r.ns = e.ns;
-  r.key = e.key;
-  r.seq = e.seq;
-  r.loc = *e.disk;
-  r.raw_len = e.bytes;
-  r.checksum = e.checksum;
-  r.meta = e.meta;
-  r.created_us = e.created_us;
-  r.last_access_us = e.last_access_us;
-  r.hits = e.hits;
-  return r;
+  TierSet tiers;
+  if (e.pool) tiers.add(Tier::kPool);
+  if (e.disk) tiers.add(Tier::kDisk);
+  return EntryInfo::Of(e, tiers);
 }
 
 void StoreImpl::FreePoolLocked(Entry* e) {
   if (!e->pool) return;
-  alloc_->Free(*e->pool);
+  pool().Remove(e->id(), e->bytes, *e->pool);
   e->pool.reset();
-  pool_policy_->Remove(e->id());
-  --pool_entries_;
-  pool_bytes_ -= e->bytes;
   space_cv_.NotifyAll();
 }
 
 void StoreImpl::DropDiskLocked(Entry* e) {
   if (!e->disk) return;
-  segment_live_[e->disk->segment] -= e->disk->record_bytes();
-  disk_record_bytes_ -= e->disk->record_bytes();
-  --disk_entries_;
-  disk_bytes_ -= e->bytes;
-  disk_policy_->Remove(e->id());
+  durable_->Untrack(e->id(), *e, *e->disk);
   e->disk.reset();
 }
 
@@ -497,7 +270,7 @@ void StoreImpl::DropDiskLocked(Entry* e) {
 Tombstone StoreImpl::ForgetDiskCopyLocked(Entry* e) {
   Tombstone t{e->ns, e->key, e->seq};
   DropDiskLocked(e);
-  e->seq = next_seq_++;
+  e->seq = durable_->NextSeq();
   return t;
 }
 
@@ -508,46 +281,11 @@ std::optional<Tombstone> StoreImpl::DetachLocked(Entry* e) {
   if (e->leases == 0 && !e->spilling)
     FreePoolLocked(e);
   else
-    pool_policy_->Remove(e->id());
+    pool().Unrank(e->id());
   if (!e->disk) return std::nullopt;
   Tombstone t{e->ns, e->key, e->seq};
   DropDiskLocked(e);
   return t;
-}
-
-DiskTier::WriteItem StoreImpl::TombstoneItem(const Tombstone& t) {
-  DiskTier::WriteItem it;
-  it.info.flags = RecordInfo::kTombstone;
-  it.info.seq = next_seq_++;
-  it.info.target_seq = t.target_seq;
-  it.info.ns = t.ns;
-  it.info.key = t.key;
-  it.info.created_us = env_->NowMicros();
-  return it;
-}
-
-Status StoreImpl::WriteTombstones(std::vector<Tombstone> tombs) {
-  if (tombs.empty()) return Status::Ok();
-  EC_RETURN_IF_ERROR(CheckWritable());  // read-only: a dropped entry stays dropped in memory
-  std::vector<DiskTier::WriteItem> items;
-  for (const Tombstone& t : tombs) items.push_back(TombstoneItem(t));
-  std::vector<DiskLocation> locs;
-  Status st = disk_->Append(items, &locs);
-  if (!st.ok())
-    spdlog::error(
-        "could not write {} tombstone(s): {}; a later index rebuild may bring the "
-        "erased entries back",
-        tombs.size(), st.ToString());
-  else
-    index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
-  for (Tombstone& t : tombs) index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
-  if (!st.ok())
-    return Status(st.IsNoSpace()
-                      ? Status::NoSpace("erased, but not durably: " + st.message())
-                      : Status::IOError("erased, but not durably: the tombstone could "
-                                        "not be written (" +
-                                        st.message() + "); a crash may bring the entry back"));
-  return Status::Ok();
 }
 
 ReadLease StoreImpl::LeaseLocked(const EntryPtr& e, bool count_hit) {
@@ -555,10 +293,10 @@ ReadLease StoreImpl::LeaseLocked(const EntryPtr& e, bool count_hit) {
   ++e->hits;
   e->touched = true;
   e->last_access_us = env_->NowMicros();
-  pool_policy_->Touch(e->id());
-  disk_policy_->Touch(e->id());
-  if (count_hit) ++stats_.pool.hits;  // a get served by promotion counted as a disk hit
-  return ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), InfoLocked(*e));
+  pool().Touch(e->id());
+  if (e->disk) durable_->Touch(e->id());
+  if (count_hit) ++pool().counters().hits;  // a get served by promotion counted as a disk hit
+  return ReadLease(this, new EntryPtr(e), pool_->Ptr(*e->pool), InfoLocked(*e));
 }
 
 void StoreImpl::Release(void* token) {
@@ -578,12 +316,12 @@ void StoreImpl::Release(void* token) {
 
 Status StoreImpl::AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out) {
   UniqueLock l(&mu_);
-  const uint64_t need = alloc_->RoundUp(bytes);
+  const uint64_t need = pool().RoundUp(bytes);
   const auto deadline = std::chrono::steady_clock::now() + opt_.put_wait;
   const uint64_t fail_gen = spill_fail_gen_;
   for (;;) {
     if (stop_ && wait) return Status::Unavailable("store is closing");
-    if (auto b = alloc_->Allocate(bytes)) {
+    if (auto b = pool().Allocate(bytes)) {
       *out = *b;
       if (NeedsEvictionLocked()) evict_cv_.NotifyOne();
       return Status::Ok();
@@ -593,14 +331,14 @@ Status StoreImpl::AllocateBlock(uint64_t bytes, bool wait, PoolBlock* out) {
     if (!wait) return Status::Busy("no free pool block right now");
     if (spill_fail_gen_ != fail_gen && consecutive_spill_failures_ >= 2) return last_spill_error_;
     if (!space_cv_.WaitUntil(l, deadline)) {
-      if (auto b = alloc_->Allocate(bytes)) {
+      if (auto b = pool().Allocate(bytes)) {
         *out = *b;
         return Status::Ok();
       }
       uint64_t leased = 0;
       for (auto& [_, e] : keydir_) leased += e->leases > 0;
       if (!last_spill_error_.ok() && spill_fail_gen_ != fail_gen) return last_spill_error_;
-      return Status::Busy("pool is full (" + std::to_string(pool_entries_) + " entries, " +
+      return Status::Busy("pool is full (" + std::to_string(pool().Stats().entries) + " entries, " +
                           std::to_string(leased) +
                           " leased) and nothing could be evicted in time; release leases or "
                           "raise Options::pool_bytes");
@@ -614,12 +352,7 @@ struct StoreImpl::Pending {
   PoolBlock block;
 };
 
-Status StoreImpl::CheckWritable() const {
-  if (!read_only_) return Status::Ok();
-  return Status::NoSpace("store " + dir_ + " is open read-only (" +
-                         (opt_.read_only ? std::string("as asked") : "its disk was full") +
-                         "); free disk space and open it again to write");
-}
+Status StoreImpl::CheckWritable() const { return durable_->CheckWritable(); }
 
 Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view key,
                                           const TensorMeta& meta, uint64_t size) {
@@ -636,24 +369,24 @@ Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view 
   {
     MutexLock l(&mu_);
     if (closed_ || stop_) return Status::Unavailable("store is closed");
-    if (alloc_->RoundUp(size) > alloc_->capacity())
+    if (pool().RoundUp(size) > pool().capacity())
       return Status::NoSpace(
           "entry of " + std::to_string(size) + " bytes is larger than the whole pool (" +
-          std::to_string(alloc_->capacity()) + " bytes); raise Options::pool_bytes");
+          std::to_string(pool().capacity()) + " bytes); raise Options::pool_bytes");
   }
   auto p = std::make_unique<Pending>();
   EC_RETURN_IF_ERROR(AllocateBlock(size, true, &p->block));
   p->ns = ns;
   p->key = key;
   p->meta = meta;
-  uint8_t* data = PoolPtr(p->block);
+  uint8_t* data = pool_->Ptr(p->block);
   return PutReservation(this, p.release(), data, size);
 }
 
 void StoreImpl::Abandon(void* token) {
   std::unique_ptr<Pending> p(static_cast<Pending*>(token));
   MutexLock l(&mu_);
-  alloc_->Free(p->block);
+  pool().Free(p->block);
   space_cv_.NotifyAll();
 }
 
@@ -673,7 +406,7 @@ Status StoreImpl::Commit(PutReservation r) {
   r.owner_ = nullptr;
   const PoolBlock blk = p->block;
   const uint64_t size = r.size_;
-  uint8_t* dst = PoolPtr(blk);
+  uint8_t* dst = pool_->Ptr(blk);
   const uint64_t checksum = PayloadChecksum(dst, size);
   // Zero the padding so a spill (which writes whole blocks) never carries stale bytes.
   std::memset(dst + size, 0, blk.length - size);
@@ -691,10 +424,10 @@ Status StoreImpl::Commit(PutReservation r) {
   {
     MutexLock l(&mu_);
     if (closed_) {
-      alloc_->Free(blk);
+      pool().Free(blk);
       return Status::Unavailable("store is closed");
     }
-    e->seq = next_seq_++;
+    e->seq = durable_->NextSeq();
     auto it = keydir_.find(e->full_key);
     if (it != keydir_.end()) {
       old = it->second;
@@ -702,70 +435,31 @@ Status StoreImpl::Commit(PutReservation r) {
       keydir_.erase(it);
     }
     keydir_.emplace(e->full_key, e);
-    pool_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
-    ++pool_entries_;
-    pool_bytes_ += e->bytes;
+    pool().Insert(e->id(), *e);
     if (NeedsEvictionLocked()) evict_cv_.NotifyOne();
   }
-  if (tomb) WriteTombstones({*tomb});
+  if (tomb) durable_->WriteTombstones({*tomb});
   if (old) AwaitSpill(old);  // the replaced bytes must not come back after a crash
   return Status::Ok();
 }
 
 // ---------------------------------------------------------------- get
 
-// Reads the record's header with its payload (one batch) and checks that the header is the
-// entry's own before a payload byte is used: a damaged index row must never make an intact
-// record look corrupt, nor size a copy. A mismatch sets *stale_row and returns NotFound.
-Status StoreImpl::ReadFromDisk(const Entry& e, const DiskLocation& loc, uint8_t* dst,
-                               uint64_t dst_cap, bool* stale_row) {
-  *stale_row = false;
-  const bool direct = loc.codec == Codec::kNone &&
-                      reinterpret_cast<uintptr_t>(dst) % kBlockSize == 0 &&
-                      dst_cap >= RoundUpBlock(loc.stored_len);
-  AlignedBuffer staging(direct ? 0 : loc.stored_len);
-  Result<RecordInfo> header = Status::NotFound("header not read");
-  // Straight into the destination when it is aligned, no staging copy.
-  Status st = disk_->ReadStored(loc, direct ? dst : staging.data(), &header);
-  if (!st.ok()) {
-    // A row claiming more bytes than the record holds reads past the file's end: tell that
-    // from a failing device by the header alone.
-    header = disk_->ReadHeader(loc.segment, loc.offset);
-    if (!header.ok() || RecordMismatch(e, loc, header).empty()) return st;
-  }
-  std::string why = RecordMismatch(e, loc, header);
-  if (!why.empty()) {
-    *stale_row = true;
-    return Status::NotFound(why);
-  }
-  if (!direct) {
-    if (loc.codec == Codec::kNone)
-      std::memcpy(dst, staging.data(), e.bytes);
-    else
-      st = DecompressPayload(loc.codec, staging.data(), loc.stored_len, dst, e.bytes,
-                             DTypeSize(e.meta.dtype));
-    if (!st.ok()) return st;
-  }
-  if (PayloadChecksum(dst, e.bytes) != e.checksum)
-    return Status::Corruption("checksum mismatch in segment " + std::to_string(loc.segment) +
-                              " at offset " + std::to_string(loc.offset));
-  return Status::Ok();
-}
-
 // The index row (entry + location) was wrong. Looks for the entry's own record (ns, key,
 // seq) in the same segment and takes its self-checked header as the truth; otherwise forgets
 // the row -- no tombstone, the record stays on disk for a rebuild of the index to find.
 // Ok = the entry was corrected: read again.
 Status StoreImpl::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why) {
-  std::optional<std::pair<RecordInfo, DiskLocation>> found;
-  auto scan =
-      disk_->Scan(loc.segment, 0, false, [&](const RecordInfo& r, const DiskLocation& at, bool) {
-        if (!r.tombstone() && r.ns == e->ns && r.key == e->key && r.seq == e->seq) found = {r, at};
-      });
+  EntryRecord rec;
+  {
+    MutexLock l(&mu_);
+    rec = *e;
+  }
+  auto found = durable_->FindRecord(rec, loc.segment);
   MutexLock l(&mu_);
   if (e->erased || !e->disk || !(*e->disk == loc)) return Status::Ok();  // changed meanwhile
   const bool adopt =
-      scan.ok() && found &&
+      found &&
       (!e->pool || (found->first.raw_len == e->bytes && found->first.checksum == e->checksum));
   if (adopt) {
     const auto& [h, at] = *found;
@@ -778,19 +472,14 @@ Status StoreImpl::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const 
     e->checksum = h.checksum;
     e->meta = h.meta;
     e->disk = at;
-    segment_live_[at.segment] += at.record_bytes();
-    disk_record_bytes_ += at.record_bytes();
-    ++disk_entries_;
-    disk_bytes_ += e->bytes;
-    disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
-    index_->EnqueuePut(RowLocked(*e));
+    durable_->Adopt(e->id(), *e, at, false);
     return Status::Ok();
   }
   spdlog::error(
       "index row of {}/{} does not match its record ({}); the row was dropped, the "
       "data kept",
       e->ns, e->key, why.message());
-  index_->EnqueueDelete(e->ns, e->key, e->seq);
+  durable_->Forget(*e);
   DropDiskLocked(e.get());
   if (e->pool) return Status::Ok();  // the pool copy serves, and is spilled again
   keydir_.erase(FullKey(e->ns, e->key));
@@ -811,11 +500,11 @@ Status StoreImpl::DropCorrupt(const EntryPtr& e, const Status& why) {
     if (it != keydir_.end() && it->second == e) {
       keydir_.erase(it);
       tomb = DetachLocked(e.get());
-      ++stats_.corrupt_dropped;
+      durable_->NoteCorrupt();
     }
   }
   spdlog::error("entry {}/{} is corrupt on disk ({}); dropped", e->ns, e->key, why.message());
-  if (tomb) WriteTombstones({*tomb});
+  if (tomb) durable_->WriteTombstones({*tomb});
   return Status::Corruption("entry '" + e->key + "' failed its checksum (" + why.message() +
                             "); it was dropped and must be recomputed");
 }
@@ -828,10 +517,10 @@ void StoreImpl::DropDiskCopy(const EntryPtr& e, const DiskLocation& loc) {
     MutexLock l(&mu_);
     if (e->erased || !e->disk || !(*e->disk == loc)) return;
     tomb = ForgetDiskCopyLocked(e.get());
-    ++stats_.corrupt_dropped;
+    durable_->NoteCorrupt();
   }
   spdlog::error("disk copy of {}/{} is corrupt; dropped, the pool copy is kept", e->ns, e->key);
-  WriteTombstones({*tomb});
+  durable_->WriteTombstones({*tomb});
 }
 
 // Reads a disk-only entry into a fresh pool block. Ok also when someone else promoted or
@@ -843,7 +532,7 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
   {
     MutexLock l(&mu_);
     if (e->erased || e->pool || e->loading || !e->disk) {
-      alloc_->Free(blk);
+      pool().Free(blk);
       space_cv_.NotifyAll();
       return Status::Ok();
     }
@@ -851,22 +540,20 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
     loc = *e->disk;
   }
   bool stale_row = false;
-  Status st = ReadFromDisk(*e, loc, PoolPtr(blk), blk.length, &stale_row);
+  Status st = durable_->Read(*e, loc, pool_->Ptr(blk), blk.length, &stale_row);
   {
     MutexLock l(&mu_);
     e->loading = false;
     load_cv_.NotifyAll();
     if (st.ok() && !e->erased) {
-      std::memset(PoolPtr(blk) + e->bytes, 0, blk.length - e->bytes);
+      std::memset(pool_->Ptr(blk) + e->bytes, 0, blk.length - e->bytes);
       e->pool = blk;
-      pool_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
-      ++pool_entries_;
-      pool_bytes_ += e->bytes;
-      ++stats_.pool.promotions;
-      ++stats_.disk.hits;
+      pool().Insert(e->id(), *e);
+      ++pool().counters().promotions;
+      durable_->NoteHit();
       return Status::Ok();
     }
-    alloc_->Free(blk);
+    pool().Free(blk);
     space_cv_.NotifyAll();
   }
   if (stale_row) return FixStaleRow(e, loc, st);
@@ -874,24 +561,9 @@ Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
   return st;
 }
 
-Status StoreImpl::AddRegistrar(MemoryRegistrar* r) {
-  std::lock_guard<std::mutex> rl(registrars_mu_);
-  if (!region_.base) return Status::Unavailable("store is closed");
-  if (std::find(registered_.begin(), registered_.end(), r) != registered_.end())
-    return Status::Ok();
-  Status st = r->Register(region_);
-  if (!st.ok()) return st.WithContext(std::string("registering the pool with ") + r->Name());
-  registered_.push_back(r);
-  return Status::Ok();
-}
+Status StoreImpl::AddRegistrar(MemoryRegistrar* r) { return pool_->AddRegistrar(r); }
 
-void StoreImpl::RemoveRegistrar(MemoryRegistrar* r) {
-  std::lock_guard<std::mutex> rl(registrars_mu_);
-  auto it = std::find(registered_.begin(), registered_.end(), r);
-  if (it == registered_.end()) return;  // never added, or the store closed already
-  r->Deregister(region_);
-  registered_.erase(it);
-}
+void StoreImpl::RemoveRegistrar(MemoryRegistrar* r) { pool_->RemoveRegistrar(r); }
 
 Result<ReadLease> Store::Pin(std::string_view ns, std::string_view key) { return Acquire(ns, key); }
 
@@ -960,15 +632,14 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
       info = InfoLocked(*e);
     }
     bool stale_row = false;
-    Status st = ReadFromDisk(*e, loc, dst.data(), dst.size(), &stale_row);
+    Status st = durable_->Read(*e, loc, dst.data(), dst.size(), &stale_row);
     if (stale_row) {
       EC_RETURN_IF_ERROR(FixStaleRow(e, loc, st));
       continue;
     }
     if (st.IsCorruption()) return DropCorrupt(e, st);
     if (!st.ok()) return st;
-    MutexLock l(&mu_);
-    if (ro.record_access) ++stats_.disk.hits;
+    if (ro.record_access) durable_->NoteHit();
     return info;
   }
 }
@@ -978,13 +649,13 @@ void StoreImpl::TouchLocked(Entry* e) {
   ++e->hits;
   e->touched = true;
   e->last_access_us = env_->NowMicros();
-  disk_policy_->Touch(e->id());
+  durable_->Touch(e->id());
 }
 
 // A lease that leaves no trace: no hit, no LRU touch (verify, export).
 ReadLease StoreImpl::QuietLeaseLocked(const EntryPtr& e) {
   ++e->leases;
-  return ReadLease(this, new EntryPtr(e), PoolPtr(*e->pool), InfoLocked(*e));
+  return ReadLease(this, new EntryPtr(e), pool_->Ptr(*e->pool), InfoLocked(*e));
 }
 
 Result<EntryInfo> StoreImpl::Lookup(std::string_view ns, std::string_view key) {
@@ -1040,7 +711,7 @@ Status StoreImpl::Erase(std::string_view ns, std::string_view key) {
     keydir_.erase(FullKey(ns, key));
     tomb = DetachLocked(e.get());
   }
-  if (tomb) return WriteTombstones({*tomb});
+  if (tomb) return durable_->WriteTombstones({*tomb});
   AwaitSpill(e);
   return Status::Ok();
 }
@@ -1065,7 +736,7 @@ Status StoreImpl::EraseMany(const std::vector<std::pair<std::string, std::string
       (*erased)[i] = true;
     }
   }
-  Status st = WriteTombstones(std::move(tombs));
+  Status st = durable_->WriteTombstones(std::move(tombs));
   for (const EntryPtr& e : detached) AwaitSpill(e);
   return st;
 }
@@ -1102,47 +773,26 @@ Status StoreImpl::ListPages(size_t page_size,
 Result<StoreStats> StoreImpl::Stats() {
   MutexLock l(&mu_);
   StoreStats s;
-  TierStats& pool = s.at(Tier::kPool);
-  pool = stats_.pool;
-  pool.tier = Tier::kPool;
-  pool.entries = pool_entries_;
-  pool.bytes = pool_bytes_;
-  pool.capacity = alloc_ ? alloc_->capacity() : 0;
-  pool.used = alloc_ ? alloc_->allocated_bytes() : 0;
+  if (pool_) {
+    s.at(Tier::kPool) = pool().Stats();
+    s.pool_fragmentation = pool().fragmentation();
+    s.pool_huge_pages = pool_->region().huge_pages;
+    s.pool_locked = pool_->region().locked;
+  }
   TierStats& disk = s.at(Tier::kDisk);
-  disk = stats_.disk;
+  if (durable_) durable_->FillStats(&disk, &s.segments, &s.compactions, &s.corrupt_dropped);
   disk.tier = Tier::kDisk;
-  disk.entries = disk_entries_;
-  disk.bytes = disk_bytes_;
   disk.misses = stats_.misses;
-  disk.capacity = opt_.disk_quota_bytes;
-  disk.used = disk_ ? disk_->file_bytes() : 0;
-  s.pool_fragmentation = alloc_ ? alloc_->ExternalFragmentation() : 0;
-  s.pool_huge_pages = region_.huge_pages;
-  s.pool_locked = region_.locked;
-  s.segments = disk_ ? disk_->Segments().size() : 0;
-  s.corrupt_dropped = stats_.corrupt_dropped;
   s.spill_errors = stats_.spill_errors;
-  s.compactions = stats_.compactions;
   s.misses = stats_.misses;
   return s;
 }
 
 // ---------------------------------------------------------------- eviction and spill
 
-bool StoreImpl::NeedsEvictionLocked() const {
-  double used = static_cast<double>(alloc_->allocated_bytes());
-  double cap = static_cast<double>(alloc_->capacity());
-  return used > opt_.high_watermark * cap ||
-         (need_bytes_ > 0 && alloc_->largest_free_extent() < need_bytes_);
-}
+bool StoreImpl::NeedsEvictionLocked() const { return pool().NeedsEviction(need_bytes_); }
 
-bool StoreImpl::EvictionDoneLocked() const {
-  double used = static_cast<double>(alloc_->allocated_bytes());
-  double cap = static_cast<double>(alloc_->capacity());
-  return used <= opt_.low_watermark * cap &&
-         (need_bytes_ == 0 || alloc_->largest_free_extent() >= need_bytes_);
-}
+bool StoreImpl::EvictionDoneLocked() const { return pool().EvictionDone(need_bytes_); }
 
 void StoreImpl::EvictorLoop() {
   UniqueLock l(&mu_);
@@ -1154,7 +804,7 @@ void StoreImpl::EvictorLoop() {
       continue;
     }
     bool progress = EvictSomeLocked();
-    if (EvictionDoneLocked() || alloc_->largest_free_extent() >= need_bytes_) need_bytes_ = 0;
+    if (EvictionDoneLocked() || pool().largest_free_extent() >= need_bytes_) need_bytes_ = 0;
     space_cv_.NotifyAll();
     if (!progress && !stop_) {
       // Everything evictable is leased or failed to spill: wait for a release or a retry.
@@ -1167,17 +817,13 @@ bool StoreImpl::EvictSomeLocked() {
   bool freed = false;
   std::vector<EntryPtr> batch;
   uint64_t batch_bytes = 0;
-  auto done = [&]() REQUIRES(mu_) {
-    double projected = static_cast<double>(alloc_->allocated_bytes() - batch_bytes);
-    return projected <= opt_.low_watermark * static_cast<double>(alloc_->capacity()) &&
-           (need_bytes_ == 0 || alloc_->largest_free_extent() >= need_bytes_);
-  };
-  for (uint64_t id : pool_policy_->Coldest(256)) {
+  auto done = [&]() REQUIRES(mu_) { return pool().EvictionDone(need_bytes_, batch_bytes); };
+  for (uint64_t id : pool().Coldest(256)) {
     Entry* e = reinterpret_cast<Entry*>(id);
     if (e->leases > 0 || e->spilling || e->loading || e->erased) continue;
     if (e->disk) {  // a clean copy: dropping the pool block costs no I/O
       FreePoolLocked(e);
-      ++stats_.pool.evictions;
+      ++pool().counters().evictions;
       freed = true;
     } else {
       e->spilling = true;
@@ -1189,73 +835,65 @@ bool StoreImpl::EvictSomeLocked() {
   if (batch.empty()) return freed;
   mu_.unlock();  // never across I/O
   Status st = SpillBatch(batch, true);
-  MaybeCompact();
+  durable_->MaybeCompact();
   mu_.lock();
   return freed || st.ok();
 }
 
-// Evicts the coldest disk entries until live record bytes plus `incoming` fit the quota.
-// Returns their tombstones, which the caller writes in the same append as its batch.
-std::vector<Tombstone> StoreImpl::EnforceQuota(uint64_t incoming) {
-  std::vector<Tombstone> tombs;
-  {
-    MutexLock l(&mu_);
-    while (disk_record_bytes_ + incoming > opt_.disk_quota_bytes) {
-      bool any = false;
-      for (uint64_t id : disk_policy_->Coldest(64)) {
-        Entry* e = reinterpret_cast<Entry*>(id);
-        if (e->leases > 0 || e->loading || e->spilling) continue;
-        any = true;
-        ++stats_.disk.evictions;
-        if (e->pool) {  // still hot: keep it in the pool, give up only its disk copy
-          tombs.push_back(ForgetDiskCopyLocked(e));
-        } else {
-          EntryPtr keep = e->shared_from_this();
-          keydir_.erase(FullKey(e->ns, e->key));
-          if (auto t = DetachLocked(e)) tombs.push_back(*t);
-        }
-        if (disk_record_bytes_ + incoming <= opt_.disk_quota_bytes) break;
-      }
-      if (!any) break;
+// The disk quota asks for room: gives up the coldest disk copies until it is satisfied.
+bool StoreImpl::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
+  MutexLock l(&mu_);
+  bool any = false;
+  for (uint64_t id : durable_->Coldest(64)) {
+    Entry* e = reinterpret_cast<Entry*>(id);
+    if (e->leases > 0 || e->loading || e->spilling) continue;
+    any = true;
+    if (e->pool) {  // still hot: keep it in the pool, give up only its disk copy
+      tombs->push_back(ForgetDiskCopyLocked(e));
+    } else {
+      EntryPtr keep = e->shared_from_this();
+      keydir_.erase(FullKey(e->ns, e->key));
+      if (auto t = DetachLocked(e)) tombs->push_back(*t);
     }
+    if (!durable_->OverQuota(incoming)) break;
   }
-  return tombs;
+  return any;
 }
 
 Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
-  MutexLock spill_lock(&spill_mu_);
-  SpillPlan plan = PlanSpill(batch);
-  std::vector<DiskLocation> locs;
-  Status st = AppendWithQuota(plan, &locs);
-  std::vector<Tombstone> tombs;
-  std::vector<EntryPtr> dead;
+  std::vector<DurableTier::SpillItem> items;
   {
     MutexLock l(&mu_);
-    for (const EntryPtr& e : plan.too_big) DropUnspillableLocked(e.get(), drop_from_pool);
-    for (size_t i = 0; i < plan.written.size(); ++i) {
-      Entry* e = plan.written[i].get();
-      if (st.ok() && e->erased) {
+    for (const EntryPtr& e : batch) items.push_back({e->id(), *e, pool_->Ptr(*e->pool)});
+  }
+  std::vector<Tombstone> tombs;
+  std::vector<EntryPtr> dead;
+  auto install = [&](const Status& st, const std::vector<DurableTier::SpillOutcome>& out) {
+    MutexLock l(&mu_);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Entry* e = batch[i].get();
+      if (out[i].too_big) {
+        DropUnspillableLocked(e, drop_from_pool);
+      } else if (st.ok() && e->erased) {
         // Erased (or replaced) while its bytes were in flight: that record is dead. It stays
         // "spilling" until its tombstone is durable: the Erase or Put waiting on it returns
         // only then, so a crash cannot bring the old bytes back.
         tombs.push_back({e->ns, e->key, e->seq});
-        dead.push_back(plan.written[i]);
-        continue;
-      }
-      e->spilling = false;
-      if (!st.ok()) {
+        dead.push_back(batch[i]);
+      } else if (!st.ok()) {
+        e->spilling = false;
         if (e->erased && e->leases == 0) FreePoolLocked(e);
-        continue;
+      } else {
+        e->spilling = false;
+        InstallSpilledLocked(e, *out[i].loc, drop_from_pool);
       }
-      InstallSpilledLocked(e, locs[i], drop_from_pool);
     }
-    if (!locs.empty())
-      index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
-    NoteSpillResultLocked(st, plan.written.size());
+    NoteSpillResultLocked(st, batch.size());
     space_cv_.NotifyAll();
     spill_cv_.NotifyAll();
-  }
-  WriteTombstones(std::move(tombs));
+  };
+  Status st = durable_->Spill(items, install);
+  durable_->WriteTombstones(std::move(tombs));
   if (!dead.empty()) {
     MutexLock l(&mu_);
     for (const EntryPtr& e : dead) {
@@ -1267,65 +905,11 @@ Status StoreImpl::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_
   return st;
 }
 
-// The records of a spill batch: straight from pool memory, or LZ4 output where it pays.
-StoreImpl::SpillPlan StoreImpl::PlanSpill(const std::vector<EntryPtr>& batch) {
-  SpillPlan plan;
-  for (const EntryPtr& e : batch) {
-    DiskTier::WriteItem it;
-    it.info = RecordOf(*e, DiskLocation{0, 0, e->bytes, Codec::kNone});
-    it.payload = PoolPtr(*e->pool);  // the pool is 4 KiB aligned: O_DIRECT straight from it
-    if (opt_.compress) {
-      AlignedBuffer out;
-      uint64_t stored = 0;
-      Codec c = CompressPayload(it.payload, e->bytes, DTypeSize(e->meta.dtype),
-                                opt_.min_compression_saving, &out, &stored);
-      if (c != Codec::kNone) {
-        it.info.codec = c;
-        it.info.stored_len = stored;
-        it.payload = out.data();
-        plan.compressed.push_back(std::move(out));
-      }
-    }
-    if (it.info.record_bytes() > opt_.disk_quota_bytes) {
-      plan.too_big.push_back(e);
-      continue;
-    }
-    plan.bytes += it.info.record_bytes();
-    plan.items.push_back(std::move(it));
-    plan.written.push_back(e);
-  }
-  return plan;
-}
-
-// Makes room under the quota, then appends the plan's records with the tombstones of what
-// the quota evicted, in one append (one fdatasync). *locs gets the records' locations.
-Status StoreImpl::AppendWithQuota(SpillPlan& plan, std::vector<DiskLocation>* locs) {
-  std::vector<Tombstone> evicted = EnforceQuota(plan.bytes);
-  ReclaimFileSpace(plan.bytes + evicted.size() * kBlockSize);
-  std::vector<DiskTier::WriteItem> all;
-  for (const Tombstone& t : evicted) all.push_back(TombstoneItem(t));
-  std::move(plan.items.begin(), plan.items.end(), std::back_inserter(all));
-  Status st = all.empty() ? Status::Ok() : disk_->Append(all, locs);
-  if (st.ok() && !evicted.empty()) {
-    const DiskLocation last = locs->back();
-    locs->erase(locs->begin(), locs->begin() + static_cast<std::ptrdiff_t>(evicted.size()));
-    if (locs->empty())  // tombstones only: the index learns the new tail here
-      index_->EnqueueTail(last.segment, last.offset + last.record_bytes());
-  }
-  for (Tombstone& t : evicted) {
-    if (!st.ok())
-      spdlog::error("tombstone of {}/{} (evicted by the disk quota) not written: {}", t.ns, t.key,
-                    st.ToString());
-    index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
-  }
-  return st;
-}
-
 // An entry that cannot live on disk at all (larger than the quota): the cache drops it.
 void StoreImpl::DropUnspillableLocked(Entry* e, bool drop_from_pool) {
   e->spilling = false;
   if (!drop_from_pool) return;
-  ++stats_.pool.evictions;
+  ++pool().counters().evictions;
   if (!e->erased) {
     keydir_.erase(FullKey(e->ns, e->key));
     DetachLocked(e);
@@ -1337,17 +921,11 @@ void StoreImpl::DropUnspillableLocked(Entry* e, bool drop_from_pool) {
 // A spilled entry now has a durable copy at `loc`.
 void StoreImpl::InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool) {
   e->disk = loc;
-  segment_live_[loc.segment] += loc.record_bytes();
-  disk_record_bytes_ += loc.record_bytes();
-  ++disk_entries_;
-  disk_bytes_ += e->bytes;
-  disk_policy_->Insert(e->id(), e->bytes, e->meta.recompute_cost);
-  ++stats_.pool.spills;
-  ++stats_.disk.spills;
-  index_->EnqueuePut(RowLocked(*e));
+  durable_->Adopt(e->id(), *e, loc, true);
+  ++pool().counters().spills;
   if (drop_from_pool && e->leases == 0) {
     FreePoolLocked(e);
-    ++stats_.pool.evictions;
+    ++pool().counters().evictions;
   }
 }
 
@@ -1387,7 +965,7 @@ Status StoreImpl::Flush() {
     if (batch.empty()) break;
     EC_RETURN_IF_ERROR(SpillBatch(batch, false));
   }
-  return index_->Flush();
+  return durable_->Flush();
 }
 
 // ---------------------------------------------------------------- verify / compact
@@ -1403,213 +981,101 @@ Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64
   for (const EntryPtr& e : all) {
     if (progress) progress(done, all.size());
     ++done;
-    std::optional<ReadLease> lease;
-    std::optional<DiskLocation> loc;
-    {
-      MutexLock l(&mu_);
-      if (e->erased) continue;
-      if (e->pool) lease.emplace(QuietLeaseLocked(e));
-      loc = e->disk;
-    }
-    ++report.checked;
-    report.bytes += e->bytes;
-    const std::string name = e->ns + "/" + e->key + ": ";
-    const bool pool_good = lease && PayloadChecksum(lease->data(), lease->size()) == e->checksum;
-    Status bad;
-    if (lease && !pool_good) bad = Status::Corruption("pool copy checksum mismatch");
-    lease.reset();
-    if (bad.ok() && loc) {
-      AlignedBuffer buf(e->bytes);
-      bool stale_row = false;
-      bad = ReadFromDisk(*e, *loc, buf.data(), buf.size(), &stale_row);
-      if (stale_row) {
-        Status fixed = FixStaleRow(e, *loc, bad);
-        std::optional<DiskLocation> moved;
-        {
-          MutexLock l(&mu_);
-          if (!e->erased) moved = e->disk;
-        }
-        if (fixed.ok() && moved)  // relocated: check the record it found
-          bad = ReadFromDisk(*e, *moved, buf.data(), buf.size(), &stale_row);
-        else
-          bad = fixed;
-        if (!bad.ok()) {
-          report.errors.push_back(name + bad.message());
-          continue;
-        }
-      }
-    }
-    if (bad.ok()) continue;
-    if (!bad.IsCorruption()) {  // the device failed, not the data: report and keep it
-      report.errors.push_back(name + bad.ToString());
-      continue;
-    }
-    if (pool_good) {  // only the disk copy is bad: drop it; the pool copy is spilled again
-      DropDiskCopy(e, *loc);
-      report.corrupt.push_back(name + bad.message() + " (disk copy dropped, pool copy kept)");
-      continue;
-    }
-    DropCorrupt(e, bad);
-    report.corrupt.push_back(name + bad.message());
+    Status st = VerifyEntry(e, &report);
+    if (!st.ok()) report.errors.push_back(e->ns + "/" + e->key + ": " + st.message());
   }
   // Headers too: a damaged header hides its record from a rebuild of the index.
-  for (uint32_t seg : disk_->Segments()) {
-    auto scan = disk_->Scan(seg, 0, false, [](const RecordInfo&, const DiskLocation&, bool) {});
-    if (!scan.ok()) {
-      if (!scan.status().IsNotFound())  // NotFound: compacted away meanwhile
-        report.errors.push_back("segment " + std::to_string(seg) + ": " + scan.status().ToString());
-      continue;
-    }
-    if (scan->bad_headers > 0)
-      report.corrupt.push_back("segment " + std::to_string(seg) + ": " +
-                               std::to_string(scan->bad_headers) + " damaged record header(s), " +
-                               std::to_string(scan->skipped_bytes) + " bytes unreadable");
-  }
+  durable_->VerifyHeaders(&report.corrupt, &report.errors);
   if (progress) progress(all.size(), all.size());
   return report;
 }
 
-// The quota bounds the segment files, not only live bytes: while the files plus what is
-// about to be written exceed it, the segment with the most dead bytes is compacted (the active
-// one is sealed first). Runs with spill_mu_ held, before an append.
-void StoreImpl::ReclaimFileSpace(uint64_t incoming) {
-  for (int round = 0; round < 256; ++round) {
-    if (disk_->file_bytes() + incoming <= opt_.disk_quota_bytes) return;
-    std::vector<uint32_t> segs = disk_->Segments();
-    uint32_t best = 0;
-    uint64_t best_dead = 0;
-    {
-      MutexLock l(&mu_);
-      for (uint32_t seg : segs) {
-        uint64_t size = disk_->SegmentSize(seg), live = segment_live_[seg];
-        if (size > live && size - live > best_dead) best = seg, best_dead = size - live;
-      }
-    }
-    if (best_dead == 0) return;  // nothing dead left: live bytes already fit (EnforceQuota)
-    if (best == disk_->active_segment()) disk_->SealActive();
-    Status st = CompactSegment(best, best == segs.front());
-    if (!st.ok()) {
-      spdlog::warn("compaction to keep the disk quota failed: {}", st.ToString());
-      return;
-    }
-  }
-}
-
-void StoreImpl::MaybeCompact() {
-  uint64_t files = disk_->file_bytes();
-  uint64_t live;
+// Checks one entry's pool and disk copies. A corrupt copy is dropped and reported in
+// report->corrupt; what keeps a check from finishing (a failing device) is returned.
+Status StoreImpl::VerifyEntry(const EntryPtr& e, VerifyReport* report) {
+  std::optional<ReadLease> lease;
+  std::optional<DiskLocation> loc;
   {
     MutexLock l(&mu_);
-    live = disk_record_bytes_;
+    if (e->erased) return Status::Ok();
+    if (e->pool) lease.emplace(QuietLeaseLocked(e));
+    loc = e->disk;
   }
-  // Compact once dead bytes exceed a segment's worth and half of what is live.
-  if (files > live + opt_.segment_bytes && files - live > live / 2) {
-    Status st = Compact(opt_.compact_live_ratio);
-    if (!st.ok()) spdlog::warn("background compaction failed: {}", st.ToString());
-  }
-}
-
-Status StoreImpl::Compact(double threshold) {
-  EC_RETURN_IF_ERROR(CheckWritable());
-  MutexLock spill_lock(&spill_mu_);
-  uint32_t active = disk_->active_segment();
-  std::vector<uint32_t> segs = disk_->Segments();
-  for (size_t i = 0; i < segs.size(); ++i) {
-    uint32_t seg = segs[i];
-    if (seg == active) continue;
-    uint64_t size = disk_->SegmentSize(seg);
-    uint64_t live;
-    {
-      MutexLock l(&mu_);
-      live = segment_live_[seg];
+  ++report->checked;
+  report->bytes += e->bytes;
+  const std::string name = e->ns + "/" + e->key + ": ";
+  const bool pool_good = lease && PayloadChecksum(lease->data(), lease->size()) == e->checksum;
+  Status bad;
+  if (lease && !pool_good) bad = Status::Corruption("pool copy checksum mismatch");
+  lease.reset();
+  if (bad.ok() && loc) {
+    AlignedBuffer buf(e->bytes);
+    bool stale_row = false;
+    bad = durable_->Read(*e, *loc, buf.data(), buf.size(), &stale_row);
+    if (stale_row) {
+      Status fixed = FixStaleRow(e, *loc, bad);
+      std::optional<DiskLocation> moved;
+      {
+        MutexLock l(&mu_);
+        if (!e->erased) moved = e->disk;
+      }
+      if (!fixed.ok() || !moved) return fixed;
+      bad = durable_->Read(*e, *moved, buf.data(), buf.size(), &stale_row);  // the record it found
+      if (!bad.ok()) return bad;
     }
-    if (size == 0 || (static_cast<double>(live) >= threshold * static_cast<double>(size) &&
-                      !(threshold >= 1.0 && live < size)))
-      continue;
-    EC_RETURN_IF_ERROR(CompactSegment(seg, i == 0));
   }
+  if (bad.ok()) return Status::Ok();
+  if (!bad.IsCorruption())  // the device failed, not the data: report and keep it
+    return Status::IOError(bad.ToString());
+  if (pool_good) {  // only the disk copy is bad: drop it; the pool copy is spilled again
+    DropDiskCopy(e, *loc);
+    report->corrupt.push_back(name + bad.message() + " (disk copy dropped, pool copy kept)");
+    return Status::Ok();
+  }
+  DropCorrupt(e, bad);
+  report->corrupt.push_back(name + bad.message());
   return Status::Ok();
 }
 
-// Moves a segment's live records and still-needed tombstones to the tail, then deletes it.
-Status StoreImpl::CompactSegment(uint32_t seg, bool oldest) {
-  std::vector<RecordInfo> tombs;
-  std::vector<std::pair<EntryPtr, DiskLocation>> live;
-  {
-    MutexLock l(&mu_);
-    for (auto& [_, e] : keydir_)
-      if (e->disk && e->disk->segment == seg) live.emplace_back(e, *e->disk);
-  }
-  if (!oldest) {  // a tombstone must outlive every older record it hides
-    auto scan = disk_->Scan(seg, 0, false, [&](const RecordInfo& info, const DiskLocation&, bool) {
-      if (info.tombstone()) tombs.push_back(info);
-    });
-    if (!scan.ok()) return scan.status();
-  }
-  // Live records move in batches of up to kSpillBatchBytes, one append (one fdatasync) each;
-  // the tombstones ride in the last batch.
-  size_t next = 0;
-  do {
-    std::vector<AlignedBuffer> payloads;
-    std::vector<DiskTier::WriteItem> items;
-    std::vector<size_t> moved;  // index into live of each record item
-    uint64_t bytes = 0;
-    for (; next < live.size() && bytes < kSpillBatchBytes; ++next) {
-      auto& [e, loc] = live[next];
-      AlignedBuffer stored(loc.stored_len);
-      Status st = disk_->ReadStored(loc, stored.data());
-      if (st.ok() && loc.codec == Codec::kNone &&
-          PayloadChecksum(stored.data(), e->bytes) != e->checksum)
-        st = Status::Corruption("checksum mismatch during compaction");
-      if (st.IsCorruption()) {
-        DropCorrupt(e, st);
-        continue;
-      }
-      EC_RETURN_IF_ERROR(st);
-      items.push_back({RecordOf(*e, loc), stored.data()});
-      payloads.push_back(std::move(stored));
-      moved.push_back(next);
-      bytes += loc.record_bytes();
-    }
-    if (next >= live.size())
-      for (RecordInfo& t : tombs) items.push_back({std::move(t), nullptr});
-    if (items.empty()) break;
-    std::vector<DiskLocation> out;
-    EC_RETURN_IF_ERROR(disk_->Append(items, &out));
-    MutexLock l(&mu_);
-    index_->EnqueueTail(out.back().segment, out.back().offset + out.back().record_bytes());
-    for (size_t k = 0; k < moved.size(); ++k) {
-      auto& [e, loc] = live[moved[k]];
-      if (!e->disk || !(*e->disk == loc) || e->erased) continue;  // changed meanwhile
-      segment_live_[seg] -= loc.record_bytes();
-      segment_live_[out[k].segment] += out[k].record_bytes();
-      e->disk = out[k];
-      index_->EnqueuePut(RowLocked(*e));
-    }
-  } while (next < live.size());
-  index_->EnqueueDropSegment(seg);
-  EC_RETURN_IF_ERROR(index_->Flush());
-  EC_RETURN_IF_ERROR(disk_->DropSegment(seg));
+Status StoreImpl::Compact(double threshold) { return durable_->Compact(threshold); }
+
+// ---------------------------------------------------------------- DurableTier::Owner
+
+// The keydir entry that `rec` (a record at `at`) still describes.
+Result<EntryPtr> StoreImpl::FindRecordLocked(const EntryRecord& rec, const DiskLocation& at) {
+  auto it = keydir_.find(FullKey(rec.ns, rec.key));
+  if (it == keydir_.end()) return Status::NotFound("erased");
+  const EntryPtr& e = it->second;
+  if (e->seq != rec.seq || e->erased || !e->disk || !(*e->disk == at))
+    return Status::NotFound("changed meanwhile");
+  return e;
+}
+
+std::vector<IndexRow> StoreImpl::RecordsIn(uint32_t segment) {
+  std::vector<IndexRow> live;
   MutexLock l(&mu_);
-  segment_live_.erase(seg);
-  ++stats_.compactions;
-  return Status::Ok();
+  for (auto& [_, e] : keydir_)
+    if (e->disk && e->disk->segment == segment) live.emplace_back(*e, *e->disk);
+  return live;
 }
 
-// The record header of an entry whose stored payload is at `loc`: the one conversion from a
-// keydir entry to its on-disk description (spill and compaction both use it).
-RecordInfo StoreImpl::RecordOf(const Entry& e, const DiskLocation& loc) {
-  RecordInfo r;
-  r.seq = e.seq;
-  r.ns = e.ns;
-  r.key = e.key;
-  r.meta = e.meta;
-  r.raw_len = e.bytes;
-  r.stored_len = loc.stored_len;
-  r.codec = loc.codec;
-  r.checksum = e.checksum;
-  r.created_us = e.created_us;
-  return r;
+void StoreImpl::Relocate(const EntryRecord& rec, const DiskLocation& from, const DiskLocation& to) {
+  MutexLock l(&mu_);
+  auto e = FindRecordLocked(rec, from);
+  if (!e.ok()) return;
+  (*e)->disk = to;
+  durable_->Moved(**e, from, to);
+}
+
+void StoreImpl::RecordCorrupt(const EntryRecord& rec, const DiskLocation& at, const Status& why) {
+  EntryPtr e;
+  {
+    MutexLock l(&mu_);
+    auto found = FindRecordLocked(rec, at);
+    if (!found.ok()) return;
+    e = *found;
+  }
+  DropCorrupt(e, why);
 }
 
 }  // namespace ecstore

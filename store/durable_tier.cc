@@ -1,0 +1,611 @@
+#include "store/durable_tier.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "disk/codec.h"
+
+namespace ecstore {
+namespace {
+
+constexpr uint64_t kAppendBatchBytes = 64ull << 20;  // compaction moves records in these
+
+// Why a record's header does not belong to the entry an index row says it holds ("" = it does).
+std::string RecordMismatch(const EntryRecord& e, const DiskLocation& loc,
+                           const Result<RecordInfo>& h) {
+  std::string at =
+      "segment " + std::to_string(loc.segment) + " offset " + std::to_string(loc.offset);
+  if (!h.ok()) return "no valid record header at " + at + ": " + h.status().message();
+  if (h->tombstone() || h->ns != e.ns || h->key != e.key || h->seq != e.seq)
+    return "the record at " + at + " is another entry's";
+  if (h->raw_len != e.bytes || h->stored_len != loc.stored_len || h->codec != loc.codec ||
+      h->checksum != e.checksum || (h->codec == Codec::kNone && h->stored_len != h->raw_len))
+    return "length, codec or checksum differ from the record at " + at;
+  return "";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DurableTier>> DurableTier::Open(const std::string& dir, Env* env,
+                                                       const DurableOptions& options) {
+  std::unique_ptr<DurableTier> t(new DurableTier(dir, env, options));
+  t->index_path_ = dir + "/index.sqlite";
+  t->index_existed_ = env->FileExists(t->index_path_);
+  auto index = Index::OpenOrReplace(t->index_path_, env, options.read_only, options.rebuild_index,
+                                    &t->index_damaged_);
+  if (!index.ok()) return index.status();
+  t->index_ = std::move(index).value();
+  DiskOptions dopt;
+  // Segments of at most an eighth of the quota, so that compacting dead bytes away (which
+  // works a sealed segment at a time) can keep the files within the quota.
+  dopt.segment_bytes = std::min(options.segment_bytes,
+                                std::max<uint64_t>(RoundUpBlock(options.quota_bytes / 8), 1 << 20));
+  dopt.queue_depth = options.queue_depth;
+  dopt.io_chunk_bytes = options.io_chunk_bytes;
+  auto disk = DiskTier::Open(dir + "/segments", env, dopt);
+  if (!disk.ok()) return disk.status();
+  t->disk_ = std::move(disk).value();
+  t->ResetAccounting();
+  return t;
+}
+
+DurableTier::~DurableTier() {
+  if (index_) {
+    Status st = index_->Flush();
+    if (!st.ok()) spdlog::error("index flush at close failed: {}", st.ToString());
+  }
+}
+
+Status DurableTier::CheckWritable() const {
+  if (!opt_.read_only) return Status::Ok();
+  return Status::NoSpace("store " + dir_ + " is open read-only (" + opt_.read_only_reason +
+                         "); free disk space and open it again to write");
+}
+
+void DurableTier::ResetAccounting() {
+  MutexLock l(&mu_);
+  policy_ = NewEvictionPolicy(opt_.eviction_policy);
+  segment_live_.clear();
+  record_bytes_ = 0;
+  stats_ = {};
+  stats_.tier = Tier::kDisk;
+  corrupt_ = 0;
+}
+
+// ---------------------------------------------------------------- the index file
+
+// ---------------------------------------------------------------- recovery
+
+// What recovery carries from the index load through the segment scans.
+struct DurableTier::Recovery {
+  uint64_t max_seq = 0;
+  std::unordered_map<std::string, uint64_t> tomb_targets;  // ns '\0' key -> highest target
+};
+
+Status DurableTier::Recover(Owner* owner) {
+  owner_ = owner;
+  if (opt_.read_only && opt_.rebuild_index)
+    return Status::NoSpace("rebuilding the index of " + dir_ + " needs free disk space (" +
+                           opt_.read_only_reason + ")");
+  bool rebuild =
+      opt_.rebuild_index || index_damaged_ || (!index_existed_ && !disk_->Segments().empty());
+  if (!index_existed_ && rebuild && !opt_.rebuild_index)
+    spdlog::warn("index {} is missing; rebuilding it from the segment files", index_path_);
+  Status st = RecoverOnce(rebuild, owner);
+  if (st.IsCorruption() && !rebuild) {  // a damaged page turned up while loading
+    owner->RecoveryRestarts();
+    ResetAccounting();
+    index_.reset();
+    EC_RETURN_IF_ERROR(Index::SetAside(index_path_, env_, st));
+    auto index = Index::OpenOrReplace(index_path_, env_, false, false, &index_damaged_);
+    if (!index.ok()) return index.status();
+    index_ = std::move(index).value();
+    st = RecoverOnce(true, owner);
+  }
+  return st;
+}
+
+Status DurableTier::RecoverOnce(bool rebuild, Owner* owner) {
+  std::map<uint32_t, uint64_t> tails;
+  if (rebuild) {
+    EC_RETURN_IF_ERROR(index_->Reset());
+  } else {
+    auto t = index_->SegmentTails();
+    if (!t.ok()) return t.status();
+    tails = std::move(t).value();
+  }
+  std::vector<uint32_t> segs = disk_->Segments();
+  Recovery rs;
+  if (!rebuild) EC_RETURN_IF_ERROR(LoadIndex(segs, owner, &rs));
+  bool tail_clean = true;  // of the last segment, once scanned
+  for (uint32_t seg : segs)
+    EC_RETURN_IF_ERROR(
+        ScanTail(seg, tails.count(seg) ? tails[seg] : 0, rebuild, owner, &rs, &tail_clean));
+  next_seq_ = rs.max_seq + 1;
+  if (tail_clean && !opt_.read_only) disk_->ReopenTail();  // the last segment ends whole
+  return index_->Flush();
+}
+
+// Loads every index row. Decoding SQLite rows and building entries overlap: a reader thread
+// hands batches of rows over.
+Status DurableTier::LoadIndex(const std::vector<uint32_t>& segs, Owner* owner, Recovery* rs) {
+  auto count = index_->Count();
+  if (!count.ok()) return count.status();
+  owner->RecoveryExpects(*count);
+  std::mutex qmu;
+  std::condition_variable qcv;
+  std::deque<std::vector<IndexRow>> batches;
+  bool reader_done = false;
+  Status read_status;
+  std::thread reader([&] {
+    std::vector<IndexRow> batch;
+    auto hand_over = [&] {
+      std::lock_guard<std::mutex> ql(qmu);
+      batches.push_back(std::exchange(batch, {}));
+      qcv.notify_one();
+    };
+    Status st = index_->ForEach([&](IndexRow&& row) {
+      batch.push_back(std::move(row));
+      if (batch.size() == 4096) hand_over();
+    });
+    hand_over();
+    std::lock_guard<std::mutex> ql(qmu);
+    read_status = st;
+    reader_done = true;
+    qcv.notify_one();
+  });
+  for (;;) {
+    std::vector<IndexRow> batch;
+    {
+      std::unique_lock<std::mutex> ql(qmu);
+      qcv.wait(ql, [&] { return reader_done || !batches.empty(); });
+      if (batches.empty()) break;
+      batch = std::move(batches.front());
+      batches.pop_front();
+    }
+    for (IndexRow& row : batch) {
+      if (!std::binary_search(segs.begin(), segs.end(), row.loc.segment)) {
+        spdlog::warn("index entry {}/{} points at missing segment {}; dropped", row.ns, row.key,
+                     row.loc.segment);
+        index_->EnqueueDelete(row.ns, row.key, row.seq);
+        continue;
+      }
+      rs->max_seq = std::max(rs->max_seq, row.seq);
+      owner->Recovered(std::move(row));
+    }
+  }
+  reader.join();
+  return read_status;
+}
+
+// Records past a segment's indexed tail were written but not yet indexed when the store last
+// stopped: index them now, applying tombstones. A torn tail (a crash mid-write) is cut off.
+Status DurableTier::ScanTail(uint32_t seg, uint64_t from, bool rebuild, Owner* owner, Recovery* rs,
+                             bool* tail_clean) {
+  uint64_t corrupt = 0;
+  auto scan =
+      disk_->Scan(seg, from, true, [&](const RecordInfo& info, const DiskLocation& loc, bool ok) {
+        rs->max_seq = std::max({rs->max_seq, info.seq, info.target_seq});
+        if (info.tombstone()) {
+          uint64_t& t = rs->tomb_targets[info.ns + '\0' + info.key];
+          t = std::max(t, info.target_seq);
+          owner->RecoveredTombstone(info.ns, info.key, info.target_seq);
+          index_->EnqueueDelete(info.ns, info.key, info.target_seq);
+          return;
+        }
+        if (!ok) {
+          ++corrupt;
+          spdlog::error("segment {} offset {}: record {}/{} fails its checksum; not indexed", seg,
+                        loc.offset, info.ns, info.key);
+          return;
+        }
+        auto tomb = rs->tomb_targets.find(info.ns + '\0' + info.key);
+        if (tomb != rs->tomb_targets.end() && info.seq <= tomb->second) return;
+        if (owner->RecoveredSeq(info.ns, info.key) > info.seq) return;
+        IndexRow row(info.entry(), loc);
+        index_->EnqueuePut(row);
+        owner->Recovered(std::move(row));
+      });
+  if (!scan.ok()) return scan.status();
+  {
+    MutexLock l(&mu_);
+    corrupt_ += corrupt + scan->bad_headers;
+  }
+  if (scan->torn_tail && !rebuild && !opt_.read_only) {
+    spdlog::warn("segment {}: cutting a torn tail at offset {} (a write was interrupted)", seg,
+                 scan->end);
+    EC_RETURN_IF_ERROR(disk_->TruncateSegment(seg, scan->end));
+  }
+  *tail_clean = !scan->torn_tail || !rebuild;
+  index_->EnqueueTail(seg, scan->end);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- accounting
+
+void DurableTier::Track(uint64_t id, const EntryRecord& rec, const DiskLocation& loc) {
+  MutexLock l(&mu_);
+  segment_live_[loc.segment] += loc.record_bytes();
+  record_bytes_ += loc.record_bytes();
+  ++stats_.entries;
+  stats_.bytes += rec.bytes;
+  policy_->Insert(id, rec.bytes, rec.meta.recompute_cost);
+}
+
+void DurableTier::Untrack(uint64_t id, const EntryRecord& rec, const DiskLocation& loc) {
+  MutexLock l(&mu_);
+  segment_live_[loc.segment] -= loc.record_bytes();
+  record_bytes_ -= loc.record_bytes();
+  --stats_.entries;
+  stats_.bytes -= rec.bytes;
+  policy_->Remove(id);
+}
+
+void DurableTier::Adopt(uint64_t id, const EntryRecord& rec, const DiskLocation& loc,
+                        bool spilled) {
+  Track(id, rec, loc);
+  if (spilled) {
+    MutexLock l(&mu_);
+    ++stats_.spills;
+  }
+  index_->EnqueuePut(IndexRow(rec, loc));
+}
+
+void DurableTier::Moved(const EntryRecord& rec, const DiskLocation& from, const DiskLocation& to) {
+  {
+    MutexLock l(&mu_);
+    segment_live_[from.segment] -= from.record_bytes();
+    segment_live_[to.segment] += to.record_bytes();
+  }
+  index_->EnqueuePut(IndexRow(rec, to));
+}
+
+std::vector<uint64_t> DurableTier::Coldest(size_t max) const {
+  MutexLock l(&mu_);
+  return policy_->Coldest(max);
+}
+
+void DurableTier::Touch(uint64_t id) {
+  MutexLock l(&mu_);
+  policy_->Touch(id);
+}
+
+void DurableTier::NoteHit() {
+  MutexLock l(&mu_);
+  ++stats_.hits;
+}
+
+void DurableTier::NoteCorrupt() {
+  MutexLock l(&mu_);
+  ++corrupt_;
+}
+
+void DurableTier::SaveAccess(const EntryRecord& rec) {
+  index_->EnqueueTouch(rec.ns, rec.key, rec.last_access_us, rec.hits);
+}
+
+void DurableTier::Forget(const EntryRecord& rec) {
+  index_->EnqueueDelete(rec.ns, rec.key, rec.seq);
+}
+
+bool DurableTier::OverQuota(uint64_t incoming) const {
+  MutexLock l(&mu_);
+  return record_bytes_ + incoming > opt_.quota_bytes;
+}
+
+void DurableTier::FillStats(TierStats* disk, uint64_t* segments, uint64_t* compactions,
+                            uint64_t* corrupt) const {
+  MutexLock l(&mu_);
+  *disk = stats_;
+  disk->capacity = opt_.quota_bytes;
+  disk->used = disk_->file_bytes();
+  *segments = disk_->Segments().size();
+  *compactions = compactions_;
+  *corrupt = corrupt_;
+}
+
+// ---------------------------------------------------------------- reads
+
+Status DurableTier::Read(const EntryRecord& e, const DiskLocation& loc, uint8_t* dst,
+                         uint64_t dst_cap, bool* stale_row) {
+  *stale_row = false;
+  const bool direct = loc.codec == Codec::kNone &&
+                      reinterpret_cast<uintptr_t>(dst) % kBlockSize == 0 &&
+                      dst_cap >= RoundUpBlock(loc.stored_len);
+  AlignedBuffer staging(direct ? 0 : loc.stored_len);
+  Result<RecordInfo> header = Status::NotFound("header not read");
+  // Straight into the destination when it is aligned, no staging copy.
+  Status st = disk_->ReadStored(loc, direct ? dst : staging.data(), &header);
+  if (!st.ok()) {
+    // A row claiming more bytes than the record holds reads past the file's end: tell that
+    // from a failing device by the header alone.
+    header = disk_->ReadHeader(loc.segment, loc.offset);
+    if (!header.ok() || RecordMismatch(e, loc, header).empty()) return st;
+  }
+  std::string why = RecordMismatch(e, loc, header);
+  if (!why.empty()) {
+    *stale_row = true;
+    return Status::NotFound(why);
+  }
+  if (!direct) {
+    if (loc.codec == Codec::kNone)
+      std::memcpy(dst, staging.data(), e.bytes);
+    else
+      st = DecompressPayload(loc.codec, staging.data(), loc.stored_len, dst, e.bytes,
+                             DTypeSize(e.meta.dtype));
+    if (!st.ok()) return st;
+  }
+  if (PayloadChecksum(dst, e.bytes) != e.checksum)
+    return Status::Corruption("checksum mismatch in segment " + std::to_string(loc.segment) +
+                              " at offset " + std::to_string(loc.offset));
+  return Status::Ok();
+}
+
+std::optional<std::pair<RecordInfo, DiskLocation>> DurableTier::FindRecord(const EntryRecord& e,
+                                                                           uint32_t segment) {
+  std::optional<std::pair<RecordInfo, DiskLocation>> found;
+  auto scan =
+      disk_->Scan(segment, 0, false, [&](const RecordInfo& r, const DiskLocation& at, bool) {
+        if (!r.tombstone() && r.ns == e.ns && r.key == e.key && r.seq == e.seq) found = {r, at};
+      });
+  if (!scan.ok()) return std::nullopt;
+  return found;
+}
+
+void DurableTier::VerifyHeaders(std::vector<std::string>* corrupt,
+                                std::vector<std::string>* errors) {
+  for (uint32_t seg : disk_->Segments()) {
+    auto scan = disk_->Scan(seg, 0, false, [](const RecordInfo&, const DiskLocation&, bool) {});
+    if (!scan.ok()) {
+      if (!scan.status().IsNotFound())  // NotFound: compacted away meanwhile
+        errors->push_back("segment " + std::to_string(seg) + ": " + scan.status().ToString());
+      continue;
+    }
+    if (scan->bad_headers > 0)
+      corrupt->push_back("segment " + std::to_string(seg) + ": " +
+                         std::to_string(scan->bad_headers) + " damaged record header(s), " +
+                         std::to_string(scan->skipped_bytes) + " bytes unreadable");
+  }
+}
+
+// ---------------------------------------------------------------- writes
+
+DiskTier::WriteItem DurableTier::TombstoneItem(const Tombstone& t) {
+  DiskTier::WriteItem it;
+  it.info.flags = RecordInfo::kTombstone;
+  it.info.seq = NextSeq();
+  it.info.target_seq = t.target_seq;
+  it.info.ns = t.ns;
+  it.info.key = t.key;
+  it.info.created_us = env_->NowMicros();
+  return it;
+}
+
+Status DurableTier::WriteTombstones(std::vector<Tombstone> tombs) {
+  if (tombs.empty()) return Status::Ok();
+  EC_RETURN_IF_ERROR(CheckWritable());  // read-only: a dropped entry stays dropped in memory
+  std::vector<DiskTier::WriteItem> items;
+  for (const Tombstone& t : tombs) items.push_back(TombstoneItem(t));
+  std::vector<DiskLocation> locs;
+  Status st = disk_->Append(items, &locs);
+  if (!st.ok())
+    spdlog::error(
+        "could not write {} tombstone(s): {}; a later index rebuild may bring the "
+        "erased entries back",
+        tombs.size(), st.ToString());
+  else
+    index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
+  for (Tombstone& t : tombs) index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
+  if (!st.ok())
+    return Status(st.IsNoSpace()
+                      ? Status::NoSpace("erased, but not durably: " + st.message())
+                      : Status::IOError("erased, but not durably: the tombstone could "
+                                        "not be written (" +
+                                        st.message() + "); a crash may bring the entry back"));
+  return Status::Ok();
+}
+
+// The records of a spill: straight from pool memory, or LZ4 output where it pays.
+struct DurableTier::Plan {
+  std::vector<DiskTier::WriteItem> items;  // one per written item
+  std::vector<size_t> item_of;             // index into the spill's items
+  std::vector<AlignedBuffer> compressed;   // payloads the items point into
+  uint64_t bytes = 0;                      // record bytes of the items
+};
+
+DurableTier::Plan DurableTier::PlanSpill(const std::vector<SpillItem>& spill) {
+  Plan plan;
+  for (size_t i = 0; i < spill.size(); ++i) {
+    const SpillItem& s = spill[i];
+    DiskTier::WriteItem it;
+    it.info = RecordInfo::Of(s.rec, DiskLocation{0, 0, s.rec.bytes, Codec::kNone});
+    it.payload = s.payload;  // the pool is 4 KiB aligned: O_DIRECT straight from it
+    if (opt_.compress) {
+      AlignedBuffer out;
+      uint64_t stored = 0;
+      Codec c = CompressPayload(it.payload, s.rec.bytes, DTypeSize(s.rec.meta.dtype),
+                                opt_.min_compression_saving, &out, &stored);
+      if (c != Codec::kNone) {
+        it.info.codec = c;
+        it.info.stored_len = stored;
+        it.payload = out.data();
+        plan.compressed.push_back(std::move(out));
+      }
+    }
+    if (it.info.record_bytes() > opt_.quota_bytes) continue;  // can never be durable
+    plan.bytes += it.info.record_bytes();
+    plan.items.push_back(std::move(it));
+    plan.item_of.push_back(i);
+  }
+  return plan;
+}
+
+Status DurableTier::Spill(const std::vector<SpillItem>& spill, const InstallFn& install) {
+  MutexLock append_lock(&append_mu_);
+  Plan plan = PlanSpill(spill);
+  std::vector<Tombstone> evicted = EnforceQuota(plan.bytes);
+  ReclaimFileSpace(plan.bytes + evicted.size() * kBlockSize);
+  std::vector<DiskTier::WriteItem> all;
+  for (const Tombstone& t : evicted) all.push_back(TombstoneItem(t));
+  std::move(plan.items.begin(), plan.items.end(), std::back_inserter(all));
+  std::vector<DiskLocation> locs;
+  Status st = all.empty() ? Status::Ok() : disk_->Append(all, &locs);
+  if (st.ok() && !locs.empty())
+    index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
+  for (Tombstone& t : evicted) {
+    if (!st.ok())
+      spdlog::error("tombstone of {}/{} (evicted by the disk quota) not written: {}", t.ns, t.key,
+                    st.ToString());
+    index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
+  }
+  std::vector<SpillOutcome> outcome(spill.size());
+  for (auto& o : outcome) o.too_big = true;
+  for (size_t k = 0; k < plan.item_of.size(); ++k) {
+    outcome[plan.item_of[k]].too_big = false;
+    if (st.ok()) outcome[plan.item_of[k]].loc = locs[evicted.size() + k];
+  }
+  install(st, outcome);
+  return st;
+}
+
+// Asks the owner to give up the coldest disk copies until live record bytes plus `incoming`
+// fit the quota. Returns their tombstones, which the caller writes in its own append.
+std::vector<Tombstone> DurableTier::EnforceQuota(uint64_t incoming) {
+  std::vector<Tombstone> tombs;
+  while (OverQuota(incoming) && owner_->YieldForQuota(incoming, &tombs)) {
+  }
+  MutexLock l(&mu_);
+  stats_.evictions += tombs.size();
+  return tombs;
+}
+
+// ---------------------------------------------------------------- compaction
+
+// The quota bounds the segment files, not only live bytes: while the files plus what is
+// about to be written exceed it, the segment with the most dead bytes is compacted (the active
+// one is sealed first). Runs before an append.
+void DurableTier::ReclaimFileSpace(uint64_t incoming) {
+  for (int round = 0; round < 256; ++round) {
+    if (disk_->file_bytes() + incoming <= opt_.quota_bytes) return;
+    std::vector<uint32_t> segs = disk_->Segments();
+    uint32_t best = 0;
+    uint64_t best_dead = 0;
+    {
+      MutexLock l(&mu_);
+      for (uint32_t seg : segs) {
+        uint64_t size = disk_->SegmentSize(seg), live = segment_live_[seg];
+        if (size > live && size - live > best_dead) best = seg, best_dead = size - live;
+      }
+    }
+    if (best_dead == 0) return;  // nothing dead left: live bytes already fit (EnforceQuota)
+    if (best == disk_->active_segment()) disk_->SealActive();
+    Status st = CompactSegment(best, best == segs.front());
+    if (!st.ok()) {
+      spdlog::warn("compaction to keep the disk quota failed: {}", st.ToString());
+      return;
+    }
+  }
+}
+
+void DurableTier::MaybeCompact() {
+  uint64_t files = disk_->file_bytes();
+  uint64_t live;
+  {
+    MutexLock l(&mu_);
+    live = record_bytes_;
+  }
+  // Compact once dead bytes exceed a segment's worth and half of what is live.
+  if (files > live + opt_.segment_bytes && files - live > live / 2) {
+    Status st = Compact(opt_.compact_live_ratio);
+    if (!st.ok()) spdlog::warn("background compaction failed: {}", st.ToString());
+  }
+}
+
+Status DurableTier::Compact(double threshold) {
+  EC_RETURN_IF_ERROR(CheckWritable());
+  MutexLock append_lock(&append_mu_);
+  uint32_t active = disk_->active_segment();
+  std::vector<uint32_t> segs = disk_->Segments();
+  for (size_t i = 0; i < segs.size(); ++i) {
+    uint32_t seg = segs[i];
+    if (seg == active) continue;
+    uint64_t size = disk_->SegmentSize(seg);
+    uint64_t live;
+    {
+      MutexLock l(&mu_);
+      live = segment_live_[seg];
+    }
+    if (size == 0 || (static_cast<double>(live) >= threshold * static_cast<double>(size) &&
+                      !(threshold >= 1.0 && live < size)))
+      continue;
+    EC_RETURN_IF_ERROR(CompactSegment(seg, i == 0));
+  }
+  return Status::Ok();
+}
+
+// Moves a segment's live records and still-needed tombstones to the tail, then deletes it.
+Status DurableTier::CompactSegment(uint32_t seg, bool oldest) {
+  std::vector<RecordInfo> tombs;
+  std::vector<IndexRow> live = owner_->RecordsIn(seg);
+  if (!oldest) {  // a tombstone must outlive every older record it hides
+    auto scan = disk_->Scan(seg, 0, false, [&](const RecordInfo& info, const DiskLocation&, bool) {
+      if (info.tombstone()) tombs.push_back(info);
+    });
+    if (!scan.ok()) return scan.status();
+  }
+  EC_RETURN_IF_ERROR(MoveRecords(live, tombs));
+  index_->EnqueueDropSegment(seg);
+  EC_RETURN_IF_ERROR(index_->Flush());
+  EC_RETURN_IF_ERROR(disk_->DropSegment(seg));
+  MutexLock l(&mu_);
+  segment_live_.erase(seg);
+  ++compactions_;
+  return Status::Ok();
+}
+
+// Live records move in batches of up to kAppendBatchBytes, one append (one fdatasync) each;
+// the tombstones ride in the last batch.
+Status DurableTier::MoveRecords(std::vector<IndexRow>& live, std::vector<RecordInfo>& tombs) {
+  size_t next = 0;
+  do {
+    std::vector<AlignedBuffer> payloads;
+    std::vector<DiskTier::WriteItem> items;
+    std::vector<size_t> moved;  // index into live of each record item
+    uint64_t bytes = 0;
+    for (; next < live.size() && bytes < kAppendBatchBytes; ++next) {
+      const IndexRow& row = live[next];
+      AlignedBuffer stored(row.loc.stored_len);
+      Status st = disk_->ReadStored(row.loc, stored.data());
+      if (st.ok() && row.loc.codec == Codec::kNone &&
+          PayloadChecksum(stored.data(), row.bytes) != row.checksum)
+        st = Status::Corruption("checksum mismatch during compaction");
+      if (st.IsCorruption()) {
+        owner_->RecordCorrupt(row, row.loc, st);
+        continue;
+      }
+      EC_RETURN_IF_ERROR(st);
+      items.push_back({RecordInfo::Of(row, row.loc), stored.data()});
+      payloads.push_back(std::move(stored));
+      moved.push_back(next);
+      bytes += row.loc.record_bytes();
+    }
+    if (next >= live.size())
+      for (RecordInfo& t : tombs) items.push_back({std::move(t), nullptr});
+    if (items.empty()) break;
+    std::vector<DiskLocation> out;
+    EC_RETURN_IF_ERROR(disk_->Append(items, &out));
+    index_->EnqueueTail(out.back().segment, out.back().offset + out.back().record_bytes());
+    for (size_t k = 0; k < moved.size(); ++k)
+      owner_->Relocate(live[moved[k]], live[moved[k]].loc, out[k]);
+  } while (next < live.size());
+  return Status::Ok();
+}
+
+}  // namespace ecstore

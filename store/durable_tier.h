@@ -1,0 +1,200 @@
+// DurableTier: the store's durable side -- the segment files (DiskTier) and the SQLite index,
+// the disk quota with its own eviction policy and accounting, tombstones, the recovery scan,
+// the spill append and compaction. It knows records and where they are; the keydir, the
+// pools and the leases stay with its Owner (StoreImpl), which it asks whenever a decision
+// needs an entry's live state (is it leased? is its record still at this location?).
+//
+//   DurableTier::Open(dir, env, options) -> Recover(rebuild, owner) under the owner's lock
+//   spill:    Spill(items, install)        -- quota, one append (one fdatasync), install
+//   erase:    WriteTombstones(tombs)       -- durable before the erase returns
+//   read:     Read(record, loc, dst, ...)  -- header checked against the record, checksum
+//   maintain: MaybeCompact(), Compact(threshold)
+//
+// Thread rules: thread-safe. Three locks, always taken in this order:
+//   append_mu_ (one spill or compaction at a time: they share the segment tail)
+//   -> the owner's lock (Owner callbacks run with append_mu_ held and never with mu_)
+//   -> mu_ (the disk accounting: a leaf, taken inside the owner's lock by Track/Untrack...).
+// Leaf locks below those: DiskTier's, Index's, IoService's.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/entry_record.h"
+#include "base/env.h"
+#include "base/mutex.h"
+#include "disk/aligned_buffer.h"
+#include "disk/disk_tier.h"
+#include "index/index.h"
+#include "store/cache.h"
+#include "store/eviction_policy.h"
+
+namespace ecstore {
+
+// A durable delete: every record of (ns, key) with seq <= target_seq is dead.
+struct Tombstone {
+  std::string ns, key;
+  uint64_t target_seq;
+};
+
+struct DurableOptions {
+  uint64_t quota_bytes = 64ull << 30;
+  uint64_t segment_bytes = 256ull << 20;
+  unsigned queue_depth = 32;
+  uint64_t io_chunk_bytes = 1ull << 20;
+  bool compress = false;
+  double min_compression_saving = 0.10;
+  double compact_live_ratio = 0.5;
+  std::string eviction_policy = "lru";
+  bool read_only = false;
+  std::string read_only_reason;  // "as asked", "its disk was full"
+  bool rebuild_index = false;    // asked for: the index is rebuilt from the segments
+};
+
+class DurableTier {
+ public:
+  // What the tier asks of the keydir's owner. The recovery calls come from Recover, which
+  // the owner calls holding its own lock; the others come with append_mu_ held, and the
+  // owner takes its lock inside them.
+  class Owner {
+   public:
+    virtual ~Owner() = default;
+    // Recovery: a live record found in the index or a segment; it replaces an older entry
+    // of the key. RecoveredSeq is the seq of the key's entry so far (0: none). A tombstone
+    // removes the key's entry if its seq <= target_seq.
+    virtual void Recovered(IndexRow&& row) = 0;
+    virtual uint64_t RecoveredSeq(const std::string& ns, const std::string& key) = 0;
+    virtual void RecoveredTombstone(const std::string& ns, const std::string& key,
+                                    uint64_t target_seq) = 0;
+    // The index turned out damaged part way: forget everything Recovered so far (the
+    // recovery starts again from the segments alone).
+    virtual void RecoveryRestarts() = 0;
+    virtual void RecoveryExpects(uint64_t entries) = 0;  // a hint, before the index loads
+    // Quota: the owner gives up disk copies, coldest first (Coldest, under its own lock,
+    // then Untrack), until OverQuota(incoming) is false, and appends their tombstones to
+    // *tombs. False when none could go (all leased or in flight).
+    virtual bool YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) = 0;
+    // Compaction: the live records in `segment`; a record moved (the owner ignores it when
+    // the entry changed meanwhile); a record that failed its checksum.
+    virtual std::vector<IndexRow> RecordsIn(uint32_t segment) = 0;
+    virtual void Relocate(const EntryRecord& rec, const DiskLocation& from,
+                          const DiskLocation& to) = 0;
+    virtual void RecordCorrupt(const EntryRecord& rec, const DiskLocation& at,
+                               const Status& why) = 0;
+  };
+
+  static Result<std::unique_ptr<DurableTier>> Open(const std::string& dir, Env* env,
+                                                   const DurableOptions& options);
+  ~DurableTier();
+
+  // Loads the index and indexes what the segments hold past it (applying tombstones,
+  // cutting a torn tail), handing every live entry to the owner. A damaged index is set
+  // aside and rebuilt from the segments. Call once, before serving, with the owner's lock.
+  Status Recover(Owner* owner);
+
+  // A new version number (Puts and tombstones share the sequence).
+  uint64_t NextSeq() { return next_seq_++; }
+  Status CheckWritable() const;
+
+  // ---- accounting: called under the owner's lock, as its entries gain or lose disk copies
+  // Entry `id`'s record is at `loc` (joins the quota's LRU as the hottest).
+  void Track(uint64_t id, const EntryRecord& rec, const DiskLocation& loc);
+  void Untrack(uint64_t id, const EntryRecord& rec, const DiskLocation& loc);
+  // Track, and the index learns the row; `spilled` counts it as a spill.
+  void Adopt(uint64_t id, const EntryRecord& rec, const DiskLocation& loc, bool spilled);
+  // Compaction moved the entry's record (Owner::Relocate calls it); the index learns it.
+  void Moved(const EntryRecord& rec, const DiskLocation& from, const DiskLocation& to);
+  // Up to `max` entry ids with disk copies, coldest first (the owner's lock keeps them valid).
+  std::vector<uint64_t> Coldest(size_t max) const;
+  void Touch(uint64_t id);                  // a hit: hotter for the quota
+  void NoteHit();                           // a read served from disk
+  void NoteCorrupt();                       // a corrupt record dropped
+  void SaveAccess(const EntryRecord& rec);  // access statistics to the index
+  void Forget(const EntryRecord& rec);      // the index forgets the row (no tombstone)
+  bool OverQuota(uint64_t incoming) const;
+
+  // ---- I/O: never under the owner's lock
+  struct SpillItem {
+    uint64_t id;
+    EntryRecord rec;
+    const uint8_t* payload;  // 4 KiB aligned, readable up to RoundUpBlock(rec.bytes)
+  };
+  // Per item: where it was written (nullopt when the append failed: the Status passed to
+  // install says why), or too_big: larger than the quota, it can never be durable.
+  struct SpillOutcome {
+    std::optional<DiskLocation> loc;
+    bool too_big = false;
+  };
+  using InstallFn = std::function<void(const Status&, const std::vector<SpillOutcome>&)>;
+  // Makes room under the quota, then appends the records with the tombstones of what the
+  // quota evicted in one append (one fdatasync). `install` runs before the append lock is
+  // let go, so no compaction moves a record the owner has not installed yet.
+  Status Spill(const std::vector<SpillItem>& items, const InstallFn& install);
+  // Appends the tombstones (one append) and drops their rows from the index.
+  Status WriteTombstones(std::vector<Tombstone> tombs);
+  // Reads the record's header with its payload and checks that the header is the entry's
+  // own before a payload byte is used. A mismatch sets *stale_row and returns NotFound; a
+  // checksum failure is Corruption.
+  Status Read(const EntryRecord& rec, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap,
+              bool* stale_row);
+  // The record of (ns, key, seq) in `segment`, found by its self-checked header.
+  std::optional<std::pair<RecordInfo, DiskLocation>> FindRecord(const EntryRecord& rec,
+                                                                uint32_t segment);
+  // Every segment's headers: damaged ones to *corrupt, I/O errors to *errors.
+  void VerifyHeaders(std::vector<std::string>* corrupt, std::vector<std::string>* errors);
+
+  void MaybeCompact();
+  Status Compact(double threshold);
+  Status Flush() { return index_->Flush(); }
+
+  void FillStats(TierStats* disk, uint64_t* segments, uint64_t* compactions,
+                 uint64_t* corrupt) const;
+
+ private:
+  struct Recovery;
+  DurableTier(std::string dir, Env* env, DurableOptions o)
+      : dir_(std::move(dir)), env_(env), opt_(std::move(o)) {}
+  Status RecoverOnce(bool rebuild, Owner* owner);
+  Status LoadIndex(const std::vector<uint32_t>& segs, Owner* owner, Recovery* rs);
+  Status ScanTail(uint32_t seg, uint64_t from, bool rebuild, Owner* owner, Recovery* rs,
+                  bool* tail_clean);
+  void ResetAccounting() EXCLUDES(mu_);
+
+  struct Plan;
+  Plan PlanSpill(const std::vector<SpillItem>& items);
+  std::vector<Tombstone> EnforceQuota(uint64_t incoming) REQUIRES(append_mu_);
+  DiskTier::WriteItem TombstoneItem(const Tombstone& t);
+  void ReclaimFileSpace(uint64_t incoming) REQUIRES(append_mu_);
+  Status CompactSegment(uint32_t seg, bool oldest) REQUIRES(append_mu_);
+  Status MoveRecords(std::vector<IndexRow>& live, std::vector<RecordInfo>& tombs)
+      REQUIRES(append_mu_);
+
+  const std::string dir_;
+  Env* const env_;
+  const DurableOptions opt_;
+  std::string index_path_;
+  bool index_existed_ = false;
+  bool index_damaged_ = false;
+  std::unique_ptr<DiskTier> disk_;
+  std::unique_ptr<Index> index_;
+  Owner* owner_ = nullptr;
+  std::atomic<uint64_t> next_seq_{1};
+
+  Mutex append_mu_;  // one spill or compaction at a time (they share the segment tail)
+
+  mutable Mutex mu_;                                           // the accounting below: a leaf
+  std::unique_ptr<EvictionPolicy> policy_ GUARDED_BY(mu_);     // entries with a disk copy
+  std::map<uint32_t, uint64_t> segment_live_ GUARDED_BY(mu_);  // record bytes referenced
+  uint64_t record_bytes_ GUARDED_BY(mu_) = 0;                  // of live records
+  TierStats stats_ GUARDED_BY(mu_);
+  uint64_t compactions_ GUARDED_BY(mu_) = 0;
+  uint64_t corrupt_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ecstore

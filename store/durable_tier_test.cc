@@ -1,0 +1,259 @@
+#include "store/durable_tier.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "tests/test_util.h"
+
+namespace ecstore {
+namespace {
+
+using testing::Payload;
+using testing::TempDir;
+
+constexpr uint64_t kKiB = 1024, kMiB = 1024 * 1024;
+
+// A keydir in miniature: what the tier's owner keeps (record, location, leased or not), and
+// what the tier asked of it.
+class FakeOwner : public DurableTier::Owner {
+ public:
+  struct Item {
+    EntryRecord rec;
+    std::optional<DiskLocation> loc;
+    bool leased = false;
+    uint64_t id() const { return reinterpret_cast<uintptr_t>(this); }
+  };
+  DurableTier* tier = nullptr;
+  std::map<std::string, std::unique_ptr<Item>> items;
+  int yields = 0, relocations = 0, corrupt = 0;
+
+  Item* Add(const EntryRecord& rec) {
+    auto& it = items[rec.key];
+    it = std::make_unique<Item>();
+    it->rec = rec;
+    return it.get();
+  }
+  void Recovered(IndexRow&& row) override { Add(row)->loc = row.loc; }
+  uint64_t RecoveredSeq(const std::string&, const std::string& key) override {
+    auto it = items.find(key);
+    return it == items.end() ? 0 : it->second->rec.seq;
+  }
+  void RecoveredTombstone(const std::string&, const std::string& key, uint64_t target) override {
+    auto it = items.find(key);
+    if (it != items.end() && it->second->rec.seq <= target) items.erase(it);
+  }
+  void RecoveryRestarts() override { items.clear(); }
+  void RecoveryExpects(uint64_t) override {}
+  // After recovery, as StoreImpl does: every recovered record joins the accounting.
+  void TrackAll() {
+    for (auto& [_, it] : items) tier->Track(it->id(), it->rec, *it->loc);
+  }
+  bool YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) override {
+    ++yields;
+    bool any = false;
+    for (uint64_t id : tier->Coldest(64)) {
+      for (auto i = items.begin(); i != items.end(); ++i) {
+        Item* it = i->second.get();
+        if (it->id() != id || it->leased) continue;
+        any = true;
+        tier->Untrack(id, it->rec, *it->loc);
+        tombs->push_back({it->rec.ns, it->rec.key, it->rec.seq});
+        items.erase(i);
+        break;
+      }
+      if (!tier->OverQuota(incoming)) break;
+    }
+    return any;
+  }
+  std::vector<IndexRow> RecordsIn(uint32_t segment) override {
+    std::vector<IndexRow> out;
+    for (auto& [_, it] : items)
+      if (it->loc && it->loc->segment == segment) out.emplace_back(it->rec, *it->loc);
+    return out;
+  }
+  void Relocate(const EntryRecord& rec, const DiskLocation& from, const DiskLocation& to) override {
+    auto it = items.find(rec.key);
+    if (it == items.end() || !it->second->loc || !(*it->second->loc == from)) return;
+    it->second->loc = to;
+    tier->Moved(rec, from, to);
+    ++relocations;
+  }
+  void RecordCorrupt(const EntryRecord&, const DiskLocation&, const Status&) override { ++corrupt; }
+};
+
+struct Fixture {
+  TempDir dir;
+  DurableOptions opt;
+  std::unique_ptr<DurableTier> tier;
+  FakeOwner owner;
+
+  explicit Fixture(uint64_t quota = 64 * kMiB) { opt.quota_bytes = quota; }
+  void Open() {
+    owner = FakeOwner();
+    tier.reset();
+    auto t = DurableTier::Open(dir.path(), Env::Default(), opt);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    tier = std::move(t).value();
+    owner.tier = tier.get();
+    ASSERT_TRUE(tier->Recover(&owner).ok());
+    owner.TrackAll();
+  }
+  // Spills one entry (bytes from Payload(seed)) and installs it as the owner would.
+  void Spill(const std::string& key, uint64_t seed, uint64_t bytes) {
+    auto payload = Payload(seed, bytes);
+    AlignedBuffer buf(bytes);
+    std::memcpy(buf.data(), payload.data(), bytes);
+    EntryRecord rec;
+    rec.ns = "ns";
+    rec.key = key;
+    rec.seq = tier->NextSeq();
+    rec.meta = {DType::kBF16, {static_cast<int64_t>(bytes / 2)}};
+    rec.bytes = bytes;
+    rec.checksum = PayloadChecksum(payload.data(), bytes);
+    FakeOwner::Item* it = owner.Add(rec);
+    Status st = tier->Spill({{it->id(), rec, buf.data()}}, [&](const Status& s, const auto& out) {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ASSERT_TRUE(out[0].loc);
+      it->loc = out[0].loc;
+      tier->Adopt(it->id(), rec, *out[0].loc, true);
+    });
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  void ExpectReadable(const std::string& key, uint64_t seed) {
+    ASSERT_TRUE(owner.items.count(key)) << key << " is gone";
+    FakeOwner::Item* it = owner.items[key].get();
+    AlignedBuffer dst(it->rec.bytes);
+    bool stale = false;
+    Status st = tier->Read(it->rec, *it->loc, dst.data(), dst.size(), &stale);
+    ASSERT_TRUE(st.ok()) << key << ": " << st.ToString();
+    EXPECT_EQ(std::memcmp(dst.data(), Payload(seed, it->rec.bytes).data(), it->rec.bytes), 0);
+  }
+};
+
+TEST(DurableTier, SpilledRecordsComeBackAfterReopenWithAndWithoutTheIndex) {
+  Fixture f;
+  f.Open();
+  f.Spill("a", 1, 300 * kKiB);
+  f.Spill("b", 2, 1 * kMiB);
+  ASSERT_TRUE(f.tier->Flush().ok());
+  f.Open();
+  ASSERT_EQ(f.owner.items.size(), 2u);
+  f.ExpectReadable("a", 1);
+  f.ExpectReadable("b", 2);
+  TierStats disk;
+  uint64_t segs = 0, compactions = 0, corrupt = 0;
+  f.tier->FillStats(&disk, &segs, &compactions, &corrupt);
+  EXPECT_EQ(disk.entries, 2u);
+  EXPECT_EQ(disk.bytes, 300 * kKiB + 1 * kMiB);
+  // The segments alone are the source of truth: without the index, the same entries.
+  f.tier.reset();
+  std::filesystem::remove(f.dir.sub("index.sqlite"));
+  f.Open();
+  ASSERT_EQ(f.owner.items.size(), 2u);
+  f.ExpectReadable("b", 2);
+  EXPECT_GT(f.tier->NextSeq(), f.owner.items["b"]->rec.seq);
+}
+
+TEST(DurableTier, TombstonesOutliveAnIndexRebuild) {
+  Fixture f;
+  f.Open();
+  f.Spill("gone", 3, 64 * kKiB);
+  f.Spill("kept", 4, 64 * kKiB);
+  FakeOwner::Item* gone = f.owner.items["gone"].get();
+  f.tier->Untrack(gone->id(), gone->rec, *gone->loc);
+  ASSERT_TRUE(f.tier->WriteTombstones({{"ns", "gone", gone->rec.seq}}).ok());
+  f.tier.reset();
+  std::filesystem::remove(f.dir.sub("index.sqlite"));
+  f.Open();
+  EXPECT_EQ(f.owner.items.count("gone"), 0u);
+  f.ExpectReadable("kept", 4);
+}
+
+TEST(DurableTier, TheQuotaAsksTheOwnerForTheColdestAndSkipsLeasedOnes) {
+  Fixture f(4 * kMiB);
+  f.Open();
+  f.Spill("old", 5, 1 * kMiB);
+  f.Spill("leased", 6, 1 * kMiB);
+  f.Spill("new", 7, 1 * kMiB);
+  f.owner.items["old"]->leased = false;
+  f.owner.items["leased"]->leased = true;
+  f.Spill("newest", 8, 1 * kMiB);  // 4 records + headers exceed 4 MiB: one must go
+  EXPECT_GE(f.owner.yields, 1);
+  EXPECT_EQ(f.owner.items.count("old"), 0u);
+  EXPECT_EQ(f.owner.items.count("leased"), 1u);
+  f.ExpectReadable("newest", 8);
+  TierStats disk;
+  uint64_t segs = 0, compactions = 0, corrupt = 0;
+  f.tier->FillStats(&disk, &segs, &compactions, &corrupt);
+  EXPECT_EQ(disk.evictions, 1u);
+  EXPECT_FALSE(f.tier->OverQuota(0));
+}
+
+TEST(DurableTier, CompactionMovesLiveRecordsThroughTheOwner) {
+  Fixture f;
+  f.opt.segment_bytes = 1 * kMiB;
+  f.Open();
+  for (int i = 0; i < 6; ++i) f.Spill("k" + std::to_string(i), 10 + i, 400 * kKiB);
+  for (int i = 0; i < 6; i += 2) {  // every other entry dies
+    FakeOwner::Item* it = f.owner.items["k" + std::to_string(i)].get();
+    f.tier->Untrack(it->id(), it->rec, *it->loc);
+    ASSERT_TRUE(f.tier->WriteTombstones({{"ns", it->rec.key, it->rec.seq}}).ok());
+    f.owner.items.erase(it->rec.key);
+  }
+  ASSERT_TRUE(f.tier->Compact(1.0).ok());
+  EXPECT_GE(f.owner.relocations, 1);
+  for (int i = 1; i < 6; i += 2) f.ExpectReadable("k" + std::to_string(i), 10 + i);
+  ASSERT_TRUE(f.tier->Flush().ok());
+  f.Open();  // the index learned the new locations
+  EXPECT_EQ(f.owner.items.size(), 3u);
+  for (int i = 1; i < 6; i += 2) f.ExpectReadable("k" + std::to_string(i), 10 + i);
+}
+
+TEST(DurableTier, ReadsTellAStaleRowFromACorruptPayload) {
+  Fixture f;
+  f.Open();
+  f.Spill("a", 20, 128 * kKiB);
+  FakeOwner::Item* it = f.owner.items["a"].get();
+  AlignedBuffer dst(it->rec.bytes);
+  bool stale = false;
+  EntryRecord wrong = it->rec;
+  wrong.seq += 1;  // a row that is not this record's
+  EXPECT_TRUE(f.tier->Read(wrong, *it->loc, dst.data(), dst.size(), &stale).IsNotFound());
+  EXPECT_TRUE(stale);
+  auto found = f.tier->FindRecord(it->rec, it->loc->segment);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->second.offset, it->loc->offset);
+  // Damage one payload byte on disk: the header still matches, the checksum does not.
+  {
+    std::string seg = f.dir.sub("segments");
+    auto path = std::filesystem::directory_iterator(seg)->path();
+    FILE* fp = fopen(path.c_str(), "r+b");
+    ASSERT_NE(fp, nullptr);
+    fseek(fp, static_cast<long>(it->loc->offset + kBlockSize + 100), SEEK_SET);
+    fputc(0x5a ^ Payload(20, it->rec.bytes)[100], fp);
+    fclose(fp);
+  }
+  Status st = f.tier->Read(it->rec, *it->loc, dst.data(), dst.size(), &stale);
+  EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_FALSE(stale);
+}
+
+TEST(DurableTier, ReadOnlyRefusesWritesAndSaysWhy) {
+  Fixture f;
+  f.Open();
+  f.Spill("a", 30, 64 * kKiB);
+  ASSERT_TRUE(f.tier->Flush().ok());
+  f.opt.read_only = true;
+  f.opt.read_only_reason = "as asked";
+  f.Open();
+  f.ExpectReadable("a", 30);
+  Status st = f.tier->WriteTombstones({{"ns", "a", 1}});
+  EXPECT_TRUE(st.IsNoSpace());
+  EXPECT_NE(st.message().find("read-only (as asked)"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace ecstore
