@@ -1,0 +1,231 @@
+#include "store/evictor.h"
+
+#include <spdlog/spdlog.h>
+
+namespace ecstore {
+namespace {
+constexpr uint64_t kSpillBatchBytes = 64ull << 20;
+}  // namespace
+
+void Evictor::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Evictor::Stop() {
+  {
+    MutexLock l(&kd_->mu);
+    stop_ = true;
+  }
+  evict_cv_.NotifyAll();
+  kd_->space_cv.NotifyAll();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Evictor::NudgeLocked() {
+  if (need_bytes_ || NeedsEvictionLocked()) evict_cv_.NotifyOne();
+}
+
+void Evictor::Nudge() {
+  MutexLock l(&kd_->mu);
+  NudgeLocked();
+}
+
+uint64_t Evictor::SpillErrors() const {
+  MutexLock l(&kd_->mu);
+  return spill_errors_;
+}
+
+Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out) {
+  UniqueLock l(&kd_->mu);
+  const uint64_t need = kd_->pool().RoundUp(bytes);
+  const auto deadline = std::chrono::steady_clock::now() + put_wait_;
+  const uint64_t fail_gen = spill_fail_gen_;
+  for (;;) {
+    if (stop_ && wait) return Status::Unavailable("store is closing");
+    if (auto b = kd_->pool().Allocate(bytes)) {
+      *out = *b;
+      if (NeedsEvictionLocked()) evict_cv_.NotifyOne();
+      return Status::Ok();
+    }
+    need_bytes_ = std::max(need_bytes_, need);
+    evict_cv_.NotifyOne();
+    if (!wait) return Status::Busy("no free pool block right now");
+    if (spill_fail_gen_ != fail_gen && consecutive_spill_failures_ >= 2) return last_spill_error_;
+    if (!kd_->space_cv.WaitUntil(l, deadline)) {
+      if (auto b = kd_->pool().Allocate(bytes)) {
+        *out = *b;
+        return Status::Ok();
+      }
+      uint64_t leased = 0;
+      kd_->ForEachLocked([&](const EntryPtr& e) {
+        leased += e->leases > 0;
+        return true;
+      });
+      if (!last_spill_error_.ok() && spill_fail_gen_ != fail_gen) return last_spill_error_;
+      return Status::Busy("pool is full (" + std::to_string(kd_->pool().Stats().entries) +
+                          " entries, " + std::to_string(leased) +
+                          " leased) and nothing could be evicted in time; release leases or "
+                          "raise Options::pool_bytes");
+    }
+  }
+}
+
+bool Evictor::NeedsEvictionLocked() const { return kd_->pool().NeedsEviction(need_bytes_); }
+
+bool Evictor::EvictionDoneLocked() const { return kd_->pool().EvictionDone(need_bytes_); }
+
+void Evictor::Loop() {
+  UniqueLock l(&kd_->mu);
+  while (!stop_) {
+    while (!stop_ && !NeedsEvictionLocked()) evict_cv_.Wait(l);
+    if (stop_) break;
+    if (std::chrono::steady_clock::now() < spill_retry_at_) {  // back off after a failed spill
+      evict_cv_.WaitUntil(l, spill_retry_at_);                 // or a stop, or a new Put's nudge
+      continue;
+    }
+    bool progress = EvictSomeLocked();
+    if (EvictionDoneLocked() || kd_->pool().largest_free_extent() >= need_bytes_) need_bytes_ = 0;
+    kd_->space_cv.NotifyAll();
+    if (!progress && !stop_) {
+      // Everything evictable is leased or failed to spill: wait for a release or a retry.
+      evict_cv_.WaitFor(l, std::chrono::milliseconds(50));
+    }
+  }
+}
+
+bool Evictor::EvictSomeLocked() {
+  bool freed = false;
+  std::vector<EntryPtr> batch;
+  uint64_t batch_bytes = 0;
+  auto done = [&]()
+                  REQUIRES(kd_->mu) { return kd_->pool().EvictionDone(need_bytes_, batch_bytes); };
+  for (uint64_t id : kd_->pool().Coldest(256)) {
+    Entry* e = reinterpret_cast<Entry*>(id);
+    if (e->leases > 0 || e->spilling || e->loading || e->erased) continue;
+    if (e->disk) {  // a clean copy: dropping the pool block costs no I/O
+      kd_->FreePoolLocked(e);
+      ++kd_->pool().counters().evictions;
+      freed = true;
+    } else {
+      e->spilling = true;
+      batch.push_back(e->shared_from_this());
+      batch_bytes += e->pool->length;
+    }
+    if (done() || batch_bytes >= kSpillBatchBytes) break;
+  }
+  if (batch.empty()) return freed;
+  kd_->mu.unlock();  // never across I/O
+  Status st = SpillBatch(batch, true);
+  kd_->durable().MaybeCompact();
+  kd_->mu.lock();
+  return freed || st.ok();
+}
+
+Status Evictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
+  std::vector<DurableTier::SpillItem> items;
+  {
+    MutexLock l(&kd_->mu);
+    for (const EntryPtr& e : batch) items.push_back({e->id(), *e, kd_->pool().Ptr(*e->pool)});
+  }
+  std::vector<Tombstone> tombs;
+  std::vector<EntryPtr> dead;
+  auto install = [&](const Status& st, const std::vector<DurableTier::SpillOutcome>& out) {
+    MutexLock l(&kd_->mu);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Entry* e = batch[i].get();
+      if (out[i].too_big) {
+        DropUnspillableLocked(e, drop_from_pool);
+      } else if (st.ok() && e->erased) {
+        // Erased (or replaced) while its bytes were in flight: that record is dead. It stays
+        // "spilling" until its tombstone is durable: the Erase or Put waiting on it returns
+        // only then, so a crash cannot bring the old bytes back.
+        tombs.push_back({e->ns, e->key, e->seq});
+        dead.push_back(batch[i]);
+      } else if (!st.ok()) {
+        e->spilling = false;
+        if (e->erased && e->leases == 0) kd_->FreePoolLocked(e);
+      } else {
+        e->spilling = false;
+        InstallSpilledLocked(e, *out[i].loc, drop_from_pool);
+      }
+    }
+    NoteSpillResultLocked(st, batch.size());
+    kd_->space_cv.NotifyAll();
+    kd_->spill_cv.NotifyAll();
+  };
+  Status st = kd_->durable().Spill(items, install);
+  kd_->durable().WriteTombstones(std::move(tombs));
+  if (!dead.empty()) {
+    MutexLock l(&kd_->mu);
+    for (const EntryPtr& e : dead) {
+      e->spilling = false;
+      if (e->leases == 0) kd_->FreePoolLocked(e.get());
+    }
+    kd_->spill_cv.NotifyAll();
+  }
+  return st;
+}
+
+// An entry that cannot live on disk at all (larger than the quota): the cache drops it.
+void Evictor::DropUnspillableLocked(Entry* e, bool drop_from_pool) {
+  e->spilling = false;
+  if (!drop_from_pool) return;
+  ++kd_->pool().counters().evictions;
+  if (!e->erased) {
+    kd_->RemoveLocked(e);
+  } else if (e->leases == 0) {
+    kd_->FreePoolLocked(e);
+  }
+}
+
+// A spilled entry now has a durable copy at `loc`.
+void Evictor::InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool) {
+  e->disk = loc;
+  kd_->durable().Adopt(e->id(), *e, loc, true);
+  ++kd_->pool().counters().spills;
+  if (drop_from_pool && e->leases == 0) {
+    kd_->FreePoolLocked(e);
+    ++kd_->pool().counters().evictions;
+  }
+}
+
+// Failure bookkeeping: Put gives up on the pool after two failed spills in a row, and the
+// evictor backs off.
+void Evictor::NoteSpillResultLocked(const Status& st, size_t entries) {
+  if (st.ok()) {
+    consecutive_spill_failures_ = 0;
+    return;
+  }
+  ++consecutive_spill_failures_;
+  spill_retry_at_ = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(consecutive_spill_failures_ > 1 ? 200 : 0);
+  ++spill_errors_;
+  const std::string why = "pool is full and spilling to disk failed: " + st.message();
+  last_spill_error_ = st.IsNoSpace() ? Status::NoSpace(why) : Status::IOError(why);
+  ++spill_fail_gen_;
+  spdlog::error("spill of {} entries failed: {}", entries, st.ToString());
+}
+
+Status Evictor::Flush() {
+  for (;;) {
+    std::vector<EntryPtr> batch;
+    uint64_t bytes = 0;
+    {
+      MutexLock l(&kd_->mu);
+      if (kd_->closed()) return Status::Unavailable("store is closed");
+      kd_->ForEachLocked([&](const EntryPtr& e) {
+        if (e->pool && !e->disk && !e->spilling && !e->erased) {
+          e->spilling = true;
+          batch.push_back(e);
+          bytes += e->bytes;
+        }
+        return bytes < kSpillBatchBytes;
+      });
+    }
+    if (batch.empty()) break;
+    EC_RETURN_IF_ERROR(SpillBatch(batch, false));
+  }
+  return kd_->durable().Flush();
+}
+
+}  // namespace ecstore

@@ -1,0 +1,128 @@
+// Keydir: the store's metadata -- every entry by (namespace, key): its record, which tiers
+// hold its bytes, its leases and in-flight flags -- and the transitions that keep each tier's
+// bookkeeping (MemoryTier, DurableTier) in step with it. It is the DurableTier's Owner and the
+// ReadLease releaser. It moves no payload bytes: StoreImpl (requests) and Evictor (eviction,
+// spill) do the I/O between its transitions.
+// Thread rules: `mu` is the store's one metadata lock and guards every Entry's fields;
+// *Locked methods need it held, the others take it. It is never held across I/O or a payload
+// copy. Lock order: DurableTier's append lock -> mu -> DurableTier's accounting lock.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/mutex.h"
+#include "store/cache.h"
+#include "store/durable_tier.h"
+#include "store/memory_tier.h"
+
+namespace ecstore {
+
+// One entry: its record and where its bytes are (pool block, disk record, or both).
+struct Entry : EntryRecord, std::enable_shared_from_this<Entry> {
+  std::string full_key;           // ns '\0' key: the keydir's key points into it
+  std::optional<PoolBlock> pool;  // set once the bytes in the block are complete
+  std::optional<DiskLocation> disk;
+  int leases = 0;
+  bool spilling = false;
+  bool loading = false;
+  bool erased = false;
+  bool touched = false;  // access info changed since it was last indexed
+  uint64_t id() const { return reinterpret_cast<uintptr_t>(this); }
+};
+using EntryPtr = std::shared_ptr<Entry>;
+
+// The keydir's key: ns '\0' key.
+std::string FullKey(std::string_view ns, std::string_view key);
+
+class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
+ public:
+  Keydir(Env* env, MemoryTier* pool, DurableTier* durable)
+      : env_(env), pool_(pool), durable_(durable) {}
+
+  Mutex mu;
+  CondVar space_cv;  // pool space may have been freed (waiting Puts, the evictor)
+  CondVar load_cv;   // a promotion ended
+  CondVar spill_cv;  // a spill ended
+
+  MemoryTier& pool() const REQUIRES(mu) { return *pool_; }
+  DurableTier& durable() const { return *durable_; }  // thread-safe itself
+  // Runs under mu when a lease ends (the evictor may have been waiting for it).
+  void OnLeaseEnd(std::function<void()> f) { lease_end_ = std::move(f); }
+
+  // Loads the durable tier's entries (call once, before serving).
+  Status Recover() REQUIRES(mu);
+  bool closed() const REQUIRES(mu) { return closed_; }
+  void CloseLocked() REQUIRES(mu) { closed_ = true; }
+  uint64_t misses() const REQUIRES(mu) { return misses_; }
+
+  // ---- lookups
+  Result<EntryPtr> FindLocked(std::string_view ns, std::string_view key, bool count_miss)
+      REQUIRES(mu);
+  EntryInfo InfoLocked(const Entry& e) const REQUIRES(mu);
+  bool ContainsLocked(std::string_view ns, std::string_view key) const REQUIRES(mu) {
+    return map_.count(FullKey(ns, key)) > 0;
+  }
+  template <typename Fn>
+  void ForEachLocked(Fn&& fn) REQUIRES(mu) {
+    for (auto& [_, e] : map_)
+      if (!fn(e)) break;
+  }
+  std::vector<EntryPtr> Snapshot() EXCLUDES(mu);
+
+  // ---- transitions
+  // A new entry (its bytes complete in its pool block) replaces the key's current one, which
+  // is returned with the tombstone its disk copy needs.
+  EntryPtr InsertLocked(const EntryPtr& e, std::optional<Tombstone>* tomb) REQUIRES(mu);
+  // Takes the entry out of the keydir and detaches it (see DetachLocked).
+  std::optional<Tombstone> RemoveLocked(Entry* e) REQUIRES(mu);
+  void FreePoolLocked(Entry* e) REQUIRES(mu);
+  void DropDiskLocked(Entry* e) REQUIRES(mu);
+  Tombstone ForgetDiskCopyLocked(Entry* e) REQUIRES(mu);
+  std::optional<Tombstone> DetachLocked(Entry* e) REQUIRES(mu);
+  ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true) REQUIRES(mu);
+  ReadLease QuietLeaseLocked(const EntryPtr& e) REQUIRES(mu);
+  void TouchLocked(Entry* e) REQUIRES(mu);
+  void AwaitSpill(const EntryPtr& e) EXCLUDES(mu);
+
+  // ---- disk copies that turned out wrong (durable I/O, never under mu)
+  Status FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why) EXCLUDES(mu);
+  Status DropCorrupt(const EntryPtr& e, const Status& why) EXCLUDES(mu);
+  void DropDiskCopy(const EntryPtr& e, const DiskLocation& loc) EXCLUDES(mu);
+
+ private:
+  void Release(void* token) override;
+  Result<EntryPtr> FindRecordLocked(const EntryRecord& rec, const DiskLocation& at) REQUIRES(mu);
+
+  // DurableTier::Owner. Recovery runs inside Recover, with mu held; the rest take mu.
+  void Recovered(IndexRow&& row) override REQUIRES(mu);
+  uint64_t RecoveredSeq(const std::string& ns, const std::string& key) override REQUIRES(mu);
+  void RecoveredTombstone(const std::string& ns, const std::string& key,
+                          uint64_t target_seq) override REQUIRES(mu);
+  void RecoveryRestarts() override REQUIRES(mu);
+  void RecoveryExpects(uint64_t entries) override REQUIRES(mu);
+  bool YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) override EXCLUDES(mu);
+  std::vector<IndexRow> RecordsIn(uint32_t segment) override EXCLUDES(mu);
+  void Relocate(const EntryRecord& rec, const DiskLocation& from, const DiskLocation& to) override
+      EXCLUDES(mu);
+  void RecordCorrupt(const EntryRecord& rec, const DiskLocation& at, const Status& why) override
+      EXCLUDES(mu);
+
+  Env* const env_;
+  MemoryTier* const pool_;
+  DurableTier* const durable_;
+  std::function<void()> lease_end_;
+  // Keyed by a view of the entry's own full_key, so each key is stored once.
+  std::unordered_map<std::string_view, EntryPtr> map_ GUARDED_BY(mu);
+  std::vector<EntryPtr> recovered_ GUARDED_BY(mu);  // during Recover: to rank by last access
+  uint64_t misses_ GUARDED_BY(mu) = 0;
+  bool closed_ GUARDED_BY(mu) = false;
+};
+
+}  // namespace ecstore
