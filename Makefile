@@ -4,7 +4,7 @@ SANITIZE ?=
 JOBS     ?= $(shell nproc)
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE)
 
-.PHONY: deps build demo test thread-safety python-test python-wheel test-rdma test-nordma bench-rdma bench bench-quick asan tsan clean format format-check
+.PHONY: deps build demo test test-gpu thread-safety python-test python-wheel test-rdma test-nordma bench-rdma bench bench-quick asan tsan clean format format-check
 
 deps:
 	@scripts/install-deps.sh
@@ -26,6 +26,14 @@ test: build
 # venv cached outside the tree (scripts/python-env.sh). The extension is built in build-py.
 PY_ENV = VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
 	EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store PYTHONPATH=$(CURDIR)/build-py/python
+# On the GPU machine, with a build made here and carried there (README, "GPU machine"): the
+# device-tier tests, which fail instead of skipping when no GPU is found, and the CUDA
+# Python tests. BUILD there holds ecstore_tests, ec-store and python/ecstore.
+test-gpu:
+	EC_REQUIRE_GPU=1 $(BUILD)/ecstore_tests --gtest_filter='DeviceTier*:DeviceIpc*'
+	cd /tmp && PYTHONPATH=$(CURDIR)/$(BUILD)/python EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store \
+	  python3 -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests/test_cuda.py
+
 python-test: build
 	@VENV=$$(scripts/python-env.sh) && \
 	cmake -S . -B build-py -DCMAKE_BUILD_TYPE=Release -DEC_BUILD_PYTHON=ON -DEC_BUILD_TESTS=OFF \
@@ -53,9 +61,10 @@ bench: build
 bench-quick: build
 	$(BUILD)/ec-store-bench --quick --dir ./bench-out/store --json bench-out/results.json --png bench-out/results.png
 
-# The library without RDMA (-DEC_WITH_RDMA=OFF): builds, passes the suite, links no verbs.
+# The library without RDMA and without CUDA (-DEC_WITH_RDMA=OFF -DEC_WITH_CUDA=OFF): builds,
+# passes the suite, links no verbs.
 test-nordma: deps
-	@cmake -S . -B build-nordma -DCMAKE_BUILD_TYPE=Release -DEC_WITH_RDMA=OFF >/dev/null
+	@cmake -S . -B build-nordma -DCMAKE_BUILD_TYPE=Release -DEC_WITH_RDMA=OFF -DEC_WITH_CUDA=OFF >/dev/null
 	@cmake --build build-nordma -j $(JOBS)
 	@! ldd build-nordma/ec-store | grep -E 'libibverbs|librdmacm' || \
 	  (echo "ec-store built with EC_WITH_RDMA=OFF links verbs" && false)

@@ -26,6 +26,7 @@
 
 #include "base/embedding.h"
 #include "bench/baseline.h"
+#include "bench/device.h"
 #include "bench/ref_allocators.h"
 #include "bench/remote.h"
 #include "disk/aligned_buffer.h"
@@ -717,6 +718,35 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
           "same host: lease, copy out of the mapped pool, release (2 small unix-socket messages)"));
 }
 
+// The device tier against cudaMemcpy of the same sizes (GPU machine; a row says why not
+// elsewhere). Ratios are computed in Report from the limits recorded here.
+void DeviceWorkload(const Config& cfg, Payloads& pl) {
+  Progress("device: the device tier vs cudaMemcpy");
+  std::vector<std::vector<uint8_t>> owned;
+  for (int s = 0; s < 4; ++s) {
+    auto v = pl.Get(s, 2000 + s);
+    owned.emplace_back(v.begin(), v.end());
+  }
+  std::vector<std::span<const uint8_t>> values;
+  for (auto& v : owned) values.emplace_back(v.data(), v.size());
+  for (auto& r : RunDevice(values, cfg.quick ? 5 : 20, cfg.dir + "/device"))
+    Add({r.workload, r.system, r.s.gbps, r.s.ops_per_s, r.s.p50_us, r.s.p99_us, -1, r.note});
+  // Each ec-store row against its limit, in the note: same sizes, same run.
+  const std::pair<const char*, const char*> vs[] = {
+      {"device_get_d2d", "device_d2d"}, {"device_get_h2d", "device_h2d"},
+      {"device_promote", "device_h2d"}, {"device_demote", "device_d2h"},
+      {"device_ipc_get", "device_d2d"}, {"device_get_d2h", "device_d2h"}};
+  for (auto [w, limit] : vs) {
+    Record* r = Find(w, "ec-store");
+    Record* l = Find(limit, "limit");
+    if (!r || !l || l->gbps <= 0) continue;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "; %.2fx %s (p50 %.0f vs %.0f us)", r->gbps / l->gbps, limit,
+                  r->p50_us, l->p50_us);
+    r->note += buf;
+  }
+}
+
 // Gets over RDMA verbs against TCP over the same link, in one process. On this project's
 // machines that link is Soft-RoCE inside a QEMU TCG guest (`make bench-rdma`): the figures
 // show the path works end to end, not what a NIC does.
@@ -932,15 +962,15 @@ int main(int argc, char** argv) {
         p = e + 1;
       }
     } else {
-      std::fprintf(
-          stderr,
-          "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
-          "remote,rdma,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] [--png FILE]\n");
+      std::fprintf(stderr,
+                   "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
+                   "remote,rdma,device,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] "
+                   "[--png FILE]\n");
       return a == "--help" ? 0 : 2;
     }
   }
   const std::set<std::string> known = {"put",    "get_hot", "get_disk", "spill", "mixed",
-                                       "remote", "rdma",    "index",    "alloc"};
+                                       "remote", "rdma",    "device",   "index", "alloc"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
@@ -955,6 +985,7 @@ int main(int argc, char** argv) {
   if (cfg.Want("mixed")) MixedWorkload(cfg, pl);
   if (cfg.Want("remote")) RemoteWorkload(cfg, pl);
   if (cfg.Want("rdma")) RdmaWorkload(cfg, pl);
+  if (cfg.Want("device")) DeviceWorkload(cfg, pl);
   if (cfg.Want("index")) IndexWorkload(cfg);
   if (cfg.Want("alloc")) AllocWorkload(cfg);
   if (cfg.Want("get_disk") || cfg.Want("spill")) MeasureDisk(cfg);  // again: the disk drifts

@@ -155,6 +155,10 @@ void AddGlobals(CLI::App& app, Globals& g) {
   app.add_flag("--json", g.json, "machine-readable output");
   app.add_option("--pool-size", g.pool_size, "pinned pool size (e.g. 256MiB)")
       ->capture_default_str();
+  app.add_option("--device-pool-size", g.device_pool_size,
+                 "GPU device tier size (e.g. 8GiB; 0 = none; needs a CUDA build and a GPU)")
+      ->capture_default_str();
+  app.add_option("--device", g.device, "GPU of the device tier")->capture_default_str();
   app.add_option("--disk-quota", g.disk_quota, "disk tier quota (e.g. 4GiB)")
       ->capture_default_str();
   app.add_flag("--compress", g.compress, "LZ4-compress entries spilled to disk where it pays");

@@ -102,6 +102,10 @@ std::unique_ptr<Store> OpenStore(const Globals& g, Use use) {
   o.disk_quota_bytes = Check(ParseSize(g.disk_quota));
   o.compress = g.compress;
   o.rebuild_index = use == Use::kRepair;
+  if (!inspect) {  // a device tier only where entries are served
+    o.device = g.device;
+    o.device_pool_bytes = Check(ParseSize(g.device_pool_size));
+  }
   return Check(Store::Open(g.dir, o));
 }
 

@@ -17,6 +17,8 @@ struct Globals {
   std::string dir = "./.ec-store";
   bool json = false;
   std::string pool_size = "64MiB";
+  std::string device_pool_size = "0";  // the GPU tier: 0 = none
+  int device = 0;
   std::string disk_quota = "16GiB";
   bool compress = false;
   std::string server;  // HOST:PORT of a running `ec-store serve`

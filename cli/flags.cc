@@ -80,6 +80,7 @@ std::string WithFlagHints(std::string msg) {
       {"a writable store directory", "a writable --dir"},
       {"a shorter store directory path", "a shorter --dir"},
       {"connect to it as a client", "reach it with --server HOST:PORT"},
+      {"Options::device_pool_bytes", "--device-pool-size"},
       {"Options::pool_bytes", "--pool-size"},
       {"Options::disk_quota_bytes", "--disk-quota"},
       {"the TensorMeta shape/dtype", "--shape/--dtype"},

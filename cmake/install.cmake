@@ -3,7 +3,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS ecstore_base ecstore_store ecstore_rdma ecstore_net EXPORT ecstoreTargets
+install(TARGETS ecstore_base ecstore_cuda ecstore_store ecstore_rdma ecstore_net EXPORT ecstoreTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS ec-store RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -14,6 +14,7 @@ install(FILES store/cache.h store/store.h store/stats_json.h DESTINATION ${CMAKE
 install(FILES net/client.h net/transport.h net/server.h net/protocol.h net/socket.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)
 install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)
+install(FILES cuda/cuda.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cuda)
 
 set(EC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ecstore)
 install(EXPORT ecstoreTargets NAMESPACE ecstore:: DESTINATION ${EC_CMAKE_DIR})
@@ -29,6 +30,10 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfig.cmake
 set(EC_PC_REQUIRES_PRIVATE "liburing liblz4 sqlite3 libxxhash spdlog")
 if(EC_WITH_RDMA)
   string(APPEND EC_PC_REQUIRES_PRIVATE " libibverbs librdmacm")
+endif()
+set(EC_PC_LIBS_PRIVATE "")
+if(EC_CUDA)
+  set(EC_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt")
 endif()
 # Relocatable: the prefix is found from where the .pc file lies, whatever --prefix was.
 file(RELATIVE_PATH EC_PC_UP /x/${CMAKE_INSTALL_LIBDIR}/pkgconfig /x)

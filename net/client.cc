@@ -246,6 +246,13 @@ class OwnedBuffer : public ReadLease::Releaser {
 OwnedBuffer owned_buffer;
 }  // namespace
 
+Result<ReadLease> Client::AcquireOnDevice(std::string_view ns, std::string_view key) {
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateKey(key));
+  if (!fd_.valid()) EC_RETURN_IF_ERROR(Reconnect());
+  return WithRetry([&] { return transport_->AcquireOnDevice(*this, ns, key); });
+}
+
 Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));

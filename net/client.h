@@ -71,6 +71,10 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   std::span<const uint8_t> shared_pool() const {
     return transport_ ? transport_->shared_pool() : std::span<const uint8_t>();
   }
+  // Same host, a server with a device tier: the entry in the server's device pool, read in
+  // place (a CUDA device pointer; memory_kind() kDevice) under a server lease -- the pool's
+  // CUDA IPC handle is opened once per connection. Copy out of it device to device.
+  Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key);
   // Registers memory gets will land in (RDMA: the NIC writes it directly, no bounce copy);
   // kept across reconnects; a no-op for TCP and shared memory. Valid until UnregisterBuffer.
   Status RegisterBuffer(std::span<uint8_t> memory);

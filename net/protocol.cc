@@ -13,6 +13,10 @@ bool IsKnownOp(uint16_t op) {
     case Op::kErase:
     case Op::kStats:
     case Op::kGetShm:
+    case Op::kDevicePool:
+    case Op::kDevicePoolOk:
+    case Op::kGetDevice:
+    case Op::kGetDeviceOk:
     case Op::kRelease:
     case Op::kGetShmOk:
     case Op::kGetRdma:

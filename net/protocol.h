@@ -44,6 +44,10 @@ enum class Op : uint16_t {
   kGetRdma = 9,  // ns, key          -> kGetRdmaOk(lease id, remote addr, rkey, info) | kError
   kList = 10,    // offset, limit    -> kListOk(n, more, n x (ns, key, info)); ordered by ns, key
   kPin = 11,     // ns, key          -> kPinOk(lease id, info) | kError: no bytes move
+  // Same host only (the unix socket), a server with a device tier: the device pool's CUDA
+  // IPC handle, asked for once; then leases of device entries as offsets into it.
+  kDevicePool = 12,  //              -> kDevicePoolOk(gpu u32, bytes u64, handle) | kError
+  kGetDevice = 13,   // ns, key      -> kGetDeviceOk(lease id, pool offset, info) | kError
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -53,6 +57,8 @@ enum class Op : uint16_t {
   kGetRdmaOk = 109,
   kListOk = 110,
   kPinOk = 111,
+  kDevicePoolOk = 112,
+  kGetDeviceOk = 113,
   kError = 200,  // code u16, message
 };
 bool IsKnownOp(uint16_t op);

@@ -10,6 +10,7 @@
 #include <system_error>
 #include <tuple>
 
+#include "cuda/cuda.h"
 #include "net/protocol.h"
 #include "store/stats_json.h"
 
@@ -63,6 +64,14 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
                                    " (not a loopback address) needs a shared-secret token: "
                                    "set ServerOptions::token");
   s->listen_fd_ = std::move(fd).value();
+  if (store->device_region().base) {  // same-host readers open the device pool once
+    auto h = cuda::ExportIpcHandle(store->device_region().base);
+    if (h.ok())
+      s->device_ipc_ = std::move(h).value();
+    else
+      spdlog::warn("the device pool cannot be shared with other processes: {}",
+                   h.status().ToString());
+  }
   if (!options.shm_socket.empty()) {
     if (store->pool_region().shm_fd < 0)
       return Status::InvalidArgument(
@@ -193,6 +202,7 @@ void Server::AcceptLoop() {
 }
 
 void Server::Serve(Conn* c) {
+  ++connections_;
   const int fd = c->fd.get();
   bool greeted = false;
   std::string body;
@@ -223,11 +233,12 @@ void Server::Serve(Conn* c) {
       spdlog::warn("closing a connection: {}", h.status().ToString());
       break;
     }
-    bool is_request = h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup ||
-                      h->op == Op::kPut || h->op == Op::kErase || h->op == Op::kStats ||
-                      h->op == Op::kList || h->op == Op::kPin || h->op == Op::kRelease ||
-                      (c->shm && h->op == Op::kGetShm) ||
-                      (rdma_ && !c->shm && h->op == Op::kGetRdma);
+    bool is_request =
+        h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup || h->op == Op::kPut ||
+        h->op == Op::kErase || h->op == Op::kStats || h->op == Op::kList || h->op == Op::kPin ||
+        h->op == Op::kRelease ||
+        (c->shm && (h->op == Op::kGetShm || h->op == Op::kDevicePool || h->op == Op::kGetDevice)) ||
+        (rdma_ && !c->shm && h->op == Op::kGetRdma);
     if (!is_request) {
       SendFrame(fd, Op::kError, h->request_id,
                 ErrorBody(Status::InvalidArgument("opcode is a reply, not a request")));
@@ -253,8 +264,8 @@ void Server::Serve(Conn* c) {
     greeted = true;
   }
   ::shutdown(fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed when reaped
-  c->leases.clear();          // a reader that went away holds nothing
-  c->leased_bytes = 0;
+  DropAllLeases(c);           // a reader that went away (or crashed) holds nothing
+  --connections_;
   c->done = true;
 }
 
@@ -325,6 +336,7 @@ void Server::ExpireLeases(Conn* c) {
                    opt_.lease_ttl.count());
       c->leased_bytes -= it->second.first.size();
       it = c->leases.erase(it);
+      --leases_held_;
     } else {
       ++it;
     }
@@ -336,6 +348,13 @@ void Server::DropLease(Conn* c, uint64_t id) {
   if (it == c->leases.end()) return;
   c->leased_bytes -= it->second.first.size();
   c->leases.erase(it);
+  --leases_held_;
+}
+
+void Server::DropAllLeases(Conn* c) {
+  leases_held_ -= c->leases.size();
+  c->leases.clear();
+  c->leased_bytes = 0;
 }
 
 uint64_t Server::MaxLeasedBytes() const {
@@ -355,7 +374,10 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kGetShm:
     case Op::kGetRdma:
     case Op::kPin:
+    case Op::kGetDevice:
       return HandleGet(c, h, &r);
+    case Op::kDevicePool:
+      return HandleDevicePool(c, h);
     case Op::kRelease: {
       uint64_t id;
       if (!r.U64(&id)) return Status::InvalidArgument("malformed RELEASE");
@@ -391,7 +413,9 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kStats: {
       // The store's one schema, plus how this connection and this server move data.
       nlohmann::json extra{{"transport", c->shm ? "shm" : "tcp"},
-                           {"server_transports", transport()}};
+                           {"server_transports", transport()},
+                           {"connections", connections_.load()},
+                           {"client_leases", leases_held_.load()}};
       auto stats = store_->Stats();
       if (!stats.ok()) return reply_error(stats.status());
       std::string js = StatsToJson(*stats, -1, extra.dump());
@@ -420,7 +444,8 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   }
   // The lease keeps eviction away from these bytes until they are sent (TCP) or the
   // reader releases them (shared memory, RDMA), or the lease TTL passes.
-  auto lease = store_->Acquire(k->ns, k->key);
+  auto lease = h.op == Op::kGetDevice ? store_->AcquireOnDevice(k->ns, k->key)
+                                      : store_->Acquire(k->ns, k->key);
   if (!lease.ok()) return reply_error(lease.status());
   auto info = store_->Lookup(k->ns, k->key);
   EntryInfo e = info.ok() ? *info : EntryInfo{};
@@ -446,10 +471,16 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   const uint8_t* data = lease->data();
   uint64_t id = c->next_lease++;
   c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
+  ++leases_held_;
   w.U64(id);
   if (h.op == Op::kPin) {  // the lease alone: the entry stays resident until RELEASE
     WriteInfo(&w, e);
     return SendFrame(fd, Op::kPinOk, h.request_id, w.data());
+  }
+  if (h.op == Op::kGetDevice) {
+    w.U64(static_cast<uint64_t>(data - store_->device_region().base));  // in the device pool
+    WriteInfo(&w, e);
+    return SendFrame(fd, Op::kGetDeviceOk, h.request_id, w.data());
   }
   if (h.op == Op::kGetShm) {
     w.U64(static_cast<uint64_t>(data - store_->pool_region().base));  // offset in the memfd
@@ -460,6 +491,20 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   WriteInfo(&w, e);
   return SendFrame(fd, h.op == Op::kGetShm ? Op::kGetShmOk : Op::kGetRdmaOk, h.request_id,
                    w.data());
+}
+
+// The device pool's CUDA IPC handle, for a same-host reader to open once.
+Status Server::HandleDevicePool(Conn* c, const FrameHeader& h) {
+  if (device_ipc_.empty())
+    return SendFrame(
+        c->fd.get(), Op::kError, h.request_id,
+        ErrorBody(Status::Unavailable("this server has no device tier to share (serve with "
+                                      "--device-pool-size, on a CUDA build with a GPU)")));
+  BodyWriter w;
+  w.U32(static_cast<uint32_t>(store_->device_ordinal()));
+  w.U64(store_->device_region().size);
+  w.Str(device_ipc_);
+  return SendFrame(c->fd.get(), Op::kDevicePoolOk, h.request_id, w.data());
 }
 
 Status Server::HandleList(Conn* c, const FrameHeader& h, BodyReader* r) {

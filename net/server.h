@@ -78,9 +78,11 @@ class Server {
   Status Handle(Conn* c, const FrameHeader& h, std::string& body);
   Status Hello(Conn* c, const FrameHeader& h, const std::string& body);
   Status HandleGet(Conn* c, const FrameHeader& h, BodyReader* r);
+  Status HandleDevicePool(Conn* c, const FrameHeader& h);
   Status HandleList(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandlePut(Conn* c, const FrameHeader& h, Deadline deadline);
   void DropLease(Conn* c, uint64_t id);
+  void DropAllLeases(Conn* c);
   uint64_t MaxLeasedBytes() const;
   void ExpireLeases(Conn* c);
 
@@ -95,6 +97,9 @@ class Server {
   std::thread acceptor_;
   std::mutex mu_;
   std::list<Conn> conns_;
+  std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
+  std::atomic<uint64_t> leases_held_{0};  // across connections (stats)
+  std::atomic<uint64_t> connections_{0};
 };
 
 }  // namespace ecstore::net

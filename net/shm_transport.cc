@@ -1,11 +1,14 @@
 // Shared memory (same host): the server's pool is a memfd passed once with HELLO_OK and
 // mapped read-only here; GET_SHM answers an offset under a lease, and the bytes are read in
-// place (Acquire) or copied out (Get).
+// place (Acquire) or copied out (Get). A server with a device tier also hands out its device
+// pool: its CUDA IPC handle is asked for and opened once (~0.8 ms), then GET_DEVICE answers
+// offsets into it under leases, as GET_SHM does for the host pool.
 #include <sys/mman.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "cuda/cuda.h"
 #include "net/transport.h"
 
 namespace ecstore::net {
@@ -14,9 +17,33 @@ namespace {
 class ShmTransport : public Transport {
  public:
   ShmTransport(const uint8_t* map, size_t bytes) : map_(map), bytes_(bytes) {}
-  ~ShmTransport() override { munmap(const_cast<uint8_t*>(map_), bytes_); }
+  ~ShmTransport() override {
+    munmap(const_cast<uint8_t*>(map_), bytes_);
+    cuda::CloseIpcHandle(device_base_);
+  }
   const char* name() const override { return "shm"; }
-  TransportCaps caps() const override { return {.same_host_zero_copy = true}; }
+  TransportCaps caps() const override {
+    return {.same_host_zero_copy = true, .device_memory = cuda::Built()};
+  }
+
+  Result<ReadLease> AcquireOnDevice(Channel& ch, std::string_view ns,
+                                    std::string_view key) override {
+    if (!device_base_) EC_RETURN_IF_ERROR(OpenDevicePool(ch));
+    EC_RETURN_IF_ERROR(ch.SendRequest(Op::kGetDevice, KeyBody(ns, key)));
+    auto body = ch.ReadReply(Op::kGetDeviceOk);
+    if (!body.ok()) return body.status();
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    uint64_t lease_id, offset;
+    EntryInfo info;
+    if (!r.U64(&lease_id) || !r.U64(&offset) || !ReadInfo(&r, &info) ||
+        offset + info.bytes > device_bytes_)
+      return Status::Unavailable("malformed GET_DEVICE reply");
+    info.ns = ns;
+    info.key = key;
+    return ReadLease(ch.lease_releaser(), reinterpret_cast<void*>(lease_id),
+                     static_cast<const uint8_t*>(device_base_) + offset, std::move(info),
+                     MemoryKind::kDevice);
+  }
   std::span<const uint8_t> shared_pool() const override { return {map_, bytes_}; }
 
   Result<ReadLease> AcquireInPlace(Channel& ch, std::string_view ns,
@@ -59,8 +86,27 @@ class ShmTransport : public Transport {
   }
 
  private:
+  Status OpenDevicePool(Channel& ch) {
+    EC_RETURN_IF_ERROR(ch.SendRequest(Op::kDevicePool, ""));
+    auto body = ch.ReadReply(Op::kDevicePoolOk);
+    if (!body.ok()) return body.status();
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    uint32_t gpu;
+    uint64_t bytes;
+    std::string handle;
+    if (!r.U32(&gpu) || !r.U64(&bytes) || !r.Str(&handle, 256))
+      return Status::Unavailable("malformed DEVICE_POOL reply");
+    auto base = cuda::OpenIpcHandle(handle, static_cast<int>(gpu));
+    if (!base.ok()) return base.status().WithContext("opening the server's device pool");
+    device_base_ = *base;
+    device_bytes_ = bytes;
+    return Status::Ok();
+  }
+
   const uint8_t* map_;
   size_t bytes_;
+  void* device_base_ = nullptr;  // the server's device pool, opened on first use
+  uint64_t device_bytes_ = 0;
 };
 
 }  // namespace

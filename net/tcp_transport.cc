@@ -20,6 +20,11 @@ Result<ReadLease> Transport::AcquireInPlace(Channel&, std::string_view, std::str
   return Status::InvalidArgument(std::string("the ") + name() +
                                  " transport cannot read the server's memory in place");
 }
+Result<ReadLease> Transport::AcquireOnDevice(Channel&, std::string_view, std::string_view) {
+  return Status::InvalidArgument(std::string("the ") + name() +
+                                 " transport cannot read the server's device pool: that needs "
+                                 "the same host (connect through the unix socket)");
+}
 Status Transport::RegisterBuffer(std::span<uint8_t>) { return Status::Ok(); }
 void Transport::UnregisterBuffer(std::span<uint8_t>) {}
 

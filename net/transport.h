@@ -22,7 +22,7 @@ namespace ecstore::net {
 struct TransportCaps {
   bool same_host_zero_copy = false;  // reads the server's memory in place (same host)
   bool one_sided_read = false;       // the NIC reads the server's memory (no server copy)
-  bool device_memory = false;        // can land bytes in GPU memory (issue 10)
+  bool device_memory = false;        // reads the server's GPU pool in place (same host)
 };
 
 // The Client's control connection, as transports see it.
@@ -57,6 +57,9 @@ class Transport {
   virtual void UnregisterBuffer(std::span<uint8_t> memory);
   // The server's pool as mapped here (shared memory), else empty.
   virtual std::span<const uint8_t> shared_pool() const { return {}; }
+  // The entry in the server's device pool, in place under a server lease (device_memory:
+  // same host, a server with a device tier; the pool's CUDA IPC handle is opened once).
+  virtual Result<ReadLease> AcquireOnDevice(Channel& ch, std::string_view ns, std::string_view key);
 };
 
 std::unique_ptr<Transport> NewTcpTransport();

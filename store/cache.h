@@ -93,6 +93,7 @@ struct StoreStats {
   uint64_t spill_errors = 0;
   uint64_t compactions = 0;
   uint64_t misses = 0;  // gets of entries in no tier
+  uint64_t leases = 0;  // held now: zero-copy readers, pins, copies in flight
   // The tier's counters; added (zeroed) when absent.
   TierStats& at(Tier t);
   // The tier's counters, or zeroes for a tier this store does not have.

@@ -30,29 +30,30 @@ void Evictor::Nudge() {
   NudgeLocked();
 }
 
-uint64_t Evictor::SpillErrors() const {
+uint64_t Evictor::Errors() const {
   MutexLock l(&kd_->mu);
-  return spill_errors_;
+  return errors_;
 }
 
 Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out) {
   UniqueLock l(&kd_->mu);
-  const uint64_t need = kd_->pool().RoundUp(bytes);
+  const uint64_t need = tier().RoundUp(bytes);
   const auto deadline = std::chrono::steady_clock::now() + put_wait_;
-  const uint64_t fail_gen = spill_fail_gen_;
+  const uint64_t fail_gen = fail_gen_;
   for (;;) {
     if (stop_ && wait) return Status::Unavailable("store is closing");
-    if (auto b = kd_->pool().Allocate(bytes)) {
+    if (auto b = tier().Allocate(bytes)) {
       *out = *b;
       if (NeedsEvictionLocked()) evict_cv_.NotifyOne();
       return Status::Ok();
     }
     need_bytes_ = std::max(need_bytes_, need);
     evict_cv_.NotifyOne();
-    if (!wait) return Status::Busy("no free pool block right now");
-    if (spill_fail_gen_ != fail_gen && consecutive_spill_failures_ >= 2) return last_spill_error_;
+    if (!wait)
+      return Status::Busy(std::string("no free ") + TierName(tier_->tier()) + " block right now");
+    if (fail_gen_ != fail_gen && consecutive_failures_ >= 2) return last_error_;
     if (!kd_->space_cv.WaitUntil(l, deadline)) {
-      if (auto b = kd_->pool().Allocate(bytes)) {
+      if (auto b = tier().Allocate(bytes)) {
         *out = *b;
         return Status::Ok();
       }
@@ -61,30 +62,32 @@ Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out) {
         leased += e->leases > 0;
         return true;
       });
-      if (!last_spill_error_.ok() && spill_fail_gen_ != fail_gen) return last_spill_error_;
-      return Status::Busy("pool is full (" + std::to_string(kd_->pool().Stats().entries) +
-                          " entries, " + std::to_string(leased) +
+      if (!last_error_.ok() && fail_gen_ != fail_gen) return last_error_;
+      return Status::Busy(std::string(tier_->tier() == Tier::kDevice ? "device pool" : "pool") +
+                          " is full (" + std::to_string(tier().Stats().entries) + " entries, " +
+                          std::to_string(leased) +
                           " leased) and nothing could be evicted in time; release leases or "
-                          "raise Options::pool_bytes");
+                          "raise Options::" +
+                          (tier_->tier() == Tier::kDevice ? "device_pool_bytes" : "pool_bytes"));
     }
   }
 }
 
-bool Evictor::NeedsEvictionLocked() const { return kd_->pool().NeedsEviction(need_bytes_); }
+bool Evictor::NeedsEvictionLocked() const { return tier().NeedsEviction(need_bytes_); }
 
-bool Evictor::EvictionDoneLocked() const { return kd_->pool().EvictionDone(need_bytes_); }
+bool Evictor::EvictionDoneLocked() const { return tier().EvictionDone(need_bytes_); }
 
 void Evictor::Loop() {
   UniqueLock l(&kd_->mu);
   while (!stop_) {
     while (!stop_ && !NeedsEvictionLocked()) evict_cv_.Wait(l);
     if (stop_) break;
-    if (std::chrono::steady_clock::now() < spill_retry_at_) {  // back off after a failed spill
-      evict_cv_.WaitUntil(l, spill_retry_at_);                 // or a stop, or a new Put's nudge
+    if (std::chrono::steady_clock::now() < retry_at_) {  // back off after a failed spill
+      evict_cv_.WaitUntil(l, retry_at_);                 // or a stop, or a new Put's nudge
       continue;
     }
     bool progress = EvictSomeLocked();
-    if (EvictionDoneLocked() || kd_->pool().largest_free_extent() >= need_bytes_) need_bytes_ = 0;
+    if (EvictionDoneLocked() || tier().largest_free_extent() >= need_bytes_) need_bytes_ = 0;
     kd_->space_cv.NotifyAll();
     if (!progress && !stop_) {
       // Everything evictable is leased or failed to spill: wait for a release or a retry.
@@ -93,7 +96,26 @@ void Evictor::Loop() {
   }
 }
 
-bool Evictor::EvictSomeLocked() {
+// Failure bookkeeping: Put gives up on the pool after two failed spills in a row, and the
+// evictor backs off.
+void Evictor::NoteMoveResultLocked(const Status& st, size_t entries) {
+  if (st.ok()) {
+    consecutive_failures_ = 0;
+    return;
+  }
+  ++consecutive_failures_;
+  retry_at_ = std::chrono::steady_clock::now() +
+              std::chrono::milliseconds(consecutive_failures_ > 1 ? 200 : 0);
+  ++errors_;
+  const std::string why = std::string(TierName(tier_->tier())) +
+                          " is full and moving entries out of it failed: " + st.message();
+  last_error_ = st.IsNoSpace() ? Status::NoSpace(why) : Status::IOError(why);
+  ++fail_gen_;
+  spdlog::error("moving {} entries out of the {} tier failed: {}", entries, TierName(tier_->tier()),
+                st.ToString());
+}
+
+bool HostEvictor::EvictSomeLocked() {
   bool freed = false;
   std::vector<EntryPtr> batch;
   uint64_t batch_bytes = 0;
@@ -121,18 +143,28 @@ bool Evictor::EvictSomeLocked() {
   return freed || st.ok();
 }
 
-Status Evictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
+Status HostEvictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
   std::vector<DurableTier::SpillItem> items;
+  std::vector<bool> hash;  // entries put from device memory are hashed here, once
   {
     MutexLock l(&kd_->mu);
-    for (const EntryPtr& e : batch) items.push_back({e->id(), *e, kd_->pool().Ptr(*e->pool)});
+    for (const EntryPtr& e : batch) {
+      items.push_back({e->id(), *e, kd_->pool().Ptr(*e->pool)});
+      hash.push_back(!e->checksummed);
+    }
   }
+  for (size_t i = 0; i < items.size(); ++i)  // the pool copy of a spilling entry is fixed
+    if (hash[i]) items[i].rec.checksum = PayloadChecksum(items[i].payload, items[i].rec.bytes);
   std::vector<Tombstone> tombs;
   std::vector<EntryPtr> dead;
   auto install = [&](const Status& st, const std::vector<DurableTier::SpillOutcome>& out) {
     MutexLock l(&kd_->mu);
     for (size_t i = 0; i < batch.size(); ++i) {
       Entry* e = batch[i].get();
+      if (hash[i]) {
+        e->checksum = items[i].rec.checksum;
+        e->checksummed = true;
+      }
       if (out[i].too_big) {
         DropUnspillableLocked(e, drop_from_pool);
       } else if (st.ok() && e->erased) {
@@ -143,13 +175,13 @@ Status Evictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_po
         dead.push_back(batch[i]);
       } else if (!st.ok()) {
         e->spilling = false;
-        if (e->erased && e->leases == 0) kd_->FreePoolLocked(e);
+        if (e->erased && e->leases == 0) kd_->FreeCopiesLocked(e);
       } else {
         e->spilling = false;
         InstallSpilledLocked(e, *out[i].loc, drop_from_pool);
       }
     }
-    NoteSpillResultLocked(st, batch.size());
+    NoteMoveResultLocked(st, batch.size());
     kd_->space_cv.NotifyAll();
     kd_->spill_cv.NotifyAll();
   };
@@ -159,7 +191,7 @@ Status Evictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_po
     MutexLock l(&kd_->mu);
     for (const EntryPtr& e : dead) {
       e->spilling = false;
-      if (e->leases == 0) kd_->FreePoolLocked(e.get());
+      if (e->leases == 0) kd_->FreeCopiesLocked(e.get());
     }
     kd_->spill_cv.NotifyAll();
   }
@@ -167,19 +199,19 @@ Status Evictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_po
 }
 
 // An entry that cannot live on disk at all (larger than the quota): the cache drops it.
-void Evictor::DropUnspillableLocked(Entry* e, bool drop_from_pool) {
+void HostEvictor::DropUnspillableLocked(Entry* e, bool drop_from_pool) {
   e->spilling = false;
   if (!drop_from_pool) return;
   ++kd_->pool().counters().evictions;
   if (!e->erased) {
     kd_->RemoveLocked(e);
   } else if (e->leases == 0) {
-    kd_->FreePoolLocked(e);
+    kd_->FreeCopiesLocked(e);
   }
 }
 
 // A spilled entry now has a durable copy at `loc`.
-void Evictor::InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool) {
+void HostEvictor::InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool) {
   e->disk = loc;
   kd_->durable().Adopt(e->id(), *e, loc, true);
   ++kd_->pool().counters().spills;
@@ -189,24 +221,7 @@ void Evictor::InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_
   }
 }
 
-// Failure bookkeeping: Put gives up on the pool after two failed spills in a row, and the
-// evictor backs off.
-void Evictor::NoteSpillResultLocked(const Status& st, size_t entries) {
-  if (st.ok()) {
-    consecutive_spill_failures_ = 0;
-    return;
-  }
-  ++consecutive_spill_failures_;
-  spill_retry_at_ = std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(consecutive_spill_failures_ > 1 ? 200 : 0);
-  ++spill_errors_;
-  const std::string why = "pool is full and spilling to disk failed: " + st.message();
-  last_spill_error_ = st.IsNoSpace() ? Status::NoSpace(why) : Status::IOError(why);
-  ++spill_fail_gen_;
-  spdlog::error("spill of {} entries failed: {}", entries, st.ToString());
-}
-
-Status Evictor::Flush() {
+Status HostEvictor::Flush() {
   for (;;) {
     std::vector<EntryPtr> batch;
     uint64_t bytes = 0;
@@ -226,6 +241,44 @@ Status Evictor::Flush() {
     EC_RETURN_IF_ERROR(SpillBatch(batch, false));
   }
   return kd_->durable().Flush();
+}
+
+// Reads a disk-only entry into a fresh pool block. Ok also when someone else promoted or
+// erased it meanwhile; the caller looks again.
+Status HostEvictor::Promote(const EntryPtr& e, bool wait) {
+  PoolBlock blk;
+  EC_RETURN_IF_ERROR(Allocate(e->bytes, wait, &blk));
+  DiskLocation loc;
+  {
+    MutexLock l(&kd_->mu);
+    if (e->erased || e->pool || e->loading || !e->disk) {
+      kd_->pool().Free(blk);
+      kd_->space_cv.NotifyAll();
+      return Status::Ok();
+    }
+    e->loading = true;
+    loc = *e->disk;
+  }
+  bool stale_row = false;
+  Status st = kd_->durable().Read(*e, loc, kd_->host_tier()->Ptr(blk), blk.length, &stale_row);
+  {
+    MutexLock l(&kd_->mu);
+    e->loading = false;
+    kd_->load_cv.NotifyAll();
+    if (st.ok() && !e->erased) {
+      std::memset(kd_->host_tier()->Ptr(blk) + e->bytes, 0, blk.length - e->bytes);
+      e->pool = blk;
+      kd_->pool().Insert(e->id(), *e);
+      ++kd_->pool().counters().promotions;
+      kd_->durable().NoteHit();
+      return Status::Ok();
+    }
+    kd_->pool().Free(blk);
+    kd_->space_cv.NotifyAll();
+  }
+  if (stale_row) return kd_->FixStaleRow(e, loc, st);
+  if (st.IsCorruption()) return kd_->DropCorrupt(e, st);
+  return st;
 }
 
 }  // namespace ecstore

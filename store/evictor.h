@@ -1,9 +1,11 @@
-// Evictor: keeps the host pool below its high watermark. A background thread takes the
-// coldest unleased entries: one with a disk copy just leaves the pool; the rest are spilled
-// to the DurableTier in batches of up to 64 MiB (one append, one fdatasync each). Puts that
-// find no block wait here (up to Options::put_wait) while it makes room. After a failed spill
-// it backs off, and Puts stop waiting once two spills in a row have failed.
-// The device tier (issue 10) gets one of these too, demoting to the host pool.
+// Evictor: keeps one memory tier below its high watermark. A background thread takes the
+// tier's coldest unleased entries and moves them down (EvictSomeLocked); Puts that find no
+// block wait here (up to Options::put_wait) while it makes room. After a failed move it
+// backs off, and Puts stop waiting once two moves in a row have failed.
+//   HostEvictor (here): the host pool. An entry with a disk copy just leaves the pool; the
+//     rest are spilled to the DurableTier in batches of up to 64 MiB (one append, one
+//     fdatasync each). It also promotes disk entries back into the pool.
+//   DeviceEvictor (store/device_tier.h): the GPU pool, demoting to the host pool.
 // Thread rules: thread-safe; its state is guarded by the keydir's mu. Start once, Stop once
 // (joins the thread); Allocate, SpillBatch and Flush never hold mu across their I/O.
 #pragma once
@@ -18,46 +20,65 @@ namespace ecstore {
 
 class Evictor {
  public:
-  Evictor(Keydir* kd, std::chrono::milliseconds put_wait) : kd_(kd), put_wait_(put_wait) {}
-  ~Evictor() { Stop(); }
+  Evictor(Keydir* kd, MemoryTier* tier, std::chrono::milliseconds put_wait)
+      : kd_(kd), tier_(tier), put_wait_(put_wait) {}
+  virtual ~Evictor() = default;  // Stop before destroying
 
   void Start();
   void Stop() EXCLUDES(kd_->mu);
 
-  // A block of `bytes` in the pool. With `wait`, waits up to put_wait for the evictor to
+  // A block of `bytes` in the tier. With `wait`, waits up to put_wait for the evictor to
   // make room; without, Busy at once (the evictor is nudged either way).
   Status Allocate(uint64_t bytes, bool wait, PoolBlock* out) EXCLUDES(kd_->mu);
-  // Wakes the evictor if the pool is above its watermark or a Put is waiting.
+  // Wakes the evictor if the tier is above its watermark or a Put is waiting.
   void NudgeLocked() REQUIRES(kd_->mu);
   void Nudge() EXCLUDES(kd_->mu);
-  // Writes the entries (marked spilling by the caller) to disk. drop_from_pool: eviction
-  // (their pool blocks go back once written); otherwise a Flush (they stay).
-  Status SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) EXCLUDES(kd_->mu);
-  // Spills every entry that has no disk copy yet, then commits the index.
-  Status Flush() EXCLUDES(kd_->mu);
-  uint64_t SpillErrors() const EXCLUDES(kd_->mu);
+  uint64_t Errors() const EXCLUDES(kd_->mu);  // failed moves (spills, demotions)
+
+ protected:
+  MemoryTier& tier() const REQUIRES(kd_->mu) { return *tier_; }
+  // Frees room in the tier (mu may be let go for I/O in between). False: nothing could move.
+  virtual bool EvictSomeLocked() REQUIRES(kd_->mu) = 0;
+  void NoteMoveResultLocked(const Status& st, size_t entries) REQUIRES(kd_->mu);
+
+  Keydir* const kd_;
+  MemoryTier* const tier_;
+  uint64_t need_bytes_ GUARDED_BY(kd_->mu) = 0;  // the largest block a waiting Put needs
 
  private:
   bool NeedsEvictionLocked() const REQUIRES(kd_->mu);
   bool EvictionDoneLocked() const REQUIRES(kd_->mu);
   void Loop();
-  bool EvictSomeLocked() REQUIRES(kd_->mu);
+
+  const std::chrono::milliseconds put_wait_;
+  CondVar evict_cv_;  // the evictor: work may be needed
+  uint64_t fail_gen_ GUARDED_BY(kd_->mu) = 0;
+  int consecutive_failures_ GUARDED_BY(kd_->mu) = 0;  // Puts give up after two
+  std::chrono::steady_clock::time_point retry_at_ GUARDED_BY(kd_->mu){};
+  Status last_error_ GUARDED_BY(kd_->mu);
+  uint64_t errors_ GUARDED_BY(kd_->mu) = 0;
+  bool stop_ GUARDED_BY(kd_->mu) = false;
+  std::thread thread_;
+};
+
+class HostEvictor : public Evictor {
+ public:
+  HostEvictor(Keydir* kd, std::chrono::milliseconds put_wait)
+      : Evictor(kd, kd->host_tier(), put_wait) {}
+  // Writes the entries (marked spilling by the caller) to disk. drop_from_pool: eviction
+  // (their pool blocks go back once written); otherwise a Flush (they stay).
+  Status SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) EXCLUDES(kd_->mu);
+  // Spills every host entry that has no disk copy yet, then commits the index.
+  Status Flush() EXCLUDES(kd_->mu);
+  // The other way: reads a disk-only entry into a fresh pool block (wait: for room, as a Put
+  // does). Ok also when someone else promoted or erased it meanwhile; the caller looks again.
+  Status Promote(const EntryPtr& e, bool wait) EXCLUDES(kd_->mu);
+
+ private:
+  bool EvictSomeLocked() override REQUIRES(kd_->mu);
   void DropUnspillableLocked(Entry* e, bool drop_from_pool) REQUIRES(kd_->mu);
   void InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool)
       REQUIRES(kd_->mu);
-  void NoteSpillResultLocked(const Status& st, size_t entries) REQUIRES(kd_->mu);
-
-  Keydir* const kd_;
-  const std::chrono::milliseconds put_wait_;
-  CondVar evict_cv_;                             // the evictor: work may be needed
-  uint64_t need_bytes_ GUARDED_BY(kd_->mu) = 0;  // the largest block a waiting Put needs
-  uint64_t spill_fail_gen_ GUARDED_BY(kd_->mu) = 0;
-  int consecutive_spill_failures_ GUARDED_BY(kd_->mu) = 0;  // Puts give up after two
-  std::chrono::steady_clock::time_point spill_retry_at_ GUARDED_BY(kd_->mu){};
-  Status last_spill_error_ GUARDED_BY(kd_->mu);
-  uint64_t spill_errors_ GUARDED_BY(kd_->mu) = 0;
-  bool stop_ GUARDED_BY(kd_->mu) = false;
-  std::thread thread_;
 };
 
 }  // namespace ecstore

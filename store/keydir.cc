@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "disk/aligned_buffer.h"
+#include "disk/record.h"
+
 namespace ecstore {
 
 std::string FullKey(std::string_view ns, std::string_view key) {
@@ -86,6 +89,7 @@ Result<EntryPtr> Keydir::FindLocked(std::string_view ns, std::string_view key, b
 
 EntryInfo Keydir::InfoLocked(const Entry& e) const {
   TierSet tiers;
+  if (e.device) tiers.add(Tier::kDevice);
   if (e.pool) tiers.add(Tier::kPool);
   if (e.disk) tiers.add(Tier::kDisk);
   return EntryInfo::Of(e, tiers);
@@ -96,6 +100,18 @@ void Keydir::FreePoolLocked(Entry* e) {
   pool().Remove(e->id(), e->bytes, *e->pool);
   e->pool.reset();
   space_cv.NotifyAll();
+}
+
+void Keydir::FreeDeviceLocked(Entry* e) {
+  if (!e->device) return;
+  device_->Remove(e->id(), e->bytes, *e->device);
+  e->device.reset();
+  space_cv.NotifyAll();
+}
+
+void Keydir::FreeCopiesLocked(Entry* e) {
+  FreePoolLocked(e);
+  FreeDeviceLocked(e);
 }
 
 void Keydir::DropDiskLocked(Entry* e) {
@@ -113,29 +129,35 @@ Tombstone Keydir::ForgetDiskCopyLocked(Entry* e) {
   return t;
 }
 
-// Unlinks an entry that has left the keydir. Its pool block goes back now, or when the last
+// Unlinks an entry that has left the keydir. Its memory blocks go back now, or when the last
 // lease ends / the spill in flight finishes. Returns the tombstone its disk copy needs.
 std::optional<Tombstone> Keydir::DetachLocked(Entry* e) {
   e->erased = true;
-  if (e->leases == 0 && !e->spilling)
-    FreePoolLocked(e);
-  else
+  if (e->leases == 0 && !e->spilling) {
+    FreeCopiesLocked(e);
+  } else {
     pool().Unrank(e->id());
+    if (device_) device_->Unrank(e->id());
+  }
   if (!e->disk) return std::nullopt;
   Tombstone t{e->ns, e->key, e->seq};
   DropDiskLocked(e);
   return t;
 }
 
-ReadLease Keydir::LeaseLocked(const EntryPtr& e, bool count_hit) {
-  ++e->leases;
+ReadLease Keydir::LeaseLocked(const EntryPtr& e, bool count_hit, MemoryKind kind) {
+  PinLocked(e.get());
   ++e->hits;
   e->touched = true;
   e->last_access_us = env_->NowMicros();
-  pool().Touch(e->id());
+  if (e->pool) pool().Touch(e->id());
+  if (e->device) device_->Touch(e->id());
   if (e->disk) durable_->Touch(e->id());
-  if (count_hit) ++pool().counters().hits;  // a get served by promotion counted as a disk hit
-  return ReadLease(this, new EntryPtr(e), pool_->Ptr(*e->pool), InfoLocked(*e));
+  const bool on_device = kind == MemoryKind::kDevice;
+  // A get served by promotion was counted as a hit of the tier it came from.
+  if (count_hit) ++(on_device ? device_ : pool_)->counters().hits;
+  const uint8_t* data = on_device ? device_->Ptr(*e->device) : pool_->Ptr(*e->pool);
+  return ReadLease(this, new EntryPtr(e), data, InfoLocked(*e), kind);
 }
 
 // Counts a hit on an entry served from disk.
@@ -148,7 +170,7 @@ void Keydir::TouchLocked(Entry* e) {
 
 // A lease that leaves no trace: no hit, no LRU touch (verify, export).
 ReadLease Keydir::QuietLeaseLocked(const EntryPtr& e) {
-  ++e->leases;
+  PinLocked(e.get());
   return ReadLease(this, new EntryPtr(e), pool_->Ptr(*e->pool), InfoLocked(*e));
 }
 
@@ -156,13 +178,16 @@ void Keydir::Release(void* token) {
   auto* ep = static_cast<EntryPtr*>(token);
   {
     MutexLock l(&mu);
-    Entry* e = ep->get();
-    if (--e->leases == 0) {
-      if (e->erased && !e->spilling) FreePoolLocked(e);
-      if (lease_end_) lease_end_();
-    }
+    UnpinLocked(ep->get());
   }
   delete ep;
+}
+
+void Keydir::UnpinLocked(Entry* e) {
+  --leases_;
+  if (--e->leases > 0) return;
+  if (e->erased && !e->spilling) FreeCopiesLocked(e);
+  if (lease_end_) lease_end_();
 }
 
 // Waits until a detached entry's spill in flight (if any) has ended, and with it the
@@ -324,7 +349,8 @@ EntryPtr Keydir::InsertLocked(const EntryPtr& e, std::optional<Tombstone>* tomb)
     map_.erase(it);
   }
   map_.emplace(e->full_key, e);
-  pool().Insert(e->id(), *e);
+  if (e->pool) pool().Insert(e->id(), *e);
+  if (e->device) device_->Insert(e->id(), *e);
   return old;
 }
 
@@ -332,6 +358,73 @@ std::optional<Tombstone> Keydir::RemoveLocked(Entry* e) {
   EntryPtr keep = e->shared_from_this();  // the map's reference may be the last
   map_.erase(e->full_key);
   return DetachLocked(e);
+}
+
+Result<VerifyReport> Keydir::Verify(const std::function<void(uint64_t, uint64_t)>& progress) {
+  std::vector<EntryPtr> all = Snapshot();
+  VerifyReport report;
+  uint64_t done = 0;
+  for (const EntryPtr& e : all) {
+    if (progress) progress(done, all.size());
+    ++done;
+    Status st = VerifyEntry(e, &report);
+    if (!st.ok()) report.errors.push_back(e->ns + "/" + e->key + ": " + st.message());
+  }
+  // Headers too: a damaged header hides its record from a rebuild of the index.
+  durable_->VerifyHeaders(&report.corrupt, &report.errors);
+  if (progress) progress(all.size(), all.size());
+  return report;
+}
+
+// Checks one entry's pool and disk copies. A corrupt copy is dropped and reported in
+// report->corrupt; what keeps a check from finishing (a failing device) is returned.
+Status Keydir::VerifyEntry(const EntryPtr& e, VerifyReport* report) {
+  std::optional<ReadLease> lease;
+  std::optional<DiskLocation> loc;
+  bool checksummed = true;
+  {
+    MutexLock l(&mu);
+    if (e->erased) return Status::Ok();
+    if (e->pool) lease.emplace(QuietLeaseLocked(e));
+    checksummed = e->checksummed;
+    loc = e->disk;
+  }
+  ++report->checked;
+  report->bytes += e->bytes;
+  const std::string name = e->ns + "/" + e->key + ": ";
+  // Not yet checksummed (put from device memory, never spilled): nothing to check against.
+  const bool pool_good =
+      lease && (!checksummed || PayloadChecksum(lease->data(), lease->size()) == e->checksum);
+  Status bad;
+  if (lease && !pool_good) bad = Status::Corruption("pool copy checksum mismatch");
+  lease.reset();
+  if (bad.ok() && loc) {
+    AlignedBuffer buf(e->bytes);
+    bool stale_row = false;
+    bad = durable_->Read(*e, *loc, buf.data(), buf.size(), &stale_row);
+    if (stale_row) {
+      Status fixed = FixStaleRow(e, *loc, bad);
+      std::optional<DiskLocation> moved;
+      {
+        MutexLock l(&mu);
+        if (!e->erased) moved = e->disk;
+      }
+      if (!fixed.ok() || !moved) return fixed;
+      bad = durable_->Read(*e, *moved, buf.data(), buf.size(), &stale_row);  // the record it found
+      if (!bad.ok()) return bad;
+    }
+  }
+  if (bad.ok()) return Status::Ok();
+  if (!bad.IsCorruption())  // the device failed, not the data: report and keep it
+    return Status::IOError(bad.ToString());
+  if (pool_good) {  // only the disk copy is bad: drop it; the pool copy is spilled again
+    DropDiskCopy(e, *loc);
+    report->corrupt.push_back(name + bad.message() + " (disk copy dropped, pool copy kept)");
+    return Status::Ok();
+  }
+  DropCorrupt(e, bad);
+  report->corrupt.push_back(name + bad.message());
+  return Status::Ok();
 }
 
 }  // namespace ecstore

@@ -21,12 +21,18 @@
 #include "store/cache.h"
 #include "store/durable_tier.h"
 #include "store/memory_tier.h"
+#include "store/store.h"
 
 namespace ecstore {
 
-// One entry: its record and where its bytes are (pool block, disk record, or both).
+// One entry: its record and where its bytes are (device block, host pool block, disk
+// record: any of them). Fields are guarded by Keydir::mu. A lease pins every copy.
 struct Entry : EntryRecord, std::enable_shared_from_this<Entry> {
-  std::string full_key;           // ns '\0' key: the keydir's key points into it
+  std::string full_key;             // ns '\0' key: the keydir's key points into it
+  std::optional<PoolBlock> device;  // in the GPU pool
+  // False for an entry put from device memory until it is first spilled: its xxh3 is
+  // computed then, where the disk (not PCIe) sets the pace. Until then checksum is 0.
+  bool checksummed = true;
   std::optional<PoolBlock> pool;  // set once the bytes in the block are complete
   std::optional<DiskLocation> disk;
   int leases = 0;
@@ -43,8 +49,9 @@ std::string FullKey(std::string_view ns, std::string_view key);
 
 class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
  public:
-  Keydir(Env* env, MemoryTier* pool, DurableTier* durable)
-      : env_(env), pool_(pool), durable_(durable) {}
+  // `device` is null for a store without a device tier.
+  Keydir(Env* env, MemoryTier* pool, MemoryTier* device, DurableTier* durable)
+      : env_(env), pool_(pool), device_(device), durable_(durable) {}
 
   Mutex mu;
   CondVar space_cv;  // pool space may have been freed (waiting Puts, the evictor)
@@ -52,6 +59,9 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   CondVar spill_cv;  // a spill ended
 
   MemoryTier& pool() const REQUIRES(mu) { return *pool_; }
+  MemoryTier& device() const REQUIRES(mu) { return *device_; }  // only with a device tier
+  MemoryTier* host_tier() const { return pool_; }
+  MemoryTier* device_tier() const { return device_; }
   DurableTier& durable() const { return *durable_; }  // thread-safe itself
   // Runs under mu when a lease ends (the evictor may have been waiting for it).
   void OnLeaseEnd(std::function<void()> f) { lease_end_ = std::move(f); }
@@ -83,13 +93,27 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   // Takes the entry out of the keydir and detaches it (see DetachLocked).
   std::optional<Tombstone> RemoveLocked(Entry* e) REQUIRES(mu);
   void FreePoolLocked(Entry* e) REQUIRES(mu);
+  void FreeDeviceLocked(Entry* e) REQUIRES(mu);
+  void FreeCopiesLocked(Entry* e) REQUIRES(mu);  // pool and device blocks
   void DropDiskLocked(Entry* e) REQUIRES(mu);
   Tombstone ForgetDiskCopyLocked(Entry* e) REQUIRES(mu);
   std::optional<Tombstone> DetachLocked(Entry* e) REQUIRES(mu);
-  ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true) REQUIRES(mu);
+  // A lease on the host copy, or with kDevice on the device copy (which must exist).
+  ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true,
+                        MemoryKind kind = MemoryKind::kHost) REQUIRES(mu);
+  // A pin without a ReadLease (a copy in flight reads the entry's blocks): every copy stays.
+  void PinLocked(Entry* e) REQUIRES(mu) {
+    ++e->leases;
+    ++leases_;
+  }
+  uint64_t leases() const REQUIRES(mu) { return leases_; }  // held now, pins included
+  void UnpinLocked(Entry* e) REQUIRES(mu);
   ReadLease QuietLeaseLocked(const EntryPtr& e) REQUIRES(mu);
   void TouchLocked(Entry* e) REQUIRES(mu);
   void AwaitSpill(const EntryPtr& e) EXCLUDES(mu);
+
+  // Reads every entry's copies and checks their checksums (Store::Verify).
+  Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) EXCLUDES(mu);
 
   // ---- disk copies that turned out wrong (durable I/O, never under mu)
   Status FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why) EXCLUDES(mu);
@@ -98,6 +122,7 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
 
  private:
   void Release(void* token) override;
+  Status VerifyEntry(const EntryPtr& e, VerifyReport* report) EXCLUDES(mu);
   Result<EntryPtr> FindRecordLocked(const EntryRecord& rec, const DiskLocation& at) REQUIRES(mu);
 
   // DurableTier::Owner. Recovery runs inside Recover, with mu held; the rest take mu.
@@ -116,12 +141,14 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
 
   Env* const env_;
   MemoryTier* const pool_;
+  MemoryTier* const device_;
   DurableTier* const durable_;
   std::function<void()> lease_end_;
   // Keyed by a view of the entry's own full_key, so each key is stored once.
   std::unordered_map<std::string_view, EntryPtr> map_ GUARDED_BY(mu);
   std::vector<EntryPtr> recovered_ GUARDED_BY(mu);  // during Recover: to rank by last access
   uint64_t misses_ GUARDED_BY(mu) = 0;
+  uint64_t leases_ GUARDED_BY(mu) = 0;
   bool closed_ GUARDED_BY(mu) = false;
 };
 

@@ -45,6 +45,7 @@ std::string StatsToJson(const StoreStats& s, int indent, const std::string& extr
   j["spill_errors"] = s.spill_errors;
   j["compactions"] = s.compactions;
   j["misses"] = s.misses;
+  j["leases"] = s.leases;
   json extra = json::parse(extra_json_object, nullptr, false);
   if (extra.is_object()) j.update(extra);
   return j.dump(indent);
@@ -71,6 +72,7 @@ Result<StoreStats> StatsFromJson(std::string_view text) {
   s.spill_errors = j.value("spill_errors", uint64_t{0});
   s.compactions = j.value("compactions", uint64_t{0});
   s.misses = j.value("misses", uint64_t{0});
+  s.leases = j.value("leases", uint64_t{0});
   return s;
 }
 

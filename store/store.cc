@@ -105,14 +105,35 @@ Status StoreImpl::Init() {
                                opt_.pool_bytes, mopt);
   if (!pool.ok()) return pool.status();
   pool_ = std::move(pool).value();
-  kd_ = std::make_unique<Keydir>(env_, pool_.get(), durable_.get());
-  ev_ = std::make_unique<Evictor>(kd_.get(), opt_.put_wait);
-  kd_->OnLeaseEnd([this]() NO_THREAD_SAFETY_ANALYSIS { ev_->NudgeLocked(); });  // under mu
+  EC_RETURN_IF_ERROR(OpenDeviceTier(mopt));
+  kd_ =
+      std::make_unique<Keydir>(env_, pool_.get(), dev_ ? dev_->memory() : nullptr, durable_.get());
+  ev_ = std::make_unique<HostEvictor>(kd_.get(), opt_.put_wait);
+  if (dev_)
+    dev_ev_ = std::make_unique<DeviceEvictor>(kd_.get(), dev_.get(), ev_.get(), opt_.put_wait);
+  kd_->OnLeaseEnd([this]() NO_THREAD_SAFETY_ANALYSIS {  // runs under mu
+    ev_->NudgeLocked();
+    if (dev_ev_) dev_ev_->NudgeLocked();
+  });
   {
     MutexLock l(&kd_->mu);  // nothing else runs yet; the lock keeps the analysis whole
     EC_RETURN_IF_ERROR(kd_->Recover());
   }
   ev_->Start();
+  if (dev_ev_) dev_ev_->Start();
+  return Status::Ok();
+}
+
+// The GPU pool, and the host pool registered with CUDA once so that every copy between
+// them runs at pinned speed (Options::device_pool_bytes 0: neither).
+Status StoreImpl::OpenDeviceTier(const MemoryTierOptions& mopt) {
+  if (opt_.device_pool_bytes == 0) return Status::Ok();
+  auto dev = DeviceTier::Open(opt_.device, opt_.device_pool_bytes, mopt);
+  if (!dev.ok()) return dev.status();
+  dev_ = std::move(dev).value();
+  cuda_host_ = cuda::NewHostRegistrar();
+  Status st = pool_->AddRegistrar(cuda_host_.get());
+  if (!st.ok()) spdlog::warn("{}; host<->device copies run at pageable speed", st.ToString());
   return Status::Ok();
 }
 
@@ -126,8 +147,11 @@ Status StoreImpl::Close() {
     MutexLock l(&kd_->mu);
     if (kd_->closed()) return Status::Ok();
   }
+  Status st = dev_ev_ ? dev_ev_->DemoteAll() : Status::Ok();  // needs the host evictor
+  if (dev_ev_) dev_ev_->Stop();
   ev_->Stop();
-  Status st = ev_->Flush();
+  Status fst = ev_->Flush();
+  if (st.ok()) st = fst;
   {
     MutexLock l(&kd_->mu);
     kd_->ForEachLocked([&](const EntryPtr& e) {
@@ -223,68 +247,129 @@ Status StoreImpl::Commit(PutReservation r) {
   auto e = std::make_shared<Entry>();
   e->ns = std::move(p->ns);
   e->key = std::move(p->key);
-  e->full_key = FullKey(e->ns, e->key);
   e->meta = std::move(p->meta);
   e->bytes = size;
   e->checksum = checksum;
+  return Install(e, blk, Tier::kPool);
+}
+
+Status StoreImpl::Install(const EntryPtr& e, const PoolBlock& blk, Tier tier) {
+  e->full_key = FullKey(e->ns, e->key);
   e->created_us = e->last_access_us = env_->NowMicros();
-  e->pool = blk;
+  (tier == Tier::kDevice ? e->device : e->pool) = blk;
   std::optional<Tombstone> tomb;
   EntryPtr old;
   {
     MutexLock l(&kd_->mu);
     if (kd_->closed()) {
-      kd_->pool().Free(blk);
+      (tier == Tier::kDevice ? kd_->device() : kd_->pool()).Free(blk);
       return Status::Unavailable("store is closed");
     }
     e->seq = durable_->NextSeq();
     old = kd_->InsertLocked(e, &tomb);
   }
-  ev_->Nudge();
+  (tier == Tier::kDevice ? static_cast<Evictor*>(dev_ev_.get()) : ev_.get())->Nudge();
   if (tomb) durable_->WriteTombstones({*tomb});
   if (old) kd_->AwaitSpill(old);  // the replaced bytes must not come back after a crash
   return Status::Ok();
 }
 
-// ---------------------------------------------------------------- get
+// ---------------------------------------------------------------- device memory
 
-// Reads a disk-only entry into a fresh pool block. Ok also when someone else promoted or
-// erased it meanwhile; the caller looks again.
-Status StoreImpl::Promote(const EntryPtr& e, bool wait) {
-  PoolBlock blk;
-  EC_RETURN_IF_ERROR(ev_->Allocate(e->bytes, wait, &blk));
-  DiskLocation loc;
-  {
-    MutexLock l(&kd_->mu);
-    if (e->erased || e->pool || e->loading || !e->disk) {
-      kd_->pool().Free(blk);
-      kd_->space_cv.NotifyAll();
-      return Status::Ok();
-    }
-    e->loading = true;
-    loc = *e->disk;
-  }
-  bool stale_row = false;
-  Status st = durable_->Read(*e, loc, pool_->Ptr(blk), blk.length, &stale_row);
-  {
-    MutexLock l(&kd_->mu);
-    e->loading = false;
-    kd_->load_cv.NotifyAll();
-    if (st.ok() && !e->erased) {
-      std::memset(pool_->Ptr(blk) + e->bytes, 0, blk.length - e->bytes);
-      e->pool = blk;
-      kd_->pool().Insert(e->id(), *e);
-      ++kd_->pool().counters().promotions;
-      durable_->NoteHit();
-      return Status::Ok();
-    }
-    kd_->pool().Free(blk);
-    kd_->space_cv.NotifyAll();
-  }
-  if (stale_row) return kd_->FixStaleRow(e, loc, st);
-  if (st.IsCorruption()) return kd_->DropCorrupt(e, st);
-  return st;
+Status StoreImpl::CheckDeviceTier(const char* what) const {
+  if (dev_) return Status::Ok();
+  return Status::Unavailable(std::string(what) +
+                             " needs the device tier: open the store with "
+                             "Options::device_pool_bytes > 0 (a CUDA build with a GPU)");
 }
+
+Status StoreImpl::PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                                const void* src, uint64_t bytes) {
+  EC_RETURN_IF_ERROR(CheckDeviceTier("PutFromDevice"));
+  EC_RETURN_IF_ERROR(CheckWritable());
+  EC_RETURN_IF_ERROR(ValidateNewNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateNewKey(key));
+  EC_RETURN_IF_ERROR(ValidateMeta(meta, bytes));
+  {
+    MutexLock l(&kd_->mu);
+    if (kd_->device().RoundUp(bytes) > kd_->device().capacity())
+      return Status::NoSpace("entry of " + std::to_string(bytes) +
+                             " bytes is larger than the whole device pool; raise "
+                             "Options::device_pool_bytes");
+  }
+  PoolBlock blk;
+  EC_RETURN_IF_ERROR(dev_ev_->Allocate(bytes, true, &blk));
+  uint8_t* dst = dev_->memory()->Ptr(blk);
+  Status st = dev_->Copy(dst, src, bytes, cuda::Direction::kDeviceToDevice);
+  if (!st.ok()) {
+    MutexLock l(&kd_->mu);
+    kd_->device().Free(blk);
+    return st.WithContext("copying the entry into the device pool");
+  }
+  auto e = std::make_shared<Entry>();
+  e->ns = ns;
+  e->key = key;
+  e->meta = meta;
+  e->bytes = bytes;
+  e->checksummed = false;  // hashed when first spilled (device_tier.h says why)
+  return Install(e, blk, Tier::kDevice);
+}
+
+Result<EntryInfo> StoreImpl::GetToDevice(std::string_view ns, std::string_view key, void* dst,
+                                         uint64_t dst_bytes) {
+  EC_RETURN_IF_ERROR(CheckDeviceTier("GetToDevice"));
+  EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  std::optional<ReadLease> lease;
+  {
+    MutexLock l(&kd_->mu);
+    auto found = kd_->FindLocked(ns, key, true);
+    if (!found.ok()) return found.status();
+    const EntryPtr& e = *found;
+    if (dst_bytes < e->bytes)
+      return Status::InvalidArgument("destination holds " + std::to_string(dst_bytes) +
+                                     " bytes but entry '" + e->key + "' has " +
+                                     std::to_string(e->bytes) + "; Lookup the size first");
+    if (e->device)
+      lease.emplace(kd_->LeaseLocked(e, true, MemoryKind::kDevice));
+    else if (e->pool)
+      lease.emplace(kd_->LeaseLocked(e, true));
+  }
+  if (!lease) {  // on disk only: into the host pool first (io_uring, verified)
+    auto host = Acquire(ns, key);
+    if (!host.ok()) return host.status();
+    lease.emplace(std::move(host).value());
+  }
+  const bool on_device = lease->memory_kind() == MemoryKind::kDevice;
+  EC_RETURN_IF_ERROR(
+      dev_->Copy(dst, lease->data(), lease->size(),
+                 on_device ? cuda::Direction::kDeviceToDevice : cuda::Direction::kHostToDevice));
+  return lease->info();
+}
+
+Result<ReadLease> StoreImpl::AcquireOnDevice(std::string_view ns, std::string_view key) {
+  EC_RETURN_IF_ERROR(CheckDeviceTier("AcquireOnDevice"));
+  EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  for (bool first = true;; first = false) {
+    {
+      MutexLock l(&kd_->mu);
+      auto found = kd_->FindLocked(ns, key, first);
+      if (!found.ok()) return found.status();
+      if ((*found)->device) return kd_->LeaseLocked(*found, first, MemoryKind::kDevice);
+    }
+    auto host = Acquire(ns, key);  // a host lease pins the entry while it is copied up
+    if (!host.ok()) return host.status();
+    EntryPtr e;
+    {
+      MutexLock l(&kd_->mu);
+      auto found = kd_->FindLocked(ns, key, false);
+      if (!found.ok()) return found.status();
+      e = *found;
+    }
+    EC_RETURN_IF_ERROR(dev_ev_->Promote(e, *host));
+  }
+}
+
+// ---------------------------------------------------------------- get
 
 Status StoreImpl::AddRegistrar(MemoryRegistrar* r) { return pool_->AddRegistrar(r); }
 
@@ -296,6 +381,7 @@ Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) 
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
   for (bool promoted = false;; promoted = true) {
     EntryPtr e;
+    bool device_only = false;
     {
       UniqueLock l(&kd_->mu);
       auto found = kd_->FindLocked(ns, key, !promoted);
@@ -306,8 +392,10 @@ Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) 
         while (e->loading) kd_->load_cv.Wait(l);
         continue;
       }
+      device_only = e->device.has_value();
     }
-    EC_RETURN_IF_ERROR(Promote(e, true));
+    // A device-only entry gets a host copy (it stays on the device too).
+    EC_RETURN_IF_ERROR(device_only ? dev_ev_->CopyToHost(e) : ev_->Promote(e, true));
   }
 }
 
@@ -336,6 +424,14 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
         std::memcpy(dst.data(), lease.data(), lease.size());
         return info;
       }
+      if (e->device) {  // device only: one device->host copy straight into dst
+        ReadLease lease = kd_->LeaseLocked(e, !promoted && ro.record_access, MemoryKind::kDevice);
+        info = kd_->InfoLocked(*e);
+        l.unlock();
+        EC_RETURN_IF_ERROR(
+            dev_->Copy(dst.data(), lease.data(), lease.size(), cuda::Direction::kDeviceToHost));
+        return info;
+      }
       if (e->loading) {
         while (e->loading) kd_->load_cv.Wait(l);
         continue;
@@ -347,7 +443,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
       }
     }
     if (promote) {
-      Status st = Promote(e, false);
+      Status st = ev_->Promote(e, false);
       if (st.ok()) continue;
       if (!st.IsBusy()) return st;
       // No pool space right now: serve straight from disk; promotion can happen next time.
@@ -473,9 +569,10 @@ Status StoreImpl::ListPages(size_t page_size,
 }
 
 Result<StoreStats> StoreImpl::Stats() {
-  const uint64_t spill_errors = ev_->SpillErrors();
+  const uint64_t spill_errors = ev_->Errors() + (dev_ev_ ? dev_ev_->Errors() : 0);
   MutexLock l(&kd_->mu);
   StoreStats s;
+  if (dev_) s.at(Tier::kDevice) = kd_->device().Stats();
   if (pool_) {
     s.at(Tier::kPool) = kd_->pool().Stats();
     s.pool_fragmentation = kd_->pool().fragmentation();
@@ -488,75 +585,20 @@ Result<StoreStats> StoreImpl::Stats() {
   disk.misses = kd_->misses();
   s.spill_errors = spill_errors;
   s.misses = kd_->misses();
+  s.leases = kd_->leases();
   return s;
 }
 
 // ---------------------------------------------------------------- verify / compact
 
 Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64_t)>& progress) {
-  std::vector<EntryPtr> all = kd_->Snapshot();
-  VerifyReport report;
-  uint64_t done = 0;
-  for (const EntryPtr& e : all) {
-    if (progress) progress(done, all.size());
-    ++done;
-    Status st = VerifyEntry(e, &report);
-    if (!st.ok()) report.errors.push_back(e->ns + "/" + e->key + ": " + st.message());
-  }
-  // Headers too: a damaged header hides its record from a rebuild of the index.
-  durable_->VerifyHeaders(&report.corrupt, &report.errors);
-  if (progress) progress(all.size(), all.size());
-  return report;
+  return kd_->Verify(progress);
 }
 
-// Checks one entry's pool and disk copies. A corrupt copy is dropped and reported in
-// report->corrupt; what keeps a check from finishing (a failing device) is returned.
-Status StoreImpl::VerifyEntry(const EntryPtr& e, VerifyReport* report) {
-  std::optional<ReadLease> lease;
-  std::optional<DiskLocation> loc;
-  {
-    MutexLock l(&kd_->mu);
-    if (e->erased) return Status::Ok();
-    if (e->pool) lease.emplace(kd_->QuietLeaseLocked(e));
-    loc = e->disk;
-  }
-  ++report->checked;
-  report->bytes += e->bytes;
-  const std::string name = e->ns + "/" + e->key + ": ";
-  const bool pool_good = lease && PayloadChecksum(lease->data(), lease->size()) == e->checksum;
-  Status bad;
-  if (lease && !pool_good) bad = Status::Corruption("pool copy checksum mismatch");
-  lease.reset();
-  if (bad.ok() && loc) {
-    AlignedBuffer buf(e->bytes);
-    bool stale_row = false;
-    bad = durable_->Read(*e, *loc, buf.data(), buf.size(), &stale_row);
-    if (stale_row) {
-      Status fixed = kd_->FixStaleRow(e, *loc, bad);
-      std::optional<DiskLocation> moved;
-      {
-        MutexLock l(&kd_->mu);
-        if (!e->erased) moved = e->disk;
-      }
-      if (!fixed.ok() || !moved) return fixed;
-      bad = durable_->Read(*e, *moved, buf.data(), buf.size(), &stale_row);  // the record it found
-      if (!bad.ok()) return bad;
-    }
-  }
-  if (bad.ok()) return Status::Ok();
-  if (!bad.IsCorruption())  // the device failed, not the data: report and keep it
-    return Status::IOError(bad.ToString());
-  if (pool_good) {  // only the disk copy is bad: drop it; the pool copy is spilled again
-    kd_->DropDiskCopy(e, *loc);
-    report->corrupt.push_back(name + bad.message() + " (disk copy dropped, pool copy kept)");
-    return Status::Ok();
-  }
-  kd_->DropCorrupt(e, bad);
-  report->corrupt.push_back(name + bad.message());
-  return Status::Ok();
+Status StoreImpl::Flush() {
+  if (dev_ev_) EC_RETURN_IF_ERROR(dev_ev_->DemoteAll());
+  return ev_->Flush();
 }
-
-Status StoreImpl::Flush() { return ev_->Flush(); }
 
 Status StoreImpl::Compact(double threshold) { return durable_->Compact(threshold); }
 

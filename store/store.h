@@ -53,6 +53,11 @@ struct Options {
   // Open without writing anything: reads work; Put, Erase, Flush and Compact fail with
   // NoSpace. Chosen automatically when the store's filesystem has less than 1 MiB free.
   bool read_only = false;
+  // The device tier: a pool of GPU memory above the host pool, allocated once at Open on GPU
+  // `device` (0 bytes: none). Needs a CUDA build and that GPU; the host pool is then
+  // registered with CUDA too. Entries put from device memory land there.
+  int device = 0;
+  uint64_t device_pool_bytes = 0;
   Env* env = nullptr;  // nullptr = Env::Default()
 };
 
@@ -123,8 +128,8 @@ class Store : public Cache {
   Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
   // EraseMany writes all the tombstones in one durable write (one fdatasync, not one per
   // entry). ListPages pages through one snapshot taken at the call.
-  // Writes every pool-only entry to disk and commits the index: afterwards a crash loses
-  // nothing that was Put before the call.
+  // Writes every entry without a disk copy to disk (device entries through the host pool)
+  // and commits the index: afterwards a crash loses nothing that was Put before the call.
   virtual Status Flush() = 0;
   // Reads every entry and checks its checksum; corrupt entries are dropped and reported.
   // An entry whose read fails with an I/O error is reported in `errors` and kept.
@@ -133,6 +138,20 @@ class Store : public Cache {
   // Rewrites live records of sealed segments whose live ratio is below the threshold
   // (threshold 1.0 compacts every sealed segment with any dead bytes).
   virtual Status Compact(double live_ratio_threshold) = 0;
+  // ---- device memory (a CUDA build; the first three need Options::device_pool_bytes > 0)
+  // Stores `bytes` bytes at device pointer `src` into the device tier (device->device).
+  virtual Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                               const void* src, uint64_t bytes) = 0;
+  // Copies the entry to device memory at `dst` (dst_bytes at least its size) from whichever
+  // tier holds it: device->device, pinned host->device, or disk -> host pool -> device.
+  virtual Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
+                                        uint64_t dst_bytes) = 0;
+  // The entry's device copy, leased (memory_kind() kDevice): promoted host->device first if
+  // it has none. Leased device entries are never demoted or overwritten.
+  virtual Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key) = 0;
+  // The device pool's region (base null without a device tier), and its GPU.
+  virtual MemoryRegion device_region() const = 0;
+  virtual int device_ordinal() const = 0;
   // Persists the pool (as Flush) and stops the background threads.
   virtual Status Close() = 0;
   // The pool's region: a lease's data() - base is its offset; shm_fd >= 0 when shareable.

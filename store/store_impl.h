@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "store/device_tier.h"
 #include "store/durable_tier.h"
 #include "store/evictor.h"
 #include "store/keydir.h"
@@ -58,6 +59,15 @@ class StoreImpl : public Store, private PutReservation::Owner {
   Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) override;
   Status Compact(double threshold) override;
   Status Close() override;
+  Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                       const void* src, uint64_t bytes) override;
+  Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
+                                uint64_t dst_bytes) override;
+  Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key) override;
+  int device_ordinal() const override { return opt_.device; }
+  MemoryRegion device_region() const override {
+    return dev_ ? dev_->memory()->region() : MemoryRegion{};
+  }
   MemoryRegion pool_region() const override { return pool_ ? pool_->region() : MemoryRegion{}; }
   Status AddRegistrar(MemoryRegistrar* r) override;
   void RemoveRegistrar(MemoryRegistrar* r) override;
@@ -67,8 +77,11 @@ class StoreImpl : public Store, private PutReservation::Owner {
   void Abandon(void* token) override;
   Status CheckKey(std::string_view ns, std::string_view key) const;
   Status CheckWritable() const;
-  Status Promote(const EntryPtr& e, bool wait) EXCLUDES(kd_->mu);
-  Status VerifyEntry(const EntryPtr& e, VerifyReport* report);
+  Status OpenDeviceTier(const MemoryTierOptions& mopt);
+  // Inserts a new entry whose bytes are complete in its block (host or device), replacing
+  // the key's current one; the replaced entry's tombstone is durable before it returns.
+  Status Install(const EntryPtr& e, const PoolBlock& blk, Tier tier) EXCLUDES(kd_->mu);
+  Status CheckDeviceTier(const char* what) const;
 
   std::string dir_;
   Options opt_;
@@ -77,9 +90,12 @@ class StoreImpl : public Store, private PutReservation::Owner {
   UniqueFd lock_fd_;
   // Set in Init (in this order) and kept until destruction; Close closes them.
   std::unique_ptr<DurableTier> durable_;
-  std::unique_ptr<MemoryTier> pool_;  // the pinned host pool
-  std::unique_ptr<Keydir> kd_;        // its mu is the metadata lock
-  std::unique_ptr<Evictor> ev_;
+  std::unique_ptr<MemoryRegistrar> cuda_host_;  // registers pool_ with CUDA (device tier)
+  std::unique_ptr<MemoryTier> pool_;            // the pinned host pool
+  std::unique_ptr<DeviceTier> dev_;             // the GPU pool, if any
+  std::unique_ptr<Keydir> kd_;                  // its mu is the metadata lock
+  std::unique_ptr<HostEvictor> ev_;
+  std::unique_ptr<DeviceEvictor> dev_ev_;
 };
 
 }  // namespace ecstore

@@ -830,6 +830,19 @@ class CountingStore : public Store {
   Status Compact(double t) override { return s_->Compact(t); }
   Status Close() override { return s_->Close(); }
   MemoryRegion pool_region() const override { return s_->pool_region(); }
+  Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& m,
+                       const void* src, uint64_t n) override {
+    return s_->PutFromDevice(ns, key, m, src, n);
+  }
+  Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
+                                uint64_t n) override {
+    return s_->GetToDevice(ns, key, dst, n);
+  }
+  Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key) override {
+    return s_->AcquireOnDevice(ns, key);
+  }
+  MemoryRegion device_region() const override { return s_->device_region(); }
+  int device_ordinal() const override { return s_->device_ordinal(); }
   Status AddRegistrar(MemoryRegistrar* r) override { return s_->AddRegistrar(r); }
   void RemoveRegistrar(MemoryRegistrar* r) override { s_->RemoveRegistrar(r); }
 

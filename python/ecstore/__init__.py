@@ -71,7 +71,8 @@ class Lease:
         return _tensors.typed_view(self.view(), i.dtype, list(i.shape))
 
     def tensor(self) -> Any:
-        """The entry as a CPU torch tensor over the pool memory (no copy; do not write)."""
+        """The entry as a torch tensor over the store's memory (no copy; do not write): a
+        CPU tensor over the host pool, or a CUDA tensor for a lease from acquire_on_device."""
         i = self.info
         return self._core.torch_view().view(_tensors.torch_dtype(i.dtype)).reshape(i.shape)
 
@@ -100,8 +101,23 @@ class Cache:
             shape: Sequence[int] | None = None) -> None:
         """Stores a torch tensor (any device), a numpy array, or raw bytes (with dtype and
         shape) under (ns, key), replacing an older entry."""
+        if self._device_tier() and _tensors.is_tensor(value) and value.is_cuda:
+            import torch
+
+            t = value.contiguous()
+            # The store copies on its own stream: the producer's work must be done first.
+            torch.cuda.current_stream(t.device).synchronize()
+            self._c.put_device(ns, key, _tensors.dtype_name(t), list(t.shape), t.data_ptr(),
+                               t.numel() * t.element_size())
+            return
         name, dims, flat = _tensors.host_bytes(value, dtype, shape)
         self._c.put(ns, key, name, dims, flat)
+
+    def _device_tier(self) -> bool:
+        cached = getattr(self, "_has_device", None)
+        if cached is None:
+            cached = self._has_device = bool(self._c.has_device_tier())
+        return cached
 
     def get(self, ns: str, key: str, *, device: Any = None, like: str = "torch") -> Any:
         """The entry as a new tensor (like="torch", on `device`, CPU by default) or numpy
@@ -122,6 +138,31 @@ class Cache:
 
     def _get_to_device(self, ns: str, key: str, device: Any) -> Any:
         import torch
+
+        if self._device_tier():  # from any tier straight into a new device tensor
+            for _ in range(3):
+                info = self.lookup(ns, key)
+                if info is None:
+                    raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
+                dst = torch.empty(list(info.shape), dtype=_tensors.torch_dtype(info.dtype),
+                                  device=device)
+                try:
+                    self._c.get_to_device(ns, key, dst.data_ptr(),
+                                          dst.numel() * dst.element_size())
+                    return dst
+                except InvalidArgument:
+                    continue
+            raise Busy(f"{ns}/{key} kept changing size while being read")
+        if self.transport == "shm" and getattr(self, "_remote_device", True):
+            try:  # the server's device pool over CUDA IPC: one device -> device copy
+                with self.acquire_on_device(ns, key) as lease:
+                    src = lease.tensor()
+                    dst = torch.empty(src.shape, dtype=src.dtype, device=device)
+                    dst.copy_(src)
+                    torch.cuda.current_stream(dst.device).synchronize()  # before the release
+                return dst
+            except (Unavailable, InvalidArgument):
+                self._remote_device = False  # no device tier there: from its host pool
 
         with self.acquire(ns, key) as lease:  # H2D straight from the pool (in place)
             src = lease.tensor()
@@ -152,6 +193,14 @@ class Cache:
         """The entry under a lease, read in place (embedded and same-host shared memory)
         or from a buffer the lease owns (TCP, RDMA)."""
         return Lease(self._c.acquire(ns, key))
+
+    def acquire_on_device(self, ns: str, key: str) -> Lease:
+        """The entry leased in the device tier (promoted there from the host pool or disk
+        if needed): lease.tensor() is a CUDA tensor over the store's device memory, no
+        copy. An embedded store opened with device_pool_size, or a same-host daemon served
+        with --device-pool-size (its device pool is opened once over CUDA IPC)."""
+        dev = getattr(self, "_device", 0)
+        return Lease(self._c.acquire_device(ns, key, dev))
 
     def pin(self, ns: str, key: str) -> Lease:
         """Keeps the entry resident (never evicted) until the lease is released, without
@@ -240,10 +289,15 @@ class Cache:
 
 
 def open(dir: str, pool_size: int | str = "256MiB", disk_quota: int | str = "16GiB", *,  # noqa: A001
-         shareable: bool = False, compress: bool = False, promote_on_get: bool = True) -> Cache:
-    """Opens (creating if needed) the store in `dir`, in this process."""
-    return Cache(_ecstore.open(dir, parse_size(pool_size), parse_size(disk_quota), shareable,
-                               compress, promote_on_get))
+         shareable: bool = False, compress: bool = False, promote_on_get: bool = True,
+         device: int = 0, device_pool_size: int | str = 0) -> Cache:
+    """Opens (creating if needed) the store in `dir`, in this process. device_pool_size > 0
+    adds a device tier on GPU `device`: CUDA tensors put there stay on the GPU, and
+    get(device=...) / acquire_on_device read without a host round trip."""
+    c = Cache(_ecstore.open(dir, parse_size(pool_size), parse_size(disk_quota), shareable,
+                            compress, promote_on_get, device, parse_size(device_pool_size)))
+    c._device = device
+    return c
 
 
 def connect(uri: str, *, token: str | None = None, transport: str = "auto",

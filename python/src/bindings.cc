@@ -127,8 +127,8 @@ void Reservation::commit() {
 // lease is released under its client's mutex, whatever thread drops it.
 class Lease {
  public:
-  Lease(ReadLease l, std::shared_ptr<Core> core)
-      : lease_(new ReadLease(std::move(l)), [core](ReadLease* p) {
+  Lease(ReadLease l, std::shared_ptr<Core> core, int device = 0)
+      : device_(device), lease_(new ReadLease(std::move(l)), [core](ReadLease* p) {
           nb::gil_scoped_release nogil;
           auto lock = core->Lock();
           delete p;
@@ -139,6 +139,8 @@ class Lease {
   nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>> view() const {
     const ReadLease& l = Held();
     if (!l.data()) Check(Status::InvalidArgument("a pin holds no bytes to view; use acquire"));
+    if (l.memory_kind() == MemoryKind::kDevice)
+      Check(Status::InvalidArgument("a device lease has no host view; use tensor()"));
     auto* keep = new std::shared_ptr<ReadLease>(lease_);
     nb::capsule owner(keep,
                       [](void* p) noexcept { delete static_cast<std::shared_ptr<ReadLease>*>(p); });
@@ -152,9 +154,12 @@ class Lease {
     auto* keep = new std::shared_ptr<ReadLease>(lease_);
     nb::capsule owner(keep,
                       [](void* p) noexcept { delete static_cast<std::shared_ptr<ReadLease>*>(p); });
-    return nb::ndarray<nb::pytorch, uint8_t, nb::ndim<1>>(const_cast<uint8_t*>(l.data()),
-                                                          {l.size()}, owner);
+    const bool dev = l.memory_kind() == MemoryKind::kDevice;
+    return nb::ndarray<nb::pytorch, uint8_t, nb::ndim<1>>(
+        const_cast<uint8_t*>(l.data()), {l.size()}, owner, {}, nb::dtype<uint8_t>(),
+        dev ? nb::device::cuda::value : nb::device::cpu::value, dev ? device_ : 0);
   }
+  bool on_device() const { return Held().memory_kind() == MemoryKind::kDevice; }
   uint64_t address() const { return reinterpret_cast<uint64_t>(Held().data()); }
   void release() { lease_.reset(); }
   bool released() const { return !lease_; }
@@ -164,6 +169,7 @@ class Lease {
     if (!lease_) Check(Status::InvalidArgument("this lease was released"));
     return *lease_;
   }
+  int device_;
   std::shared_ptr<ReadLease> lease_;
 };
 
@@ -226,6 +232,43 @@ class PyCache {
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
     return Lease(Check(core_->Live()->Acquire(ns, key)), core_);
+  }
+
+  // ---- the device tier (an embedded store opened with device_pool_bytes > 0)
+  Store* EmbeddedStore(const char* what) {
+    core_->Live();
+    if (!core_->store)
+      Check(Status::InvalidArgument(std::string(what) +
+                                    " is for an embedded store with a device tier"));
+    return core_->store.get();
+  }
+  bool has_device_tier() {
+    core_->Live();
+    return core_->store && core_->store->device_region().base != nullptr;
+  }
+  // src/dst: device addresses (torch's data_ptr()); the copies are complete on return.
+  void put_device(const std::string& ns, const std::string& key, const std::string& dtype,
+                  const std::vector<int64_t>& shape, uint64_t src, uint64_t nbytes) {
+    TensorMeta meta = ToMeta(dtype, shape);
+    Store* s = EmbeddedStore("put_device");
+    nb::gil_scoped_release nogil;
+    Check(s->PutFromDevice(ns, key, meta, reinterpret_cast<const void*>(src), nbytes));
+  }
+  Info get_to_device(const std::string& ns, const std::string& key, uint64_t dst, uint64_t nbytes) {
+    Store* s = EmbeddedStore("get_to_device");
+    nb::gil_scoped_release nogil;
+    return ToInfo(Check(s->GetToDevice(ns, key, reinterpret_cast<void*>(dst), nbytes)));
+  }
+  // Embedded: from the store's device tier. A same-host client: the server's device pool,
+  // opened once over CUDA IPC.
+  Lease acquire_device(const std::string& ns, const std::string& key, int device) {
+    core_->Live();
+    nb::gil_scoped_release nogil;
+    if (core_->client) {
+      auto l = core_->Lock();
+      return Lease(Check(core_->client->AcquireOnDevice(ns, key)), core_, device);
+    }
+    return Lease(Check(core_->store->AcquireOnDevice(ns, key)), core_, device);
   }
 
   Lease pin(const std::string& ns, const std::string& key) {
@@ -339,8 +382,10 @@ class PyCache {
 
 std::unique_ptr<PyCache> Open(const std::string& dir, uint64_t pool_bytes,
                               uint64_t disk_quota_bytes, bool shareable, bool compress,
-                              bool promote_on_get) {
+                              bool promote_on_get, int device, uint64_t device_pool_bytes) {
   Options o;
+  o.device = device;
+  o.device_pool_bytes = device_pool_bytes;
   o.pool_bytes = pool_bytes;
   o.disk_quota_bytes = disk_quota_bytes;
   if (shareable) o.memory_backend = NewSharedHostBackend;
@@ -409,6 +454,7 @@ NB_MODULE(_ecstore, m) {
       .def_prop_ro("address", &Lease::address)
       .def("view", &Lease::view, "the bytes in place (read-only uint8 array; keeps the lease)")
       .def("torch_view", &Lease::torch_view, "the bytes in place as a torch uint8 tensor")
+      .def_prop_ro("on_device", &Lease::on_device, "whether the bytes are in device memory")
       .def("release", &Lease::release);
 
   nb::class_<Reservation>(m, "Reservation")
@@ -423,6 +469,11 @@ NB_MODULE(_ecstore, m) {
       .def("get_into", &PyCache::get_into, "ns"_a, "key"_a, "out"_a)
       .def("get_many", &PyCache::get_many, "ns"_a, "keys"_a, "outs"_a)
       .def("acquire", &PyCache::acquire, "ns"_a, "key"_a)
+      .def("has_device_tier", &PyCache::has_device_tier)
+      .def("put_device", &PyCache::put_device, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "src"_a,
+           "nbytes"_a)
+      .def("get_to_device", &PyCache::get_to_device, "ns"_a, "key"_a, "dst"_a, "nbytes"_a)
+      .def("acquire_device", &PyCache::acquire_device, "ns"_a, "key"_a, "device"_a)
       .def("pin", &PyCache::pin, "ns"_a, "key"_a)
       .def("lookup", &PyCache::lookup, "ns"_a, "key"_a)
       .def("lookup_many", &PyCache::lookup_many, "ns"_a, "keys"_a)
@@ -437,7 +488,7 @@ NB_MODULE(_ecstore, m) {
       .def("close", &PyCache::close);
 
   m.def("open", &Open, "dir"_a, "pool_bytes"_a, "disk_quota_bytes"_a, "shareable"_a = false,
-        "compress"_a = false, "promote_on_get"_a = true);
+        "compress"_a = false, "promote_on_get"_a = true, "device"_a = 0, "device_pool_bytes"_a = 0);
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
         "retries"_a = 1);
 }

@@ -15,12 +15,12 @@ def _ec_store_bin() -> str:
     return path
 
 
-@pytest.fixture
-def daemon(tmp_path):
-    """A daemon on loopback (port chosen by the kernel); yields its tcp:// address."""
+def _serve(tmp_path, *extra):
+    """A daemon on loopback (port chosen by the kernel); yields its tcp:// and unix: URIs."""
     proc = subprocess.Popen(
-        [_ec_store_bin(), "--dir", str(tmp_path / "served"), "--pool-size", "64MiB", "serve",
-         "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [_ec_store_bin(), "--dir", str(tmp_path / "served"), "--pool-size", "64MiB", *extra,
+         "serve", "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     m = re.search(r"port (\d+)", line)
     if not m:
@@ -33,3 +33,14 @@ def daemon(tmp_path):
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    yield from _serve(tmp_path)
+
+
+@pytest.fixture
+def device_daemon(tmp_path):
+    """A daemon with a 64 MiB device tier (GPU machines only)."""
+    yield from _serve(tmp_path, "--device-pool-size", "64MiB")

@@ -14,11 +14,13 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
 SHAPES = [(400, 3584), (1296, 4096), (7056, 4096)]
 
 
-@pytest.fixture(params=["embedded", "embedded-registered", "daemon"])
+@pytest.fixture(params=["embedded", "embedded-registered", "embedded-device", "daemon"])
 def cache(request, tmp_path):
     if request.param == "daemon":
         c = ecstore.connect(request.getfixturevalue("daemon")["tcp"])
         assert c.transport == "shm" and c.register_with_cuda()  # the mapping, read-only
+    elif request.param == "embedded-device":
+        c = ecstore.open(str(tmp_path / "s"), "256MiB", device_pool_size="192MiB")
     else:
         c = ecstore.open(str(tmp_path / "s"), "256MiB")
         if request.param == "embedded-registered":
@@ -61,3 +63,43 @@ def test_async_saver_keeps_a_dropped_source_alive(cache):
     got = transfer.load(cache, "ns", "k", "cuda:0")
     assert torch.equal(got.view(torch.int16), expect.view(torch.int16))
     saver.close()
+
+
+def test_device_tier_keeps_cuda_tensors_on_the_gpu(tmp_path):
+    c = ecstore.open(str(tmp_path / "d"), "64MiB", device_pool_size="32MiB")
+    src = torch.randn(1296, 4096, device="cuda:0").to(torch.bfloat16)  # 10.6 MB
+    c.put("ns", "k", src)
+    assert c.lookup("ns", "k").tiers == ["device"]
+    with c.acquire_on_device("ns", "k") as lease:  # in place, no copy
+        t = lease.tensor()
+        assert t.is_cuda and torch.equal(t.view(torch.int16), src.view(torch.int16))
+    got = c.get("ns", "k", device="cuda:0")  # device -> device
+    assert torch.equal(got.view(torch.int16), src.view(torch.int16))
+    host = c.get("ns", "k")  # device -> host
+    assert torch.equal(host.view(torch.int16), src.cpu().view(torch.int16))
+    # Pressure: 5 x 10.6 MB through a 32 MiB device pool demotes to the host pool.
+    others = [torch.randn(1296, 4096, device="cuda:0").to(torch.bfloat16) for _ in range(5)]
+    for i, o in enumerate(others):
+        c.put("ns", f"o{i}", o)
+    for i, o in enumerate(others):
+        assert torch.equal(c.get("ns", f"o{i}", device="cuda:0").view(torch.int16),
+                           o.view(torch.int16))
+    assert c.stats()["device"]["spills"] > 0  # demoted device -> host
+    c.close()
+
+
+def test_same_host_daemon_device_pool_over_cuda_ipc(device_daemon):
+    c = ecstore.connect(device_daemon["unix"])
+    assert c.transport == "shm"
+    src = torch.randn(400, 3584, device="cuda:0").to(torch.bfloat16)
+    c.put("ns", "k", src)
+    with c.acquire_on_device("ns", "k") as lease:  # the server's device pool, in place
+        t = lease.tensor()
+        assert t.is_cuda and torch.equal(t.view(torch.int16), src.view(torch.int16))
+    assert c.stats()["leases"] == 1  # the view still holds it (views keep their lease)
+    del t
+    got = c.get("ns", "k", device="cuda:0")  # device -> device out of the server's pool
+    assert torch.equal(got.view(torch.int16), src.view(torch.int16))
+    assert "device" in c.lookup("ns", "k").tiers
+    assert c.stats()["leases"] == 0
+    c.close()

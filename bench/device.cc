@@ -1,0 +1,242 @@
+#include "bench/device.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "bench/baseline.h"
+#include "cuda/cuda.h"
+#include "net/client.h"
+#include "store/store.h"
+
+#ifdef EC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ecstore::bench {
+
+#ifndef EC_HAVE_CUDA
+std::vector<DeviceRow> RunDevice(const std::vector<std::span<const uint8_t>>&, int,
+                                 const std::string&) {
+  return {{"device", "ec-store", "not run: built without CUDA", {}}};
+}
+#else
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Times `op` once per (round, value); bytes and latencies over all of them.
+template <typename Op>
+Sample Time(const std::vector<std::span<const uint8_t>>& values, int rounds, Op op) {
+  std::vector<double> us;
+  uint64_t bytes = 0;
+  auto t0 = Clock::now();
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < values.size(); ++i) {
+      auto t = Clock::now();
+      op(i);
+      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t).count());
+      bytes += values[i].size();
+    }
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::sort(us.begin(), us.end());
+  Sample s;
+  s.gbps = static_cast<double>(bytes) / secs / 1e9;
+  s.ops_per_s = static_cast<double>(us.size()) / secs;
+  s.p50_us = us[us.size() / 2];
+  s.p99_us = us[std::min(us.size() - 1, us.size() * 99 / 100)];
+  return s;
+}
+
+void Check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "device bench: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+void Check(const Status& st, const char* what) {
+  if (!st.ok()) {
+    std::fprintf(stderr, "device bench: %s: %s\n", what, st.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+TensorMeta Meta(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
+
+// `ec-store serve` (beside this binary) with a device tier, for the same-host consumer row.
+pid_t StartServer(const std::string& dir) {
+  char self[4096] = {};
+  if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) return -1;
+  std::string bin = std::filesystem::path(self).parent_path() / "ec-store";
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    execl(bin.c_str(), bin.c_str(), "--dir", dir.c_str(), "--pool-size", "1GiB",
+          "--device-pool-size", "1GiB", "serve", "--listen", "127.0.0.1:0",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  char buf[256];
+  ssize_t n = read(out[0], buf, sizeof buf);  // its first line: listening
+  close(out[0]);
+  return n > 0 ? pid : -1;
+}
+
+// A consumer process reading the server's device pool over CUDA IPC: lease, device ->
+// device copy into its own buffer, release. The pool's handle is opened once, before timing.
+std::vector<DeviceRow> IpcRows(const std::vector<std::span<const uint8_t>>& values, int rounds,
+                               const std::string& dir, void* dev_dst) {
+  std::filesystem::remove_all(dir);
+  pid_t server = StartServer(dir);
+  if (server < 0)
+    return {{"device_ipc_get", "ec-store", "not run: ec-store serve did not start", {}}};
+  auto c = net::Client::Connect("unix:" + dir + "/serve.sock");
+  Check(c.status(), "connect");
+  for (size_t i = 0; i < values.size(); ++i) {
+    Check((*c)->Put("i", std::to_string(i), Meta(values[i].size()), values[i]), "put");
+    Check((*c)->AcquireOnDevice("i", std::to_string(i)).status(), "first acquire");  // promote
+  }
+  std::vector<DeviceRow> rows;
+  rows.push_back({"device_ipc_get", "ec-store",
+                  "another process: AcquireOnDevice over CUDA IPC + its own device->device copy "
+                  "+ release",
+                  Time(values, rounds, [&](size_t i) {
+                    auto l = (*c)->AcquireOnDevice("i", std::to_string(i));
+                    Check(l.status(), "ipc acquire");
+                    Check(cudaMemcpy(dev_dst, l->data(), l->size(), cudaMemcpyDeviceToDevice),
+                          "ipc copy");
+                  })});
+  c->reset();
+  kill(server, SIGTERM);
+  int status;
+  waitpid(server, &status, 0);
+  std::filesystem::remove_all(dir);
+  return rows;
+}
+
+}  // namespace
+
+std::vector<DeviceRow> RunDevice(const std::vector<std::span<const uint8_t>>& values, int rounds,
+                                 const std::string& dir) {
+  std::string why;
+  if (cuda::DeviceCount(&why) == 0) return {{"device", "ec-store", "not run: " + why, {}}};
+  uint64_t largest = 0, total = 0;
+  for (auto& v : values) largest = std::max<uint64_t>(largest, v.size()), total += v.size();
+  // The limits: the same copies with the same buffers, done the simplest way.
+  void *dev_src = nullptr, *dev_dst = nullptr, *pinned = nullptr;
+  Check(cudaMalloc(&dev_src, largest), "cudaMalloc");
+  Check(cudaMalloc(&dev_dst, largest), "cudaMalloc");
+  Check(cudaMallocHost(&pinned, largest), "cudaMallocHost");
+  cudaStream_t s;
+  Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  auto copy = [&](void* d, const void* src, size_t n, cudaMemcpyKind k) {
+    Check(cudaMemcpyAsync(d, src, n, k, s), "copy");
+    Check(cudaStreamSynchronize(s), "sync");
+  };
+  std::vector<DeviceRow> rows;
+  rows.push_back({"device_h2d", "limit", "cudaMemcpyAsync pinned host -> device, same sizes",
+                  Time(values, rounds, [&](size_t i) {
+                    copy(dev_dst, pinned, values[i].size(), cudaMemcpyHostToDevice);
+                  })});
+  rows.push_back({"device_d2h", "limit", "cudaMemcpyAsync device -> pinned host, same sizes",
+                  Time(values, rounds, [&](size_t i) {
+                    copy(pinned, dev_src, values[i].size(), cudaMemcpyDeviceToHost);
+                  })});
+  rows.push_back({"device_d2d", "limit", "cudaMemcpyAsync device -> device, same sizes",
+                  Time(values, rounds, [&](size_t i) {
+                    copy(dev_dst, dev_src, values[i].size(), cudaMemcpyDeviceToDevice);
+                  })});
+
+  std::filesystem::remove_all(dir);
+  // Both pools hold everything below their watermarks: the rows time the copies, not
+  // evictions or spills running beside them.
+  Options o;
+  o.pool_bytes = (2 * rounds + 4) * total + (64ull << 20);
+  o.device_pool_bytes = (2 * rounds + 4) * total + (64ull << 20);
+  auto opened = Store::Open(dir, o);
+  Check(opened.status(), "open");
+  Store* store = opened->get();
+  // Device entries (PutFromDevice: device -> device) and host entries (Put).
+  for (size_t i = 0; i < values.size(); ++i) {
+    Check(cudaMemcpy(dev_src, values[i].data(), values[i].size(), cudaMemcpyHostToDevice), "fill");
+    Check(store->PutFromDevice("d", std::to_string(i), Meta(values[i].size()), dev_src,
+                               values[i].size()),
+          "put from device");
+    Check(store->Put("h", std::to_string(i), Meta(values[i].size()), values[i]), "put");
+  }
+  rows.push_back({"device_get_d2d", "ec-store",
+                  "GetToDevice of a device-tier entry into a caller's device buffer",
+                  Time(values, rounds, [&](size_t i) {
+                    Check(store->GetToDevice("d", std::to_string(i), dev_dst, largest).status(),
+                          "get");
+                  })});
+  rows.push_back({"device_get_h2d", "ec-store",
+                  "GetToDevice of a host-pool entry (pinned, registered with CUDA)",
+                  Time(values, rounds, [&](size_t i) {
+                    Check(store->GetToDevice("h", std::to_string(i), dev_dst, largest).status(),
+                          "get");
+                  })});
+  rows.push_back(
+      {"device_get_d2h", "ec-store",
+       "Get of a device-only entry into pinned host memory (a device->host copy)",
+       Time(values, rounds, [&](size_t i) {
+         Check(
+             store->Get("d", std::to_string(i), {static_cast<uint8_t*>(pinned), largest}).status(),
+             "get");
+       })});
+  // Promotion host -> device and demotion device -> host: once per entry (both copies stay),
+  // so fresh entries each round.
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < values.size(); ++i) {
+      Check(
+          store->Put("p" + std::to_string(r), std::to_string(i), Meta(values[i].size()), values[i]),
+          "put");
+      Check(cudaMemcpy(dev_src, values[i].data(), values[i].size(), cudaMemcpyHostToDevice),
+            "fill");
+      Check(store->PutFromDevice("m" + std::to_string(r), std::to_string(i), Meta(values[i].size()),
+                                 dev_src, values[i].size()),
+            "put from device");
+    }
+  int round = 0;
+  size_t seen = 0;
+  auto next = [&] {
+    if (++seen % values.size() == 0) ++round;
+  };
+  rows.push_back({"device_promote", "ec-store",
+                  "AcquireOnDevice of a host-only entry: host -> device promotion, leased",
+                  Time(values, rounds, [&](size_t i) {
+                    auto l = store->AcquireOnDevice("p" + std::to_string(round), std::to_string(i));
+                    Check(l.status(), "acquire on device");
+                    next();
+                  })});
+  round = 0;
+  seen = 0;
+  rows.push_back({"device_demote", "ec-store",
+                  "Acquire (host) of a device-only entry: device -> host demotion copy into "
+                  "the host pool, leased",
+                  Time(values, rounds, [&](size_t i) {
+                    auto l = store->Acquire("m" + std::to_string(round), std::to_string(i));
+                    Check(l.status(), "acquire");
+                    next();
+                  })});
+  Check(store->Close(), "close");
+  opened->reset();
+  std::filesystem::remove_all(dir);
+  for (auto& r : IpcRows(values, rounds, dir + "-ipc", dev_dst)) rows.push_back(std::move(r));
+  cudaStreamDestroy(s);
+  cudaFreeHost(pinned);
+  cudaFree(dev_src);
+  cudaFree(dev_dst);
+  return rows;
+}
+#endif
+
+}  // namespace ecstore::bench

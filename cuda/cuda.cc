@@ -1,0 +1,177 @@
+// ecstore::cuda over the CUDA runtime API.
+#include "cuda/cuda.h"
+
+#include <cuda_runtime_api.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+namespace ecstore::cuda {
+namespace {
+
+Status Fail(cudaError_t err, const std::string& what) {
+  return Status::IOError(what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
+                         ")");
+}
+
+// Sets the calling thread's device for the scope of a call.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&old_) != cudaSuccess) old_ = -1;
+    if (old_ != device) cudaSetDevice(device);
+  }
+  ~DeviceScope() {
+    if (old_ >= 0) cudaSetDevice(old_);
+  }
+
+ private:
+  int old_ = -1;
+};
+
+class DeviceBackend : public MemoryBackend {
+ public:
+  explicit DeviceBackend(int device) : device_(device) {}
+  const char* Name() const override { return "cuda-device"; }
+  MemoryCapabilities Capabilities() const override {
+    MemoryCapabilities c;
+    c.host_visible = false;
+    c.device_memory = true;
+    return c;
+  }
+  Result<MemoryRegion> Map(size_t bytes) override {
+    DeviceScope scope(device_);
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess)
+      return Fail(err, "allocating a device pool of " + std::to_string(bytes) + " bytes on GPU " +
+                           std::to_string(device_) + "; lower Options::device_pool_bytes");
+    MemoryRegion r;
+    r.base = static_cast<uint8_t*>(p);
+    r.size = bytes;
+    r.locked = true;  // device memory is never paged out
+    return r;
+  }
+  void Unmap(const MemoryRegion& region) override {
+    if (!region.base) return;
+    DeviceScope scope(device_);
+    cudaFree(region.base);
+  }
+
+ private:
+  int device_;
+};
+
+class HostRegistrar : public MemoryRegistrar {
+ public:
+  const char* Name() const override { return "CUDA (cudaHostRegister)"; }
+  Status Register(const MemoryRegion& region) override {
+    cudaError_t err = cudaHostRegister(region.base, region.size, cudaHostRegisterPortable);
+    if (err == cudaErrorHostMemoryAlreadyRegistered) {
+      cudaGetLastError();
+      return Status::Ok();
+    }
+    if (err != cudaSuccess) return Fail(err, "cudaHostRegister");
+    return Status::Ok();
+  }
+  void Deregister(const MemoryRegion& region) override {
+    if (cudaHostUnregister(region.base) != cudaSuccess) cudaGetLastError();
+  }
+};
+
+class StreamImpl : public CopyStream {
+ public:
+  StreamImpl(int device, cudaStream_t s) : device_(device), stream_(s) {}
+  ~StreamImpl() override {
+    DeviceScope scope(device_);
+    cudaStreamDestroy(stream_);
+  }
+  Status Copy(void* dst, const void* src, size_t bytes, Direction d) override {
+    DeviceScope scope(device_);
+    cudaMemcpyKind kind = d == Direction::kHostToDevice   ? cudaMemcpyHostToDevice
+                          : d == Direction::kDeviceToHost ? cudaMemcpyDeviceToHost
+                                                          : cudaMemcpyDeviceToDevice;
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, stream_);
+    // The stream is this object's alone: waiting on it waits for this copy and nothing
+    // else (an event record + wait costs ~3 us more per copy on an H100).
+    if (err == cudaSuccess) err = cudaStreamSynchronize(stream_);
+    if (err != cudaSuccess) return Fail(err, "copying " + std::to_string(bytes) + " bytes");
+    return Status::Ok();
+  }
+  int device() const override { return device_; }
+
+ private:
+  int device_;
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+bool Built() { return true; }
+
+int DeviceCount(std::string* why) {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    if (why) *why = std::string("no usable GPU: ") + cudaGetErrorString(err);
+    return 0;
+  }
+  if (n == 0 && why) *why = "no GPU visible (cudaGetDeviceCount is 0)";
+  return n;
+}
+
+bool IsDevicePointer(const void* p, int* device) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  if (device) *device = a.device;
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+std::unique_ptr<MemoryBackend> NewDeviceBackend(int device) {
+  return std::make_unique<DeviceBackend>(device);
+}
+
+std::unique_ptr<MemoryRegistrar> NewHostRegistrar() { return std::make_unique<HostRegistrar>(); }
+
+Result<std::unique_ptr<CopyStream>> CopyStream::Create(int device) {
+  DeviceScope scope(device);
+  cudaStream_t s = nullptr;
+  // Non-blocking: no implicit ordering with the legacy default stream that engines use.
+  // Waiting on it spins as cudaStreamSynchronize does; a blocking-sync waiter wakes 20-40 us
+  // late (measured on an H100, where a 57.8 MB device copy takes 17 us).
+  cudaError_t err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (err != cudaSuccess)
+    return Fail(err, "creating a copy stream on GPU " + std::to_string(device));
+  return std::unique_ptr<CopyStream>(new StreamImpl(device, s));
+}
+
+Result<std::string> ExportIpcHandle(const void* device_base) {
+  cudaIpcMemHandle_t h;
+  cudaError_t err = cudaIpcGetMemHandle(&h, const_cast<void*>(device_base));
+  if (err != cudaSuccess) return Fail(err, "cudaIpcGetMemHandle");
+  return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
+}
+
+Result<void*> OpenIpcHandle(const std::string& handle, int device) {
+  if (handle.size() != sizeof(cudaIpcMemHandle_t))
+    return Status::InvalidArgument("a CUDA IPC handle has " +
+                                   std::to_string(sizeof(cudaIpcMemHandle_t)) + " bytes, not " +
+                                   std::to_string(handle.size()));
+  DeviceScope scope(device);
+  cudaIpcMemHandle_t h;
+  std::memcpy(&h, handle.data(), sizeof(h));
+  void* p = nullptr;
+  cudaError_t err = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+  if (err != cudaSuccess) return Fail(err, "cudaIpcOpenMemHandle");
+  return p;
+}
+
+void CloseIpcHandle(void* p) {
+  if (p && cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
+}
+
+}  // namespace ecstore::cuda

@@ -1,0 +1,26 @@
+// ecstore::cuda in a build without the CUDA toolkit: every call says so.
+#include "cuda/cuda.h"
+
+namespace ecstore::cuda {
+namespace {
+Status NotBuilt() {
+  return Status::Unavailable(
+      "ec-store was built without CUDA (configure with -DEC_WITH_CUDA=ON where the CUDA "
+      "toolkit is installed)");
+}
+}  // namespace
+
+bool Built() { return false; }
+int DeviceCount(std::string* why) {
+  if (why) *why = NotBuilt().message();
+  return 0;
+}
+bool IsDevicePointer(const void*, int*) { return false; }
+std::unique_ptr<MemoryBackend> NewDeviceBackend(int) { return nullptr; }
+std::unique_ptr<MemoryRegistrar> NewHostRegistrar() { return nullptr; }
+Result<std::unique_ptr<CopyStream>> CopyStream::Create(int) { return NotBuilt(); }
+Result<std::string> ExportIpcHandle(const void*) { return NotBuilt(); }
+Result<void*> OpenIpcHandle(const std::string&, int) { return NotBuilt(); }
+void CloseIpcHandle(void*) {}
+
+}  // namespace ecstore::cuda

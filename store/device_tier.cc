@@ -1,0 +1,167 @@
+#include "store/device_tier.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "disk/record.h"
+
+namespace ecstore {
+namespace {
+constexpr uint64_t kDemoteBatchBytes = 256ull << 20;
+}  // namespace
+
+Result<std::unique_ptr<DeviceTier>> DeviceTier::Open(int device, uint64_t bytes,
+                                                     const MemoryTierOptions& o) {
+  std::string why;
+  const int n = cuda::DeviceCount(&why);
+  if (n == 0)
+    return Status::Unavailable("a device tier needs a GPU: " + why +
+                               "; set Options::device_pool_bytes to 0 to run without one");
+  if (device < 0 || device >= n)
+    return Status::InvalidArgument("GPU " + std::to_string(device) + " does not exist (" +
+                                   std::to_string(n) + " visible); choose 0.." +
+                                   std::to_string(n - 1));
+  auto m = MemoryTier::Open(Tier::kDevice, cuda::NewDeviceBackend(device), bytes, o);
+  if (!m.ok()) return m.status();
+  return std::unique_ptr<DeviceTier>(new DeviceTier(device, std::move(m).value()));
+}
+
+Status DeviceTier::Copy(void* dst, const void* src, size_t bytes, cuda::Direction d) {
+  std::unique_ptr<cuda::CopyStream> s;
+  {
+    std::lock_guard<std::mutex> l(streams_mu_);
+    if (!free_streams_.empty()) {
+      s = std::move(free_streams_.back());
+      free_streams_.pop_back();
+    }
+  }
+  if (!s) {
+    auto made = cuda::CopyStream::Create(device_);
+    if (!made.ok()) return made.status();
+    s = std::move(made).value();
+  }
+  Status st = s->Copy(dst, src, bytes, d);
+  std::lock_guard<std::mutex> l(streams_mu_);
+  free_streams_.push_back(std::move(s));
+  return st;
+}
+
+bool DeviceEvictor::EvictSomeLocked() {
+  bool freed = false;
+  std::vector<EntryPtr> batch;
+  uint64_t batch_bytes = 0;
+  for (uint64_t id : tier().Coldest(256)) {
+    Entry* e = reinterpret_cast<Entry*>(id);
+    if (e->leases > 0 || e->loading || e->erased) continue;
+    if (e->pool) {  // a host copy exists: leaving the device costs no copy
+      kd_->FreeDeviceLocked(e);
+      ++tier().counters().evictions;
+      freed = true;
+    } else {
+      kd_->PinLocked(e);
+      batch.push_back(e->shared_from_this());
+      batch_bytes += e->device->length;
+    }
+    if (tier().EvictionDone(need_bytes_, batch_bytes) || batch_bytes >= kDemoteBatchBytes) break;
+  }
+  if (batch.empty()) return freed;
+  kd_->mu.unlock();  // never across a copy
+  Status first_error;
+  size_t moved = 0;
+  for (const EntryPtr& e : batch) {
+    Status st = Demote(e, true);
+    if (st.ok())
+      ++moved;
+    else if (first_error.ok())
+      first_error = st;
+  }
+  kd_->mu.lock();
+  NoteMoveResultLocked(first_error, batch.size() - moved);
+  return freed || moved > 0;
+}
+
+Status DeviceEvictor::Demote(const EntryPtr& e, bool drop) {
+  PoolBlock hb;
+  Status st = host_->Allocate(e->bytes, true, &hb);
+  uint8_t* host = nullptr;
+  const uint8_t* src = nullptr;
+  if (st.ok()) {
+    {
+      MutexLock l(&kd_->mu);
+      host = kd_->pool().Ptr(hb);
+      src = kd_->device().Ptr(*e->device);
+    }
+    st = dev_->Copy(host, src, e->bytes, cuda::Direction::kDeviceToHost);
+    if (st.ok()) std::memset(host + e->bytes, 0, hb.length - e->bytes);  // spills write blocks
+  }
+  bool install;
+  {
+    MutexLock l(&kd_->mu);
+    install = st.ok() && !e->erased && !e->pool;
+    if (install) {
+      e->pool = hb;
+      kd_->pool().Insert(e->id(), *e);
+      ++tier().counters().spills;  // device -> host
+      if (drop && e->leases == 1) {
+        kd_->FreeDeviceLocked(e.get());
+        ++tier().counters().evictions;
+      }
+    } else if (host) {
+      kd_->pool().Free(hb);
+      kd_->space_cv.NotifyAll();
+    }
+    kd_->UnpinLocked(e.get());
+  }
+  if (install) host_->Nudge();
+  return st;
+}
+
+Status DeviceEvictor::CopyToHost(const EntryPtr& e) {
+  {
+    MutexLock l(&kd_->mu);
+    if (e->erased || e->pool || !e->device) return Status::Ok();
+    kd_->PinLocked(e.get());
+  }
+  return Demote(e, false);
+}
+
+Status DeviceEvictor::Promote(const EntryPtr& e, const ReadLease& host) {
+  PoolBlock blk;
+  EC_RETURN_IF_ERROR(Allocate(host.size(), true, &blk));
+  Status st = dev_->Copy(tier_->Ptr(blk), host.data(), host.size(), cuda::Direction::kHostToDevice);
+  MutexLock l(&kd_->mu);
+  if (st.ok() && !e->erased && !e->device && e->pool && host.data() == kd_->pool().Ptr(*e->pool)) {
+    e->device = blk;
+    tier().Insert(e->id(), *e);
+    ++tier().counters().promotions;
+    return Status::Ok();
+  }
+  tier().Free(blk);
+  kd_->space_cv.NotifyAll();
+  return st;
+}
+
+Status DeviceEvictor::DemoteAll() {
+  for (;;) {
+    std::vector<EntryPtr> batch;
+    {
+      MutexLock l(&kd_->mu);
+      if (kd_->closed()) return Status::Unavailable("store is closed");
+      kd_->ForEachLocked([&](const EntryPtr& e) {
+        if (e->device && !e->pool && !e->erased) batch.push_back(e);
+        return batch.size() < 64;
+      });
+      for (const EntryPtr& e : batch) kd_->PinLocked(e.get());
+    }
+    if (batch.empty()) return Status::Ok();
+    Status first_error;
+    for (const EntryPtr& e : batch) {  // every pinned entry is demoted (and unpinned)
+      Status st = Demote(e, false);
+      if (!st.ok() && first_error.ok()) first_error = st;
+    }
+    EC_RETURN_IF_ERROR(first_error);
+  }
+}
+
+}  // namespace ecstore

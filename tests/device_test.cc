@@ -1,0 +1,301 @@
+// The device tier on a real GPU. Without one these tests skip and say why; `make test-gpu`
+// (on the GPU machine) sets EC_REQUIRE_GPU=1, which turns a skip into a failure.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cuda/cuda.h"
+#include "net/client.h"
+#include "store/store.h"
+#include "tests/test_util.h"
+
+#ifdef EC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ecstore {
+namespace {
+
+using testing::Payload;
+using testing::TempDir;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+// Skips (or, under EC_REQUIRE_GPU=1, fails) when there is no GPU to test on.
+#define REQUIRE_GPU()                                                 \
+  do {                                                                \
+    std::string why;                                                  \
+    if (cuda::DeviceCount(&why) == 0) {                               \
+      if (std::getenv("EC_REQUIRE_GPU")) FAIL() << "no GPU: " << why; \
+      GTEST_SKIP() << "device-tier test skipped: " << why;            \
+    }                                                                 \
+  } while (0)
+
+TensorMeta Bf16(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
+
+#ifdef EC_HAVE_CUDA
+// Device memory holding Payload(seed, bytes), or receiving bytes to check.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(uint64_t bytes) : bytes_(bytes) {
+    EXPECT_EQ(cudaMalloc(&p_, bytes), cudaSuccess);
+  }
+  ~DeviceBuffer() { cudaFree(p_); }
+  void* get() const { return p_; }
+  void Fill(uint64_t seed) {
+    auto h = Payload(seed, bytes_);
+    EXPECT_EQ(cudaMemcpy(p_, h.data(), bytes_, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<uint8_t> Read() const { return ReadAt(p_, bytes_); }
+  static std::vector<uint8_t> ReadAt(const void* p, uint64_t n) {
+    std::vector<uint8_t> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+
+ private:
+  void* p_ = nullptr;
+  uint64_t bytes_;
+};
+
+Options WithDevice(uint64_t pool, uint64_t device_pool) {
+  Options o;
+  o.pool_bytes = pool;
+  o.device_pool_bytes = device_pool;
+  o.put_wait = std::chrono::milliseconds(3000);
+  return o;
+}
+
+void PutFromDevice(Store* s, const std::string& key, uint64_t seed, uint64_t bytes) {
+  DeviceBuffer src(bytes);
+  src.Fill(seed);
+  Status st = s->PutFromDevice("ns", key, Bf16(bytes), src.get(), bytes);
+  ASSERT_TRUE(st.ok()) << key << ": " << st.ToString();
+}
+
+void ExpectOnDevice(Store* s, const std::string& key, uint64_t seed, uint64_t bytes) {
+  DeviceBuffer dst(bytes);
+  auto info = s->GetToDevice("ns", key, dst.get(), bytes);
+  ASSERT_TRUE(info.ok()) << key << ": " << info.status().ToString();
+  EXPECT_TRUE(dst.Read() == Payload(seed, bytes)) << key << ": bytes differ on the device";
+}
+#endif
+
+TEST(DeviceTier, NeedsAGpuAndSaysSo) {
+  TempDir dir;
+  Options o;
+  o.pool_bytes = 8 * kMiB;
+  auto s = Store::Open(dir.path(), o);
+  ASSERT_TRUE(s.ok());
+  Status st = (*s)->PutFromDevice("ns", "k", Bf16(4096), nullptr, 4096);
+  EXPECT_TRUE(st.IsUnavailable()) << st.ToString();
+  EXPECT_NE(st.message().find("device_pool_bytes"), std::string::npos) << st.message();
+  EXPECT_EQ((*s)->device_region().base, nullptr);
+  std::string why;
+  if (cuda::DeviceCount(&why) > 0) return;
+  o.device_pool_bytes = 8 * kMiB;  // no GPU here: opening a device tier fails, clearly
+  TempDir dir2;
+  auto bad = Store::Open(dir2.path(), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.status().IsUnavailable()) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("GPU"), std::string::npos) << bad.status().message();
+}
+
+#ifdef EC_HAVE_CUDA
+TEST(DeviceTier, ByteExactAcrossAllThreeTiersAndThroughAReopen) {
+  REQUIRE_GPU();
+  TempDir dir;
+  const uint64_t n = 3 * kMiB;
+  {
+    auto s = Store::Open(dir.path(), WithDevice(16 * kMiB, 8 * kMiB));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    Store* st = s->get();
+    ASSERT_NE(st->device_region().base, nullptr);
+    for (int i = 0; i < 12; ++i) PutFromDevice(st, "k" + std::to_string(i), i, n);
+    // 36 MiB through an 8 MiB device pool and a 16 MiB host pool: demoted, then spilled.
+    StoreStats stats = *st->Stats();
+    EXPECT_GT(stats.of(Tier::kDevice).spills, 0u) << "nothing was demoted";
+    EXPECT_GT(stats.pool().spills, 0u) << "nothing was spilled";
+    for (int i = 0; i < 12; ++i) ExpectOnDevice(st, "k" + std::to_string(i), i, n);
+    std::vector<uint8_t> host(n);  // and to host memory, from any tier
+    for (int i = 0; i < 12; ++i) {
+      ASSERT_TRUE(st->Get("ns", "k" + std::to_string(i), {host.data(), n}).ok());
+      EXPECT_TRUE(host == Payload(i, n)) << i;
+    }
+    PutFromDevice(st, "last", 99, n);  // device only at close: Close persists it
+    ASSERT_TRUE(st->Close().ok());
+  }
+  Options host_only;
+  host_only.pool_bytes = 16 * kMiB;
+  auto s = Store::Open(dir.path(), host_only);  // no device tier: all from disk
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<uint8_t> got(n);
+  ASSERT_TRUE((*s)->Get("ns", "last", {got.data(), n}).ok());
+  EXPECT_TRUE(got == Payload(99, n));
+  ASSERT_TRUE((*s)->Close().ok());
+  auto again = Store::Open(dir.path(), WithDevice(16 * kMiB, 8 * kMiB));  // disk -> device
+  ASSERT_TRUE(again.ok());
+  for (int i = 0; i < 12; ++i) ExpectOnDevice(again->get(), "k" + std::to_string(i), i, n);
+}
+
+TEST(DeviceTier, LeasedDeviceEntriesAreNeverDemotedOrOverwritten) {
+  REQUIRE_GPU();
+  TempDir dir;
+  const uint64_t n = 2 * kMiB;
+  auto s = Store::Open(dir.path(), WithDevice(32 * kMiB, 6 * kMiB));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Store* st = s->get();
+  PutFromDevice(st, "held", 1, n);
+  auto lease = st->AcquireOnDevice("ns", "held");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(lease->memory_kind(), MemoryKind::kDevice);
+  const uint8_t* where = lease->data();
+  for (int i = 0; i < 10; ++i) PutFromDevice(st, "p" + std::to_string(i), 100 + i, n);
+  EXPECT_TRUE(DeviceBuffer::ReadAt(where, n) == Payload(1, n)) << "a leased entry was overwritten";
+  auto info = st->Lookup("ns", "held");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->tiers.has(Tier::kDevice));
+  lease = Status::NotFound("released");
+  for (int i = 0; i < 10; ++i) PutFromDevice(st, "q" + std::to_string(i), 200 + i, n);
+  ExpectOnDevice(st, "held", 1, n);  // demoted once released, still byte-exact
+}
+
+TEST(DeviceTier, AcquireOnDevicePromotesAHostEntry) {
+  REQUIRE_GPU();
+  TempDir dir;
+  const uint64_t n = 1 * kMiB + 4096;
+  auto s = Store::Open(dir.path(), WithDevice(16 * kMiB, 8 * kMiB));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto bytes = Payload(7, n);
+  ASSERT_TRUE((*s)->Put("ns", "h", Bf16(n), {bytes.data(), n}).ok());
+  auto lease = (*s)->AcquireOnDevice("ns", "h");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(lease->memory_kind(), MemoryKind::kDevice);
+  EXPECT_TRUE(lease->info().tiers.has(Tier::kDevice));
+  EXPECT_TRUE(lease->info().tiers.has(Tier::kPool));
+  EXPECT_TRUE(DeviceBuffer::ReadAt(lease->data(), n) == bytes);
+  EXPECT_EQ((*s)->Stats()->of(Tier::kDevice).promotions, 1u);
+}
+
+// ---- same-host consumers over CUDA IPC: the server is an `ec-store serve` process (a CUDA
+// allocation cannot be IPC-opened by the process that made it).
+
+std::string EcStoreBin() {
+  const char* env = std::getenv("EC_STORE_BIN");
+  return env ? env : EC_STORE_BIN_DEFAULT;
+}
+
+// `ec-store serve` with a device tier in `dir`; returns its pid once it listens.
+pid_t StartServer(const std::string& dir) {
+  int out[2];
+  EXPECT_EQ(pipe(out), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    std::string bin = EcStoreBin();
+    execl(bin.c_str(), bin.c_str(), "--dir", dir.c_str(), "--pool-size", "64MiB",
+          "--device-pool-size", "32MiB", "serve", "--listen", "127.0.0.1:0",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  char buf[256] = {};
+  ssize_t n = read(out[0], buf, sizeof buf - 1);  // the first line names the port: ready
+  close(out[0]);
+  EXPECT_GT(n, 0) << "ec-store serve (" << EcStoreBin() << ") did not start";
+  return pid;
+}
+
+void StopProcess(pid_t pid, int sig) {
+  kill(pid, sig);
+  int status;
+  waitpid(pid, &status, 0);
+}
+
+std::unique_ptr<net::Client> ConnectUnix(const std::string& dir) {
+  auto c = net::Client::Connect("unix:" + dir + "/serve.sock");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+uint64_t Leases(net::Client* c) {
+  auto s = c->Stats();
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? s->leases : ~0ull;
+}
+
+// Run as a child (EC_IPC_DIR set): takes a device lease in the server, says so on
+// EC_IPC_READY_FD, and waits to be killed without releasing it.
+TEST(DeviceIpc, ConsumerThatCrashes) {
+  const char* dir = std::getenv("EC_IPC_DIR");
+  if (!dir) GTEST_SKIP() << "the crashing consumer of DeviceIpc.ACrashedConsumer... (a child)";
+  auto c = ConnectUnix(dir);
+  ASSERT_NE(c, nullptr);
+  auto lease = c->AcquireOnDevice("ns", "k");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  int fd = std::atoi(std::getenv("EC_IPC_READY_FD"));
+  ASSERT_EQ(write(fd, "1", 1), 1);
+  pause();
+}
+
+TEST(DeviceIpc, ASecondProcessReadsDeviceEntriesAndACrashReleasesItsLeases) {
+  REQUIRE_GPU();
+  TempDir dir;
+  const std::string served = dir.sub("served");
+  pid_t server = StartServer(served);
+  auto c = ConnectUnix(served);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->caps().device_memory);
+  const uint64_t n = 2 * kMiB + 4096;
+  auto bytes = Payload(11, n);
+  ASSERT_TRUE(c->Put("ns", "k", Bf16(n), {bytes.data(), n}).ok());
+  {
+    auto lease = c->AcquireOnDevice("ns", "k");  // promoted host -> device in the server
+    ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+    EXPECT_EQ(lease->memory_kind(), MemoryKind::kDevice);
+    EXPECT_TRUE(lease->info().tiers.has(Tier::kDevice));
+    EXPECT_TRUE(DeviceBuffer::ReadAt(lease->data(), n) == bytes) << "read over CUDA IPC";
+    DeviceBuffer copy(n);  // the consumer's own device -> device copy out of the lease
+    ASSERT_EQ(cudaMemcpy(copy.get(), lease->data(), n, cudaMemcpyDeviceToDevice), cudaSuccess);
+    EXPECT_TRUE(copy.Read() == bytes);
+    EXPECT_EQ(Leases(c.get()), 1u);
+  }
+  EXPECT_EQ(Leases(c.get()), 0u);  // released when the lease went
+
+  // A consumer that takes a lease and dies (SIGKILL) leaves none behind.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(ready[0]);
+    setenv("EC_IPC_DIR", served.c_str(), 1);
+    setenv("EC_IPC_READY_FD", std::to_string(ready[1]).c_str(), 1);
+    execl("/proc/self/exe", "ecstore_tests", "--gtest_filter=DeviceIpc.ConsumerThatCrashes",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(ready[1]);
+  char b = 0;
+  ASSERT_EQ(read(ready[0], &b, 1), 1) << "the consumer never took its lease";
+  close(ready[0]);
+  EXPECT_EQ(Leases(c.get()), 1u);
+  StopProcess(child, SIGKILL);
+  uint64_t left = 1;
+  for (int i = 0; i < 100 && left != 0; ++i) {
+    left = Leases(c.get());
+    if (left) usleep(20000);
+  }
+  EXPECT_EQ(left, 0u) << "a crashed consumer's lease was not released";
+  c.reset();
+  StopProcess(server, SIGTERM);
+}
+#endif
+
+}  // namespace
+}  // namespace ecstore
