@@ -29,39 +29,14 @@ class ShmTransport : public Transport {
   Result<ReadLease> AcquireOnDevice(Channel& ch, std::string_view ns,
                                     std::string_view key) override {
     if (!device_base_) EC_RETURN_IF_ERROR(OpenDevicePool(ch));
-    EC_RETURN_IF_ERROR(ch.SendRequest(Op::kGetDevice, KeyBody(ns, key)));
-    auto body = ch.ReadReply(Op::kGetDeviceOk);
-    if (!body.ok()) return body.status();
-    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
-    uint64_t lease_id, offset;
-    EntryInfo info;
-    if (!r.U64(&lease_id) || !r.U64(&offset) || !ReadInfo(&r, &info) ||
-        offset + info.bytes > device_bytes_)
-      return Status::Unavailable("malformed GET_DEVICE reply");
-    info.ns = ns;
-    info.key = key;
-    return ReadLease(ch.lease_releaser(), reinterpret_cast<void*>(lease_id),
-                     static_cast<const uint8_t*>(device_base_) + offset, std::move(info),
-                     MemoryKind::kDevice);
+    return LeaseIn(ch, Op::kGetDevice, Op::kGetDeviceOk, ns, key,
+                   static_cast<const uint8_t*>(device_base_), device_bytes_, MemoryKind::kDevice);
   }
   std::span<const uint8_t> shared_pool() const override { return {map_, bytes_}; }
 
   Result<ReadLease> AcquireInPlace(Channel& ch, std::string_view ns,
                                    std::string_view key) override {
-    EC_RETURN_IF_ERROR(ch.SendRequest(Op::kGetShm, KeyBody(ns, key)));
-    auto body = ch.ReadReply(Op::kGetShmOk);
-    if (!body.ok()) return body.status();
-    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
-    uint64_t lease_id, offset;
-    EntryInfo info;
-    if (!r.U64(&lease_id) || !r.U64(&offset) || !ReadInfo(&r, &info) ||
-        offset + info.bytes > bytes_)
-      return Status::Unavailable("malformed GET_SHM reply");
-    info.ns = ns;
-    info.key = key;
-    // The token is the server's lease id (never 0: the server numbers leases from 1).
-    return ReadLease(ch.lease_releaser(), reinterpret_cast<void*>(lease_id), map_ + offset,
-                     std::move(info));
+    return LeaseIn(ch, Op::kGetShm, Op::kGetShmOk, ns, key, map_, bytes_, MemoryKind::kHost);
   }
 
   // Each get is a small round trip and a copy from the mapping.
@@ -86,6 +61,27 @@ class ShmTransport : public Transport {
   }
 
  private:
+  // A server-side lease of (ns, key), answered as an offset into `base` (the mapped host
+  // pool, or the opened device pool) of `bytes` bytes.
+  Result<ReadLease> LeaseIn(Channel& ch, Op op, Op reply, std::string_view ns, std::string_view key,
+                            const uint8_t* base, uint64_t bytes, MemoryKind kind) {
+    EC_RETURN_IF_ERROR(ch.SendRequest(op, KeyBody(ns, key)));
+    auto body = ch.ReadReply(reply);
+    if (!body.ok()) return body.status();
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    uint64_t lease_id, offset;
+    EntryInfo info;
+    if (!r.U64(&lease_id) || !r.U64(&offset) || !ReadInfo(&r, &info) || offset > bytes ||
+        info.bytes > bytes - offset)
+      return Status::Unavailable("malformed lease reply (opcode " +
+                                 std::to_string(static_cast<int>(reply)) + ")");
+    info.ns = ns;
+    info.key = key;
+    // The token is the server's lease id (never 0: the server numbers leases from 1).
+    return ReadLease(ch.lease_releaser(), reinterpret_cast<void*>(lease_id), base + offset,
+                     std::move(info), kind);
+  }
+
   Status OpenDevicePool(Channel& ch) {
     EC_RETURN_IF_ERROR(ch.SendRequest(Op::kDevicePool, ""));
     auto body = ch.ReadReply(Op::kDevicePoolOk);
