@@ -90,6 +90,63 @@ pid_t StartServer(const std::string& dir) {
   return n > 0 ? pid : -1;
 }
 
+// "Entry ready on the GPU" from disk: ec-store's disk tier (reopened with empty pools each
+// round: disk -> host pool, verified -> device) against the file baseline's
+// load_file(device="cuda") -- read and parse the safetensors file, then copy it from
+// pageable memory to the device -- warm (page cache) and cold (dropped first).
+std::vector<DeviceRow> ReadyFromDiskRows(const std::vector<std::span<const uint8_t>>& values,
+                                         int rounds, const std::string& dir, void* dev_dst) {
+  std::filesystem::remove_all(dir);
+  Options o;
+  o.pool_bytes = 512ull << 20;
+  o.device_pool_bytes = 512ull << 20;
+  FileBaseline base(dir + "/baseline");
+  {
+    auto s = Store::Open(dir + "/store", o);
+    Check(s.status(), "open");
+    for (size_t i = 0; i < values.size(); ++i) {
+      Check((*s)->Put("f", std::to_string(i), Meta(values[i].size()), values[i]), "put");
+      Check(base.Save(std::to_string(i), Meta(values[i].size()), values[i]), "baseline save");
+    }
+    Check((*s)->Close(), "close");
+  }
+  std::vector<DeviceRow> rows;
+  std::unique_ptr<Store> store;
+  size_t seen = 0;
+  rows.push_back({"ready_on_gpu", "ec-store-disk",
+                  "GetToDevice of a disk entry (reopened, empty pools): io_uring into the host "
+                  "pool, xxh3, host -> device",
+                  Time(values, rounds, [&](size_t i) {
+                    if (seen++ % values.size() == 0) {  // a fresh open per round: all on disk
+                      store.reset();
+                      auto s = Store::Open(dir + "/store", o);
+                      Check(s.status(), "reopen");
+                      store = std::move(s).value();
+                    }
+                    Check(store->GetToDevice("f", std::to_string(i), dev_dst, 64ull << 20).status(),
+                          "get from disk");
+                  })});
+  store.reset();
+  std::vector<uint8_t> file;
+  uint64_t off = 0;
+  TensorMeta meta;
+  for (bool cold : {false, true})
+    rows.push_back(
+        {"ready_on_gpu", cold ? "baseline-cold" : "baseline-warm",
+         cold ? "load_file(device=cuda) after posix_fadvise DONTNEED: read + parse + "
+                "pageable host -> device"
+              : "load_file(device=cuda), page cache warm: read + parse + pageable "
+                "host -> device",
+         Time(values, rounds, [&](size_t i) {
+           if (cold) base.DropCache(std::to_string(i));
+           Check(base.Load(std::to_string(i), &file, &off, &meta), "baseline load");
+           Check(cudaMemcpy(dev_dst, file.data() + off, values[i].size(), cudaMemcpyHostToDevice),
+                 "baseline copy");
+         })});
+  std::filesystem::remove_all(dir);
+  return rows;
+}
+
 // A consumer process reading the server's device pool over CUDA IPC: lease, device ->
 // device copy into its own buffer, release. The pool's handle is opened once, before timing.
 std::vector<DeviceRow> IpcRows(const std::vector<std::span<const uint8_t>>& values, int rounds,
@@ -231,6 +288,8 @@ std::vector<DeviceRow> RunDevice(const std::vector<std::span<const uint8_t>>& va
   opened->reset();
   std::filesystem::remove_all(dir);
   for (auto& r : IpcRows(values, rounds, dir + "-ipc", dev_dst)) rows.push_back(std::move(r));
+  for (auto& r : ReadyFromDiskRows(values, rounds, dir + "-ready", dev_dst))
+    rows.push_back(std::move(r));
   cudaStreamDestroy(s);
   cudaFreeHost(pinned);
   cudaFree(dev_src);

@@ -1,6 +1,7 @@
 // ecstore::cuda over the CUDA runtime API.
 #include "cuda/cuda.h"
 
+#include <cuda.h>  // driver API types only: the one driver call goes through an entry point
 #include <cuda_runtime_api.h>
 #include <spdlog/spdlog.h>
 
@@ -147,6 +148,27 @@ Result<std::unique_ptr<CopyStream>> CopyStream::Create(int device) {
   if (err != cudaSuccess)
     return Fail(err, "creating a copy stream on GPU " + std::to_string(device));
   return std::unique_ptr<CopyStream>(new StreamImpl(device, s));
+}
+
+Result<int> DmaBufFd(const void* base, size_t bytes) {
+  using Fn = CUresult (*)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  cudaError_t err = cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 12000,
+                                                     cudaEnableDefault, &found);
+  if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn) {
+    cudaGetLastError();
+    return Status::Unavailable(
+        "this CUDA driver cannot export dma-bufs "
+        "(cuMemGetHandleForAddressRange not found)");
+  }
+  int fd = -1;
+  CUresult r = reinterpret_cast<Fn>(fn)(&fd, reinterpret_cast<CUdeviceptr>(base), bytes,
+                                        CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  if (r != CUDA_SUCCESS || fd < 0)
+    return Status::Unavailable("the GPU cannot export its memory as a dma-buf (CUresult " +
+                               std::to_string(static_cast<int>(r)) + ")");
+  return fd;
 }
 
 Result<std::string> ExportIpcHandle(const void* device_base) {

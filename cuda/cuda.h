@@ -47,6 +47,12 @@ class CopyStream {
   virtual int device() const = 0;
 };
 
+// GPUDirect RDMA: a dma-buf fd for device memory [base, base+bytes)
+// (cuMemGetHandleForAddressRange, through the runtime's driver entry point: nothing links
+// libcuda). The caller registers it with the NIC (ibv_reg_dmabuf_mr) and closes it.
+// Unavailable where the driver or the GPU cannot export dma-bufs.
+Result<int> DmaBufFd(const void* base, size_t bytes);
+
 // IPC: the handle of a device allocation's base (64 bytes), opened once in another process.
 Result<std::string> ExportIpcHandle(const void* device_base);
 Result<void*> OpenIpcHandle(const std::string& handle, int device);

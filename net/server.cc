@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -88,6 +89,7 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
     if (!l.ok()) return l.status();
     EC_RETURN_IF_ERROR(store->AddRegistrar(l->get()));  // the pool's one memory region
     s->rdma_ = std::move(l).value();
+    s->RegisterDevicePool();
     s->rdma_addr_ = at->host + ":" + std::to_string(s->rdma_->port());
   }
   s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
@@ -444,8 +446,10 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   }
   // The lease keeps eviction away from these bytes until they are sent (TCP) or the
   // reader releases them (shared memory, RDMA), or the lease TTL passes.
-  auto lease = h.op == Op::kGetDevice ? store_->AcquireOnDevice(k->ns, k->key)
-                                      : store_->Acquire(k->ns, k->key);
+  // GET_RDMA of an entry in the device tier reads GPU memory when the NIC has it registered.
+  const bool on_device = h.op == Op::kGetDevice || (h.op == Op::kGetRdma && rdma_->device_rkey() &&
+                                                    InDeviceTier(k->ns, k->key));
+  auto lease = on_device ? store_->AcquireOnDevice(k->ns, k->key) : store_->Acquire(k->ns, k->key);
   if (!lease.ok()) return reply_error(lease.status());
   auto info = store_->Lookup(k->ns, k->key);
   EntryInfo e = info.ok() ? *info : EntryInfo{};
@@ -486,11 +490,27 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
     w.U64(static_cast<uint64_t>(data - store_->pool_region().base));  // offset in the memfd
   } else {
     w.U64(reinterpret_cast<uint64_t>(data));  // address inside the registered pool
-    w.U32(rdma_->rkey());
+    w.U32(on_device ? rdma_->device_rkey() : rdma_->rkey());
   }
   WriteInfo(&w, e);
   return SendFrame(fd, h.op == Op::kGetShm ? Op::kGetShmOk : Op::kGetRdmaOk, h.request_id,
                    w.data());
+}
+
+// GPUDirect RDMA: the device pool registered with the NIC once, so RDMA reads of device
+// entries take their bytes from GPU memory. Where that cannot be done the reason is logged
+// and those reads are staged through the host pool (GET_RDMA leases the host copy).
+void Server::RegisterDevicePool() {
+  const MemoryRegion dev = store_->device_region();
+  if (!dev.base) return;
+  auto fd = cuda::DmaBufFd(dev.base, dev.size);
+  Status st = rdma_->RegisterDevice(dev, fd.ok() ? *fd : -1);
+  if (fd.ok()) ::close(*fd);  // the memory region holds its own reference
+  if (!st.ok())
+    spdlog::warn(
+        "GPUDirect RDMA unavailable ({}{}); remote reads of device entries go "
+        "through the host pool",
+        fd.ok() ? "" : fd.status().message() + "; ", st.message());
 }
 
 // The device pool's CUDA IPC handle, for a same-host reader to open once.

@@ -79,6 +79,11 @@ class Server {
   Status Hello(Conn* c, const FrameHeader& h, const std::string& body);
   Status HandleGet(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandleDevicePool(Conn* c, const FrameHeader& h);
+  void RegisterDevicePool();
+  bool InDeviceTier(const std::string& ns, const std::string& key) {
+    auto info = store_->Lookup(ns, key);
+    return info.ok() && info->tiers.has(Tier::kDevice);
+  }
   Status HandleList(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandlePut(Conn* c, const FrameHeader& h, Deadline deadline);
   void DropLease(Conn* c, uint64_t id);

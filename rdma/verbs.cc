@@ -104,6 +104,32 @@ void RdmaListener::Deregister(const MemoryRegion&) {
 
 uint32_t RdmaListener::rkey() const { return pool_mr_ ? pool_mr_->rkey : 0; }
 
+Status RdmaListener::RegisterDevice(const MemoryRegion& pool, int dmabuf_fd) {
+  if (device_mr_) return Status::InvalidArgument("an RDMA listener registers one device pool");
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+  std::string why;
+  if (dmabuf_fd >= 0) {
+    device_mr_ = ibv_reg_dmabuf_mr(pd_, 0, pool.size, reinterpret_cast<uint64_t>(pool.base),
+                                   dmabuf_fd, access);
+    if (!device_mr_) why = std::string("ibv_reg_dmabuf_mr: ") + std::strerror(errno) + "; ";
+  }
+  if (!device_mr_) device_mr_ = ibv_reg_mr(pd_, pool.base, pool.size, access);  // peer memory
+  if (!device_mr_)
+    return Status::Unavailable("the NIC cannot register GPU memory (" + why +
+                               "ibv_reg_mr of device memory: " + std::strerror(errno) +
+                               "; GPUDirect RDMA needs dma-buf support or nvidia-peermem)");
+  spdlog::info("RDMA: device pool of {} bytes registered once (GPUDirect, rkey {:#x})", pool.size,
+               device_mr_->rkey);
+  return Status::Ok();
+}
+
+void RdmaListener::DeregisterDevice() {
+  if (device_mr_) ibv_dereg_mr(device_mr_);
+  device_mr_ = nullptr;
+}
+
+uint32_t RdmaListener::device_rkey() const { return device_mr_ ? device_mr_->rkey : 0; }
+
 void RdmaListener::EventLoop() {
   while (!stop_) {
     pollfd p{ec_->fd, POLLIN, 0};
@@ -153,6 +179,7 @@ RdmaListener::~RdmaListener() {
     rdma_destroy_id(p.id);
   }
   if (pool_mr_) ibv_dereg_mr(pool_mr_);
+  DeregisterDevice();
   if (pd_) ibv_dealloc_pd(pd_);
   if (listen_id_) rdma_destroy_id(listen_id_);
   if (ec_) rdma_destroy_event_channel(ec_);

@@ -37,6 +37,13 @@ class RdmaListener : public MemoryRegistrar {
   Status Register(const MemoryRegion& pool) override;
   void Deregister(const MemoryRegion& pool) override;
   uint32_t rkey() const;  // of the registered pool
+  // GPUDirect RDMA: registers a device pool so the NIC reads it directly -- from a dma-buf
+  // fd when one is given (ibv_reg_dmabuf_mr), else the device address itself (works where
+  // the nvidia-peermem module is loaded). Unavailable when neither works: remote reads of
+  // device entries are then staged through the host pool. Once, before serving.
+  Status RegisterDevice(const MemoryRegion& device_pool, int dmabuf_fd);
+  void DeregisterDevice();
+  uint32_t device_rkey() const;  // 0: the device pool is not registered
   uint16_t port() const { return port_; }
 
  private:
@@ -46,6 +53,7 @@ class RdmaListener : public MemoryRegistrar {
   rdma_cm_id* listen_id_ = nullptr;
   ibv_pd* pd_ = nullptr;
   ibv_mr* pool_mr_ = nullptr;
+  ibv_mr* device_mr_ = nullptr;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -17,6 +17,9 @@ RdmaListener::~RdmaListener() = default;
 Status RdmaListener::Register(const MemoryRegion&) { return NotBuilt(); }
 void RdmaListener::Deregister(const MemoryRegion&) {}
 uint32_t RdmaListener::rkey() const { return 0; }
+Status RdmaListener::RegisterDevice(const MemoryRegion&, int) { return NotBuilt(); }
+void RdmaListener::DeregisterDevice() {}
+uint32_t RdmaListener::device_rkey() const { return 0; }
 void RdmaListener::EventLoop() {}
 
 Result<std::unique_ptr<RdmaConnection>> RdmaConnection::Connect(const HostPort&, size_t,

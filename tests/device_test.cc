@@ -98,6 +98,11 @@ TEST(DeviceTier, NeedsAGpuAndSaysSo) {
   EXPECT_EQ((*s)->device_region().base, nullptr);
   std::string why;
   if (cuda::DeviceCount(&why) > 0) return;
+  // No GPU: no dma-buf to give the NIC either (a server then stages RDMA reads of device
+  // entries through the host pool), and it says so.
+  auto fd = cuda::DmaBufFd(nullptr, 4096);
+  ASSERT_FALSE(fd.ok());
+  EXPECT_TRUE(fd.status().IsUnavailable()) << fd.status().ToString();
   o.device_pool_bytes = 8 * kMiB;  // no GPU here: opening a device tier fails, clearly
   TempDir dir2;
   auto bad = Store::Open(dir2.path(), o);
