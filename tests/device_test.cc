@@ -132,6 +132,16 @@ TEST(DeviceTier, ByteExactAcrossAllThreeTiersAndThroughAReopen) {
       ASSERT_TRUE(st->Get("ns", "k" + std::to_string(i), {host.data(), n}).ok());
       EXPECT_TRUE(host == Payload(i, n)) << i;
     }
+    // A host lease of a device-only entry stages it through the host pool (what a TCP or
+    // RDMA reader gets where GPUDirect is not available); the device copy stays.
+    PutFromDevice(st, "staged", 42, n);
+    {
+      auto host = st->Acquire("ns", "staged");
+      ASSERT_TRUE(host.ok()) << host.status().ToString();
+      EXPECT_EQ(host->memory_kind(), MemoryKind::kHost);
+      EXPECT_TRUE(std::vector<uint8_t>(host->data(), host->data() + n) == Payload(42, n));
+      EXPECT_TRUE(host->info().tiers.has(Tier::kDevice) && host->info().tiers.has(Tier::kPool));
+    }
     PutFromDevice(st, "last", 99, n);  // device only at close: Close persists it
     ASSERT_TRUE(st->Close().ok());
   }
