@@ -27,6 +27,7 @@
 #include "base/embedding.h"
 #include "bench/baseline.h"
 #include "bench/device.h"
+#include "bench/policy.h"
 #include "bench/ref_allocators.h"
 #include "bench/remote.h"
 #include "disk/aligned_buffer.h"
@@ -718,6 +719,32 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
           "same host: lease, copy out of the mapped pool, release (2 small unix-socket messages)"));
 }
 
+// Eviction policies over synthetic traces (bench/policy.h says how they are made): what each
+// keeps at 5-50% of the working set, against a clairvoyant bound.
+void PolicyWorkload(const Config& cfg) {
+  Progress("policy: LRU vs GDSF vs Belady over Zipf traces with drift");
+  TraceParams p;
+  if (cfg.quick) p.requests = 100000, p.items = 8000, p.drift_every = 10000, p.drift_step = 200;
+  auto rows = RunPolicyBench(p, {0.05, 0.10, 0.20, 0.50});
+  for (const PolicyRow& r : rows) {
+    const PolicyRow* lru = nullptr;
+    for (const PolicyRow& o : rows)
+      if (o.capacity_fraction == r.capacity_fraction && o.policy == "lru") lru = &o;
+    std::string more;
+    if (r.policy != "lru" && lru && lru->saved_s > 0)
+      more = ", " + std::to_string(std::lround(100 * (r.saved_s / lru->saved_s - 1))) +
+             "% more than LRU";
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "hit %.1f%%, byte hit %.1f%%, encoder time saved %.0f of %.0f s (%.1f%%)%s",
+                  100 * r.hit_ratio, 100 * r.byte_hit_ratio, r.saved_s, r.total_s,
+                  100 * r.saved_s / r.total_s, more.c_str());
+    char w[32];
+    std::snprintf(w, sizeof w, "policy_%02.0f%%", 100 * r.capacity_fraction);
+    Add({w, r.policy, 0, 0, 0, 0, -1, buf});
+  }
+}
+
 // The device tier against cudaMemcpy of the same sizes (GPU machine; a row says why not
 // elsewhere). Ratios are computed in Report from the limits recorded here.
 void DeviceWorkload(const Config& cfg, Payloads& pl) {
@@ -977,15 +1004,16 @@ int main(int argc, char** argv) {
         p = e + 1;
       }
     } else {
-      std::fprintf(stderr,
-                   "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
-                   "remote,rdma,device,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] "
-                   "[--png FILE]\n");
+      std::fprintf(
+          stderr,
+          "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
+          "remote,rdma,device,policy,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] "
+          "[--png FILE]\n");
       return a == "--help" ? 0 : 2;
     }
   }
-  const std::set<std::string> known = {"put",    "get_hot", "get_disk", "spill", "mixed",
-                                       "remote", "rdma",    "device",   "index", "alloc"};
+  const std::set<std::string> known = {"put",  "get_hot", "get_disk", "spill", "mixed", "remote",
+                                       "rdma", "device",  "policy",   "index", "alloc"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
@@ -1001,6 +1029,7 @@ int main(int argc, char** argv) {
   if (cfg.Want("remote")) RemoteWorkload(cfg, pl);
   if (cfg.Want("rdma")) RdmaWorkload(cfg, pl);
   if (cfg.Want("device")) DeviceWorkload(cfg, pl);
+  if (cfg.Want("policy")) PolicyWorkload(cfg);
   if (cfg.Want("index")) IndexWorkload(cfg);
   if (cfg.Want("alloc")) AllocWorkload(cfg);
   if (cfg.Want("get_disk") || cfg.Want("spill")) MeasureDisk(cfg);  // again: the disk drifts

@@ -236,7 +236,7 @@ void DurableTier::Track(uint64_t id, const EntryRecord& rec, const DiskLocation&
   record_bytes_ += loc.record_bytes();
   ++stats_.entries;
   stats_.bytes += rec.bytes;
-  policy_->Insert(id, rec.bytes, rec.meta.recompute_cost);
+  policy_->Insert(id, rec.bytes, RecomputeCost(rec.meta));
 }
 
 void DurableTier::Untrack(uint64_t id, const EntryRecord& rec, const DiskLocation& loc) {

@@ -30,7 +30,7 @@ MemoryTier::MemoryTier(Tier tier, std::unique_ptr<MemoryBackend> backend,
 }
 
 void MemoryTier::Insert(uint64_t id, const EntryRecord& rec) {
-  policy_->Insert(id, rec.bytes, rec.meta.recompute_cost);
+  policy_->Insert(id, rec.bytes, RecomputeCost(rec.meta));
   ++entries_;
   bytes_ += rec.bytes;
 }

@@ -45,7 +45,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, const Options
     return Status::InvalidArgument("watermarks must satisfy 0 < low < high <= 1");
   if (!NewEvictionPolicy(options.eviction_policy))
     return Status::InvalidArgument("unknown eviction policy '" + options.eviction_policy +
-                                   "'; use lru");
+                                   "'; use lru or gdsf");
   auto store = std::make_unique<StoreImpl>(dir, options);
   EC_RETURN_IF_ERROR(store->Init());
   return std::unique_ptr<Store>(std::move(store));

@@ -35,6 +35,8 @@ struct Options {
   // Background eviction starts above high * pool and stops at low * pool.
   double high_watermark = 0.90;
   double low_watermark = 0.80;
+  // "lru", or "gdsf" (value-aware: recompute cost x hits / size; store/eviction_policy.h),
+  // for the memory pools and the disk quota.
   std::string eviction_policy = "lru";
   bool promote_on_get = true;  // copy disk hits back into the pool
   bool compress = false;       // per-entry LZ4 on the disk tier
