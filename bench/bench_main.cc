@@ -321,6 +321,36 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
   AlignedBuffer dst(60 * kMiB);
   std::memset(dst.data(), 0, dst.size());
   if (cfg.Want("get_hot")) {
+    // The limit is the same work done the simplest way: the same entry sizes, in the same
+    // order, memcpy'd from memory mapped as the pool is (pinned, huge pages where there are
+    // any) and as large as its contents, into the same reused, pre-faulted destination.
+    Progress("limit: memcpy of the same entries into the same destination");
+    {
+      auto backend = NewHostPinnedBackend();
+      auto region = backend->Map(total);
+      Die(region.status(), "map the limit's source");
+      struct Src {
+        uint8_t* p;
+        uint8_t* data() const { return p; }
+      } src{region->base};
+      std::memset(region->base, 3, total);
+      std::vector<uint64_t> at;
+      uint64_t off = 0;
+      for (auto& e : entries) at.push_back(off), off += Bytes(e);
+      Latencies mlat;
+      auto m0 = Clock::now();
+      for (int r = 0; r < rounds; ++r)
+        for (size_t i = 0; i < entries.size(); ++i) {
+          auto t = Clock::now();
+          std::memcpy(dst.data(), src.data() + at[i], Bytes(entries[i]));
+          mlat.Add(t);
+        }
+      double msecs = Since(m0);
+      backend->Unmap(*region);
+      Add({"memcpy_entries", "limit", rounds * total / msecs / 1e9, rounds * entries.size() / msecs,
+           mlat.P(0.5), mlat.P(0.99), -1,
+           "memcpy of get_hot's entries (same sizes, same order) into the same destination"});
+    }
     Progress("get_hot: ec-store copy-out");
     Latencies lat;
     auto t0 = Clock::now();
@@ -879,7 +909,7 @@ void Report(const Config& cfg) {
   std::printf("ec-store-bench %s on %s (%s, %ld cores), dir %s\n", cfg.quick ? "--quick" : "(full)",
               u.nodename, u.release, sysconf(_SC_NPROCESSORS_ONLN), cfg.dir.c_str());
   std::map<std::string, std::string> limit_of = {{"put", "memcpy"},
-                                                 {"get_hot", "memcpy"},
+                                                 {"get_hot", "memcpy_entries"},
                                                  {"get_disk", "disk_read"},
                                                  {"get_disk_during_spill", "disk_read"},
                                                  {"spill", "disk_write"},
@@ -906,6 +936,11 @@ void Report(const Config& cfg) {
                                                : Ratio(r.ops_per_s, base->ops_per_s);
         if (r.system == "ec-store-lease") vs_base = Ratio(base->p50_us, r.p50_us);  // latency ratio
       }
+      // A limit is the same work done the simplest way: beating it by more than 5% means the
+      // two were not measured alike.
+      const bool suspect = vs_limit > 1.05;
+      if (suspect && r.note.find("measuring error") == std::string::npos)
+        r.note += " [above 1.05x its limit: a measuring error, not a result]";
       char frag[32] = "";
       if (r.fragmentation >= 0)
         std::snprintf(frag, sizeof(frag), "frag %.2f%%; ", 100 * r.fragmentation);
@@ -920,6 +955,7 @@ void Report(const Config& cfg) {
                        {"note", r.note}};
       if (r.fragmentation >= 0) j["fragmentation"] = r.fragmentation;
       if (vs_limit > 0) j["ratio_to_limit"] = vs_limit;
+      if (suspect) j["measuring_error"] = true;
       if (vs_base > 0) j["ratio_to_baseline"] = vs_base;
       out.push_back(j);
     }
