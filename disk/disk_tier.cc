@@ -152,6 +152,28 @@ Status DiskTier::ReadStored(const DiskLocation& loc, uint8_t* dst, Result<Record
   return Status::Ok();
 }
 
+Status DiskTier::ReadStoredMany(std::vector<StoredRead>& reads) {
+  std::vector<IoRequest> batch;
+  AlignedBuffer headers(reads.size() * kBlockSize);
+  std::vector<std::shared_ptr<Segment>> keep;  // open while the batch runs
+  for (size_t i = 0; i < reads.size(); ++i) {
+    auto seg = Find(reads[i].loc.segment);
+    if (!seg) return Status::NotFound("segment " + std::to_string(reads[i].loc.segment) + " is gone");
+    const DiskLocation& loc = reads[i].loc;
+    batch.push_back({IoOp::kRead, seg->fd.get(), headers.data() + i * kBlockSize, kBlockSize,
+                     loc.offset, 0});
+    if (loc.stored_len > 0)
+      batch.push_back({IoOp::kRead, seg->fd.get(), reads[i].dst, RoundUpBlock(loc.stored_len),
+                       loc.offset + kBlockSize, 0});
+    keep.push_back(std::move(seg));
+  }
+  if (batch.empty()) return Status::Ok();
+  EC_RETURN_IF_ERROR(io_->Run(batch));
+  for (size_t i = 0; i < reads.size(); ++i)
+    reads[i].header = DecodeHeader(headers.data() + i * kBlockSize);
+  return Status::Ok();
+}
+
 Result<RecordInfo> DiskTier::ReadHeader(uint32_t segment, uint64_t offset) {
   auto seg = Find(segment);
   if (!seg) return Status::NotFound("segment " + std::to_string(segment) + " is gone");

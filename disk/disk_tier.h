@@ -42,6 +42,14 @@ class DiskTier {
   // with `header`, the record's header too, in the same batch, decoded into *header.
   Status ReadStored(const DiskLocation& loc, uint8_t* dst, Result<RecordInfo>* header = nullptr);
   Result<RecordInfo> ReadHeader(uint32_t segment, uint64_t offset);
+  // Several records' headers and stored payloads in one batch, all in flight together
+  // (dst: aligned, >= RoundUpBlock(stored_len) each). A failure fails the batch.
+  struct StoredRead {
+    DiskLocation loc;
+    uint8_t* dst = nullptr;
+    Result<RecordInfo> header = Status::NotFound("not read");
+  };
+  Status ReadStoredMany(std::vector<StoredRead>& reads);
 
   // payload_ok is false when verify_payload found a checksum mismatch (the header was sound,
   // so the scan goes on to the next record).

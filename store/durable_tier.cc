@@ -348,6 +348,38 @@ Status DurableTier::Read(const EntryRecord& e, const DiskLocation& loc, uint8_t*
   return Status::Ok();
 }
 
+void DurableTier::ReadMany(std::vector<ReadItem>& items) {
+  std::vector<DiskTier::StoredRead> batch;
+  std::vector<size_t> in_batch;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ReadItem& it = items[i];
+    const bool direct = it.loc.codec == Codec::kNone &&
+                        reinterpret_cast<uintptr_t>(it.dst) % kBlockSize == 0 &&
+                        it.dst_cap >= RoundUpBlock(it.loc.stored_len);
+    if (!direct || items.size() == 1) continue;
+    batch.push_back({it.loc, it.dst, Status::NotFound("not read")});
+    in_batch.push_back(i);
+  }
+  std::vector<bool> done(items.size());
+  if (!batch.empty() && disk_->ReadStoredMany(batch).ok()) {
+    for (size_t k = 0; k < batch.size(); ++k) {
+      ReadItem& it = items[in_batch[k]];
+      std::string why = RecordMismatch(*it.rec, it.loc, batch[k].header);
+      if (!why.empty()) continue;  // read on its own below, which tells stale from failing
+      done[in_batch[k]] = true;
+      it.status = PayloadChecksum(it.dst, it.rec->bytes) == it.rec->checksum
+                      ? Status::Ok()
+                      : Status::Corruption("checksum mismatch in segment " +
+                                           std::to_string(it.loc.segment) + " at offset " +
+                                           std::to_string(it.loc.offset));
+    }
+  }
+  for (size_t i = 0; i < items.size(); ++i)
+    if (!done[i])
+      items[i].status =
+          Read(*items[i].rec, items[i].loc, items[i].dst, items[i].dst_cap, &items[i].stale_row);
+}
+
 std::optional<std::pair<RecordInfo, DiskLocation>> DurableTier::FindRecord(const EntryRecord& e,
                                                                            uint32_t segment) {
   std::optional<std::pair<RecordInfo, DiskLocation>> found;

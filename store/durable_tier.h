@@ -143,6 +143,18 @@ class DurableTier {
   // checksum failure is Corruption.
   Status Read(const EntryRecord& rec, const DiskLocation& loc, uint8_t* dst, uint64_t dst_cap,
               bool* stale_row);
+  // Several entries' records in one batch, all reads in flight together (a get of many disk
+  // entries, a prefetch). Per item as Read; an item that cannot go straight into its
+  // destination (compressed, unaligned), or a batch that fails, is read on its own.
+  struct ReadItem {
+    const EntryRecord* rec;
+    DiskLocation loc;
+    uint8_t* dst;
+    uint64_t dst_cap;
+    Status status;
+    bool stale_row = false;
+  };
+  void ReadMany(std::vector<ReadItem>& items);
   // The record of (ns, key, seq) in `segment`, found by its self-checked header.
   std::optional<std::pair<RecordInfo, DiskLocation>> FindRecord(const EntryRecord& rec,
                                                                 uint32_t segment);

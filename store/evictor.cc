@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+
 namespace ecstore {
 namespace {
 constexpr uint64_t kSpillBatchBytes = 64ull << 20;
@@ -243,42 +245,85 @@ Status HostEvictor::Flush() {
   return kd_->durable().Flush();
 }
 
-// Reads a disk-only entry into a fresh pool block. Ok also when someone else promoted or
-// erased it meanwhile; the caller looks again.
 Status HostEvictor::Promote(const EntryPtr& e, bool wait) {
-  PoolBlock blk;
-  EC_RETURN_IF_ERROR(Allocate(e->bytes, wait, &blk));
-  DiskLocation loc;
-  {
+  return PromoteMany({e}, wait, true)[0];
+}
+
+std::vector<Status> HostEvictor::PromoteMany(const std::vector<EntryPtr>& es, bool wait,
+                                             bool count_hits) {
+  std::vector<Status> out(es.size());
+  struct Started {
+    size_t i;
+    PoolBlock blk;
+  };
+  std::vector<Started> started;
+  std::vector<DurableTier::ReadItem> reads;
+  for (size_t i = 0; i < es.size(); ++i) {
+    const EntryPtr& e = es[i];
+    PoolBlock blk;
+    out[i] = Allocate(e->bytes, wait, &blk);
+    if (!out[i].ok()) continue;
     MutexLock l(&kd_->mu);
-    if (e->erased || e->pool || e->loading || !e->disk) {
+    if (e->erased || e->pool || e->loading || !e->disk) {  // someone else's, or gone
       kd_->pool().Free(blk);
       kd_->space_cv.NotifyAll();
-      return Status::Ok();
+      continue;
     }
     e->loading = true;
-    loc = *e->disk;
+    started.push_back({i, blk});
+    reads.push_back({e.get(), *e->disk, kd_->pool().Ptr(blk), blk.length, Status(), false});
   }
-  bool stale_row = false;
-  Status st = kd_->durable().Read(*e, loc, kd_->host_tier()->Ptr(blk), blk.length, &stale_row);
+  kd_->durable().ReadMany(reads);  // every read of the batch in flight together
+  for (size_t k = 0; k < started.size(); ++k)
+    out[started[k].i] = FinishPromote(es[started[k].i], started[k].blk, reads[k], count_hits);
+  return out;
+}
+
+// Installs a promoted entry's pool block, or gives it back and handles what the read found.
+Status HostEvictor::FinishPromote(const EntryPtr& e, const PoolBlock& blk,
+                                  const DurableTier::ReadItem& read, bool count_hit) {
   {
     MutexLock l(&kd_->mu);
     e->loading = false;
     kd_->load_cv.NotifyAll();
-    if (st.ok() && !e->erased) {
-      std::memset(kd_->host_tier()->Ptr(blk) + e->bytes, 0, blk.length - e->bytes);
+    if (read.status.ok() && !e->erased) {
+      std::memset(kd_->pool().Ptr(blk) + e->bytes, 0, blk.length - e->bytes);
       e->pool = blk;
       kd_->pool().Insert(e->id(), *e);
       ++kd_->pool().counters().promotions;
-      kd_->durable().NoteHit();
+      if (count_hit) kd_->durable().NoteHit();
       return Status::Ok();
     }
     kd_->pool().Free(blk);
     kd_->space_cv.NotifyAll();
   }
-  if (stale_row) return kd_->FixStaleRow(e, loc, st);
-  if (st.IsCorruption()) return kd_->DropCorrupt(e, st);
-  return st;
+  if (read.stale_row) return kd_->FixStaleRow(e, read.loc, read.status);
+  if (read.status.IsCorruption()) return kd_->DropCorrupt(e, read.status);
+  return read.status;
+}
+
+// Promotes the keys' disk-only entries in one batch; per key, Ok where there was nothing to do.
+std::vector<Status> HostEvictor::PromoteKeys(std::string_view ns,
+                                             const std::vector<std::string>& keys) {
+  std::vector<Status> out(keys.size());
+  std::vector<EntryPtr> disk_only;
+  std::vector<size_t> key_of;
+  {
+    MutexLock l(&kd_->mu);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto found = kd_->FindLocked(ns, keys[i], false);
+      if (!found.ok()) {
+        if (kd_->closed()) out[i] = found.status();
+        continue;
+      }
+      if ((*found)->pool || (*found)->device || !(*found)->disk) continue;
+      disk_only.push_back(*found);
+      key_of.push_back(i);
+    }
+  }
+  std::vector<Status> got = PromoteMany(disk_only, false, false);
+  for (size_t k = 0; k < got.size(); ++k) out[key_of[k]] = got[k];
+  return out;
 }
 
 }  // namespace ecstore

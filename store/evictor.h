@@ -73,10 +73,20 @@ class HostEvictor : public Evictor {
   // The other way: reads a disk-only entry into a fresh pool block (wait: for room, as a Put
   // does). Ok also when someone else promoted or erased it meanwhile; the caller looks again.
   Status Promote(const EntryPtr& e, bool wait) EXCLUDES(kd_->mu);
+  // Several at once: their disk reads go out as one batch, all in flight together
+  // (count_hits false: a prefetch, not a read).
+  std::vector<Status> PromoteMany(const std::vector<EntryPtr>& es, bool wait, bool count_hits)
+      EXCLUDES(kd_->mu);
+  // The keys' entries that are on disk only, promoted as one batch without waiting for room
+  // (a prefetch: not counted as reads). Per key; Ok where there was nothing to do.
+  std::vector<Status> PromoteKeys(std::string_view ns, const std::vector<std::string>& keys)
+      EXCLUDES(kd_->mu);
 
  private:
   bool EvictSomeLocked() override REQUIRES(kd_->mu);
   void DropUnspillableLocked(Entry* e, bool drop_from_pool) REQUIRES(kd_->mu);
+  Status FinishPromote(const EntryPtr& e, const PoolBlock& blk, const DurableTier::ReadItem& read,
+                       bool count_hit) EXCLUDES(kd_->mu);
   void InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool)
       REQUIRES(kd_->mu);
 };

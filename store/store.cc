@@ -497,13 +497,28 @@ Result<bool> StoreImpl::Contains(std::string_view ns, std::string_view key) {
 std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
                                                   const std::vector<std::string>& keys,
                                                   const std::vector<std::span<uint8_t>>& dsts) {
+  // Disk entries first, their reads in one batch; a key whose read failed (corrupt, a
+  // failing device) answers that failure.
+  std::vector<Status> pre(keys.size());
+  if (keys.size() > 1 && opt_.promote_on_get) pre = ev_->PromoteKeys(ns, keys);
   std::vector<Result<EntryInfo>> out;
   out.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i)
-    out.push_back(i < dsts.size() ? Get(ns, keys[i], dsts[i])
-                                  : Result<EntryInfo>(Status::InvalidArgument(
-                                        "GetMany needs one buffer per key")));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!pre[i].ok() && !pre[i].IsBusy())
+      out.push_back(pre[i]);
+    else if (i < dsts.size())
+      out.push_back(Get(ns, keys[i], dsts[i]));
+    else
+      out.push_back(Status::InvalidArgument("GetMany needs one buffer per key"));
+  }
   return out;
+}
+
+Status StoreImpl::Prefetch(std::string_view ns, const std::vector<std::string>& keys) {
+  for (const auto& k : keys) EC_RETURN_IF_ERROR(CheckKey(ns, k));
+  for (const Status& st : ev_->PromoteKeys(ns, keys))
+    if (!st.ok()) return st;
+  return Status::Ok();
 }
 
 Status StoreImpl::Erase(std::string_view ns, std::string_view key) {

@@ -128,6 +128,10 @@ class Store : public Cache {
   }
   // Acquire pins the entry in the pool (promoting it from disk if needed); Pin does the same.
   Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
+  // Brings the listed entries that are only on disk into the pool ahead of use, their reads
+  // all in flight together (a hint: absent keys are skipped; Busy where the pool stays
+  // full). GetMany does this first for the keys it is given.
+  virtual Status Prefetch(std::string_view ns, const std::vector<std::string>& keys) = 0;
   // EraseMany writes all the tombstones in one durable write (one fdatasync, not one per
   // entry). ListPages pages through one snapshot taken at the call.
   // Writes every entry without a disk copy to disk (device entries through the host pool)

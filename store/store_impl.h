@@ -46,6 +46,7 @@ class StoreImpl : public Store, private PutReservation::Owner {
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts) override;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
+  Status Prefetch(std::string_view ns, const std::vector<std::string>& keys) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(
       std::string_view ns, const std::vector<std::string>& keys) override;
   Result<bool> Contains(std::string_view ns, std::string_view key) override;

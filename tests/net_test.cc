@@ -843,6 +843,9 @@ class CountingStore : public Store {
   }
   MemoryRegion device_region() const override { return s_->device_region(); }
   int device_ordinal() const override { return s_->device_ordinal(); }
+  Status Prefetch(std::string_view ns, const std::vector<std::string>& keys) override {
+    return s_->Prefetch(ns, keys);
+  }
   Status AddRegistrar(MemoryRegistrar* r) override { return s_->AddRegistrar(r); }
   void RemoveRegistrar(MemoryRegistrar* r) override { s_->RemoveRegistrar(r); }
 

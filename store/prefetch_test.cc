@@ -1,0 +1,102 @@
+// Several disk reads in flight: Prefetch and GetMany promote disk entries in one batch.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "store/store.h"
+#include "tests/test_util.h"
+
+namespace ecstore {
+namespace {
+
+using testing::Payload;
+using testing::TempDir;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+TensorMeta Bf16(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
+
+// A store in `dir` whose entries k0..k{n-1} are all on disk only (flushed, reopened).
+std::unique_ptr<Store> OnDisk(const std::string& dir, int n, uint64_t bytes) {
+  Options o;
+  o.pool_bytes = 64 * kMiB;
+  {
+    auto s = Store::Open(dir, o);
+    EXPECT_TRUE(s.ok());
+    for (int i = 0; i < n; ++i) {
+      auto p = Payload(i, bytes);
+      EXPECT_TRUE((*s)->Put("ns", "k" + std::to_string(i), Bf16(bytes), {p.data(), bytes}).ok());
+    }
+    EXPECT_TRUE((*s)->Close().ok());
+  }
+  auto s = Store::Open(dir, o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s).value();
+}
+
+TEST(Prefetch, BringsDiskEntriesIntoThePoolInOneBatch) {
+  TempDir dir;
+  const uint64_t n = 1 * kMiB + 4096;
+  auto s = OnDisk(dir.path(), 6, n);
+  std::vector<std::string> keys = {"k0", "k2", "k4", "absent"};
+  ASSERT_TRUE(s->Prefetch("ns", keys).ok());
+  for (const char* k : {"k0", "k2", "k4"})
+    EXPECT_TRUE(s->Lookup("ns", k)->tiers.has(Tier::kPool)) << k;
+  EXPECT_FALSE(s->Lookup("ns", "k1")->tiers.has(Tier::kPool));
+  StoreStats st = *s->Stats();
+  EXPECT_EQ(st.pool().promotions, 3u);
+  EXPECT_EQ(st.disk().hits, 0u) << "a prefetch is a hint, not a read";
+  std::vector<uint8_t> got(n);
+  for (int i : {0, 2, 4}) {
+    ASSERT_TRUE(s->Get("ns", "k" + std::to_string(i), {got.data(), n}).ok());
+    EXPECT_TRUE(got == Payload(i, n)) << i;
+  }
+}
+
+TEST(Prefetch, GetManyReadsABatchAndACorruptRecordFailsOnlyItsKey) {
+  TempDir dir;
+  const uint64_t n = 512 * 1024;
+  { auto s = OnDisk(dir.path(), 5, n); }
+  // Damage k3's payload on disk (its header stays sound): find it by its bytes (the payload
+  // follows its 4 KiB header block) and flip one byte.
+  bool damaged = false;
+  for (auto& f : std::filesystem::directory_iterator(dir.sub("segments"))) {
+    std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+    std::vector<char> all((std::istreambuf_iterator<char>(io)), {});
+    auto want = Payload(3, n);
+    auto at = std::search(all.begin(), all.end(), want.begin(), want.begin() + 64,
+                          [](char a, uint8_t b) { return static_cast<uint8_t>(a) == b; });
+    if (at == all.end()) continue;
+    io.clear();
+    io.seekp(at - all.begin() + 100);
+    io.put(static_cast<char>(~want[100]));
+    damaged = true;
+  }
+  ASSERT_TRUE(damaged);
+  Options o;
+  o.pool_bytes = 64 * kMiB;
+  auto s = Store::Open(dir.path(), o);
+  ASSERT_TRUE(s.ok());
+  std::vector<std::vector<uint8_t>> bufs(5, std::vector<uint8_t>(n));
+  std::vector<std::span<uint8_t>> dsts;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 5; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    dsts.emplace_back(bufs[i].data(), n);
+  }
+  auto got = (*s)->GetMany("ns", keys, dsts);
+  for (int i = 0; i < 5; ++i) {
+    if (i == 3) {
+      EXPECT_TRUE(got[i].status().IsCorruption()) << got[i].status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    EXPECT_TRUE(bufs[i] == Payload(i, n)) << i;
+  }
+  EXPECT_TRUE((*s)->Lookup("ns", "k3").status().IsNotFound()) << "a corrupt entry is dropped";
+  EXPECT_EQ((*s)->Stats()->pool().promotions, 4u);
+}
+
+}  // namespace
+}  // namespace ecstore
