@@ -194,6 +194,12 @@ class Cache:
         or from a buffer the lease owns (TCP, RDMA)."""
         return Lease(self._c.acquire(ns, key))
 
+    def prefetch(self, ns: str, keys: Sequence[str]) -> bool:
+        """A hint that `keys` will be read soon: an embedded store reads those only on disk
+        into its pool in one batch (all reads in flight together). False where it does
+        nothing (a daemon promotes on its own when read)."""
+        return self._c.prefetch(ns, list(keys))
+
     def acquire_on_device(self, ns: str, key: str) -> Lease:
         """The entry leased in the device tier (promoted there from the host pool or disk
         if needed): lease.tensor() is a CUDA tensor over the store's device memory, no

@@ -215,6 +215,12 @@ class EcStoreConnector(ECConnectorBase):
             return True
         decided = self._decided.setdefault(request.request_id, {})
         ready = True
+        fresh = [f.identifier for f in request.mm_features if f.identifier not in decided]
+        if len(fresh) > 1:  # the scheduler's first look: their disk reads go out together
+            try:
+                self._cache.prefetch(self._ns, fresh)
+            except ecstore.Error as e:  # a hint; the pins below decide
+                logger.debug("ec-store: prefetch of %d items failed: %s", len(fresh), e)
         for feature in request.mm_features:
             key = feature.identifier
             if key in decided:

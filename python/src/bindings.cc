@@ -271,6 +271,17 @@ class PyCache {
     return Lease(Check(core_->store->AcquireOnDevice(ns, key)), core_, device);
   }
 
+  // A hint: an embedded store reads the keys' disk-only entries into its pool in one batch
+  // (a server promotes on its own when asked). True when it was acted on.
+  bool prefetch(const std::string& ns, const std::vector<std::string>& keys) {
+    core_->Live();
+    if (!core_->store) return false;
+    nb::gil_scoped_release nogil;
+    Status st = core_->store->Prefetch(ns, keys);
+    if (!st.ok() && !st.IsBusy()) Check(st);
+    return true;
+  }
+
   Lease pin(const std::string& ns, const std::string& key) {
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
@@ -469,6 +480,7 @@ NB_MODULE(_ecstore, m) {
       .def("get_into", &PyCache::get_into, "ns"_a, "key"_a, "out"_a)
       .def("get_many", &PyCache::get_many, "ns"_a, "keys"_a, "outs"_a)
       .def("acquire", &PyCache::acquire, "ns"_a, "key"_a)
+      .def("prefetch", &PyCache::prefetch, "ns"_a, "keys"_a)
       .def("has_device_tier", &PyCache::has_device_tier)
       .def("put_device", &PyCache::put_device, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "src"_a,
            "nbytes"_a)

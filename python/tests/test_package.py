@@ -167,3 +167,20 @@ def test_reserve_is_for_embedded_stores(daemon):
         c.reserve("ns", "k", "F32", [4])
     assert c.pool_region() == (0, 0, True)
     c.close()
+
+
+def test_prefetch_reads_disk_entries_into_the_pool_in_one_batch(tmp_path):
+    c = ecstore.open(str(tmp_path / "p"), "16MiB")
+    arrays = [np.arange(i, i + 256 * 1024, dtype=np.float32) for i in range(6)]
+    for i, a in enumerate(arrays):
+        c.put("ns", f"k{i}", a)
+    c.close()
+    c = ecstore.open(str(tmp_path / "p"), "16MiB")  # reopened: every entry on disk only
+    assert c.lookup("ns", "k0").tiers == ["disk"]
+    assert c.prefetch("ns", ["k0", "k3", "absent"]) is True
+    assert "pool" in c.lookup("ns", "k0").tiers and "pool" in c.lookup("ns", "k3").tiers
+    assert c.lookup("ns", "k1").tiers == ["disk"]
+    assert c.stats()["pool"]["promotions"] == 2
+    for i in (0, 3):
+        assert np.array_equal(c.get("ns", f"k{i}", like="numpy"), arrays[i])
+    c.close()
