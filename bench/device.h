@@ -1,6 +1,7 @@
 // The `device` workload (GPU machine): the device tier's copies against the same copies done
 // the simplest way in the same run -- cudaMemcpy between a pinned host buffer and device
 // memory (host<->device), and a raw device-to-device copy -- for the same entry sizes.
+// Thread rules: RunDevice from one thread; it starts and stops its own server process.
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,7 @@
 // Reported per capacity and policy: hit ratio, byte hit ratio, and encoder time saved
 // (the recompute cost of every hit), with a clairvoyant bound (Belady: evict the entry used
 // furthest in the future) for scale.
+// Thread rules: pure computation; call from any thread.
 #pragma once
 
 #include <string>
