@@ -158,10 +158,11 @@ Status DiskTier::ReadStoredMany(std::vector<StoredRead>& reads) {
   std::vector<std::shared_ptr<Segment>> keep;  // open while the batch runs
   for (size_t i = 0; i < reads.size(); ++i) {
     auto seg = Find(reads[i].loc.segment);
-    if (!seg) return Status::NotFound("segment " + std::to_string(reads[i].loc.segment) + " is gone");
+    if (!seg)
+      return Status::NotFound("segment " + std::to_string(reads[i].loc.segment) + " is gone");
     const DiskLocation& loc = reads[i].loc;
-    batch.push_back({IoOp::kRead, seg->fd.get(), headers.data() + i * kBlockSize, kBlockSize,
-                     loc.offset, 0});
+    batch.push_back(
+        {IoOp::kRead, seg->fd.get(), headers.data() + i * kBlockSize, kBlockSize, loc.offset, 0});
     if (loc.stored_len > 0)
       batch.push_back({IoOp::kRead, seg->fd.get(), reads[i].dst, RoundUpBlock(loc.stored_len),
                        loc.offset + kBlockSize, 0});
