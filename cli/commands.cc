@@ -1,8 +1,8 @@
 #include "cli/commands.h"
 
-#include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -12,10 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/safetensors.h"
+#include "cli/config.h"
 #include "cli/entry_commands.h"
 #include "cli/flags.h"
 #include "cli/output.h"
-#include "net/server.h"
+#include "cli/serve.h"
 
 namespace ecstore::cli {
 namespace {
@@ -23,68 +24,20 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-struct ServeArgs {
-  std::string listen = "127.0.0.1:7070", token_file, rdma_listen;
-};
-
-std::string ServeToken(const ServeArgs& a) {
-  if (a.token_file.empty()) {
-    const char* env = std::getenv("EC_STORE_TOKEN");
-    return env ? env : "";
-  }
-  std::string token = Check(safetensors::ReadFile(a.token_file));
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-  if (token.empty()) throw CliError("InvalidArgument: token file " + a.token_file + " is empty");
-  return token;
-}
-
-int ServeCommand(const Globals& g, const ServeArgs& a) {
-  const std::string token = ServeToken(a);
-  // Block the stop signals before any thread starts, so only sigwait below sees them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP}) sigaddset(&stop, sig);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  spdlog::set_level(spdlog::level::info);
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ec-store] [%l] %v");
-  auto store = OpenStore(g, Use::kServe);
-  net::ServerOptions so;
-  so.listen = a.listen;
-  so.token = token;
-  // Same-host readers map the pool through this socket (its permissions gate them).
-  so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
-  so.rdma_listen = a.rdma_listen;
-  auto server = Check(net::Server::Start(store.get(), so));
-  std::printf(
-      "serving %s on %s (port %u, transport %s); SIGINT/SIGTERM to stop, SIGHUP "
-      "to persist the pool\n",
-      g.dir.c_str(), a.listen.c_str(), server->port(), server->transport());
-  std::fflush(stdout);
-  int sig = 0;
-  // SIGHUP (a closed terminal, or an operator's "sync now") persists and keeps serving.
-  while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
-    Status st = store->Flush();
-    if (st.ok())
-      spdlog::info("SIGHUP: the pool is persisted; still serving");
-    else
-      spdlog::error("SIGHUP: persisting the pool failed: {}", st.ToString());
-  }
-  spdlog::info("signal {}: stopping, persisting the pool", sig);
-  server->Stop();
-  Check(store->Close());
-  spdlog::info("stopped cleanly");
-  return 0;
-}
-
+// Through --server the server verifies its own store (no progress: one reply at the end).
 int VerifyCommand(const Globals& g) {
-  auto store = OpenStore(g, Use::kInspect);
-  auto report = Check(store->Verify([&](uint64_t done, uint64_t total) {
-    if (!g.json)
-      std::fprintf(stderr, "\rverify: %llu/%llu entries", (unsigned long long)done,
-                   (unsigned long long)total);
-  }));
-  if (!g.json) std::fprintf(stderr, "\n");
-  Check(store->Close());
+  VerifyReport report;
+  if (!g.server.empty()) {
+    Target t = Target::Open(g, Use::kInspect);
+    report = Check(t.client()->Verify());
+  } else {
+    auto store = OpenStore(g, Use::kInspect);
+    Progress progress("verify", "entries", !g.json);
+    report =
+        Check(store->Verify([&](uint64_t done, uint64_t total) { progress.Update(done, total); }));
+    progress.Done();
+    Check(store->Close());
+  }
   if (g.json) {
     std::cout << json{{"checked", report.checked},
                       {"bytes", report.bytes},
@@ -93,9 +46,10 @@ int VerifyCommand(const Globals& g) {
                      .dump(2)
               << "\n";
   } else {
-    std::printf("checked %llu entries (%s): %zu corrupt, %zu unreadable\n",
+    std::printf("checked %llu entries (%s)%s: %zu corrupt, %zu unreadable\n",
                 (unsigned long long)report.checked, HumanBytes(report.bytes).c_str(),
-                report.corrupt.size(), report.errors.size());
+                g.server.empty() ? "" : (" on " + g.server).c_str(), report.corrupt.size(),
+                report.errors.size());
     for (auto& c : report.corrupt) std::printf("  dropped %s\n", c.c_str());
     for (auto& c : report.errors) std::printf("  kept (I/O error) %s\n", c.c_str());
   }
@@ -111,11 +65,17 @@ int VerifyCommand(const Globals& g) {
 }
 
 int CompactCommand(const Globals& g) {
-  auto store = OpenStore(g, Use::kInspect);
-  uint64_t before = Check(store->Stats()).disk().used;
-  Check(store->Compact(1.0));
-  uint64_t after = Check(store->Stats()).disk().used;
-  Check(store->Close());
+  uint64_t before = 0, after = 0;
+  if (!g.server.empty()) {
+    Target t = Target::Open(g, Use::kInspect);
+    std::tie(before, after) = Check(t.client()->Compact());
+  } else {
+    auto store = OpenStore(g, Use::kInspect);
+    before = Check(store->Stats()).disk().used;
+    Check(store->Compact(1.0));
+    after = Check(store->Stats()).disk().used;
+    Check(store->Close());
+  }
   if (g.json)
     std::cout << json{{"before", before}, {"after", after}}.dump() << "\n";
   else
@@ -163,12 +123,22 @@ void AddGlobals(CLI::App& app, Globals& g) {
       ->capture_default_str();
   app.add_flag("--compress", g.compress, "LZ4-compress entries spilled to disk where it pays");
   app.add_option("--server", g.server,
-                 "talk to a running `ec-store serve` at HOST:PORT instead of opening --dir "
-                 "(token from EC_STORE_TOKEN)");
+                 "talk to a running `ec-store serve` at HOST:PORT instead of opening --dir");
+  app.add_option("--timeout", g.timeout, "a client's bound on each reply from --server")
+      ->capture_default_str();
+  app.add_option("--token-file", g.token_file,
+                 "file holding the shared secret (serve: clients must present it, required for "
+                 "a non-loopback --listen; clients: presented). Else EC_STORE_TOKEN");
+  app.add_option("--log-level", g.log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+  app.add_option("--config", g.config,
+                 "TOML/INI file of settings (global ones at the top, serve's under [serve]); "
+                 "the command line and EC_STORE_* variables take precedence");
 }
 
 void AddEntryCommands(CLI::App& app, Commands& c) {
-  c.put.ns = "default";
+  c.put.ns = kDefaultNamespace;
   auto* put = app.add_subcommand("put", "store FILE (.safetensors, or raw bytes) under KEY");
   put->add_option("key", c.put.key, "entry key (the image's mm_hash)")->required();
   put->add_option("file", c.put.file, "tensor file")->required()->check(CLI::ExistingFile);
@@ -179,7 +149,9 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
 
   auto* get = app.add_subcommand("get", "write an entry to a file");
   get->add_option("key", c.put.key)->required();
-  get->add_option("-o,--output", c.get_out, "output file; .safetensors gets a header")->required();
+  get->add_option("-o,--output", c.get_out,
+                  "output file (.safetensors gets a header); - writes raw bytes to stdout")
+      ->required();
   get->add_option("-n,--namespace", c.put.ns)->capture_default_str();
   c.run.emplace_back(get, [&c] { return GetCommand(c.g, c.put.ns, c.put.key, c.get_out); });
 
@@ -195,6 +167,7 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
   ls->add_option("--sort", c.ls.sort, "size, age or hits")
       ->check(CLI::IsMember({"size", "age", "hits"}));
   ls->add_option("--limit", c.ls.limit, "at most this many rows");
+  ls->add_flag("--wide", c.ls.wide, "full keys (the default when stdout is not a terminal)");
   c.run.emplace_back(ls, [&c] { return ListCommand(c.g, c.ls); });
 
   auto* stats = app.add_subcommand("stats", "per-tier statistics");
@@ -226,19 +199,33 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
     c.run.emplace_back(sub, std::move(fn));
     c.local_only.push_back(sub);
   };
-  local(app.add_subcommand("verify", "check every entry's checksum"),
-        [&c] { return VerifyCommand(c.g); });
-  local(app.add_subcommand("compact", "rewrite segments holding dead records"),
-        [&c] { return CompactCommand(c.g); });
+  c.run.emplace_back(app.add_subcommand("verify", "check every entry's checksum"),
+                     [&c] { return VerifyCommand(c.g); });
+  c.run.emplace_back(app.add_subcommand("compact", "rewrite segments holding dead records"),
+                     [&c] { return CompactCommand(c.g); });
   local(app.add_subcommand("repair", "rebuild the index from the segment files"),
         [&c] { return RepairCommand(c.g); });
   auto* serve = app.add_subcommand("serve", "run a store daemon serving clients over TCP");
-  serve->add_option("--listen", c.serve.listen, "HOST:PORT to bind")->capture_default_str();
-  serve->add_option("--rdma-listen", c.serve.rdma_listen,
+  ServeArgs& a = c.serve;
+  serve->add_option("--listen", a.listen, "HOST:PORT to bind")->capture_default_str();
+  serve->add_option("--rdma-listen", a.rdma_listen,
                     "IP:PORT of an RDMA (RoCE/IB) port to serve gets over verbs");
-  serve->add_option("--token-file", c.serve.token_file,
-                    "shared secret clients must present (or set EC_STORE_TOKEN); required "
-                    "for a non-loopback --listen");
+  serve->add_option("--metrics-listen", a.metrics_listen,
+                    "HOST:PORT of the HTTP operator port: /metrics, /healthz, /readyz");
+  serve->add_option("--lease-ttl", a.lease_ttl, "a client lease not released within this ends")
+      ->capture_default_str();
+  serve
+      ->add_option("--idle-timeout", a.idle_timeout,
+                   "close connections idle this long, holding no lease (0 = never)")
+      ->capture_default_str();
+  serve->add_option("--io-timeout", a.io_timeout, "bound on sending or receiving one frame")
+      ->capture_default_str();
+  serve->add_option("--slow-request", a.slow_request, "log requests slower than this (0 = off)")
+      ->capture_default_str();
+  serve->add_option("--log-summary", a.log_summary, "log a one-line summary this often (0 = off)")
+      ->capture_default_str();
+  serve->add_option("--max-connections", a.max_connections, "refuse clients beyond this many")
+      ->capture_default_str();
   local(serve, [&c] { return ServeCommand(c.g, c.serve); });
 }
 
@@ -250,8 +237,8 @@ int Dispatch(Commands& c) {
     if (local_only && !c.g.server.empty())
       throw CliError("InvalidArgument: " + sub->get_name() +
                      " is not available with --server (remote: put, get, inspect, ls, stats, "
-                     "evict, import, export); run it with --dir on the server's host after "
-                     "stopping the server");
+                     "evict, import, export, verify, compact); run it with --dir on the "
+                     "server's host after stopping the server");
     return fn();
   }
   return 0;
@@ -259,22 +246,34 @@ int Dispatch(Commands& c) {
 
 }  // namespace
 
+// Exit codes: 0 success, 1 the command failed, 2 the command line (or config) was wrong.
 int Run(int argc, char** argv) {
   // Logs go to stderr: stdout carries results (and --json must stay parseable).
   spdlog::set_default_logger(spdlog::stderr_color_mt("ec-store"));
   spdlog::set_level(spdlog::level::warn);
   spdlog::set_pattern("ec-store: %l: %v");
   Commands c;
-  CLI::App app{"ec-store: inspect, fill and evict an encoder-cache store"};
+  CLI::App app{"ec-store: inspect, fill and evict an encoder-cache store, or serve one"};
   app.require_subcommand(1);
+  app.fallthrough();  // global options after the subcommand too: `ec-store ls --json`
+  app.set_version_flag("--version", std::string("ec-store ") + EC_STORE_VERSION);
   AddGlobals(app, c.g);
   AddEntryCommands(app, c);
   AddStoreCommands(app, c);
   try {
     app.parse(argc, argv);
+    std::vector<CLI::App*> sections;
+    for (auto* sub : app.get_subcommands({})) sections.push_back(sub);
+    const char* env_config = std::getenv("EC_STORE_CONFIG");
+    ApplyEnvAndConfig(app, sections,
+                      !c.g.config.empty() ? c.g.config
+                      : env_config        ? env_config
+                                          : "");
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;
   }
+  c.g.log_level_given = app.get_option("--log-level")->count() > 0;
+  if (c.g.log_level_given) spdlog::set_level(spdlog::level::from_str(c.g.log_level));
   try {
     return Dispatch(c);
   } catch (const std::exception& e) {

@@ -47,10 +47,16 @@ void LoadPutInput(const PutArgs& a, TensorMeta* meta, std::string* bytes) {
   *bytes = Check(safetensors::ReadFile(a.file));
 }
 
-// What `get -o FILE` writes: safetensors when FILE ends so, raw bytes otherwise.
+// What `get -o FILE` writes: safetensors when FILE ends so, raw bytes otherwise; `-o -`
+// writes the raw bytes to stdout.
 void WriteGetOutput(const std::string& out, const TensorMeta& meta, const std::string& buf) {
   if (EndsWith(out, ".safetensors")) {
     Check(safetensors::Save(out, meta, Bytes(buf)));
+    return;
+  }
+  if (out == "-") {
+    if (std::fwrite(buf.data(), 1, buf.size(), stdout) != buf.size() || std::fflush(stdout) != 0)
+      throw CliError("IOError: writing to stdout failed: " + std::string(std::strerror(errno)));
     return;
   }
   FILE* f = std::fopen(out.c_str(), "wb");
@@ -60,14 +66,44 @@ void WriteGetOutput(const std::string& out, const TensorMeta& meta, const std::s
   if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
 }
 
-// The entries `evict` removes: the named keys (each must exist), plus --all / --older-than /
-// --to-bytes over the listing.
-std::vector<EntryInfo> EvictionVictims(Cache& cache, const EvictArgs& a) {
+// The entry a key names: the key itself, else the one key of the namespace it is a prefix of
+// (as git takes a short hash). Several matches are an error listing a few.
+EntryInfo ResolveKey(Cache& cache, const std::string& ns, const std::string& key) {
+  auto exact = cache.Lookup(ns, key);
+  if (exact.ok() || !exact.status().IsNotFound() || key.empty()) return Check(std::move(exact));
+  std::vector<EntryInfo> matches;
+  Check(cache.ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+    for (EntryInfo& e : page)
+      if (e.ns == ns && e.key.rfind(key, 0) == 0) matches.push_back(std::move(e));
+    return matches.size() < 4;
+  }));
+  if (matches.size() == 1) return matches[0];
+  if (matches.empty()) return Check(std::move(exact));  // NotFound, with the store's message
+  std::string some;
+  for (size_t i = 0; i < std::min<size_t>(matches.size(), 3); ++i) some += " " + matches[i].key;
+  throw CliError("InvalidArgument: key prefix '" + key + "' is ambiguous in namespace " + ns +
+                 ": it starts" + some + (matches.size() > 3 ? " ..." : "") +
+                 "; give more characters");
+}
+
+// The entries `evict` removes: the named keys that exist -- full keys only, never a
+// prefix, as removal cannot be undone (others are reported in *missing) -- plus --all /
+// --older-than / --to-bytes over the listing.
+std::vector<EntryInfo> EvictionVictims(Cache& cache, const EvictArgs& a,
+                                       std::vector<std::string>* missing) {
   std::vector<EntryInfo> victims, entries;
   if (a.all || !a.older_than.empty() || !a.to_bytes.empty()) entries = Check(cache.List());
   if (!a.ns.empty()) std::erase_if(entries, [&](const EntryInfo& e) { return e.ns != a.ns; });
-  const std::string key_ns = a.ns.empty() ? "default" : a.ns;
-  for (const std::string& k : a.keys) victims.push_back(Check(cache.Lookup(key_ns, k)));
+  const std::string key_ns = a.ns.empty() ? kDefaultNamespace : a.ns;
+  for (const std::string& k : a.keys) {
+    auto info = cache.Lookup(key_ns, k);
+    if (info.ok())
+      victims.push_back(std::move(info).value());
+    else if (info.status().IsNotFound())
+      missing->push_back(k);
+    else
+      Check(info.status());
+  }
   if (a.all) victims.insert(victims.end(), entries.begin(), entries.end());
   if (!a.older_than.empty()) {
     uint64_t age = Check(ParseDuration(a.older_than));
@@ -92,7 +128,26 @@ std::vector<EntryInfo> EvictionVictims(Cache& cache, const EvictArgs& a) {
 
 }  // namespace
 
+std::string ClientToken(const Globals& g) {
+  if (g.token_file.empty()) {
+    const char* env = std::getenv("EC_STORE_TOKEN");
+    return env ? env : "";
+  }
+  std::string token = Check(safetensors::ReadFile(g.token_file));
+  if (size_t nl = token.find_first_of("\r\n"); nl != std::string::npos) token.resize(nl);
+  if (token.empty()) throw CliError("InvalidArgument: token file " + g.token_file + " is empty");
+  return token;
+}
+
+bool IsTerminal(int fd) { return isatty(fd) == 1; }
+
 std::unique_ptr<Store> OpenStore(const Globals& g, Use use) {
+  // Reading commands never create a store where there is none (a mistyped --dir).
+  if ((use == Use::kInspect || use == Use::kRepair) && !fs::exists(g.dir + "/index.sqlite") &&
+      !fs::exists(g.dir + "/segments"))
+    throw CliError("NotFound: no store in " + g.dir +
+                   " (no index.sqlite or segments/ there); check --dir (or EC_STORE_DIR), or "
+                   "reach a server with --server");
   Options o;
   if (use == Use::kServe) o.memory_backend = NewSharedHostBackend;
   const bool inspect = use == Use::kInspect || use == Use::kRepair;
@@ -116,7 +171,8 @@ Target Target::Open(const Globals& g, Use use) {
     return t;
   }
   net::ClientOptions co;
-  if (const char* env = std::getenv("EC_STORE_TOKEN")) co.token = env;
+  co.token = ClientToken(g);
+  co.timeout = std::chrono::milliseconds(Check(ParseDuration(g.timeout)) / 1000);
   t.client_ = Check(net::Client::Connect(g.server, co));
   t.server_ = g.server;
   return t;
@@ -151,22 +207,25 @@ int PutCommand(const Globals& g, const PutArgs& a) {
 int GetCommand(const Globals& g, const std::string& ns, const std::string& key,
                const std::string& out) {
   Target t = Target::Open(g, Use::kInspect);
-  EntryInfo info = Check(t.cache().Lookup(ns, key));
+  EntryInfo info = ResolveKey(t.cache(), ns, key);
   std::string buf(info.bytes, '\0');
-  info = Check(t.cache().Get(ns, key, Bytes(buf)));
+  info = Check(t.cache().Get(ns, info.key, Bytes(buf)));
   WriteGetOutput(out, info.meta, buf);
   t.Close();
+  // With `-o -` stdout carries the bytes: the report goes to stderr.
+  FILE* report = out == "-" ? stderr : stdout;
   if (g.json)
-    std::cout << InfoJson(info).dump() << "\n";
+    std::fprintf(report, "%s\n", InfoJson(info).dump().c_str());
   else
-    std::printf("wrote %s (%s)%s to %s\n", key.c_str(), HumanBytes(info.bytes).c_str(),
-                t.where().c_str(), out.c_str());
+    std::fprintf(report, "wrote %s (%s)%s to %s\n", info.key.c_str(),
+                 HumanBytes(info.bytes).c_str(), t.where().c_str(),
+                 out == "-" ? "stdout" : out.c_str());
   return 0;
 }
 
 int InspectCommand(const Globals& g, const std::string& ns, const std::string& key) {
   Target t = Target::Open(g, Use::kInspect);
-  EntryInfo info = Check(t.cache().Lookup(ns, key));
+  EntryInfo info = ResolveKey(t.cache(), ns, key);
   t.Close();
   if (g.json)
     std::cout << InfoJson(info).dump(2) << "\n";
@@ -201,7 +260,7 @@ int ListCommand(const Globals& g, const ListArgs& a) {
     for (auto& e : rows) arr.push_back(InfoJson(e));
     std::cout << arr.dump(2) << "\n";
   } else {
-    PrintInfoTable(rows);
+    PrintInfoTable(rows, a.wide || !IsTerminal(1));
     std::printf("%zu entries\n", rows.size());
   }
   return 0;
@@ -220,7 +279,8 @@ int EvictCommand(const Globals& g, const EvictArgs& a) {
   if (a.keys.empty() && !a.all && a.older_than.empty() && a.to_bytes.empty())
     throw CliError("InvalidArgument: say what to evict: KEY..., --all, --older-than or --to-bytes");
   Target t = Target::Open(g, Use::kInspect);
-  std::vector<EntryInfo> victims = EvictionVictims(t.cache(), a);
+  std::vector<std::string> missing;
+  std::vector<EntryInfo> victims = EvictionVictims(t.cache(), a, &missing);
   std::vector<std::pair<std::string, std::string>> ns_keys;
   for (const auto& v : victims) ns_keys.emplace_back(v.ns, v.key);
   std::vector<bool> erased;
@@ -231,9 +291,12 @@ int EvictCommand(const Globals& g, const EvictArgs& a) {
     if (erased[i]) ++n, bytes += victims[i].bytes;  // a key listed twice counts once
   t.Close();
   if (g.json)
-    std::cout << json{{"evicted", n}, {"bytes", bytes}}.dump() << "\n";
+    std::cout << json{{"evicted", n}, {"bytes", bytes}, {"not_found", missing}}.dump() << "\n";
   else
-    std::printf("evicted %llu entries (%s)\n", (unsigned long long)n, HumanBytes(bytes).c_str());
+    std::printf(
+        "evicted %llu entries (%s)%s\n", (unsigned long long)n, HumanBytes(bytes).c_str(),
+        missing.empty() ? "" : (", " + std::to_string(missing.size()) + " not found").c_str());
+  for (const std::string& k : missing) std::fprintf(stderr, "ec-store: not found: %s\n", k.c_str());
   return 0;
 }
 
@@ -246,6 +309,7 @@ int ImportCommand(const Globals& g, const std::string& src_dir, const std::strin
   for (const auto& d : fs::directory_iterator(src_dir))
     if (d.is_directory()) dirs.push_back(d.path().filename());
   std::sort(dirs.begin(), dirs.end());
+  Progress progress("import", "entries", !g.json);
   for (const std::string& hash : dirs) {
     std::string path = src_dir + "/" + hash + "/encoder_cache.safetensors";
     if (!fs::exists(path)) continue;
@@ -261,9 +325,9 @@ int ImportCommand(const Globals& g, const std::string& src_dir, const std::strin
     Check(st);
     ++n;
     bytes += data.size();
-    if (!g.json) std::fprintf(stderr, "\rimport: %llu entries", (unsigned long long)n);
+    progress.Update(n, dirs.size());
   }
-  if (!g.json && n) std::fprintf(stderr, "\n");
+  progress.Done();
   t.Close();
   ReportSkipped(skipped);
   if (g.json)

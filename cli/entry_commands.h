@@ -21,8 +21,19 @@ struct Globals {
   int device = 0;
   std::string disk_quota = "16GiB";
   bool compress = false;
-  std::string server;  // HOST:PORT of a running `ec-store serve`
+  std::string server;          // HOST:PORT of a running `ec-store serve`
+  std::string timeout = "5s";  // a client's bound on one reply (not verify/compact)
+  std::string token_file;      // the shared secret (serve: required of clients; else: presented)
+  std::string log_level = "warn";
+  bool log_level_given = false;  // serve logs at info unless told
+  std::string config;            // the config file read beneath the command line
 };
+
+// The shared secret: --token-file's first line, else EC_STORE_TOKEN, else none.
+std::string ClientToken(const Globals& g);
+// True when stdout (fd 1) or stderr (fd 2) is a terminal: tables shorten keys and progress
+// is drawn only there.
+bool IsTerminal(int fd);
 
 // kInspect and kRepair open with the smallest pool (1 MiB) and no promotion: they read disk
 // entries straight into their own buffers instead of mapping and pinning --pool-size of
@@ -36,6 +47,7 @@ class Target {
   static Target Open(const Globals& g, Use use);
   Cache& cache() { return store_ ? static_cast<Cache&>(*store_) : *client_; }
   Store* local() { return store_.get(); }
+  net::Client* client() { return client_.get(); }
   std::string where() const;  // "" locally, " on HOST:PORT" through a server
   // Closes a local store (persisting what the command put); nothing to do remotely.
   void Close();
@@ -52,6 +64,7 @@ struct PutArgs {
 struct ListArgs {
   std::string tier, ns, prefix, sort = "age";
   size_t limit = 0;
+  bool wide = false;  // full keys even on a terminal
 };
 struct EvictArgs {
   std::vector<std::string> keys;

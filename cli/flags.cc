@@ -59,7 +59,9 @@ Result<uint64_t> ParseDuration(const std::string& text) {
   size_t pos = ParseDecimal(text, &v);
   std::string unit = text.substr(pos);
   double mult = 0;
-  if (unit == "s" || unit.empty())
+  if (unit == "ms")
+    mult = 1e-3;
+  else if (unit == "s" || unit.empty())
     mult = 1;
   else if (unit == "m")
     mult = 60;
@@ -68,7 +70,8 @@ Result<uint64_t> ParseDuration(const std::string& text) {
   else if (unit == "d")
     mult = 86400;
   if (pos == 0 || mult == 0)
-    return Status::InvalidArgument("bad duration '" + text + "'; write it as 90s, 15m, 2h or 7d");
+    return Status::InvalidArgument("bad duration '" + text +
+                                   "'; write it as 250ms, 90s, 15m, 2h or 7d");
   constexpr double kMaxSeconds = 100.0 * 365 * 86400;
   if (v * mult > kMaxSeconds)
     return Status::InvalidArgument("duration '" + text + "' is out of range (at most 100 years)");

@@ -11,7 +11,7 @@ namespace ecstore::cli {
 
 // "256MiB", "4GiB", "1.5G", "4096" -> bytes.
 Result<uint64_t> ParseSize(const std::string& text);
-// "90s", "15m", "2h", "7d" -> microseconds.
+// "250ms", "90s", "15m", "2h", "7d" -> microseconds.
 Result<uint64_t> ParseDuration(const std::string& text);
 // The library's errors speak of Options fields and library terms; on the command line the
 // same advice names the flag.

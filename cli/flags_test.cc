@@ -31,6 +31,7 @@ TEST(Cli, BadSizesAndDurationsAreRefused) {
   EXPECT_EQ(*ParseDuration("90s"), 90000000u);
   EXPECT_EQ(*ParseDuration("1.5h"), 5400000000u);
   EXPECT_EQ(*ParseDuration("7d"), 7ull * 86400 * 1000000);
+  EXPECT_EQ(*ParseDuration("250ms"), 250000u);
 }
 
 }  // namespace

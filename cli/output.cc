@@ -1,5 +1,8 @@
 #include "cli/output.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -50,15 +53,18 @@ json InfoJson(const EntryInfo& e) {
           {"checksum", e.checksum}};
 }
 
-void PrintInfoTable(const std::vector<EntryInfo>& rows) {
-  std::printf("%-20s %-12s %-6s %10s %-6s %-14s %6s %-20s\n", "KEY", "NAMESPACE", "TIER", "BYTES",
-              "DTYPE", "SHAPE", "HITS", "LAST ACCESS");
+void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys) {
+  size_t width = 20;
+  if (full_keys)
+    for (const EntryInfo& e : rows) width = std::max(width, e.key.size());
+  std::printf("%-*s %-12s %-6s %10s %-6s %-14s %6s %-20s\n", static_cast<int>(width), "KEY",
+              "NAMESPACE", "TIER", "BYTES", "DTYPE", "SHAPE", "HITS", "LAST ACCESS");
   for (const EntryInfo& e : rows) {
-    std::string key = e.key.size() > 20 ? e.key.substr(0, 17) + "..." : e.key;
-    std::printf("%-20s %-12s %-6s %10s %-6s %-14s %6llu %-20s\n", key.c_str(), e.ns.c_str(),
-                TierName(e.tier()), HumanBytes(e.bytes).c_str(), DTypeName(e.meta.dtype),
-                e.meta.ShapeString().c_str(), static_cast<unsigned long long>(e.hits),
-                TimeString(e.last_access_us).c_str());
+    std::string key = !full_keys && e.key.size() > 20 ? e.key.substr(0, 17) + "..." : e.key;
+    std::printf("%-*s %-12s %-6s %10s %-6s %-14s %6llu %-20s\n", static_cast<int>(width),
+                key.c_str(), e.ns.c_str(), TierName(e.tier()), HumanBytes(e.bytes).c_str(),
+                DTypeName(e.meta.dtype), e.meta.ShapeString().c_str(),
+                static_cast<unsigned long long>(e.hits), TimeString(e.last_access_us).c_str());
   }
 }
 
@@ -96,6 +102,34 @@ void PrintStats(const StoreStats& s, const std::string& transport, bool as_json)
   std::printf("disk: %s in %llu segment(s), quota %s\n", HumanBytes(disk.used).c_str(),
               (unsigned long long)s.segments, HumanBytes(disk.capacity).c_str());
   std::printf("transport: %s\n", transport.c_str());
+}
+
+Progress::Progress(std::string what, std::string unit, bool enabled)
+    : what_(std::move(what)),
+      unit_(std::move(unit)),
+      on_(enabled && isatty(2)),
+      start_(std::chrono::steady_clock::now()) {}
+
+void Progress::Update(uint64_t done, uint64_t total) {
+  done_ = done, total_ = total;
+  auto now = std::chrono::steady_clock::now();
+  if (on_ && now - drawn_ >= std::chrono::milliseconds(100)) {
+    drawn_ = now;
+    Draw();
+  }
+}
+
+void Progress::Draw() {
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::string of = total_ ? "/" + std::to_string(total_) : "";
+  std::fprintf(stderr, "\r%s: %llu%s %s, %.1f/s", what_.c_str(), (unsigned long long)done_,
+               of.c_str(), unit_.c_str(), secs > 0 ? static_cast<double>(done_) / secs : 0.0);
+}
+
+void Progress::Done() {
+  if (!on_ || done_ == 0) return;
+  Draw();
+  std::fprintf(stderr, "\n");
 }
 
 void ReportSkipped(const std::vector<std::string>& skipped) {

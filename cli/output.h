@@ -2,6 +2,7 @@
 // type commands throw. Thread rules: single-threaded (writes to stdout/stderr).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -31,10 +32,27 @@ T Check(Result<T> r) {
 std::string HumanBytes(uint64_t n);
 std::string TimeString(uint64_t us);  // "2026-11-22T08:00:00Z"
 nlohmann::json InfoJson(const EntryInfo& e);
-void PrintInfoTable(const std::vector<EntryInfo>& rows);
+// Keys are shortened to 17 characters and "..." unless `full_keys`.
+void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys);
 void PrintInfo(const EntryInfo& info);  // `inspect`'s text form
 // One stats writer for a local store and a server: the same fields, plus the transport.
 void PrintStats(const StoreStats& s, const std::string& transport, bool as_json);
 void ReportSkipped(const std::vector<std::string>& skipped);
+
+// A progress line on stderr -- "verify: 120/400 entries, 85.3/s" -- drawn only when enabled
+// and stderr is a terminal, at most ten times a second; Done ends the line with the totals.
+class Progress {
+ public:
+  Progress(std::string what, std::string unit, bool enabled);
+  void Update(uint64_t done, uint64_t total = 0);
+  void Done();
+
+ private:
+  void Draw();
+  std::string what_, unit_;
+  bool on_;
+  uint64_t done_ = 0, total_ = 0;
+  std::chrono::steady_clock::time_point start_, drawn_{};
+};
 
 }  // namespace ecstore::cli

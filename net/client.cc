@@ -434,4 +434,37 @@ Result<StoreStats> Client::Stats() {
   });
 }
 
+Result<nlohmann::json> Client::Admin(Op op, Op expect) {
+  if (!fd_.valid()) EC_RETURN_IF_ERROR(Reconnect());
+  SetTimeouts(fd_.get(), std::chrono::milliseconds(0));  // as long as the work takes
+  Status st = SendRequest(op, {});
+  auto body = st.ok() ? ReadReply(expect) : Result<std::string>(st);
+  if (fd_.valid()) SetTimeouts(fd_.get(), opt_.timeout);
+  if (!body.ok()) return body.status();
+  BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+  uint32_t n;
+  if (!r.U32(&n) || n != r.remaining()) return Status::Unavailable("malformed admin reply");
+  auto j = nlohmann::json::parse(std::string_view(reinterpret_cast<const char*>(r.position()), n),
+                                 nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::Unavailable("malformed admin reply");
+  return j;
+}
+
+Result<VerifyReport> Client::Verify() {
+  auto j = Admin(Op::kVerify, Op::kVerifyOk);
+  if (!j.ok()) return j.status();
+  VerifyReport rep;
+  rep.checked = j->value("checked", uint64_t{0});
+  rep.bytes = j->value("bytes", uint64_t{0});
+  rep.corrupt = j->value("corrupt", std::vector<std::string>{});
+  rep.errors = j->value("errors", std::vector<std::string>{});
+  return rep;
+}
+
+Result<std::pair<uint64_t, uint64_t>> Client::Compact() {
+  auto j = Admin(Op::kCompact, Op::kCompactOk);
+  if (!j.ok()) return j.status();
+  return std::make_pair(j->value("before", uint64_t{0}), j->value("after", uint64_t{0}));
+}
+
 }  // namespace ecstore::net

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -79,6 +80,11 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   // kept across reconnects; a no-op for TCP and shared memory. Valid until UnregisterBuffer.
   Status RegisterBuffer(std::span<uint8_t> memory);
   void UnregisterBuffer(std::span<uint8_t> memory);
+  // Administration of the server's whole store, run there: Store::Verify, and
+  // Store::Compact(1.0) answering the disk bytes used before and after. Each waits as long
+  // as the work takes (no reply timeout) and is not retried.
+  Result<VerifyReport> Verify();
+  Result<std::pair<uint64_t, uint64_t>> Compact();
 
  private:
   Client(HostPort hp, ClientOptions o) : hp_(std::move(hp)), opt_(std::move(o)) {}
@@ -96,6 +102,7 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   void Release(void* token) override;  // a server-side lease: RELEASE its id
   template <typename Fn>
   auto WithRetry(Fn fn) -> decltype(fn());
+  Result<nlohmann::json> Admin(Op op, Op expect);
 
   HostPort hp_;
   ClientOptions opt_;

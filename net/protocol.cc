@@ -30,6 +30,10 @@ bool IsKnownOp(uint16_t op) {
     case Op::kLookupOk:
     case Op::kOk:
     case Op::kStatsOk:
+    case Op::kVerify:
+    case Op::kVerifyOk:
+    case Op::kCompact:
+    case Op::kCompactOk:
     case Op::kError:
       return true;
   }

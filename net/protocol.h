@@ -48,6 +48,9 @@ enum class Op : uint16_t {
   // IPC handle, asked for once; then leases of device entries as offsets into it.
   kDevicePool = 12,  //              -> kDevicePoolOk(gpu u32, bytes u64, handle) | kError
   kGetDevice = 13,   // ns, key      -> kGetDeviceOk(lease id, pool offset, info) | kError
+  // Administration (a server's whole store): run on the server, answered with JSON.
+  kVerify = 14,   //                 -> kVerifyOk(json {checked, bytes, corrupt, errors})
+  kCompact = 15,  //                 -> kCompactOk(json {before, after}) | kError
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -59,6 +62,8 @@ enum class Op : uint16_t {
   kPinOk = 111,
   kDevicePoolOk = 112,
   kGetDeviceOk = 113,
+  kVerifyOk = 114,
+  kCompactOk = 115,
   kError = 200,  // code u16, message
 };
 bool IsKnownOp(uint16_t op);

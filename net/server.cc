@@ -1,6 +1,8 @@
 #include "net/server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -138,6 +140,55 @@ void Refuse(int fd, const std::string& why) {
 }
 }  // namespace
 
+namespace {
+// Who is at the other end, for logs: "IP:PORT", or the process on the unix socket.
+std::string PeerName(int fd, const sockaddr_storage& sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (sa.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(&sa);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (sa.ss_family == AF_INET6) {
+    auto* in = reinterpret_cast<const sockaddr_in6*>(&sa);
+    inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof(host));
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in->sin6_port));
+  }
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    return "unix pid " + std::to_string(cred.pid);
+  return "unix";
+}
+}  // namespace
+
+double Server::uptime_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+}
+
+Status Server::ReplyError(Conn* c, const FrameHeader& h, const Status& st) {
+  c->outcome = st.IsNotFound() ? Outcome::kNotFound : Outcome::kError;
+  return SendFrame(c->fd.get(), Op::kError, h.request_id, ErrorBody(st));
+}
+
+void Server::Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::time_point start) {
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const Wire wire = h.op == Op::kGetRdma ? Wire::kRdma : c->shm ? Wire::kShm : Wire::kTcp;
+  const uint64_t in = h.op == Op::kPut ? h.body_len : 0;
+  metrics_.Record(h.op, wire, c->outcome, in, c->bytes_out, secs);
+  const bool get =
+      h.op == Op::kGet || h.op == Op::kGetShm || h.op == Op::kGetRdma || h.op == Op::kGetDevice;
+  if (get)
+    metrics_.RecordGet(wire, c->outcome == Outcome::kOk ? c->served_from : std::nullopt, secs);
+  const bool slow = opt_.slow_request.count() > 0 && secs * 1000 > opt_.slow_request.count();
+  if (slow || spdlog::should_log(spdlog::level::debug))
+    spdlog::log(slow ? spdlog::level::warn : spdlog::level::debug,
+                "{}{} {} {} from {} over {}: {}, {} bytes in, {} out, {:.3f} ms",
+                slow ? "slow " : "", OpLabel(h.op), c->key.empty() ? "-" : c->key, h.request_id,
+                c->peer, WireName(wire), OutcomeName(c->outcome), in, c->bytes_out, secs * 1e3);
+}
+
 void Server::AcceptLoop() {
   // One descriptor held in reserve: at the fd limit it is given up to accept a client and
   // refuse it clearly, instead of leaving it in the backlog and spinning on EMFILE.
@@ -159,7 +210,9 @@ void Server::AcceptLoop() {
     if (poll(p, shm_fd_.valid() ? 2 : 1, 200) <= 0) continue;
     bool shm = shm_fd_.valid() && (p[1].revents & POLLIN);
     int lfd = shm ? shm_fd_.get() : listen_fd_.get();
-    int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof(peer);
+    int fd = accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EMFILE && errno != ENFILE) continue;
       warn("out of file descriptors: refusing new clients (raise `ulimit -n`)");
@@ -193,6 +246,7 @@ void Server::AcceptLoop() {
     Conn& c = conns_.emplace_back();
     c.fd = UniqueFd(fd);
     c.shm = shm;
+    c.peer = PeerName(fd, peer);
     try {
       c.thread = std::thread([this, &c] { Serve(&c); });
     } catch (const std::system_error& e) {  // out of threads: refuse, never abort
@@ -238,7 +292,7 @@ void Server::Serve(Conn* c) {
     bool is_request =
         h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup || h->op == Op::kPut ||
         h->op == Op::kErase || h->op == Op::kStats || h->op == Op::kList || h->op == Op::kPin ||
-        h->op == Op::kRelease ||
+        h->op == Op::kRelease || h->op == Op::kVerify || h->op == Op::kCompact ||
         (c->shm && (h->op == Op::kGetShm || h->op == Op::kDevicePool || h->op == Op::kGetDevice)) ||
         (rdma_ && !c->shm && h->op == Op::kGetRdma);
     if (!is_request) {
@@ -255,13 +309,21 @@ void Server::Serve(Conn* c) {
       break;
     }
     const Deadline deadline = FrameDeadline(opt_.io_timeout, h->body_len);
+    const auto start = std::chrono::steady_clock::now();
+    c->outcome = Outcome::kOk;
+    c->bytes_out = 0;
+    c->key.clear();
+    c->served_from.reset();
     if (h->op == Op::kPut) {  // streamed straight into a reserved pool block
-      if (!HandlePut(c, *h, deadline).ok()) break;
+      Status st = HandlePut(c, *h, deadline);
+      Finish(c, *h, start);
+      if (!st.ok()) break;
       continue;
     }
     body.resize(h->body_len);
     if (!RecvAll(fd, body.data(), body.size(), "client", deadline).ok()) break;
     Status st = hello ? Hello(c, *h, body) : Handle(c, *h, body);
+    Finish(c, *h, start);
     if (!st.ok()) break;  // the connection itself failed or the request was malformed
     greeted = true;
   }
@@ -282,7 +344,9 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
               ErrorBody(Status::InvalidArgument(
                   "wrong or missing token: this server requires the shared secret "
                   "(ClientOptions::token)")));
-    spdlog::warn("refused a client with a wrong token");
+    spdlog::warn("refused a client from {} with a wrong or missing token", c->peer);
+    metrics_.RecordRefusedToken();
+    c->outcome = Outcome::kError;
     return Status::InvalidArgument("wrong token");
   }
   HelloInfo info;
@@ -312,22 +376,22 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
   TensorMeta meta;
   if (!k.ok() || !r.Meta(&meta)) {  // malformed: answer, then close
     Status st = k.ok() ? Status::InvalidArgument("malformed tensor meta") : k.status();
-    SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
+    ReplyError(c, h, st);
     return st;
   }
+  c->key = k->key;
   const uint64_t in_prefix = r.remaining();
   const uint64_t size = h.body_len - (n - in_prefix);
   auto res = store_->Reserve(k->ns, k->key, meta, size);
   if (!res.ok()) {
     EC_RETURN_IF_ERROR(Discard(fd, size - in_prefix, deadline));
-    return SendFrame(fd, Op::kError, h.request_id, ErrorBody(res.status()));
+    return ReplyError(c, h, res.status());
   }
   std::memcpy(res->bytes().data(), r.position(), in_prefix);
   EC_RETURN_IF_ERROR(
       RecvAll(fd, res->bytes().data() + in_prefix, size - in_prefix, "client", deadline));
   Status st = store_->Commit(std::move(res).value());
-  return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {})
-                 : SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
+  return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : ReplyError(c, h, st);
 }
 
 void Server::ExpireLeases(Conn* c) {
@@ -368,9 +432,7 @@ uint64_t Server::MaxLeasedBytes() const {
 Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
   const int fd = c->fd.get();
   BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
-  auto reply_error = [&](const Status& st) {
-    return SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
-  };
+  auto reply_error = [&](const Status& st) { return ReplyError(c, h, st); };
   switch (h.op) {
     case Op::kGet:
     case Op::kGetShm:
@@ -412,12 +474,15 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     }
     case Op::kList:
       return HandleList(c, h, &r);
+    case Op::kVerify:
+    case Op::kCompact:
+      return HandleAdmin(c, h);
     case Op::kStats: {
       // The store's one schema, plus how this connection and this server move data.
-      nlohmann::json extra{{"transport", c->shm ? "shm" : "tcp"},
-                           {"server_transports", transport()},
-                           {"connections", connections_.load()},
-                           {"client_leases", leases_held_.load()}};
+      nlohmann::json extra{
+          {"transport", c->shm ? "shm" : "tcp"}, {"server_transports", transport()},
+          {"connections", connections_.load()},  {"client_leases", leases_held_.load()},
+          {"uptime_seconds", uptime_seconds()},  {"version", EC_STORE_VERSION}};
       auto stats = store_->Stats();
       if (!stats.ok()) return reply_error(stats.status());
       std::string js = StatsToJson(*stats, -1, extra.dump());
@@ -432,13 +497,40 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
   }
 }
 
+// VERIFY and COMPACT: the store's own, run on this connection's thread (the client waits).
+Status Server::HandleAdmin(Conn* c, const FrameHeader& h) {
+  nlohmann::json j;
+  if (h.op == Op::kVerify) {
+    auto rep = store_->Verify(nullptr);
+    if (!rep.ok()) return ReplyError(c, h, rep.status());
+    j = {{"checked", rep->checked},
+         {"bytes", rep->bytes},
+         {"corrupt", rep->corrupt},
+         {"errors", rep->errors}};
+    spdlog::info("verify requested by {}: {} entries checked, {} corrupt dropped, {} unreadable",
+                 c->peer, rep->checked, rep->corrupt.size(), rep->errors.size());
+  } else {
+    auto before = store_->Stats();
+    Status st = before.ok() ? store_->Compact(1.0) : before.status();
+    auto after = st.ok() ? store_->Stats() : Result<StoreStats>(st);
+    if (!after.ok()) return ReplyError(c, h, after.status());
+    j = {{"before", before->disk().used}, {"after", after->disk().used}};
+    spdlog::info("compaction requested by {}: disk {} -> {} bytes", c->peer, before->disk().used,
+                 after->disk().used);
+  }
+  const std::string js = j.dump();
+  BodyWriter w;
+  w.U32(static_cast<uint32_t>(js.size()));
+  w.Raw(js.data(), js.size());
+  return SendFrame(c->fd.get(), h.op == Op::kVerify ? Op::kVerifyOk : Op::kCompactOk, h.request_id,
+                   w.data());
+}
+
 // GET over TCP (the bytes follow from pool memory), or GET_SHM / GET_RDMA / PIN (a lease is
 // kept in the connection's table and its offset or address answered; PIN answers no address).
 Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   const int fd = c->fd.get();
-  auto reply_error = [&](const Status& st) {
-    return SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
-  };
+  auto reply_error = [&](const Status& st) { return ReplyError(c, h, st); };
   auto k = ParseKeyBody(r);
   if (!k.ok()) {  // malformed: answer, then close
     reply_error(k.status());
@@ -449,8 +541,11 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   // GET_RDMA of an entry in the device tier reads GPU memory when the NIC has it registered.
   const bool on_device = h.op == Op::kGetDevice || (h.op == Op::kGetRdma && rdma_->device_rkey() &&
                                                     InDeviceTier(k->ns, k->key));
+  c->key = k->key;
+  if (auto before = store_->Lookup(k->ns, k->key); before.ok()) c->served_from = before->tier();
   auto lease = on_device ? store_->AcquireOnDevice(k->ns, k->key) : store_->Acquire(k->ns, k->key);
   if (!lease.ok()) return reply_error(lease.status());
+  if (h.op != Op::kPin) c->bytes_out = lease->size();
   auto info = store_->Lookup(k->ns, k->key);
   EntryInfo e = info.ok() ? *info : EntryInfo{};
   e.bytes = lease->size();
@@ -516,10 +611,9 @@ void Server::RegisterDevicePool() {
 // The device pool's CUDA IPC handle, for a same-host reader to open once.
 Status Server::HandleDevicePool(Conn* c, const FrameHeader& h) {
   if (device_ipc_.empty())
-    return SendFrame(
-        c->fd.get(), Op::kError, h.request_id,
-        ErrorBody(Status::Unavailable("this server has no device tier to share (serve with "
-                                      "--device-pool-size, on a CUDA build with a GPU)")));
+    return ReplyError(c, h,
+                      Status::Unavailable("this server has no device tier to share (serve with "
+                                          "--device-pool-size, on a CUDA build with a GPU)"));
   BodyWriter w;
   w.U32(static_cast<uint32_t>(store_->device_ordinal()));
   w.U64(store_->device_region().size);
@@ -529,9 +623,7 @@ Status Server::HandleDevicePool(Conn* c, const FrameHeader& h) {
 
 Status Server::HandleList(Conn* c, const FrameHeader& h, BodyReader* r) {
   const int fd = c->fd.get();
-  auto reply_error = [&](const Status& st) {
-    return SendFrame(fd, Op::kError, h.request_id, ErrorBody(st));
-  };
+  auto reply_error = [&](const Status& st) { return ReplyError(c, h, st); };
   uint32_t offset, limit;
   if (!r->U32(&offset) || !r->U32(&limit) || limit == 0 || limit > kListPage) {
     Status st = Status::InvalidArgument("LIST takes offset and 1.." + std::to_string(kListPage));

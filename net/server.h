@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "net/protocol.h"
+#include "net/server_metrics.h"
 #include "net/socket.h"
 #include "rdma/verbs.h"
 #include "store/store.h"
@@ -44,6 +45,8 @@ struct ServerOptions {
   size_t max_connections = 1024;
   std::chrono::milliseconds idle_timeout{600000};
   uint64_t max_leased_bytes_per_connection = 0;
+  // A request that takes longer than this (header to reply) is logged as slow (0 = never).
+  std::chrono::milliseconds slow_request{250};
 };
 
 class Server {
@@ -57,11 +60,22 @@ class Server {
   }
   // Stops accepting, closes every connection and joins the threads. Idempotent.
   void Stop();
+  // What it has served (ops/prometheus.h renders it), and who it serves now.
+  const ServerMetrics& metrics() const { return metrics_; }
+  uint64_t connections() const { return connections_.load(); }
+  uint64_t client_leases() const { return leases_held_.load(); }
+  double uptime_seconds() const;
 
  private:
   struct Conn {
     UniqueFd fd;
     bool shm = false;
+    std::string peer;  // "IP:PORT", or "unix pid N" on the shared-memory socket
+    // The request being answered, for its metrics and log line.
+    Outcome outcome = Outcome::kOk;
+    uint64_t bytes_out = 0;
+    std::string key;                  // of a GET or PUT
+    std::optional<Tier> served_from;  // a GET's tier before it was served
     std::thread thread;
     std::atomic<bool> done{false};
     // Shared-memory leases this reader holds: id -> (lease, when it was granted).
@@ -76,6 +90,11 @@ class Server {
   size_t ReapLocked();  // joins finished connections; returns how many are live
   void Serve(Conn* c);
   Status Handle(Conn* c, const FrameHeader& h, std::string& body);
+  // Answers a request with an error (counted as a miss when NotFound, else an error).
+  Status ReplyError(Conn* c, const FrameHeader& h, const Status& st);
+  Status HandleAdmin(Conn* c, const FrameHeader& h);
+  // Counts an answered request and logs it (debug; warn when slow).
+  void Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::time_point start);
   Status Hello(Conn* c, const FrameHeader& h, const std::string& body);
   Status HandleGet(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandleDevicePool(Conn* c, const FrameHeader& h);
@@ -105,6 +124,8 @@ class Server {
   std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
   std::atomic<uint64_t> leases_held_{0};  // across connections (stats)
   std::atomic<uint64_t> connections_{0};
+  ServerMetrics metrics_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace ecstore::net

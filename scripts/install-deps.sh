@@ -3,7 +3,7 @@
 # nothing (not even apt-get update) when everything is already installed.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config python3
-      liburing-dev liblz4-dev libsqlite3-dev libspdlog-dev libfmt-dev libcli11-dev
+      liburing-dev liblz4-dev libsqlite3-dev libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev
       nlohmann-json3-dev libxxhash-dev libgtest-dev libbenchmark-dev
       gnuplot-nox clang clang-format libclang-rt-14-dev redis-server libhiredis-dev
       libibverbs-dev librdmacm-dev ibverbs-providers rdma-core iproute2

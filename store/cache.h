@@ -82,6 +82,20 @@ struct TierStats {
   uint64_t used = 0;      // pool: block bytes, 4 KiB rounding included; disk: file bytes
 };
 
+// The namespace the CLI uses when none is given, and the Python package's
+// DEFAULT_NAMESPACE: one default for every front end.
+inline constexpr char kDefaultNamespace[] = "default";
+
+// What Store::Verify (and a server asked to verify) reports.
+struct VerifyReport {
+  uint64_t checked = 0;
+  uint64_t bytes = 0;
+  std::vector<std::string> corrupt;  // "ns/key: reason"; those entries were dropped
+  // "ns/key: reason": entries that could not be read (an I/O error, not a checksum
+  // mismatch). They are kept: check the device and verify again.
+  std::vector<std::string> errors;
+};
+
 // One schema locally and remotely (store/stats_json.h writes and reads it).
 struct StoreStats {
   std::vector<TierStats> tiers;   // the tiers this store has, fastest first

@@ -1,6 +1,7 @@
 #include "store/durable_tier.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -52,6 +53,11 @@ Result<std::unique_ptr<DurableTier>> DurableTier::Open(const std::string& dir, E
   auto disk = DiskTier::Open(dir + "/segments", env, dopt);
   if (!disk.ok()) return disk.status();
   t->disk_ = std::move(disk).value();
+  struct stat st {};
+  if (::stat((dir + "/segments").c_str(), &st) == 0) {
+    t->segments_dev_ = st.st_dev;
+    t->segments_ino_ = st.st_ino;
+  }
   t->ResetAccounting();
   return t;
 }
@@ -67,6 +73,19 @@ Status DurableTier::CheckWritable() const {
   if (!opt_.read_only) return Status::Ok();
   return Status::NoSpace("store " + dir_ + " is open read-only (" + opt_.read_only_reason +
                          "); free disk space and open it again to write");
+}
+
+Status DurableTier::CheckDirectory() const {
+  struct stat st {};
+  const std::string seg = dir_ + "/segments";
+  if (::stat(seg.c_str(), &st) != 0)
+    return Status::Unavailable("store directory " + dir_ + " is gone (" + seg + ": " +
+                               std::strerror(errno) +
+                               "); nothing more can be made durable: restart the server");
+  if (st.st_dev != segments_dev_ || st.st_ino != segments_ino_)
+    return Status::Unavailable("store directory " + dir_ +
+                               " was replaced since it was opened; restart the server");
+  return Status::Ok();
 }
 
 void DurableTier::ResetAccounting() {

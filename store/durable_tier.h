@@ -17,6 +17,8 @@
 // Leaf locks below those: DiskTier's, Index's, IoService's.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <functional>
 #include <map>
@@ -101,6 +103,9 @@ class DurableTier {
   // A new version number (Puts and tombstones share the sequence).
   uint64_t NextSeq() { return next_seq_++; }
   Status CheckWritable() const;
+  // Unavailable when the store's directory is gone or was replaced since Open (its segments
+  // folder is no longer the one this tier writes to): nothing more can be made durable.
+  Status CheckDirectory() const;
 
   // ---- accounting: called under the owner's lock, as its entries gain or lose disk copies
   // Entry `id`'s record is at `loc` (joins the quota's LRU as the hottest).
@@ -193,6 +198,8 @@ class DurableTier {
   std::string index_path_;
   bool index_existed_ = false;
   bool index_damaged_ = false;
+  dev_t segments_dev_ = 0;  // the segments folder at Open (CheckDirectory)
+  ino_t segments_ino_ = 0;
   std::unique_ptr<DiskTier> disk_;
   std::unique_ptr<Index> index_;
   Owner* owner_ = nullptr;

@@ -98,6 +98,11 @@ void Evictor::Loop() {
   }
 }
 
+Status Evictor::Health() const {
+  MutexLock l(&kd_->mu);
+  return consecutive_failures_ > 0 ? last_error_ : Status::Ok();
+}
+
 // Failure bookkeeping: Put gives up on the pool after two failed spills in a row, and the
 // evictor backs off.
 void Evictor::NoteMoveResultLocked(const Status& st, size_t entries) {

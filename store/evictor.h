@@ -34,6 +34,8 @@ class Evictor {
   void NudgeLocked() REQUIRES(kd_->mu);
   void Nudge() EXCLUDES(kd_->mu);
   uint64_t Errors() const EXCLUDES(kd_->mu);  // failed moves (spills, demotions)
+  // The last move's error while moves keep failing (Ok once one succeeds again).
+  Status Health() const EXCLUDES(kd_->mu);
 
  protected:
   MemoryTier& tier() const REQUIRES(kd_->mu) { return *tier_; }

@@ -188,6 +188,17 @@ struct StoreImpl::Pending {
 
 Status StoreImpl::CheckWritable() const { return durable_->CheckWritable(); }
 
+Status StoreImpl::Health() {
+  {
+    MutexLock l(&kd_->mu);
+    if (kd_->closed()) return Status::Unavailable("store is closed");
+  }
+  EC_RETURN_IF_ERROR(durable_->CheckWritable());
+  EC_RETURN_IF_ERROR(durable_->CheckDirectory());
+  EC_RETURN_IF_ERROR(ev_->Health());
+  return dev_ev_ ? dev_ev_->Health() : Status::Ok();
+}
+
 Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view key,
                                           const TensorMeta& meta, uint64_t size) {
   EC_RETURN_IF_ERROR(CheckWritable());

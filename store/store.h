@@ -63,15 +63,6 @@ struct Options {
   Env* env = nullptr;  // nullptr = Env::Default()
 };
 
-struct VerifyReport {
-  uint64_t checked = 0;
-  uint64_t bytes = 0;
-  std::vector<std::string> corrupt;  // "ns/key: reason"; those entries were dropped
-  // "ns/key: reason": entries that could not be read (an I/O error, not a checksum
-  // mismatch). They are kept: check the device and verify again.
-  std::vector<std::string> errors;
-};
-
 // A pool block reserved for one Put and filled in place by the caller (a socket read, a
 // device copy) before Store::Commit -- no staging buffer. Dropped uncommitted, the block
 // goes back to the pool. Move-only; one thread fills it at a time.
@@ -158,6 +149,10 @@ class Store : public Cache {
   // The device pool's region (base null without a device tier), and its GPU.
   virtual MemoryRegion device_region() const = 0;
   virtual int device_ordinal() const = 0;
+  // Ok while the store can serve and persist what it is given: open, its directory still
+  // in place and writable, and moves out of the pools not failing (the last error if they
+  // are: a full or failing disk). What a health check (/healthz) reports.
+  virtual Status Health() = 0;
   // Persists the pool (as Flush) and stops the background threads.
   virtual Status Close() = 0;
   // The pool's region: a lease's data() - base is its offset; shm_fd >= 0 when shareable.

@@ -60,6 +60,7 @@ class StoreImpl : public Store, private PutReservation::Owner {
   Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) override;
   Status Compact(double threshold) override;
   Status Close() override;
+  Status Health() override;
   Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
                        const void* src, uint64_t bytes) override;
   Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,

@@ -71,7 +71,7 @@ expect_error "no entry for key" $EC $S inspect nope
 expect_error "no entry for key" $EC $S get nope -o x.raw
 expect_error "key is" $EC $S put "$(printf 'k%.0s' {1..300})" a.safetensors
 echo notadir > plainfile
-expect_error "writable --dir" $EC --dir plainfile/store stats
+expect_error "writable --dir" $EC --dir plainfile/store put img-x a.safetensors
 expect_error "bad size" $EC --dir "$T/store" --pool-size lots stats
 # a store held by another process is refused with a clear message
 flock "$T/store/LOCK" sleep 3 &
@@ -97,7 +97,8 @@ check "stats table" bash -c "$EC $S stats | grep -q fragmentation"
 # evict
 $EC $S evict e1 e2 >/dev/null
 check "evict KEY..." test "$($EC $S --json stats | jget disk.entries)" = 12
-expect_error "no entry for key" $EC $S evict e1
+check "evict of a missing key removes nothing and says so" \
+  bash -c "$EC $S evict e1 e3 2>ev.err | grep -q 'evicted 1 entries.*1 not found' && grep -q 'not found: e1' ev.err"
 expect_error "say what to evict" $EC $S evict
 $EC $S evict --to-bytes 40MiB >/dev/null
 check "evict --to-bytes" test "$($EC $S --json stats | jget disk.bytes)" -le $((40 * 1048576))
@@ -201,7 +202,9 @@ check "remote stats carry the full schema (pool capacity)" test "$($EC $R --json
 expect_error "no entry for key" $EC $R inspect nope
 check "remote ls" test "$($EC $R --json ls | jget 0.key)" = remote-a
 check "remote ls --prefix" test "$($EC $R --json ls --prefix nomatch | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 0
-expect_error "not available with --server" $EC $R verify
+check "remote verify" test "$($EC $R --json verify | jget checked)" -ge 1
+check "remote compact" test "$($EC $R --json compact | jget after)" -ge 0
+expect_error "not available with --server" $EC $R repair
 $EC $R evict remote-a >/dev/null
 expect_error "no entry for key" $EC $R get remote-a -o x.raw
 $EC $R put remote-b a.safetensors >/dev/null
@@ -262,5 +265,53 @@ else
   echo "skip - token check by resolved address: needs a non-loopback IPv4 address and unshare -m"
 fi
 
+
+# ---- command-line conventions (git / kubectl / redis-cli habits)
+rc_of() { set +e; "$@" >/dev/null 2>&1; local rc=$?; set -e; echo $rc; }
+check "--version prints the version, exit 0" bash -c "$EC --version | grep -qE '^ec-store [0-9]+\.[0-9]+\.[0-9]+$'"
+check "an unknown option exits 2" test "$(rc_of $EC --dir "$T/conv" ls --bogus)" = 2
+check "no subcommand exits 2" test "$(rc_of $EC --dir "$T/conv")" = 2
+check "a bad option value exits 2" test "$(rc_of $EC --dir "$T/conv" ls --sort sideways)" = 2
+check "a failed command exits 1" test "$(rc_of $EC --dir "$T/store" inspect nope)" = 1
+check "read-only commands on a directory without a store say so" \
+  bash -c "! $EC --dir $T/nostore ls 2>ns.err && grep -q 'no store in' ns.err && [ ! -e $T/nostore ]"
+check "...and stats does not create one either" bash -c "! $EC --dir $T/nostore stats 2>/dev/null && [ ! -e $T/nostore ]"
+K1=aaaa0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab
+K2=aaab0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab
+$EC put $K1 a.safetensors --dir "$T/conv" >/dev/null   # global options after the subcommand
+$EC put $K2 b.safetensors --dir "$T/conv" >/dev/null
+check "global options after the subcommand" test "$($EC ls --dir "$T/conv" --json | jget 1.key)" = $K2
+check "ls prints full keys when stdout is not a terminal" bash -c "$EC ls --dir $T/conv | grep -q $K1"
+check "ls --wide prints full keys" bash -c "$EC ls --wide --dir $T/conv | grep -q $K2"
+check "get -o - writes the bytes to stdout" \
+  bash -c "$EC get $K1 -o - --dir $T/conv 2>/dev/null | cmp - <(python3 -c 'import sys,json,struct
+b=open(\"a.safetensors\",\"rb\").read(); n=struct.unpack(\"<Q\",b[:8])[0]; sys.stdout.buffer.write(b[8+n:])')"
+check "a unique key prefix names the entry" test "$($EC inspect aaaa --dir "$T/conv" --json | jget key)" = $K1
+expect_error "ambiguous" $EC inspect aaa --dir "$T/conv"
+check "evict takes full keys only" bash -c "$EC evict aaaa --dir $T/conv 2>/dev/null | grep -q 'evicted 0 entries'"
+# configuration: command line > EC_STORE_* environment > config file > defaults
+for d in cfgA cfgB cfgC; do $EC --dir "$T/$d" put "only-$d" b.safetensors >/dev/null; done
+printf 'dir = "%s"\ndisk-quota = "8GiB"\n[serve]\nlisten = "127.0.0.1:0"\n' "$T/cfgA" >ec.toml
+check "the config file sets options" test "$($EC --config ec.toml --json ls | jget 0.key)" = only-cfgA
+check "EC_STORE_CONFIG names the config file" test "$(EC_STORE_CONFIG=ec.toml $EC --json ls | jget 0.key)" = only-cfgA
+check "the environment beats the config file" \
+  test "$(EC_STORE_DIR=$T/cfgB $EC --config ec.toml --json ls | jget 0.key)" = only-cfgB
+check "the command line beats both" \
+  test "$(EC_STORE_DIR=$T/cfgB $EC --config ec.toml ls --dir $T/cfgC --json | jget 0.key)" = only-cfgC
+check "the config file's quota is used" test "$($EC --config ec.toml --json stats | jget disk.capacity)" = 8589934592
+printf 'dir = "%s"\npool-sise = "1GiB"\n' "$T/cfgA" >typo.toml
+expect_error "unknown setting 'pool-sise'" $EC --config typo.toml ls
+check "an unknown config setting exits 2" test "$(rc_of $EC --config typo.toml ls)" = 2
+check "a bad environment value exits 2" test "$(EC_STORE_LOG_LEVEL=loud rc_of $EC --dir $T/cfgA ls)" = 2
+echo s3cret >token.txt
+$EC --dir "$T/tok" serve --listen 127.0.0.1:0 --token-file token.txt >tok.out 2>tok.err &
+TSRV=$!
+for _ in $(seq 50); do grep -q "port" tok.out 2>/dev/null && break; sleep 0.1; done
+TR="--server 127.0.0.1:$(sed -n 's/.*(port \([0-9]*\).*/\1/p' tok.out)"
+check "a client --token-file is presented" bash -c "$EC $TR --token-file token.txt stats >/dev/null"
+check "EC_STORE_TOKEN_FILE works as --token-file" bash -c "EC_STORE_TOKEN_FILE=token.txt $EC $TR stats >/dev/null"
+expect_error "wrong or missing token" $EC $TR stats
+check "a refused token is logged with the peer's address" grep -q "refused a client from 127.0.0.1:" tok.err
+kill -TERM $TSRV; wait $TSRV
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 
 #include "store/store.h"
 #include "tests/test_util.h"
@@ -58,6 +59,8 @@ TEST(Faults, DiskFullIsNoSpaceAndLosesNothingStored) {
   ASSERT_TRUE(last.IsNoSpace()) << last.ToString();
   EXPECT_NE(last.message().find("disk"), std::string::npos) << last.message();
   EXPECT_GT((*s)->Stats()->spill_errors, 0u);
+  Status health = (*s)->Health();  // what /healthz reports while the disk is full
+  EXPECT_TRUE(health.IsNoSpace()) << health.ToString();
   for (int i = 0; i < stored; ++i) {
     std::vector<uint8_t> got(2 * kMiB);
     auto r = (*s)->Get("ns", "k" + std::to_string(i), {got.data(), got.size()});
@@ -66,10 +69,28 @@ TEST(Faults, DiskFullIsNoSpaceAndLosesNothingStored) {
   }
   env.write_budget = INT64_MAX;  // space comes back: the store carries on
   ASSERT_TRUE((*s)->Put("ns", "after", U8(2 * kMiB), Span(Payload(99, 2 * kMiB))).ok());
+  ASSERT_TRUE((*s)->Flush().ok());
+  EXPECT_TRUE((*s)->Health().ok()) << (*s)->Health().ToString();  // spills succeed again
   ASSERT_TRUE((*s)->Close().ok());
+  EXPECT_TRUE((*s)->Health().IsUnavailable());
   auto again = Store::Open(dir.path(), WithEnv(&env));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ((*again)->List()->size(), static_cast<size_t>(stored) + 1);
+}
+
+// A store whose directory is removed under it (a cleaned /tmp, an unmounted volume) says so
+// in Health: nothing put from then on could be made durable.
+TEST(Faults, RemovedStoreDirectoryMakesTheStoreUnhealthy) {
+  testing::TempDir dir;
+  FaultEnv env;
+  const std::string path = dir.path() + "/store";
+  auto s = Store::Open(path, WithEnv(&env));
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE((*s)->Health().ok()) << (*s)->Health().ToString();
+  std::filesystem::remove_all(path);
+  Status health = (*s)->Health();
+  EXPECT_TRUE(health.IsUnavailable()) << health.ToString();
+  EXPECT_NE(health.message().find("is gone"), std::string::npos) << health.message();
 }
 
 TEST(Faults, ReadErrorIsIOErrorAndKeepsTheEntry) {

@@ -829,6 +829,7 @@ class CountingStore : public Store {
   }
   Status Compact(double t) override { return s_->Compact(t); }
   Status Close() override { return s_->Close(); }
+  Status Health() override { return s_->Health(); }
   MemoryRegion pool_region() const override { return s_->pool_region(); }
   Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& m,
                        const void* src, uint64_t n) override {

@@ -1,0 +1,189 @@
+#include "cli/serve.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "cli/flags.h"
+#include "cli/output.h"
+#include "net/server.h"
+#include "net/socket.h"
+#include "ops/http_endpoint.h"
+#include "ops/prometheus.h"
+
+namespace ecstore::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+milliseconds Millis(const std::string& text) {
+  return milliseconds(Check(ParseDuration(text)) / 1000);
+}
+
+// What the daemon is doing, for /readyz and /healthz. The store and server are set once
+// they are up and cleared before they go.
+class Lifecycle {
+ public:
+  void Up(Store* store, net::Server* server) {
+    std::lock_guard<std::mutex> l(mu_);
+    store_ = store;
+    server_ = server;
+    phase_ = "serving";
+  }
+  void Phase(const char* phase) {
+    std::lock_guard<std::mutex> l(mu_);
+    phase_ = phase;
+    if (std::string(phase) != "serving") store_ = nullptr, server_ = nullptr;
+  }
+  Status Ready() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (server_) return Status::Ok();
+    return Status::Unavailable(std::string("not serving: ") + phase_);
+  }
+  // Alive: starting (recovering) counts as healthy; serving asks the store.
+  Status Health() {
+    std::lock_guard<std::mutex> l(mu_);
+    return store_ ? store_->Health() : Status::Ok();
+  }
+  std::string Metrics() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!store_ || !server_) return "# ec-store is " + phase_ + "\n";
+    auto stats = store_->Stats();
+    if (!stats.ok()) return "# stats unavailable: " + stats.status().ToString() + "\n";
+    return ops::RenderPrometheus(
+        *stats, server_->metrics().Snapshot(),
+        {server_->connections(), server_->client_leases(), server_->uptime_seconds()});
+  }
+  // One line every `every`: what moved since the last one.
+  void Summaries(milliseconds every, const std::atomic<bool>& stop) {
+    uint64_t last_requests = 0, last_errors = 0;
+    auto last = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> l(mu_);
+    while (!cv_.wait_for(l, every, [&] { return stop.load(); })) {
+      if (!store_ || !server_) continue;
+      auto s = store_->Stats();
+      if (!s.ok()) continue;
+      auto m = server_->metrics().Snapshot();
+      auto now = std::chrono::steady_clock::now();
+      double secs = std::chrono::duration<double>(now - last).count();
+      spdlog::info(
+          "summary: {:.1f} req/s ({} errors), pool {} entries {}/{}, disk {} entries {}/{}, "
+          "hits pool {} disk {}, misses {}, {} connections, {} leases",
+          static_cast<double>(m.requests_total - last_requests) / secs,
+          m.errors_total - last_errors, s->pool().entries, HumanBytes(s->pool().used),
+          HumanBytes(s->pool().capacity), s->disk().entries, HumanBytes(s->disk().used),
+          HumanBytes(s->disk().capacity), s->pool().hits, s->disk().hits, s->misses,
+          server_->connections(), s->leases);
+      last_requests = m.requests_total, last_errors = m.errors_total, last = now;
+    }
+  }
+  void Wake() {
+    { std::lock_guard<std::mutex> l(mu_); }  // a summary thread between its check and its wait
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string phase_ = "starting: recovering the store";
+  Store* store_ = nullptr;
+  net::Server* server_ = nullptr;
+};
+
+void LogStartup(const Store& store, const StoreStats& s, double open_secs) {
+  spdlog::info("pool {} ({}, {}), disk quota {}, device tier {}", HumanBytes(s.pool().capacity),
+               s.pool_locked ? "pinned" : "NOT pinned",
+               s.pool_huge_pages ? "huge pages" : "4 KiB pages", HumanBytes(s.disk().capacity),
+               store.device_region().base ? HumanBytes(store.device_region().size) : "none");
+  spdlog::info(
+      "recovered {} entries ({}) from {} segment(s) in {:.3f} s{}", s.disk().entries,
+      HumanBytes(s.disk().bytes), s.segments, open_secs,
+      s.corrupt_dropped ? fmt::format(", {} corrupt records dropped", s.corrupt_dropped) : "");
+}
+
+}  // namespace
+
+int ServeCommand(const Globals& g, const ServeArgs& a) {
+  const std::string token = ClientToken(g);
+  net::ServerOptions so;
+  so.listen = a.listen;
+  so.token = token;
+  so.rdma_listen = a.rdma_listen;
+  so.lease_ttl = Millis(a.lease_ttl);
+  so.idle_timeout = Millis(a.idle_timeout);
+  so.io_timeout = Millis(a.io_timeout);
+  so.slow_request = Millis(a.slow_request);
+  so.max_connections = a.max_connections;
+  const milliseconds summary = Millis(a.log_summary);
+  // Refused before a long recovery, not after it (Server::Start decides again on the
+  // address it binds).
+  auto hp = Check(net::ParseHostPort(a.listen));
+  if (token.empty() && !net::IsLoopback(hp.host))
+    throw CliError("InvalidArgument: listening on " + hp.host +
+                   " (not a loopback address) needs a shared-secret token: give --token-file "
+                   "FILE or set EC_STORE_TOKEN");
+  // Block the stop signals before any thread starts, so only sigwait below sees them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP}) sigaddset(&stop, sig);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ec-store] [%l] %v");
+  if (!g.log_level_given) spdlog::set_level(spdlog::level::info);
+
+  Lifecycle life;
+  std::unique_ptr<ops::HttpEndpoint> http;
+  if (!a.metrics_listen.empty()) {  // up first: /healthz and /readyz answer during recovery
+    http = Check(ops::HttpEndpoint::Start(
+        a.metrics_listen, {[&] { return life.Metrics(); }, [&] { return life.Health(); },
+                           [&] { return life.Ready(); }}));
+    spdlog::info("metrics on http://{}:{}/metrics (and /healthz, /readyz)",
+                 a.metrics_listen.substr(0, a.metrics_listen.rfind(':')), http->port());
+  }
+  spdlog::info("ec-store {} opening {}", EC_STORE_VERSION, g.dir);
+  auto t0 = std::chrono::steady_clock::now();
+  auto store = OpenStore(g, Use::kServe);
+  LogStartup(*store, Check(store->Stats()),
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // Same-host readers map the pool through this socket (its permissions gate them).
+  so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
+  auto server = Check(net::Server::Start(store.get(), so));
+  life.Up(store.get(), server.get());
+  std::printf(
+      "serving %s on %s (port %u, transport %s)%s; SIGINT/SIGTERM to stop, SIGHUP to "
+      "persist the pool\n",
+      g.dir.c_str(), a.listen.c_str(), server->port(), server->transport(),
+      http ? (", metrics port " + std::to_string(http->port())).c_str() : "");
+  std::fflush(stdout);
+  std::atomic<bool> stopping{false};
+  std::thread summaries;
+  if (summary.count() > 0) summaries = std::thread([&] { life.Summaries(summary, stopping); });
+  int sig = 0;
+  // SIGHUP (a closed terminal, or an operator's "sync now") persists and keeps serving.
+  while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
+    Status st = store->Flush();
+    if (st.ok())
+      spdlog::info("SIGHUP: the pool is persisted; still serving");
+    else
+      spdlog::error("SIGHUP: persisting the pool failed: {}", st.ToString());
+  }
+  spdlog::info("signal {}: stopping, persisting the pool", sig);
+  life.Phase("stopping");
+  stopping = true;
+  life.Wake();
+  if (summaries.joinable()) summaries.join();
+  server->Stop();
+  Check(store->Close());
+  if (http) http->Stop();
+  spdlog::info("stopped cleanly");
+  return 0;
+}
+
+}  // namespace ecstore::cli

@@ -1,0 +1,23 @@
+// `ec-store serve`: the daemon -- a Store served over TCP, shared memory and RDMA, with its
+// operator port (/metrics, /healthz, /readyz), start-up and periodic summary logs, and the
+// signals operators send (SIGHUP persists, SIGINT/SIGTERM stop after persisting).
+// Thread rules: runs on the main thread; it owns the store, server and endpoint it starts,
+// and one summary thread.
+#pragma once
+
+#include <string>
+
+#include "cli/entry_commands.h"
+
+namespace ecstore::cli {
+
+struct ServeArgs {
+  std::string listen = "127.0.0.1:7070", rdma_listen, metrics_listen;
+  std::string lease_ttl = "30s", idle_timeout = "10m", io_timeout = "30s";
+  std::string slow_request = "250ms", log_summary = "60s";
+  size_t max_connections = 1024;
+};
+
+int ServeCommand(const Globals& g, const ServeArgs& a);
+
+}  // namespace ecstore::cli

@@ -1,0 +1,56 @@
+#include "ops/http_endpoint.h"
+
+#include <httplib.h>
+
+#include "net/socket.h"
+
+namespace ecstore::ops {
+namespace {
+
+void Answer(httplib::Response& res, const Status& st) {
+  res.status = st.ok() ? 200 : 503;
+  res.set_content(st.ok() ? "ok\n" : st.ToString() + "\n", "text/plain");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& listen,
+                                                          HttpHandlers handlers) {
+  auto hp = net::ParseHostPort(listen);
+  if (!hp.ok())
+    return Status::InvalidArgument("bad metrics address '" + listen +
+                                   "': " + hp.status().message() + "; give HOST:PORT");
+  std::unique_ptr<HttpEndpoint> e(new HttpEndpoint());
+  e->server_ = std::make_unique<httplib::Server>();
+  auto& svr = *e->server_;
+  svr.new_task_queue = [] { return new httplib::ThreadPool(2); };
+  svr.Get("/metrics", [h = handlers](const httplib::Request&, httplib::Response& res) {
+    res.set_content(h.metrics(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  svr.Get("/healthz", [h = handlers](const httplib::Request&, httplib::Response& res) {
+    Answer(res, h.health());
+  });
+  svr.Get("/readyz", [h = handlers](const httplib::Request&, httplib::Response& res) {
+    Answer(res, h.ready());
+  });
+  int port = hp->port == 0 ? svr.bind_to_any_port(hp->host)
+                           : (svr.bind_to_port(hp->host, hp->port) ? hp->port : -1);
+  if (port <= 0)
+    return Status::Unavailable("cannot listen for metrics on " + listen +
+                               " (in use, or not an address of this host); choose another "
+                               "--metrics-listen");
+  e->port_ = static_cast<uint16_t>(port);
+  e->thread_ = std::thread([s = e->server_.get()] { s->listen_after_bind(); });
+  return e;
+}
+
+HttpEndpoint::~HttpEndpoint() { Stop(); }
+
+void HttpEndpoint::Stop() {
+  if (!server_) return;
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+}
+
+}  // namespace ecstore::ops

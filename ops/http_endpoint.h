@@ -1,0 +1,46 @@
+// HttpEndpoint: the daemon's operator port (--metrics-listen): GET /metrics (Prometheus
+// text), /healthz (liveness: 200 while the store can serve and persist, 503 with the
+// reason when it cannot) and /readyz (200 once the store is recovered and the server
+// accepts clients; 503 while starting or stopping). Served by cpp-httplib on two threads
+// of its own, apart from the data path.
+// Thread rules: Start/Stop from the owner; the handlers run on the endpoint's threads and
+// must be thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "base/status.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace ecstore::ops {
+
+struct HttpHandlers {
+  std::function<std::string()> metrics;
+  std::function<Status()> health;
+  std::function<Status()> ready;
+};
+
+class HttpEndpoint {
+ public:
+  // listen: "HOST:PORT" (port 0: any free port).
+  static Result<std::unique_ptr<HttpEndpoint>> Start(const std::string& listen,
+                                                     HttpHandlers handlers);
+  ~HttpEndpoint();
+  uint16_t port() const { return port_; }
+  void Stop();  // idempotent
+
+ private:
+  HttpEndpoint() = default;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace ecstore::ops

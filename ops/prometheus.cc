@@ -1,0 +1,157 @@
+#include "ops/prometheus.h"
+
+#include <cstdio>
+#include <string_view>
+
+namespace ecstore::ops {
+namespace {
+
+// Writes families: "# HELP" and "# TYPE" once, then its samples.
+class Writer {
+ public:
+  void Family(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += help;
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  void Sample(std::string_view name, const std::string& labels, double v) {
+    char num[64];
+    std::snprintf(num, sizeof(num), "%.17g", v);
+    out_ += name;
+    if (!labels.empty()) out_ += "{" + labels + "}";
+    out_ += ' ';
+    out_ += num;
+    out_ += '\n';
+  }
+  void Metric(std::string_view name, std::string_view type, std::string_view help, double v) {
+    Family(name, type, help);
+    Sample(name, "", v);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+std::string Label(std::string_view k, std::string_view v) {
+  return std::string(k) + "=\"" + std::string(v) + "\"";
+}
+
+void Tiers(Writer& w, const StoreStats& s) {
+  struct Field {
+    const char* name;
+    const char* type;
+    const char* help;
+    uint64_t TierStats::*member;
+  };
+  static const Field kFields[] = {
+      {"ecstore_tier_entries", "gauge", "Entries with a copy in the tier.", &TierStats::entries},
+      {"ecstore_tier_payload_bytes", "gauge", "Payload bytes of the tier's entries.",
+       &TierStats::bytes},
+      {"ecstore_tier_used_bytes", "gauge",
+       "Bytes the tier uses (pools: blocks with their rounding; disk: segment files).",
+       &TierStats::used},
+      {"ecstore_tier_capacity_bytes", "gauge", "The tier's size (pools) or quota (disk).",
+       &TierStats::capacity},
+      {"ecstore_tier_hits_total", "counter", "Gets served from the tier.", &TierStats::hits},
+      {"ecstore_tier_misses_total", "counter", "Gets the tier could not serve.",
+       &TierStats::misses},
+      {"ecstore_tier_evictions_total", "counter", "Entries evicted from the tier.",
+       &TierStats::evictions},
+      {"ecstore_tier_spills_total", "counter", "Entries written out of the tier to a slower one.",
+       &TierStats::spills},
+      {"ecstore_tier_promotions_total", "counter", "Entries brought into the tier.",
+       &TierStats::promotions},
+  };
+  for (const Field& f : kFields) {
+    w.Family(f.name, f.type, f.help);
+    for (const TierStats& t : s.tiers)
+      w.Sample(f.name, Label("tier", TierName(t.tier)), static_cast<double>(t.*(f.member)));
+  }
+}
+
+void Store(Writer& w, const StoreStats& s) {
+  w.Metric("ecstore_misses_total", "counter", "Gets of entries no tier holds.",
+           static_cast<double>(s.misses));
+  w.Metric("ecstore_corrupt_records_total", "counter",
+           "Records dropped because their checksum or header was wrong.",
+           static_cast<double>(s.corrupt_dropped));
+  w.Metric("ecstore_spill_errors_total", "counter", "Failed moves out of a pool (disk errors).",
+           static_cast<double>(s.spill_errors));
+  w.Metric("ecstore_compactions_total", "counter", "Segments compacted.",
+           static_cast<double>(s.compactions));
+  w.Metric("ecstore_disk_segments", "gauge", "Segment files of the disk tier.",
+           static_cast<double>(s.segments));
+  w.Metric("ecstore_leases", "gauge", "Leases held now (zero-copy readers, pins, copies).",
+           static_cast<double>(s.leases));
+  w.Metric("ecstore_pool_fragmentation_ratio", "gauge",
+           "Free pool bytes outside the largest free extent, over the capacity.",
+           s.pool_fragmentation);
+}
+
+void Histogram(Writer& w, std::string_view name, const std::string& labels,
+               const net::HistogramSnapshot& h) {
+  const std::string bucket = std::string(name) + "_bucket";
+  uint64_t cum = 0;
+  char le[32];
+  for (size_t i = 0; i < net::kLatencyBounds.size(); ++i) {
+    cum += h.buckets[i];
+    std::snprintf(le, sizeof(le), "%g", net::kLatencyBounds[i]);
+    w.Sample(bucket, labels + "," + Label("le", le), static_cast<double>(cum));
+  }
+  w.Sample(bucket, labels + "," + Label("le", "+Inf"), static_cast<double>(h.count));
+  w.Sample(std::string(name) + "_sum", labels, h.sum_seconds);
+  w.Sample(std::string(name) + "_count", labels, static_cast<double>(h.count));
+}
+
+void Served(Writer& w, const net::MetricsSnapshot& m, const ServerState& st) {
+  w.Family("ecstore_requests_total", "counter",
+           "Requests answered, by operation, transport and outcome.");
+  for (const auto& r : m.requests)
+    w.Sample("ecstore_requests_total",
+             Label("op", r.op) + "," + Label("transport", net::WireName(r.wire)) + "," +
+                 Label("outcome", net::OutcomeName(r.outcome)),
+             static_cast<double>(r.count));
+  w.Family("ecstore_request_duration_seconds", "histogram",
+           "Time from a request's header to its reply, by operation and transport.");
+  for (const auto& l : m.latency)
+    Histogram(w, "ecstore_request_duration_seconds",
+              Label("op", l.op) + "," + Label("transport", net::WireName(l.wire)), l.hist);
+  w.Family("ecstore_get_duration_seconds", "histogram",
+           "Time to serve a get, by transport and the tier it was served from (none: a miss).");
+  for (const auto& l : m.get_by_tier)
+    Histogram(w, "ecstore_get_duration_seconds",
+              Label("transport", net::WireName(l.wire)) + "," + Label("tier", l.tier), l.hist);
+  w.Family("ecstore_bytes_total", "counter", "Payload bytes received (in) and served (out).");
+  w.Sample("ecstore_bytes_total", Label("direction", "in"), static_cast<double>(m.bytes_in));
+  w.Sample("ecstore_bytes_total", Label("direction", "out"), static_cast<double>(m.bytes_out));
+  w.Metric("ecstore_refused_tokens_total", "counter", "Clients refused for a wrong token.",
+           static_cast<double>(m.refused_tokens));
+  w.Metric("ecstore_connections", "gauge", "Client connections open now.",
+           static_cast<double>(st.connections));
+  w.Metric("ecstore_client_leases", "gauge", "Leases clients hold now (shared memory, RDMA).",
+           static_cast<double>(st.client_leases));
+  w.Metric("ecstore_uptime_seconds", "gauge", "Seconds since the server started.",
+           st.uptime_seconds);
+  w.Family("ecstore_build_info", "gauge", "The ec-store version serving.");
+  w.Sample("ecstore_build_info", Label("version", EC_STORE_VERSION), 1);
+}
+
+}  // namespace
+
+std::string RenderPrometheus(const StoreStats& stats, const net::MetricsSnapshot& served,
+                             const ServerState& state) {
+  Writer w;
+  Tiers(w, stats);
+  Store(w, stats);
+  Served(w, served, state);
+  return w.Take();
+}
+
+}  // namespace ecstore::ops
