@@ -479,12 +479,12 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       return HandleAdmin(c, h);
     case Op::kStats: {
       // The store's one schema, plus how this connection and this server move data.
-      nlohmann::json extra{
-          {"transport", c->shm ? "shm" : "tcp"}, {"server_transports", transport()},
-          {"connections", connections_.load()},  {"client_leases", leases_held_.load()},
-          {"uptime_seconds", uptime_seconds()},  {"version", EC_STORE_VERSION}};
+      nlohmann::json extra{{"transport", c->shm ? "shm" : "tcp"},
+                           {"server_transports", transport()}};
       auto stats = store_->Stats();
       if (!stats.ok()) return reply_error(stats.status());
+      stats->connections = connections_.load();
+      stats->client_leases = leases_held_.load();
       std::string js = StatsToJson(*stats, -1, extra.dump());
       BodyWriter w;
       w.U32(static_cast<uint32_t>(js.size()));
@@ -542,11 +542,12 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   const bool on_device = h.op == Op::kGetDevice || (h.op == Op::kGetRdma && rdma_->device_rkey() &&
                                                     InDeviceTier(k->ns, k->key));
   c->key = k->key;
-  if (auto before = store_->Lookup(k->ns, k->key); before.ok()) c->served_from = before->tier();
+  if (auto before = store_->Lookup(k->ns, k->key, kQuiet); before.ok())
+    c->served_from = before->tier();
   auto lease = on_device ? store_->AcquireOnDevice(k->ns, k->key) : store_->Acquire(k->ns, k->key);
   if (!lease.ok()) return reply_error(lease.status());
   if (h.op != Op::kPin) c->bytes_out = lease->size();
-  auto info = store_->Lookup(k->ns, k->key);
+  auto info = store_->Lookup(k->ns, k->key, kQuiet);
   EntryInfo e = info.ok() ? *info : EntryInfo{};
   e.bytes = lease->size();
   e.meta = lease->meta();

@@ -50,6 +50,10 @@ struct ServerOptions {
 };
 
 class Server {
+  // The server's own lookups (which tier serves a get, the info a reply carries) are not
+  // its clients' and are not counted as lookups.
+  static constexpr ReadOptions kQuiet{false};
+
  public:
   static Result<std::unique_ptr<Server>> Start(Store* store, const ServerOptions& options);
   ~Server();
@@ -100,7 +104,7 @@ class Server {
   Status HandleDevicePool(Conn* c, const FrameHeader& h);
   void RegisterDevicePool();
   bool InDeviceTier(const std::string& ns, const std::string& key) {
-    auto info = store_->Lookup(ns, key);
+    auto info = store_->Lookup(ns, key, kQuiet);
     return info.ok() && info->tiers.has(Tier::kDevice);
   }
   Status HandleList(Conn* c, const FrameHeader& h, BodyReader* r);

@@ -79,6 +79,11 @@ void Tiers(Writer& w, const StoreStats& s) {
 void Store(Writer& w, const StoreStats& s) {
   w.Metric("ecstore_misses_total", "counter", "Gets of entries no tier holds.",
            static_cast<double>(s.misses));
+  w.Family("ecstore_lookups_total", "counter",
+           "Existence checks (lookup, contains), by whether the entry was found.");
+  w.Sample("ecstore_lookups_total", Label("outcome", "hit"), static_cast<double>(s.lookup_hits));
+  w.Sample("ecstore_lookups_total", Label("outcome", "miss"),
+           static_cast<double>(s.lookup_misses));
   w.Metric("ecstore_corrupt_records_total", "counter",
            "Records dropped because their checksum or header was wrong.",
            static_cast<double>(s.corrupt_dropped));

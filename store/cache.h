@@ -107,6 +107,12 @@ struct StoreStats {
   uint64_t spill_errors = 0;
   uint64_t compactions = 0;
   uint64_t misses = 0;  // gets of entries in no tier
+  // Existence checks (Lookup, LookupMany, Contains) that found the entry, or not.
+  uint64_t lookup_hits = 0, lookup_misses = 0;
+  std::string version;        // of the library (the server's, remotely)
+  double uptime_seconds = 0;  // since the store was opened
+  // Through a server: its client connections and the leases they hold (0 locally).
+  uint64_t connections = 0, client_leases = 0;
   uint64_t leases = 0;  // held now: zero-copy readers, pins, copies in flight
   // The tier's counters; added (zeroed) when absent.
   TierStats& at(Tier t);

@@ -71,6 +71,10 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   bool closed() const REQUIRES(mu) { return closed_; }
   void CloseLocked() REQUIRES(mu) { closed_ = true; }
   uint64_t misses() const REQUIRES(mu) { return misses_; }
+  // Existence checks (Lookup, LookupMany, Contains): found or not.
+  void CountLookupLocked(bool found) REQUIRES(mu) { ++(found ? lookup_hits_ : lookup_misses_); }
+  uint64_t lookup_hits() const REQUIRES(mu) { return lookup_hits_; }
+  uint64_t lookup_misses() const REQUIRES(mu) { return lookup_misses_; }
 
   // ---- lookups
   Result<EntryPtr> FindLocked(std::string_view ns, std::string_view key, bool count_miss)
@@ -148,6 +152,8 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   std::unordered_map<std::string_view, EntryPtr> map_ GUARDED_BY(mu);
   std::vector<EntryPtr> recovered_ GUARDED_BY(mu);  // during Recover: to rank by last access
   uint64_t misses_ GUARDED_BY(mu) = 0;
+  uint64_t lookup_hits_ GUARDED_BY(mu) = 0;
+  uint64_t lookup_misses_ GUARDED_BY(mu) = 0;
   uint64_t leases_ GUARDED_BY(mu) = 0;
   bool closed_ GUARDED_BY(mu) = false;
 };

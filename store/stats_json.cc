@@ -45,6 +45,11 @@ std::string StatsToJson(const StoreStats& s, int indent, const std::string& extr
   j["spill_errors"] = s.spill_errors;
   j["compactions"] = s.compactions;
   j["misses"] = s.misses;
+  j["lookups"] = {{"hits", s.lookup_hits}, {"misses", s.lookup_misses}};
+  j["version"] = s.version;
+  j["uptime_seconds"] = s.uptime_seconds;
+  j["connections"] = s.connections;
+  j["client_leases"] = s.client_leases;
   j["leases"] = s.leases;
   json extra = json::parse(extra_json_object, nullptr, false);
   if (extra.is_object()) j.update(extra);
@@ -72,7 +77,15 @@ Result<StoreStats> StatsFromJson(std::string_view text) {
   s.spill_errors = j.value("spill_errors", uint64_t{0});
   s.compactions = j.value("compactions", uint64_t{0});
   s.misses = j.value("misses", uint64_t{0});
+  if (auto l = j.find("lookups"); l != j.end() && l->is_object()) {
+    s.lookup_hits = l->value("hits", uint64_t{0});
+    s.lookup_misses = l->value("misses", uint64_t{0});
+  }
   s.leases = j.value("leases", uint64_t{0});
+  s.version = j.value("version", std::string());
+  s.uptime_seconds = j.value("uptime_seconds", 0.0);
+  s.connections = j.value("connections", uint64_t{0});
+  s.client_leases = j.value("client_leases", uint64_t{0});
   return s;
 }
 

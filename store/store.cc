@@ -477,10 +477,12 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
   }
 }
 
-Result<EntryInfo> StoreImpl::Lookup(std::string_view ns, std::string_view key) {
+Result<EntryInfo> StoreImpl::Lookup(std::string_view ns, std::string_view key,
+                                    const ReadOptions& ro) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
   MutexLock l(&kd_->mu);
   auto found = kd_->FindLocked(ns, key, false);
+  if (ro.record_access) kd_->CountLookupLocked(found.ok());
   if (!found.ok()) return found.status();
   return kd_->InfoLocked(**found);
 }
@@ -493,6 +495,7 @@ Result<std::vector<std::optional<EntryInfo>>> StoreImpl::LookupMany(
   if (kd_->closed()) return Status::Unavailable("store is closed");
   for (size_t i = 0; i < keys.size(); ++i) {
     auto found = kd_->FindLocked(ns, keys[i], false);
+    kd_->CountLookupLocked(found.ok());
     if (found.ok()) out[i] = kd_->InfoLocked(**found);
   }
   return out;
@@ -502,7 +505,9 @@ Result<std::vector<std::optional<EntryInfo>>> StoreImpl::LookupMany(
 Result<bool> StoreImpl::Contains(std::string_view ns, std::string_view key) {
   MutexLock l(&kd_->mu);
   if (kd_->closed()) return Status::Unavailable("store is closed");
-  return kd_->ContainsLocked(ns, key);
+  const bool found = kd_->ContainsLocked(ns, key);
+  kd_->CountLookupLocked(found);
+  return found;
 }
 
 std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
@@ -611,6 +616,11 @@ Result<StoreStats> StoreImpl::Stats() {
   disk.misses = kd_->misses();
   s.spill_errors = spill_errors;
   s.misses = kd_->misses();
+  s.version = EC_STORE_VERSION;
+  s.uptime_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_).count();
+  s.lookup_hits = kd_->lookup_hits();
+  s.lookup_misses = kd_->lookup_misses();
   s.leases = kd_->leases();
   return s;
 }

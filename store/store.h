@@ -117,6 +117,13 @@ class Store : public Cache {
                         std::span<uint8_t> dst) override {
     return Get(ns, key, dst, ReadOptions{});
   }
+  // Lookup counts a lookup hit or miss in the stats unless options.record_access is false
+  // (a server's own bookkeeping lookups are not its clients').
+  virtual Result<EntryInfo> Lookup(std::string_view ns, std::string_view key,
+                                   const ReadOptions& options) = 0;
+  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override {
+    return Lookup(ns, key, ReadOptions{});
+  }
   // Acquire pins the entry in the pool (promoting it from disk if needed); Pin does the same.
   Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
   // Brings the listed entries that are only on disk into the pool ahead of use, their reads

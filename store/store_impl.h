@@ -10,6 +10,7 @@
 // accounting lock.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,7 +46,9 @@ class StoreImpl : public Store, private PutReservation::Owner {
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts) override;
-  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
+  using Store::Lookup;
+  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key,
+                           const ReadOptions& ro) override;
   Status Prefetch(std::string_view ns, const std::vector<std::string>& keys) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(
       std::string_view ns, const std::vector<std::string>& keys) override;
@@ -89,6 +92,7 @@ class StoreImpl : public Store, private PutReservation::Owner {
   Options opt_;
   Env* env_ = nullptr;
   bool read_only_ = false;  // set once at Init
+  const std::chrono::steady_clock::time_point opened_ = std::chrono::steady_clock::now();
   UniqueFd lock_fd_;
   // Set in Init (in this order) and kept until destruction; Close closes them.
   std::unique_ptr<DurableTier> durable_;

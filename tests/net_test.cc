@@ -801,8 +801,10 @@ class CountingStore : public Store {
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override {
     return s_->Acquire(ns, key);
   }
-  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override {
-    return s_->Lookup(ns, key);
+  using Store::Lookup;
+  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key,
+                           const ReadOptions& ro) override {
+    return s_->Lookup(ns, key, ro);
   }
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts) override {

@@ -25,7 +25,11 @@ from . import _ecstore
 from .errors import (Busy, Corruption, Error, InvalidArgument, IOError, NoSpace,  # noqa: A004
                      NotFound, Unavailable)
 
-__all__ = ["open", "connect", "Cache", "Lease", "EntryInfo", "parse_size", "Error",
+__version__ = _ecstore.__version__
+# The namespace the `ec-store` CLI uses when none is given (one default for every front end).
+DEFAULT_NAMESPACE: str = _ecstore.DEFAULT_NAMESPACE
+
+__all__ = ["open", "connect", "DEFAULT_NAMESPACE", "__version__", "Cache", "Lease", "EntryInfo", "parse_size", "Error",
            "NotFound", "Corruption", "IOError", "NoSpace", "Busy", "InvalidArgument",
            "Unavailable"]
 

@@ -54,3 +54,6 @@ def open(dir: str, pool_bytes: int, disk_quota_bytes: int, shareable: bool = Fal
          device_pool_bytes: int = 0) -> Cache: ...
 def connect(uri: str, token: str = "", transport: str = "auto", timeout_s: float = 5.0,
             retries: int = 1) -> Cache: ...
+
+__version__: str
+DEFAULT_NAMESPACE: str

@@ -431,6 +431,8 @@ std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& toke
 NB_MODULE(_ecstore, m) {
   using namespace ecstore::py;
   m.doc() = "ec-store's C++ core: use the ecstore package, not this module";
+  m.attr("__version__") = EC_STORE_VERSION;
+  m.attr("DEFAULT_NAMESPACE") = ecstore::kDefaultNamespace;
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

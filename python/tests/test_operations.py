@@ -1,0 +1,140 @@
+"""The daemon as operators run it: /metrics scraped and parsed by prometheus_client's own
+parser (counters that move under load), /healthz and /readyz, remote stats equal to the
+scrape, and the version everywhere."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import ecstore
+
+
+def _bin():
+    path = os.environ.get("EC_STORE_BIN", "")
+    if not path or not os.access(path, os.X_OK):
+        pytest.skip("EC_STORE_BIN is not set to the ec-store binary (make python-test sets it)")
+    return path
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A daemon with its operator port; yields (tcp uri, unix uri, metrics base url, dir)."""
+    store = tmp_path / "served"
+    proc = subprocess.Popen(
+        [_bin(), "serve", "--dir", str(store), "--pool-size", "64MiB", "--listen",
+         "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    m = re.search(r"\(port (\d+),.*metrics port (\d+)", line)
+    if not m:
+        proc.kill()
+        raise RuntimeError(f"ec-store serve did not start: {line!r} {proc.stderr.read()}")
+    yield (f"tcp://127.0.0.1:{m.group(1)}", f"unix:{store / 'serve.sock'}",
+           f"http://127.0.0.1:{m.group(2)}", store)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _http(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _scrape(base):
+    """{(name, frozenset(labels)): value} over every sample, parsed by prometheus_client."""
+    status, text = _http(base + "/metrics")
+    assert status == 200
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def _value(samples, name, **labels):
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def test_metrics_move_under_load_and_parse(served):
+    tcp, unix, base, _ = served
+    before = _scrape(base)
+    assert _value(before, "ecstore_build_info", version=ecstore.__version__) == 1
+    payload = np.arange(256 * 1024, dtype=np.int32)
+    over_tcp = ecstore.connect(tcp, transport="tcp")
+    over_shm = ecstore.connect(unix)
+    for i in range(8):
+        over_tcp.put("ops", f"k{i}", payload)
+    for i in range(8):
+        assert np.array_equal(over_shm.get("ops", f"k{i}", like="numpy"), payload)
+        assert np.array_equal(over_tcp.get("ops", f"k{i}", like="numpy"), payload)
+    with pytest.raises(ecstore.NotFound):  # a get of an absent entry (no lookup first)
+        over_tcp.get_into("ops", "absent", np.empty(16, dtype=np.uint8))
+    assert not over_tcp.contains("ops", "absent-too")
+    assert over_shm.contains("ops", "k0")
+    after = _scrape(base)
+
+    def moved(name, **labels):
+        return _value(after, name, **labels) - _value(before, name, **labels)
+
+    assert moved("ecstore_requests_total", op="put", transport="tcp", outcome="ok") == 8
+    assert moved("ecstore_requests_total", op="get", transport="tcp", outcome="ok") == 8
+    assert moved("ecstore_requests_total", op="get", transport="shm", outcome="ok") == 8
+    assert moved("ecstore_requests_total", op="get", transport="tcp", outcome="not_found") == 1
+    assert moved("ecstore_bytes_total", direction="out") == 16 * payload.nbytes
+    assert moved("ecstore_bytes_total", direction="in") >= 8 * payload.nbytes
+    assert moved("ecstore_request_duration_seconds_count", op="get", transport="tcp") == 9
+    assert moved("ecstore_get_duration_seconds_count", transport="tcp", tier="pool") == 8
+    assert moved("ecstore_get_duration_seconds_count", transport="tcp", tier="none") == 1
+    inf = _value(after, "ecstore_request_duration_seconds_bucket", op="get", transport="shm",
+                 le="+Inf")
+    assert inf == _value(after, "ecstore_request_duration_seconds_count", op="get", transport="shm")
+    assert moved("ecstore_tier_hits_total", tier="pool") == 16
+    assert moved("ecstore_misses_total") == 1
+    assert moved("ecstore_lookups_total", outcome="miss") >= 1
+    assert moved("ecstore_lookups_total", outcome="hit") >= 1
+    assert _value(after, "ecstore_tier_entries", tier="pool") == 8
+    assert _value(after, "ecstore_tier_capacity_bytes", tier="pool") == 64 << 20
+    assert _value(after, "ecstore_connections") >= 2
+    assert _value(after, "ecstore_uptime_seconds") > 0
+
+
+def test_remote_stats_equal_the_scrape(served):
+    tcp, _, base, _ = served
+    c = ecstore.connect(tcp, transport="tcp")
+    for i in range(3):
+        c.put("ops", f"s{i}", np.ones(4096, dtype=np.uint8))
+    st = c.stats()
+    m = _scrape(base)
+    for tier in ("pool", "disk"):
+        assert st[tier]["entries"] == _value(m, "ecstore_tier_entries", tier=tier)
+        assert st[tier]["bytes"] == _value(m, "ecstore_tier_payload_bytes", tier=tier)
+        assert st[tier]["hits"] == _value(m, "ecstore_tier_hits_total", tier=tier)
+    assert st["pool"]["capacity"] == _value(m, "ecstore_tier_capacity_bytes", tier="pool")
+    assert st["disk"]["quota"] == _value(m, "ecstore_tier_capacity_bytes", tier="disk")
+    assert st["version"] == ecstore.__version__
+    assert st["uptime_seconds"] > 0 and st["connections"] >= 1
+
+
+def test_healthz_fails_when_the_store_is_unusable(served):
+    tcp, _, base, store = served
+    assert _http(base + "/readyz") == (200, "ok\n")
+    assert _http(base + "/healthz") == (200, "ok\n")
+    shutil.rmtree(store)  # the volume went away under a running server
+    status, body = _http(base + "/healthz")
+    assert status == 503 and "is gone" in body, body
+    assert _http(base + "/readyz")[0] == 200  # still serving what it holds
