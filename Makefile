@@ -4,7 +4,7 @@ SANITIZE ?=
 JOBS     ?= $(shell nproc)
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE)
 
-.PHONY: deps build demo test test-gpu thread-safety python-test python-wheel test-rdma test-nordma bench-rdma bench bench-quick asan tsan clean format format-check
+.PHONY: soak deps build demo test test-gpu thread-safety python-test python-wheel test-rdma test-nordma bench-rdma bench bench-quick asan tsan clean format format-check
 
 deps:
 	@scripts/install-deps.sh
@@ -54,6 +54,17 @@ test-rdma: build
 # The rdma bench workload inside the Soft-RoCE VM (emulated: correctness, not NIC speed).
 bench-rdma: build
 	tests/rdma-vm/run.sh $(BUILD)/rdma-vm tests/rdma-vm/bench.sh $(BUILD)/ec-store-bench
+
+# The soak test (README, "Operating the daemon"): SOAK_SECONDS of chaos against a daemon,
+# then every acknowledged-durable entry checked. Root runs the disk-full phase on a tmpfs.
+SOAK_SECONDS ?= 600
+soak: build
+	@VENV=$$(scripts/python-env.sh) && \
+	cmake -S . -B build-py -DCMAKE_BUILD_TYPE=Release -DEC_BUILD_PYTHON=ON -DEC_BUILD_TESTS=OFF \
+	  -DEC_BUILD_BENCH=OFF -DPython_EXECUTABLE=$$VENV/bin/python >/dev/null && \
+	cmake --build build-py -j $(JOBS) --target _ecstore && \
+	PYTHONPATH=$(CURDIR)/build-py/python $$VENV/bin/python tests/soak.py \
+	  --bin $(CURDIR)/$(BUILD)/ec-store --seconds $(SOAK_SECONDS)
 
 bench: build
 	$(BUILD)/ec-store-bench --dir ./bench-out/store --json bench-out/results.json --png bench-out/results.png

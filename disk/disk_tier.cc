@@ -127,9 +127,11 @@ Status DiskTier::Append(const std::vector<WriteItem>& items, std::vector<DiskLoc
   batch.push_back({IoOp::kSync, seg->fd.get(), nullptr, 0, 0, 0});
   Status st = io_->Run(batch);
   if (!st.ok()) {
-    // Cut the partial batch off so the segment ends on a whole record, and move on.
-    env_->Truncate(seg->fd.get(), start);
-    SealActive();
+    // Cut the partial batch off so the segment ends on a whole record, and keep appending
+    // to it: sealing it instead left one more small segment (and descriptor) per failed
+    // spill -- 200 of them after a few seconds of a full disk, found by the soak test. Only
+    // a segment that cannot be cut back is sealed.
+    if (!env_->Truncate(seg->fd.get(), start).ok()) SealActive();
     locs->clear();
     return st;
   }

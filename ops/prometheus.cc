@@ -82,8 +82,7 @@ void Store(Writer& w, const StoreStats& s) {
   w.Family("ecstore_lookups_total", "counter",
            "Existence checks (lookup, contains), by whether the entry was found.");
   w.Sample("ecstore_lookups_total", Label("outcome", "hit"), static_cast<double>(s.lookup_hits));
-  w.Sample("ecstore_lookups_total", Label("outcome", "miss"),
-           static_cast<double>(s.lookup_misses));
+  w.Sample("ecstore_lookups_total", Label("outcome", "miss"), static_cast<double>(s.lookup_misses));
   w.Metric("ecstore_corrupt_records_total", "counter",
            "Records dropped because their checksum or header was wrong.",
            static_cast<double>(s.corrupt_dropped));

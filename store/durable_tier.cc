@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -502,12 +503,12 @@ Status DurableTier::Spill(const std::vector<SpillItem>& spill, const InstallFn& 
   MutexLock append_lock(&append_mu_);
   Plan plan = PlanSpill(spill);
   std::vector<Tombstone> evicted = EnforceQuota(plan.bytes);
-  ReclaimFileSpace(plan.bytes + evicted.size() * kBlockSize);
+  Status reclaimed = ReclaimFileSpace(plan.bytes + evicted.size() * kBlockSize);
   std::vector<DiskTier::WriteItem> all;
   for (const Tombstone& t : evicted) all.push_back(TombstoneItem(t));
   std::move(plan.items.begin(), plan.items.end(), std::back_inserter(all));
   std::vector<DiskLocation> locs;
-  Status st = all.empty() ? Status::Ok() : disk_->Append(all, &locs);
+  Status st = !reclaimed.ok() ? reclaimed : all.empty() ? Status::Ok() : disk_->Append(all, &locs);
   if (st.ok() && !locs.empty())
     index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
   for (Tombstone& t : evicted) {
@@ -541,10 +542,14 @@ std::vector<Tombstone> DurableTier::EnforceQuota(uint64_t incoming) {
 
 // The quota bounds the segment files, not only live bytes: while the files plus what is
 // about to be written exceed it, the segment with the most dead bytes is compacted (the active
-// one is sealed first). Runs before an append.
-void DurableTier::ReclaimFileSpace(uint64_t incoming) {
-  for (int round = 0; round < 256; ++round) {
-    if (disk_->file_bytes() + incoming <= opt_.quota_bytes) return;
+// one is sealed first). Runs before an append; an error means the append would overrun the
+// quota and must not happen (a full disk once let every spill do so, each failed compaction
+// leaving its copies behind: the soak test saw 250 MiB of files under a 128 MiB quota).
+Status DurableTier::ReclaimFileSpace(uint64_t incoming) {
+  // At most a few segments per append: with live bytes close to the quota each compaction
+  // frees little, and 256 of them held the append lock (and a Flush behind it) for minutes.
+  for (int round = 0; round < 8; ++round) {
+    if (disk_->file_bytes() + incoming <= opt_.quota_bytes) return Status::Ok();
     std::vector<uint32_t> segs = disk_->Segments();
     uint32_t best = 0;
     uint64_t best_dead = 0;
@@ -555,14 +560,40 @@ void DurableTier::ReclaimFileSpace(uint64_t incoming) {
         if (size > live && size - live > best_dead) best = seg, best_dead = size - live;
       }
     }
-    if (best_dead == 0) return;  // nothing dead left: live bytes already fit (EnforceQuota)
+    if (best_dead == 0) return Status::Ok();  // nothing dead: live bytes fit (EnforceQuota)
+    // Compaction copies the segment's live records before it frees anything. Without room
+    // for them it cannot succeed, and a try that fails half way leaves the copies behind:
+    // on a full disk each retry made the files larger (found by the soak test).
+    const uint64_t live = disk_->SegmentSize(best) - best_dead;
+    const uint64_t needed = live > 0 ? live + (1ull << 20) : 0;  // a dead one is only deleted
+    struct statvfs fs {};
+    if (statvfs(dir_.c_str(), &fs) == 0 &&
+        static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < needed)
+      return Status::NoSpace("the disk quota can only be kept by compacting, which needs " +
+                             std::to_string(needed) + " bytes free where " + dir_ +
+                             " lives; free disk space");
     if (best == disk_->active_segment()) disk_->SealActive();
     Status st = CompactSegment(best, best == segs.front());
     if (!st.ok()) {
-      spdlog::warn("compaction to keep the disk quota failed: {}", st.ToString());
-      return;
+      if (RateLimited(&last_warning_))
+        spdlog::warn("compaction to keep the disk quota failed: {}", st.ToString());
+      return st.IsNoSpace()
+                 ? st
+                 : Status::IOError("compaction to keep the disk quota failed: " + st.message());
     }
   }
+  if (disk_->file_bytes() + incoming <= opt_.quota_bytes) return Status::Ok();
+  return Status::Busy("the disk quota is being reclaimed by compaction; the write is retried");
+}
+
+// True at most once every ten seconds per `last`: warnings of a condition that persists
+// (a full disk) say so without flooding the log.
+bool DurableTier::RateLimited(std::atomic<int64_t>* last) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t prev = last->load();
+  return now - prev >= 10 && last->compare_exchange_strong(prev, now);
 }
 
 void DurableTier::MaybeCompact() {

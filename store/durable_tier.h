@@ -187,7 +187,7 @@ class DurableTier {
   Plan PlanSpill(const std::vector<SpillItem>& items);
   std::vector<Tombstone> EnforceQuota(uint64_t incoming) REQUIRES(append_mu_);
   DiskTier::WriteItem TombstoneItem(const Tombstone& t);
-  void ReclaimFileSpace(uint64_t incoming) REQUIRES(append_mu_);
+  Status ReclaimFileSpace(uint64_t incoming) REQUIRES(append_mu_);
   Status CompactSegment(uint32_t seg, bool oldest) REQUIRES(append_mu_);
   Status MoveRecords(std::vector<IndexRow>& live, std::vector<RecordInfo>& tombs)
       REQUIRES(append_mu_);
@@ -198,6 +198,8 @@ class DurableTier {
   std::string index_path_;
   bool index_existed_ = false;
   bool index_damaged_ = false;
+  std::atomic<int64_t> last_warning_{-100};  // RateLimited: seconds on the steady clock
+  static bool RateLimited(std::atomic<int64_t>* last);
   dev_t segments_dev_ = 0;  // the segments folder at Open (CheckDirectory)
   ino_t segments_ino_ = 0;
   std::unique_ptr<DiskTier> disk_;

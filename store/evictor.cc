@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <unordered_set>
 
 namespace ecstore {
 namespace {
@@ -228,24 +229,38 @@ void HostEvictor::InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool d
   }
 }
 
+// Entries the evictor is spilling right now are waited for, not skipped: its spill may yet
+// fail (a full disk), and Flush promises they are durable when it returns -- the soak test
+// lost acknowledged-durable entries to exactly that. One that failed is spilled here. Each
+// entry is spilled once per call: when the pool and the disk together hold more than the
+// quota, the quota gives up older disk copies for newer ones, and spilling those again
+// would never end (the soak test saw a Flush write a thousand segments).
 Status HostEvictor::Flush() {
+  std::unordered_set<const Entry*> spilled;
   for (;;) {
-    std::vector<EntryPtr> batch;
+    std::vector<EntryPtr> batch, in_flight;
     uint64_t bytes = 0;
     {
       MutexLock l(&kd_->mu);
       if (kd_->closed()) return Status::Unavailable("store is closed");
       kd_->ForEachLocked([&](const EntryPtr& e) {
-        if (e->pool && !e->disk && !e->spilling && !e->erased) {
-          e->spilling = true;
-          batch.push_back(e);
-          bytes += e->bytes;
+        if (!e->pool || e->disk || e->erased || spilled.count(e.get())) return true;
+        if (e->spilling) {
+          in_flight.push_back(e);
+          return true;
         }
+        e->spilling = true;
+        batch.push_back(e);
+        spilled.insert(e.get());
+        bytes += e->bytes;
         return bytes < kSpillBatchBytes;
       });
     }
-    if (batch.empty()) break;
-    EC_RETURN_IF_ERROR(SpillBatch(batch, false));
+    if (batch.empty() && in_flight.empty()) break;
+    if (!batch.empty())
+      EC_RETURN_IF_ERROR(SpillBatch(batch, false));
+    else
+      for (const EntryPtr& e : in_flight) kd_->AwaitSpill(e);
   }
   return kd_->durable().Flush();
 }
