@@ -21,6 +21,7 @@ demo: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 600
 	$(MAKE) python-test
+	$(MAKE) soak SOAK_SECONDS=60
 
 # The Python package and the vLLM connector, against the real vLLM 0.33.0 on the CPU, in a
 # venv cached outside the tree (scripts/python-env.sh). The extension is built in build-py.
@@ -57,6 +58,7 @@ bench-rdma: build
 
 # The soak test (README, "Operating the daemon"): SOAK_SECONDS of chaos against a daemon,
 # then every acknowledged-durable entry checked. Root runs the disk-full phase on a tmpfs.
+# `make test` runs it for 60 s.
 SOAK_SECONDS ?= 600
 soak: build
 	@VENV=$$(scripts/python-env.sh) && \

@@ -80,6 +80,7 @@ void EncodeHeader(const RecordInfo& r, uint8_t* b) {
   Put<uint32_t>(b, 64, static_cast<uint32_t>(r.meta.shape.size()));
   Put<uint32_t>(b, 68, static_cast<uint32_t>(r.key.size()));
   Put<uint32_t>(b, 72, static_cast<uint32_t>(r.ns.size()));
+  Put<uint32_t>(b, 76, r.hides_segment);
   Put<double>(b, 80, r.meta.recompute_cost);
   for (size_t i = 0; i < r.meta.shape.size() && i < TensorMeta::kMaxDims; ++i)
     Put<int64_t>(b, 88 + 8 * i, r.meta.shape[i]);
@@ -108,6 +109,7 @@ Result<RecordInfo> DecodeHeader(const uint8_t* b) {
   uint32_t ndim = Get<uint32_t>(b, 64);
   uint32_t key_len = Get<uint32_t>(b, 68);
   uint32_t ns_len = Get<uint32_t>(b, 72);
+  r.hides_segment = Get<uint32_t>(b, 76);
   if (ndim > TensorMeta::kMaxDims || key_len > kMaxKeyBytes || ns_len > kMaxNamespaceBytes ||
       static_cast<uint32_t>(r.codec) > 2 || (!r.tombstone() && !IsKnownDType(dtype)))
     return Status::Corruption("record header has out-of-range fields");

@@ -6,9 +6,12 @@
 //  16  seq u64               24  raw_len u64       32 stored_len u64
 //  40  checksum u64 (xxh3 of the raw payload)      48 created_us u64
 //  56  codec u32             60  dtype u32         64 ndim u32   68 key_len u32
-//  72  ns_len u32            76  reserved u32      80 recompute_cost f64
+//  72  ns_len u32            76  hides_segment u32 80 recompute_cost f64
 //  88  shape i64[8]         152  target_seq u64 (tombstones: versions up to this die)
 // 160  ns bytes, then key bytes                  4088 header checksum u64 (xxh3 of 0..4088)
+// hides_segment (tombstones): the segment that held the record it kills; once that segment is
+// gone the tombstone hides nothing and compaction drops it. 0: not known (written before the
+// field existed): kept until its segment is the oldest.
 // Thread rules: pure functions.
 #pragma once
 
@@ -43,6 +46,7 @@ struct RecordInfo {
   uint32_t flags = 0;
   uint64_t seq = 0;
   uint64_t target_seq = 0;
+  uint32_t hides_segment = 0;  // tombstones: see the layout above
   std::string ns;
   std::string key;
   TensorMeta meta;

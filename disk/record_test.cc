@@ -35,6 +35,25 @@ TEST(Record, HeaderRoundTrip) {
   EXPECT_TRUE(DecodeHeader(b.data()).status().IsCorruption());
 }
 
+TEST(Record, TombstoneSaysWhichSegmentItsRecordWasIn) {
+  RecordInfo t;
+  t.flags = RecordInfo::kTombstone;
+  t.seq = 9;
+  t.target_seq = 8;
+  t.hides_segment = 41;
+  t.ns = "ns";
+  t.key = "k";
+  AlignedBuffer b(kBlockSize);
+  EncodeHeader(t, b.data());
+  auto d = DecodeHeader(b.data());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->tombstone());
+  EXPECT_EQ(d->target_seq, 8u);
+  EXPECT_EQ(d->hides_segment, 41u);
+  b.data()[76] ^= 1;
+  EXPECT_TRUE(DecodeHeader(b.data()).status().IsCorruption());
+}
+
 TEST(Codec, BytePlanesRoundTripWhenTheyPay) {
   // Low-entropy bf16 (few distinct values) compresses; check a byte-exact round trip.
   std::vector<uint8_t> raw(1 << 20);

@@ -542,15 +542,11 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   const bool on_device = h.op == Op::kGetDevice || (h.op == Op::kGetRdma && rdma_->device_rkey() &&
                                                     InDeviceTier(k->ns, k->key));
   c->key = k->key;
-  if (auto before = store_->Lookup(k->ns, k->key, kQuiet); before.ok())
-    c->served_from = before->tier();
   auto lease = on_device ? store_->AcquireOnDevice(k->ns, k->key) : store_->Acquire(k->ns, k->key);
   if (!lease.ok()) return reply_error(lease.status());
+  c->served_from = lease->served_from();
   if (h.op != Op::kPin) c->bytes_out = lease->size();
-  auto info = store_->Lookup(k->ns, k->key, kQuiet);
-  EntryInfo e = info.ok() ? *info : EntryInfo{};
-  e.bytes = lease->size();
-  e.meta = lease->meta();
+  const EntryInfo e = lease->info();  // a copy: the lease moves into the table below
   BodyWriter w;
   if (h.op == Op::kGet) {  // straight from pinned pool memory, one sendmsg
     BodyWriter inner;

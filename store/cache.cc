@@ -61,6 +61,7 @@ ReadLease& ReadLease::operator=(ReadLease&& o) noexcept {
     data_ = std::exchange(o.data_, nullptr);
     info_ = std::move(o.info_);
     kind_ = o.kind_;
+    served_from_ = o.served_from_;
   }
   return *this;
 }

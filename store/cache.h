@@ -143,8 +143,13 @@ class ReadLease {
   };
   ReadLease() = default;
   ReadLease(Releaser* r, void* token, const uint8_t* d, EntryInfo info,
-            MemoryKind kind = MemoryKind::kHost)
-      : releaser_(r), token_(token), data_(d), info_(std::move(info)), kind_(kind) {}
+            MemoryKind kind = MemoryKind::kHost, std::optional<Tier> served_from = std::nullopt)
+      : releaser_(r),
+        token_(token),
+        data_(d),
+        info_(std::move(info)),
+        kind_(kind),
+        served_from_(served_from) {}
   ReadLease(ReadLease&& o) noexcept;
   ReadLease& operator=(ReadLease&& o) noexcept;
   ReadLease(const ReadLease&) = delete;
@@ -155,6 +160,8 @@ class ReadLease {
   const TensorMeta& meta() const { return info_.meta; }
   const EntryInfo& info() const { return info_; }
   MemoryKind memory_kind() const { return kind_; }
+  // The tier the entry's bytes were found in when the acquire began (kDisk: it promoted them).
+  Tier served_from() const { return served_from_.value_or(info_.tier()); }
   std::span<const uint8_t> bytes() const { return {data_, info_.bytes}; }
 
  private:
@@ -164,6 +171,7 @@ class ReadLease {
   const uint8_t* data_ = nullptr;
   EntryInfo info_;
   MemoryKind kind_ = MemoryKind::kHost;
+  std::optional<Tier> served_from_;
 };
 
 class Cache {

@@ -8,9 +8,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "disk/codec.h"
 
@@ -434,34 +436,59 @@ DiskTier::WriteItem DurableTier::TombstoneItem(const Tombstone& t) {
   it.info.flags = RecordInfo::kTombstone;
   it.info.seq = NextSeq();
   it.info.target_seq = t.target_seq;
+  it.info.hides_segment = t.hides_segment;
   it.info.ns = t.ns;
   it.info.key = t.key;
   it.info.created_us = env_->NowMicros();
   return it;
 }
 
+std::vector<Tombstone> DurableTier::TakeUnwritten() {
+  MutexLock l(&mu_);
+  return std::exchange(unwritten_, {});
+}
+
+void DurableTier::KeepUnwritten(std::vector<Tombstone> tombs) {
+  MutexLock l(&mu_);
+  for (Tombstone& t : tombs) unwritten_.push_back(std::move(t));
+}
+
 Status DurableTier::WriteTombstones(std::vector<Tombstone> tombs) {
-  if (tombs.empty()) return Status::Ok();
+  if (tombs.empty()) {
+    MutexLock l(&mu_);
+    if (unwritten_.empty()) return Status::Ok();
+  }
   EC_RETURN_IF_ERROR(CheckWritable());  // read-only: a dropped entry stays dropped in memory
+  for (const Tombstone& t : tombs) index_->EnqueueDelete(t.ns, t.key, t.target_seq);
+  std::vector<Tombstone> all = TakeUnwritten();
+  const size_t owed = all.size();
+  std::move(tombs.begin(), tombs.end(), std::back_inserter(all));
   std::vector<DiskTier::WriteItem> items;
-  for (const Tombstone& t : tombs) items.push_back(TombstoneItem(t));
+  for (const Tombstone& t : all) items.push_back(TombstoneItem(t));
   std::vector<DiskLocation> locs;
   Status st = disk_->Append(items, &locs);
-  if (!st.ok())
-    spdlog::error(
-        "could not write {} tombstone(s): {}; a later index rebuild may bring the "
-        "erased entries back",
-        tombs.size(), st.ToString());
-  else
+  if (st.ok()) {
     index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
-  for (Tombstone& t : tombs) index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
-  if (!st.ok())
-    return Status(st.IsNoSpace()
-                      ? Status::NoSpace("erased, but not durably: " + st.message())
-                      : Status::IOError("erased, but not durably: the tombstone could "
-                                        "not be written (" +
-                                        st.message() + "); a crash may bring the entry back"));
-  return Status::Ok();
+    if (owed > 0) spdlog::info("wrote {} tombstone(s) a full disk had held back", owed);
+    return Status::Ok();
+  }
+  if (RateLimited(&last_tombstone_warning_))
+    spdlog::error(
+        "could not write {} tombstone(s): {}; kept for the next write, a crash before "
+        "then may bring the erased entries back",
+        all.size(), st.ToString());
+  KeepUnwritten(std::move(all));
+  const std::string why = "erased, but not durably yet: the tombstone could not be written (" +
+                          st.message() +
+                          "); it goes with the next write that succeeds, a crash before then "
+                          "may bring the entry back";
+  return st.IsNoSpace() ? Status::NoSpace(why) : Status::IOError(why);
+}
+
+Status DurableTier::Flush() {
+  Status st = opt_.read_only ? Status::Ok() : WriteTombstones({});
+  Status ist = index_->Flush();
+  return st.ok() ? ist : st;
 }
 
 // The records of a spill: straight from pool memory, or LZ4 output where it pays.
@@ -503,25 +530,27 @@ Status DurableTier::Spill(const std::vector<SpillItem>& spill, const InstallFn& 
   MutexLock append_lock(&append_mu_);
   Plan plan = PlanSpill(spill);
   std::vector<Tombstone> evicted = EnforceQuota(plan.bytes);
-  Status reclaimed = ReclaimFileSpace(plan.bytes + evicted.size() * kBlockSize);
+  for (const Tombstone& t : evicted) index_->EnqueueDelete(t.ns, t.key, t.target_seq);
+  std::vector<Tombstone> owed = TakeUnwritten();
+  const size_t tombs = owed.size() + evicted.size();
+  Status reclaimed = ReclaimFileSpace(plan.bytes + tombs * kBlockSize);
   std::vector<DiskTier::WriteItem> all;
+  for (const Tombstone& t : owed) all.push_back(TombstoneItem(t));
   for (const Tombstone& t : evicted) all.push_back(TombstoneItem(t));
   std::move(plan.items.begin(), plan.items.end(), std::back_inserter(all));
   std::vector<DiskLocation> locs;
   Status st = !reclaimed.ok() ? reclaimed : all.empty() ? Status::Ok() : disk_->Append(all, &locs);
   if (st.ok() && !locs.empty())
     index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
-  for (Tombstone& t : evicted) {
-    if (!st.ok())
-      spdlog::error("tombstone of {}/{} (evicted by the disk quota) not written: {}", t.ns, t.key,
-                    st.ToString());
-    index_->EnqueueDelete(std::move(t.ns), std::move(t.key), t.target_seq);
+  if (!st.ok()) {  // the quota's evictions stand; their tombstones wait for the next write
+    std::move(evicted.begin(), evicted.end(), std::back_inserter(owed));
+    KeepUnwritten(std::move(owed));
   }
   std::vector<SpillOutcome> outcome(spill.size());
   for (auto& o : outcome) o.too_big = true;
   for (size_t k = 0; k < plan.item_of.size(); ++k) {
     outcome[plan.item_of[k]].too_big = false;
-    if (st.ok()) outcome[plan.item_of[k]].loc = locs[evicted.size() + k];
+    if (st.ok()) outcome[plan.item_of[k]].loc = locs[tombs + k];
   }
   install(st, outcome);
   return st;
@@ -548,14 +577,18 @@ std::vector<Tombstone> DurableTier::EnforceQuota(uint64_t incoming) {
 Status DurableTier::ReclaimFileSpace(uint64_t incoming) {
   // At most a few segments per append: with live bytes close to the quota each compaction
   // frees little, and 256 of them held the append lock (and a Flush behind it) for minutes.
+  uint32_t newest = 0;  // segments written by this call's compactions are not candidates
   for (int round = 0; round < 8; ++round) {
     if (disk_->file_bytes() + incoming <= opt_.quota_bytes) return Status::Ok();
     std::vector<uint32_t> segs = disk_->Segments();
+    if (segs.empty()) break;
+    if (round == 0) newest = segs.back();
     uint32_t best = 0;
     uint64_t best_dead = 0;
     {
       MutexLock l(&mu_);
       for (uint32_t seg : segs) {
+        if (seg > newest) continue;
         uint64_t size = disk_->SegmentSize(seg), live = segment_live_[seg];
         if (size > live && size - live > best_dead) best = seg, best_dead = size - live;
       }
@@ -636,9 +669,18 @@ Status DurableTier::Compact(double threshold) {
 Status DurableTier::CompactSegment(uint32_t seg, bool oldest) {
   std::vector<RecordInfo> tombs;
   std::vector<IndexRow> live = owner_->RecordsIn(seg);
-  if (!oldest) {  // a tombstone must outlive every older record it hides
+  if (!oldest) {
+    // A tombstone lives while the segment holding the record it kills does. Copying every
+    // tombstone forward made a segment of them that compaction copied again and again,
+    // freeing nothing (a SIGHUP flush waited behind that for minutes in the soak test).
+    const std::vector<uint32_t> segs = disk_->Segments();
+    auto needed = [&](const RecordInfo& t) {
+      if (t.hides_segment == 0) return true;  // not known: kept until it is in the oldest
+      return t.hides_segment != seg &&
+             std::binary_search(segs.begin(), segs.end(), t.hides_segment);
+    };
     auto scan = disk_->Scan(seg, 0, false, [&](const RecordInfo& info, const DiskLocation&, bool) {
-      if (info.tombstone()) tombs.push_back(info);
+      if (info.tombstone() && needed(info)) tombs.push_back(info);
     });
     if (!scan.ok()) return scan.status();
   }

@@ -39,10 +39,13 @@
 
 namespace ecstore {
 
-// A durable delete: every record of (ns, key) with seq <= target_seq is dead.
+// A durable delete: every record of (ns, key) with seq <= target_seq is dead. hides_segment
+// is the segment holding the record it kills (the entry's disk copy): the tombstone is
+// needed only while that segment exists.
 struct Tombstone {
   std::string ns, key;
   uint64_t target_seq;
+  uint32_t hides_segment;
 };
 
 struct DurableOptions {
@@ -141,7 +144,9 @@ class DurableTier {
   // quota evicted in one append (one fdatasync). `install` runs before the append lock is
   // let go, so no compaction moves a record the owner has not installed yet.
   Status Spill(const std::vector<SpillItem>& items, const InstallFn& install);
-  // Appends the tombstones (one append) and drops their rows from the index.
+  // Appends the tombstones (one append) and drops their rows from the index. Tombstones that
+  // could not be written (a full disk) are kept and go with the next append that succeeds
+  // (a spill, an erase, Flush): until then a crash may bring their entries back.
   Status WriteTombstones(std::vector<Tombstone> tombs);
   // Reads the record's header with its payload and checks that the header is the entry's
   // own before a payload byte is used. A mismatch sets *stale_row and returns NotFound; a
@@ -168,7 +173,8 @@ class DurableTier {
 
   void MaybeCompact();
   Status Compact(double threshold);
-  Status Flush() { return index_->Flush(); }
+  // Writes the tombstones still owed (see WriteTombstones), then the index.
+  Status Flush();
 
   void FillStats(TierStats* disk, uint64_t* segments, uint64_t* compactions,
                  uint64_t* corrupt) const;
@@ -187,6 +193,8 @@ class DurableTier {
   Plan PlanSpill(const std::vector<SpillItem>& items);
   std::vector<Tombstone> EnforceQuota(uint64_t incoming) REQUIRES(append_mu_);
   DiskTier::WriteItem TombstoneItem(const Tombstone& t);
+  std::vector<Tombstone> TakeUnwritten() EXCLUDES(mu_);
+  void KeepUnwritten(std::vector<Tombstone> tombs) EXCLUDES(mu_);
   Status ReclaimFileSpace(uint64_t incoming) REQUIRES(append_mu_);
   Status CompactSegment(uint32_t seg, bool oldest) REQUIRES(append_mu_);
   Status MoveRecords(std::vector<IndexRow>& live, std::vector<RecordInfo>& tombs)
@@ -199,6 +207,7 @@ class DurableTier {
   bool index_existed_ = false;
   bool index_damaged_ = false;
   std::atomic<int64_t> last_warning_{-100};  // RateLimited: seconds on the steady clock
+  std::atomic<int64_t> last_tombstone_warning_{-100};
   static bool RateLimited(std::atomic<int64_t>* last);
   dev_t segments_dev_ = 0;  // the segments folder at Open (CheckDirectory)
   ino_t segments_ino_ = 0;
@@ -216,6 +225,9 @@ class DurableTier {
   TierStats stats_ GUARDED_BY(mu_);
   uint64_t compactions_ GUARDED_BY(mu_) = 0;
   uint64_t corrupt_ GUARDED_BY(mu_) = 0;
+  // Tombstones a full disk kept from being written (their index rows are already gone):
+  // the next append that succeeds carries them.
+  std::vector<Tombstone> unwritten_ GUARDED_BY(mu_);
 };
 
 }  // namespace ecstore

@@ -179,7 +179,7 @@ Status HostEvictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_fro
         // Erased (or replaced) while its bytes were in flight: that record is dead. It stays
         // "spilling" until its tombstone is durable: the Erase or Put waiting on it returns
         // only then, so a crash cannot bring the old bytes back.
-        tombs.push_back({e->ns, e->key, e->seq});
+        tombs.push_back({e->ns, e->key, e->seq, out[i].loc->segment});
         dead.push_back(batch[i]);
       } else if (!st.ok()) {
         e->spilling = false;

@@ -123,7 +123,7 @@ void Keydir::DropDiskLocked(Entry* e) {
 // Gives up the disk copy of an entry that stays in the pool. The entry takes a new seq, so
 // the copy spilled next outlives the tombstone returned for the old one.
 Tombstone Keydir::ForgetDiskCopyLocked(Entry* e) {
-  Tombstone t{e->ns, e->key, e->seq};
+  Tombstone t{e->ns, e->key, e->seq, e->disk ? e->disk->segment : 0};
   DropDiskLocked(e);
   e->seq = durable_->NextSeq();
   return t;
@@ -140,12 +140,13 @@ std::optional<Tombstone> Keydir::DetachLocked(Entry* e) {
     if (device_) device_->Unrank(e->id());
   }
   if (!e->disk) return std::nullopt;
-  Tombstone t{e->ns, e->key, e->seq};
+  Tombstone t{e->ns, e->key, e->seq, e->disk->segment};
   DropDiskLocked(e);
   return t;
 }
 
-ReadLease Keydir::LeaseLocked(const EntryPtr& e, bool count_hit, MemoryKind kind) {
+ReadLease Keydir::LeaseLocked(const EntryPtr& e, bool count_hit, MemoryKind kind,
+                              std::optional<Tier> served_from) {
   PinLocked(e.get());
   ++e->hits;
   e->touched = true;
@@ -157,7 +158,7 @@ ReadLease Keydir::LeaseLocked(const EntryPtr& e, bool count_hit, MemoryKind kind
   // A get served by promotion was counted as a hit of the tier it came from.
   if (count_hit) ++(on_device ? device_ : pool_)->counters().hits;
   const uint8_t* data = on_device ? device_->Ptr(*e->device) : pool_->Ptr(*e->pool);
-  return ReadLease(this, new EntryPtr(e), data, InfoLocked(*e), kind);
+  return ReadLease(this, new EntryPtr(e), data, InfoLocked(*e), kind, served_from);
 }
 
 // Counts a hit on an entry served from disk.

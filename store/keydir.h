@@ -103,8 +103,10 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   Tombstone ForgetDiskCopyLocked(Entry* e) REQUIRES(mu);
   std::optional<Tombstone> DetachLocked(Entry* e) REQUIRES(mu);
   // A lease on the host copy, or with kDevice on the device copy (which must exist).
+  // served_from: the tier the acquire promoted the bytes from (none: the leased one).
   ReadLease LeaseLocked(const EntryPtr& e, bool count_hit = true,
-                        MemoryKind kind = MemoryKind::kHost) REQUIRES(mu);
+                        MemoryKind kind = MemoryKind::kHost,
+                        std::optional<Tier> served_from = std::nullopt) REQUIRES(mu);
   // A pin without a ReadLease (a copy in flight reads the entry's blocks): every copy stays.
   void PinLocked(Entry* e) REQUIRES(mu) {
     ++e->leases;

@@ -365,7 +365,9 @@ Result<ReadLease> StoreImpl::AcquireOnDevice(std::string_view ns, std::string_vi
       MutexLock l(&kd_->mu);
       auto found = kd_->FindLocked(ns, key, first);
       if (!found.ok()) return found.status();
-      if ((*found)->device) return kd_->LeaseLocked(*found, first, MemoryKind::kDevice);
+      if ((*found)->device)
+        return kd_->LeaseLocked(*found, first, MemoryKind::kDevice,
+                                first ? std::nullopt : std::optional<Tier>(Tier::kPool));
     }
     auto host = Acquire(ns, key);  // a host lease pins the entry while it is copied up
     if (!host.ok()) return host.status();
@@ -390,6 +392,7 @@ Result<ReadLease> Store::Pin(std::string_view ns, std::string_view key) { return
 
 Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
+  std::optional<Tier> promoted_from;
   for (bool promoted = false;; promoted = true) {
     EntryPtr e;
     bool device_only = false;
@@ -398,13 +401,14 @@ Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) 
       auto found = kd_->FindLocked(ns, key, !promoted);
       if (!found.ok()) return found.status();
       e = *found;
-      if (e->pool) return kd_->LeaseLocked(e, !promoted);
+      if (e->pool) return kd_->LeaseLocked(e, !promoted, MemoryKind::kHost, promoted_from);
       if (e->loading) {
         while (e->loading) kd_->load_cv.Wait(l);
         continue;
       }
       device_only = e->device.has_value();
     }
+    if (!promoted_from) promoted_from = device_only ? Tier::kDevice : Tier::kDisk;
     // A device-only entry gets a host copy (it stays on the device too).
     EC_RETURN_IF_ERROR(device_only ? dev_ev_->CopyToHost(e) : ev_->Promote(e, true));
   }

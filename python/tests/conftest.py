@@ -16,18 +16,22 @@ def _ec_store_bin() -> str:
 
 
 def _serve(tmp_path, *extra):
-    """A daemon on loopback (port chosen by the kernel); yields its tcp:// and unix: URIs."""
+    """A daemon on loopback (port chosen by the kernel); yields its tcp:// and unix: URIs, its
+    directory and, with --metrics-listen among `extra`, its operator port's base URL."""
     proc = subprocess.Popen(
-        [_ec_store_bin(), "--dir", str(tmp_path / "served"), "--pool-size", "64MiB", *extra,
-         "serve", "--listen", "127.0.0.1:0"],
+        [_ec_store_bin(), "serve", "--dir", str(tmp_path / "served"), "--pool-size", "64MiB",
+         "--listen", "127.0.0.1:0", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     m = re.search(r"port (\d+)", line)
     if not m:
         proc.kill()
         raise RuntimeError(f"ec-store serve did not start: {line!r} {proc.stderr.read()}")
+    metrics = re.search(r"metrics port (\d+)", line)
     yield {"tcp": f"tcp://127.0.0.1:{m.group(1)}",
-           "unix": f"unix:{tmp_path / 'served' / 'serve.sock'}"}
+           "unix": f"unix:{tmp_path / 'served' / 'serve.sock'}",
+           "dir": tmp_path / "served",
+           "metrics": f"http://127.0.0.1:{metrics.group(1)}" if metrics else None}
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=30)
@@ -44,3 +48,10 @@ def daemon(tmp_path):
 def device_daemon(tmp_path):
     """A daemon with a 64 MiB device tier (GPU machines only)."""
     yield from _serve(tmp_path, "--device-pool-size", "64MiB")
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A daemon with its operator port; yields (tcp uri, unix uri, metrics base url, dir)."""
+    for d in _serve(tmp_path, "--metrics-listen", "127.0.0.1:0"):
+        yield d["tcp"], d["unix"], d["metrics"], d["dir"]

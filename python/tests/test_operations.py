@@ -2,12 +2,7 @@
 parser (counters that move under load), /healthz and /readyz, remote stats equal to the
 scrape, and the version everywhere."""
 
-import os
-import re
 import shutil
-import signal
-import subprocess
-import time
 import urllib.error
 import urllib.request
 
@@ -16,35 +11,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import ecstore
-
-
-def _bin():
-    path = os.environ.get("EC_STORE_BIN", "")
-    if not path or not os.access(path, os.X_OK):
-        pytest.skip("EC_STORE_BIN is not set to the ec-store binary (make python-test sets it)")
-    return path
-
-
-@pytest.fixture
-def served(tmp_path):
-    """A daemon with its operator port; yields (tcp uri, unix uri, metrics base url, dir)."""
-    store = tmp_path / "served"
-    proc = subprocess.Popen(
-        [_bin(), "serve", "--dir", str(store), "--pool-size", "64MiB", "--listen",
-         "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    m = re.search(r"\(port (\d+),.*metrics port (\d+)", line)
-    if not m:
-        proc.kill()
-        raise RuntimeError(f"ec-store serve did not start: {line!r} {proc.stderr.read()}")
-    yield (f"tcp://127.0.0.1:{m.group(1)}", f"unix:{store / 'serve.sock'}",
-           f"http://127.0.0.1:{m.group(2)}", store)
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 def _http(url):
