@@ -5,16 +5,13 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <iterator>
 #include <mutex>
-#include <thread>
-#include <unordered_map>
 #include <utility>
 
 #include "disk/codec.h"
+#include "store/recovery_scan.h"
 
 namespace ecstore {
 namespace {
@@ -101,15 +98,7 @@ void DurableTier::ResetAccounting() {
   corrupt_ = 0;
 }
 
-// ---------------------------------------------------------------- the index file
-
 // ---------------------------------------------------------------- recovery
-
-// What recovery carries from the index load through the segment scans.
-struct DurableTier::Recovery {
-  uint64_t max_seq = 0;
-  std::unordered_map<std::string, uint64_t> tomb_targets;  // ns '\0' key -> highest target
-};
 
 Status DurableTier::Recover(Owner* owner) {
   owner_ = owner;
@@ -144,110 +133,17 @@ Status DurableTier::RecoverOnce(bool rebuild, Owner* owner) {
     tails = std::move(t).value();
   }
   std::vector<uint32_t> segs = disk_->Segments();
-  Recovery rs;
-  if (!rebuild) EC_RETURN_IF_ERROR(LoadIndex(segs, owner, &rs));
-  bool tail_clean = true;  // of the last segment, once scanned
+  RecoveryScan scan(disk_.get(), index_.get(), owner, opt_.read_only);
+  if (!rebuild) EC_RETURN_IF_ERROR(scan.LoadIndex(segs));
   for (uint32_t seg : segs)
-    EC_RETURN_IF_ERROR(
-        ScanTail(seg, tails.count(seg) ? tails[seg] : 0, rebuild, owner, &rs, &tail_clean));
-  next_seq_ = rs.max_seq + 1;
-  if (tail_clean && !opt_.read_only) disk_->ReopenTail();  // the last segment ends whole
-  return index_->Flush();
-}
-
-// Loads every index row. Decoding SQLite rows and building entries overlap: a reader thread
-// hands batches of rows over.
-Status DurableTier::LoadIndex(const std::vector<uint32_t>& segs, Owner* owner, Recovery* rs) {
-  auto count = index_->Count();
-  if (!count.ok()) return count.status();
-  owner->RecoveryExpects(*count);
-  std::mutex qmu;
-  std::condition_variable qcv;
-  std::deque<std::vector<IndexRow>> batches;
-  bool reader_done = false;
-  Status read_status;
-  std::thread reader([&] {
-    std::vector<IndexRow> batch;
-    auto hand_over = [&] {
-      std::lock_guard<std::mutex> ql(qmu);
-      batches.push_back(std::exchange(batch, {}));
-      qcv.notify_one();
-    };
-    Status st = index_->ForEach([&](IndexRow&& row) {
-      batch.push_back(std::move(row));
-      if (batch.size() == 4096) hand_over();
-    });
-    hand_over();
-    std::lock_guard<std::mutex> ql(qmu);
-    read_status = st;
-    reader_done = true;
-    qcv.notify_one();
-  });
-  for (;;) {
-    std::vector<IndexRow> batch;
-    {
-      std::unique_lock<std::mutex> ql(qmu);
-      qcv.wait(ql, [&] { return reader_done || !batches.empty(); });
-      if (batches.empty()) break;
-      batch = std::move(batches.front());
-      batches.pop_front();
-    }
-    for (IndexRow& row : batch) {
-      if (!std::binary_search(segs.begin(), segs.end(), row.loc.segment)) {
-        spdlog::warn("index entry {}/{} points at missing segment {}; dropped", row.ns, row.key,
-                     row.loc.segment);
-        index_->EnqueueDelete(row.ns, row.key, row.seq);
-        continue;
-      }
-      rs->max_seq = std::max(rs->max_seq, row.seq);
-      owner->Recovered(std::move(row));
-    }
-  }
-  reader.join();
-  return read_status;
-}
-
-// Records past a segment's indexed tail were written but not yet indexed when the store last
-// stopped: index them now, applying tombstones. A torn tail (a crash mid-write) is cut off.
-Status DurableTier::ScanTail(uint32_t seg, uint64_t from, bool rebuild, Owner* owner, Recovery* rs,
-                             bool* tail_clean) {
-  uint64_t corrupt = 0;
-  auto scan =
-      disk_->Scan(seg, from, true, [&](const RecordInfo& info, const DiskLocation& loc, bool ok) {
-        rs->max_seq = std::max({rs->max_seq, info.seq, info.target_seq});
-        if (info.tombstone()) {
-          uint64_t& t = rs->tomb_targets[info.ns + '\0' + info.key];
-          t = std::max(t, info.target_seq);
-          owner->RecoveredTombstone(info.ns, info.key, info.target_seq);
-          index_->EnqueueDelete(info.ns, info.key, info.target_seq);
-          return;
-        }
-        if (!ok) {
-          ++corrupt;
-          spdlog::error("segment {} offset {}: record {}/{} fails its checksum; not indexed", seg,
-                        loc.offset, info.ns, info.key);
-          return;
-        }
-        auto tomb = rs->tomb_targets.find(info.ns + '\0' + info.key);
-        if (tomb != rs->tomb_targets.end() && info.seq <= tomb->second) return;
-        if (owner->RecoveredSeq(info.ns, info.key) > info.seq) return;
-        IndexRow row(info.entry(), loc);
-        index_->EnqueuePut(row);
-        owner->Recovered(std::move(row));
-      });
-  if (!scan.ok()) return scan.status();
+    EC_RETURN_IF_ERROR(scan.ScanTail(seg, tails.count(seg) ? tails[seg] : 0, rebuild));
   {
     MutexLock l(&mu_);
-    corrupt_ += corrupt + scan->bad_headers;
+    corrupt_ += scan.corrupt();
   }
-  if (scan->torn_tail && !rebuild && !opt_.read_only) {
-    spdlog::warn("segment {}: cutting a torn tail at offset {} (a write was interrupted)", seg,
-                 scan->end);
-    EC_RETURN_IF_ERROR(disk_->TruncateSegment(seg, scan->end));
-  }
-  *tail_clean = !scan->torn_tail || !rebuild;
-  index_->EnqueueTail(seg, scan->end);
-  return Status::Ok();
+  next_seq_ = scan.max_seq() + 1;
+  if (scan.tail_clean() && !opt_.read_only) disk_->ReopenTail();  // the last segment ends whole
+  return index_->Flush();
 }
 
 // ---------------------------------------------------------------- accounting

@@ -1,5 +1,6 @@
 // DurableTier: the store's durable side -- the segment files (DiskTier) and the SQLite index,
-// the disk quota with its own eviction policy and accounting, tombstones, the recovery scan,
+// the disk quota with its own eviction policy and accounting, tombstones, recovery (the scan
+// itself is RecoveryScan, store/recovery_scan.h),
 // the spill append and compaction. It knows records and where they are; the keydir, the
 // pools and the leases stay with its Owner (StoreImpl), which it asks whenever a decision
 // needs an entry's live state (is it leased? is its record still at this location?).
@@ -180,13 +181,9 @@ class DurableTier {
                  uint64_t* corrupt) const;
 
  private:
-  struct Recovery;
   DurableTier(std::string dir, Env* env, DurableOptions o)
       : dir_(std::move(dir)), env_(env), opt_(std::move(o)) {}
   Status RecoverOnce(bool rebuild, Owner* owner);
-  Status LoadIndex(const std::vector<uint32_t>& segs, Owner* owner, Recovery* rs);
-  Status ScanTail(uint32_t seg, uint64_t from, bool rebuild, Owner* owner, Recovery* rs,
-                  bool* tail_clean);
   void ResetAccounting() EXCLUDES(mu_);
 
   struct Plan;
