@@ -59,6 +59,11 @@ class PosixEnv : public Env {
     if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return Status::FromErrno(errno, "truncate");
     return Status::Ok();
   }
+  Status Preallocate(int fd, uint64_t size) override {
+    if (::fallocate(fd, 0, 0, static_cast<off_t>(size)) != 0)
+      return Status::FromErrno(errno, "fallocate");
+    return Status::Ok();
+  }
   Status SyncData(int fd) override {
     if (::fdatasync(fd) != 0) return Status::FromErrno(errno, "fdatasync");
     return Status::Ok();

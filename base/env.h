@@ -59,6 +59,8 @@ class Env {
   virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
   virtual Result<uint64_t> FileSize(int fd) = 0;
   virtual Status Truncate(int fd, uint64_t size) = 0;
+  // Allocates the file's blocks up to `size` (its length grows to it; reads there see zeros).
+  virtual Status Preallocate(int fd, uint64_t size) = 0;
   virtual Status SyncData(int fd) = 0;
   virtual bool FileExists(const std::string& path) = 0;
 
@@ -86,6 +88,7 @@ class EnvWrapper : public Env {
   }
   Result<uint64_t> FileSize(int fd) override { return target_->FileSize(fd); }
   Status Truncate(int fd, uint64_t s) override { return target_->Truncate(fd, s); }
+  Status Preallocate(int fd, uint64_t s) override { return target_->Preallocate(fd, s); }
   Status SyncData(int fd) override { return target_->SyncData(fd); }
   bool FileExists(const std::string& p) override { return target_->FileExists(p); }
   int BeforeIo(IoOp op, int fd, uint64_t off, size_t len) override {

@@ -50,7 +50,30 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, Env* en
   return t;
 }
 
-DiskTier::~DiskTier() { io_.reset(); }
+DiskTier::~DiskTier() {
+  io_.reset();
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto it = segments_.find(active_); it != segments_.end() && !sealed_) Release(*it->second);
+}
+
+// O_DIRECT appends that extend a file are the slow kind on ext4 (each waits for the inode's
+// size update; they do not overlap): fio wrote 1.1 GB/s into a growing file and 2.2 GB/s into
+// a preallocated one on this VM's disk, 1 MiB x QD32. So a segment's blocks are allocated
+// when it becomes the append target, and what it did not use is given back when it stops
+// being one (Release). A crash leaves the zeros past the last record; the recovery scan finds
+// nothing valid there and cuts them off like a torn tail.
+void DiskTier::Preallocate(Segment& seg) {
+  if (seg.size >= opt_.segment_bytes) return;
+  Status st = env_->Preallocate(seg.fd.get(), opt_.segment_bytes);
+  if (!st.ok() && !prealloc_warned_.exchange(true))
+    spdlog::info("{}: segments are not preallocated ({}); appends extend them as they go", dir_,
+                 st.ToString());
+}
+
+void DiskTier::Release(Segment& seg) {
+  auto len = env_->FileSize(seg.fd.get());
+  if (len.ok() && *len > seg.size) env_->Truncate(seg.fd.get(), seg.size);
+}
 
 Result<std::shared_ptr<DiskTier::Segment>> DiskTier::OpenSegment(uint32_t id, bool create) {
   auto seg = std::make_shared<Segment>();
@@ -86,16 +109,19 @@ Status DiskTier::Append(const std::vector<WriteItem>& items, std::vector<DiskLoc
   locs->clear();
   uint64_t total = 0;
   for (const auto& it : items) total += it.info.record_bytes();
-  std::shared_ptr<Segment> seg;
+  std::shared_ptr<Segment> seg, prev;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto cur = segments_.find(active_);
     if (!sealed_ && cur != segments_.end() &&
         (cur->second->size == 0 || cur->second->size + total <= opt_.segment_bytes)) {
       seg = cur->second;
+    } else if (cur != segments_.end()) {
+      prev = cur->second;
     }
   }
   if (!seg) {
+    if (prev) Release(*prev);
     uint32_t id;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -104,6 +130,7 @@ Status DiskTier::Append(const std::vector<WriteItem>& items, std::vector<DiskLoc
     auto created = OpenSegment(id, true);
     if (!created.ok()) return created.status();
     seg = *created;
+    Preallocate(*seg);
     std::lock_guard<std::mutex> l(mu_);
     segments_[id] = seg;
     active_ = id;
@@ -189,16 +216,15 @@ Result<DiskTier::ScanResult> DiskTier::Scan(uint32_t segment, uint64_t from, boo
                                             const ScanFn& fn) {
   auto seg = Find(segment);
   if (!seg) return Status::NotFound("segment " + std::to_string(segment) + " is gone");
-  auto size = env_->FileSize(seg->fd.get());
-  if (!size.ok()) return size.status();
+  const uint64_t size = seg->size;  // the file's length at open; then the appends' end
   ScanResult res;
   res.end = from;
   AlignedBuffer payload;
-  while (res.end + kBlockSize <= *size) {
+  while (res.end + kBlockSize <= size) {
     auto info = ReadHeader(segment, res.end);
-    if (!info.ok() || res.end + info->record_bytes() > *size) {
+    if (!info.ok() || res.end + info->record_bytes() > size) {
       // A damaged header mid-file is not a torn tail: go on at the next whole record.
-      auto next = FindNextHeader(*seg, res.end + kBlockSize, *size);
+      auto next = FindNextHeader(*seg, res.end + kBlockSize, size);
       if (!next.ok()) return next.status();
       if (*next == 0) {
         res.torn_tail = true;
@@ -234,7 +260,7 @@ Result<DiskTier::ScanResult> DiskTier::Scan(uint32_t segment, uint64_t from, boo
     res.end += info->record_bytes();
     ++res.records;
   }
-  if (res.end < *size) res.torn_tail = true;
+  if (res.end < size) res.torn_tail = true;
   return res;
 }
 
@@ -302,16 +328,28 @@ Status DiskTier::TruncateSegment(uint32_t id, uint64_t size) {
 }
 
 void DiskTier::ReopenTail() {
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = segments_.find(active_);
-  if (it != segments_.end() && it->second->size < opt_.segment_bytes &&
-      it->second->size % kBlockSize == 0)
-    sealed_ = false;
+  std::shared_ptr<Segment> tail;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = segments_.find(active_);
+    if (it != segments_.end() && it->second->size < opt_.segment_bytes &&
+        it->second->size % kBlockSize == 0) {
+      sealed_ = false;
+      tail = it->second;
+    }
+  }
+  if (tail) Preallocate(*tail);
 }
 
 void DiskTier::SealActive() {
-  std::lock_guard<std::mutex> l(mu_);
-  sealed_ = true;
+  std::shared_ptr<Segment> was;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!sealed_)
+      if (auto it = segments_.find(active_); it != segments_.end()) was = it->second;
+    sealed_ = true;
+  }
+  if (was) Release(*was);
 }
 
 }  // namespace ecstore

@@ -93,6 +93,8 @@ class DiskTier {
   Result<std::shared_ptr<Segment>> OpenSegment(uint32_t id, bool create);
   std::shared_ptr<Segment> Find(uint32_t id) const;
   Result<uint64_t> FindNextHeader(const Segment& seg, uint64_t from, uint64_t size);
+  void Preallocate(Segment& seg);  // the append target's blocks, up to segment_bytes
+  void Release(Segment& seg);      // gives back what it did not use (its length = size)
 
   std::string dir_;
   Env* env_;
@@ -103,6 +105,7 @@ class DiskTier {
   std::map<uint32_t, std::shared_ptr<Segment>> segments_;
   uint32_t active_ = 0;
   bool sealed_ = false;
+  std::atomic<bool> prealloc_warned_{false};
 };
 
 }  // namespace ecstore

@@ -93,8 +93,10 @@ Status RecoveryScan::ScanTail(uint32_t seg, uint64_t from, bool rebuild) {
   if (!scan.ok()) return scan.status();
   corrupt_ += corrupt + scan->bad_headers;
   if (scan->torn_tail && !rebuild && !read_only_) {
-    spdlog::warn("segment {}: cutting a torn tail at offset {} (a write was interrupted)", seg,
-                 scan->end);
+    spdlog::warn(
+        "segment {}: cutting what follows its last whole record at offset {} (preallocated "
+        "space, or a write that was interrupted)",
+        seg, scan->end);
     EC_RETURN_IF_ERROR(disk_->TruncateSegment(seg, scan->end));
   }
   tail_clean_ = !scan->torn_tail || !rebuild;

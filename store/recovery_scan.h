@@ -38,7 +38,7 @@ class RecoveryScan {
   Status ScanTail(uint32_t segment, uint64_t from, bool rebuild);
 
   uint64_t max_seq() const { return max_seq_; }
-  uint64_t corrupt() const { return corrupt_; }  // records failing checksums, bad headers
+  uint64_t corrupt() const { return corrupt_; }    // records failing checksums, bad headers
   bool tail_clean() const { return tail_clean_; }  // the last segment scanned ends whole
 
  private:
