@@ -11,10 +11,11 @@ std::optional<FioResult> RunFio(const std::string& path, bool write, uint64_t by
     *why = "fio is not installed (scripts/install-deps.sh installs it)";
     return std::nullopt;
   }
-  const std::string cmd = "fio --name=limit --filename='" + path + "' --rw=" +
-                          (write ? "write --end_fsync=1" : "read") +
-                          " --bs=1M --iodepth=32 --ioengine=io_uring --direct=1 --size=" +
-                          std::to_string(bytes) + " --output-format=json 2>&1";
+  const std::string cmd =
+      "fio --name=limit --filename='" + path +
+      "' --rw=" + (write ? "write --end_fsync=1" : "read") +
+      " --bs=1M --iodepth=32 --ioengine=io_uring --direct=1 --size=" + std::to_string(bytes) +
+      " --output-format=json 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) {
     *why = "could not start fio";

@@ -95,10 +95,13 @@ void PrintStats(const StoreStats& s, const std::string& transport, bool as_json)
                 (unsigned long long)t.evictions, (unsigned long long)t.spills,
                 (unsigned long long)t.promotions);
   const TierStats pool = s.pool(), disk = s.disk();
-  std::printf("pool: %s of %s allocated, fragmentation %.2f%%, %s%s\n",
-              HumanBytes(pool.used).c_str(), HumanBytes(pool.capacity).c_str(),
-              100 * s.pool_fragmentation, s.pool_locked ? "pinned" : "not pinned",
-              s.pool_huge_pages ? ", huge pages" : "");
+  std::printf("pool: %s of %s allocated, fragmentation %.2f%%, %s%s", HumanBytes(pool.used).c_str(),
+              HumanBytes(pool.capacity).c_str(), 100 * s.pool_fragmentation,
+              s.pool_locked ? "pinned" : "not pinned", s.pool_huge_pages ? ", huge pages" : "");
+  if (s.pool_prefault_threads)
+    std::printf(", faulted in at open in %.2f s by %u thread(s)", s.pool_prefault_seconds,
+                s.pool_prefault_threads);
+  std::printf("\n");
   std::printf("disk: %s in %llu segment(s), quota %s\n", HumanBytes(disk.used).c_str(),
               (unsigned long long)s.segments, HumanBytes(disk.capacity).c_str());
   std::printf("transport: %s\n", transport.c_str());

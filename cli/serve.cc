@@ -99,9 +99,14 @@ class Lifecycle {
 };
 
 void LogStartup(const Store& store, const StoreStats& s, double open_secs) {
-  spdlog::info("pool {} ({}, {}), disk quota {}, device tier {}", HumanBytes(s.pool().capacity),
-               s.pool_locked ? "pinned" : "NOT pinned",
-               s.pool_huge_pages ? "huge pages" : "4 KiB pages", HumanBytes(s.disk().capacity),
+  spdlog::info("pool {} ({}, {}, faulted in at open{}), disk quota {}, device tier {}",
+               HumanBytes(s.pool().capacity), s.pool_locked ? "pinned" : "NOT pinned",
+               s.pool_huge_pages ? "huge pages" : "4 KiB pages",
+               s.pool_prefault_threads
+                   ? fmt::format(" in {:.2f} s by {} thread(s)", s.pool_prefault_seconds,
+                                 s.pool_prefault_threads)
+                   : "",
+               HumanBytes(s.disk().capacity),
                store.device_region().base ? HumanBytes(store.device_region().size) : "none");
   spdlog::info(
       "recovered {} entries ({}) from {} segment(s) in {:.3f} s{}", s.disk().entries,

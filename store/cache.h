@@ -102,6 +102,8 @@ struct StoreStats {
   double pool_fragmentation = 0;  // free bytes outside the largest free extent / capacity
   bool pool_huge_pages = false;
   bool pool_locked = false;
+  double pool_prefault_seconds = 0;  // faulting the pool in at open (MemoryRegion)
+  unsigned pool_prefault_threads = 0;
   uint64_t segments = 0;
   uint64_t corrupt_dropped = 0;
   uint64_t spill_errors = 0;

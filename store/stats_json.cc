@@ -38,6 +38,8 @@ std::string StatsToJson(const StoreStats& s, int indent, const std::string& extr
   j["pool"]["fragmentation"] = s.pool_fragmentation;
   j["pool"]["huge_pages"] = s.pool_huge_pages;
   j["pool"]["pinned"] = s.pool_locked;
+  j["pool"]["prefault_seconds"] = s.pool_prefault_seconds;
+  j["pool"]["prefault_threads"] = s.pool_prefault_threads;
   j["disk"]["quota"] = s.of(Tier::kDisk).capacity;
   j["disk"]["file_bytes"] = s.of(Tier::kDisk).used;
   j["disk"]["segments"] = s.segments;
@@ -70,6 +72,8 @@ Result<StoreStats> StatsFromJson(std::string_view text) {
   s.pool_fragmentation = p.value("fragmentation", 0.0);
   s.pool_huge_pages = p.value("huge_pages", false);
   s.pool_locked = p.value("pinned", false);
+  s.pool_prefault_seconds = p.value("prefault_seconds", 0.0);
+  s.pool_prefault_threads = p.value("prefault_threads", 0u);
   s.at(Tier::kDisk).capacity = d.value("quota", uint64_t{0});
   s.at(Tier::kDisk).used = d.value("file_bytes", uint64_t{0});
   s.segments = d.value("segments", uint64_t{0});

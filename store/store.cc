@@ -613,6 +613,8 @@ Result<StoreStats> StoreImpl::Stats() {
     s.pool_fragmentation = kd_->pool().fragmentation();
     s.pool_huge_pages = pool_->region().huge_pages;
     s.pool_locked = pool_->region().locked;
+    s.pool_prefault_seconds = pool_->region().prefault_seconds;
+    s.pool_prefault_threads = pool_->region().prefault_threads;
   }
   TierStats& disk = s.at(Tier::kDisk);
   if (durable_) durable_->FillStats(&disk, &s.segments, &s.compactions, &s.corrupt_dropped);
