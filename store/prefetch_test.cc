@@ -98,5 +98,19 @@ TEST(Prefetch, GetManyReadsABatchAndACorruptRecordFailsOnlyItsKey) {
   EXPECT_EQ((*s)->Stats()->pool().promotions, 4u);
 }
 
+// The server labels a get's latency with the tier it was served from; the lease says so, so
+// no second lookup is needed (and none can race with the promotion).
+TEST(Prefetch, ALeaseSaysWhichTierItsBytesCameFrom) {
+  TempDir dir;
+  auto s = OnDisk(dir.path(), 1, 64 * 1024);
+  auto first = s->Acquire("ns", "k0");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->served_from(), Tier::kDisk);  // promoted by this acquire
+  EXPECT_TRUE(first->info().tiers.has(Tier::kPool));
+  auto again = s->Acquire("ns", "k0");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->served_from(), Tier::kPool);
+}
+
 }  // namespace
 }  // namespace ecstore
