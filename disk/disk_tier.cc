@@ -52,8 +52,8 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, Env* en
 
 DiskTier::~DiskTier() {
   io_.reset();
-  std::lock_guard<std::mutex> l(mu_);
-  if (auto it = segments_.find(active_); it != segments_.end() && !sealed_) Release(*it->second);
+  std::lock_guard<std::mutex> append_lock(append_mu_);
+  SealActiveLocked();  // a clean close gives the preallocated space back
 }
 
 // O_DIRECT appends that extend a file are the slow kind on ext4 (each waits for the inode's
@@ -158,7 +158,7 @@ Status DiskTier::Append(const std::vector<WriteItem>& items, std::vector<DiskLoc
     // to it: sealing it instead left one more small segment (and descriptor) per failed
     // spill -- 200 of them after a few seconds of a full disk, found by the soak test. Only
     // a segment that cannot be cut back is sealed.
-    if (!env_->Truncate(seg->fd.get(), start).ok()) SealActive();
+    if (!env_->Truncate(seg->fd.get(), start).ok()) SealActiveLocked();
     locs->clear();
     return st;
   }
@@ -328,6 +328,7 @@ Status DiskTier::TruncateSegment(uint32_t id, uint64_t size) {
 }
 
 void DiskTier::ReopenTail() {
+  std::lock_guard<std::mutex> append_lock(append_mu_);
   std::shared_ptr<Segment> tail;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -341,7 +342,14 @@ void DiskTier::ReopenTail() {
   if (tail) Preallocate(*tail);
 }
 
+// Under append_mu_: giving back the preallocated space truncates the file to the appended
+// bytes, which must not race an append that wrote past them and has not yet said so.
 void DiskTier::SealActive() {
+  std::lock_guard<std::mutex> append_lock(append_mu_);
+  SealActiveLocked();
+}
+
+void DiskTier::SealActiveLocked() {
   std::shared_ptr<Segment> was;
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -93,8 +93,10 @@ class DiskTier {
   Result<std::shared_ptr<Segment>> OpenSegment(uint32_t id, bool create);
   std::shared_ptr<Segment> Find(uint32_t id) const;
   Result<uint64_t> FindNextHeader(const Segment& seg, uint64_t from, uint64_t size);
+  // Both under append_mu_ (Release truncates the file to the bytes appended so far).
   void Preallocate(Segment& seg);  // the append target's blocks, up to segment_bytes
   void Release(Segment& seg);      // gives back what it did not use (its length = size)
+  void SealActiveLocked();
 
   std::string dir_;
   Env* env_;
