@@ -190,6 +190,11 @@ std::vector<uint64_t> DurableTier::Coldest(size_t max) const {
   return policy_->Coldest(max);
 }
 
+void DurableTier::Reserve(size_t entries) {
+  MutexLock l(&mu_);
+  policy_->Reserve(entries);
+}
+
 void DurableTier::Touch(uint64_t id) {
   MutexLock l(&mu_);
   policy_->Touch(id);

@@ -127,6 +127,7 @@ class DurableTier {
   void SaveAccess(const EntryRecord& rec);  // access statistics to the index
   void Forget(const EntryRecord& rec);      // the index forgets the row (no tombstone)
   bool OverQuota(uint64_t incoming) const;
+  void Reserve(size_t entries);  // a hint before recovery tracks that many disk copies
 
   // ---- I/O: never under the owner's lock
   struct SpillItem {

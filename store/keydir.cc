@@ -71,6 +71,7 @@ void Keydir::RecoveryExpects(uint64_t entries) {
   map_.reserve(entries);
   recovered_.reserve(entries);
   pool().Reserve(std::min<uint64_t>(entries, 1 << 16));
+  durable_->Reserve(entries);
 }
 
 Result<EntryPtr> Keydir::FindLocked(std::string_view ns, std::string_view key, bool count_miss) {
