@@ -313,5 +313,31 @@ check "EC_STORE_TOKEN_FILE works as --token-file" bash -c "EC_STORE_TOKEN_FILE=t
 expect_error "wrong or missing token" $EC $TR stats
 check "a refused token is logged with the peer's address" grep -q "refused a client from 127.0.0.1:" tok.err
 kill -TERM $TSRV; wait $TSRV
+
+# progress: drawn on a terminal only, with totals and rate
+check "progress is drawn on a terminal, with totals and rate" \
+  bash -c "script -qec '$EC --dir $T/conv verify' /dev/null | grep -qE 'verify: [0-9]+/[0-9]+ entries, [0-9.]+/s'"
+check "...and not when stderr is not a terminal" \
+  bash -c "! $EC --dir $T/conv verify 2>&1 >/dev/null | grep -q 'verify: '"
+
+# logs: start-up lines, a per-request debug line, a slow-request warning, the periodic summary
+mk big.safetensors 4096 4096
+$EC --dir "$T/logs" serve --listen 127.0.0.1:0 --log-level debug --slow-request 1ms \
+  --log-summary 1s >log.out 2>log.err &
+LSRV=$!
+for _ in $(seq 50); do grep -q "port" log.out 2>/dev/null && break; sleep 0.1; done
+LR="--server 127.0.0.1:$(sed -n 's/.*(port \([0-9]*\).*/\1/p' log.out)"
+$EC $LR put big1 big.safetensors >/dev/null  # 32 MiB: well over 1 ms
+$EC $LR stats >/dev/null
+sleep 1.5
+check "start-up logs the pool: size, pinning, pages" \
+  grep -qE "pool [0-9.]+ [KMG]iB \((pinned|NOT pinned), (huge pages|4 KiB pages)" log.err
+check "start-up logs the entries recovered and the time it took" \
+  grep -qE "recovered [0-9]+ entries .* in [0-9.]+ s" log.err
+check "--log-level debug logs each request with its peer (one over 1 ms as a warning)" \
+  grep -qE "\[(debug|warning)\] (slow )?stats - [0-9]+ from (127\.0\.0\.1:[0-9]+|unix pid [0-9]+) over (tcp|shm): ok" log.err
+check "--slow-request warns of a request over it" grep -qE "\[warning\] slow put big1 " log.err
+check "--log-summary logs a one-line summary" grep -qE "summary: [0-9.]+ req/s" log.err
+kill -TERM $LSRV; wait $LSRV
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
