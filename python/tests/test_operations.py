@@ -104,3 +104,25 @@ def test_healthz_fails_when_the_store_is_unusable(served):
     status, body = _http(base + "/healthz")
     assert status == 503 and "is gone" in body, body
     assert _http(base + "/readyz")[0] == 200  # still serving what it holds
+
+
+def test_library_and_cli_share_one_default_namespace(tmp_path):
+    """An entry put through the package under DEFAULT_NAMESPACE is what the CLI lists and
+    reads without a namespace option."""
+    import json
+    import os
+    import subprocess
+
+    binary = os.environ.get("EC_STORE_BIN", "")
+    if not binary:
+        pytest.skip("EC_STORE_BIN is not set to the ec-store binary (make python-test sets it)")
+    store = str(tmp_path / "ns")
+    payload = np.arange(1024, dtype=np.uint8)
+    with ecstore.open(store, "16MiB") as c:
+        c.put(ecstore.DEFAULT_NAMESPACE, "shared-key", payload)
+    listed = json.loads(subprocess.run([binary, "ls", "--dir", store, "--json"], check=True,
+                                       capture_output=True, text=True).stdout)
+    assert [e["key"] for e in listed] == ["shared-key"]
+    got = subprocess.run([binary, "get", "shared-key", "-o", "-", "--dir", store], check=True,
+                         capture_output=True).stdout
+    assert got == payload.tobytes()
