@@ -166,41 +166,56 @@ Status DiskTier::Append(const std::vector<WriteItem>& items, std::vector<DiskLoc
   return Status::Ok();
 }
 
-Status DiskTier::ReadStored(const DiskLocation& loc, uint8_t* dst, Result<RecordInfo>* header) {
-  auto seg = Find(loc.segment);
-  if (!seg) return Status::NotFound("segment " + std::to_string(loc.segment) + " is gone");
-  std::vector<IoRequest> batch;
-  AlignedBuffer h(header ? kBlockSize : 0);
-  if (header) batch.push_back({IoOp::kRead, seg->fd.get(), h.data(), kBlockSize, loc.offset, 0});
-  if (loc.stored_len > 0)
-    batch.push_back({IoOp::kRead, seg->fd.get(), dst, RoundUpBlock(loc.stored_len),
-                     loc.offset + kBlockSize, 0});
-  if (batch.empty()) return Status::Ok();
-  EC_RETURN_IF_ERROR(io_->Run(batch));
-  if (header) *header = DecodeHeader(h.data());
+Status DiskTier::ReadStored(const DiskLocation& loc, uint8_t* dst, Result<RecordInfo>* header,
+                            PayloadHasher* hash) {
+  StoredRead one{loc, dst, Status::NotFound("not read"), hash};
+  std::vector<StoredRead> reads;
+  reads.push_back(std::move(one));
+  EC_RETURN_IF_ERROR(ReadMany(reads, header != nullptr));
+  if (header) *header = std::move(reads[0].header);
   return Status::Ok();
 }
 
-Status DiskTier::ReadStoredMany(std::vector<StoredRead>& reads) {
+Status DiskTier::ReadStoredMany(std::vector<StoredRead>& reads) { return ReadMany(reads, true); }
+
+// One batch for every read: each record's header block (with_headers) and stored payload, in
+// flight together; a payload with a hasher is fed to it as its pieces land.
+Status DiskTier::ReadMany(std::vector<StoredRead>& reads, bool with_headers) {
   std::vector<IoRequest> batch;
-  AlignedBuffer headers(reads.size() * kBlockSize);
+  std::vector<size_t> payload_of;  // per request: its read, or SIZE_MAX for a header
+  AlignedBuffer headers(with_headers ? reads.size() * kBlockSize : 0);
   std::vector<std::shared_ptr<Segment>> keep;  // open while the batch runs
+  bool hashing = false;
   for (size_t i = 0; i < reads.size(); ++i) {
     auto seg = Find(reads[i].loc.segment);
     if (!seg)
       return Status::NotFound("segment " + std::to_string(reads[i].loc.segment) + " is gone");
     const DiskLocation& loc = reads[i].loc;
-    batch.push_back(
-        {IoOp::kRead, seg->fd.get(), headers.data() + i * kBlockSize, kBlockSize, loc.offset, 0});
-    if (loc.stored_len > 0)
+    if (with_headers) {
+      batch.push_back(
+          {IoOp::kRead, seg->fd.get(), headers.data() + i * kBlockSize, kBlockSize, loc.offset, 0});
+      payload_of.push_back(SIZE_MAX);
+    }
+    if (loc.stored_len > 0) {
       batch.push_back({IoOp::kRead, seg->fd.get(), reads[i].dst, RoundUpBlock(loc.stored_len),
                        loc.offset + kBlockSize, 0});
+      payload_of.push_back(i);
+      hashing |= reads[i].hash != nullptr;
+    }
     keep.push_back(std::move(seg));
   }
   if (batch.empty()) return Status::Ok();
-  EC_RETURN_IF_ERROR(io_->Run(batch));
-  for (size_t i = 0; i < reads.size(); ++i)
-    reads[i].header = DecodeHeader(headers.data() + i * kBlockSize);
+  IoProgress progress;
+  if (hashing)
+    progress = [&](size_t req, uint64_t from, uint64_t n) {
+      if (payload_of[req] == SIZE_MAX) return;
+      StoredRead& r = reads[payload_of[req]];
+      if (r.hash) r.hash->Update(r.dst + from, n);
+    };
+  EC_RETURN_IF_ERROR(io_->Run(batch, progress));
+  if (with_headers)
+    for (size_t i = 0; i < reads.size(); ++i)
+      reads[i].header = DecodeHeader(headers.data() + i * kBlockSize);
   return Status::Ok();
 }
 

@@ -39,8 +39,11 @@ class DiskTier {
   // On failure nothing of the batch remains in the segment (the tail is cut back).
   Status Append(const std::vector<WriteItem>& items, std::vector<DiskLocation>* locations);
   // Reads a record's stored payload into dst (aligned, >= RoundUpBlock(stored_len) bytes);
-  // with `header`, the record's header too, in the same batch, decoded into *header.
-  Status ReadStored(const DiskLocation& loc, uint8_t* dst, Result<RecordInfo>* header = nullptr);
+  // with `header`, the record's header too, in the same batch, decoded into *header; with
+  // `hash`, the payload is fed to it as its pieces land, overlapping the checksum with the
+  // read (meaningful for an uncompressed record, whose stored bytes are the payload).
+  Status ReadStored(const DiskLocation& loc, uint8_t* dst, Result<RecordInfo>* header = nullptr,
+                    PayloadHasher* hash = nullptr);
   Result<RecordInfo> ReadHeader(uint32_t segment, uint64_t offset);
   // Several records' headers and stored payloads in one batch, all in flight together
   // (dst: aligned, >= RoundUpBlock(stored_len) each). A failure fails the batch.
@@ -48,6 +51,7 @@ class DiskTier {
     DiskLocation loc;
     uint8_t* dst = nullptr;
     Result<RecordInfo> header = Status::NotFound("not read");
+    PayloadHasher* hash = nullptr;  // as ReadStored's
   };
   Status ReadStoredMany(std::vector<StoredRead>& reads);
 
@@ -93,6 +97,7 @@ class DiskTier {
   Result<std::shared_ptr<Segment>> OpenSegment(uint32_t id, bool create);
   std::shared_ptr<Segment> Find(uint32_t id) const;
   Result<uint64_t> FindNextHeader(const Segment& seg, uint64_t from, uint64_t size);
+  Status ReadMany(std::vector<StoredRead>& reads, bool with_headers);
   // Both under append_mu_ (Release truncates the file to the bytes appended so far).
   void Preallocate(Segment& seg);  // the append target's blocks, up to segment_bytes
   void Release(Segment& seg);      // gives back what it did not use (its length = size)

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <future>
+#include <map>
 #include <unordered_map>
 
 namespace ecstore {
@@ -138,12 +138,21 @@ Result<std::unique_ptr<IoQueue>> NewUringIoQueue(unsigned depth, Env* env) {
 
 struct IoService::Job {
   const std::vector<IoRequest>* batch;
-  std::promise<Status> done;
+  bool track = false;  // the caller wants IoProgress
+  // Between the loop and Run's thread:
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  bool advanced = false;         // landed moved since Run last looked
+  Status result;                 // once finished
+  std::vector<uint64_t> landed;  // per request: bytes complete from its start (track only)
   // Loop thread only, while the job is active:
-  std::deque<IoRequest> pending;
+  std::deque<Piece> pending;
   unsigned inflight = 0;
   Status status;
-  bool reads = false;  // a batch of reads only: its pieces go to the ring first
+  bool reads = false;            // a batch of reads only: its pieces go to the ring first
+  std::vector<uint64_t> prefix;  // landed, before it is published
+  std::vector<std::map<uint64_t, uint64_t>> ahead;  // complete pieces past prefix: from -> end
 };
 
 Result<std::unique_ptr<IoService>> IoService::Start(Env* env, unsigned depth,
@@ -175,11 +184,12 @@ void IoService::Wake() {
   }
 }
 
-Status IoService::Run(const std::vector<IoRequest>& batch) {
+Status IoService::Run(const std::vector<IoRequest>& batch, const IoProgress& progress) {
   if (batch.empty()) return Status::Ok();
   Job job;
   job.batch = &batch;
-  auto fut = job.done.get_future();
+  job.track = progress != nullptr;
+  if (job.track) job.landed.assign(batch.size(), 0);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) return Status::Unavailable("I/O service is shut down");
@@ -187,20 +197,36 @@ Status IoService::Run(const std::vector<IoRequest>& batch) {
   }
   cv_.notify_one();
   Wake();
-  return fut.get();
+  std::vector<uint64_t> given(job.landed.size()), landed;
+  std::unique_lock<std::mutex> l(job.mu);
+  for (;;) {
+    job.cv.wait(l, [&] { return job.finished || job.advanced; });
+    const bool finished = job.finished;
+    if (job.advanced) landed = job.landed;
+    job.advanced = false;
+    l.unlock();  // the loop goes on landing pieces while this thread looks at them
+    for (size_t i = 0; i < landed.size(); ++i)
+      if (landed[i] > given[i]) {
+        progress(i, given[i], landed[i] - given[i]);
+        given[i] = landed[i];
+      }
+    l.lock();
+    if (finished) return job.result;
+  }
 }
 
 // Splits a batch into pieces small enough that even one small entry fills the ring (at least
 // 64 KiB, at most chunk_); the loop keeps the ring full and resumes short transfers.
-std::deque<IoRequest> IoService::Pieces(const std::vector<IoRequest>& batch) const {
+std::deque<IoService::Piece> IoService::Pieces(const std::vector<IoRequest>& batch) const {
   uint64_t batch_bytes = 0;
   for (const IoRequest& r : batch) batch_bytes += r.len;
   uint64_t chunk = (batch_bytes / queue_->depth() + 65535) / 65536 * 65536;
   chunk = std::clamp<uint64_t>(chunk, 65536, chunk_);
-  std::deque<IoRequest> pending;
-  for (const IoRequest& r : batch) {
+  std::deque<Piece> pending;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const IoRequest& r = batch[i];
     if (r.op == IoOp::kSync) {
-      pending.push_back(r);
+      pending.push_back({r, i, 0});
       continue;
     }
     for (uint64_t off = 0; off < r.len; off += chunk) {
@@ -208,7 +234,7 @@ std::deque<IoRequest> IoService::Pieces(const std::vector<IoRequest>& batch) con
       p.buf = static_cast<uint8_t*>(r.buf) + off;
       p.offset = r.offset + off;
       p.len = std::min<uint64_t>(chunk, r.len - off);
-      pending.push_back(p);
+      pending.push_back({p, i, off});
     }
   }
   return pending;
@@ -240,7 +266,7 @@ void IoService::Loop() {
       Status st = queue_->Post();
       if (st.ok()) st = queue_->Poll(&done, 1);
       if (!st.ok()) {  // the ring itself failed: nothing in flight can complete
-        for (Job* job : active) job->done.set_value(st);
+        for (Job* job : active) Finish(job, st);
         active.clear();
         inflight.clear();
         writes_inflight_ = 0;
@@ -256,7 +282,7 @@ void IoService::Loop() {
     }
     std::erase_if(active, [](Job* job) {
       if (!job->pending.empty() || job->inflight > 0) return false;
-      job->done.set_value(job->status);
+      Finish(job, job->status);
       return true;
     });
   }
@@ -264,6 +290,10 @@ void IoService::Loop() {
 
 void IoService::Activate(Job* job, std::vector<Job*>* active) const {
   job->pending = Pieces(*job->batch);
+  if (job->track) {
+    job->prefix.assign(job->batch->size(), 0);
+    job->ahead.resize(job->batch->size());
+  }
   job->reads = std::all_of(job->batch->begin(), job->batch->end(),
                            [](const IoRequest& r) { return r.op == IoOp::kRead; });
   active->push_back(job);
@@ -276,15 +306,15 @@ void IoService::Submit(Job* job, Inflight* inflight, uint64_t* next_id) {
   const unsigned write_slots = depth > 2 * kReadSlots ? depth - kReadSlots : depth;
   while (!job->pending.empty()) {
     if (!job->reads && writes_inflight_ >= write_slots) return;
-    IoRequest p = job->pending.front();
-    if (p.op == IoOp::kSync && job->inflight > 0) return;  // after the writes before it
-    p.user_data = *next_id;
-    if (!queue_->Enqueue(p)) return;
+    Piece p = job->pending.front();
+    if (p.req.op == IoOp::kSync && job->inflight > 0) return;  // after the writes before it
+    p.req.user_data = *next_id;
+    if (!queue_->Enqueue(p.req)) return;
     inflight->emplace((*next_id)++, std::make_pair(job, p));
     ++job->inflight;
     if (!job->reads) ++writes_inflight_;
     job->pending.pop_front();
-    if (p.op == IoOp::kSync) return;
+    if (p.req.op == IoOp::kSync) return;
   }
 }
 
@@ -298,22 +328,52 @@ void IoService::Complete(const IoCompletion& c, Inflight* inflight) {
   if (c.result < 0) {
     if (job->status.ok())
       job->status = Status::FromErrno(static_cast<int>(-c.result),
-                                      p.op == IoOp::kRead ? "disk read" : "disk write");
+                                      p.req.op == IoOp::kRead ? "disk read" : "disk write");
     return;
   }
-  if (p.op == IoOp::kSync) return;
+  if (p.req.op == IoOp::kSync) return;
   uint64_t n = static_cast<uint64_t>(c.result);
-  if (n == 0 && p.len > 0) {
+  if (n == 0 && p.req.len > 0) {
     if (job->status.ok())
-      job->status = Status::IOError("unexpected end of file at offset " + std::to_string(p.offset));
+      job->status =
+          Status::IOError("unexpected end of file at offset " + std::to_string(p.req.offset));
     return;
   }
-  if (n < p.len) {  // short transfer: resume the rest
-    p.buf = static_cast<uint8_t*>(p.buf) + n;
-    p.offset += n;
-    p.len -= n;
+  if (job->track) Landed(job, p, n);
+  if (n < p.req.len) {  // short transfer: resume the rest
+    p.req.buf = static_cast<uint8_t*>(p.req.buf) + n;
+    p.req.offset += n;
+    p.req.len -= n;
+    p.from += n;
     job->pending.push_front(p);
   }
+}
+
+// The first n bytes of piece p are complete: moves its request's prefix past every piece
+// that now joins it, and tells Run's thread.
+void IoService::Landed(Job* job, const Piece& p, uint64_t n) {
+  uint64_t& prefix = job->prefix[p.index];
+  auto& ahead = job->ahead[p.index];
+  if (p.from != prefix) {
+    ahead.emplace(p.from, p.from + n);
+    return;
+  }
+  prefix += n;
+  for (auto next = ahead.begin(); next != ahead.end() && next->first == prefix;
+       next = ahead.erase(next))
+    prefix = next->second;
+  std::lock_guard<std::mutex> l(job->mu);
+  job->landed[p.index] = prefix;
+  job->advanced = true;
+  job->cv.notify_one();
+}
+
+// Ends a job. Run's thread may return (and free the job) as soon as the lock is released.
+void IoService::Finish(Job* job, const Status& st) {
+  std::lock_guard<std::mutex> l(job->mu);
+  job->finished = true;
+  job->result = st;
+  job->cv.notify_one();
 }
 
 }  // namespace ecstore

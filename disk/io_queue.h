@@ -2,12 +2,15 @@
 // IoService: the one thread that owns the ring and runs batches for other threads, several
 // at once, reads ahead of writes.
 // Thread rules: an IoQueue belongs to one thread (IoService's). IoService::Run may be called
-// from any thread; it blocks the caller until its batch is complete.
+// from any thread; it blocks the caller until its batch is complete, and runs the batch's
+// IoProgress (if any) on the caller's thread meanwhile.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -52,25 +55,38 @@ class IoQueue {
 
 Result<std::unique_ptr<IoQueue>> NewUringIoQueue(unsigned depth, Env* env);
 
+// What a read has landed so far: request `index` of the batch now holds [from, from + n) of
+// its buffer, following what the previous call for it gave (each byte is given once, in
+// order). Run calls it on its own thread while the rest of the batch is still in flight, so
+// a reader checksums what has landed while the disk delivers the rest.
+using IoProgress = std::function<void(size_t index, uint64_t from, uint64_t n)>;
+
 class IoService {
  public:
   // chunk_bytes: large requests are split into pieces of this size, kept `depth` deep.
   static Result<std::unique_ptr<IoService>> Start(Env* env, unsigned depth, uint64_t chunk_bytes);
   ~IoService();
   // Runs every request of the batch; short transfers are resumed. Returns the first error.
-  Status Run(const std::vector<IoRequest>& batch);
+  Status Run(const std::vector<IoRequest>& batch, const IoProgress& progress = nullptr);
 
  private:
   struct Job;
+  struct Piece {
+    IoRequest req;
+    size_t index = 0;   // of the request in the batch
+    uint64_t from = 0;  // where in that request
+  };
   IoService(std::unique_ptr<IoQueue> q, uint64_t chunk) : queue_(std::move(q)), chunk_(chunk) {}
   void Wake();  // a new batch: let a Loop blocked in Poll look at it
-  using Inflight = std::unordered_map<uint64_t, std::pair<Job*, IoRequest>>;
+  using Inflight = std::unordered_map<uint64_t, std::pair<Job*, Piece>>;
   void Loop();
   void Activate(Job* job, std::vector<Job*>* active) const;
   void Submit(Job* job, Inflight* inflight, uint64_t* next_id);
   void Complete(const IoCompletion& c, Inflight* inflight);
+  static void Landed(Job* job, const Piece& p, uint64_t n);
+  static void Finish(Job* job, const Status& st);
   static constexpr unsigned kReadSlots = 2;  // ring slots writes leave to reads
-  std::deque<IoRequest> Pieces(const std::vector<IoRequest>& batch) const;
+  std::deque<Piece> Pieces(const std::vector<IoRequest>& batch) const;
 
   std::unique_ptr<IoQueue> queue_;
   uint64_t chunk_;

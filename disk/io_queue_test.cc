@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "disk/aligned_buffer.h"
+#include "disk/record.h"
 #include "tests/test_util.h"
 
 namespace ecstore {
@@ -100,6 +103,80 @@ TEST(IoService, ReadsAreNotQueuedBehindAStalledWriteBatch) {
   EXPECT_EQ(drained, stalled);
   writer.join();
   EXPECT_TRUE(writes_done);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+}
+
+// IoProgress gives each request's bytes once, in order, as they land: checksumming what it
+// gives equals checksumming the whole buffer afterwards.
+TEST(IoService, ProgressGivesEachRequestsBytesOnceAndInOrder) {
+  testing::TempDir dir;
+  auto svc = IoService::Start(Env::Default(), 8, 256 * 1024);
+  ASSERT_TRUE(svc.ok());
+  auto fd = Env::Default()->OpenFile(dir.sub("f"), O_RDWR | O_CREAT | O_DIRECT, 0644);
+  ASSERT_TRUE(fd.ok());
+  const size_t n = 9 << 20;
+  AlignedBuffer w(n), r(n);
+  auto p = testing::Payload(5, n);
+  std::memcpy(w.data(), p.data(), n);
+  ASSERT_TRUE((*svc)->Run({{IoOp::kWrite, fd->get(), w.data(), n, 0, 0}}).ok());
+  const std::vector<IoRequest> batch = {
+      {IoOp::kRead, fd->get(), r.data(), 4096, 0, 0},
+      {IoOp::kRead, fd->get(), r.data() + 4096, (3 << 20) - 4096, 4096, 0},
+      {IoOp::kRead, fd->get(), r.data() + (3 << 20), 6 << 20, 3 << 20, 0}};
+  std::vector<uint64_t> given(batch.size());
+  std::vector<PayloadHasher> hash;
+  for (const IoRequest& req : batch) hash.emplace_back(req.len);
+  size_t calls = 0;
+  auto progress = [&](size_t i, uint64_t from, uint64_t len) {
+    ASSERT_LT(i, batch.size());
+    EXPECT_EQ(from, given[i]) << "request " << i << " skipped or repeated bytes";
+    given[i] = from + len;
+    hash[i].Update(static_cast<const uint8_t*>(batch[i].buf) + from, len);
+    ++calls;
+  };
+  ASSERT_TRUE((*svc)->Run(batch, progress).ok());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    EXPECT_EQ(given[i], batch[i].len);
+    ASSERT_TRUE(hash[i].complete());
+    EXPECT_EQ(hash[i].Digest(), PayloadChecksum(w.data() + batch[i].offset, batch[i].len));
+  }
+  EXPECT_GT(calls, batch.size()) << "a 6 MiB read lands in pieces, not all at the end";
+}
+
+// Progress runs while the rest of the batch is still in flight: here the read is of a pipe,
+// whose writer sends its second half only once the first half has been handed to progress.
+// The short transfer of the first half is resumed.
+TEST(IoService, ProgressComesWhileTheRestIsStillInFlight) {
+  auto svc = IoService::Start(Env::Default(), 8, 64 * 1024);
+  ASSERT_TRUE(svc.ok());
+  int pipe_fds[2];
+  ASSERT_EQ(0, pipe(pipe_fds));
+  const size_t half = 16 * 1024;
+  auto p = testing::Payload(7, 2 * half);
+  std::vector<uint8_t> got(2 * half);
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t landed = 0;
+  std::thread writer([&] {
+    ASSERT_EQ(static_cast<ssize_t>(half), write(pipe_fds[1], p.data(), half));
+    std::unique_lock<std::mutex> l(mu);
+    const bool early = cv.wait_for(l, std::chrono::seconds(10), [&] { return landed >= half; });
+    EXPECT_TRUE(early) << "the first half was not given while the read was in flight";
+    l.unlock();
+    ASSERT_EQ(static_cast<ssize_t>(half), write(pipe_fds[1], p.data() + half, half));
+  });
+  Status st = (*svc)->Run({{IoOp::kRead, pipe_fds[0], got.data(), 2 * half, 0, 0}},
+                          [&](size_t, uint64_t from, uint64_t len) {
+                            std::lock_guard<std::mutex> l(mu);
+                            EXPECT_EQ(from, landed);
+                            landed = from + len;
+                            cv.notify_all();
+                          });
+  writer.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(landed, 2 * half);
+  EXPECT_EQ(0, std::memcmp(got.data(), p.data(), got.size()));
   close(pipe_fds[0]);
   close(pipe_fds[1]);
 }

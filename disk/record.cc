@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ecstore {
@@ -38,6 +39,28 @@ const char* CodecName(Codec c) {
 }
 
 uint64_t PayloadChecksum(const uint8_t* data, uint64_t len) { return XXH3_64bits(data, len); }
+
+struct PayloadHasher::State {
+  State() : xxh(XXH3_createState()) {}
+  ~State() { XXH3_freeState(xxh); }
+  XXH3_state_t* xxh;
+};
+
+PayloadHasher::PayloadHasher(uint64_t len) : state_(std::make_unique<State>()), len_(len) {
+  XXH3_64bits_reset(state_->xxh);
+}
+PayloadHasher::PayloadHasher(PayloadHasher&&) noexcept = default;
+PayloadHasher& PayloadHasher::operator=(PayloadHasher&&) noexcept = default;
+PayloadHasher::~PayloadHasher() = default;
+
+void PayloadHasher::Update(const uint8_t* data, uint64_t n) {
+  n = std::min(n, len_ - fed_);
+  if (n == 0) return;
+  XXH3_64bits_update(state_->xxh, data, n);
+  fed_ += n;
+}
+
+uint64_t PayloadHasher::Digest() const { return XXH3_64bits_digest(state_->xxh); }
 
 RecordInfo RecordInfo::Of(const EntryRecord& e, const DiskLocation& loc) {
   RecordInfo r;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "base/entry_record.h"
@@ -67,5 +68,25 @@ void EncodeHeader(const RecordInfo& info, uint8_t* block /* kBlockSize bytes */)
 // Corruption when the magic, version, header checksum or any field is wrong.
 Result<RecordInfo> DecodeHeader(const uint8_t* block);
 uint64_t PayloadChecksum(const uint8_t* data, uint64_t len);
+
+// PayloadChecksum of a payload fed in order, piece by piece, as its reads complete, so the
+// checksum overlaps the I/O instead of following it. Bytes fed past `len` (a read's block
+// padding) are ignored. Digest() equals PayloadChecksum(payload, len) once complete().
+class PayloadHasher {
+ public:
+  explicit PayloadHasher(uint64_t len);
+  PayloadHasher(PayloadHasher&&) noexcept;
+  PayloadHasher& operator=(PayloadHasher&&) noexcept;
+  ~PayloadHasher();
+  void Update(const uint8_t* data, uint64_t n);
+  bool complete() const { return fed_ == len_; }
+  uint64_t Digest() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  uint64_t len_ = 0;
+  uint64_t fed_ = 0;
+};
 
 }  // namespace ecstore

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "disk/codec.h"
@@ -244,8 +246,12 @@ Status DurableTier::Read(const EntryRecord& e, const DiskLocation& loc, uint8_t*
                       dst_cap >= RoundUpBlock(loc.stored_len);
   AlignedBuffer staging(direct ? 0 : loc.stored_len);
   Result<RecordInfo> header = Status::NotFound("header not read");
-  // Straight into the destination when it is aligned, no staging copy.
-  Status st = disk_->ReadStored(loc, direct ? dst : staging.data(), &header);
+  // Straight into the destination when it is aligned, no staging copy, checksummed as its
+  // pieces land.
+  std::optional<PayloadHasher> hash;
+  if (direct) hash.emplace(e.bytes);
+  Status st =
+      disk_->ReadStored(loc, direct ? dst : staging.data(), &header, hash ? &*hash : nullptr);
   if (!st.ok()) {
     // A row claiming more bytes than the record holds reads past the file's end: tell that
     // from a failing device by the header alone.
@@ -265,7 +271,15 @@ Status DurableTier::Read(const EntryRecord& e, const DiskLocation& loc, uint8_t*
                              DTypeSize(e.meta.dtype));
     if (!st.ok()) return st;
   }
-  if (PayloadChecksum(dst, e.bytes) != e.checksum)
+  return CheckPayload(e, loc, dst, hash ? &*hash : nullptr);
+}
+
+// Whether the payload read into dst is the one the entry's checksum describes; `hash` has it
+// already when it was fed the whole payload as the read landed.
+Status DurableTier::CheckPayload(const EntryRecord& e, const DiskLocation& loc, const uint8_t* dst,
+                                 const PayloadHasher* hash) {
+  const uint64_t sum = hash && hash->complete() ? hash->Digest() : PayloadChecksum(dst, e.bytes);
+  if (sum != e.checksum)
     return Status::Corruption("checksum mismatch in segment " + std::to_string(loc.segment) +
                               " at offset " + std::to_string(loc.offset));
   return Status::Ok();
@@ -274,13 +288,15 @@ Status DurableTier::Read(const EntryRecord& e, const DiskLocation& loc, uint8_t*
 void DurableTier::ReadMany(std::vector<ReadItem>& items) {
   std::vector<DiskTier::StoredRead> batch;
   std::vector<size_t> in_batch;
+  std::deque<PayloadHasher> hashes;
   for (size_t i = 0; i < items.size(); ++i) {
     const ReadItem& it = items[i];
     const bool direct = it.loc.codec == Codec::kNone &&
                         reinterpret_cast<uintptr_t>(it.dst) % kBlockSize == 0 &&
                         it.dst_cap >= RoundUpBlock(it.loc.stored_len);
     if (!direct || items.size() == 1) continue;
-    batch.push_back({it.loc, it.dst, Status::NotFound("not read")});
+    batch.push_back(
+        {it.loc, it.dst, Status::NotFound("not read"), &hashes.emplace_back(it.rec->bytes)});
     in_batch.push_back(i);
   }
   std::vector<bool> done(items.size());
@@ -290,11 +306,7 @@ void DurableTier::ReadMany(std::vector<ReadItem>& items) {
       std::string why = RecordMismatch(*it.rec, it.loc, batch[k].header);
       if (!why.empty()) continue;  // read on its own below, which tells stale from failing
       done[in_batch[k]] = true;
-      it.status = PayloadChecksum(it.dst, it.rec->bytes) == it.rec->checksum
-                      ? Status::Ok()
-                      : Status::Corruption("checksum mismatch in segment " +
-                                           std::to_string(it.loc.segment) + " at offset " +
-                                           std::to_string(it.loc.offset));
+      it.status = CheckPayload(*it.rec, it.loc, it.dst, batch[k].hash);
     }
   }
   for (size_t i = 0; i < items.size(); ++i)

@@ -182,6 +182,8 @@ class DurableTier {
                  uint64_t* corrupt) const;
 
  private:
+  static Status CheckPayload(const EntryRecord& e, const DiskLocation& loc, const uint8_t* dst,
+                             const PayloadHasher* hash);
   DurableTier(std::string dir, Env* env, DurableOptions o)
       : dir_(std::move(dir)), env_(env), opt_(std::move(o)) {}
   Status RecoverOnce(bool rebuild, Owner* owner);
