@@ -156,7 +156,7 @@ void DurableTier::Track(uint64_t id, const EntryRecord& rec, const DiskLocation&
   record_bytes_ += loc.record_bytes();
   ++stats_.entries;
   stats_.bytes += rec.bytes;
-  policy_->Insert(id, rec.bytes, RecomputeCost(rec.meta));
+  policy_->Insert(id, rec.bytes, policy_->UsesCost() ? RecomputeCost(rec.meta) : 0);
 }
 
 void DurableTier::Untrack(uint64_t id, const EntryRecord& rec, const DiskLocation& loc) {

@@ -9,13 +9,9 @@
 
 namespace ecstore {
 
-std::string FullKey(std::string_view ns, std::string_view key) {
-  std::string k;
-  k.reserve(ns.size() + key.size() + 1);
-  k.append(ns);
-  k.push_back('\0');
-  k.append(key);
-  return k;
+size_t EntryKeyHash::operator()(const EntryKey& k) const {
+  const std::hash<std::string_view> h;
+  return h(k.key) ^ (h(k.ns) * 0x9e3779b97f4a7c15ull);
 }
 
 // Recovery hands every live entry over (Recovered); once it is done they join the disk
@@ -36,27 +32,26 @@ void Keydir::Recovered(IndexRow&& row) {
   auto e = std::make_shared<Entry>();
   const DiskLocation loc = row.loc;
   static_cast<EntryRecord&>(*e) = std::move(row);
-  e->full_key = FullKey(e->ns, e->key);
   e->disk = loc;
-  auto it = map_.find(e->full_key);
-  if (it != map_.end()) {  // replaced by a newer record; not tracked yet
-    it->second->disk.reset();
+  auto [it, added] = map_.insert(e);  // one probe: the key is almost always new
+  if (!added) {                       // replaced by a newer record; not tracked yet
+    (*it)->disk.reset();
     map_.erase(it);
+    map_.insert(e);
   }
-  map_.emplace(e->full_key, e);
   recovered_.push_back(std::move(e));
 }
 
 uint64_t Keydir::RecoveredSeq(const std::string& ns, const std::string& key) {
-  auto it = map_.find(FullKey(ns, key));
-  return it == map_.end() ? 0 : it->second->seq;
+  auto it = FindIn(ns, key);
+  return it == map_.end() ? 0 : (*it)->seq;
 }
 
 void Keydir::RecoveredTombstone(const std::string& ns, const std::string& key,
                                 uint64_t target_seq) {
-  auto it = map_.find(FullKey(ns, key));
-  if (it == map_.end() || it->second->seq > target_seq) return;
-  it->second->disk.reset();
+  auto it = FindIn(ns, key);
+  if (it == map_.end() || (*it)->seq > target_seq) return;
+  (*it)->disk.reset();
   map_.erase(it);
 }
 
@@ -76,7 +71,7 @@ void Keydir::RecoveryExpects(uint64_t entries) {
 
 Result<EntryPtr> Keydir::FindLocked(std::string_view ns, std::string_view key, bool count_miss) {
   if (closed_) return Status::Unavailable("store is closed");
-  auto it = map_.find(FullKey(ns, key));
+  auto it = FindIn(ns, key);
   if (it == map_.end()) {
     if (count_miss) {
       ++misses_;
@@ -85,7 +80,7 @@ Result<EntryPtr> Keydir::FindLocked(std::string_view ns, std::string_view key, b
     return Status::NotFound("no entry for key '" + std::string(key) + "' in namespace '" +
                             std::string(ns) + "'");
   }
-  return it->second;
+  return *it;
 }
 
 EntryInfo Keydir::InfoLocked(const Entry& e) const {
@@ -236,7 +231,7 @@ Status Keydir::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Sta
   durable_->Forget(*e);
   DropDiskLocked(e.get());
   if (e->pool) return Status::Ok();  // the pool copy serves, and is spilled again
-  map_.erase(FullKey(e->ns, e->key));
+  map_.erase(e);
   DetachLocked(e.get());  // no tombstone: the record on disk may well be intact
   return Status::NotFound("entry '" + e->key +
                           "': its index row does not match the record on "
@@ -250,8 +245,8 @@ Status Keydir::DropCorrupt(const EntryPtr& e, const Status& why) {
   std::optional<Tombstone> tomb;
   {
     MutexLock l(&mu);
-    auto it = map_.find(FullKey(e->ns, e->key));
-    if (it != map_.end() && it->second == e) {
+    auto it = map_.find(e);
+    if (it != map_.end() && *it == e) {
       map_.erase(it);
       tomb = DetachLocked(e.get());
       durable_->NoteCorrupt();
@@ -289,7 +284,7 @@ bool Keydir::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
       tombs->push_back(ForgetDiskCopyLocked(e));
     } else {
       EntryPtr keep = e->shared_from_this();
-      map_.erase(FullKey(e->ns, e->key));
+      map_.erase(keep);
       if (auto t = DetachLocked(e)) tombs->push_back(*t);
     }
     if (!durable_->OverQuota(incoming)) break;
@@ -299,9 +294,9 @@ bool Keydir::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
 
 // The keydir entry that `rec` (a record at `at`) still describes.
 Result<EntryPtr> Keydir::FindRecordLocked(const EntryRecord& rec, const DiskLocation& at) {
-  auto it = map_.find(FullKey(rec.ns, rec.key));
+  auto it = FindIn(rec.ns, rec.key);
   if (it == map_.end()) return Status::NotFound("erased");
-  const EntryPtr& e = it->second;
+  const EntryPtr& e = *it;
   if (e->seq != rec.seq || e->erased || !e->disk || !(*e->disk == at))
     return Status::NotFound("changed meanwhile");
   return e;
@@ -310,7 +305,7 @@ Result<EntryPtr> Keydir::FindRecordLocked(const EntryRecord& rec, const DiskLoca
 std::vector<IndexRow> Keydir::RecordsIn(uint32_t segment) {
   std::vector<IndexRow> live;
   MutexLock l(&mu);
-  for (auto& [_, e] : map_)
+  for (const EntryPtr& e : map_)
     if (e->disk && e->disk->segment == segment) live.emplace_back(*e, *e->disk);
   return live;
 }
@@ -338,19 +333,19 @@ std::vector<EntryPtr> Keydir::Snapshot() {
   std::vector<EntryPtr> all;
   MutexLock l(&mu);
   all.reserve(map_.size());
-  for (const auto& [_, e] : map_) all.push_back(e);
+  for (const EntryPtr& e : map_) all.push_back(e);
   return all;
 }
 
 EntryPtr Keydir::InsertLocked(const EntryPtr& e, std::optional<Tombstone>* tomb) {
   EntryPtr old;
-  auto it = map_.find(e->full_key);
+  auto it = map_.find(e);
   if (it != map_.end()) {
-    old = it->second;
+    old = *it;
     *tomb = DetachLocked(old.get());
     map_.erase(it);
   }
-  map_.emplace(e->full_key, e);
+  map_.insert(e);
   if (e->pool) pool().Insert(e->id(), *e);
   if (e->device) device_->Insert(e->id(), *e);
   return old;
@@ -358,7 +353,7 @@ EntryPtr Keydir::InsertLocked(const EntryPtr& e, std::optional<Tombstone>* tomb)
 
 std::optional<Tombstone> Keydir::RemoveLocked(Entry* e) {
   EntryPtr keep = e->shared_from_this();  // the map's reference may be the last
-  map_.erase(e->full_key);
+  map_.erase(keep);
   return DetachLocked(e);
 }
 

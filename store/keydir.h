@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/mutex.h"
@@ -28,7 +28,6 @@ namespace ecstore {
 // One entry: its record and where its bytes are (device block, host pool block, disk
 // record: any of them). Fields are guarded by Keydir::mu. A lease pins every copy.
 struct Entry : EntryRecord, std::enable_shared_from_this<Entry> {
-  std::string full_key;             // ns '\0' key: the keydir's key points into it
   std::optional<PoolBlock> device;  // in the GPU pool
   // False for an entry put from device memory until it is first spilled: its xxh3 is
   // computed then, where the disk (not PCIe) sets the pace. Until then checksum is 0.
@@ -44,8 +43,27 @@ struct Entry : EntryRecord, std::enable_shared_from_this<Entry> {
 };
 using EntryPtr = std::shared_ptr<Entry>;
 
-// The keydir's key: ns '\0' key.
-std::string FullKey(std::string_view ns, std::string_view key);
+// The keydir is a set of entries found by their own (ns, key): each key is stored once, in
+// its entry, and a lookup builds no string. (A map keyed by a copy of "ns\0key" cost 112 B
+// and an allocation per entry, and a string per lookup.)
+struct EntryKey {
+  std::string_view ns, key;
+};
+struct EntryKeyHash {
+  using is_transparent = void;
+  size_t operator()(const EntryKey& k) const;
+  size_t operator()(const EntryPtr& e) const { return (*this)(EntryKey{e->ns, e->key}); }
+};
+struct EntryKeyEq {
+  using is_transparent = void;
+  static EntryKey Of(const EntryKey& k) { return k; }
+  static EntryKey Of(const EntryPtr& e) { return {e->ns, e->key}; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    const EntryKey x = Of(a), y = Of(b);
+    return x.key == y.key && x.ns == y.ns;
+  }
+};
 
 class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
  public:
@@ -81,11 +99,11 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
       REQUIRES(mu);
   EntryInfo InfoLocked(const Entry& e) const REQUIRES(mu);
   bool ContainsLocked(std::string_view ns, std::string_view key) const REQUIRES(mu) {
-    return map_.count(FullKey(ns, key)) > 0;
+    return map_.find(EntryKey{ns, key}) != map_.end();
   }
   template <typename Fn>
   void ForEachLocked(Fn&& fn) REQUIRES(mu) {
-    for (auto& [_, e] : map_)
+    for (const EntryPtr& e : map_)
       if (!fn(e)) break;
   }
   std::vector<EntryPtr> Snapshot() EXCLUDES(mu);
@@ -150,8 +168,11 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   MemoryTier* const device_;
   DurableTier* const durable_;
   std::function<void()> lease_end_;
-  // Keyed by a view of the entry's own full_key, so each key is stored once.
-  std::unordered_map<std::string_view, EntryPtr> map_ GUARDED_BY(mu);
+  std::unordered_set<EntryPtr, EntryKeyHash, EntryKeyEq> map_ GUARDED_BY(mu);
+  // An entry's place in map_ (absent: end()).
+  auto FindIn(std::string_view ns, std::string_view key) const REQUIRES(mu) {
+    return map_.find(EntryKey{ns, key});
+  }
   std::vector<EntryPtr> recovered_ GUARDED_BY(mu);  // during Recover: to rank by last access
   uint64_t misses_ GUARDED_BY(mu) = 0;
   uint64_t lookup_hits_ GUARDED_BY(mu) = 0;

@@ -30,7 +30,7 @@ MemoryTier::MemoryTier(Tier tier, std::unique_ptr<MemoryBackend> backend,
 }
 
 void MemoryTier::Insert(uint64_t id, const EntryRecord& rec) {
-  policy_->Insert(id, rec.bytes, RecomputeCost(rec.meta));
+  policy_->Insert(id, rec.bytes, policy_->UsesCost() ? RecomputeCost(rec.meta) : 0);
   ++entries_;
   bytes_ += rec.bytes;
 }

@@ -265,7 +265,6 @@ Status StoreImpl::Commit(PutReservation r) {
 }
 
 Status StoreImpl::Install(const EntryPtr& e, const PoolBlock& blk, Tier tier) {
-  e->full_key = FullKey(e->ns, e->key);
   e->created_us = e->last_access_us = env_->NowMicros();
   (tier == Tier::kDevice ? e->device : e->pool) = blk;
   std::optional<Tombstone> tomb;

@@ -281,7 +281,8 @@ TEST(Store, DamagedHeaderMidSegmentLosesOnlyThatRecord) {
   auto s = OpenOrDie(dir.path(), Small());
   EXPECT_EQ(s->List()->size(), 3u);
   EXPECT_FALSE(*s->Contains("ns", lost));
-  ExpectEntry(s.get(), "k3", 3, kMiB);
+  for (int i = 0; i < 4; ++i)  // which record was second depends on the order Close spilled in
+    if ("k" + std::to_string(i) != lost) ExpectEntry(s.get(), "k" + std::to_string(i), i, kMiB);
 }
 
 void SqlOrDie(const std::string& db_path, const std::string& sql) {
