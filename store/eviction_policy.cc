@@ -11,28 +11,42 @@ double RecomputeCost(const TensorMeta& meta) {
   return 4.9 + 0.0352 * rows;  // (400 rows, 19 ms) and (2304 rows, 86 ms)
 }
 
+void LruPolicy::Link(Node* n) {
+  n->second = {nullptr, newest_};
+  if (newest_) newest_->second.newer = n;
+  newest_ = n;
+  if (!oldest_) oldest_ = n;
+}
+
+void LruPolicy::Unlink(Node* n) {
+  Links& l = n->second;
+  (l.newer ? l.newer->second.older : newest_) = l.older;
+  (l.older ? l.older->second.newer : oldest_) = l.newer;
+}
+
 void LruPolicy::Insert(uint64_t id, uint64_t, double) {
-  Remove(id);
-  order_.push_front(id);
-  pos_[id] = order_.begin();
+  auto [it, added] = nodes_.try_emplace(id);
+  if (!added) Unlink(&*it);
+  Link(&*it);
 }
 
 void LruPolicy::Touch(uint64_t id) {
-  auto it = pos_.find(id);
-  if (it == pos_.end()) return;
-  order_.splice(order_.begin(), order_, it->second);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  Unlink(&*it);
+  Link(&*it);
 }
 
 void LruPolicy::Remove(uint64_t id) {
-  auto it = pos_.find(id);
-  if (it == pos_.end()) return;
-  order_.erase(it->second);
-  pos_.erase(it);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  Unlink(&*it);
+  nodes_.erase(it);
 }
 
 std::vector<uint64_t> LruPolicy::Coldest(size_t max) const {
   std::vector<uint64_t> out;
-  for (auto it = order_.rbegin(); it != order_.rend() && out.size() < max; ++it) out.push_back(*it);
+  for (const Node* n = oldest_; n && out.size() < max; n = n->second.newer) out.push_back(n->first);
   return out;
 }
 

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <list>
+#include <random>
+
 #include "store/store.h"
 #include "tests/test_util.h"
 
@@ -19,6 +23,46 @@ TEST(EvictionPolicy, LruEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(p.Coldest(3), (std::vector<uint64_t>{2, 3, 1}));
   p.Remove(3);
   EXPECT_EQ(p.Coldest(3), (std::vector<uint64_t>{2, 1}));
+}
+
+// The intrusive LRU against a plain list, over a random mix of inserts (new and again),
+// touches and removes.
+TEST(EvictionPolicy, LruMatchesAPlainListUnderRandomUse) {
+  LruPolicy p;
+  std::list<uint64_t> model;  // front = most recent
+  std::mt19937_64 rng(3);
+  auto drop = [&](uint64_t id) { model.remove(id); };
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t id = rng() % 64;
+    const bool held = std::find(model.begin(), model.end(), id) != model.end();
+    switch (rng() % 3) {
+      case 0:
+        p.Insert(id, kMiB, 1);
+        drop(id);
+        model.push_front(id);
+        break;
+      case 1:
+        p.Touch(id);
+        if (held) {
+          drop(id);
+          model.push_front(id);
+        }
+        break;
+      default:
+        p.Remove(id);
+        drop(id);
+    }
+    ASSERT_EQ(p.size(), model.size());
+    if (i % 97 == 0) {
+      ASSERT_EQ(p.Coldest(1000), std::vector<uint64_t>(model.rbegin(), model.rend())) << i;
+    }
+  }
+  while (!model.empty()) {
+    ASSERT_EQ(p.Coldest(1), std::vector<uint64_t>{model.back()});
+    p.Remove(model.back());
+    model.pop_back();
+  }
+  EXPECT_TRUE(p.Coldest(1).empty());
 }
 
 TEST(EvictionPolicy, GdsfKeepsWhatIsDearToRecomputePerByte) {
