@@ -609,6 +609,7 @@ double MixedStore(const std::string& sdir, uint64_t pool, MixedRun& run, bool pr
     });
   Latencies lat;
   uint64_t bytes = 0, misses = 0, read0 = DiskReadBytes();
+  double fill = 0;  // the pool's use after each step, as a fraction of its budget
   auto t0 = Clock::now();
   for (size_t i = 0; i < run.plan.size(); ++i) {
     step_now = i;
@@ -627,19 +628,22 @@ double MixedStore(const std::string& sdir, uint64_t pool, MixedRun& run, bool pr
       bytes += Bytes(e);
     }
     lat.Add(t);
+    const TierStats p = store->Stats()->pool();  // outside the timed step
+    fill += static_cast<double>(p.used) / static_cast<double>(p.capacity);
   }
   double secs = Since(t0);
   done = true;
   if (prefetcher.joinable()) prefetcher.join();
   double read_mb = static_cast<double>(DiskReadBytes() - read0) / 1e6 / ops;
   StoreStats st = *store->Stats();
-  char note[240];
+  char note[300];
   std::snprintf(note, sizeof(note),
-                "%s%.2f MB/op read from disk; %llu misses; pool hits %llu, disk hits %llu, "
-                "promotions %llu; p50/p99 per step",
+                "%s%.2f MB/op read from disk; pool %.0f%% full on average; %llu misses; pool "
+                "hits %llu, disk hits %llu, promotions %llu; p50/p99 per step",
                 prefetch ? "Prefetch of the next step's items from a second thread; " : "", read_mb,
-                (unsigned long long)misses, (unsigned long long)st.pool().hits,
-                (unsigned long long)st.disk().hits, (unsigned long long)st.pool().promotions);
+                100 * fill / static_cast<double>(run.plan.size()), (unsigned long long)misses,
+                (unsigned long long)st.pool().hits, (unsigned long long)st.disk().hits,
+                (unsigned long long)st.pool().promotions);
   Add({"mixed", prefetch ? "ec-store-prefetch" : "ec-store", bytes / secs / 1e9, ops / secs,
        lat.P(0.5), lat.P(0.99), -1, note});
   store.reset();

@@ -43,12 +43,17 @@ Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out) {
   const uint64_t need = tier().RoundUp(bytes);
   const auto deadline = std::chrono::steady_clock::now() + put_wait_;
   const uint64_t fail_gen = fail_gen_;
+  bool freed_clean = false;
   for (;;) {
     if (stop_ && wait) return Status::Unavailable("store is closing");
     if (auto b = tier().Allocate(bytes)) {
       *out = *b;
       if (NeedsEvictionLocked()) evict_cv_.NotifyOne();
       return Status::Ok();
+    }
+    if (!freed_clean && FreeCleanLocked(need)) {
+      freed_clean = true;  // once: the span it freed holds the block
+      continue;
     }
     need_bytes_ = std::max(need_bytes_, need);
     evict_cv_.NotifyOne();
@@ -123,15 +128,64 @@ void Evictor::NoteMoveResultLocked(const Status& st, size_t entries) {
                 st.ToString());
 }
 
+namespace {
+bool Evictable(const Entry* e) {
+  return e->leases == 0 && !e->spilling && !e->loading && !e->erased;
+}
+}  // namespace
+
+// The cheapest contiguous span of the pool that makes room for `need` bytes (an entry's cost:
+// its place from the cold end), from the kSpanCandidates coldest evictable entries -- with
+// `clean_only`, only those with a disk copy. *order gets the coldest entries.
+std::optional<std::vector<uint64_t>> HostEvictor::SpanLocked(uint64_t need, bool clean_only,
+                                                             std::vector<uint64_t>* order) {
+  constexpr size_t kSpanCandidates = 4096;
+  MemoryTier& pool = kd_->pool();
+  *order = pool.Coldest(kSpanCandidates);
+  std::vector<PoolAllocator::Candidate> candidates;
+  for (size_t rank = 0; rank < order->size(); ++rank) {
+    const Entry* e = reinterpret_cast<const Entry*>((*order)[rank]);
+    if (Evictable(e) && (e->disk || !clean_only))
+      candidates.push_back({*e->pool,
+                            static_cast<double>(rank + 1) * static_cast<double>(e->pool->length),
+                            (*order)[rank]});
+  }
+  return pool.CheapestSpan(std::move(candidates), need);
+}
+
+// Which entries to evict, in order: the coldest; or, for a waiting block that no free extent
+// holds, the cheapest span that makes room for it, so that a large block does not take
+// evicting cold entries all over the pool.
+std::vector<uint64_t> HostEvictor::VictimsLocked() {
+  if (need_bytes_ == 0 || kd_->pool().largest_free_extent() >= need_bytes_)
+    return kd_->pool().Coldest(256);
+  std::vector<uint64_t> order;
+  auto span = SpanLocked(need_bytes_, false, &order);
+  return span ? *span : order;  // no run is long enough now (leases): the coldest, as before
+}
+
+// Evicts on demand: a span of clean entries (a disk copy each) leaves the pool at once, so a
+// promotion or Put near a full pool need not wait for the evictor or read around the pool.
+bool HostEvictor::FreeCleanLocked(uint64_t need) {
+  std::vector<uint64_t> order;
+  auto span = SpanLocked(need, true, &order);
+  if (!span) return false;
+  for (uint64_t id : *span) {
+    kd_->FreePoolLocked(reinterpret_cast<Entry*>(id));
+    ++kd_->pool().counters().evictions;
+  }
+  return true;
+}
+
 bool HostEvictor::EvictSomeLocked() {
   bool freed = false;
   std::vector<EntryPtr> batch;
   uint64_t batch_bytes = 0;
   auto done = [&]()
                   REQUIRES(kd_->mu) { return kd_->pool().EvictionDone(need_bytes_, batch_bytes); };
-  for (uint64_t id : kd_->pool().Coldest(256)) {
+  for (uint64_t id : VictimsLocked()) {
     Entry* e = reinterpret_cast<Entry*>(id);
-    if (e->leases > 0 || e->spilling || e->loading || e->erased) continue;
+    if (!Evictable(e)) continue;
     if (e->disk) {  // a clean copy: dropping the pool block costs no I/O
       kd_->FreePoolLocked(e);
       ++kd_->pool().counters().evictions;

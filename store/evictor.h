@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -41,6 +42,9 @@ class Evictor {
   MemoryTier& tier() const REQUIRES(kd_->mu) { return *tier_; }
   // Frees room in the tier (mu may be let go for I/O in between). False: nothing could move.
   virtual bool EvictSomeLocked() REQUIRES(kd_->mu) = 0;
+  // Makes room for `need` bytes at once, with no I/O, where the tier allows it (HostEvictor:
+  // entries with a disk copy just leave the pool). False: nothing was freed.
+  virtual bool FreeCleanLocked(uint64_t /*need*/) REQUIRES(kd_->mu) { return false; }
   void NoteMoveResultLocked(const Status& st, size_t entries) REQUIRES(kd_->mu);
 
   Keydir* const kd_;
@@ -86,6 +90,10 @@ class HostEvictor : public Evictor {
 
  private:
   bool EvictSomeLocked() override REQUIRES(kd_->mu);
+  bool FreeCleanLocked(uint64_t need) override REQUIRES(kd_->mu);
+  std::vector<uint64_t> VictimsLocked() REQUIRES(kd_->mu);
+  std::optional<std::vector<uint64_t>> SpanLocked(uint64_t need, bool clean_only,
+                                                  std::vector<uint64_t>* order) REQUIRES(kd_->mu);
   void DropUnspillableLocked(Entry* e, bool drop_from_pool) REQUIRES(kd_->mu);
   Status FinishPromote(const EntryPtr& e, const PoolBlock& blk, const DurableTier::ReadItem& read,
                        bool count_hit) EXCLUDES(kd_->mu);

@@ -57,6 +57,10 @@ class MemoryTier {
   void Unrank(uint64_t id) { policy_->Remove(id); }  // no longer a candidate (leased, gone)
   void Touch(uint64_t id) { policy_->Touch(id); }
   std::vector<uint64_t> Coldest(size_t max) const { return policy_->Coldest(max); }
+  std::optional<std::vector<uint64_t>> CheapestSpan(std::vector<PoolAllocator::Candidate> c,
+                                                    uint64_t need) const {
+    return alloc_.CheapestSpan(std::move(c), need);
+  }
   void ResetPolicy();  // forget every ranking (a recovery that starts again)
   void Reserve(size_t entries) { policy_->Reserve(entries); }
 

@@ -1,5 +1,6 @@
 #include "store/pool_allocator.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace ecstore {
@@ -63,6 +64,39 @@ void PoolAllocator::Free(const PoolBlock& block) {
     }
   }
   InsertFree(off, len);
+}
+
+std::optional<std::vector<uint64_t>> PoolAllocator::CheapestSpan(std::vector<Candidate> cands,
+                                                                 uint64_t need) const {
+  for (const auto& [off, len] : by_offset_) cands.push_back({{off, len}, 0, 0});  // free: id 0
+  std::sort(cands.begin(), cands.end(),
+            [](const Candidate& a, const Candidate& b) { return a.block.offset < b.block.offset; });
+  // Two pointers over each run of adjacent pieces: for every start, the shortest window from
+  // it that is long enough (costs are never negative, so a longer one costs no less).
+  double best = -1;
+  size_t best_lo = 0, best_hi = 0;
+  uint64_t span = 0;
+  double cost = 0;
+  for (size_t lo = 0, hi = 0; lo < cands.size(); ++lo) {
+    if (hi <= lo) hi = lo, span = 0, cost = 0;
+    while (span < need && hi < cands.size() &&
+           (hi == lo ||
+            cands[hi - 1].block.offset + cands[hi - 1].block.length == cands[hi].block.offset)) {
+      span += cands[hi].block.length;
+      cost += cands[hi].cost;
+      ++hi;
+    }
+    if (span >= need && (best < 0 || cost < best)) best = cost, best_lo = lo, best_hi = hi;
+    if (hi > lo) {  // slide: drop the window's first piece
+      span -= cands[lo].block.length;
+      cost -= cands[lo].cost;
+    }
+  }
+  if (best < 0) return std::nullopt;
+  std::vector<uint64_t> ids;
+  for (size_t i = best_lo; i < best_hi; ++i)
+    if (cands[i].id != 0) ids.push_back(cands[i].id);
+  return ids;
 }
 
 uint64_t PoolAllocator::largest_free_extent() const {

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <random>
+#include <vector>
 
 namespace ecstore {
 namespace {
@@ -24,6 +25,30 @@ TEST(PoolAllocator, AlignsAndCoalesces) {
   a.Free(*z);
   EXPECT_EQ(a.free_extents(), 1u);
   EXPECT_EQ(a.largest_free_extent(), 64 * kMiB);
+}
+
+// Blocks 0..7 of 1 MiB fill the pool; 1 and 5 are free. For 3 MiB the cheapest run of adjacent
+// free extents and candidates wins, and a block that is not a candidate (leased) splits runs.
+TEST(PoolAllocator, CheapestSpanForABlockThatNoExtentHolds) {
+  PoolAllocator a(8 * kMiB, 4096, /*small_threshold=*/0);
+  std::vector<PoolBlock> b;
+  for (int i = 0; i < 8; ++i) b.push_back(*a.Allocate(kMiB));
+  ASSERT_EQ(b[7].offset, 7 * kMiB);
+  a.Free(b[1]);
+  a.Free(b[5]);
+  const double cost[8] = {5, 0, 1, 9, 1, 0, 2, 2};
+  auto candidates = [&](int pinned) {
+    std::vector<PoolAllocator::Candidate> c;
+    for (uint64_t i : {0, 2, 3, 4, 6, 7})
+      if (static_cast<int>(i) != pinned) c.push_back({b[i], cost[i], 100 + i});
+    return c;
+  };
+  EXPECT_EQ(a.CheapestSpan(candidates(-1), 3 * kMiB), (std::vector<uint64_t>{104, 106}));
+  EXPECT_EQ(a.CheapestSpan(candidates(4), 3 * kMiB), (std::vector<uint64_t>{106, 107}));
+  EXPECT_EQ(a.CheapestSpan(candidates(-1), kMiB), std::vector<uint64_t>{})  // a free extent fits
+      << "nothing needs evicting";
+  EXPECT_FALSE(a.CheapestSpan(candidates(4), 5 * kMiB).has_value()) << "b4 splits every run";
+  EXPECT_EQ(a.CheapestSpan(candidates(-1), 8 * kMiB)->size(), 6u);  // the whole pool
 }
 
 TEST(PoolAllocator, OutOfMemoryIsAValue) {
