@@ -8,6 +8,7 @@
 namespace ecstore {
 namespace {
 constexpr uint64_t kSpillBatchBytes = 64ull << 20;
+constexpr size_t kSpanCandidates = 4096;  // the coldest entries a span may be made of
 }  // namespace
 
 void Evictor::Start() {
@@ -43,7 +44,7 @@ Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out) {
   const uint64_t need = tier().RoundUp(bytes);
   const auto deadline = std::chrono::steady_clock::now() + put_wait_;
   const uint64_t fail_gen = fail_gen_;
-  bool freed_clean = false;
+  bool made_room = false;
   for (;;) {
     if (stop_ && wait) return Status::Unavailable("store is closing");
     if (auto b = tier().Allocate(bytes)) {
@@ -51,8 +52,8 @@ Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out) {
       if (NeedsEvictionLocked()) evict_cv_.NotifyOne();
       return Status::Ok();
     }
-    if (!freed_clean && FreeCleanLocked(need)) {
-      freed_clean = true;  // once: the span it freed holds the block
+    if (!made_room && (MoveAsideLocked(need) || FreeCleanLocked(need))) {
+      made_room = true;  // once: what it freed holds the block, unless others took it meanwhile
       continue;
     }
     need_bytes_ = std::max(need_bytes_, need);
@@ -137,9 +138,8 @@ bool Evictable(const Entry* e) {
 // The cheapest contiguous span of the pool that makes room for `need` bytes (an entry's cost:
 // its place from the cold end), from the kSpanCandidates coldest evictable entries -- with
 // `clean_only`, only those with a disk copy. *order gets the coldest entries.
-std::optional<std::vector<uint64_t>> HostEvictor::SpanLocked(uint64_t need, bool clean_only,
-                                                             std::vector<uint64_t>* order) {
-  constexpr size_t kSpanCandidates = 4096;
+std::optional<PoolAllocator::Span> HostEvictor::SpanLocked(uint64_t need, bool clean_only,
+                                                           std::vector<uint64_t>* order) {
   MemoryTier& pool = kd_->pool();
   *order = pool.Coldest(kSpanCandidates);
   std::vector<PoolAllocator::Candidate> candidates;
@@ -161,7 +161,54 @@ std::vector<uint64_t> HostEvictor::VictimsLocked() {
     return kd_->pool().Coldest(256);
   std::vector<uint64_t> order;
   auto span = SpanLocked(need_bytes_, false, &order);
-  return span ? *span : order;  // no run is long enough now (leases): the coldest, as before
+  return span ? span->ids : order;  // no run is long enough now (leases): the coldest, as before
+}
+
+// Near a full pool the free bytes are often there, only not in one piece. Makes one extent of
+// `need` bytes by copying the entries in its way to free space elsewhere (the fewest bytes),
+// instead of evicting entries that will be read back from disk: a copy runs at memory speed,
+// a read back at the disk's. The span's free parts are held meanwhile, so nothing else lands
+// there, and mu is let go for the copies. An entry leased, spilled, evicted or erased while it
+// was copied keeps its old block (the copy is dropped). Needs twice `need` free in all.
+bool HostEvictor::MoveAsideLocked(uint64_t need) {
+  MemoryTier& pool = kd_->pool();
+  if (pool.free_bytes() < 2 * need) return false;
+  std::vector<PoolAllocator::Candidate> candidates;
+  for (uint64_t id : pool.Coldest(kSpanCandidates)) {
+    const Entry* e = reinterpret_cast<const Entry*>(id);
+    if (Evictable(e)) candidates.push_back({*e->pool, static_cast<double>(e->pool->length), id});
+  }
+  auto span = pool.CheapestSpan(std::move(candidates), need);
+  if (!span || span->ids.empty()) return false;
+  std::vector<PoolBlock> held = pool.TakeFreeWithin(span->range);
+  struct Move {
+    EntryPtr e;
+    PoolBlock from, to;
+  };
+  std::vector<Move> moves;
+  for (uint64_t id : span->ids) {
+    Entry* e = reinterpret_cast<Entry*>(id);
+    auto to = pool.Allocate(e->pool->length);  // outside the span: its free parts are held
+    if (!to) break;
+    moves.push_back({e->shared_from_this(), *e->pool, *to});
+  }
+  if (moves.size() < span->ids.size()) {  // no room for them all elsewhere: undo
+    for (const Move& m : moves) pool.Free(m.to);
+    for (const PoolBlock& b : held) pool.Free(b);
+    return false;
+  }
+  kd_->mu.unlock();  // never across a payload copy
+  for (const Move& m : moves) std::memcpy(pool.Ptr(m.to), pool.Ptr(m.from), m.from.length);
+  kd_->mu.lock();
+  for (const Move& m : moves) {
+    Entry* e = m.e.get();
+    const bool same = e->pool && e->pool->offset == m.from.offset && Evictable(e);
+    pool.Free(same ? m.from : m.to);
+    if (same) e->pool = m.to;
+  }
+  for (const PoolBlock& b : held) pool.Free(b);
+  kd_->space_cv.NotifyAll();
+  return true;
 }
 
 // Evicts on demand: a span of clean entries (a disk copy each) leaves the pool at once, so a
@@ -170,7 +217,7 @@ bool HostEvictor::FreeCleanLocked(uint64_t need) {
   std::vector<uint64_t> order;
   auto span = SpanLocked(need, true, &order);
   if (!span) return false;
-  for (uint64_t id : *span) {
+  for (uint64_t id : span->ids) {
     kd_->FreePoolLocked(reinterpret_cast<Entry*>(id));
     ++kd_->pool().counters().evictions;
   }

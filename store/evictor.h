@@ -45,6 +45,9 @@ class Evictor {
   // Makes room for `need` bytes at once, with no I/O, where the tier allows it (HostEvictor:
   // entries with a disk copy just leave the pool). False: nothing was freed.
   virtual bool FreeCleanLocked(uint64_t /*need*/) REQUIRES(kd_->mu) { return false; }
+  // Makes room for `need` bytes by moving entries, not evicting them, where the tier allows
+  // it (mu is let go during the copies). False: nothing was moved.
+  virtual bool MoveAsideLocked(uint64_t /*need*/) REQUIRES(kd_->mu) { return false; }
   void NoteMoveResultLocked(const Status& st, size_t entries) REQUIRES(kd_->mu);
 
   Keydir* const kd_;
@@ -91,9 +94,10 @@ class HostEvictor : public Evictor {
  private:
   bool EvictSomeLocked() override REQUIRES(kd_->mu);
   bool FreeCleanLocked(uint64_t need) override REQUIRES(kd_->mu);
+  bool MoveAsideLocked(uint64_t need) override REQUIRES(kd_->mu);
   std::vector<uint64_t> VictimsLocked() REQUIRES(kd_->mu);
-  std::optional<std::vector<uint64_t>> SpanLocked(uint64_t need, bool clean_only,
-                                                  std::vector<uint64_t>* order) REQUIRES(kd_->mu);
+  std::optional<PoolAllocator::Span> SpanLocked(uint64_t need, bool clean_only,
+                                                std::vector<uint64_t>* order) REQUIRES(kd_->mu);
   void DropUnspillableLocked(Entry* e, bool drop_from_pool) REQUIRES(kd_->mu);
   Status FinishPromote(const EntryPtr& e, const PoolBlock& blk, const DurableTier::ReadItem& read,
                        bool count_hit) EXCLUDES(kd_->mu);

@@ -57,10 +57,14 @@ class MemoryTier {
   void Unrank(uint64_t id) { policy_->Remove(id); }  // no longer a candidate (leased, gone)
   void Touch(uint64_t id) { policy_->Touch(id); }
   std::vector<uint64_t> Coldest(size_t max) const { return policy_->Coldest(max); }
-  std::optional<std::vector<uint64_t>> CheapestSpan(std::vector<PoolAllocator::Candidate> c,
-                                                    uint64_t need) const {
+  std::optional<PoolAllocator::Span> CheapestSpan(std::vector<PoolAllocator::Candidate> c,
+                                                  uint64_t need) const {
     return alloc_.CheapestSpan(std::move(c), need);
   }
+  std::vector<PoolBlock> TakeFreeWithin(const PoolBlock& range) {
+    return alloc_.TakeFreeWithin(range);
+  }
+  uint64_t free_bytes() const { return alloc_.free_bytes(); }
   void ResetPolicy();  // forget every ranking (a recovery that starts again)
   void Reserve(size_t entries) { policy_->Reserve(entries); }
 

@@ -66,8 +66,8 @@ void PoolAllocator::Free(const PoolBlock& block) {
   InsertFree(off, len);
 }
 
-std::optional<std::vector<uint64_t>> PoolAllocator::CheapestSpan(std::vector<Candidate> cands,
-                                                                 uint64_t need) const {
+std::optional<PoolAllocator::Span> PoolAllocator::CheapestSpan(std::vector<Candidate> cands,
+                                                               uint64_t need) const {
   for (const auto& [off, len] : by_offset_) cands.push_back({{off, len}, 0, 0});  // free: id 0
   std::sort(cands.begin(), cands.end(),
             [](const Candidate& a, const Candidate& b) { return a.block.offset < b.block.offset; });
@@ -93,10 +93,34 @@ std::optional<std::vector<uint64_t>> PoolAllocator::CheapestSpan(std::vector<Can
     }
   }
   if (best < 0) return std::nullopt;
-  std::vector<uint64_t> ids;
+  Span out;
+  out.range.offset = cands[best_lo].block.offset;
+  const PoolBlock& last = cands[best_hi - 1].block;
+  out.range.length = last.offset + last.length - out.range.offset;
   for (size_t i = best_lo; i < best_hi; ++i)
-    if (cands[i].id != 0) ids.push_back(cands[i].id);
-  return ids;
+    if (cands[i].id != 0) out.ids.push_back(cands[i].id);
+  return out;
+}
+
+std::vector<PoolBlock> PoolAllocator::TakeFreeWithin(const PoolBlock& range) {
+  const uint64_t lo = range.offset, hi = range.offset + range.length;
+  std::vector<PoolBlock> taken;
+  auto it = by_offset_.upper_bound(lo);
+  if (it != by_offset_.begin()) --it;  // an extent that starts before lo may reach into it
+  while (it != by_offset_.end() && it->first < hi) {
+    const uint64_t off = it->first, end = off + it->second;
+    auto next = std::next(it);
+    if (end > lo) {
+      EraseFree(it);
+      const uint64_t a = std::max(off, lo), b = std::min(end, hi);
+      if (off < a) InsertFree(off, a - off);
+      if (b < end) InsertFree(b, end - b);
+      taken.push_back({a, b - a});
+      allocated_ += b - a;
+    }
+    it = next;
+  }
+  return taken;
 }
 
 uint64_t PoolAllocator::largest_free_extent() const {

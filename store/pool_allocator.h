@@ -41,19 +41,25 @@ class PoolAllocator {
   double ExternalFragmentation() const;
   // Free bytes in extents smaller than `min_useful`: space no entry of that size can use.
   uint64_t StrandedBytes(uint64_t min_useful) const;
-  // Where to evict for a block of `need` bytes that no free extent holds: the cheapest run of
-  // adjacent free extents and candidate blocks (each with a cost: how much its entry is
-  // worth keeping) at least `need` long. Returns the ids of the candidates in it, or nothing
-  // when no such run exists (what lies between the candidates is pinned). Evicting coldest
-  // first until an extent happens to form instead frees blocks all over the pool: in the
-  // bench's mixed workload the pool then held only 72-78% of its budget on average.
+  // Where to make room for a block of `need` bytes that no free extent holds: the cheapest
+  // run of adjacent free extents and candidate blocks (each with a cost: what evicting or
+  // moving its entry costs) at least `need` long, with the ids of the candidates in it; or
+  // nothing when no such run exists (what lies between the candidates is pinned). Evicting
+  // coldest first until an extent happens to form instead frees blocks all over the pool: in
+  // the bench's mixed workload the pool then held only 72-78% of its budget on average.
   struct Candidate {
     PoolBlock block;
     double cost = 0;
-    uint64_t id = 0;
+    uint64_t id = 0;  // not 0
   };
-  std::optional<std::vector<uint64_t>> CheapestSpan(std::vector<Candidate> candidates,
-                                                    uint64_t need) const;
+  struct Span {
+    PoolBlock range;
+    std::vector<uint64_t> ids;
+  };
+  std::optional<Span> CheapestSpan(std::vector<Candidate> candidates, uint64_t need) const;
+  // Allocates whatever is free inside `range` (so nothing else lands there while the blocks
+  // in it are moved out); Free each returned block to give it back.
+  std::vector<PoolBlock> TakeFreeWithin(const PoolBlock& range);
   uint64_t RoundUp(uint64_t bytes) const {
     return (bytes + alignment_ - 1) / alignment_ * alignment_;
   }

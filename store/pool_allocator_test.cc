@@ -43,12 +43,40 @@ TEST(PoolAllocator, CheapestSpanForABlockThatNoExtentHolds) {
       if (static_cast<int>(i) != pinned) c.push_back({b[i], cost[i], 100 + i});
     return c;
   };
-  EXPECT_EQ(a.CheapestSpan(candidates(-1), 3 * kMiB), (std::vector<uint64_t>{104, 106}));
-  EXPECT_EQ(a.CheapestSpan(candidates(4), 3 * kMiB), (std::vector<uint64_t>{106, 107}));
-  EXPECT_EQ(a.CheapestSpan(candidates(-1), kMiB), std::vector<uint64_t>{})  // a free extent fits
+  auto span = a.CheapestSpan(candidates(-1), 3 * kMiB);
+  ASSERT_TRUE(span);
+  EXPECT_EQ(span->ids, (std::vector<uint64_t>{104, 106}));
+  EXPECT_EQ(span->range.offset, 4 * kMiB);
+  EXPECT_EQ(span->range.length, 3 * kMiB);
+  EXPECT_EQ(a.CheapestSpan(candidates(4), 3 * kMiB)->ids, (std::vector<uint64_t>{106, 107}));
+  EXPECT_EQ(a.CheapestSpan(candidates(-1), kMiB)->ids, std::vector<uint64_t>{})  // b1 or b5
       << "nothing needs evicting";
   EXPECT_FALSE(a.CheapestSpan(candidates(4), 5 * kMiB).has_value()) << "b4 splits every run";
-  EXPECT_EQ(a.CheapestSpan(candidates(-1), 8 * kMiB)->size(), 6u);  // the whole pool
+  EXPECT_EQ(a.CheapestSpan(candidates(-1), 8 * kMiB)->ids.size(), 6u);  // the whole pool
+  // Reserving what is free inside [3, 6) MiB takes b5 and leaves b1 free.
+  auto taken = a.TakeFreeWithin({3 * kMiB, 3 * kMiB});
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].offset, 5 * kMiB);
+  EXPECT_EQ(taken[0].length, kMiB);
+  EXPECT_EQ(a.free_bytes(), kMiB);
+  EXPECT_EQ(a.largest_free_extent(), kMiB);
+}
+
+// A free extent that straddles the range is split: only the part inside is taken.
+TEST(PoolAllocator, TakeFreeWithinSplitsExtentsAtTheRangesEdges) {
+  PoolAllocator a(8 * kMiB, 4096, /*small_threshold=*/0);
+  auto b = a.Allocate(kMiB);  // [0, 1) MiB; [1, 8) free
+  ASSERT_TRUE(b);
+  auto taken = a.TakeFreeWithin({2 * kMiB, 3 * kMiB});
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].offset, 2 * kMiB);
+  EXPECT_EQ(taken[0].length, 3 * kMiB);
+  EXPECT_EQ(a.free_bytes(), 4 * kMiB);
+  EXPECT_EQ(a.free_extents(), 2u);  // [1, 2) and [5, 8)
+  for (const PoolBlock& t : taken) a.Free(t);
+  a.Free(*b);
+  EXPECT_EQ(a.free_extents(), 1u);
+  EXPECT_EQ(a.largest_free_extent(), 8 * kMiB);
 }
 
 TEST(PoolAllocator, OutOfMemoryIsAValue) {

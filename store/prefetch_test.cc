@@ -153,5 +153,43 @@ TEST(Prefetch, APromotionNearAFullPoolEvictsOneSpanOfCleanEntriesAtOnce) {
   EXPECT_TRUE(got == Payload(7, 8 * kMiB));
 }
 
+// With the free bytes there but in pieces, a promotion moves the entries in its way (a copy)
+// instead of evicting any: nothing leaves the pool, and what moved reads back byte-exact.
+TEST(Prefetch, APromotionMovesEntriesAsideWhenTheFreeSpaceIsInPieces) {
+  TempDir dir;
+  Options o;
+  o.pool_bytes = 32 * kMiB;
+  o.high_watermark = 0.99;
+  o.low_watermark = 0.98;
+  const auto size = [](int i) { return (i == 7 ? 8 : 4) * kMiB; };
+  {
+    auto s = Store::Open(dir.path(), o);
+    ASSERT_TRUE(s.ok());
+    for (int i = 0; i < 8; ++i) {
+      auto p = Payload(i, size(i));
+      ASSERT_TRUE(
+          (*s)->Put("ns", "k" + std::to_string(i), Bf16(size(i)), {p.data(), size(i)}).ok());
+      ASSERT_TRUE((*s)->Flush().ok());
+    }
+    ASSERT_TRUE((*s)->Close().ok());
+  }
+  auto s = Store::Open(dir.path(), o);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->Prefetch("ns", {"k0", "k1", "k2", "k3", "k4", "k5", "k6"}).ok());
+  for (const char* k : {"k1", "k3", "k5"}) ASSERT_TRUE((*s)->Erase("ns", k).ok());
+  // 16 MiB free, in four 4 MiB pieces; k7 needs 8 MiB in one.
+  Status st = (*s)->Prefetch("ns", {"k7"});
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ((*s)->Stats()->pool().evictions, 0u);
+  for (int i : {0, 2, 4, 6, 7}) {
+    const std::string k = "k" + std::to_string(i);
+    EXPECT_TRUE((*s)->Lookup("ns", k)->tiers.has(Tier::kPool)) << k;
+    std::vector<uint8_t> got(size(i));
+    ASSERT_TRUE((*s)->Get("ns", k, {got.data(), got.size()}).ok()) << k;
+    EXPECT_TRUE(got == Payload(i, size(i))) << k << " differs after the move";
+  }
+  EXPECT_EQ((*s)->Stats()->pool().promotions, 8u) << "nothing was read back from disk";
+}
+
 }  // namespace
 }  // namespace ecstore
