@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <cerrno>
 #include <chrono>
@@ -71,6 +72,11 @@ class PosixEnv : public Env {
   bool FileExists(const std::string& path) override {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0;
+  }
+  Result<uint64_t> FreeBytes(const std::string& path) override {
+    struct statvfs fs {};
+    if (::statvfs(path.c_str(), &fs) != 0) return Status::FromErrno(errno, "statvfs " + path);
+    return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
   }
 };
 

@@ -63,6 +63,8 @@ class Env {
   virtual Status Preallocate(int fd, uint64_t size) = 0;
   virtual Status SyncData(int fd) = 0;
   virtual bool FileExists(const std::string& path) = 0;
+  // Bytes an unprivileged writer can still use on the filesystem holding `path`.
+  virtual Result<uint64_t> FreeBytes(const std::string& path) = 0;
 
   // Fault point consulted by the I/O queue before each read/write reaches the kernel.
   // Returns 0 to let the op run, or an errno (ENOSPC, EIO, ...) to fail it with. A return of
@@ -91,6 +93,7 @@ class EnvWrapper : public Env {
   Status Preallocate(int fd, uint64_t s) override { return target_->Preallocate(fd, s); }
   Status SyncData(int fd) override { return target_->SyncData(fd); }
   bool FileExists(const std::string& p) override { return target_->FileExists(p); }
+  Result<uint64_t> FreeBytes(const std::string& p) override { return target_->FreeBytes(p); }
   int BeforeIo(IoOp op, int fd, uint64_t off, size_t len) override {
     return target_->BeforeIo(op, fd, off, len);
   }

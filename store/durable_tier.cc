@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cstring>
@@ -512,9 +511,8 @@ Status DurableTier::ReclaimFileSpace(uint64_t incoming) {
     // on a full disk each retry made the files larger (found by the soak test).
     const uint64_t live = disk_->SegmentSize(best) - best_dead;
     const uint64_t needed = live > 0 ? live + (1ull << 20) : 0;  // a dead one is only deleted
-    struct statvfs fs {};
-    if (statvfs(dir_.c_str(), &fs) == 0 &&
-        static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < needed)
+    auto free_bytes = env_->FreeBytes(dir_);
+    if (free_bytes.ok() && *free_bytes < needed)
       return Status::NoSpace("the disk quota can only be kept by compacting, which needs " +
                              std::to_string(needed) + " bytes free where " + dir_ +
                              " lives; free disk space");

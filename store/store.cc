@@ -1,6 +1,5 @@
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
-#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cstring>
@@ -72,15 +71,14 @@ Status StoreImpl::Init() {
   DurableOptions dopt;
   dopt.read_only = opt_.read_only;
   dopt.read_only_reason = "as asked";
-  struct statvfs fs {};
-  if (!dopt.read_only && statvfs(dir_.c_str(), &fs) == 0 &&
-      static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < kMinFreeBytes) {
+  auto free_bytes = env_->FreeBytes(dir_);
+  if (!dopt.read_only && free_bytes.ok() && *free_bytes < kMinFreeBytes) {
     dopt.read_only = true;
     dopt.read_only_reason = "its disk was full";
     spdlog::warn(
         "disk full ({} bytes free where {} lives): opened read-only; writes fail "
         "until space is freed",
-        static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize, dir_);
+        *free_bytes, dir_);
   }
   read_only_ = dopt.read_only;
   dopt.quota_bytes = opt_.disk_quota_bytes;
