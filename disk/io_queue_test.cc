@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -15,6 +17,27 @@
 
 namespace ecstore {
 namespace {
+
+// An I/O service and an O_DIRECT file holding `n` bytes of Payload(seed) it wrote.
+struct WrittenFile {
+  testing::TempDir dir;
+  std::unique_ptr<IoService> svc;
+  UniqueFd fd;
+  AlignedBuffer data;
+  WrittenFile(size_t n, unsigned depth, uint64_t chunk, uint64_t seed) : data(n) {
+    auto s = IoService::Start(Env::Default(), depth, chunk);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (s.ok()) svc = std::move(s).value();
+    auto f = Env::Default()->OpenFile(dir.sub("f"), O_RDWR | O_CREAT | O_DIRECT, 0644);
+    EXPECT_TRUE(f.ok());
+    if (f.ok()) fd = std::move(f).value();
+    auto p = testing::Payload(seed, n);
+    std::memcpy(data.data(), p.data(), n);
+    if (svc && fd.get() >= 0) {
+      EXPECT_TRUE(svc->Run({{IoOp::kWrite, fd.get(), data.data(), n, 0, 0}}).ok());
+    }
+  }
+};
 
 class FailReadsEnv : public EnvWrapper {
  public:
@@ -64,27 +87,24 @@ namespace {
 // A read never waits behind a write batch: here the writes go into a pipe nobody drains, so
 // they cannot complete until the test reads the pipe; a read of a file still completes.
 TEST(IoService, ReadsAreNotQueuedBehindAStalledWriteBatch) {
-  testing::TempDir dir;
-  auto svc = IoService::Start(Env::Default(), 8, 64 * 1024);
-  ASSERT_TRUE(svc.ok());
-  auto fd = Env::Default()->OpenFile(dir.sub("f"), O_RDWR | O_CREAT | O_DIRECT, 0644);
-  ASSERT_TRUE(fd.ok());
-  AlignedBuffer data(1 << 20), got(1 << 20);
-  auto p = testing::Payload(3, 1 << 20);
-  std::memcpy(data.data(), p.data(), p.size());
-  ASSERT_TRUE((*svc)->Run({{IoOp::kWrite, fd->get(), data.data(), 1 << 20, 0, 0}}).ok());
+  WrittenFile f(1 << 20, 8, 64 * 1024, 3);
+  ASSERT_TRUE(f.svc && f.fd.get() >= 0);
+  IoService* svc = f.svc.get();
+  const int fd = f.fd.get();
+  AlignedBuffer& data = f.data;
+  AlignedBuffer got(1 << 20);
   int pipe_fds[2];
   ASSERT_EQ(0, pipe(pipe_fds));
   const size_t stalled = 4 << 20;  // far more than a pipe holds
   AlignedBuffer big(stalled);
   std::atomic<bool> writes_done{false};
   std::thread writer([&] {
-    Status st = (*svc)->Run({{IoOp::kWrite, pipe_fds[1], big.data(), stalled, 0, 0}});
+    Status st = svc->Run({{IoOp::kWrite, pipe_fds[1], big.data(), stalled, 0, 0}});
     EXPECT_TRUE(st.ok()) << st.ToString();
     writes_done = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the writes take the ring
-  ASSERT_TRUE((*svc)->Run({{IoOp::kRead, fd->get(), got.data(), 1 << 20, 0, 0}}).ok());
+  ASSERT_TRUE(svc->Run({{IoOp::kRead, fd, got.data(), 1 << 20, 0, 0}}).ok());
   EXPECT_EQ(0, std::memcmp(got.data(), data.data(), 1 << 20));
   EXPECT_FALSE(writes_done) << "the write batch cannot finish before its pipe is drained";
   std::vector<char> sink(1 << 16);
@@ -110,20 +130,17 @@ TEST(IoService, ReadsAreNotQueuedBehindAStalledWriteBatch) {
 // IoProgress gives each request's bytes once, in order, as they land: checksumming what it
 // gives equals checksumming the whole buffer afterwards.
 TEST(IoService, ProgressGivesEachRequestsBytesOnceAndInOrder) {
-  testing::TempDir dir;
-  auto svc = IoService::Start(Env::Default(), 8, 256 * 1024);
-  ASSERT_TRUE(svc.ok());
-  auto fd = Env::Default()->OpenFile(dir.sub("f"), O_RDWR | O_CREAT | O_DIRECT, 0644);
-  ASSERT_TRUE(fd.ok());
   const size_t n = 9 << 20;
-  AlignedBuffer w(n), r(n);
-  auto p = testing::Payload(5, n);
-  std::memcpy(w.data(), p.data(), n);
-  ASSERT_TRUE((*svc)->Run({{IoOp::kWrite, fd->get(), w.data(), n, 0, 0}}).ok());
+  WrittenFile f(n, 8, 256 * 1024, 5);
+  ASSERT_TRUE(f.svc && f.fd.get() >= 0);
+  IoService* svc = f.svc.get();
+  const int fd = f.fd.get();
+  AlignedBuffer& w = f.data;
+  AlignedBuffer r(n);
   const std::vector<IoRequest> batch = {
-      {IoOp::kRead, fd->get(), r.data(), 4096, 0, 0},
-      {IoOp::kRead, fd->get(), r.data() + 4096, (3 << 20) - 4096, 4096, 0},
-      {IoOp::kRead, fd->get(), r.data() + (3 << 20), 6 << 20, 3 << 20, 0}};
+      {IoOp::kRead, fd, r.data(), 4096, 0, 0},
+      {IoOp::kRead, fd, r.data() + 4096, (3 << 20) - 4096, 4096, 0},
+      {IoOp::kRead, fd, r.data() + (3 << 20), 6 << 20, 3 << 20, 0}};
   std::vector<uint64_t> given(batch.size());
   std::vector<PayloadHasher> hash;
   for (const IoRequest& req : batch) hash.emplace_back(req.len);
@@ -135,7 +152,7 @@ TEST(IoService, ProgressGivesEachRequestsBytesOnceAndInOrder) {
     hash[i].Update(static_cast<const uint8_t*>(batch[i].buf) + from, len);
     ++calls;
   };
-  ASSERT_TRUE((*svc)->Run(batch, progress).ok());
+  ASSERT_TRUE(svc->Run(batch, progress).ok());
   for (size_t i = 0; i < batch.size(); ++i) {
     EXPECT_EQ(given[i], batch[i].len);
     ASSERT_TRUE(hash[i].complete());
