@@ -437,7 +437,7 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
     Latencies lat;
     double secs = TimeGets(store.get(), entries, dst, &lat);
     Add({"get_disk", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99),
-         -1, "O_DIRECT io_uring read + xxh3 verify, page cache bypassed"});
+         -1, "O_DIRECT io_uring read, xxh3 fed each piece as it lands, page cache bypassed"});
     GetDiskDuringSpill(store.get(), entries, total, dst, pl);
     // The same entries fetched as an engine's step does: GetMany of 8 at a time, their disk
     // reads issued together (promoted into the pool, then copied out).
