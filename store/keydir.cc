@@ -23,7 +23,14 @@ Status Keydir::Recover() {
   for (const EntryPtr& e : recovered_)
     if (e->disk && !e->erased) order.emplace_back(e->last_access_us, e.get());
   std::sort(order.begin(), order.end());
-  for (auto [_, e] : order) durable_->Track(e->id(), *e, *e->disk);
+  // In access order the entries are all over memory: fetch a few ahead (Track was 31% of a
+  // 1 M open, most of it waiting on each entry).
+  constexpr size_t kAhead = 16;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i + kAhead < order.size()) __builtin_prefetch(order[i + kAhead].second);
+    Entry* e = order[i].second;
+    durable_->Track(e->id(), *e, *e->disk);
+  }
   recovered_ = {};
   return Status::Ok();
 }

@@ -14,9 +14,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
+#include "base/flat_set.h"
 #include "base/mutex.h"
 #include "store/cache.h"
 #include "store/durable_tier.h"
@@ -168,7 +168,7 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   MemoryTier* const device_;
   DurableTier* const durable_;
   std::function<void()> lease_end_;
-  std::unordered_set<EntryPtr, EntryKeyHash, EntryKeyEq> map_ GUARDED_BY(mu);
+  FlatSet<EntryPtr, EntryKeyHash, EntryKeyEq> map_ GUARDED_BY(mu);
   // An entry's place in map_ (absent: end()).
   auto FindIn(std::string_view ns, std::string_view key) const REQUIRES(mu) {
     return map_.find(EntryKey{ns, key});
