@@ -135,20 +135,22 @@ bool Evictable(const Entry* e) {
 }
 }  // namespace
 
-// The cheapest contiguous span of the pool that makes room for `need` bytes (an entry's cost:
-// its place from the cold end), from the kSpanCandidates coldest evictable entries -- with
-// `clean_only`, only those with a disk copy. *order gets the coldest entries.
-std::optional<PoolAllocator::Span> HostEvictor::SpanLocked(uint64_t need, bool clean_only,
+// The cheapest contiguous span of the pool that makes room for `need` bytes, from the
+// kSpanCandidates coldest evictable entries (with kEvictClean, only those with a disk copy).
+// An entry's cost: to evict it, its bytes weighted by its place from the cold end; to move
+// it, its bytes (the copy). *order gets the coldest entries.
+std::optional<PoolAllocator::Span> HostEvictor::SpanLocked(uint64_t need, SpanFor use,
                                                            std::vector<uint64_t>* order) {
   MemoryTier& pool = kd_->pool();
   *order = pool.Coldest(kSpanCandidates);
   std::vector<PoolAllocator::Candidate> candidates;
   for (size_t rank = 0; rank < order->size(); ++rank) {
     const Entry* e = reinterpret_cast<const Entry*>((*order)[rank]);
-    if (Evictable(e) && (e->disk || !clean_only))
-      candidates.push_back({*e->pool,
-                            static_cast<double>(rank + 1) * static_cast<double>(e->pool->length),
-                            (*order)[rank]});
+    if (!Evictable(e) || (use == SpanFor::kEvictClean && !e->disk)) continue;
+    const double bytes = static_cast<double>(e->pool->length);
+    candidates.push_back({*e->pool,
+                          use == SpanFor::kMove ? bytes : static_cast<double>(rank + 1) * bytes,
+                          (*order)[rank]});
   }
   return pool.CheapestSpan(std::move(candidates), need);
 }
@@ -160,7 +162,7 @@ std::vector<uint64_t> HostEvictor::VictimsLocked() {
   if (need_bytes_ == 0 || kd_->pool().largest_free_extent() >= need_bytes_)
     return kd_->pool().Coldest(256);
   std::vector<uint64_t> order;
-  auto span = SpanLocked(need_bytes_, false, &order);
+  auto span = SpanLocked(need_bytes_, SpanFor::kEvict, &order);
   return span ? span->ids : order;  // no run is long enough now (leases): the coldest, as before
 }
 
@@ -173,12 +175,8 @@ std::vector<uint64_t> HostEvictor::VictimsLocked() {
 bool HostEvictor::MoveAsideLocked(uint64_t need) {
   MemoryTier& pool = kd_->pool();
   if (pool.free_bytes() < 2 * need) return false;
-  std::vector<PoolAllocator::Candidate> candidates;
-  for (uint64_t id : pool.Coldest(kSpanCandidates)) {
-    const Entry* e = reinterpret_cast<const Entry*>(id);
-    if (Evictable(e)) candidates.push_back({*e->pool, static_cast<double>(e->pool->length), id});
-  }
-  auto span = pool.CheapestSpan(std::move(candidates), need);
+  std::vector<uint64_t> order;
+  auto span = SpanLocked(need, SpanFor::kMove, &order);
   if (!span || span->ids.empty()) return false;
   std::vector<PoolBlock> held = pool.TakeFreeWithin(span->range);
   struct Move {
@@ -215,7 +213,7 @@ bool HostEvictor::MoveAsideLocked(uint64_t need) {
 // promotion or Put near a full pool need not wait for the evictor or read around the pool.
 bool HostEvictor::FreeCleanLocked(uint64_t need) {
   std::vector<uint64_t> order;
-  auto span = SpanLocked(need, true, &order);
+  auto span = SpanLocked(need, SpanFor::kEvictClean, &order);
   if (!span) return false;
   for (uint64_t id : span->ids) {
     kd_->FreePoolLocked(reinterpret_cast<Entry*>(id));

@@ -96,7 +96,8 @@ class HostEvictor : public Evictor {
   bool FreeCleanLocked(uint64_t need) override REQUIRES(kd_->mu);
   bool MoveAsideLocked(uint64_t need) override REQUIRES(kd_->mu);
   std::vector<uint64_t> VictimsLocked() REQUIRES(kd_->mu);
-  std::optional<PoolAllocator::Span> SpanLocked(uint64_t need, bool clean_only,
+  enum class SpanFor { kEvict, kEvictClean, kMove };
+  std::optional<PoolAllocator::Span> SpanLocked(uint64_t need, SpanFor use,
                                                 std::vector<uint64_t>* order) REQUIRES(kd_->mu);
   void DropUnspillableLocked(Entry* e, bool drop_from_pool) REQUIRES(kd_->mu);
   Status FinishPromote(const EntryPtr& e, const PoolBlock& blk, const DurableTier::ReadItem& read,
