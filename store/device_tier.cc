@@ -60,7 +60,7 @@ bool DeviceEvictor::EvictSomeLocked() {
       freed = true;
     } else {
       kd_->PinLocked(e);
-      batch.push_back(e->shared_from_this());
+      batch.push_back(EntryPtr(e));
       batch_bytes += e->device->length;
     }
     if (tier().EvictionDone(need_bytes_, batch_bytes) || batch_bytes >= kDemoteBatchBytes) break;

@@ -188,7 +188,7 @@ bool HostEvictor::MoveAsideLocked(uint64_t need) {
     Entry* e = reinterpret_cast<Entry*>(id);
     auto to = pool.Allocate(e->pool->length);  // outside the span: its free parts are held
     if (!to) break;
-    moves.push_back({e->shared_from_this(), *e->pool, *to});
+    moves.push_back({EntryPtr(e), *e->pool, *to});
   }
   if (moves.size() < span->ids.size()) {  // no room for them all elsewhere: undo
     for (const Move& m : moves) pool.Free(m.to);
@@ -237,7 +237,7 @@ bool HostEvictor::EvictSomeLocked() {
       freed = true;
     } else {
       e->spilling = true;
-      batch.push_back(e->shared_from_this());
+      batch.push_back(EntryPtr(e));
       batch_bytes += e->pool->length;
     }
     if (done() || batch_bytes >= kSpillBatchBytes) break;

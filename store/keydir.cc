@@ -36,7 +36,7 @@ Status Keydir::Recover() {
 }
 
 void Keydir::Recovered(IndexRow&& row) {
-  auto e = std::make_shared<Entry>();
+  auto e = NewEntry();
   const DiskLocation loc = row.loc;
   static_cast<EntryRecord&>(*e) = std::move(row);
   e->disk = loc;
@@ -290,7 +290,7 @@ bool Keydir::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
     if (e->pool) {  // still hot: keep it in the pool, give up only its disk copy
       tombs->push_back(ForgetDiskCopyLocked(e));
     } else {
-      EntryPtr keep = e->shared_from_this();
+      EntryPtr keep = EntryPtr(e);
       map_.erase(keep);
       if (auto t = DetachLocked(e)) tombs->push_back(*t);
     }
@@ -359,7 +359,7 @@ EntryPtr Keydir::InsertLocked(const EntryPtr& e, std::optional<Tombstone>* tomb)
 }
 
 std::optional<Tombstone> Keydir::RemoveLocked(Entry* e) {
-  EntryPtr keep = e->shared_from_this();  // the map's reference may be the last
+  EntryPtr keep = EntryPtr(e);  // the map's reference may be the last
   map_.erase(keep);
   return DetachLocked(e);
 }

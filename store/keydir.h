@@ -8,12 +8,14 @@
 // copy. Lock order: DurableTier's append lock -> mu -> DurableTier's accounting lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/flat_set.h"
@@ -27,7 +29,7 @@ namespace ecstore {
 
 // One entry: its record and where its bytes are (device block, host pool block, disk
 // record: any of them). Fields are guarded by Keydir::mu. A lease pins every copy.
-struct Entry : EntryRecord, std::enable_shared_from_this<Entry> {
+struct Entry : EntryRecord {
   std::optional<PoolBlock> device;  // in the GPU pool
   // False for an entry put from device memory until it is first spilled: its xxh3 is
   // computed then, where the disk (not PCIe) sets the pace. Until then checksum is 0.
@@ -40,8 +42,45 @@ struct Entry : EntryRecord, std::enable_shared_from_this<Entry> {
   bool erased = false;
   bool touched = false;  // access info changed since it was last indexed
   uint64_t id() const { return reinterpret_cast<uintptr_t>(this); }
+
+ private:
+  friend class EntryPtr;
+  std::atomic<uint32_t> refs_{0};  // EntryPtrs to it (the keydir's slot holds one)
 };
-using EntryPtr = std::shared_ptr<Entry>;
+
+// A counted reference to an Entry, the count inside the entry: 8 B, so the keydir's slot is a
+// pointer and its hash, and an entry needs no separate control block (shared_ptr's cost 32 B
+// an entry). Copies may be made and dropped on any thread.
+class EntryPtr {
+ public:
+  EntryPtr() = default;
+  explicit EntryPtr(Entry* e) : e_(e) {
+    if (e_) e_->refs_.fetch_add(1, std::memory_order_relaxed);
+  }
+  EntryPtr(const EntryPtr& o) : EntryPtr(o.e_) {}
+  EntryPtr(EntryPtr&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  EntryPtr& operator=(EntryPtr o) noexcept {
+    std::swap(e_, o.e_);
+    return *this;
+  }
+  ~EntryPtr() { reset(); }
+  void reset() {
+    Entry* e = std::exchange(e_, nullptr);
+    if (e && e->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete e;
+  }
+  Entry* get() const { return e_; }
+  Entry* operator->() const { return e_; }
+  Entry& operator*() const { return *e_; }
+  explicit operator bool() const { return e_ != nullptr; }
+  bool operator==(const EntryPtr& o) const { return e_ == o.e_; }
+  // References held now; 1 = only the holder asking (used under Keydir::mu, where no new
+  // reference can be taken from the keydir).
+  uint32_t use_count() const { return e_ ? e_->refs_.load(std::memory_order_acquire) : 0; }
+
+ private:
+  Entry* e_ = nullptr;
+};
+inline EntryPtr NewEntry() { return EntryPtr(new Entry()); }
 
 // The keydir is a set of entries found by their own (ns, key): each key is stored once, in
 // its entry, and a lookup builds no string. (A map keyed by a copy of "ns\0key" cost 112 B

@@ -253,7 +253,7 @@ Status StoreImpl::Commit(PutReservation r) {
   const uint64_t checksum = PayloadChecksum(dst, size);
   // Zero the padding so a spill (which writes whole blocks) never carries stale bytes.
   std::memset(dst + size, 0, blk.length - size);
-  auto e = std::make_shared<Entry>();
+  auto e = NewEntry();
   e->ns = std::move(p->ns);
   e->key = std::move(p->key);
   e->meta = std::move(p->meta);
@@ -314,7 +314,7 @@ Status StoreImpl::PutFromDevice(std::string_view ns, std::string_view key, const
     kd_->device().Free(blk);
     return st.WithContext("copying the entry into the device pool");
   }
-  auto e = std::make_shared<Entry>();
+  auto e = NewEntry();
   e->ns = ns;
   e->key = key;
   e->meta = meta;
