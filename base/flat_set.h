@@ -56,6 +56,12 @@ class FlatSet {
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   size_t slot_count() const { return slots_.size(); }
+  // The first element at or after slot i (any i; wraps around): for sampling at random.
+  iterator from_slot(size_t i) const {
+    if (slots_.empty()) return end();
+    auto it = At(i & Mask());
+    return it == end() ? begin() : it;
+  }
 
   // Room for n entries without growing.
   void reserve(size_t n) {

@@ -761,7 +761,7 @@ void IndexWorkload(const Config& cfg) {
     auto store = OpenStore(sdir, 16 * kMiB);
     double open_s = Since(t0);
     // What the open keeps on the heap (the pool is mmap'd, not malloc'd): the keydir, the
-    // disk tier's policy and accounting, SQLite's cache. Per entry, the figure design.md's
+    // disk tier's accounting, SQLite's cache. Per entry, the figure design.md's
     // memory target is about.
     const double per_entry =
         static_cast<double>(HeapInUse() - std::min(HeapInUse(), heap0)) / static_cast<double>(n);
@@ -786,7 +786,7 @@ void IndexWorkload(const Config& cfg) {
     char note[160];
     std::snprintf(note, sizeof(note),
                   "Store::Open of a %lu-entry store; %.0f B of heap per entry after it (keydir, "
-                  "disk policy, index cache)",
+                  "disk accounting, index cache)",
                   static_cast<unsigned long>(n), per_entry);
     Add({"open_" + std::to_string(n / 1000) + "k", "ec-store", 0, 1 / open_s, open_s * 1e6,
          open_s * 1e6, -1, note});

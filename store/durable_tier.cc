@@ -91,7 +91,6 @@ Status DurableTier::CheckDirectory() const {
 
 void DurableTier::ResetAccounting() {
   MutexLock l(&mu_);
-  policy_ = NewEvictionPolicy(opt_.eviction_policy);
   segment_live_.clear();
   record_bytes_ = 0;
   stats_ = {};
@@ -149,27 +148,24 @@ Status DurableTier::RecoverOnce(bool rebuild, Owner* owner) {
 
 // ---------------------------------------------------------------- accounting
 
-void DurableTier::Track(uint64_t id, const EntryRecord& rec, const DiskLocation& loc) {
+void DurableTier::Track(const EntryRecord& rec, const DiskLocation& loc) {
   MutexLock l(&mu_);
   segment_live_[loc.segment] += loc.record_bytes();
   record_bytes_ += loc.record_bytes();
   ++stats_.entries;
   stats_.bytes += rec.bytes;
-  policy_->Insert(id, rec.bytes, policy_->UsesCost() ? RecomputeCost(rec.meta) : 0);
 }
 
-void DurableTier::Untrack(uint64_t id, const EntryRecord& rec, const DiskLocation& loc) {
+void DurableTier::Untrack(const EntryRecord& rec, const DiskLocation& loc) {
   MutexLock l(&mu_);
   segment_live_[loc.segment] -= loc.record_bytes();
   record_bytes_ -= loc.record_bytes();
   --stats_.entries;
   stats_.bytes -= rec.bytes;
-  policy_->Remove(id);
 }
 
-void DurableTier::Adopt(uint64_t id, const EntryRecord& rec, const DiskLocation& loc,
-                        bool spilled) {
-  Track(id, rec, loc);
+void DurableTier::Adopt(const EntryRecord& rec, const DiskLocation& loc, bool spilled) {
+  Track(rec, loc);
   if (spilled) {
     MutexLock l(&mu_);
     ++stats_.spills;
@@ -184,21 +180,6 @@ void DurableTier::Moved(const EntryRecord& rec, const DiskLocation& from, const 
     segment_live_[to.segment] += to.record_bytes();
   }
   index_->EnqueuePut(IndexRow(rec, to));
-}
-
-std::vector<uint64_t> DurableTier::Coldest(size_t max) const {
-  MutexLock l(&mu_);
-  return policy_->Coldest(max);
-}
-
-void DurableTier::Reserve(size_t entries) {
-  MutexLock l(&mu_);
-  policy_->Reserve(entries);
-}
-
-void DurableTier::Touch(uint64_t id) {
-  MutexLock l(&mu_);
-  policy_->Touch(id);
 }
 
 void DurableTier::NoteHit() {

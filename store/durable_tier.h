@@ -1,5 +1,5 @@
 // DurableTier: the store's durable side -- the segment files (DiskTier) and the SQLite index,
-// the disk quota with its own eviction policy and accounting, tombstones, recovery (the scan
+// the disk quota's accounting (its owner picks what goes), tombstones, recovery (the scan
 // itself is RecoveryScan, store/recovery_scan.h),
 // the spill append and compaction. It knows records and where they are; the keydir, the
 // pools and the leases stay with its Owner (StoreImpl), which it asks whenever a decision
@@ -36,7 +36,6 @@
 #include "disk/disk_tier.h"
 #include "index/index.h"
 #include "store/cache.h"
-#include "store/eviction_policy.h"
 
 namespace ecstore {
 
@@ -57,7 +56,6 @@ struct DurableOptions {
   bool compress = false;
   double min_compression_saving = 0.10;
   double compact_live_ratio = 0.5;
-  std::string eviction_policy = "lru";
   bool read_only = false;
   std::string read_only_reason;  // "as asked", "its disk was full"
   bool rebuild_index = false;    // asked for: the index is rebuilt from the segments
@@ -82,9 +80,9 @@ class DurableTier {
     // recovery starts again from the segments alone).
     virtual void RecoveryRestarts() = 0;
     virtual void RecoveryExpects(uint64_t entries) = 0;  // a hint, before the index loads
-    // Quota: the owner gives up disk copies, coldest first (Coldest, under its own lock,
-    // then Untrack), until OverQuota(incoming) is false, and appends their tombstones to
-    // *tombs. False when none could go (all leased or in flight).
+    // Quota: the owner gives up disk copies, coldest first by its own ranking (then
+    // Untrack), until OverQuota(incoming) is false, and appends their tombstones to *tombs.
+    // False when none could go (all leased or in flight).
     virtual bool YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) = 0;
     // Compaction: the live records in `segment`; a record moved (the owner ignores it when
     // the entry changed meanwhile); a record that failed its checksum.
@@ -112,22 +110,18 @@ class DurableTier {
   Status CheckDirectory() const;
 
   // ---- accounting: called under the owner's lock, as its entries gain or lose disk copies
-  // Entry `id`'s record is at `loc` (joins the quota's LRU as the hottest).
-  void Track(uint64_t id, const EntryRecord& rec, const DiskLocation& loc);
-  void Untrack(uint64_t id, const EntryRecord& rec, const DiskLocation& loc);
+  // An entry's record is at `loc`: its bytes count against the quota and its segment.
+  void Track(const EntryRecord& rec, const DiskLocation& loc);
+  void Untrack(const EntryRecord& rec, const DiskLocation& loc);
   // Track, and the index learns the row; `spilled` counts it as a spill.
-  void Adopt(uint64_t id, const EntryRecord& rec, const DiskLocation& loc, bool spilled);
+  void Adopt(const EntryRecord& rec, const DiskLocation& loc, bool spilled);
   // Compaction moved the entry's record (Owner::Relocate calls it); the index learns it.
   void Moved(const EntryRecord& rec, const DiskLocation& from, const DiskLocation& to);
-  // Up to `max` entry ids with disk copies, coldest first (the owner's lock keeps them valid).
-  std::vector<uint64_t> Coldest(size_t max) const;
-  void Touch(uint64_t id);                  // a hit: hotter for the quota
   void NoteHit();                           // a read served from disk
   void NoteCorrupt();                       // a corrupt record dropped
   void SaveAccess(const EntryRecord& rec);  // access statistics to the index
   void Forget(const EntryRecord& rec);      // the index forgets the row (no tombstone)
   bool OverQuota(uint64_t incoming) const;
-  void Reserve(size_t entries);  // a hint before recovery tracks that many disk copies
 
   // ---- I/O: never under the owner's lock
   struct SpillItem {
@@ -219,7 +213,6 @@ class DurableTier {
   Mutex append_mu_;  // one spill or compaction at a time (they share the segment tail)
 
   mutable Mutex mu_;                                           // the accounting below: a leaf
-  std::unique_ptr<EvictionPolicy> policy_ GUARDED_BY(mu_);     // entries with a disk copy
   std::map<uint32_t, uint64_t> segment_live_ GUARDED_BY(mu_);  // record bytes referenced
   uint64_t record_bytes_ GUARDED_BY(mu_) = 0;                  // of live records
   TierStats stats_ GUARDED_BY(mu_);

@@ -320,7 +320,7 @@ void HostEvictor::DropUnspillableLocked(Entry* e, bool drop_from_pool) {
 // A spilled entry now has a durable copy at `loc`.
 void HostEvictor::InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool) {
   e->disk = loc;
-  kd_->durable().Adopt(e->id(), *e, loc, true);
+  kd_->durable().Adopt(*e, loc, true);
   ++kd_->pool().counters().spills;
   if (drop_from_pool && e->leases == 0) {
     kd_->FreePoolLocked(e);

@@ -6,6 +6,7 @@
 
 #include "disk/aligned_buffer.h"
 #include "disk/record.h"
+#include "store/eviction_policy.h"
 
 namespace ecstore {
 
@@ -15,23 +16,11 @@ size_t EntryKeyHash::operator()(const EntryKey& k) const {
 }
 
 // Recovery hands every live entry over (Recovered); once it is done they join the disk
-// tier's accounting, oldest access first, so its LRU starts in the order it had.
+// tier's accounting, in the table's order (a sequential walk).
 Status Keydir::Recover() {
   EC_RETURN_IF_ERROR(durable_->Recover(this));
-  std::vector<std::pair<uint64_t, Entry*>> order;
-  order.reserve(recovered_.size());
-  for (const EntryPtr& e : recovered_)
-    if (e->disk && !e->erased) order.emplace_back(e->last_access_us, e.get());
-  std::sort(order.begin(), order.end());
-  // In access order the entries are all over memory: fetch a few ahead (Track was 31% of a
-  // 1 M open, most of it waiting on each entry).
-  constexpr size_t kAhead = 16;
-  for (size_t i = 0; i < order.size(); ++i) {
-    if (i + kAhead < order.size()) __builtin_prefetch(order[i + kAhead].second);
-    Entry* e = order[i].second;
-    durable_->Track(e->id(), *e, *e->disk);
-  }
-  recovered_ = {};
+  for (const EntryPtr& e : map_)
+    if (e->disk) durable_->Track(*e, *e->disk);
   return Status::Ok();
 }
 
@@ -42,11 +31,9 @@ void Keydir::Recovered(IndexRow&& row) {
   e->disk = loc;
   auto [it, added] = map_.insert(e);  // one probe: the key is almost always new
   if (!added) {                       // replaced by a newer record; not tracked yet
-    (*it)->disk.reset();
     map_.erase(it);
     map_.insert(e);
   }
-  recovered_.push_back(std::move(e));
 }
 
 uint64_t Keydir::RecoveredSeq(const std::string& ns, const std::string& key) {
@@ -58,22 +45,18 @@ void Keydir::RecoveredTombstone(const std::string& ns, const std::string& key,
                                 uint64_t target_seq) {
   auto it = FindIn(ns, key);
   if (it == map_.end() || (*it)->seq > target_seq) return;
-  (*it)->disk.reset();
   map_.erase(it);
 }
 
 void Keydir::RecoveryRestarts() {
   map_.clear();
-  recovered_.clear();
   pool().ResetPolicy();
   misses_ = 0;
 }
 
 void Keydir::RecoveryExpects(uint64_t entries) {
   map_.reserve(entries);
-  recovered_.reserve(entries);
   pool().Reserve(std::min<uint64_t>(entries, 1 << 16));
-  durable_->Reserve(entries);
 }
 
 Result<EntryPtr> Keydir::FindLocked(std::string_view ns, std::string_view key, bool count_miss) {
@@ -119,7 +102,7 @@ void Keydir::FreeCopiesLocked(Entry* e) {
 
 void Keydir::DropDiskLocked(Entry* e) {
   if (!e->disk) return;
-  durable_->Untrack(e->id(), *e, *e->disk);
+  durable_->Untrack(*e, *e->disk);
   e->disk.reset();
 }
 
@@ -156,7 +139,6 @@ ReadLease Keydir::LeaseLocked(const EntryPtr& e, bool count_hit, MemoryKind kind
   e->last_access_us = env_->NowMicros();
   if (e->pool) pool().Touch(e->id());
   if (e->device) device_->Touch(e->id());
-  if (e->disk) durable_->Touch(e->id());
   const bool on_device = kind == MemoryKind::kDevice;
   // A get served by promotion was counted as a hit of the tier it came from.
   if (count_hit) ++(on_device ? device_ : pool_)->counters().hits;
@@ -169,7 +151,6 @@ void Keydir::TouchLocked(Entry* e) {
   ++e->hits;
   e->touched = true;
   e->last_access_us = env_->NowMicros();
-  durable_->Touch(e->id());
 }
 
 // A lease that leaves no trace: no hit, no LRU touch (verify, export).
@@ -228,7 +209,7 @@ Status Keydir::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Sta
     e->checksum = h.checksum;
     e->meta = h.meta;
     e->disk = at;
-    durable_->Adopt(e->id(), *e, at, false);
+    durable_->Adopt(*e, at, false);
     return Status::Ok();
   }
   spdlog::error(
@@ -283,9 +264,7 @@ void Keydir::DropDiskCopy(const EntryPtr& e, const DiskLocation& loc) {
 bool Keydir::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
   MutexLock l(&mu);
   bool any = false;
-  for (uint64_t id : durable_->Coldest(64)) {
-    Entry* e = reinterpret_cast<Entry*>(id);
-    if (e->leases > 0 || e->loading || e->spilling) continue;
+  for (Entry* e : ColdestOnDiskLocked(64)) {
     any = true;
     if (e->pool) {  // still hot: keep it in the pool, give up only its disk copy
       tombs->push_back(ForgetDiskCopyLocked(e));
@@ -297,6 +276,44 @@ bool Keydir::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
     if (!durable_->OverQuota(incoming)) break;
   }
   return any;
+}
+
+// The disk quota ranks entries by what the keydir already holds for each -- no per-entry
+// structure of its own (an LRU list node cost 64 B an entry, the most of any part of a
+// large disk tier's index). Up to 4096 entries it ranks them all; beyond, a random sample
+// of 16 per victim wanted, as Redis's approximated LRU does: the victims come from the
+// coldest few percent. LRU ranks by last access; the value-aware ranking by hits x
+// recompute cost per MiB / age (hyperbolic caching, which needs no priority queue and
+// scores as GDSF does in the policy bench).
+std::vector<Entry*> Keydir::ColdestOnDiskLocked(size_t max) {
+  constexpr size_t kRankAllBelow = 4096, kSamplesPerVictim = 16;
+  const uint64_t now = env_->NowMicros();
+  auto coldness = [&](const Entry& e) {  // lower: goes first
+    if (!value_aware_) return static_cast<double>(e.last_access_us);
+    const double mib = std::max<double>(static_cast<double>(e.bytes), 1.0) / (1 << 20);
+    const double age_s = static_cast<double>(now - std::min(now, e.last_access_us)) / 1e6 + 1;
+    return static_cast<double>(std::max<uint64_t>(e.hits, 1)) * RecomputeCost(e.meta) / mib / age_s;
+  };
+  std::vector<std::pair<double, Entry*>> ranked;
+  auto consider = [&](Entry* e) {
+    if (e->disk && !e->erased && e->leases == 0 && !e->loading && !e->spilling)
+      ranked.emplace_back(coldness(*e), e);
+  };
+  if (map_.size() <= kRankAllBelow) {
+    for (const EntryPtr& e : map_) consider(e.get());
+  } else {
+    for (size_t i = 0; i < max * kSamplesPerVictim; ++i) {
+      sample_state_ = sample_state_ * 6364136223846793005ull + 1442695040888963407ull;
+      consider(map_.from_slot(sample_state_ >> 20)->get());
+    }
+    std::sort(ranked.begin(), ranked.end());
+    ranked.erase(std::unique(ranked.begin(), ranked.end()), ranked.end());  // drawn twice
+  }
+  const size_t n = std::min(max, ranked.size());
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<ptrdiff_t>(n), ranked.end());
+  std::vector<Entry*> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(ranked[i].second);
+  return out;
 }
 
 // The keydir entry that `rec` (a record at `at`) still describes.

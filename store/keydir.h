@@ -106,9 +106,10 @@ struct EntryKeyEq {
 
 class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
  public:
-  // `device` is null for a store without a device tier.
-  Keydir(Env* env, MemoryTier* pool, MemoryTier* device, DurableTier* durable)
-      : env_(env), pool_(pool), device_(device), durable_(durable) {}
+  // `device` is null for a store without a device tier. `value_aware`: the disk quota ranks
+  // its victims by value (the "gdsf" policy), not by last access alone.
+  Keydir(Env* env, MemoryTier* pool, MemoryTier* device, DurableTier* durable, bool value_aware)
+      : env_(env), pool_(pool), device_(device), durable_(durable), value_aware_(value_aware) {}
 
   Mutex mu;
   CondVar space_cv;  // pool space may have been freed (waiting Puts, the evictor)
@@ -174,6 +175,9 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   ReadLease QuietLeaseLocked(const EntryPtr& e) REQUIRES(mu);
   void TouchLocked(Entry* e) REQUIRES(mu);
   void AwaitSpill(const EntryPtr& e) EXCLUDES(mu);
+  // Up to `max` entries with a disk copy that nothing holds (no lease, load or spill), the
+  // coldest first: the disk quota's victims. See keydir.cc for the ranking.
+  std::vector<Entry*> ColdestOnDiskLocked(size_t max) REQUIRES(mu);
 
   // Reads every entry's copies and checks their checksums (Store::Verify).
   Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) EXCLUDES(mu);
@@ -206,13 +210,14 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   MemoryTier* const pool_;
   MemoryTier* const device_;
   DurableTier* const durable_;
+  const bool value_aware_;
+  uint64_t sample_state_ GUARDED_BY(mu) = 0x9e3779b97f4a7c15ull;  // ColdestOnDiskLocked's
   std::function<void()> lease_end_;
   FlatSet<EntryPtr, EntryKeyHash, EntryKeyEq> map_ GUARDED_BY(mu);
   // An entry's place in map_ (absent: end()).
   auto FindIn(std::string_view ns, std::string_view key) const REQUIRES(mu) {
     return map_.find(EntryKey{ns, key});
   }
-  std::vector<EntryPtr> recovered_ GUARDED_BY(mu);  // during Recover: to rank by last access
   uint64_t misses_ GUARDED_BY(mu) = 0;
   uint64_t lookup_hits_ GUARDED_BY(mu) = 0;
   uint64_t lookup_misses_ GUARDED_BY(mu) = 0;

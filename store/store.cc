@@ -88,7 +88,6 @@ Status StoreImpl::Init() {
   dopt.compress = opt_.compress;
   dopt.min_compression_saving = opt_.min_compression_saving;
   dopt.compact_live_ratio = opt_.compact_live_ratio;
-  dopt.eviction_policy = opt_.eviction_policy;
   dopt.rebuild_index = opt_.rebuild_index;
   if (dopt.read_only && dopt.rebuild_index)
     return Status::NoSpace("rebuilding the index of " + dir_ + " needs free disk space (" +
@@ -104,8 +103,8 @@ Status StoreImpl::Init() {
   if (!pool.ok()) return pool.status();
   pool_ = std::move(pool).value();
   EC_RETURN_IF_ERROR(OpenDeviceTier(mopt));
-  kd_ =
-      std::make_unique<Keydir>(env_, pool_.get(), dev_ ? dev_->memory() : nullptr, durable_.get());
+  kd_ = std::make_unique<Keydir>(env_, pool_.get(), dev_ ? dev_->memory() : nullptr, durable_.get(),
+                                 opt_.eviction_policy == "gdsf");
   ev_ = std::make_unique<HostEvictor>(kd_.get(), opt_.put_wait);
   if (dev_)
     dev_ev_ = std::make_unique<DeviceEvictor>(kd_.get(), dev_.get(), ev_.get(), opt_.put_wait);

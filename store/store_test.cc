@@ -19,6 +19,7 @@ using testing::Payload;
 using testing::Span;
 using testing::TempDir;
 
+constexpr uint64_t kKiB = 1 << 10;
 constexpr uint64_t kMiB = 1 << 20;
 
 Options Small(uint64_t pool = 32 * kMiB) {
@@ -456,6 +457,34 @@ TEST(Store, DiskQuotaEvictsColdestDiskEntries) {
     uint64_t seed = std::stoull(e.key.substr(1));
     ExpectEntry(s.get(), e.key, seed, 2 * kMiB);  // whatever survived is intact
   }
+}
+
+// Past a few thousand disk entries the quota ranks a random sample, not every entry: the
+// victims still come from the coldest part, and the hottest survive.
+TEST(Store, ALargeDiskTierTakesItsQuotaVictimsFromItsColdestPart) {
+  TempDir dir;
+  Options o = Small(8 * kMiB);
+  constexpr int kN = 6000, kMore = 600;
+  o.disk_quota_bytes = (kN + 64) * 8 * kKiB;  // each record: a 4 KiB header + 4 KiB
+  auto s = OpenOrDie(dir.path(), o);
+  auto put = [&](int i) {
+    ASSERT_TRUE(
+        s->Put("ns", "k" + std::to_string(i), Bf16(4 * kKiB), Span(Payload(i, 4 * kKiB))).ok());
+  };
+  for (int i = 0; i < kN; ++i) put(i);
+  ASSERT_TRUE(s->Flush().ok());
+  for (int i = kN; i < kN + kMore; ++i) put(i);
+  ASSERT_TRUE(s->Flush().ok());
+  StoreStats st = *s->Stats();
+  EXPECT_GE(st.disk().evictions, static_cast<uint64_t>(kMore) / 2);
+  int gone_old = 0, gone_new = 0;
+  for (int i = 0; i < kN; ++i) {
+    const bool gone = s->Lookup("ns", "k" + std::to_string(i)).status().IsNotFound();
+    (i < kN / 2 ? gone_old : gone_new) += gone;
+  }
+  EXPECT_GE(gone_old, kMore / 2);
+  EXPECT_EQ(gone_new, 0) << "an entry from the newer half was evicted";
+  for (int i = kN; i < kN + kMore; ++i) ExpectEntry(s.get(), "k" + std::to_string(i), i, 4 * kKiB);
 }
 
 uint64_t DirBytes(const std::string& dir) {
