@@ -29,6 +29,8 @@ class FlatSet {
   };
 
  public:
+  explicit FlatSet(Hash hash = Hash(), Eq eq = Eq()) : hash_(std::move(hash)), eq_(std::move(eq)) {}
+
   class iterator {
    public:
     iterator(Slot* s, Slot* end) : s_(s), end_(end) { Skip(); }
@@ -77,29 +79,34 @@ class FlatSet {
   template <typename K>
   iterator find(const K& k) const {
     if (slots_.empty()) return end();
-    const size_t h = Hash()(k);
+    const size_t h = hash_(k);
     for (size_t i = h & Mask();; i = (i + 1) & Mask()) {
       Slot& s = Data()[i];
       if (!s.p) return end();
-      if (s.hash == h && Eq()(s.p, k)) return At(i);
+      if (s.hash == h && eq_(s.p, k)) return At(i);
     }
   }
 
-  // Adds p unless an equal one is there; returns where the set's one is.
-  std::pair<iterator, bool> insert(const P& p) {
+  // Adds p unless an equal one is there (then p is left as it was); returns where the set's
+  // one is.
+  template <typename Q>
+  std::pair<iterator, bool> insert(Q&& p) {
     if ((size_ + 1) > slots_.size() * 7 / 8) Rehash(slots_.empty() ? 16 : slots_.size() * 2);
-    const size_t h = Hash()(p);
+    const size_t h = hash_(p);
     for (size_t i = h & Mask();; i = (i + 1) & Mask()) {
       Slot& s = slots_[i];
       if (!s.p) {
-        s.p = p;
+        s.p = std::forward<Q>(p);
         s.hash = h;
         ++size_;
         return {At(i), true};
       }
-      if (s.hash == h && Eq()(s.p, p)) return {At(i), false};
+      if (s.hash == h && eq_(s.p, p)) return {At(i), false};
     }
   }
+
+  // Puts p in its place: p must be equal to it (the same key), as its hash is kept.
+  void replace(iterator it, P p) { it.s_->p = std::move(p); }
 
   void erase(iterator it) {
     size_t i = static_cast<size_t>(it.s_ - Data());
@@ -140,6 +147,8 @@ class FlatSet {
     }
   }
 
+  Hash hash_;
+  Eq eq_;
   std::vector<Slot> slots_;  // a power of two of them, or none
   size_t size_ = 0;
 };

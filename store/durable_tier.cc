@@ -148,24 +148,24 @@ Status DurableTier::RecoverOnce(bool rebuild, Owner* owner) {
 
 // ---------------------------------------------------------------- accounting
 
-void DurableTier::Track(const EntryRecord& rec, const DiskLocation& loc) {
+void DurableTier::Track(uint64_t bytes, const DiskLocation& loc) {
   MutexLock l(&mu_);
   segment_live_[loc.segment] += loc.record_bytes();
   record_bytes_ += loc.record_bytes();
   ++stats_.entries;
-  stats_.bytes += rec.bytes;
+  stats_.bytes += bytes;
 }
 
-void DurableTier::Untrack(const EntryRecord& rec, const DiskLocation& loc) {
+void DurableTier::Untrack(uint64_t bytes, const DiskLocation& loc) {
   MutexLock l(&mu_);
   segment_live_[loc.segment] -= loc.record_bytes();
   record_bytes_ -= loc.record_bytes();
   --stats_.entries;
-  stats_.bytes -= rec.bytes;
+  stats_.bytes -= bytes;
 }
 
 void DurableTier::Adopt(const EntryRecord& rec, const DiskLocation& loc, bool spilled) {
-  Track(rec, loc);
+  Track(rec.bytes, loc);
   if (spilled) {
     MutexLock l(&mu_);
     ++stats_.spills;

@@ -111,8 +111,8 @@ class DurableTier {
 
   // ---- accounting: called under the owner's lock, as its entries gain or lose disk copies
   // An entry's record is at `loc`: its bytes count against the quota and its segment.
-  void Track(const EntryRecord& rec, const DiskLocation& loc);
-  void Untrack(const EntryRecord& rec, const DiskLocation& loc);
+  void Track(uint64_t bytes, const DiskLocation& loc);  // bytes: the entry's raw payload
+  void Untrack(uint64_t bytes, const DiskLocation& loc);
   // Track, and the index learns the row; `spilled` counts it as a spill.
   void Adopt(const EntryRecord& rec, const DiskLocation& loc, bool spilled);
   // Compaction moved the entry's record (Owner::Relocate calls it); the index learns it.

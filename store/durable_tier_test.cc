@@ -51,7 +51,7 @@ class FakeOwner : public DurableTier::Owner {
   void RecoveryExpects(uint64_t) override {}
   // After recovery, as StoreImpl does: every recovered record joins the accounting.
   void TrackAll() {
-    for (auto& [_, it] : items) tier->Track(it->rec, *it->loc);
+    for (auto& [_, it] : items) tier->Track(it->rec.bytes, *it->loc);
   }
   // Coldest first: the oldest seq (a real owner ranks by last access or value).
   bool YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) override {
@@ -62,7 +62,7 @@ class FakeOwner : public DurableTier::Owner {
     std::sort(order.begin(), order.end(),
               [](const Item* a, const Item* b) { return a->rec.seq < b->rec.seq; });
     for (Item* it : order) {
-      tier->Untrack(it->rec, *it->loc);
+      tier->Untrack(it->rec.bytes, *it->loc);
       tombs->push_back({it->rec.ns, it->rec.key, it->rec.seq, it->loc->segment});
       items.erase(it->rec.key);
       if (!tier->OverQuota(incoming)) break;
@@ -164,7 +164,7 @@ TEST(DurableTier, TombstonesOutliveAnIndexRebuild) {
   f.Spill("gone", 3, 64 * kKiB);
   f.Spill("kept", 4, 64 * kKiB);
   FakeOwner::Item* gone = f.owner.items["gone"].get();
-  f.tier->Untrack(gone->rec, *gone->loc);
+  f.tier->Untrack(gone->rec.bytes, *gone->loc);
   ASSERT_TRUE(f.tier->WriteTombstones({{"ns", "gone", gone->rec.seq, gone->loc->segment}}).ok());
   f.tier.reset();
   std::filesystem::remove(f.dir.sub("index.sqlite"));
@@ -200,7 +200,7 @@ TEST(DurableTier, CompactionMovesLiveRecordsThroughTheOwner) {
   for (int i = 0; i < 6; ++i) f.Spill("k" + std::to_string(i), 10 + i, 400 * kKiB);
   for (int i = 0; i < 6; i += 2) {  // every other entry dies
     FakeOwner::Item* it = f.owner.items["k" + std::to_string(i)].get();
-    f.tier->Untrack(it->rec, *it->loc);
+    f.tier->Untrack(it->rec.bytes, *it->loc);
     ASSERT_TRUE(f.tier->WriteTombstones({{"ns", it->rec.key, it->rec.seq, it->loc->segment}}).ok());
     f.owner.items.erase(it->rec.key);
   }
@@ -225,7 +225,7 @@ TEST(DurableTier, ATombstoneGoesWithTheRecordItKills) {
     const std::string key = "churn" + std::to_string(i);
     f.Spill(key, 41, 4 * kKiB);
     FakeOwner::Item* it = f.owner.items[key].get();
-    f.tier->Untrack(it->rec, *it->loc);
+    f.tier->Untrack(it->rec.bytes, *it->loc);
     ASSERT_TRUE(f.tier->WriteTombstones({{"ns", key, it->rec.seq, it->loc->segment}}).ok());
     f.owner.items.erase(key);
   }

@@ -10,59 +10,47 @@
 
 namespace ecstore {
 
-size_t EntryKeyHash::operator()(const EntryKey& k) const {
-  const std::hash<std::string_view> h;
-  return h(k.key) ^ (h(k.ns) * 0x9e3779b97f4a7c15ull);
-}
-
 // Recovery hands every live entry over (Recovered); once it is done they join the disk
 // tier's accounting, in the table's order (a sequential walk).
 Status Keydir::Recover() {
   EC_RETURN_IF_ERROR(durable_->Recover(this));
-  for (const EntryPtr& e : map_)
-    if (e->disk) durable_->Track(*e, *e->disk);
+  for (const KeydirSlot& s : table_.slots()) {
+    if (const ColdRow* r = s.row())
+      durable_->Track(r->bytes, r->loc());
+    else if (s.entry()->disk)
+      durable_->Track(s.entry()->bytes, *s.entry()->disk);
+  }
   return Status::Ok();
 }
 
-void Keydir::Recovered(IndexRow&& row) {
-  auto e = NewEntry();
-  const DiskLocation loc = row.loc;
-  static_cast<EntryRecord&>(*e) = std::move(row);
-  e->disk = loc;
-  auto [it, added] = map_.insert(e);  // one probe: the key is almost always new
-  if (!added) {                       // replaced by a newer record; not tracked yet
-    map_.erase(it);
-    map_.insert(e);
-  }
-}
+void Keydir::Recovered(IndexRow&& row) { table_.AddRecovered(std::move(row)); }
 
 uint64_t Keydir::RecoveredSeq(const std::string& ns, const std::string& key) {
-  auto it = FindIn(ns, key);
-  return it == map_.end() ? 0 : (*it)->seq;
+  const KeydirSlot* s = table_.Peek(ns, key);
+  return !s ? 0 : s->cold() ? s->row()->seq : s->entry()->seq;
 }
 
 void Keydir::RecoveredTombstone(const std::string& ns, const std::string& key,
                                 uint64_t target_seq) {
-  auto it = FindIn(ns, key);
-  if (it == map_.end() || (*it)->seq > target_seq) return;
-  map_.erase(it);
+  if (RecoveredSeq(ns, key) <= target_seq) table_.Erase(ns, key);
 }
 
 void Keydir::RecoveryRestarts() {
-  map_.clear();
+  table_.clear();
   pool().ResetPolicy();
   misses_ = 0;
 }
 
 void Keydir::RecoveryExpects(uint64_t entries) {
-  map_.reserve(entries);
+  table_.reserve(entries);
   pool().Reserve(std::min<uint64_t>(entries, 1 << 16));
 }
 
 Result<EntryPtr> Keydir::FindLocked(std::string_view ns, std::string_view key, bool count_miss) {
   if (closed_) return Status::Unavailable("store is closed");
-  auto it = FindIn(ns, key);
-  if (it == map_.end()) {
+  table_.FreezeSome(4);  // amortized: a few queued entries looked at per request
+  EntryPtr e = table_.Find(ns, key);
+  if (!e) {
     if (count_miss) {
       ++misses_;
       ++pool().counters().misses;
@@ -70,15 +58,21 @@ Result<EntryPtr> Keydir::FindLocked(std::string_view ns, std::string_view key, b
     return Status::NotFound("no entry for key '" + std::string(key) + "' in namespace '" +
                             std::string(ns) + "'");
   }
-  return *it;
+  return e;
 }
 
-EntryInfo Keydir::InfoLocked(const Entry& e) const {
-  TierSet tiers;
-  if (e.device) tiers.add(Tier::kDevice);
-  if (e.pool) tiers.add(Tier::kPool);
-  if (e.disk) tiers.add(Tier::kDisk);
-  return EntryInfo::Of(e, tiers);
+Result<EntryInfo> Keydir::LookupLocked(std::string_view ns, std::string_view key) {
+  if (closed_) return Status::Unavailable("store is closed");
+  const KeydirSlot* s = table_.Peek(ns, key);
+  if (!s)
+    return Status::NotFound("no entry for key '" + std::string(key) + "' in namespace '" +
+                            std::string(ns) + "'");
+  return *table_.Info(*s);
+}
+
+void Keydir::MaybeIdleLocked(Entry* e) {
+  if (e->disk && !e->pool && !e->device && e->leases == 0 && !e->erased)
+    table_.QueueFreeze(EntryPtr(e));
 }
 
 void Keydir::FreePoolLocked(Entry* e) {
@@ -86,6 +80,7 @@ void Keydir::FreePoolLocked(Entry* e) {
   pool().Remove(e->id(), e->bytes, *e->pool);
   e->pool.reset();
   space_cv.NotifyAll();
+  MaybeIdleLocked(e);
 }
 
 void Keydir::FreeDeviceLocked(Entry* e) {
@@ -93,6 +88,7 @@ void Keydir::FreeDeviceLocked(Entry* e) {
   device_->Remove(e->id(), e->bytes, *e->device);
   e->device.reset();
   space_cv.NotifyAll();
+  MaybeIdleLocked(e);
 }
 
 void Keydir::FreeCopiesLocked(Entry* e) {
@@ -102,7 +98,7 @@ void Keydir::FreeCopiesLocked(Entry* e) {
 
 void Keydir::DropDiskLocked(Entry* e) {
   if (!e->disk) return;
-  durable_->Untrack(*e, *e->disk);
+  durable_->Untrack(e->bytes, *e->disk);
   e->disk.reset();
 }
 
@@ -172,6 +168,7 @@ void Keydir::UnpinLocked(Entry* e) {
   --leases_;
   if (--e->leases > 0) return;
   if (e->erased && !e->spilling) FreeCopiesLocked(e);
+  MaybeIdleLocked(e);
   if (lease_end_) lease_end_();
 }
 
@@ -219,7 +216,7 @@ Status Keydir::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Sta
   durable_->Forget(*e);
   DropDiskLocked(e.get());
   if (e->pool) return Status::Ok();  // the pool copy serves, and is spilled again
-  map_.erase(e);
+  table_.Erase(*e);
   DetachLocked(e.get());  // no tombstone: the record on disk may well be intact
   return Status::NotFound("entry '" + e->key +
                           "': its index row does not match the record on "
@@ -233,9 +230,7 @@ Status Keydir::DropCorrupt(const EntryPtr& e, const Status& why) {
   std::optional<Tombstone> tomb;
   {
     MutexLock l(&mu);
-    auto it = map_.find(e);
-    if (it != map_.end() && *it == e) {
-      map_.erase(it);
+    if (table_.Erase(*e)) {
       tomb = DetachLocked(e.get());
       durable_->NoteCorrupt();
     }
@@ -264,13 +259,15 @@ void Keydir::DropDiskCopy(const EntryPtr& e, const DiskLocation& loc) {
 bool Keydir::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
   MutexLock l(&mu);
   bool any = false;
-  for (Entry* e : ColdestOnDiskLocked(64)) {
+  for (const KeydirSlot& s : ColdestOnDiskLocked(64)) {
     any = true;
-    if (e->pool) {  // still hot: keep it in the pool, give up only its disk copy
+    Entry* e = s.entry();
+    if (!e) {
+      YieldRowLocked(s.row(), tombs);
+    } else if (e->pool) {  // still hot: keep it in the pool, give up only its disk copy
       tombs->push_back(ForgetDiskCopyLocked(e));
     } else {
-      EntryPtr keep = EntryPtr(e);
-      map_.erase(keep);
+      table_.Erase(*e);
       if (auto t = DetachLocked(e)) tombs->push_back(*t);
     }
     if (!durable_->OverQuota(incoming)) break;
@@ -285,42 +282,56 @@ bool Keydir::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
 // coldest few percent. LRU ranks by last access; the value-aware ranking by hits x
 // recompute cost per MiB / age (hyperbolic caching, which needs no priority queue and
 // scores as GDSF does in the policy bench).
-std::vector<Entry*> Keydir::ColdestOnDiskLocked(size_t max) {
+std::vector<KeydirSlot> Keydir::ColdestOnDiskLocked(size_t max) {
   constexpr size_t kRankAllBelow = 4096, kSamplesPerVictim = 16;
   const uint64_t now = env_->NowMicros();
-  auto coldness = [&](const Entry& e) {  // lower: goes first
-    if (!value_aware_) return static_cast<double>(e.last_access_us);
-    const double mib = std::max<double>(static_cast<double>(e.bytes), 1.0) / (1 << 20);
-    const double age_s = static_cast<double>(now - std::min(now, e.last_access_us)) / 1e6 + 1;
-    return static_cast<double>(std::max<uint64_t>(e.hits, 1)) * RecomputeCost(e.meta) / mib / age_s;
+  auto coldness = [&](uint64_t last_access_us, uint64_t hits, uint64_t bytes, double cost) {
+    if (!value_aware_) return static_cast<double>(last_access_us);  // lower: goes first
+    const double mib = std::max<double>(static_cast<double>(bytes), 1.0) / (1 << 20);
+    const double age_s = static_cast<double>(now - std::min(now, last_access_us)) / 1e6 + 1;
+    return static_cast<double>(std::max<uint64_t>(hits, 1)) * cost / mib / age_s;
   };
-  std::vector<std::pair<double, Entry*>> ranked;
-  auto consider = [&](Entry* e) {
-    if (e->disk && !e->erased && e->leases == 0 && !e->loading && !e->spilling)
-      ranked.emplace_back(coldness(*e), e);
+  std::vector<std::pair<double, const KeydirSlot*>> ranked;
+  auto consider = [&](const KeydirSlot& s) {
+    if (const ColdRow* r = s.row()) {  // a row is never held
+      const double cost = value_aware_ ? RecomputeCost(r->meta()) : 0;
+      ranked.emplace_back(coldness(r->last_access_us, r->hits, r->bytes, cost), &s);
+      return;
+    }
+    const Entry& e = *s.entry();
+    if (e.disk && !e.erased && e.leases == 0 && !e.loading && !e.spilling)
+      ranked.emplace_back(
+          coldness(e.last_access_us, e.hits, e.bytes, value_aware_ ? RecomputeCost(e.meta) : 0),
+          &s);
   };
-  if (map_.size() <= kRankAllBelow) {
-    for (const EntryPtr& e : map_) consider(e.get());
+  if (table_.size() <= kRankAllBelow) {
+    for (const KeydirSlot& s : table_.slots()) consider(s);
   } else {
     for (size_t i = 0; i < max * kSamplesPerVictim; ++i) {
       sample_state_ = sample_state_ * 6364136223846793005ull + 1442695040888963407ull;
-      consider(map_.from_slot(sample_state_ >> 20)->get());
+      consider(table_.Sample(sample_state_ >> 20));
     }
     std::sort(ranked.begin(), ranked.end());
     ranked.erase(std::unique(ranked.begin(), ranked.end()), ranked.end());  // drawn twice
   }
   const size_t n = std::min(max, ranked.size());
   std::partial_sort(ranked.begin(), ranked.begin() + static_cast<ptrdiff_t>(n), ranked.end());
-  std::vector<Entry*> out;
-  for (size_t i = 0; i < n; ++i) out.push_back(ranked[i].second);
+  std::vector<KeydirSlot> out;  // copies: the slots move as the caller erases
+  for (size_t i = 0; i < n; ++i) out.push_back(*ranked[i].second);
   return out;
+}
+
+void Keydir::YieldRowLocked(ColdRow* r, std::vector<Tombstone>* tombs) {
+  const std::string ns(table_.NamespaceOf(*r)), key = r->Key();
+  tombs->push_back({ns, key, r->seq, r->segment});
+  durable_->Untrack(r->bytes, r->loc());
+  table_.Erase(ns, key);
 }
 
 // The keydir entry that `rec` (a record at `at`) still describes.
 Result<EntryPtr> Keydir::FindRecordLocked(const EntryRecord& rec, const DiskLocation& at) {
-  auto it = FindIn(rec.ns, rec.key);
-  if (it == map_.end()) return Status::NotFound("erased");
-  const EntryPtr& e = *it;
+  EntryPtr e = table_.Find(rec.ns, rec.key);
+  if (!e) return Status::NotFound("erased");
   if (e->seq != rec.seq || e->erased || !e->disk || !(*e->disk == at))
     return Status::NotFound("changed meanwhile");
   return e;
@@ -329,13 +340,26 @@ Result<EntryPtr> Keydir::FindRecordLocked(const EntryRecord& rec, const DiskLoca
 std::vector<IndexRow> Keydir::RecordsIn(uint32_t segment) {
   std::vector<IndexRow> live;
   MutexLock l(&mu);
-  for (const EntryPtr& e : map_)
-    if (e->disk && e->disk->segment == segment) live.emplace_back(*e, *e->disk);
+  for (const KeydirSlot& s : table_.slots()) {
+    if (const ColdRow* r = s.row()) {
+      if (r->segment == segment) live.emplace_back(table_.RecordOf(*r), r->loc());
+    } else if (const Entry* e = s.entry(); e->disk && e->disk->segment == segment) {
+      live.emplace_back(*e, *e->disk);
+    }
+  }
   return live;
 }
 
 void Keydir::Relocate(const EntryRecord& rec, const DiskLocation& from, const DiskLocation& to) {
   MutexLock l(&mu);
+  const KeydirSlot* s = table_.Peek(rec.ns, rec.key);
+  if (s && s->cold()) {  // a row stays a row: only its location changes
+    ColdRow* r = s->row();
+    if (r->seq != rec.seq || !(r->loc() == from)) return;
+    r->set_loc(to);
+    durable_->Moved(rec, from, to);
+    return;
+  }
   auto e = FindRecordLocked(rec, from);
   if (!e.ok()) return;
   (*e)->disk = to;
@@ -353,41 +377,54 @@ void Keydir::RecordCorrupt(const EntryRecord& rec, const DiskLocation& at, const
   DropCorrupt(e, why);
 }
 
-std::vector<EntryPtr> Keydir::Snapshot() {
-  std::vector<EntryPtr> all;
+std::vector<KeydirSlot> Keydir::Snapshot() {
+  std::vector<KeydirSlot> all;
   MutexLock l(&mu);
-  all.reserve(map_.size());
-  for (const EntryPtr& e : map_) all.push_back(e);
+  all.reserve(table_.size());
+  for (const KeydirSlot& s : table_.slots()) all.push_back(s);
   return all;
 }
 
-EntryPtr Keydir::InsertLocked(const EntryPtr& e, std::optional<Tombstone>* tomb) {
-  EntryPtr old;
-  auto it = map_.find(e);
-  if (it != map_.end()) {
-    old = *it;
-    *tomb = DetachLocked(old.get());
-    map_.erase(it);
+void Keydir::SaveTouchedLocked() {
+  for (const KeydirSlot& s : table_.slots()) {
+    if (ColdRow* r = s.row()) {
+      if (r->flags & ColdRow::kTouched) durable_->SaveAccess(table_.RecordOf(*r));
+      r->flags &= ~ColdRow::kTouched;
+    } else if (Entry* e = s.entry(); e->disk && e->touched) {
+      durable_->SaveAccess(*e);
+      e->touched = false;
+    }
   }
-  map_.insert(e);
+}
+
+EntryPtr Keydir::InsertLocked(const EntryPtr& e, std::optional<Tombstone>* tomb) {
+  EntryPtr old = table_.Insert(e);
+  if (old) *tomb = DetachLocked(old.get());
   if (e->pool) pool().Insert(e->id(), *e);
   if (e->device) device_->Insert(e->id(), *e);
   return old;
 }
 
 std::optional<Tombstone> Keydir::RemoveLocked(Entry* e) {
-  EntryPtr keep = EntryPtr(e);  // the map's reference may be the last
-  map_.erase(keep);
+  EntryPtr keep(e);  // the table's reference may be the last
+  table_.Erase(*e);
   return DetachLocked(e);
 }
 
 Result<VerifyReport> Keydir::Verify(const std::function<void(uint64_t, uint64_t)>& progress) {
-  std::vector<EntryPtr> all = Snapshot();
+  std::vector<KeydirSlot> all = Snapshot();
   VerifyReport report;
   uint64_t done = 0;
-  for (const EntryPtr& e : all) {
+  for (const KeydirSlot& s : all) {
     if (progress) progress(done, all.size());
     ++done;
+    EntryPtr e;
+    {
+      MutexLock l(&mu);
+      table_.FreezeSome(4);   // those checked before: the queue stays short
+      e = table_.EntryOf(s);  // a row is made an Entry, and a row again once checked
+    }
+    if (!e) continue;  // erased since
     Status st = VerifyEntry(e, &report);
     if (!st.ok()) report.errors.push_back(e->ns + "/" + e->key + ": " + st.message());
   }

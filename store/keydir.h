@@ -2,7 +2,10 @@
 // hold its bytes, its leases and in-flight flags -- and the transitions that keep each tier's
 // bookkeeping (MemoryTier, DurableTier) in step with it. It is the DurableTier's Owner and the
 // ReadLease releaser. It moves no payload bytes: StoreImpl (requests) and Evictor (eviction,
-// spill) do the I/O between its transitions.
+// spill) do the I/O between its transitions. Its table (KeydirTable) keeps idle disk-only
+// entries as compact rows; FindLocked hands out an Entry either way, so the transitions here
+// see Entries only, and the disk-side callbacks (quota, compaction, recovery) handle rows
+// where they stay rows.
 // Thread rules: `mu` is the store's one metadata lock and guards every Entry's fields;
 // *Locked methods need it held, the others take it. It is never held across I/O or a payload
 // copy. Lock order: DurableTier's append lock -> mu -> DurableTier's accounting lock.
@@ -18,91 +21,15 @@
 #include <utility>
 #include <vector>
 
-#include "base/flat_set.h"
 #include "base/mutex.h"
 #include "store/cache.h"
 #include "store/durable_tier.h"
+#include "store/entry.h"
+#include "store/keydir_table.h"
 #include "store/memory_tier.h"
 #include "store/store.h"
 
 namespace ecstore {
-
-// One entry: its record and where its bytes are (device block, host pool block, disk
-// record: any of them). Fields are guarded by Keydir::mu. A lease pins every copy.
-struct Entry : EntryRecord {
-  std::optional<PoolBlock> device;  // in the GPU pool
-  // False for an entry put from device memory until it is first spilled: its xxh3 is
-  // computed then, where the disk (not PCIe) sets the pace. Until then checksum is 0.
-  bool checksummed = true;
-  std::optional<PoolBlock> pool;  // set once the bytes in the block are complete
-  std::optional<DiskLocation> disk;
-  int leases = 0;
-  bool spilling = false;
-  bool loading = false;
-  bool erased = false;
-  bool touched = false;  // access info changed since it was last indexed
-  uint64_t id() const { return reinterpret_cast<uintptr_t>(this); }
-
- private:
-  friend class EntryPtr;
-  std::atomic<uint32_t> refs_{0};  // EntryPtrs to it (the keydir's slot holds one)
-};
-
-// A counted reference to an Entry, the count inside the entry: 8 B, so the keydir's slot is a
-// pointer and its hash, and an entry needs no separate control block (shared_ptr's cost 32 B
-// an entry). Copies may be made and dropped on any thread.
-class EntryPtr {
- public:
-  EntryPtr() = default;
-  explicit EntryPtr(Entry* e) : e_(e) {
-    if (e_) e_->refs_.fetch_add(1, std::memory_order_relaxed);
-  }
-  EntryPtr(const EntryPtr& o) : EntryPtr(o.e_) {}
-  EntryPtr(EntryPtr&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-  EntryPtr& operator=(EntryPtr o) noexcept {
-    std::swap(e_, o.e_);
-    return *this;
-  }
-  ~EntryPtr() { reset(); }
-  void reset() {
-    Entry* e = std::exchange(e_, nullptr);
-    if (e && e->refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete e;
-  }
-  Entry* get() const { return e_; }
-  Entry* operator->() const { return e_; }
-  Entry& operator*() const { return *e_; }
-  explicit operator bool() const { return e_ != nullptr; }
-  bool operator==(const EntryPtr& o) const { return e_ == o.e_; }
-  // References held now; 1 = only the holder asking (used under Keydir::mu, where no new
-  // reference can be taken from the keydir).
-  uint32_t use_count() const { return e_ ? e_->refs_.load(std::memory_order_acquire) : 0; }
-
- private:
-  Entry* e_ = nullptr;
-};
-inline EntryPtr NewEntry() { return EntryPtr(new Entry()); }
-
-// The keydir is a set of entries found by their own (ns, key): each key is stored once, in
-// its entry, and a lookup builds no string. (A map keyed by a copy of "ns\0key" cost 112 B
-// and an allocation per entry, and a string per lookup.)
-struct EntryKey {
-  std::string_view ns, key;
-};
-struct EntryKeyHash {
-  using is_transparent = void;
-  size_t operator()(const EntryKey& k) const;
-  size_t operator()(const EntryPtr& e) const { return (*this)(EntryKey{e->ns, e->key}); }
-};
-struct EntryKeyEq {
-  using is_transparent = void;
-  static EntryKey Of(const EntryKey& k) { return k; }
-  static EntryKey Of(const EntryPtr& e) { return {e->ns, e->key}; }
-  template <typename A, typename B>
-  bool operator()(const A& a, const B& b) const {
-    const EntryKey x = Of(a), y = Of(b);
-    return x.key == y.key && x.ns == y.ns;
-  }
-};
 
 class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
  public:
@@ -135,18 +62,31 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   uint64_t lookup_misses() const REQUIRES(mu) { return lookup_misses_; }
 
   // ---- lookups
+  // The key's entry (a compact row made an Entry again: see KeydirTable).
   Result<EntryPtr> FindLocked(std::string_view ns, std::string_view key, bool count_miss)
       REQUIRES(mu);
-  EntryInfo InfoLocked(const Entry& e) const REQUIRES(mu);
+  // The key's metadata, leaving a row a row (Lookup: nothing is read or held).
+  Result<EntryInfo> LookupLocked(std::string_view ns, std::string_view key) REQUIRES(mu);
+  EntryInfo InfoLocked(const Entry& e) const REQUIRES(mu) { return EntryInfoOf(e); }
   bool ContainsLocked(std::string_view ns, std::string_view key) const REQUIRES(mu) {
-    return map_.find(EntryKey{ns, key}) != map_.end();
+    return table_.Peek(ns, key) != nullptr;
   }
+  uint64_t cold_rows() const REQUIRES(mu) { return table_.rows(); }
+  // fn(const EntryPtr&) -> bool (false: stop) for each entry in use -- those that are not
+  // compact rows: every entry with a pool or device copy, a lease or a flag is among them.
   template <typename Fn>
   void ForEachLocked(Fn&& fn) REQUIRES(mu) {
-    for (const EntryPtr& e : map_)
-      if (!fn(e)) break;
+    for (const KeydirSlot& s : table_.slots())
+      if (!s.cold() && !fn(s.entry_ptr())) break;
   }
-  std::vector<EntryPtr> Snapshot() EXCLUDES(mu);
+  // Every entry now, rows included (List, Verify); what each holds now: SnapshotInfoLocked,
+  // SnapshotEntryLocked (a row made an Entry).
+  std::vector<KeydirSlot> Snapshot() EXCLUDES(mu);
+  std::optional<EntryInfo> SnapshotInfoLocked(const KeydirSlot& s) const REQUIRES(mu) {
+    return table_.Info(s);
+  }
+  // Access statistics that changed since they were indexed go to the index (Close).
+  void SaveTouchedLocked() REQUIRES(mu);
 
   // ---- transitions
   // A new entry (its bytes complete in its pool block) replaces the key's current one, which
@@ -177,7 +117,7 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   void AwaitSpill(const EntryPtr& e) EXCLUDES(mu);
   // Up to `max` entries with a disk copy that nothing holds (no lease, load or spill), the
   // coldest first: the disk quota's victims. See keydir.cc for the ranking.
-  std::vector<Entry*> ColdestOnDiskLocked(size_t max) REQUIRES(mu);
+  std::vector<KeydirSlot> ColdestOnDiskLocked(size_t max) REQUIRES(mu);
 
   // Reads every entry's copies and checks their checksums (Store::Verify).
   Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) EXCLUDES(mu);
@@ -213,11 +153,9 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   const bool value_aware_;
   uint64_t sample_state_ GUARDED_BY(mu) = 0x9e3779b97f4a7c15ull;  // ColdestOnDiskLocked's
   std::function<void()> lease_end_;
-  FlatSet<EntryPtr, EntryKeyHash, EntryKeyEq> map_ GUARDED_BY(mu);
-  // An entry's place in map_ (absent: end()).
-  auto FindIn(std::string_view ns, std::string_view key) const REQUIRES(mu) {
-    return map_.find(EntryKey{ns, key});
-  }
+  KeydirTable table_ GUARDED_BY(mu);
+  void MaybeIdleLocked(Entry* e) REQUIRES(mu);  // queues a disk-only entry to become a row
+  void YieldRowLocked(ColdRow* r, std::vector<Tombstone>* tombs) REQUIRES(mu);
   uint64_t misses_ GUARDED_BY(mu) = 0;
   uint64_t lookup_hits_ GUARDED_BY(mu) = 0;
   uint64_t lookup_misses_ GUARDED_BY(mu) = 0;

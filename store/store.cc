@@ -151,13 +151,7 @@ Status StoreImpl::Close() {
   if (st.ok()) st = fst;
   {
     MutexLock l(&kd_->mu);
-    kd_->ForEachLocked([&](const EntryPtr& e) {
-      if (e->disk && e->touched) {
-        durable_->SaveAccess(*e);
-        e->touched = false;
-      }
-      return true;
-    });
+    kd_->SaveTouchedLocked();
     kd_->CloseLocked();
   }
   Status ist = durable_->Flush();
@@ -481,10 +475,9 @@ Result<EntryInfo> StoreImpl::Lookup(std::string_view ns, std::string_view key,
                                     const ReadOptions& ro) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
   MutexLock l(&kd_->mu);
-  auto found = kd_->FindLocked(ns, key, false);
+  auto found = kd_->LookupLocked(ns, key);
   if (ro.record_access) kd_->CountLookupLocked(found.ok());
-  if (!found.ok()) return found.status();
-  return kd_->InfoLocked(**found);
+  return found;
 }
 
 Result<std::vector<std::optional<EntryInfo>>> StoreImpl::LookupMany(
@@ -494,9 +487,9 @@ Result<std::vector<std::optional<EntryInfo>>> StoreImpl::LookupMany(
   MutexLock l(&kd_->mu);
   if (kd_->closed()) return Status::Unavailable("store is closed");
   for (size_t i = 0; i < keys.size(); ++i) {
-    auto found = kd_->FindLocked(ns, keys[i], false);
+    auto found = kd_->LookupLocked(ns, keys[i]);
     kd_->CountLookupLocked(found.ok());
-    if (found.ok()) out[i] = kd_->InfoLocked(**found);
+    if (found.ok()) out[i] = std::move(*found);
   }
   return out;
 }
@@ -586,13 +579,13 @@ Status StoreImpl::ListPages(size_t page_size,
     if (kd_->closed()) return Status::Unavailable("store is closed");
   }
   // Pointers only: the metadata is copied a page at a time.
-  std::vector<EntryPtr> snapshot = kd_->Snapshot();
+  std::vector<KeydirSlot> snapshot = kd_->Snapshot();
   for (size_t at = 0; at < snapshot.size(); at += page_size) {
     std::vector<EntryInfo> page;
     {
       MutexLock l(&kd_->mu);
       for (size_t i = at; i < std::min(snapshot.size(), at + page_size); ++i)
-        page.push_back(kd_->InfoLocked(*snapshot[i]));
+        if (auto info = kd_->SnapshotInfoLocked(snapshot[i])) page.push_back(std::move(*info));
     }
     if (!on_page(std::move(page))) break;
   }
