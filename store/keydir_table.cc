@@ -93,9 +93,17 @@ std::optional<EntryInfo> KeydirTable::Info(const KeydirSlot& s) const {
     const KeydirSlot* now = Peek(names_.Name(r.ns), r.KeyInto(buf));
     return now ? Info(*now) : std::nullopt;
   }
-  TierSet disk;
-  disk.add(Tier::kDisk);
-  return EntryInfo::Of(RecordOf(r), disk);
+  EntryInfo i;  // straight from the row: Lookup's path, one string per field
+  i.ns = names_.Name(r.ns);
+  i.key = r.Key();
+  i.tiers.add(Tier::kDisk);
+  i.bytes = r.bytes;
+  i.meta = r.meta();
+  i.created_us = r.created_us;
+  i.last_access_us = r.last_access_us;
+  i.hits = r.hits;
+  i.checksum = r.checksum;
+  return i;
 }
 
 EntryPtr KeydirTable::EntryOf(const KeydirSlot& s) {
