@@ -22,6 +22,8 @@ struct Trace {
   std::vector<Item> items;
   std::vector<uint32_t> requests;
   uint64_t working_set = 0;  // bytes of the distinct items requested
+  int drift_every = 0;
+  std::vector<std::vector<double>> popularity;  // per drift epoch: each item's probability
 };
 
 Trace MakeTrace(const TraceParams& p) {
@@ -54,9 +56,14 @@ Trace MakeTrace(const TraceParams& p) {
   for (int r = 0; r < p.items; ++r) item_of_rank[r] = r;
   std::shuffle(item_of_rank.begin(), item_of_rank.end(), rng);
   std::vector<bool> seen(p.items);
+  t.drift_every = p.drift_every;
   for (int q = 0; q < p.requests; ++q) {
-    if (q > 0 && q % p.drift_every == 0)  // popularity drifts: new items rise to the top
-      std::rotate(item_of_rank.begin(), item_of_rank.end() - p.drift_step, item_of_rank.end());
+    if (q % p.drift_every == 0) {
+      if (q > 0)  // popularity drifts: new items rise to the top
+        std::rotate(item_of_rank.begin(), item_of_rank.end() - p.drift_step, item_of_rank.end());
+      std::vector<double>& pop = t.popularity.emplace_back(p.items);
+      for (int r = 0; r < p.items; ++r) pop[item_of_rank[r]] = cdf[r] - (r ? cdf[r - 1] : 0);
+    }
     const int rank =
         static_cast<int>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin());
     const uint32_t id = item_of_rank[std::min(rank, p.items - 1)];
@@ -98,6 +105,75 @@ PolicyRow Replay(const Trace& t, double fraction, const std::string& name) {
           hits / n,     static_cast<double>(hit_bytes) / static_cast<double>(bytes),
           saved / 1000, total / 1000};
 }
+
+// A cache that keeps the items of highest score x recompute cost per MiB: on a miss it
+// evicts the lowest until the newcomer fits. Score is what a policy knows of an item's
+// popularity: Request(id, q) sees every request (hits and misses), Rescore(q) says every
+// score just changed, Of(id) is the score.
+template <typename Score>
+PolicyRow ReplayByValue(const Trace& t, double fraction, const std::string& name, Score score) {
+  const uint64_t capacity = static_cast<uint64_t>(fraction * static_cast<double>(t.working_set));
+  auto value = [&](uint32_t id) {
+    return score.Of(id) * t.items[id].cost_ms / (static_cast<double>(t.items[id].bytes) / (1 << 20));
+  };
+  std::set<std::pair<double, uint32_t>> order;  // (value, item), lowest first
+  std::vector<double> key(t.items.size());
+  std::vector<bool> in(t.items.size());
+  uint64_t used = 0, hits = 0, hit_bytes = 0, bytes = 0;
+  double saved = 0, total = 0;
+  for (size_t q = 0; q < t.requests.size(); ++q) {
+    const uint32_t id = t.requests[q];
+    const Item& it = t.items[id];
+    score.Request(id, q);
+    if (score.Rescore(q)) {
+      std::set<std::pair<double, uint32_t>> again;
+      for (const auto& [_, c] : order) again.emplace(key[c] = value(c), c);
+      order.swap(again);
+    }
+    bytes += it.bytes;
+    total += it.cost_ms;
+    if (in[id]) {
+      ++hits, hit_bytes += it.bytes, saved += it.cost_ms;
+      order.erase({key[id], id});
+    } else {
+      if (it.bytes > capacity) continue;
+      for (; used + it.bytes > capacity; order.erase(order.begin())) {
+        in[order.begin()->second] = false;
+        used -= t.items[order.begin()->second].bytes;
+      }
+      in[id] = true;
+      used += it.bytes;
+    }
+    order.emplace(key[id] = value(id), id);
+  }
+  const double n = static_cast<double>(t.requests.size());
+  return {fraction,     name,
+          hits / n,     static_cast<double>(hit_bytes) / static_cast<double>(bytes),
+          saved / 1000, total / 1000};
+}
+
+// Each item's requests, misses included, halved every 4 x (the items the capacity holds)
+// requests: the best of the windows tried (1.5-8 x).
+struct DecayedFrequency {
+  std::vector<double> f;
+  size_t halve_every;
+  void Request(uint32_t id, size_t) { f[id] += 1; }
+  bool Rescore(size_t q) {
+    if ((q + 1) % halve_every != 0) return false;
+    for (double& x : f) x /= 2;
+    return true;
+  }
+  double Of(uint32_t id) const { return f[id]; }
+};
+
+// The probability the trace draws each item with now: what no online policy can know.
+struct TruePopularity {
+  const Trace* t;
+  size_t epoch = 0;
+  void Request(uint32_t, size_t q) { epoch = q / static_cast<size_t>(t->drift_every); }
+  bool Rescore(size_t q) const { return q % static_cast<size_t>(t->drift_every) == 0; }
+  double Of(uint32_t id) const { return t->popularity[epoch][id]; }
+};
 
 // Belady (for scale): on a miss, evict the cached items whose next use is furthest away.
 PolicyRow Belady(const Trace& t, double fraction) {
@@ -152,6 +228,15 @@ std::vector<PolicyRow> RunPolicyBench(const TraceParams& p, const std::vector<do
   for (double c : capacities) {
     rows.push_back(Replay(t, c, "lru"));
     rows.push_back(Replay(t, c, "gdsf"));
+    double mean_bytes = 0;
+    for (const Item& it : t.items) mean_bytes += static_cast<double>(it.bytes);
+    mean_bytes /= static_cast<double>(t.items.size());
+    const double held = c * static_cast<double>(t.working_set) / mean_bytes;
+    rows.push_back(ReplayByValue(
+        t, c, "freq-density",
+        DecayedFrequency{std::vector<double>(t.items.size()),
+                         static_cast<size_t>(std::max(1.0, 4 * held))}));
+    rows.push_back(ReplayByValue(t, c, "true-popularity", TruePopularity{&t}));
     rows.push_back(Belady(t, c));
   }
   return rows;

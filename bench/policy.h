@@ -6,7 +6,11 @@
 //   (RecomputeCost: ~19 ms for 400 rows, ~86 ms for 2304).
 // Reported per capacity and policy: hit ratio, byte hit ratio, and encoder time saved
 // (the recompute cost of every hit), with a clairvoyant bound (Belady: evict the entry used
-// furthest in the future) for scale.
+// furthest in the future) for scale. Two replays show what frequency is worth here:
+// "freq-density" keeps the items of highest decayed request count x cost per MiB (it needs
+// each key's request history, misses included, which the store's pools do not keep), and
+// "true-popularity" the items of highest true probability x cost per MiB (an upper bound
+// for any policy that estimates popularity from counts).
 // Thread rules: pure computation; call from any thread.
 #pragma once
 
@@ -17,7 +21,7 @@ namespace ecstore::bench {
 
 struct PolicyRow {
   double capacity_fraction;
-  std::string policy;  // "lru", "gdsf", "belady"
+  std::string policy;  // "lru", "gdsf", "freq-density", "true-popularity", "belady"
   double hit_ratio, byte_hit_ratio, saved_s, total_s;
 };
 
