@@ -114,7 +114,8 @@ template <typename Score>
 PolicyRow ReplayByValue(const Trace& t, double fraction, const std::string& name, Score score) {
   const uint64_t capacity = static_cast<uint64_t>(fraction * static_cast<double>(t.working_set));
   auto value = [&](uint32_t id) {
-    return score.Of(id) * t.items[id].cost_ms / (static_cast<double>(t.items[id].bytes) / (1 << 20));
+    return score.Of(id) * t.items[id].cost_ms /
+           (static_cast<double>(t.items[id].bytes) / (1 << 20));
   };
   std::set<std::pair<double, uint32_t>> order;  // (value, item), lowest first
   std::vector<double> key(t.items.size());
@@ -232,10 +233,9 @@ std::vector<PolicyRow> RunPolicyBench(const TraceParams& p, const std::vector<do
     for (const Item& it : t.items) mean_bytes += static_cast<double>(it.bytes);
     mean_bytes /= static_cast<double>(t.items.size());
     const double held = c * static_cast<double>(t.working_set) / mean_bytes;
-    rows.push_back(ReplayByValue(
-        t, c, "freq-density",
-        DecayedFrequency{std::vector<double>(t.items.size()),
-                         static_cast<size_t>(std::max(1.0, 4 * held))}));
+    rows.push_back(ReplayByValue(t, c, "freq-density",
+                                 DecayedFrequency{std::vector<double>(t.items.size()),
+                                                  static_cast<size_t>(std::max(1.0, 4 * held))}));
     rows.push_back(ReplayByValue(t, c, "true-popularity", TruePopularity{&t}));
     rows.push_back(Belady(t, c));
   }

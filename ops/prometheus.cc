@@ -94,6 +94,11 @@ void Store(Writer& w, const StoreStats& s) {
            static_cast<double>(s.segments));
   w.Metric("ecstore_leases", "gauge", "Leases held now (zero-copy readers, pins, copies).",
            static_cast<double>(s.leases));
+  w.Metric("ecstore_keydir_entries", "gauge", "Entries in the keydir.",
+           static_cast<double>(s.keydir_entries));
+  w.Metric("ecstore_keydir_compact_rows", "gauge",
+           "Keydir entries kept as compact rows (idle, on disk only).",
+           static_cast<double>(s.keydir_compact_rows));
   w.Metric("ecstore_pool_fragmentation_ratio", "gauge",
            "Free pool bytes outside the largest free extent, over the capacity.",
            s.pool_fragmentation);

@@ -116,6 +116,9 @@ struct StoreStats {
   // Through a server: its client connections and the leases they hold (0 locally).
   uint64_t connections = 0, client_leases = 0;
   uint64_t leases = 0;  // held now: zero-copy readers, pins, copies in flight
+  // The keydir's entries, and those of them it keeps as compact rows (idle, disk only:
+  // store/cold_row.h); the rest are full entries in use.
+  uint64_t keydir_entries = 0, keydir_compact_rows = 0;
   // The tier's counters; added (zeroed) when absent.
   TierStats& at(Tier t);
   // The tier's counters, or zeroes for a tier this store does not have.

@@ -72,6 +72,7 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
     return table_.Peek(ns, key) != nullptr;
   }
   uint64_t cold_rows() const REQUIRES(mu) { return table_.rows(); }
+  uint64_t size() const REQUIRES(mu) { return table_.size(); }
   // fn(const EntryPtr&) -> bool (false: stop) for each entry in use -- those that are not
   // compact rows: every entry with a pool or device copy, a lease or a flag is among them.
   template <typename Fn>

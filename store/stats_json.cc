@@ -53,6 +53,7 @@ std::string StatsToJson(const StoreStats& s, int indent, const std::string& extr
   j["connections"] = s.connections;
   j["client_leases"] = s.client_leases;
   j["leases"] = s.leases;
+  j["keydir"] = {{"entries", s.keydir_entries}, {"compact_rows", s.keydir_compact_rows}};
   json extra = json::parse(extra_json_object, nullptr, false);
   if (extra.is_object()) j.update(extra);
   return j.dump(indent);
@@ -86,6 +87,10 @@ Result<StoreStats> StatsFromJson(std::string_view text) {
     s.lookup_misses = l->value("misses", uint64_t{0});
   }
   s.leases = j.value("leases", uint64_t{0});
+  if (auto k = j.find("keydir"); k != j.end() && k->is_object()) {
+    s.keydir_entries = k->value("entries", uint64_t{0});
+    s.keydir_compact_rows = k->value("compact_rows", uint64_t{0});
+  }
   s.version = j.value("version", std::string());
   s.uptime_seconds = j.value("uptime_seconds", 0.0);
   s.connections = j.value("connections", uint64_t{0});

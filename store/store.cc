@@ -617,6 +617,8 @@ Result<StoreStats> StoreImpl::Stats() {
   s.lookup_hits = kd_->lookup_hits();
   s.lookup_misses = kd_->lookup_misses();
   s.leases = kd_->leases();
+  s.keydir_entries = kd_->size();
+  s.keydir_compact_rows = kd_->cold_rows();
   return s;
 }
 

@@ -554,6 +554,8 @@ TEST(Store, EntriesReopenedAsCompactRowsServeEveryOperation) {
   Options o = Small(8 * kMiB);
   o.segment_bytes = 8 * kMiB;
   auto s = OpenOrDie(dir.path(), o);
+  EXPECT_EQ(s->Stats()->keydir_entries, 16u);
+  EXPECT_EQ(s->Stats()->keydir_compact_rows, 16u) << "recovery makes rows";
   auto info = s->Lookup("ns", key(3));
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->bytes, kMiB);
@@ -562,7 +564,9 @@ TEST(Store, EntriesReopenedAsCompactRowsServeEveryOperation) {
   ASSERT_TRUE(s->Erase("ns", key(0)).ok());
   ASSERT_TRUE(s->Erase("ns", key(4)).ok());
   ASSERT_TRUE(s->Put("ns", key(1), Bf16(kMiB), Span(Payload(101, kMiB))).ok());
+  EXPECT_EQ(s->Stats()->keydir_compact_rows, 13u) << "k0 and k4 erased, k1 in the pool";
   for (int n = 0; n < 3; ++n) ExpectEntry(s.get(), key(2), 2, kMiB);
+  EXPECT_EQ(s->Stats()->keydir_compact_rows, 12u) << "k2, read, was promoted to the pool";
   ASSERT_TRUE(s->Flush().ok());
   ASSERT_TRUE(s->Compact(1.0).ok());  // moves the rows of the segments the erases thinned
   EXPECT_GT(s->Stats()->compactions, 0u);
@@ -570,6 +574,7 @@ TEST(Store, EntriesReopenedAsCompactRowsServeEveryOperation) {
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->checked, 14u);
   EXPECT_TRUE(report->corrupt.empty() && report->errors.empty());
+  EXPECT_GE(s->Stats()->keydir_compact_rows, 11u) << "verify made each row an entry, then a row";
   ASSERT_TRUE(s->Close().ok());
   s = OpenOrDie(dir.path(), o);
   EXPECT_TRUE(s->Lookup("ns", key(0)).status().IsNotFound());

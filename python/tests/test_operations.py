@@ -94,6 +94,8 @@ def test_remote_stats_equal_the_scrape(served):
     assert st["disk"]["quota"] == _value(m, "ecstore_tier_capacity_bytes", tier="disk")
     assert st["version"] == ecstore.__version__
     assert st["uptime_seconds"] > 0 and st["connections"] >= 1
+    assert st["keydir"]["entries"] == _value(m, "ecstore_keydir_entries") >= 3
+    assert st["keydir"]["compact_rows"] == _value(m, "ecstore_keydir_compact_rows")
 
 
 def test_healthz_fails_when_the_store_is_unusable(served):
