@@ -1,14 +1,16 @@
-// FlatSet: an open-addressing hash set of owning pointers (shared_ptr, unique_ptr) found by a
-// key their pointees carry -- the keydir's table. One array of slots (the pointer and its
-// hash), linear probing, deletion by backward shift (no tombstones), growth by doubling
-// past 7/8 full. Against std::unordered_set it saves a node allocation and a pointer chase
-// per entry: inserting 1 M entries at open was 30% of the open in a perf profile, most of it
-// the cache misses of bucket-then-node.
+// FlatSet: an open-addressing hash set of owning handles (shared_ptr, unique_ptr, the
+// keydir's KeydirSlot) found by a key their pointees carry -- the keydir's table. One array
+// of slots (the handle and its hash), linear probing, deletion by backward shift (no
+// tombstones), growth by doubling past 7/8 full. Against std::unordered_set it saves a node
+// allocation and a pointer chase per entry: inserting 1 M entries at open was 30% of the
+// open in a perf profile, most of it the cache misses of bucket-then-node. Hash and Eq may
+// carry state (the keydir's read its namespace table).
 //
-//   FlatSet<std::shared_ptr<Entry>, EntryKeyHash, EntryKeyEq> set;
-//   set.insert(e);                       // {iterator, inserted}
-//   auto it = set.find(EntryKey{ns, key});  // Hash/Eq take the key type and the pointer
+//   FlatSet<std::unique_ptr<Item>, ItemHash, ItemEq> set;
+//   set.insert(std::move(p));               // {iterator, inserted}; p kept if not inserted
+//   auto it = set.find(key);                // Hash/Eq take the key type and the handle
 //   if (it != set.end()) set.erase(it);
+//   set.replace(it, std::move(q));          // q has the same key: its hash is kept
 //
 // Iterators are invalidated by insert and erase. Thread rules: not synchronized (the keydir
 // guards it with its mutex).

@@ -104,6 +104,8 @@ void PrintStats(const StoreStats& s, const std::string& transport, bool as_json)
   std::printf("\n");
   std::printf("disk: %s in %llu segment(s), quota %s\n", HumanBytes(disk.used).c_str(),
               (unsigned long long)s.segments, HumanBytes(disk.capacity).c_str());
+  std::printf("keydir: %llu entries, %llu of them compact rows (idle, on disk only)\n",
+              (unsigned long long)s.keydir_entries, (unsigned long long)s.keydir_compact_rows);
   std::printf("transport: %s\n", transport.c_str());
 }
 

@@ -93,6 +93,8 @@ ST=$($EC $S --json stats)
 check "stats disk.entries" test "$(echo "$ST" | jget disk.entries)" = 14
 check "stats pool fields" test -n "$(echo "$ST" | jget pool.entries)$(echo "$ST" | jget pool.bytes)$(echo "$ST" | jget disk.bytes)"
 check "stats table" bash -c "$EC $S stats | grep -q fragmentation"
+check "stats: a reopened store's entries are compact rows" test "$(echo "$ST" | jget keydir.compact_rows)" = 14
+check "stats table: keydir" bash -c "$EC $S stats | grep -q '14 entries, 14 of them compact rows'"
 
 # evict
 $EC $S evict e1 e2 >/dev/null
