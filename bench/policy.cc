@@ -73,19 +73,34 @@ Trace MakeTrace(const TraceParams& p) {
   return t;
 }
 
+// What a replay counts: every request, and the hits among them.
+struct Tally {
+  uint64_t requests = 0, hits = 0, hit_bytes = 0, bytes = 0;
+  double saved = 0, total = 0;
+  void Request(const Item& it) { ++requests, bytes += it.bytes, total += it.cost_ms; }
+  void Hit(const Item& it) { ++hits, hit_bytes += it.bytes, saved += it.cost_ms; }
+  PolicyRow Row(double fraction, const std::string& name) const {
+    return {fraction,
+            name,
+            static_cast<double>(hits) / static_cast<double>(requests),
+            static_cast<double>(hit_bytes) / static_cast<double>(bytes),
+            saved / 1000,
+            total / 1000};
+  }
+};
+
 // A cache of `capacity` bytes in front of recomputation, driven by an EvictionPolicy.
 PolicyRow Replay(const Trace& t, double fraction, const std::string& name) {
   auto policy = NewEvictionPolicy(name);
   const uint64_t capacity = static_cast<uint64_t>(fraction * static_cast<double>(t.working_set));
   std::vector<bool> in(t.items.size());
-  uint64_t used = 0, hits = 0, hit_bytes = 0, bytes = 0;
-  double saved = 0, total = 0;
+  uint64_t used = 0;
+  Tally tally;
   for (uint32_t id : t.requests) {
     const Item& it = t.items[id];
-    bytes += it.bytes;
-    total += it.cost_ms;
+    tally.Request(it);
     if (in[id]) {
-      ++hits, hit_bytes += it.bytes, saved += it.cost_ms;
+      tally.Hit(it);
       policy->Touch(id);
       continue;
     }
@@ -100,10 +115,7 @@ PolicyRow Replay(const Trace& t, double fraction, const std::string& name) {
     in[id] = true;
     used += it.bytes;
   }
-  const double n = static_cast<double>(t.requests.size());
-  return {fraction,     name,
-          hits / n,     static_cast<double>(hit_bytes) / static_cast<double>(bytes),
-          saved / 1000, total / 1000};
+  return tally.Row(fraction, name);
 }
 
 // A cache that keeps the items of highest score x recompute cost per MiB: on a miss it
@@ -120,8 +132,8 @@ PolicyRow ReplayByValue(const Trace& t, double fraction, const std::string& name
   std::set<std::pair<double, uint32_t>> order;  // (value, item), lowest first
   std::vector<double> key(t.items.size());
   std::vector<bool> in(t.items.size());
-  uint64_t used = 0, hits = 0, hit_bytes = 0, bytes = 0;
-  double saved = 0, total = 0;
+  uint64_t used = 0;
+  Tally tally;
   for (size_t q = 0; q < t.requests.size(); ++q) {
     const uint32_t id = t.requests[q];
     const Item& it = t.items[id];
@@ -131,10 +143,9 @@ PolicyRow ReplayByValue(const Trace& t, double fraction, const std::string& name
       for (const auto& [_, c] : order) again.emplace(key[c] = value(c), c);
       order.swap(again);
     }
-    bytes += it.bytes;
-    total += it.cost_ms;
+    tally.Request(it);
     if (in[id]) {
-      ++hits, hit_bytes += it.bytes, saved += it.cost_ms;
+      tally.Hit(it);
       order.erase({key[id], id});
     } else {
       if (it.bytes > capacity) continue;
@@ -147,10 +158,7 @@ PolicyRow ReplayByValue(const Trace& t, double fraction, const std::string& name
     }
     order.emplace(key[id] = value(id), id);
   }
-  const double n = static_cast<double>(t.requests.size());
-  return {fraction,     name,
-          hits / n,     static_cast<double>(hit_bytes) / static_cast<double>(bytes),
-          saved / 1000, total / 1000};
+  return tally.Row(fraction, name);
 }
 
 // Each item's requests, misses included, halved every 4 x (the items the capacity holds)
@@ -189,15 +197,14 @@ PolicyRow Belady(const Trace& t, double fraction) {
   std::set<std::pair<size_t, uint32_t>> by_next;  // (next use, item), furthest last
   std::vector<size_t> key(t.items.size());
   std::vector<bool> in(t.items.size());
-  uint64_t used = 0, hits = 0, hit_bytes = 0, bytes = 0;
-  double saved = 0, total = 0;
+  uint64_t used = 0;
+  Tally tally;
   for (size_t q = 0; q < n; ++q) {
     const uint32_t id = t.requests[q];
     const Item& it = t.items[id];
-    bytes += it.bytes;
-    total += it.cost_ms;
+    tally.Request(it);
     if (in[id]) {
-      ++hits, hit_bytes += it.bytes, saved += it.cost_ms;
+      tally.Hit(it);
       by_next.erase({key[id], id});
     } else {
       if (it.bytes > capacity || next[q] == std::numeric_limits<size_t>::max()) continue;
@@ -215,10 +222,7 @@ PolicyRow Belady(const Trace& t, double fraction) {
     key[id] = next[q];
     by_next.insert({next[q], id});
   }
-  const double dn = static_cast<double>(n);
-  return {fraction,     "belady",
-          hits / dn,    static_cast<double>(hit_bytes) / static_cast<double>(bytes),
-          saved / 1000, total / 1000};
+  return tally.Row(fraction, "belady");
 }
 
 }  // namespace
