@@ -585,6 +585,66 @@ TEST(Store, EntriesReopenedAsCompactRowsServeEveryOperation) {
     if (i != 4) ExpectEntry(s.get(), key(i), i, kMiB);
 }
 
+// Rows turn into entries and back while other threads read, erase, put, list and verify:
+// every read is byte-exact or NotFound, and what stays is intact after a reopen.
+TEST(Store, CompactRowsUnderConcurrentReadsErasesListsAndVerify) {
+  TempDir dir;
+  constexpr int kKeys = 64;
+  constexpr uint64_t kBytes = 64 << 10;
+  auto key = [](int i) { return "k" + std::to_string(i); };
+  Options o = Small(2 * kMiB);  // most entries on disk only: rows
+  {
+    auto s = OpenOrDie(dir.path(), o);
+    for (int i = 0; i < kKeys; ++i)
+      ASSERT_TRUE(s->Put("ns", key(i), Bf16(kBytes), Span(Payload(i, kBytes))).ok());
+    ASSERT_TRUE(s->Close().ok());
+  }
+  auto s = OpenOrDie(dir.path(), o);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> got(kBytes);
+      for (int n = 0; !stop; ++n) {
+        const int i = (n * 7 + t * 13) % kKeys;
+        auto info = s->Get("ns", key(i), {got.data(), got.size()});
+        if (info.ok() ? got != Payload(i, kBytes) : !info.status().IsNotFound()) ++bad;
+      }
+    });
+  threads.emplace_back([&] {  // erases and puts back the same bytes
+    for (int n = 0; !stop; ++n) {
+      const int i = (n * 5) % kKeys;
+      if (!s->Erase("ns", key(i)).ok()) ++bad;
+      if (!s->Put("ns", key(i), Bf16(kBytes), Span(Payload(i, kBytes))).ok()) ++bad;
+    }
+  });
+  threads.emplace_back([&] {
+    while (!stop) {
+      auto all = s->List();
+      if (!all.ok() || all->size() > static_cast<size_t>(kKeys)) ++bad;
+      auto report = s->Verify(nullptr);
+      if (!report.ok() || !report->corrupt.empty() || !report->errors.empty()) ++bad;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  stop = true;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(s->Stats()->keydir_compact_rows, 0u);
+  ASSERT_TRUE(s->Close().ok());
+  s = OpenOrDie(dir.path(), o);
+  for (int i = 0; i < kKeys; ++i) {
+    std::vector<uint8_t> got(kBytes);
+    auto info = s->Get("ns", key(i), {got.data(), got.size()});
+    if (info.ok())
+      EXPECT_TRUE(got == Payload(i, kBytes)) << key(i);
+    else
+      EXPECT_TRUE(info.status().IsNotFound()) << info.status().ToString();
+  }
+  EXPECT_GE(s->List()->size(), static_cast<size_t>(kKeys - 1)) << "at most one erase was left";
+}
+
 TEST(Store, RepairRebuildsTheIndexFromSegments) {
   TempDir dir;
   {
