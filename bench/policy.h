@@ -21,7 +21,7 @@ namespace ecstore::bench {
 
 struct PolicyRow {
   double capacity_fraction;
-  std::string policy;  // "lru", "gdsf", "freq-density", "true-popularity", "belady"
+  std::string policy;  // "lru", "gdsf", "freq", "true-popularity", "belady"
   double hit_ratio, byte_hit_ratio, saved_s, total_s;
 };
 

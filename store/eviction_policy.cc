@@ -24,7 +24,7 @@ void LruPolicy::Unlink(Node* n) {
   (l.older ? l.older->second.newer : oldest_) = l.newer;
 }
 
-void LruPolicy::Insert(uint64_t id, uint64_t, double) {
+void LruPolicy::Insert(uint64_t id, uint64_t, double, uint64_t) {
   auto [it, added] = nodes_.try_emplace(id);
   if (!added) Unlink(&*it);
   Link(&*it);
@@ -50,50 +50,94 @@ std::vector<uint64_t> LruPolicy::Coldest(size_t max) const {
   return out;
 }
 
-void GdsfPolicy::Rank(uint64_t id, Item& it) {
-  it.priority = clock_ + it.hits * it.value;
-  it.seq = seq_++;
-  order_.emplace(it.priority, it.seq, id);
-}
-
-void GdsfPolicy::Insert(uint64_t id, uint64_t bytes, double recompute_cost) {
+void GdsfPolicy::Insert(uint64_t id, uint64_t bytes, double recompute_cost, uint64_t) {
   Remove(id);
-  Item it{0, 0, recompute_cost / (std::max<double>(static_cast<double>(bytes), 1.0) / (1 << 20)),
-          1};
-  Rank(id, items_.emplace(id, it).first->second);
+  auto& it = items_[id];
+  it.value = recompute_cost / (std::max<double>(static_cast<double>(bytes), 1.0) / (1 << 20));
+  it.hits = 1;
+  PriorityPolicy::Rank(id, clock_ + it.value, &it.at);
 }
 
 void GdsfPolicy::Touch(uint64_t id) {
   auto f = items_.find(id);
   if (f == items_.end()) return;
-  Item& it = f->second;
-  order_.erase({it.priority, it.seq, id});
+  auto& it = f->second;
+  Unrank(id, it.at);
   ++it.hits;
-  Rank(id, it);
+  PriorityPolicy::Rank(id, clock_ + it.hits * it.value, &it.at);
 }
 
 void GdsfPolicy::Remove(uint64_t id) {
   auto f = items_.find(id);
   if (f == items_.end()) return;
-  const Item& it = f->second;
-  auto pos = order_.find({it.priority, it.seq, id});
+  const auto& it = f->second;
   // The clock rises to the priority of what leaves from the cold end (an eviction), so
   // entries inserted or hit later outrank ones that stopped being used.
-  if (pos == order_.begin()) clock_ = std::max(clock_, it.priority);
-  order_.erase(pos);
+  if (IsColdest(id, it.at)) clock_ = std::max(clock_, it.at.priority);
+  Unrank(id, it.at);
   items_.erase(f);
 }
 
-std::vector<uint64_t> GdsfPolicy::Coldest(size_t max) const {
-  std::vector<uint64_t> out;
-  for (auto it = order_.begin(); it != order_.end() && out.size() < max; ++it)
-    out.push_back(std::get<2>(*it));
-  return out;
+namespace {
+size_t SketchSlot(uint64_t key, size_t row, size_t width_bits) {
+  static constexpr uint64_t kOdd[] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
+                                      0x165667b19e3779f9ull, 0xd6e8feb86659fd93ull};
+  return (row << width_bits) | ((key * kOdd[row]) >> (64 - width_bits));
+}
+}  // namespace
+
+uint32_t FreqPolicy::Estimate(uint64_t key) const {
+  uint32_t n = UINT16_MAX;
+  for (size_t r = 0; r < kRows; ++r)
+    n = std::min<uint32_t>(n, counters_[SketchSlot(key, r, kWidthBits)]);
+  return n;
+}
+
+void FreqPolicy::Count(uint64_t key) {
+  const uint32_t now = Estimate(key);  // conservative update: raise only the lowest
+  for (size_t r = 0; r < kRows; ++r) {
+    uint16_t& c = counters_[SketchSlot(key, r, kWidthBits)];
+    if (c == now && c <= UINT16_MAX - kOne) c += kOne;
+  }
+  if (++since_halving_ < 4 * std::max<size_t>(items_.size(), 16)) return;
+  since_halving_ = 0;
+  for (uint16_t& c : counters_) c /= 2;
+  ClearOrder();  // every priority halved with its count: rank them all again
+  for (auto& [id, it] : items_) Rank(id, it);
+}
+
+void FreqPolicy::Rank(uint64_t id, FreqItem& it) {
+  PriorityPolicy::Rank(id, std::max<double>(Estimate(it.key), 1) * it.value, &it.at);
+}
+
+void FreqPolicy::Insert(uint64_t id, uint64_t bytes, double recompute_cost, uint64_t key_hash) {
+  Remove(id);
+  auto& it = items_[id];
+  it.key = key_hash;
+  it.value = recompute_cost / (std::max<double>(static_cast<double>(bytes), 1.0) / (1 << 20));
+  Rank(id, it);
+}
+
+void FreqPolicy::Touch(uint64_t id) {
+  auto f = items_.find(id);
+  if (f == items_.end()) return;
+  Count(f->second.key);  // may rank everything again
+  auto& it = f->second;
+  Unrank(id, it.at);
+  Rank(id, it);
+}
+
+void FreqPolicy::Remove(uint64_t id) {
+  auto f = items_.find(id);
+  if (f == items_.end()) return;
+  Unrank(id, f->second.at);
+  items_.erase(f);
 }
 
 std::unique_ptr<EvictionPolicy> NewEvictionPolicy(const std::string& name) {
   if (name == "lru" || name.empty()) return std::make_unique<LruPolicy>();
   if (name == "gdsf") return std::make_unique<GdsfPolicy>();
+  if (name == "freq") return std::make_unique<FreqPolicy>();
   return nullptr;
 }
 

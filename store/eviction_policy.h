@@ -1,7 +1,9 @@
-// Eviction policies rank entries (by id) from coldest to hottest: LRU (the default), and GDSF
+// Eviction policies rank entries (by id) from coldest to hottest: LRU (the default), GDSF
 // (GreedyDual-Size-Frequency: priority = clock + hits x recompute cost / size, so an entry
 // that is cheap to recompute per byte and rarely reused goes first; the clock ages entries
-// that stop being hit). `ec-store-bench --workloads policy` replays traces through both.
+// that stop being hit), and Freq (recent requests per key x recompute cost / size, the
+// requests counted whether or not the entry is held). `ec-store-bench --workloads policy`
+// replays traces through all three.
 // Thread rules: not synchronized; the owning tier calls it under the keydir's mutex.
 #pragma once
 
@@ -29,8 +31,16 @@ class EvictionPolicy {
   // Whether Insert's recompute_cost matters (callers skip computing it otherwise: reading an
   // entry's shape is a cache miss, 7% of a 1M-entry open).
   virtual bool UsesCost() const { return true; }
-  virtual void Insert(uint64_t id, uint64_t bytes, double recompute_cost) = 0;
-  virtual void Touch(uint64_t id) = 0;
+  // key_hash names the entry's key across ids (an entry re-made after eviction gets a new
+  // id); the 3-argument form uses the id.
+  virtual void Insert(uint64_t id, uint64_t bytes, double recompute_cost, uint64_t key_hash) = 0;
+  void Insert(uint64_t id, uint64_t bytes, double recompute_cost) {
+    Insert(id, bytes, recompute_cost, id);
+  }
+  virtual void Touch(uint64_t id) = 0;  // a hit
+  // A request for a key the tier does not hold (a miss, a read served from elsewhere): only
+  // a policy that counts requests per key uses it.
+  virtual void Requested(uint64_t /*key_hash*/) {}
   virtual void Remove(uint64_t id) = 0;
   // Up to `max` ids, coldest first. The caller skips ids it cannot evict (leased).
   virtual std::vector<uint64_t> Coldest(size_t max) const = 0;
@@ -46,9 +56,10 @@ class LruPolicy : public EvictionPolicy {
   LruPolicy() = default;
   LruPolicy(const LruPolicy&) = delete;  // the links point into this object's nodes
   LruPolicy& operator=(const LruPolicy&) = delete;
+  using EvictionPolicy::Insert;
   const char* Name() const override { return "lru"; }
   bool UsesCost() const override { return false; }
-  void Insert(uint64_t id, uint64_t bytes, double recompute_cost) override;
+  void Insert(uint64_t id, uint64_t bytes, double recompute_cost, uint64_t key_hash) override;
   void Touch(uint64_t id) override;
   void Remove(uint64_t id) override;
   std::vector<uint64_t> Coldest(size_t max) const override;
@@ -69,31 +80,96 @@ class LruPolicy : public EvictionPolicy {
   Node* oldest_ = nullptr;
 };
 
-class GdsfPolicy : public EvictionPolicy {
+// Where an entry stands in a PriorityPolicy's order.
+struct PolicyPlace {
+  double priority = 0;
+  uint64_t seq = 0;  // ties: the older first
+};
+
+// What GDSF and Freq share: entries (Item, with a PolicyPlace `at`) in order of a priority,
+// the lowest first.
+template <typename Item>
+class PriorityPolicy : public EvictionPolicy {
  public:
-  const char* Name() const override { return "gdsf"; }
-  void Insert(uint64_t id, uint64_t bytes, double recompute_cost) override;
-  void Touch(uint64_t id) override;
-  void Remove(uint64_t id) override;
-  std::vector<uint64_t> Coldest(size_t max) const override;
+  std::vector<uint64_t> Coldest(size_t max) const override {
+    std::vector<uint64_t> out;
+    for (auto it = order_.begin(); it != order_.end() && out.size() < max; ++it)
+      out.push_back(std::get<2>(*it));
+    return out;
+  }
   size_t size() const override { return items_.size(); }
   void Reserve(size_t n) override { items_.reserve(n); }
 
- private:
-  struct Item {
-    double priority;
-    uint64_t seq;  // ties: the older first
-    double value;  // recompute cost per MiB
-    uint32_t hits;
-  };
-  void Rank(uint64_t id, Item& it);
-  double clock_ = 0;  // the priority of the last entry to leave from the cold end
-  uint64_t seq_ = 0;
+ protected:
+  using Place = PolicyPlace;
   std::unordered_map<uint64_t, Item> items_;
+  void Rank(uint64_t id, double priority, Place* at) {  // (re)placed as the newest of its rank
+    *at = {priority, seq_++};
+    order_.emplace(at->priority, at->seq, id);
+  }
+  void Unrank(uint64_t id, const Place& at) { order_.erase({at.priority, at.seq, id}); }
+  bool IsColdest(uint64_t id, const Place& at) const {
+    return !order_.empty() && *order_.begin() == std::make_tuple(at.priority, at.seq, id);
+  }
+  void ClearOrder() { order_.clear(); }
+
+ private:
+  uint64_t seq_ = 0;
   std::set<std::tuple<double, uint64_t, uint64_t>> order_;  // (priority, seq, id), coldest first
 };
 
-// "lru" (also ""), "gdsf"; nullptr for another name.
+struct GdsfItem {
+  PolicyPlace at;
+  double value = 0;  // recompute cost per MiB
+  uint32_t hits = 0;
+};
+
+class GdsfPolicy : public PriorityPolicy<GdsfItem> {
+ public:
+  using EvictionPolicy::Insert;
+  const char* Name() const override { return "gdsf"; }
+  void Insert(uint64_t id, uint64_t bytes, double recompute_cost, uint64_t key_hash) override;
+  void Touch(uint64_t id) override;
+  void Remove(uint64_t id) override;
+
+ private:
+  double clock_ = 0;  // the priority of the last entry to leave from the cold end
+};
+
+// Frequency x value: keeps the entries with the highest recent request count x recompute cost
+// per MiB. Requests are counted per key -- hits and misses, held or not (Requested) -- in a
+// count-min sketch whose counters halve every 4 x (entries held) requests, so popularity that
+// moved on fades. No clock: unlike GDSF, an entry's standing is its own count, not when it
+// came in. In the policy bench it saves 14 % more encoder time than LRU at 10 % of the
+// working set and 19 % at 5 % (GDSF: 11 % and 11 %).
+struct FreqItem {
+  uint64_t key = 0;
+  double value = 0;  // recompute cost per MiB
+  PolicyPlace at;
+};
+
+class FreqPolicy : public PriorityPolicy<FreqItem> {
+ public:
+  using EvictionPolicy::Insert;
+  const char* Name() const override { return "freq"; }
+  void Insert(uint64_t id, uint64_t bytes, double recompute_cost, uint64_t key_hash) override;
+  void Touch(uint64_t id) override;
+  void Remove(uint64_t id) override;
+  void Requested(uint64_t key_hash) override { Count(key_hash); }
+  uint32_t Estimate(uint64_t key_hash) const;  // requests counted for the key now, x kOne
+
+ private:
+  void Count(uint64_t key_hash);  // one request; halves every counter now and then
+  void Rank(uint64_t id, FreqItem& it);
+  static constexpr size_t kRows = 4, kWidthBits = 16;
+  // A request adds kOne: halving keeps 4 bits of fraction (with whole counts a key seen once
+  // dropped to 0 at the first halving: 13 % over LRU at 10 % in the bench instead of 14 %).
+  static constexpr uint16_t kOne = 16;
+  std::vector<uint16_t> counters_ = std::vector<uint16_t>(kRows << kWidthBits);
+  uint64_t since_halving_ = 0;
+};
+
+// "lru" (also ""), "gdsf", "freq"; nullptr for another name.
 std::unique_ptr<EvictionPolicy> NewEvictionPolicy(const std::string& name);
 
 }  // namespace ecstore

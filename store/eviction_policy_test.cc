@@ -87,6 +87,33 @@ TEST(EvictionPolicy, GdsfAgesEntriesThatStopBeingHit) {
   EXPECT_EQ(p.Coldest(1), (std::vector<uint64_t>{1}));
 }
 
+TEST(EvictionPolicy, FreqKeepsWhatIsRequestedOftenAndDearPerByte) {
+  FreqPolicy p;
+  p.Insert(1, 58 * kMiB, 86);  // 1.5 ms a MiB
+  p.Insert(2, 3 * kMiB, 19);   // 6.3 ms a MiB
+  EXPECT_EQ(p.Coldest(1), (std::vector<uint64_t>{1}));
+  for (int i = 0; i < 6; ++i) p.Touch(1);  // requested often: worth its bytes
+  EXPECT_EQ(p.Coldest(1), (std::vector<uint64_t>{2}));
+}
+
+// Requests count per key, held or not: an entry brought back (a new id) keeps its history,
+// and history fades as other keys are requested.
+TEST(EvictionPolicy, FreqCountsRequestsOfKeysItDoesNotHoldAndLetsThemFade) {
+  FreqPolicy p;
+  for (int i = 0; i < 5; ++i) p.Requested(100);  // misses of key 100
+  p.Insert(1, kMiB, 10, 200);
+  p.Insert(2, kMiB, 10, 100);  // key 100 arrives under a new id
+  EXPECT_EQ(p.Coldest(1), (std::vector<uint64_t>{1}));
+  const uint32_t before = p.Estimate(100);
+  for (int i = 0; i < 64; ++i) p.Requested(1000 + i);  // 4 x 16 requests: a halving
+  EXPECT_EQ(p.Estimate(100), before / 2);
+  for (int i = 0; i < 20; ++i) p.Touch(1);
+  EXPECT_EQ(p.Coldest(1), (std::vector<uint64_t>{2}));
+  p.Remove(2);
+  EXPECT_EQ(p.Coldest(2), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(p.size(), 1u);
+}
+
 TEST(EvictionPolicy, RecomputeCostDefaultsToOneThatGrowsWithRows) {
   TensorMeta small{DType::kBF16, {400, 3584}}, large{DType::kBF16, {2304, 3584}};
   EXPECT_NEAR(RecomputeCost(small), 19, 0.5);
@@ -94,15 +121,19 @@ TEST(EvictionPolicy, RecomputeCostDefaultsToOneThatGrowsWithRows) {
   large.recompute_cost = 5;  // an engine's own figure wins
   EXPECT_EQ(RecomputeCost(large), 5);
   EXPECT_EQ(NewEvictionPolicy("gdsf")->Name(), std::string("gdsf"));
+  EXPECT_EQ(NewEvictionPolicy("freq")->Name(), std::string("freq"));
   EXPECT_EQ(NewEvictionPolicy("fifo"), nullptr);
 }
 
-TEST(EvictionPolicy, AStoreRunsOnGdsfThroughPoolAndDisk) {
+class StorePolicy : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(EvictionPolicy, StorePolicy, ::testing::Values("gdsf", "freq"));
+
+TEST_P(StorePolicy, RunsThroughPoolAndDisk) {
   testing::TempDir dir;
   Options o;
   o.pool_bytes = 16 * kMiB;
   o.disk_quota_bytes = 40 * kMiB;
-  o.eviction_policy = "gdsf";
+  o.eviction_policy = GetParam();
   auto s = Store::Open(dir.path(), o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   const uint64_t n = 3 * kMiB;

@@ -54,6 +54,7 @@ Result<EntryPtr> Keydir::FindLocked(std::string_view ns, std::string_view key, b
     if (count_miss) {
       ++misses_;
       ++pool().counters().misses;
+      pool().Requested(ns, key);
     }
     return Status::NotFound("no entry for key '" + std::string(key) + "' in namespace '" +
                             std::string(ns) + "'");
@@ -144,6 +145,7 @@ ReadLease Keydir::LeaseLocked(const EntryPtr& e, bool count_hit, MemoryKind kind
 
 // Counts a hit on an entry served from disk.
 void Keydir::TouchLocked(Entry* e) {
+  if (!e->pool) pool().Requested(e->ns, e->key);
   ++e->hits;
   e->touched = true;
   e->last_access_us = env_->NowMicros();

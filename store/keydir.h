@@ -34,7 +34,7 @@ namespace ecstore {
 class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
  public:
   // `device` is null for a store without a device tier. `value_aware`: the disk quota ranks
-  // its victims by value (the "gdsf" policy), not by last access alone.
+  // its victims by value (the "gdsf" and "freq" policies), not by last access alone.
   Keydir(Env* env, MemoryTier* pool, MemoryTier* device, DurableTier* durable, bool value_aware)
       : env_(env), pool_(pool), device_(device), durable_(durable), value_aware_(value_aware) {}
 

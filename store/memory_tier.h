@@ -56,6 +56,12 @@ class MemoryTier {
   void Remove(uint64_t id, uint64_t bytes, const PoolBlock& b);  // frees the block
   void Unrank(uint64_t id) { policy_->Remove(id); }  // no longer a candidate (leased, gone)
   void Touch(uint64_t id) { policy_->Touch(id); }
+  // A request for a key this tier does not hold (a miss, a read from disk): the "freq"
+  // policy counts it.
+  void Requested(std::string_view ns, std::string_view key) {
+    policy_->Requested(KeyHash(ns, key));
+  }
+  static uint64_t KeyHash(std::string_view ns, std::string_view key);
   std::vector<uint64_t> Coldest(size_t max) const { return policy_->Coldest(max); }
   std::optional<PoolAllocator::Span> CheapestSpan(std::vector<PoolAllocator::Candidate> c,
                                                   uint64_t need) const {

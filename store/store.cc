@@ -104,7 +104,7 @@ Status StoreImpl::Init() {
   pool_ = std::move(pool).value();
   EC_RETURN_IF_ERROR(OpenDeviceTier(mopt));
   kd_ = std::make_unique<Keydir>(env_, pool_.get(), dev_ ? dev_->memory() : nullptr, durable_.get(),
-                                 opt_.eviction_policy == "gdsf");
+                                 opt_.eviction_policy != "lru" && !opt_.eviction_policy.empty());
   ev_ = std::make_unique<HostEvictor>(kd_.get(), opt_.put_wait);
   if (dev_)
     dev_ev_ = std::make_unique<DeviceEvictor>(kd_.get(), dev_.get(), ev_.get(), opt_.put_wait);

@@ -35,8 +35,10 @@ struct Options {
   // Background eviction starts above high * pool and stops at low * pool.
   double high_watermark = 0.90;
   double low_watermark = 0.80;
-  // "lru", or "gdsf" (value-aware: recompute cost x hits / size; store/eviction_policy.h),
-  // for the memory pools and the disk quota.
+  // "lru", "gdsf" (value-aware: recompute cost x hits / size) or "freq" (value-aware:
+  // recompute cost x recent requests per key, misses included / size), for the memory pools;
+  // the disk quota ranks by last access, or with either of the others by value
+  // (store/eviction_policy.h, Keydir::ColdestOnDiskLocked).
   std::string eviction_policy = "lru";
   bool promote_on_get = true;  // copy disk hits back into the pool
   bool compress = false;       // per-entry LZ4 on the disk tier
