@@ -6,11 +6,19 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "base/tensor_meta.h"
 
 namespace ecstore {
+
+// The hash of an entry's (namespace, key): the keydir's table and the pools' request counts.
+inline uint64_t EntryKeyHash(std::string_view ns, std::string_view key) {
+  const std::hash<std::string_view> h;
+  return h(key) ^ (h(ns) * 0x9e3779b97f4a7c15ull);
+}
 
 struct EntryRecord {
   std::string ns;

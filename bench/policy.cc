@@ -119,16 +119,14 @@ PolicyRow Replay(const Trace& t, double fraction, const std::string& name) {
   return tally.Row(fraction, name);
 }
 
-// A cache that keeps the items of highest score x recompute cost per MiB: on a miss it
-// evicts the lowest until the newcomer fits. Score is what it knows of an item's popularity:
-// Request(id, q) sees every request (hits and misses), Rescore(q) says every score just
-// changed, Of(id) is the score. (Only the bound below uses it now; kept generic for
-// replays of other popularity estimates.)
-template <typename Score>
-PolicyRow ReplayByValue(const Trace& t, double fraction, const std::string& name, Score score) {
+// A bound for policies that estimate popularity from counts: keeps the items of highest true
+// probability (what the trace draws each with now, which no online policy knows) x recompute
+// cost per MiB; on a miss it evicts the lowest until the newcomer fits.
+PolicyRow TruePopularity(const Trace& t, double fraction) {
   const uint64_t capacity = static_cast<uint64_t>(fraction * static_cast<double>(t.working_set));
-  auto value = [&](uint32_t id) {
-    return score.Of(id) * t.items[id].cost_ms /
+  const size_t epoch_len = static_cast<size_t>(t.drift_every);
+  auto value = [&](uint32_t id, size_t q) {
+    return t.popularity[q / epoch_len][id] * t.items[id].cost_ms /
            (static_cast<double>(t.items[id].bytes) / (1 << 20));
   };
   std::set<std::pair<double, uint32_t>> order;  // (value, item), lowest first
@@ -139,10 +137,9 @@ PolicyRow ReplayByValue(const Trace& t, double fraction, const std::string& name
   for (size_t q = 0; q < t.requests.size(); ++q) {
     const uint32_t id = t.requests[q];
     const Item& it = t.items[id];
-    score.Request(id, q);
-    if (score.Rescore(q)) {
+    if (q % epoch_len == 0) {  // the popularity drifted: every value changed
       std::set<std::pair<double, uint32_t>> again;
-      for (const auto& [_, c] : order) again.emplace(key[c] = value(c), c);
+      for (const auto& [_, c] : order) again.emplace(key[c] = value(c, q), c);
       order.swap(again);
     }
     tally.Request(it);
@@ -158,19 +155,10 @@ PolicyRow ReplayByValue(const Trace& t, double fraction, const std::string& name
       in[id] = true;
       used += it.bytes;
     }
-    order.emplace(key[id] = value(id), id);
+    order.emplace(key[id] = value(id, q), id);
   }
-  return tally.Row(fraction, name);
+  return tally.Row(fraction, "true-popularity");
 }
-
-// The probability the trace draws each item with now: what no online policy can know.
-struct TruePopularity {
-  const Trace* t;
-  size_t epoch = 0;
-  void Request(uint32_t, size_t q) { epoch = q / static_cast<size_t>(t->drift_every); }
-  bool Rescore(size_t q) const { return q % static_cast<size_t>(t->drift_every) == 0; }
-  double Of(uint32_t id) const { return t->popularity[epoch][id]; }
-};
 
 // Belady (for scale): on a miss, evict the cached items whose next use is furthest away.
 PolicyRow Belady(const Trace& t, double fraction) {
@@ -222,7 +210,7 @@ std::vector<PolicyRow> RunPolicyBench(const TraceParams& p, const std::vector<do
     rows.push_back(Replay(t, c, "lru"));
     rows.push_back(Replay(t, c, "gdsf"));
     rows.push_back(Replay(t, c, "freq"));
-    rows.push_back(ReplayByValue(t, c, "true-popularity", TruePopularity{&t}));
+    rows.push_back(TruePopularity(t, c));
     rows.push_back(Belady(t, c));
   }
   return rows;

@@ -35,8 +35,7 @@ EntryInfo EntryInfoOf(const Entry& e) {
 }
 
 size_t KeydirTable::SlotHash::operator()(const EntryKey& k) const {
-  const std::hash<std::string_view> h;
-  return h(k.key) ^ (h(k.ns) * 0x9e3779b97f4a7c15ull);
+  return EntryKeyHash(k.ns, k.key);
 }
 
 size_t KeydirTable::SlotHash::operator()(const KeydirSlot& s) const {

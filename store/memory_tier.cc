@@ -29,14 +29,9 @@ MemoryTier::MemoryTier(Tier tier, std::unique_ptr<MemoryBackend> backend,
   counters_.tier = tier;
 }
 
-uint64_t MemoryTier::KeyHash(std::string_view ns, std::string_view key) {
-  const std::hash<std::string_view> h;
-  return h(key) ^ (h(ns) * 0x9e3779b97f4a7c15ull);
-}
-
 void MemoryTier::Insert(uint64_t id, const EntryRecord& rec) {
   policy_->Insert(id, rec.bytes, policy_->UsesCost() ? RecomputeCost(rec.meta) : 0,
-                  KeyHash(rec.ns, rec.key));
+                  EntryKeyHash(rec.ns, rec.key));
   ++entries_;
   bytes_ += rec.bytes;
 }

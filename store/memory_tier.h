@@ -59,9 +59,8 @@ class MemoryTier {
   // A request for a key this tier does not hold (a miss, a read from disk): the "freq"
   // policy counts it.
   void Requested(std::string_view ns, std::string_view key) {
-    policy_->Requested(KeyHash(ns, key));
+    policy_->Requested(EntryKeyHash(ns, key));
   }
-  static uint64_t KeyHash(std::string_view ns, std::string_view key);
   std::vector<uint64_t> Coldest(size_t max) const { return policy_->Coldest(max); }
   std::optional<PoolAllocator::Span> CheapestSpan(std::vector<PoolAllocator::Candidate> c,
                                                   uint64_t need) const {
