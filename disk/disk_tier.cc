@@ -65,6 +65,7 @@ DiskTier::~DiskTier() {
 void DiskTier::Preallocate(Segment& seg) {
   if (seg.size >= opt_.segment_bytes) return;
   Status st = env_->Preallocate(seg.fd.get(), opt_.segment_bytes);
+  if (st.ok()) seg.preallocated = opt_.segment_bytes;
   if (!st.ok() && !prealloc_warned_.exchange(true))
     spdlog::info("{}: segments are not preallocated ({}); appends extend them as they go", dir_,
                  st.ToString());
@@ -73,6 +74,7 @@ void DiskTier::Preallocate(Segment& seg) {
 void DiskTier::Release(Segment& seg) {
   auto len = env_->FileSize(seg.fd.get());
   if (len.ok() && *len > seg.size) env_->Truncate(seg.fd.get(), seg.size);
+  seg.preallocated = 0;
 }
 
 Result<std::shared_ptr<DiskTier::Segment>> DiskTier::OpenSegment(uint32_t id, bool create) {
@@ -176,11 +178,14 @@ Status DiskTier::ReadStored(const DiskLocation& loc, uint8_t* dst, Result<Record
   return Status::Ok();
 }
 
-Status DiskTier::ReadStoredMany(std::vector<StoredRead>& reads) { return ReadMany(reads, true); }
+Status DiskTier::ReadStoredMany(std::vector<StoredRead>& reads, const IoMeanwhile& meanwhile) {
+  return ReadMany(reads, true, meanwhile);
+}
 
 // One batch for every read: each record's header block (with_headers) and stored payload, in
 // flight together; a payload with a hasher is fed to it as its pieces land.
-Status DiskTier::ReadMany(std::vector<StoredRead>& reads, bool with_headers) {
+Status DiskTier::ReadMany(std::vector<StoredRead>& reads, bool with_headers,
+                          const IoMeanwhile& meanwhile) {
   std::vector<IoRequest> batch;
   std::vector<size_t> payload_of;  // per request: its read, or SIZE_MAX for a header
   AlignedBuffer headers(with_headers ? reads.size() * kBlockSize : 0);
@@ -212,7 +217,7 @@ Status DiskTier::ReadMany(std::vector<StoredRead>& reads, bool with_headers) {
       StoredRead& r = reads[payload_of[req]];
       if (r.hash) r.hash->Update(r.dst + from, n);
     };
-  EC_RETURN_IF_ERROR(io_->Run(batch, progress));
+  EC_RETURN_IF_ERROR(io_->Run(batch, progress, meanwhile));
   if (with_headers)
     for (size_t i = 0; i < reads.size(); ++i)
       reads[i].header = DecodeHeader(headers.data() + i * kBlockSize);
@@ -319,6 +324,19 @@ uint64_t DiskTier::file_bytes() const {
   uint64_t n = 0;
   for (const auto& [_, s] : segments_) n += s->size;
   return n;
+}
+
+uint64_t DiskTier::FileBytesAfter(uint64_t incoming) const {
+  std::lock_guard<std::mutex> l(mu_);
+  uint64_t now = 0;
+  for (const auto& [_, s] : segments_) now += std::max(s->size.load(), s->preallocated.load());
+  auto cur = segments_.find(active_);
+  if (cur == segments_.end()) return now + std::max(incoming, opt_.segment_bytes);
+  const Segment& s = *cur->second;
+  const uint64_t taken = std::max(s.size.load(), s.preallocated.load());
+  if (!sealed_ && (s.size == 0 || s.size + incoming <= opt_.segment_bytes))
+    return now + (s.size + incoming > taken ? s.size + incoming - taken : 0);
+  return now - (taken - s.size) + std::max(incoming, opt_.segment_bytes);
 }
 
 Status DiskTier::DropSegment(uint32_t id) {

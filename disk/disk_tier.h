@@ -53,7 +53,7 @@ class DiskTier {
     Result<RecordInfo> header = Status::NotFound("not read");
     PayloadHasher* hash = nullptr;  // as ReadStored's
   };
-  Status ReadStoredMany(std::vector<StoredRead>& reads);
+  Status ReadStoredMany(std::vector<StoredRead>& reads, const IoMeanwhile& meanwhile = nullptr);
 
   // payload_ok is false when verify_payload found a checksum mismatch (the header was sound,
   // so the scan goes on to the next record).
@@ -74,7 +74,11 @@ class DiskTier {
   std::vector<uint32_t> Segments() const;
   uint32_t active_segment() const;
   uint64_t SegmentSize(uint32_t segment) const;
-  uint64_t file_bytes() const;
+  uint64_t file_bytes() const;  // the bytes appended to the segment files
+  // What the segment files will take (preallocated blocks included) after an Append of
+  // `incoming` record bytes: one that starts a new segment gives back the old one's unused
+  // blocks and preallocates the new one. The disk quota bounds this.
+  uint64_t FileBytesAfter(uint64_t incoming) const;
   Status DropSegment(uint32_t segment);
   Status TruncateSegment(uint32_t segment, uint64_t size);
   // The next Append starts a new segment (used after an error, and by compaction).
@@ -92,12 +96,16 @@ class DiskTier {
     UniqueFd fd;
     // Written by the appender (under append_mu_), read by stats and compaction without it.
     std::atomic<uint64_t> size{0};
+    // The file's length while it is preallocated as the append target (0 otherwise): its
+    // blocks are taken, so the quota counts them.
+    std::atomic<uint64_t> preallocated{0};
   };
   DiskTier(std::string dir, Env* env, DiskOptions o) : dir_(std::move(dir)), env_(env), opt_(o) {}
   Result<std::shared_ptr<Segment>> OpenSegment(uint32_t id, bool create);
   std::shared_ptr<Segment> Find(uint32_t id) const;
   Result<uint64_t> FindNextHeader(const Segment& seg, uint64_t from, uint64_t size);
-  Status ReadMany(std::vector<StoredRead>& reads, bool with_headers);
+  Status ReadMany(std::vector<StoredRead>& reads, bool with_headers,
+                  const IoMeanwhile& meanwhile = nullptr);
   // Both under append_mu_ (Release truncates the file to the bytes appended so far).
   void Preallocate(Segment& seg);  // the append target's blocks, up to segment_bytes
   void Release(Segment& seg);      // gives back what it did not use (its length = size)

@@ -184,7 +184,8 @@ void IoService::Wake() {
   }
 }
 
-Status IoService::Run(const std::vector<IoRequest>& batch, const IoProgress& progress) {
+Status IoService::Run(const std::vector<IoRequest>& batch, const IoProgress& progress,
+                      const IoMeanwhile& meanwhile) {
   if (batch.empty()) return Status::Ok();
   Job job;
   job.batch = &batch;
@@ -197,6 +198,7 @@ Status IoService::Run(const std::vector<IoRequest>& batch, const IoProgress& pro
   }
   cv_.notify_one();
   Wake();
+  if (meanwhile) meanwhile();
   std::vector<uint64_t> given(job.landed.size()), landed;
   std::unique_lock<std::mutex> l(job.mu);
   for (;;) {

@@ -60,6 +60,10 @@ Result<std::unique_ptr<IoQueue>> NewUringIoQueue(unsigned depth, Env* env);
 // order). Run calls it on its own thread while the rest of the batch is still in flight, so
 // a reader checksums what has landed while the disk delivers the rest.
 using IoProgress = std::function<void(size_t index, uint64_t from, uint64_t n)>;
+// Other work for the caller's thread while its batch is in flight: Run calls it once, after
+// the batch is handed over and before it waits (GetMany copies out its pool hits there while
+// the disk reads the rest).
+using IoMeanwhile = std::function<void()>;
 
 class IoService {
  public:
@@ -67,7 +71,8 @@ class IoService {
   static Result<std::unique_ptr<IoService>> Start(Env* env, unsigned depth, uint64_t chunk_bytes);
   ~IoService();
   // Runs every request of the batch; short transfers are resumed. Returns the first error.
-  Status Run(const std::vector<IoRequest>& batch, const IoProgress& progress = nullptr);
+  Status Run(const std::vector<IoRequest>& batch, const IoProgress& progress = nullptr,
+             const IoMeanwhile& meanwhile = nullptr);
 
  private:
   struct Job;

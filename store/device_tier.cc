@@ -113,7 +113,7 @@ Status DeviceEvictor::Demote(const EntryPtr& e, bool drop) {
     }
     kd_->UnpinLocked(e.get());
   }
-  if (install) host_->Nudge();
+  if (install) host_->QueueWriteBack(e);  // and nudges
   return st;
 }
 

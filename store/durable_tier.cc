@@ -265,7 +265,7 @@ Status DurableTier::CheckPayload(const EntryRecord& e, const DiskLocation& loc, 
   return Status::Ok();
 }
 
-void DurableTier::ReadMany(std::vector<ReadItem>& items) {
+void DurableTier::ReadMany(std::vector<ReadItem>& items, const IoMeanwhile& meanwhile) {
   std::vector<DiskTier::StoredRead> batch;
   std::vector<size_t> in_batch;
   std::deque<PayloadHasher> hashes;
@@ -274,13 +274,13 @@ void DurableTier::ReadMany(std::vector<ReadItem>& items) {
     const bool direct = it.loc.codec == Codec::kNone &&
                         reinterpret_cast<uintptr_t>(it.dst) % kBlockSize == 0 &&
                         it.dst_cap >= RoundUpBlock(it.loc.stored_len);
-    if (!direct || items.size() == 1) continue;
+    if (!direct || (items.size() == 1 && !meanwhile)) continue;
     batch.push_back(
         {it.loc, it.dst, Status::NotFound("not read"), &hashes.emplace_back(it.rec->bytes)});
     in_batch.push_back(i);
   }
   std::vector<bool> done(items.size());
-  if (!batch.empty() && disk_->ReadStoredMany(batch).ok()) {
+  if (!batch.empty() && disk_->ReadStoredMany(batch, meanwhile).ok()) {
     for (size_t k = 0; k < batch.size(); ++k) {
       ReadItem& it = items[in_batch[k]];
       std::string why = RecordMismatch(*it.rec, it.loc, batch[k].header);
@@ -359,6 +359,11 @@ Status DurableTier::WriteTombstones(std::vector<Tombstone> tombs) {
   std::vector<DiskTier::WriteItem> items;
   for (const Tombstone& t : all) items.push_back(TombstoneItem(t));
   std::vector<DiskLocation> locs;
+  MutexLock append_lock(&append_mu_);
+  // Within the quota where compaction can make room; written regardless where it cannot (an
+  // erase must be durable: a few blocks over the quota are the lesser harm). With write-back
+  // every replaced entry leaves a tombstone, and these appends alone once overran the quota.
+  ReclaimFileSpace(items.size() * kBlockSize).ok();
   Status st = disk_->Append(items, &locs);
   if (st.ok()) {
     index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
@@ -472,7 +477,7 @@ Status DurableTier::ReclaimFileSpace(uint64_t incoming) {
   // frees little, and 256 of them held the append lock (and a Flush behind it) for minutes.
   uint32_t newest = 0;  // segments written by this call's compactions are not candidates
   for (int round = 0; round < 8; ++round) {
-    if (disk_->file_bytes() + incoming <= opt_.quota_bytes) return Status::Ok();
+    if (disk_->FileBytesAfter(incoming) <= opt_.quota_bytes) return Status::Ok();
     std::vector<uint32_t> segs = disk_->Segments();
     if (segs.empty()) break;
     if (round == 0) newest = segs.back();
@@ -507,7 +512,7 @@ Status DurableTier::ReclaimFileSpace(uint64_t incoming) {
                  : Status::IOError("compaction to keep the disk quota failed: " + st.message());
     }
   }
-  if (disk_->file_bytes() + incoming <= opt_.quota_bytes) return Status::Ok();
+  if (disk_->FileBytesAfter(incoming) <= opt_.quota_bytes) return Status::Ok();
   return Status::Busy("the disk quota is being reclaimed by compaction; the write is retried");
 }
 

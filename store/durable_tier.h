@@ -143,7 +143,7 @@ class DurableTier {
   // Appends the tombstones (one append) and drops their rows from the index. Tombstones that
   // could not be written (a full disk) are kept and go with the next append that succeeds
   // (a spill, an erase, Flush): until then a crash may bring their entries back.
-  Status WriteTombstones(std::vector<Tombstone> tombs);
+  Status WriteTombstones(std::vector<Tombstone> tombs) EXCLUDES(append_mu_);
   // Reads the record's header with its payload and checks that the header is the entry's
   // own before a payload byte is used. A mismatch sets *stale_row and returns NotFound; a
   // checksum failure is Corruption.
@@ -160,7 +160,9 @@ class DurableTier {
     Status status;
     bool stale_row = false;
   };
-  void ReadMany(std::vector<ReadItem>& items);
+  // `meanwhile` (if any) runs on this thread while the batch is in flight -- unless no read
+  // went into the batch: the caller runs it afterwards then.
+  void ReadMany(std::vector<ReadItem>& items, const IoMeanwhile& meanwhile = nullptr);
   // The record of (ns, key, seq) in `segment`, found by its self-checked header.
   std::optional<std::pair<RecordInfo, DiskLocation>> FindRecord(const EntryRecord& rec,
                                                                 uint32_t segment);

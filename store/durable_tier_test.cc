@@ -246,6 +246,33 @@ TEST(DurableTier, ATombstoneGoesWithTheRecordItKills) {
   f.ExpectReadable("anchor", 40);
 }
 
+// The quota bounds what the segment files take on disk: the append target's preallocated
+// blocks count, and so do tombstone appends of their own (an erase, a replaced entry). Each
+// once let the files run a segment or a few blocks past the quota.
+TEST(DurableTier, QuotaBoundsPreallocatedBlocksAndTombstoneAppends) {
+  Fixture f(8 * kMiB);
+  f.opt.segment_bytes = 1 * kMiB;
+  f.Open();
+  auto dir_bytes = [&] {
+    uint64_t n = 0;
+    for (auto& e : std::filesystem::directory_iterator(f.dir.sub("segments"))) n += e.file_size();
+    return n;
+  };
+  for (int i = 0; i < 120; ++i) {  // 6 keys over and over: each overwrite leaves a tombstone
+    const std::string key = "k" + std::to_string(i % 6);
+    if (f.owner.items.count(key)) {
+      FakeOwner::Item* old = f.owner.items[key].get();
+      f.tier->Untrack(old->rec.bytes, *old->loc);
+      ASSERT_TRUE(f.tier->WriteTombstones({{"ns", key, old->rec.seq, old->loc->segment}}).ok());
+      f.owner.items.erase(key);
+      ASSERT_LE(dir_bytes(), 8 * kMiB) << "after the tombstone of put " << i;
+    }
+    f.Spill(key, i, 256 * kKiB);
+    ASSERT_LE(dir_bytes(), 8 * kMiB) << "after " << i + 1 << " puts";
+  }
+  for (int k = 0; k < 6; ++k) f.ExpectReadable("k" + std::to_string(k), 114 + k);
+}
+
 // The append target is preallocated (extending O_DIRECT writes are the slow kind); a clean
 // close gives back what it did not use, and after a crash the zeros past the last record are
 // cut off by the recovery scan, losing nothing and counting nothing as corrupt.

@@ -26,7 +26,7 @@ void Evictor::Stop() {
 }
 
 void Evictor::NudgeLocked() {
-  if (need_bytes_ || NeedsEvictionLocked()) evict_cv_.NotifyOne();
+  if (need_bytes_ || NeedsEvictionLocked() || HasBackgroundWorkLocked()) evict_cv_.NotifyOne();
 }
 
 void Evictor::Nudge() {
@@ -89,10 +89,14 @@ bool Evictor::EvictionDoneLocked() const { return tier().EvictionDone(need_bytes
 void Evictor::Loop() {
   UniqueLock l(&kd_->mu);
   while (!stop_) {
-    while (!stop_ && !NeedsEvictionLocked()) evict_cv_.Wait(l);
+    while (!stop_ && !NeedsEvictionLocked() && !HasBackgroundWorkLocked()) evict_cv_.Wait(l);
     if (stop_) break;
     if (std::chrono::steady_clock::now() < retry_at_) {  // back off after a failed spill
       evict_cv_.WaitUntil(l, retry_at_);                 // or a stop, or a new Put's nudge
+      continue;
+    }
+    if (!NeedsEvictionLocked()) {  // only background work
+      if (!DoBackgroundWorkLocked() && !stop_) evict_cv_.WaitFor(l, std::chrono::milliseconds(50));
       continue;
     }
     bool progress = EvictSomeLocked();
@@ -305,6 +309,36 @@ Status HostEvictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_fro
   return st;
 }
 
+void HostEvictor::QueueWriteBack(const EntryPtr& e) {
+  MutexLock l(&kd_->mu);
+  if (write_back_) write_back_q_.push_back(e);
+  NudgeLocked();
+}
+
+// Spills up to kSpillBatchBytes of queued entries that still have no disk copy, keeping their
+// pool blocks. Making room then never waits on a write, and the pool's span choice
+// (FreeCleanLocked) may take any entry. Measured (bench mixed, 1 GiB pool, pool watermarks
+// 0.98/0.95): with only the spilled entries clean, the spans it could choose from made the
+// pool read 3.4 MB/op back from disk; with every entry clean, 2.8 (the baseline's 2.9).
+bool HostEvictor::DoBackgroundWorkLocked() {
+  std::vector<EntryPtr> batch;
+  uint64_t bytes = 0;
+  while (!write_back_q_.empty() && bytes < kSpillBatchBytes) {
+    EntryPtr e = std::move(write_back_q_.front());
+    write_back_q_.pop_front();
+    if (!e->pool || e->disk || e->spilling || e->erased) continue;  // moved on meanwhile
+    e->spilling = true;
+    bytes += e->bytes;
+    batch.push_back(std::move(e));
+  }
+  if (batch.empty()) return false;
+  kd_->mu.unlock();  // never across I/O
+  Status st = SpillBatch(batch, false);
+  kd_->durable().MaybeCompact();
+  kd_->mu.lock();
+  return st.ok();
+}
+
 // An entry that cannot live on disk at all (larger than the quota): the cache drops it.
 void HostEvictor::DropUnspillableLocked(Entry* e, bool drop_from_pool) {
   e->spilling = false;
@@ -369,7 +403,7 @@ Status HostEvictor::Promote(const EntryPtr& e, bool wait) {
 }
 
 std::vector<Status> HostEvictor::PromoteMany(const std::vector<EntryPtr>& es, bool wait,
-                                             bool count_hits) {
+                                             bool count_hits, const IoMeanwhile& meanwhile) {
   std::vector<Status> out(es.size());
   struct Started {
     size_t i;
@@ -392,7 +426,7 @@ std::vector<Status> HostEvictor::PromoteMany(const std::vector<EntryPtr>& es, bo
     started.push_back({i, blk});
     reads.push_back({e.get(), *e->disk, kd_->pool().Ptr(blk), blk.length, Status(), false});
   }
-  kd_->durable().ReadMany(reads);  // every read of the batch in flight together
+  kd_->durable().ReadMany(reads, meanwhile);  // every read of the batch in flight together
   for (size_t k = 0; k < started.size(); ++k)
     out[started[k].i] = FinishPromote(es[started[k].i], started[k].blk, reads[k], count_hits);
   return out;
@@ -423,7 +457,9 @@ Status HostEvictor::FinishPromote(const EntryPtr& e, const PoolBlock& blk,
 
 // Promotes the keys' disk-only entries in one batch; per key, Ok where there was nothing to do.
 std::vector<Status> HostEvictor::PromoteKeys(std::string_view ns,
-                                             const std::vector<std::string>& keys) {
+                                             const std::vector<std::string>& keys,
+                                             const IoMeanwhile& meanwhile,
+                                             std::vector<bool>* promoted) {
   std::vector<Status> out(keys.size());
   std::vector<EntryPtr> disk_only;
   std::vector<size_t> key_of;
@@ -440,8 +476,12 @@ std::vector<Status> HostEvictor::PromoteKeys(std::string_view ns,
       key_of.push_back(i);
     }
   }
-  std::vector<Status> got = PromoteMany(disk_only, false, false);
-  for (size_t k = 0; k < got.size(); ++k) out[key_of[k]] = got[k];
+  std::vector<Status> got = PromoteMany(disk_only, false, promoted != nullptr, meanwhile);
+  if (promoted) promoted->assign(keys.size(), false);
+  for (size_t k = 0; k < got.size(); ++k) {
+    out[key_of[k]] = got[k];
+    if (promoted) (*promoted)[key_of[k]] = got[k].ok();
+  }
   return out;
 }
 

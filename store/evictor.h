@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -48,6 +49,10 @@ class Evictor {
   // Makes room for `need` bytes by moving entries, not evicting them, where the tier allows
   // it (mu is let go during the copies). False: nothing was moved.
   virtual bool MoveAsideLocked(uint64_t /*need*/) REQUIRES(kd_->mu) { return false; }
+  // Background work besides eviction, done while the tier is below its watermark (HostEvictor:
+  // writing new entries back to disk). Do*: false when nothing could be done.
+  virtual bool HasBackgroundWorkLocked() const REQUIRES(kd_->mu) { return false; }
+  virtual bool DoBackgroundWorkLocked() REQUIRES(kd_->mu) { return false; }
   void NoteMoveResultLocked(const Status& st, size_t entries) REQUIRES(kd_->mu);
 
   Keydir* const kd_;
@@ -72,8 +77,13 @@ class Evictor {
 
 class HostEvictor : public Evictor {
  public:
-  HostEvictor(Keydir* kd, std::chrono::milliseconds put_wait)
-      : Evictor(kd, kd->host_tier(), put_wait) {}
+  HostEvictor(Keydir* kd, std::chrono::milliseconds put_wait, bool write_back)
+      : Evictor(kd, kd->host_tier(), put_wait), write_back_(write_back) {}
+  // An entry that just came into the pool (a Put, a demotion from the device pool). With
+  // write-back on, the evictor spills it in the background (unless it has a disk copy by
+  // then) and keeps its pool block, so that when room is needed later it can leave at once,
+  // wherever it lies. Nudges the evictor either way.
+  void QueueWriteBack(const EntryPtr& e) EXCLUDES(kd_->mu);
   // Writes the entries (marked spilling by the caller) to disk. drop_from_pool: eviction
   // (their pool blocks go back once written); otherwise a Flush (they stay).
   Status SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) EXCLUDES(kd_->mu);
@@ -84,17 +94,22 @@ class HostEvictor : public Evictor {
   Status Promote(const EntryPtr& e, bool wait) EXCLUDES(kd_->mu);
   // Several at once: their disk reads go out as one batch, all in flight together
   // (count_hits false: a prefetch, not a read).
-  std::vector<Status> PromoteMany(const std::vector<EntryPtr>& es, bool wait, bool count_hits)
-      EXCLUDES(kd_->mu);
-  // The keys' entries that are on disk only, promoted as one batch without waiting for room
-  // (a prefetch: not counted as reads). Per key; Ok where there was nothing to do.
-  std::vector<Status> PromoteKeys(std::string_view ns, const std::vector<std::string>& keys)
-      EXCLUDES(kd_->mu);
+  // `meanwhile` as DurableTier::ReadMany's.
+  std::vector<Status> PromoteMany(const std::vector<EntryPtr>& es, bool wait, bool count_hits,
+                                  const IoMeanwhile& meanwhile = nullptr) EXCLUDES(kd_->mu);
+  // The keys' entries that are on disk only, promoted as one batch without waiting for room.
+  // Per key; Ok where there was nothing to do. A prefetch (promoted null) is not counted as
+  // a read; GetMany's promotions are disk hits, and *promoted says which keys it promoted.
+  std::vector<Status> PromoteKeys(std::string_view ns, const std::vector<std::string>& keys,
+                                  const IoMeanwhile& meanwhile = nullptr,
+                                  std::vector<bool>* promoted = nullptr) EXCLUDES(kd_->mu);
 
  private:
   bool EvictSomeLocked() override REQUIRES(kd_->mu);
   bool FreeCleanLocked(uint64_t need) override REQUIRES(kd_->mu);
   bool MoveAsideLocked(uint64_t need) override REQUIRES(kd_->mu);
+  bool HasBackgroundWorkLocked() const override REQUIRES(kd_->mu) { return !write_back_q_.empty(); }
+  bool DoBackgroundWorkLocked() override REQUIRES(kd_->mu);
   std::vector<uint64_t> VictimsLocked() REQUIRES(kd_->mu);
   enum class SpanFor { kEvict, kEvictClean, kMove };
   std::optional<PoolAllocator::Span> SpanLocked(uint64_t need, SpanFor use,
@@ -104,6 +119,9 @@ class HostEvictor : public Evictor {
                        bool count_hit) EXCLUDES(kd_->mu);
   void InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool)
       REQUIRES(kd_->mu);
+
+  const bool write_back_;
+  std::deque<EntryPtr> write_back_q_ GUARDED_BY(kd_->mu);  // oldest first
 };
 
 }  // namespace ecstore

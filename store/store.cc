@@ -105,7 +105,7 @@ Status StoreImpl::Init() {
   EC_RETURN_IF_ERROR(OpenDeviceTier(mopt));
   kd_ = std::make_unique<Keydir>(env_, pool_.get(), dev_ ? dev_->memory() : nullptr, durable_.get(),
                                  opt_.eviction_policy != "lru" && !opt_.eviction_policy.empty());
-  ev_ = std::make_unique<HostEvictor>(kd_.get(), opt_.put_wait);
+  ev_ = std::make_unique<HostEvictor>(kd_.get(), opt_.put_wait, opt_.write_back);
   if (dev_)
     dev_ev_ = std::make_unique<DeviceEvictor>(kd_.get(), dev_.get(), ev_.get(), opt_.put_wait);
   kd_->OnLeaseEnd([this]() NO_THREAD_SAFETY_ANALYSIS {  // runs under mu
@@ -269,7 +269,10 @@ Status StoreImpl::Install(const EntryPtr& e, const PoolBlock& blk, Tier tier) {
     e->seq = durable_->NextSeq();
     old = kd_->InsertLocked(e, &tomb);
   }
-  (tier == Tier::kDevice ? static_cast<Evictor*>(dev_ev_.get()) : ev_.get())->Nudge();
+  if (tier == Tier::kDevice)
+    dev_ev_->Nudge();
+  else
+    ev_->QueueWriteBack(e);  // and nudges
   if (tomb) durable_->WriteTombstones({*tomb});
   if (old) kd_->AwaitSpill(old);  // the replaced bytes must not come back after a crash
   return Status::Ok();
@@ -506,14 +509,35 @@ Result<bool> StoreImpl::Contains(std::string_view ns, std::string_view key) {
 std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
                                                   const std::vector<std::string>& keys,
                                                   const std::vector<std::span<uint8_t>>& dsts) {
-  // Disk entries first, their reads in one batch; a key whose read failed (corrupt, a
-  // failing device) answers that failure.
+  // The keys in the pool are leased first; the disk entries' reads then go out in one batch,
+  // and the leased entries are copied out while those reads are in flight (the copy and the
+  // disk overlap instead of taking turns). A key whose read failed (corrupt, a failing device)
+  // answers that failure; the rest go through Get.
+  std::vector<std::optional<ReadLease>> hot = LeasePooled(ns, keys, dsts, nullptr);
+  bool copied = false;
+  auto copy_hot = [&] {
+    if (std::exchange(copied, true)) return;
+    for (size_t i = 0; i < hot.size(); ++i)
+      if (hot[i]) std::memcpy(dsts[i].data(), hot[i]->data(), hot[i]->size());
+  };
   std::vector<Status> pre(keys.size());
-  if (keys.size() > 1 && opt_.promote_on_get) pre = ev_->PromoteKeys(ns, keys);
+  std::vector<bool> promoted;
+  if (keys.size() > 1 && opt_.promote_on_get) pre = ev_->PromoteKeys(ns, keys, copy_hot, &promoted);
+  copy_hot();               // no disk read went out
+  if (!promoted.empty()) {  // counted as disk hits by the promotion
+    std::vector<std::optional<ReadLease>> fresh = LeasePooled(ns, keys, dsts, &promoted);
+    for (size_t i = 0; i < fresh.size(); ++i)
+      if (fresh[i]) {
+        std::memcpy(dsts[i].data(), fresh[i]->data(), fresh[i]->size());
+        hot[i] = std::move(fresh[i]);
+      }
+  }
   std::vector<Result<EntryInfo>> out;
   out.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (!pre[i].ok() && !pre[i].IsBusy())
+    if (hot[i])
+      out.push_back(hot[i]->info());
+    else if (!pre[i].ok() && !pre[i].IsBusy())
       out.push_back(pre[i]);
     else if (i < dsts.size())
       out.push_back(Get(ns, keys[i], dsts[i]));
@@ -521,6 +545,24 @@ std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
       out.push_back(Status::InvalidArgument("GetMany needs one buffer per key"));
   }
   return out;
+}
+
+// A lease for each key whose entry is in the pool and fits its buffer; nothing for the others
+// (absent, on disk or device only, bad input), which Get answers. Without `only`: pool hits,
+// counted as Get counts them. With it: only the keys it marks, just promoted (their hits
+// were counted as disk hits).
+std::vector<std::optional<ReadLease>> StoreImpl::LeasePooled(
+    std::string_view ns, const std::vector<std::string>& keys,
+    const std::vector<std::span<uint8_t>>& dsts, const std::vector<bool>* only) {
+  std::vector<std::optional<ReadLease>> hot(keys.size());
+  MutexLock l(&kd_->mu);
+  for (size_t i = 0; i < keys.size() && i < dsts.size(); ++i) {
+    if ((only && !(*only)[i]) || !CheckKey(ns, keys[i]).ok()) continue;
+    auto found = kd_->FindLocked(ns, keys[i], false);
+    if (found.ok() && (*found)->pool && dsts[i].size() >= (*found)->bytes)
+      hot[i] = kd_->LeaseLocked(*found, only == nullptr);
+  }
+  return hot;
 }
 
 Status StoreImpl::Prefetch(std::string_view ns, const std::vector<std::string>& keys) {

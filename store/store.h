@@ -35,13 +35,19 @@ struct Options {
   // Background eviction starts above high * pool and stops at low * pool.
   double high_watermark = 0.90;
   double low_watermark = 0.80;
-  // "lru", "gdsf" (value-aware: recompute cost x hits / size) or "freq" (value-aware:
-  // recompute cost x recent requests per key, misses included / size), for the memory pools;
-  // the disk quota ranks by last access, or with either of the others by value
-  // (store/eviction_policy.h, Keydir::ColdestOnDiskLocked).
-  std::string eviction_policy = "lru";
+  // "freq" (value-aware: recompute cost x recent requests per key, misses included / size),
+  // "lru" or "gdsf" (value-aware: recompute cost x hits / size), for the memory pools; the
+  // disk quota ranks by value, or with lru by last access (store/eviction_policy.h,
+  // Keydir::ColdestOnDiskLocked). freq is the default: in the bench it saved 14 % more
+  // encoder time than LRU at 10 % of the working set (policy) and read 8 % less back from
+  // disk (mixed, 3.06-3.12 vs 3.32-3.35 MB/op).
+  std::string eviction_policy = "freq";
   bool promote_on_get = true;  // copy disk hits back into the pool
-  bool compress = false;       // per-entry LZ4 on the disk tier
+  // Spill new pool entries to disk in the background as they come, keeping them in the pool
+  // (write-back), so that eviction never waits on a write and can pick any span of the pool.
+  // Off: an entry is written when it is evicted, or by Flush.
+  bool write_back = true;
+  bool compress = false;  // per-entry LZ4 on the disk tier
   double min_compression_saving = 0.10;
   uint64_t segment_bytes = 256ull << 20;
   unsigned io_queue_depth = 32;

@@ -78,6 +78,13 @@ class StoreImpl : public Store, private PutReservation::Owner {
   void RemoveRegistrar(MemoryRegistrar* r) override;
 
  private:
+  // GetMany's leases on keys in the pool: before its disk reads, and after, on those it
+  // promoted (`only`).
+  std::vector<std::optional<ReadLease>> LeasePooled(std::string_view ns,
+                                                    const std::vector<std::string>& keys,
+                                                    const std::vector<std::span<uint8_t>>& dsts,
+                                                    const std::vector<bool>* only)
+      EXCLUDES(kd_->mu);
   struct Pending;  // a reserved, not yet committed Put
   void Abandon(void* token) override;
   Status CheckKey(std::string_view ns, std::string_view key) const;

@@ -56,6 +56,7 @@ class ServerProcess {
       pthread_sigmask(SIG_BLOCK, &stop, nullptr);
       Options o;
       o.pool_bytes = pool_;
+      o.eviction_policy = "lru";  // the pin and lease tests count on the least recent leaving
       if (shm_) o.memory_backend = NewSharedHostBackend;
       auto store = Store::Open(dir_, o);
       if (!store.ok()) _exit(3);
