@@ -83,6 +83,7 @@ struct Config {
 };
 
 std::vector<Record> g_records;
+std::string g_policy;  // --policy: the stores' Options::eviction_policy ("" = the default)
 Clock::time_point g_start = Clock::now();
 
 void Progress(const std::string& msg) {
@@ -157,6 +158,7 @@ std::unique_ptr<Store> OpenStore(const std::string& dir, uint64_t pool, bool pro
   o.disk_quota_bytes = 64 * kGiB;
   o.promote_on_get = promote;
   o.segment_bytes = 1 * kGiB;
+  if (!g_policy.empty()) o.eviction_policy = g_policy;
   auto s = Store::Open(dir, o);
   if (!s.ok()) {
     std::fprintf(stderr, "\nbench: cannot open store: %s\n", s.status().ToString().c_str());
@@ -677,7 +679,7 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
   Progress("mixed: ec-store, steps of " + std::to_string(kMixedBatch) + " items, GetMany");
   const double store_gbps = MixedStore(sdir, pool, run, false);
   Progress("mixed: ec-store with Prefetch one step ahead");
-  MixedStore(sdir, pool, run, true);
+  const double prefetch_gbps = MixedStore(sdir, pool, run, true);
   {
     Progress("mixed: baseline, files one after another, page cache held to the same budget");
     FileBaseline base(bdir);
@@ -703,11 +705,11 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
     double secs = Since(t0);
     double read_mb = static_cast<double>(DiskReadBytes() - read0) / 1e6 / ops;
     double gbps = bytes / secs / 1e9;
-    char note[200];
+    char note[256];
     std::snprintf(note, sizeof(note),
-                  "%.2f MB/op read from disk; ec-store/baseline %.2fx; LRU "
-                  "files beyond the budget dropped (fadvise DONTNEED)",
-                  read_mb, store_gbps / gbps);
+                  "%.2f MB/op read from disk; ec-store/baseline %.2fx, with prefetch "
+                  "%.2fx; LRU files beyond the budget dropped (fadvise DONTNEED)",
+                  read_mb, store_gbps / gbps, prefetch_gbps / gbps);
     Add({"mixed", "baseline", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
   }
   std::filesystem::remove_all(bdir);
@@ -1200,6 +1202,8 @@ int main(int argc, char** argv) {
       cfg.png_path = next();
     else if (a == "--rdma-addr")
       cfg.rdma_addr = next();
+    else if (a == "--policy")
+      g_policy = next();
     else if (a == "--index-entries") {
       std::string v = next();
       for (size_t p = 0; p <= v.size();) {
@@ -1221,7 +1225,7 @@ int main(int argc, char** argv) {
           stderr,
           "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
           "remote,rdma,device,policy,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] "
-          "[--png FILE] [--index-entries N,N,...]\n");
+          "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf]\n");
       return a == "--help" ? 0 : 2;
     }
   }

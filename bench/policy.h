@@ -6,11 +6,9 @@
 //   (RecomputeCost: ~19 ms for 400 rows, ~86 ms for 2304).
 // Reported per capacity and policy: hit ratio, byte hit ratio, and encoder time saved
 // (the recompute cost of every hit), with a clairvoyant bound (Belady: evict the entry used
-// furthest in the future) for scale. Two replays show what frequency is worth here:
-// "freq-density" keeps the items of highest decayed request count x cost per MiB (it needs
-// each key's request history, misses included, which the store's pools do not keep), and
-// "true-popularity" the items of highest true probability x cost per MiB (an upper bound
-// for any policy that estimates popularity from counts).
+// furthest in the future) for scale, and "true-popularity": the items of highest true
+// probability x cost per MiB (what the trace draws each with now, which no online policy
+// knows; a bound for policies that estimate popularity from counts).
 // Thread rules: pure computation; call from any thread.
 #pragma once
 

@@ -122,6 +122,11 @@ void AddGlobals(CLI::App& app, Globals& g) {
   app.add_option("--disk-quota", g.disk_quota, "disk tier quota (e.g. 4GiB)")
       ->capture_default_str();
   app.add_flag("--compress", g.compress, "LZ4-compress entries spilled to disk where it pays");
+  app.add_option("--eviction-policy", g.eviction_policy,
+                 "which entries leave the memory pools first: freq (fewest recent requests x "
+                 "recompute cost per byte), lru or gdsf")
+      ->check(CLI::IsMember({"freq", "lru", "gdsf"}))
+      ->capture_default_str();
   app.add_option("--server", g.server,
                  "talk to a running `ec-store serve` at HOST:PORT instead of opening --dir");
   app.add_option("--timeout", g.timeout, "a client's bound on each reply from --server")

@@ -21,9 +21,10 @@ struct Globals {
   int device = 0;
   std::string disk_quota = "16GiB";
   bool compress = false;
-  std::string server;          // HOST:PORT of a running `ec-store serve`
-  std::string timeout = "5s";  // a client's bound on one reply (not verify/compact)
-  std::string token_file;      // the shared secret (serve: required of clients; else: presented)
+  std::string eviction_policy = "freq";  // Options::eviction_policy
+  std::string server;                    // HOST:PORT of a running `ec-store serve`
+  std::string timeout = "5s";            // a client's bound on one reply (not verify/compact)
+  std::string token_file;  // the shared secret (serve: required of clients; else: presented)
   std::string log_level = "warn";
   bool log_level_given = false;  // serve logs at info unless told
   std::string config;            // the config file read beneath the command line

@@ -300,12 +300,16 @@ class Cache:
 
 def open(dir: str, pool_size: int | str = "256MiB", disk_quota: int | str = "16GiB", *,  # noqa: A001
          shareable: bool = False, compress: bool = False, promote_on_get: bool = True,
-         device: int = 0, device_pool_size: int | str = 0) -> Cache:
+         device: int = 0, device_pool_size: int | str = 0,
+         eviction_policy: str = "freq") -> Cache:
     """Opens (creating if needed) the store in `dir`, in this process. device_pool_size > 0
     adds a device tier on GPU `device`: CUDA tensors put there stay on the GPU, and
-    get(device=...) / acquire_on_device read without a host round trip."""
+    get(device=...) / acquire_on_device read without a host round trip. eviction_policy:
+    which entries leave the memory pools first -- "freq" (fewest recent requests x recompute
+    cost per byte), "lru" or "gdsf"."""
     c = Cache(_ecstore.open(dir, parse_size(pool_size), parse_size(disk_quota), shareable,
-                            compress, promote_on_get, device, parse_size(device_pool_size)))
+                            compress, promote_on_get, device, parse_size(device_pool_size),
+                            eviction_policy))
     c._device = device
     return c
 

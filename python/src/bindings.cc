@@ -393,8 +393,10 @@ class PyCache {
 
 std::unique_ptr<PyCache> Open(const std::string& dir, uint64_t pool_bytes,
                               uint64_t disk_quota_bytes, bool shareable, bool compress,
-                              bool promote_on_get, int device, uint64_t device_pool_bytes) {
+                              bool promote_on_get, int device, uint64_t device_pool_bytes,
+                              const std::string& eviction_policy) {
   Options o;
+  o.eviction_policy = eviction_policy;
   o.device = device;
   o.device_pool_bytes = device_pool_bytes;
   o.pool_bytes = pool_bytes;
@@ -502,7 +504,8 @@ NB_MODULE(_ecstore, m) {
       .def("close", &PyCache::close);
 
   m.def("open", &Open, "dir"_a, "pool_bytes"_a, "disk_quota_bytes"_a, "shareable"_a = false,
-        "compress"_a = false, "promote_on_get"_a = true, "device"_a = 0, "device_pool_bytes"_a = 0);
+        "compress"_a = false, "promote_on_get"_a = true, "device"_a = 0, "device_pool_bytes"_a = 0,
+        "eviction_policy"_a = "freq");
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
         "retries"_a = 1);
 }
