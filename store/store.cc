@@ -515,10 +515,14 @@ std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
   // answers that failure; the rest go through Get.
   std::vector<std::optional<ReadLease>> hot = LeasePooled(ns, keys, dsts, nullptr);
   bool copied = false;
+  auto copy_out = [&](const std::vector<std::optional<ReadLease>>& leases) {
+    std::vector<CopyPool::Item> items;
+    for (size_t i = 0; i < leases.size(); ++i)
+      if (leases[i]) items.push_back({dsts[i].data(), leases[i]->data(), leases[i]->size()});
+    copy_pool_.Copy(items);
+  };
   auto copy_hot = [&] {
-    if (std::exchange(copied, true)) return;
-    for (size_t i = 0; i < hot.size(); ++i)
-      if (hot[i]) std::memcpy(dsts[i].data(), hot[i]->data(), hot[i]->size());
+    if (!std::exchange(copied, true)) copy_out(hot);
   };
   std::vector<Status> pre(keys.size());
   std::vector<bool> promoted;
@@ -526,11 +530,9 @@ std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
   copy_hot();               // no disk read went out
   if (!promoted.empty()) {  // counted as disk hits by the promotion
     std::vector<std::optional<ReadLease>> fresh = LeasePooled(ns, keys, dsts, &promoted);
+    copy_out(fresh);
     for (size_t i = 0; i < fresh.size(); ++i)
-      if (fresh[i]) {
-        std::memcpy(dsts[i].data(), fresh[i]->data(), fresh[i]->size());
-        hot[i] = std::move(fresh[i]);
-      }
+      if (fresh[i]) hot[i] = std::move(fresh[i]);
   }
   std::vector<Result<EntryInfo>> out;
   out.reserve(keys.size());

@@ -15,8 +15,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
+#include "base/copy_pool.h"
 #include "base/mutex.h"
 #include "store/device_tier.h"
 #include "store/durable_tier.h"
@@ -108,6 +110,8 @@ class StoreImpl : public Store, private PutReservation::Owner {
   std::unique_ptr<DeviceTier> dev_;             // the GPU pool, if any
   std::unique_ptr<Keydir> kd_;                  // its mu is the metadata lock
   std::unique_ptr<HostEvictor> ev_;
+  // GetMany's copies out of the pool, split over a few threads.
+  CopyPool copy_pool_{CopyPool::DefaultThreads(std::thread::hardware_concurrency())};
   std::unique_ptr<DeviceEvictor> dev_ev_;
 };
 

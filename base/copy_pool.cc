@@ -1,0 +1,77 @@
+#include "base/copy_pool.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ecstore {
+
+unsigned CopyPool::DefaultThreads(unsigned cores) { return std::min(3u, cores / 4); }
+
+CopyPool::CopyPool(unsigned threads) {
+  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+}
+
+CopyPool::~CopyPool() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void CopyPool::Copy(const std::vector<Item>& items) {
+  size_t total = 0;
+  for (const Item& it : items) total += it.n;
+  std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
+  if (threads_.empty() || total < 2 * kPieceBytes || !job.owns_lock()) {
+    for (const Item& it : items) std::memcpy(it.dst, it.src, it.n);
+    return;
+  }
+  std::unique_lock<std::mutex> l(mu_);
+  done_cv_.wait(l, [&] { return active_ == 0; });  // a late helper of the last job has left
+  pieces_.clear();
+  for (const Item& it : items)
+    for (size_t off = 0; off < it.n; off += kPieceBytes)
+      pieces_.push_back({static_cast<uint8_t*>(it.dst) + off,
+                         static_cast<const uint8_t*>(it.src) + off,
+                         std::min(kPieceBytes, it.n - off)});
+  next_ = 0;
+  done_ = 0;
+  ++gen_;
+  l.unlock();
+  wake_.notify_all();
+  const size_t mine = Drain(pieces_.size());
+  l.lock();
+  done_ += mine;
+  done_cv_.wait(l, [&] { return done_ == pieces_.size() && active_ == 0; });
+}
+
+// Copies pieces until none are left; returns how many it copied. pieces_ does not change
+// meanwhile: a new job waits until no helper is inside.
+size_t CopyPool::Drain(size_t total) {
+  size_t finished = 0;
+  for (size_t i; (i = next_.fetch_add(1)) < total; ++finished)
+    std::memcpy(pieces_[i].dst, pieces_[i].src, pieces_[i].n);
+  return finished;
+}
+
+void CopyPool::Work() {
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    wake_.wait(l, [&] { return stop_ || gen_ != seen; });
+    if (stop_) return;
+    seen = gen_;
+    ++active_;
+    const size_t total = pieces_.size();
+    l.unlock();
+    const size_t mine = Drain(total);
+    l.lock();
+    done_ += mine;
+    --active_;
+    done_cv_.notify_all();
+  }
+}
+
+}  // namespace ecstore

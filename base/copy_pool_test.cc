@@ -1,0 +1,74 @@
+#include "base/copy_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+#include <thread>
+
+namespace ecstore {
+namespace {
+
+std::vector<uint8_t> Bytes(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937_64 rng(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// Sizes that are not multiples of a piece, and ones below the size the helpers take part at.
+TEST(CopyPool, EveryByteLandsWhateverTheSizes) {
+  CopyPool pool(3);
+  const std::vector<size_t> sizes = {1, 4096, (4u << 20) + 7, (9u << 20) + 4095, 17u << 20, 0};
+  std::vector<std::vector<uint8_t>> src, dst;
+  std::vector<CopyPool::Item> items;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    src.push_back(Bytes(sizes[i], i));
+    dst.emplace_back(sizes[i], 0);
+  }
+  for (size_t i = 0; i < sizes.size(); ++i)
+    items.push_back({dst[i].data(), src[i].data(), sizes[i]});
+  pool.Copy(items);
+  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_TRUE(dst[i] == src[i]) << sizes[i];
+  std::vector<uint8_t> small_dst(100);
+  auto small_src = Bytes(100, 9);
+  pool.Copy({{small_dst.data(), small_src.data(), 100}});  // on the caller alone
+  EXPECT_TRUE(small_dst == small_src);
+}
+
+// Several callers at once, many jobs each: a caller that finds the helpers busy copies alone,
+// and no job sees another's pieces.
+TEST(CopyPool, ConcurrentCallersEachGetTheirOwnBytes) {
+  CopyPool pool(2);
+  const size_t n = (12u << 20) + 123;
+  std::vector<std::thread> callers;
+  std::atomic<int> bad{0};
+  for (int c = 0; c < 4; ++c)
+    callers.emplace_back([&, c] {
+      auto src = Bytes(n, 100 + c);
+      std::vector<uint8_t> dst(n);
+      for (int round = 0; round < 20; ++round) {
+        std::fill(dst.begin(), dst.end(), 0);
+        pool.Copy(
+            {{dst.data(), src.data(), n / 2}, {dst.data() + n / 2, src.data() + n / 2, n - n / 2}});
+        if (dst != src) ++bad;
+      }
+    });
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(CopyPool, HelpersScaleWithCoresAndStayFew) {
+  EXPECT_EQ(CopyPool::DefaultThreads(1), 0u);
+  EXPECT_EQ(CopyPool::DefaultThreads(2), 0u);
+  EXPECT_EQ(CopyPool::DefaultThreads(4), 1u);
+  EXPECT_EQ(CopyPool::DefaultThreads(8), 2u);
+  EXPECT_EQ(CopyPool::DefaultThreads(64), 3u);
+  CopyPool none(0);
+  std::vector<uint8_t> src = Bytes(9u << 20, 1), dst(9u << 20);
+  none.Copy({{dst.data(), src.data(), src.size()}});
+  EXPECT_TRUE(dst == src);
+}
+
+}  // namespace
+}  // namespace ecstore
