@@ -10,12 +10,11 @@
 namespace ecstore {
 namespace {
 
+using testing::Bf16;
 using testing::Payload;
 using testing::TempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
-
-TensorMeta Bf16(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
 
 // A store in `dir` whose entries k0..k{n-1} are all on disk only (flushed, reopened).
 std::unique_ptr<Store> OnDisk(const std::string& dir, int n, uint64_t bytes) {

@@ -15,6 +15,7 @@
 namespace ecstore {
 namespace {
 
+using testing::Bf16;
 using testing::Payload;
 using testing::Span;
 using testing::TempDir;
@@ -28,8 +29,6 @@ Options Small(uint64_t pool = 32 * kMiB) {
   o.put_wait = std::chrono::milliseconds(1500);
   return o;
 }
-
-TensorMeta Bf16(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
 
 std::unique_ptr<Store> OpenOrDie(const std::string& dir, const Options& o) {
   auto s = Store::Open(dir, o);

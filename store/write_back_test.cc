@@ -11,12 +11,11 @@
 namespace ecstore {
 namespace {
 
+using testing::Bf16;
 using testing::Payload;
 using testing::TempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
-
-TensorMeta Bf16(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
 
 Status PutSeeded(Store* s, const std::string& key, uint64_t seed, uint64_t bytes) {
   auto p = Payload(seed, bytes);

@@ -21,6 +21,7 @@
 namespace ecstore {
 namespace {
 
+using testing::Bf16;
 using testing::Payload;
 using testing::TempDir;
 
@@ -35,8 +36,6 @@ constexpr uint64_t kMiB = 1 << 20;
       GTEST_SKIP() << "device-tier test skipped: " << why;            \
     }                                                                 \
   } while (0)
-
-TensorMeta Bf16(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
 
 #ifdef EC_HAVE_CUDA
 // Device memory holding Payload(seed, bytes), or receiving bytes to check.

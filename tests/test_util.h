@@ -12,7 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "base/tensor_meta.h"
+
 namespace ecstore::testing {
+
+// A 1-D bf16 shape of `bytes` bytes: what most tests put.
+inline TensorMeta Bf16(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
 
 class TempDir {
  public:
