@@ -84,6 +84,9 @@ def test_remote_stats_equal_the_scrape(served):
     c = ecstore.connect(tcp, transport="tcp")
     for i in range(3):
         c.put("ops", f"s{i}", np.ones(4096, dtype=np.uint8))
+    # Written to disk now, not by the background write-back between the two snapshots (a TSan
+    # run saw the disk tier go from 0 to 3 entries between them).
+    c.flush()
     st = c.stats()
     m = _scrape(base)
     for tier in ("pool", "disk"):
