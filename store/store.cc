@@ -527,8 +527,8 @@ std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
   std::vector<Status> pre(keys.size());
   std::vector<bool> promoted;
   if (keys.size() > 1 && opt_.promote_on_get) pre = ev_->PromoteKeys(ns, keys, copy_hot, &promoted);
-  copy_hot();               // no disk read went out
-  if (!promoted.empty()) {  // counted as disk hits by the promotion
+  copy_hot();  // no disk read went out
+  if (std::find(promoted.begin(), promoted.end(), true) != promoted.end()) {  // disk hits
     std::vector<std::optional<ReadLease>> fresh = LeasePooled(ns, keys, dsts, &promoted);
     copy_out(fresh);
     for (size_t i = 0; i < fresh.size(); ++i)
