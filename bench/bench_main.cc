@@ -28,6 +28,7 @@
 #include "base/embedding.h"
 #include "bench/baseline.h"
 #include "bench/device.h"
+#include "bench/disk_stats.h"
 #include "bench/fio.h"
 #include "bench/policy.h"
 #include "bench/ref_allocators.h"
@@ -557,13 +558,18 @@ class Zipf {
 
 // Bytes this process read from the block device (/proc/self/io read_bytes: page-cache
 // misses and O_DIRECT reads, io_uring's workers included), or 0 where the kernel does not say.
-uint64_t DiskReadBytes() {
-  std::ifstream in("/proc/self/io");
-  std::string name;
-  uint64_t v = 0;
-  while (in >> name >> v)
-    if (name == "read_bytes:") return v;
-  return 0;
+// What a pass did to the disk since `before`: MB per op read and written by this process,
+// and how much of the pass's wall time the device was busy.
+std::string DiskNote(const std::string& dir, const DiskCounters& before, double secs, double ops) {
+  DiskCounters after = SampleDisk(dir);
+  char out[128];
+  int n =
+      std::snprintf(out, sizeof(out), "%.2f MB/op read from disk, %.2f written",
+                    static_cast<double>(after.read_bytes - before.read_bytes) / 1e6 / ops,
+                    static_cast<double>(after.written_bytes - before.written_bytes) / 1e6 / ops);
+  double busy = BusyFraction(before, after, secs);
+  if (busy >= 0) std::snprintf(out + n, sizeof(out) - n, ", disk busy %.0f%%", 100 * busy);
+  return out;
 }
 
 // mixed, as an engine runs it: each step is a batch of kMixedBatch items drawn Zipf(0.99)
@@ -610,7 +616,8 @@ double MixedStore(const std::string& sdir, uint64_t pool, MixedRun& run, bool pr
       }
     });
   Latencies lat;
-  uint64_t bytes = 0, misses = 0, read0 = DiskReadBytes();
+  uint64_t bytes = 0, misses = 0;
+  const DiskCounters disk0 = SampleDisk(sdir);
   double fill = 0;  // the pool's use after each step, as a fraction of its budget
   auto t0 = Clock::now();
   for (size_t i = 0; i < run.plan.size(); ++i) {
@@ -636,16 +643,16 @@ double MixedStore(const std::string& sdir, uint64_t pool, MixedRun& run, bool pr
   double secs = Since(t0);
   done = true;
   if (prefetcher.joinable()) prefetcher.join();
-  double read_mb = static_cast<double>(DiskReadBytes() - read0) / 1e6 / ops;
+  const std::string disk = DiskNote(sdir, disk0, secs, ops);
   StoreStats st = *store->Stats();
-  char note[300];
+  char note[320];
   std::snprintf(note, sizeof(note),
-                "%s%.2f MB/op read from disk; pool %.0f%% full on average; %llu misses; pool "
+                "%s%s; pool %.0f%% full on average; %llu misses; pool "
                 "hits %llu, disk hits %llu, promotions %llu; p50/p99 per step",
-                prefetch ? "Prefetch of the next step's items from a second thread; " : "", read_mb,
-                100 * fill / static_cast<double>(run.plan.size()), (unsigned long long)misses,
-                (unsigned long long)st.pool().hits, (unsigned long long)st.disk().hits,
-                (unsigned long long)st.pool().promotions);
+                prefetch ? "Prefetch of the next step's items from a second thread; " : "",
+                disk.c_str(), 100 * fill / static_cast<double>(run.plan.size()),
+                (unsigned long long)misses, (unsigned long long)st.pool().hits,
+                (unsigned long long)st.disk().hits, (unsigned long long)st.pool().promotions);
   Add({"mixed", prefetch ? "ec-store-prefetch" : "ec-store", bytes / secs / 1e9, ops / secs,
        lat.P(0.5), lat.P(0.99), -1, note});
   store.reset();
@@ -685,7 +692,8 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
     FileBaseline base(bdir);
     base.SetBudget(pool);
     Latencies lat;
-    uint64_t bytes = 0, read0 = DiskReadBytes();
+    uint64_t bytes = 0;
+    const DiskCounters disk0 = SampleDisk(cfg.dir);  // bdir is made by the first save
     std::vector<uint8_t> file;
     uint64_t off;
     TensorMeta meta;
@@ -703,13 +711,13 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
       lat.Add(t);
     }
     double secs = Since(t0);
-    double read_mb = static_cast<double>(DiskReadBytes() - read0) / 1e6 / ops;
+    const std::string disk = DiskNote(cfg.dir, disk0, secs, ops);
     double gbps = bytes / secs / 1e9;
-    char note[256];
+    char note[300];
     std::snprintf(note, sizeof(note),
-                  "%.2f MB/op read from disk; ec-store/baseline %.2fx, with prefetch "
+                  "%s; ec-store/baseline %.2fx, with prefetch "
                   "%.2fx; LRU files beyond the budget dropped (fadvise DONTNEED)",
-                  read_mb, store_gbps / gbps, prefetch_gbps / gbps);
+                  disk.c_str(), store_gbps / gbps, prefetch_gbps / gbps);
     Add({"mixed", "baseline", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
   }
   std::filesystem::remove_all(bdir);

@@ -190,7 +190,7 @@ Status DiskTier::ReadMany(std::vector<StoredRead>& reads, bool with_headers,
   std::vector<size_t> payload_of;  // per request: its read, or SIZE_MAX for a header
   AlignedBuffer headers(with_headers ? reads.size() * kBlockSize : 0);
   std::vector<std::shared_ptr<Segment>> keep;  // open while the batch runs
-  bool hashing = false;
+  bool watching = false;                       // a hash or a tee wants the pieces as they land
   for (size_t i = 0; i < reads.size(); ++i) {
     auto seg = Find(reads[i].loc.segment);
     if (!seg)
@@ -205,17 +205,19 @@ Status DiskTier::ReadMany(std::vector<StoredRead>& reads, bool with_headers,
       batch.push_back({IoOp::kRead, seg->fd.get(), reads[i].dst, RoundUpBlock(loc.stored_len),
                        loc.offset + kBlockSize, 0});
       payload_of.push_back(i);
-      hashing |= reads[i].hash != nullptr;
+      watching |= reads[i].hash != nullptr || reads[i].tee != nullptr;
     }
     keep.push_back(std::move(seg));
   }
   if (batch.empty()) return Status::Ok();
   IoProgress progress;
-  if (hashing)
+  if (watching)
     progress = [&](size_t req, uint64_t from, uint64_t n) {
       if (payload_of[req] == SIZE_MAX) return;
       StoredRead& r = reads[payload_of[req]];
       if (r.hash) r.hash->Update(r.dst + from, n);
+      if (r.tee && from < r.tee_len)
+        std::memcpy(r.tee + from, r.dst + from, std::min(n, r.tee_len - from));
     };
   EC_RETURN_IF_ERROR(io_->Run(batch, progress, meanwhile));
   if (with_headers)

@@ -52,6 +52,11 @@ class DiskTier {
     uint8_t* dst = nullptr;
     Result<RecordInfo> header = Status::NotFound("not read");
     PayloadHasher* hash = nullptr;  // as ReadStored's
+    // Where the payload's first tee_len bytes are copied too, piece by piece as they land
+    // (the copy overlaps the rest of the batch's reads). Meaningful, as `hash`, for an
+    // uncompressed record; what it holds is only checked once the whole read is.
+    uint8_t* tee = nullptr;
+    uint64_t tee_len = 0;
   };
   Status ReadStoredMany(std::vector<StoredRead>& reads, const IoMeanwhile& meanwhile = nullptr);
 

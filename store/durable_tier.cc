@@ -274,9 +274,9 @@ void DurableTier::ReadMany(std::vector<ReadItem>& items, const IoMeanwhile& mean
     const bool direct = it.loc.codec == Codec::kNone &&
                         reinterpret_cast<uintptr_t>(it.dst) % kBlockSize == 0 &&
                         it.dst_cap >= RoundUpBlock(it.loc.stored_len);
-    if (!direct || (items.size() == 1 && !meanwhile)) continue;
-    batch.push_back(
-        {it.loc, it.dst, Status::NotFound("not read"), &hashes.emplace_back(it.rec->bytes)});
+    if (!direct || (items.size() == 1 && !meanwhile && !it.tee)) continue;
+    batch.push_back({it.loc, it.dst, Status::NotFound("not read"),
+                     &hashes.emplace_back(it.rec->bytes), it.tee, it.tee ? it.rec->bytes : 0});
     in_batch.push_back(i);
   }
   std::vector<bool> done(items.size());
@@ -287,6 +287,7 @@ void DurableTier::ReadMany(std::vector<ReadItem>& items, const IoMeanwhile& mean
       if (!why.empty()) continue;  // read on its own below, which tells stale from failing
       done[in_batch[k]] = true;
       it.status = CheckPayload(*it.rec, it.loc, it.dst, batch[k].hash);
+      it.teed = it.tee && it.status.ok();
     }
   }
   for (size_t i = 0; i < items.size(); ++i)

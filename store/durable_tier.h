@@ -159,6 +159,10 @@ class DurableTier {
     uint64_t dst_cap;
     Status status;
     bool stale_row = false;
+    // GetMany's destination: the payload is copied there too as it lands (DiskTier's tee);
+    // teed says it holds the checked payload (false: read on its own, or failed).
+    uint8_t* tee = nullptr;
+    bool teed = false;
   };
   // `meanwhile` (if any) runs on this thread while the batch is in flight -- unless no read
   // went into the batch: the caller runs it afterwards then.

@@ -335,6 +335,57 @@ TEST(DurableTier, ReadsTellAStaleRowFromACorruptPayload) {
   EXPECT_FALSE(stale);
 }
 
+// A batch read with a tee: each payload also lands in the tee (any alignment) as its pieces
+// come in, and teed says so only once the whole payload is checked. A row that is not the
+// record's, or a damaged payload, leaves teed false and says why.
+TEST(DurableTier, ABatchReadTeesEachPayloadAndSaysOnlyWhenItIsChecked) {
+  Fixture f;
+  f.Open();
+  const uint64_t n = 3 * kMiB + 4 * kKiB;  // several 1 MiB pieces, and a short last one
+  f.Spill("a", 30, n);
+  f.Spill("b", 31, n);
+  f.Spill("c", 32, n);
+  std::vector<AlignedBuffer> blocks;
+  std::vector<std::vector<uint8_t>> tees(3, std::vector<uint8_t>(n + 1));
+  std::vector<DurableTier::ReadItem> items;
+  EntryRecord wrong = f.owner.items["c"]->rec;
+  wrong.seq += 1;  // a stale row for c
+  for (int i = 0; i < 3; ++i) {
+    FakeOwner::Item* it = f.owner.items[std::string(1, static_cast<char>('a' + i))].get();
+    blocks.emplace_back(RoundUpBlock(n));
+    items.push_back({i == 2 ? &wrong : &it->rec, *it->loc, blocks.back().data(),
+                     blocks.back().size(), Status(), false, tees[i].data() + 1});  // unaligned
+  }
+  f.tier->ReadMany(items);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(items[i].status.ok()) << items[i].status.ToString();
+    EXPECT_TRUE(items[i].teed);
+    EXPECT_EQ(std::memcmp(tees[i].data() + 1, Payload(30 + i, n).data(), n), 0) << i;
+  }
+  EXPECT_TRUE(items[2].status.IsNotFound()) << items[2].status.ToString();
+  EXPECT_TRUE(items[2].stale_row);
+  EXPECT_FALSE(items[2].teed);
+
+  // Damage b's payload on disk: its tee gets the bytes, but not the word that they are sound.
+  FakeOwner::Item* b = f.owner.items["b"].get();
+  {
+    auto path = std::filesystem::directory_iterator(f.dir.sub("segments"))->path();
+    FILE* fp = fopen(path.c_str(), "r+b");
+    ASSERT_NE(fp, nullptr);
+    fseek(fp, static_cast<long>(b->loc->offset + kBlockSize + 2 * kMiB), SEEK_SET);
+    fputc(0x5a ^ Payload(31, n)[2 * kMiB], fp);
+    fclose(fp);
+  }
+  std::vector<DurableTier::ReadItem> again = {
+      {&f.owner.items["a"]->rec, *f.owner.items["a"]->loc, blocks[0].data(), blocks[0].size(),
+       Status(), false, tees[0].data() + 1},
+      {&b->rec, *b->loc, blocks[1].data(), blocks[1].size(), Status(), false, tees[1].data() + 1}};
+  f.tier->ReadMany(again);
+  EXPECT_TRUE(again[0].status.ok() && again[0].teed);
+  EXPECT_TRUE(again[1].status.IsCorruption()) << again[1].status.ToString();
+  EXPECT_FALSE(again[1].teed);
+}
+
 TEST(DurableTier, ReadOnlyRefusesWritesAndSaysWhy) {
   Fixture f;
   f.Open();

@@ -247,11 +247,16 @@ bool HostEvictor::EvictSomeLocked() {
     if (done() || batch_bytes >= kSpillBatchBytes) break;
   }
   if (batch.empty()) return freed;
-  kd_->mu.unlock();  // never across I/O
-  Status st = SpillBatch(batch, true);
+  return SpillUnlocked(batch, true).ok() || freed;
+}
+
+// SpillBatch with mu let go (never across I/O), then a compaction if one is due.
+Status HostEvictor::SpillUnlocked(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
+  kd_->mu.unlock();
+  Status st = SpillBatch(batch, drop_from_pool);
   kd_->durable().MaybeCompact();
   kd_->mu.lock();
-  return freed || st.ok();
+  return st;
 }
 
 Status HostEvictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
@@ -332,11 +337,7 @@ bool HostEvictor::DoBackgroundWorkLocked() {
     batch.push_back(std::move(e));
   }
   if (batch.empty()) return false;
-  kd_->mu.unlock();  // never across I/O
-  Status st = SpillBatch(batch, false);
-  kd_->durable().MaybeCompact();
-  kd_->mu.lock();
-  return st.ok();
+  return SpillUnlocked(batch, false).ok();
 }
 
 // An entry that cannot live on disk at all (larger than the quota): the cache drops it.
@@ -398,24 +399,27 @@ Status HostEvictor::Flush() {
   return kd_->durable().Flush();
 }
 
-Status HostEvictor::Promote(const EntryPtr& e, bool wait) {
-  return PromoteMany({e}, wait, true)[0];
+Status HostEvictor::Promote(const EntryPtr& e, bool wait, uint8_t* tee,
+                            std::optional<EntryInfo>* delivered) {
+  std::vector<PromoteItem> one{{e, tee, Status(), std::nullopt}};
+  PromoteMany(one, wait, true);
+  if (delivered) *delivered = std::move(one[0].delivered);
+  return one[0].status;
 }
 
-std::vector<Status> HostEvictor::PromoteMany(const std::vector<EntryPtr>& es, bool wait,
-                                             bool count_hits, const IoMeanwhile& meanwhile) {
-  std::vector<Status> out(es.size());
+void HostEvictor::PromoteMany(std::vector<PromoteItem>& items, bool wait, bool count_hits,
+                              const IoMeanwhile& meanwhile) {
   struct Started {
     size_t i;
     PoolBlock blk;
   };
   std::vector<Started> started;
   std::vector<DurableTier::ReadItem> reads;
-  for (size_t i = 0; i < es.size(); ++i) {
-    const EntryPtr& e = es[i];
+  for (size_t i = 0; i < items.size(); ++i) {
+    const EntryPtr& e = items[i].e;
     PoolBlock blk;
-    out[i] = Allocate(e->bytes, wait, &blk);
-    if (!out[i].ok()) continue;
+    items[i].status = Allocate(e->bytes, wait, &blk);
+    if (!items[i].status.ok()) continue;
     MutexLock l(&kd_->mu);
     if (e->erased || e->pool || e->loading || !e->disk) {  // someone else's, or gone
       kd_->pool().Free(blk);
@@ -424,17 +428,19 @@ std::vector<Status> HostEvictor::PromoteMany(const std::vector<EntryPtr>& es, bo
     }
     e->loading = true;
     started.push_back({i, blk});
-    reads.push_back({e.get(), *e->disk, kd_->pool().Ptr(blk), blk.length, Status(), false});
+    reads.push_back(
+        {e.get(), *e->disk, kd_->pool().Ptr(blk), blk.length, Status(), false, items[i].tee});
   }
   kd_->durable().ReadMany(reads, meanwhile);  // every read of the batch in flight together
   for (size_t k = 0; k < started.size(); ++k)
-    out[started[k].i] = FinishPromote(es[started[k].i], started[k].blk, reads[k], count_hits);
-  return out;
+    items[started[k].i].status =
+        FinishPromote(items[started[k].i], started[k].blk, reads[k], count_hits);
 }
 
 // Installs a promoted entry's pool block, or gives it back and handles what the read found.
-Status HostEvictor::FinishPromote(const EntryPtr& e, const PoolBlock& blk,
+Status HostEvictor::FinishPromote(PromoteItem& item, const PoolBlock& blk,
                                   const DurableTier::ReadItem& read, bool count_hit) {
+  const EntryPtr& e = item.e;
   {
     MutexLock l(&kd_->mu);
     e->loading = false;
@@ -445,6 +451,11 @@ Status HostEvictor::FinishPromote(const EntryPtr& e, const PoolBlock& blk,
       kd_->pool().Insert(e->id(), *e);
       ++kd_->pool().counters().promotions;
       if (count_hit) kd_->durable().NoteHit();
+      if (read.teed) {  // read as well: touched as a lease would touch it
+        kd_->TouchLocked(e.get());
+        kd_->pool().Touch(e->id());
+        item.delivered = kd_->InfoLocked(*e);
+      }
       return Status::Ok();
     }
     kd_->pool().Free(blk);
@@ -458,10 +469,9 @@ Status HostEvictor::FinishPromote(const EntryPtr& e, const PoolBlock& blk,
 // Promotes the keys' disk-only entries in one batch; per key, Ok where there was nothing to do.
 std::vector<Status> HostEvictor::PromoteKeys(std::string_view ns,
                                              const std::vector<std::string>& keys,
-                                             const IoMeanwhile& meanwhile,
-                                             std::vector<bool>* promoted) {
+                                             const IoMeanwhile& meanwhile, KeyDelivery* get) {
   std::vector<Status> out(keys.size());
-  std::vector<EntryPtr> disk_only;
+  std::vector<PromoteItem> items;
   std::vector<size_t> key_of;
   {
     MutexLock l(&kd_->mu);
@@ -471,16 +481,23 @@ std::vector<Status> HostEvictor::PromoteKeys(std::string_view ns,
         if (kd_->closed()) out[i] = found.status();
         continue;
       }
-      if ((*found)->pool || (*found)->device || !(*found)->disk) continue;
-      disk_only.push_back(*found);
+      const EntryPtr& e = *found;
+      if (e->pool || e->device || !e->disk) continue;
+      const bool tee = get && i < get->dsts.size() && get->dsts[i].size() >= e->bytes;
+      items.push_back({e, tee ? get->dsts[i].data() : nullptr, Status(), std::nullopt});
       key_of.push_back(i);
     }
   }
-  std::vector<Status> got = PromoteMany(disk_only, false, promoted != nullptr, meanwhile);
-  if (promoted) promoted->assign(keys.size(), false);
-  for (size_t k = 0; k < got.size(); ++k) {
-    out[key_of[k]] = got[k];
-    if (promoted) (*promoted)[key_of[k]] = got[k].ok();
+  PromoteMany(items, false, get != nullptr, meanwhile);
+  if (get) {
+    get->promoted.assign(keys.size(), false);
+    get->delivered.assign(keys.size(), std::nullopt);
+  }
+  for (size_t k = 0; k < items.size(); ++k) {
+    out[key_of[k]] = items[k].status;
+    if (!get) continue;
+    get->promoted[key_of[k]] = items[k].status.ok();
+    get->delivered[key_of[k]] = std::move(items[k].delivered);
   }
   return out;
 }

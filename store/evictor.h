@@ -91,18 +91,36 @@ class HostEvictor : public Evictor {
   Status Flush() EXCLUDES(kd_->mu);
   // The other way: reads a disk-only entry into a fresh pool block (wait: for room, as a Put
   // does). Ok also when someone else promoted or erased it meanwhile; the caller looks again.
-  Status Promote(const EntryPtr& e, bool wait) EXCLUDES(kd_->mu);
+  // With a tee (at least e->bytes), a Get's destination: *delivered is set when the payload
+  // landed there too, checked, as PromoteItem's.
+  Status Promote(const EntryPtr& e, bool wait, uint8_t* tee = nullptr,
+                 std::optional<EntryInfo>* delivered = nullptr) EXCLUDES(kd_->mu);
   // Several at once: their disk reads go out as one batch, all in flight together
-  // (count_hits false: a prefetch, not a read).
+  // (count_hits false: a prefetch, not a read). With a tee, an entry's payload is also
+  // copied there as its pieces land, and `delivered` is set once it is checked (a reader's
+  // destination: the copy overlaps the rest of the batch's reads instead of following them).
+  struct PromoteItem {
+    EntryPtr e;
+    uint8_t* tee = nullptr;  // at least e->bytes, or none
+    Status status;
+    std::optional<EntryInfo> delivered;  // the entry whose payload tee holds, counted as read
+  };
   // `meanwhile` as DurableTier::ReadMany's.
-  std::vector<Status> PromoteMany(const std::vector<EntryPtr>& es, bool wait, bool count_hits,
-                                  const IoMeanwhile& meanwhile = nullptr) EXCLUDES(kd_->mu);
+  void PromoteMany(std::vector<PromoteItem>& items, bool wait, bool count_hits,
+                   const IoMeanwhile& meanwhile = nullptr) EXCLUDES(kd_->mu);
+  // GetMany's part in PromoteKeys: its destinations (a tee each, where large enough) and,
+  // per key, what became of it.
+  struct KeyDelivery {
+    const std::vector<std::span<uint8_t>>& dsts;
+    std::vector<bool> promoted;                       // into the pool
+    std::vector<std::optional<EntryInfo>> delivered;  // and its bytes into dsts[i], checked
+  };
   // The keys' entries that are on disk only, promoted as one batch without waiting for room.
-  // Per key; Ok where there was nothing to do. A prefetch (promoted null) is not counted as
-  // a read; GetMany's promotions are disk hits, and *promoted says which keys it promoted.
+  // Per key; Ok where there was nothing to do. A prefetch (no `get`) is not counted as a
+  // read; GetMany's promotions are disk hits.
   std::vector<Status> PromoteKeys(std::string_view ns, const std::vector<std::string>& keys,
                                   const IoMeanwhile& meanwhile = nullptr,
-                                  std::vector<bool>* promoted = nullptr) EXCLUDES(kd_->mu);
+                                  KeyDelivery* get = nullptr) EXCLUDES(kd_->mu);
 
  private:
   bool EvictSomeLocked() override REQUIRES(kd_->mu);
@@ -110,12 +128,13 @@ class HostEvictor : public Evictor {
   bool MoveAsideLocked(uint64_t need) override REQUIRES(kd_->mu);
   bool HasBackgroundWorkLocked() const override REQUIRES(kd_->mu) { return !write_back_q_.empty(); }
   bool DoBackgroundWorkLocked() override REQUIRES(kd_->mu);
+  Status SpillUnlocked(const std::vector<EntryPtr>& batch, bool drop_from_pool) REQUIRES(kd_->mu);
   std::vector<uint64_t> VictimsLocked() REQUIRES(kd_->mu);
   enum class SpanFor { kEvict, kEvictClean, kMove };
   std::optional<PoolAllocator::Span> SpanLocked(uint64_t need, SpanFor use,
                                                 std::vector<uint64_t>* order) REQUIRES(kd_->mu);
   void DropUnspillableLocked(Entry* e, bool drop_from_pool) REQUIRES(kd_->mu);
-  Status FinishPromote(const EntryPtr& e, const PoolBlock& blk, const DurableTier::ReadItem& read,
+  Status FinishPromote(PromoteItem& item, const PoolBlock& blk, const DurableTier::ReadItem& read,
                        bool count_hit) EXCLUDES(kd_->mu);
   void InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool)
       REQUIRES(kd_->mu);
