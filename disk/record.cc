@@ -1,6 +1,9 @@
 #include "disk/record.h"
 
 #include <xxhash.h>
+#ifdef EC_XXH3_DISPATCH
+#include <xxh_x86dispatch.h>  // XXH3_64bits* -> the library's AVX2/AVX-512 dispatch
+#endif
 
 #include <algorithm>
 #include <cstring>
