@@ -31,6 +31,7 @@
 #include "bench/disk_stats.h"
 #include "bench/fio.h"
 #include "bench/policy.h"
+#include "bench/record_probe.h"
 #include "bench/ref_allocators.h"
 #include "bench/remote.h"
 #include "disk/aligned_buffer.h"
@@ -282,81 +283,53 @@ struct TimedReads {
   }
 };
 
-// The fair limit of one-at-a-time disk gets: the same entries as records (a 4 KiB header block
-// and the payload, in whole blocks) back to back in a preallocated file, as a segment holds
-// them, each read with one O_DIRECT request through an IoService of the store's depth and
-// piece size, one entry at a time -- no lookup, no checksum. The sequential probe keeps 32
-// MiB in flight across entries, which a get of one entry cannot, so it is not the same work.
-// Written before the store's puts (so that it is no fresher than the store's segments in any
-// cache below the VM), and read entry by entry alternately with the store's gets (so that
-// this disk's drift, up to 40 % within a run, falls on both alike).
-class EntryReadProbe {
- public:
-  EntryReadProbe(const Config& cfg, const std::vector<Entry>& entries)
-      : path_(cfg.dir + "/entry-probe"), entries_(entries) {
-    std::filesystem::create_directories(cfg.dir);
-    auto fd = Env::Default()->OpenFile(path_, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
-    Die(fd.status(), "open entry probe");
-    fd_ = std::move(fd).value();
-    auto io = IoService::Start(Env::Default(), 32, kMiB);
-    Die(io.status(), "io_uring");
-    io_ = std::move(io).value();
-    uint64_t end = 0;
-    for (const Entry& e : entries) {
-      const uint64_t len = kBlockSize + RoundUpBlock(Bytes(e));
-      at_.push_back({end, len});
-      end += len;
-    }
-    Die(Env::Default()->Preallocate(fd_.get(), end), "preallocate entry probe");
-    auto bytes = Embedding(buf_.size() / 2, 98);
-    std::memcpy(buf_.data(), bytes.data(), buf_.size());
-    for (const auto& [off, len] : at_)
-      Die(io_->Run({{IoOp::kWrite, fd_.get(), buf_.data(), len, off, 0}}), "entry probe write");
-    Die(io_->Run({{IoOp::kSync, fd_.get(), nullptr, 0, 0, 0}}), "entry probe sync");
+// The raw reads of the same records that one-at-a-time gets are held to (RecordReadProbe),
+// and, entry by entry, how fast the get was against its own record's raw read: this disk
+// drifts by up to 2x within a run, and the per-entry ratio's median does not drift with it.
+struct RawReads {
+  std::unique_ptr<RecordReadProbe> probe;
+  TimedReads all, large;
+  std::vector<double> ratio;  // per entry: raw seconds / get seconds
+  std::string Paired() const {
+    if (ratio.empty()) return "";
+    std::vector<double> r = ratio;
+    std::sort(r.begin(), r.end());
+    char buf[128];
+    std::snprintf(buf, sizeof(buf),
+                  "; per entry against its record's raw read: p25 %.2fx, p50 %.2fx, p75 %.2fx",
+                  r[r.size() / 4], r[r.size() / 2], r[r.size() * 3 / 4]);
+    return buf;
   }
-  ~EntryReadProbe() { std::filesystem::remove(path_); }
-
-  // Reads entry i's record.
-  void ReadOne(size_t i) {
-    auto t = Clock::now();
-    Die(io_->Run({{IoOp::kRead, fd_.get(), buf_.data(), at_[i].second, at_[i].first, 0}}),
-        "entry probe read");
-    all_.Add(t, Bytes(entries_[i]));
-    if (Bytes(entries_[i]) >= 10'000'000) large_.Add(t, Bytes(entries_[i]));
-  }
-  void Report() {
-    const char* note =
-        "O_DIRECT read of each entry's record, one at a time, no checksum; alternated with "
-        "the store's gets";
-    all_.Report("disk_read_entries", "limit", note);
-    large_.Report("disk_read_entries_10MB+", "limit", note);
-  }
-
- private:
-  std::string path_;
-  const std::vector<Entry>& entries_;
-  UniqueFd fd_;
-  std::unique_ptr<IoService> io_;
-  AlignedBuffer buf_{kBlockSize + RoundUpBlock(60 * kMiB)};
-  std::vector<std::pair<uint64_t, uint64_t>> at_;  // offset, length of each record
-  TimedReads all_, large_;
 };
 
 // Gets every entry once into dst; returns the seconds taken, each get's latency in *lat.
-// With `large`, also the gets of entries of at least 10 MB; with `probe`, each get is followed
-// by the probe's raw read of the same entry (not counted in the seconds returned).
+// With `large`, also the gets of entries of at least 10 MB. With `raw`, each get is paired
+// with the raw read of the same record into the same dst (not counted in the seconds
+// returned), the raw read first for every other entry, so neither goes first throughout.
 double TimeGets(Store* store, const std::vector<Entry>& entries, AlignedBuffer& dst, Latencies* lat,
-                TimedReads* large = nullptr, EntryReadProbe* probe = nullptr) {
+                TimedReads* large = nullptr, RawReads* raw = nullptr) {
   double secs = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
+    double raw_secs = 0;
+    auto read_raw = [&] {
+      auto t = Clock::now();
+      auto r = raw->probe->Read(i, {dst.data(), dst.size()});
+      Die(r.status(), "raw read of the entry's record");
+      raw_secs = *r;
+      raw->all.Add(t, Bytes(e));
+      if (Bytes(e) >= 10'000'000) raw->large.Add(t, Bytes(e));
+    };
+    if (raw && i % 2 == 1) read_raw();
     auto t = Clock::now();
     auto got = store->Get("bench", e.key, {dst.data(), dst.size()});
     lat->Add(t);
-    secs += Since(t);
+    const double get_secs = Since(t);
+    secs += get_secs;
     Die(got.status(), "get_disk");
     if (large && Bytes(e) >= 10'000'000) large->Add(t, Bytes(e));
-    if (probe) probe->ReadOne(i);
+    if (raw && i % 2 == 0) read_raw();
+    if (raw && Bytes(e) >= 10'000'000) raw->ratio.push_back(raw_secs / get_secs);
   }
   return secs;
 }
@@ -396,8 +369,6 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
   for (auto& e : entries) total += Bytes(e);
   const int rounds = cfg.quick ? 3 : 8;
   FileBaseline base(bdir);
-  std::optional<EntryReadProbe> probe;
-  if (cfg.Want("get_disk")) probe.emplace(cfg, entries);
   auto store = OpenStore(sdir, pool);
 
   if (cfg.Want("put") || cfg.Want("get_hot") || cfg.Want("get_disk")) {
@@ -527,16 +498,26 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
     store = OpenStore(sdir, 256 * kMiB, /*promote=*/false);
     Latencies lat;
     TimedReads large;
-    double secs = TimeGets(store.get(), entries, dst, &lat, &large, probe ? &*probe : nullptr);
-    if (probe) probe->Report();
+    RawReads raw;
+    std::vector<std::string> keys;
+    for (const Entry& e : entries) keys.push_back(e.key);
+    auto probe = RecordReadProbe::Open(sdir, "bench", keys);
+    Die(probe.status(), "find the entries' records");
+    raw.probe = std::move(probe).value();
+    double secs = TimeGets(store.get(), entries, dst, &lat, &large, &raw);
+    const char* raw_note =
+        "O_DIRECT read of the store's own record of each entry (the same blocks), one request, "
+        "into the gets' buffer, no checksum; paired with the store's gets";
+    raw.all.Report("disk_read_entries", "limit", raw_note);
+    raw.large.Report("disk_read_entries_10MB+", "limit", raw_note);
     Add({"get_disk", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99),
          -1,
          "O_DIRECT io_uring read, xxh3 fed each piece as it lands, page cache bypassed; vs the "
-         "same entries read raw"});
+         "same records read raw"});
     g_row_limit[{"get_disk", "ec-store"}] = "disk_read_entries";
     // The same gets, only those of entries >= 10 MB (the target).
     large.Report("get_disk", "ec-store-10MB+",
-                 "the gets above of entries of 10 MB or more, one at a time");
+                 "the gets above of entries of 10 MB or more, one at a time" + raw.Paired());
     g_row_limit[{"get_disk", "ec-store-10MB+"}] = "disk_read_entries_10MB+";
     GetDiskDuringSpill(store.get(), entries, total, dst, pl);
     // The same entries fetched as an engine's step does: GetMany of 8 at a time, their disk
