@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -30,6 +31,7 @@
 #include "bench/device.h"
 #include "bench/disk_stats.h"
 #include "bench/fio.h"
+#include "bench/pinned_buffer.h"
 #include "bench/policy.h"
 #include "bench/record_probe.h"
 #include "bench/ref_allocators.h"
@@ -209,7 +211,7 @@ void MeasureDisk(const Config& cfg) {
   // Preallocated, as the store's segments are (and as fio lays out its file): writes that
   // extend a file are a different, slower operation on ext4.
   Die(Env::Default()->Preallocate(fd->get(), total), "preallocate probe");
-  AlignedBuffer buf(req);
+  PinnedBuffer buf(req);  // the pool's kind of memory, as the store's reads and writes use
   auto e = Embedding(req / 2, 99);
   std::memcpy(buf.data(), e.data(), req);
   auto run = [&](IoOp op) {
@@ -224,7 +226,8 @@ void MeasureDisk(const Config& cfg) {
     double secs = Since(t0);
     Add({op == IoOp::kWrite ? "disk_write" : "disk_read", "limit", total / secs / 1e9,
          total / req / secs, lat.P(0.5), lat.P(0.99), -1,
-         "O_DIRECT sequential into a preallocated file, 64 MiB requests split 1 MiB x QD32"});
+         "O_DIRECT sequential into a preallocated file, 64 MiB requests split 1 MiB x QD32, "
+         "to and from pinned huge-page memory as the pool is"});
   };
   run(IoOp::kWrite);
   run(IoOp::kRead);
@@ -283,53 +286,59 @@ struct TimedReads {
   }
 };
 
-// The raw reads of the same records that one-at-a-time gets are held to (RecordReadProbe),
-// and, entry by entry, how fast the get was against its own record's raw read: this disk
-// drifts by up to 2x within a run, and the per-entry ratio's median does not drift with it.
-struct RawReads {
-  std::unique_ptr<RecordReadProbe> probe;
+// Another read of the same entry that each get is paired with, entry by entry: the raw read
+// of the store's own record (RecordReadProbe), or the baseline's cold read of its file. This
+// disk drifts by up to 2x within a run; reads of the same entry moments apart drift alike,
+// and the median of their per-entry ratio does not drift at all.
+struct Companion {
+  // Does what must not be timed (dropping the baseline's cached pages), then returns the
+  // time it started the timed read, which has ended when it returns.
+  std::function<Clock::time_point(size_t i)> read;
   TimedReads all, large;
-  std::vector<double> ratio;  // per entry: raw seconds / get seconds
-  std::string Paired() const {
+  std::vector<double> ratio;  // per entry of 10 MB or more: the companion's seconds / the get's
+  std::string Paired(const char* against) const {
     if (ratio.empty()) return "";
     std::vector<double> r = ratio;
     std::sort(r.begin(), r.end());
-    char buf[128];
-    std::snprintf(buf, sizeof(buf),
-                  "; per entry against its record's raw read: p25 %.2fx, p50 %.2fx, p75 %.2fx",
-                  r[r.size() / 4], r[r.size() / 2], r[r.size() * 3 / 4]);
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "; per entry against %s: p25 %.2fx, p50 %.2fx, p75 %.2fx",
+                  against, r[r.size() / 4], r[r.size() / 2], r[r.size() * 3 / 4]);
     return buf;
   }
 };
 
 // Gets every entry once into dst; returns the seconds taken, each get's latency in *lat.
-// With `large`, also the gets of entries of at least 10 MB. With `raw`, each get is paired
-// with the raw read of the same record into the same dst (not counted in the seconds
-// returned), the raw read first for every other entry, so neither goes first throughout.
+// With `large`, also the gets of entries of at least 10 MB. Each get is paired with each of
+// `with` reading the same entry (not counted in the seconds returned), in an order that
+// rotates from entry to entry, so none goes first throughout.
 double TimeGets(Store* store, const std::vector<Entry>& entries, AlignedBuffer& dst, Latencies* lat,
-                TimedReads* large = nullptr, RawReads* raw = nullptr) {
+                TimedReads* large = nullptr, const std::vector<Companion*>& with = {}) {
   double secs = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
-    double raw_secs = 0;
-    auto read_raw = [&] {
+    const bool big = Bytes(e) >= 10'000'000;
+    std::vector<double> took(with.size());
+    double get_secs = 0;
+    for (size_t k = 0; k <= with.size(); ++k) {
+      const size_t who = (k + i) % (with.size() + 1);
+      if (who < with.size()) {
+        Companion& c = *with[who];
+        auto t = c.read(i);
+        took[who] = Since(t);
+        c.all.Add(t, Bytes(e));
+        if (big) c.large.Add(t, Bytes(e));
+        continue;
+      }
       auto t = Clock::now();
-      auto r = raw->probe->Read(i, {dst.data(), dst.size()});
-      Die(r.status(), "raw read of the entry's record");
-      raw_secs = *r;
-      raw->all.Add(t, Bytes(e));
-      if (Bytes(e) >= 10'000'000) raw->large.Add(t, Bytes(e));
-    };
-    if (raw && i % 2 == 1) read_raw();
-    auto t = Clock::now();
-    auto got = store->Get("bench", e.key, {dst.data(), dst.size()});
-    lat->Add(t);
-    const double get_secs = Since(t);
+      auto got = store->Get("bench", e.key, {dst.data(), dst.size()});
+      lat->Add(t);
+      get_secs = Since(t);
+      Die(got.status(), "get_disk");
+      if (large && big) large->Add(t, Bytes(e));
+    }
     secs += get_secs;
-    Die(got.status(), "get_disk");
-    if (large && Bytes(e) >= 10'000'000) large->Add(t, Bytes(e));
-    if (raw && i % 2 == 0) read_raw();
-    if (raw && Bytes(e) >= 10'000'000) raw->ratio.push_back(raw_secs / get_secs);
+    if (big)
+      for (size_t w = 0; w < with.size(); ++w) with[w]->ratio.push_back(took[w] / get_secs);
   }
   return secs;
 }
@@ -363,20 +372,19 @@ void GetDiskDuringSpill(Store* store, const std::vector<Entry>& entries, uint64_
 // payloads to, and get_hot's copies them from.
 class PinnedEntries {
  public:
-  explicit PinnedEntries(const std::vector<Entry>& entries) : backend_(NewHostPinnedBackend()) {
+  explicit PinnedEntries(const std::vector<Entry>& entries) : mem_(Total(entries)) {
     uint64_t off = 0;
     for (const Entry& e : entries) at_.push_back(off), off += Bytes(e);
-    auto region = backend_->Map(off);
-    Die(region.status(), "map the copy limits' pinned memory");
-    region_ = *region;
-    std::memset(region_.base, 3, off);
   }
-  ~PinnedEntries() { backend_->Unmap(region_); }
-  uint8_t* entry(size_t i) const { return region_.base + at_[i]; }
+  uint8_t* entry(size_t i) const { return mem_.data() + at_[i]; }
 
  private:
-  std::unique_ptr<MemoryBackend> backend_;
-  MemoryRegion region_;
+  static uint64_t Total(const std::vector<Entry>& entries) {
+    uint64_t n = 0;
+    for (const Entry& e : entries) n += Bytes(e);
+    return n;
+  }
+  PinnedBuffer mem_;
   std::vector<uint64_t> at_;
 };
 
@@ -529,16 +537,31 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
     store = OpenStore(sdir, 256 * kMiB, /*promote=*/false);
     Latencies lat;
     TimedReads large;
-    RawReads raw;
     std::vector<std::string> keys;
     for (const Entry& e : entries) keys.push_back(e.key);
     auto probe = RecordReadProbe::Open(sdir, "bench", keys);
     Die(probe.status(), "find the entries' records");
-    raw.probe = std::move(probe).value();
-    double secs = TimeGets(store.get(), entries, dst, &lat, &large, &raw);
+    Companion raw, cold;
+    PinnedBuffer landing(kBlockSize + RoundUpBlock(60 * kMiB));
+    raw.read = [&](size_t i) {
+      auto t = Clock::now();
+      Die((*probe)->Read(i, {landing.data(), landing.size()}).status(),
+          "raw read of an entry's record");
+      return t;
+    };
+    std::vector<uint8_t> file;
+    uint64_t off;
+    TensorMeta meta;
+    cold.read = [&](size_t i) {
+      base.DropCache(entries[i].key);
+      auto t = Clock::now();
+      Die(base.Load(entries[i].key, &file, &off, &meta), "baseline load");
+      return t;
+    };
+    double secs = TimeGets(store.get(), entries, dst, &lat, &large, {&raw, &cold});
     const char* raw_note =
         "O_DIRECT read of the store's own record of each entry (the same blocks), one request, "
-        "into the gets' buffer, no checksum; paired with the store's gets";
+        "into pinned huge-page memory as the pool is, no checksum; paired with the store's gets";
     raw.all.Report("disk_read_entries", "limit", raw_note);
     raw.large.Report("disk_read_entries_10MB+", "limit", raw_note);
     Add({"get_disk", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99),
@@ -548,9 +571,37 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
     g_row_limit[{"get_disk", "ec-store"}] = "disk_read_entries";
     // The same gets, only those of entries >= 10 MB (the target).
     large.Report("get_disk", "ec-store-10MB+",
-                 "the gets above of entries of 10 MB or more, one at a time" + raw.Paired());
+                 "the gets above of entries of 10 MB or more, one at a time" +
+                     raw.Paired("its record's raw read") + cold.Paired("the baseline's cold read"));
     g_row_limit[{"get_disk", "ec-store-10MB+"}] = "disk_read_entries_10MB+";
+    cold.all.Report("get_disk", "baseline",
+                    "cold: read after posix_fadvise DONTNEED, paired entry by entry with the "
+                    "store's gets; vs the same records read raw");
+    g_row_limit[{"get_disk", "baseline"}] = "disk_read_entries";
     GetDiskDuringSpill(store.get(), entries, total, dst, pl);
+    {
+      // The same gets with the store's defaults: each entry is promoted into the pool (its
+      // O_DIRECT read lands in huge pages) and teed into dst as the pieces land.
+      Progress("get_disk: ec-store, promoting into the pool");
+      Die(store->Close(), "close");
+      store.reset();
+      store = OpenStore(sdir, 256 * kMiB);
+      probe = RecordReadProbe::Open(sdir, "bench", keys);  // the spill phase may have compacted
+      Die(probe.status(), "find the entries' records");
+      Companion raw2;
+      raw2.read = raw.read;
+      Latencies plat;
+      TimedReads plarge;
+      double psecs = TimeGets(store.get(), entries, dst, &plat, &plarge, {&raw2});
+      Add({"get_disk", "ec-store-promote", total / psecs / 1e9, entries.size() / psecs, plat.P(0.5),
+           plat.P(0.99), -1,
+           "Options' default: promoted into the pool, teed into the caller's buffer as the "
+           "pieces land" +
+               raw2.Paired("its record's raw read")});
+      raw2.all.Report("disk_read_entries_promote", "limit",
+                      "the raw reads above again, paired with the promoting gets");
+      g_row_limit[{"get_disk", "ec-store-promote"}] = "disk_read_entries_promote";
+    }
     // The same entries fetched as an engine's step does: GetMany of 8 at a time, their disk
     // reads issued together (promoted into the pool, then copied out).
     Progress("get_disk: ec-store GetMany batches of 8");
@@ -558,43 +609,50 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
     store.reset();
     store = OpenStore(sdir, 768 * kMiB);
     {
+      // The spill phase may have compacted segments: find the records again.
+      probe = RecordReadProbe::Open(sdir, "bench", keys);
+      Die(probe.status(), "find the entries' records");
       std::vector<AlignedBuffer> outs;
       for (int i = 0; i < 8; ++i) outs.emplace_back(60 * kMiB);
+      PinnedBuffer landing(8 * 60 * kMiB);  // where GetMany's reads land too: the pool's kind
       Latencies blat;
-      auto b0 = Clock::now();
+      TimedReads raw_batches;
+      double bsecs = 0;
       for (size_t at = 0; at < entries.size(); at += 8) {
-        std::vector<std::string> keys;
+        std::vector<std::string> batch_keys;
+        std::vector<size_t> which;
         std::vector<std::span<uint8_t>> dsts;
+        uint64_t bytes = 0;
         for (size_t i = at; i < std::min(entries.size(), at + 8); ++i) {
-          keys.push_back(entries[i].key);
+          batch_keys.push_back(entries[i].key);
+          which.push_back(i);
           dsts.emplace_back(outs[i - at].data(), outs[i - at].size());
+          bytes += Bytes(entries[i]);
         }
+        std::vector<std::span<uint8_t>> lands;
+        for (size_t k = 0; k < which.size(); ++k)
+          lands.push_back(landing.span(k * 60 * kMiB, 60 * kMiB));
+        auto read_raw = [&] {  // the same records, all in flight together
+          auto t = Clock::now();
+          Die((*probe)->ReadMany(which, lands).status(), "raw read of a batch's records");
+          raw_batches.Add(t, bytes);
+        };
+        if (at / 8 % 2 == 1) read_raw();
         auto t = Clock::now();
-        for (auto& r : store->GetMany("bench", keys, dsts)) Die(r.status(), "get_disk batch");
+        for (auto& r : store->GetMany("bench", batch_keys, dsts)) Die(r.status(), "get_disk batch");
         blat.Add(t);
+        bsecs += Since(t);
+        if (at / 8 % 2 == 0) read_raw();
       }
-      double bsecs = Since(b0);
+      raw_batches.Report("disk_read_batches", "limit",
+                         "the same records read 8 at a time, all in flight together, into pinned "
+                         "huge-page memory, no checksum; alternated batch by batch with GetMany");
       Add({"get_disk", "ec-store-batch", total / bsecs / 1e9, entries.size() / bsecs, blat.P(0.5),
            blat.P(0.99), -1,
            "GetMany of 8 entries: their O_DIRECT reads in flight together, verified, copied "
            "out; latency per batch"});
+      g_row_limit[{"get_disk", "ec-store-batch"}] = "disk_read_batches";
     }
-    Progress("get_disk: baseline cold");
-    std::vector<uint8_t> file;
-    uint64_t off;
-    TensorMeta meta;
-    Latencies blat;
-    double io_secs = 0;
-    for (auto& e : entries) {
-      base.DropCache(e.key);
-      auto t = Clock::now();
-      Die(base.Load(e.key, &file, &off, &meta), "baseline load");
-      blat.Add(t);
-      io_secs += Since(t);
-    }
-    Add({"get_disk", "baseline-cold", total / io_secs / 1e9, entries.size() / io_secs, blat.P(0.5),
-         blat.P(0.99), -1, "read after posix_fadvise DONTNEED; vs the same entries read raw"});
-    g_row_limit[{"get_disk", "baseline-cold"}] = "disk_read_entries";
   }
   store.reset();
   std::filesystem::remove_all(sdir);

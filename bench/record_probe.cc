@@ -51,12 +51,23 @@ Result<std::unique_ptr<RecordReadProbe>> RecordReadProbe::Open(
 }
 
 Result<double> RecordReadProbe::Read(size_t i, std::span<uint8_t> dst) {
-  const Where& w = at_[i];
-  if (dst.size() < w.len)
-    return Status::InvalidArgument("probe destination holds " + std::to_string(dst.size()) +
-                                   " bytes, the record " + std::to_string(w.len));
+  const size_t which[] = {i};
+  const std::span<uint8_t> dsts[] = {dst};
+  return ReadMany(which, dsts);
+}
+
+Result<double> RecordReadProbe::ReadMany(std::span<const size_t> which,
+                                         std::span<const std::span<uint8_t>> dsts) {
+  std::vector<IoRequest> batch;
+  for (size_t k = 0; k < which.size(); ++k) {
+    const Where& w = at_[which[k]];
+    if (dsts[k].size() < w.len)
+      return Status::InvalidArgument("probe destination holds " + std::to_string(dsts[k].size()) +
+                                     " bytes, the record " + std::to_string(w.len));
+    batch.push_back({IoOp::kRead, w.fd, dsts[k].data(), w.len, w.offset, 0});
+  }
   const auto t = std::chrono::steady_clock::now();
-  EC_RETURN_IF_ERROR(io_->Run({{IoOp::kRead, w.fd, dst.data(), w.len, w.offset, 0}}));
+  EC_RETURN_IF_ERROR(io_->Run(batch));
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 

@@ -35,6 +35,9 @@ class RecordReadProbe {
   // Reads keys[i]'s whole record into dst (at least record_bytes(i) long, block-aligned);
   // returns the seconds the read took.
   Result<double> Read(size_t i, std::span<uint8_t> dst);
+  // Reads the records of keys[which[k]] into dsts[k], all in flight together (one batch);
+  // returns the seconds the batch took.
+  Result<double> ReadMany(std::span<const size_t> which, std::span<const std::span<uint8_t>> dsts);
   uint64_t record_bytes(size_t i) const { return at_[i].len; }
 
  private:
