@@ -613,7 +613,7 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
       probe = RecordReadProbe::Open(sdir, "bench", keys);
       Die(probe.status(), "find the entries' records");
       std::vector<AlignedBuffer> outs;
-      for (int i = 0; i < 8; ++i) outs.emplace_back(60 * kMiB);
+      for (int i = 0; i < 8; ++i) std::memset(outs.emplace_back(60 * kMiB).data(), 0, 60 * kMiB);
       PinnedBuffer landing(8 * 60 * kMiB);  // where GetMany's reads land too: the pool's kind
       Latencies blat;
       TimedReads raw_batches;
