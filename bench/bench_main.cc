@@ -403,49 +403,46 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
   if (cfg.Want("put") || cfg.Want("get_hot")) pinned.emplace(entries);
   auto store = OpenStore(sdir, pool);
 
+  // Hands each entry's payload (made outside the timing) to `put`, timed put by put; adds the
+  // row of `workload` and `system`.
+  auto time_puts = [&](const char* workload, const char* system, const char* note,
+                       const std::function<void(size_t, std::span<const uint8_t>)>& put) {
+    Latencies lat;
+    double secs = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      auto bytes = pl.Get(entries[i].shape, i);
+      auto t = Clock::now();
+      put(i, bytes);
+      lat.Add(t);
+      secs += Since(t);
+    }
+    Add({workload, system, total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99), -1,
+         note});
+  };
   if (cfg.Want("put")) {
     // The limit is the same copy done the simplest way: the same payloads, from the same
     // sources, in the same order, memcpy'd into pinned memory as large as the pool's contents
     // (put also checksums them, which this leaves out).
     Progress("limit: memcpy of put's payloads into pinned memory");
-    Latencies mlat;
-    auto m0 = Clock::now();
-    for (size_t i = 0; i < entries.size(); ++i) {
-      auto bytes = pl.Get(entries[i].shape, i);
-      auto t = Clock::now();
-      std::memcpy(pinned->entry(i), bytes.data(), bytes.size());
-      mlat.Add(t);
-    }
-    const double msecs = Since(m0);
-    Add({"memcpy_puts", "limit", total / msecs / 1e9, entries.size() / msecs, mlat.P(0.5),
-         mlat.P(0.99), -1,
-         "memcpy of put's payloads (same sources, same order) into pinned memory, no checksum"});
+    time_puts("memcpy_puts", "limit",
+              "memcpy of put's payloads (same sources, same order) into pinned memory, no checksum",
+              [&](size_t i, std::span<const uint8_t> b) {
+                std::memcpy(pinned->entry(i), b.data(), b.size());
+              });
   }
   if (cfg.Want("put") || cfg.Want("get_hot") || cfg.Want("get_disk")) {
     Progress("put: ec-store");
-    Latencies lat;
-    auto t0 = Clock::now();
-    for (size_t i = 0; i < entries.size(); ++i) {
-      auto bytes = pl.Get(entries[i].shape, i);
-      auto t = Clock::now();
-      Die(store->Put("bench", entries[i].key, Payloads::Meta(entries[i].shape), bytes), "put");
-      lat.Add(t);
-    }
-    double secs = Since(t0);
-    Add({"put", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99), -1,
-         "copy into the pinned pool + xxh3 checksum"});
+    time_puts("put", "ec-store", "copy into the pinned pool + xxh3 checksum",
+              [&](size_t i, std::span<const uint8_t> b) {
+                Die(store->Put("bench", entries[i].key, Payloads::Meta(entries[i].shape), b),
+                    "put");
+              });
     Progress("put: baseline");
-    Latencies blat;
-    t0 = Clock::now();
-    for (size_t i = 0; i < entries.size(); ++i) {
-      auto bytes = pl.Get(entries[i].shape, i);
-      auto t = Clock::now();
-      Die(base.Save(entries[i].key, Payloads::Meta(entries[i].shape), bytes), "baseline save");
-      blat.Add(t);
-    }
-    secs = Since(t0);
-    Add({"put", "baseline", total / secs / 1e9, entries.size() / secs, blat.P(0.5), blat.P(0.99),
-         -1, "buffered write of a safetensors file, no fsync"});
+    time_puts("put", "baseline", "buffered write of a safetensors file, no fsync",
+              [&](size_t i, std::span<const uint8_t> b) {
+                Die(base.Save(entries[i].key, Payloads::Meta(entries[i].shape), b),
+                    "baseline save");
+              });
     ::sync();  // its dirty pages must not be written back during the next measurements
   }
 
