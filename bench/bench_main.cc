@@ -606,9 +606,6 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
     store.reset();
     store = OpenStore(sdir, 768 * kMiB);
     {
-      // The spill phase may have compacted segments: find the records again.
-      probe = RecordReadProbe::Open(sdir, "bench", keys);
-      Die(probe.status(), "find the entries' records");
       std::vector<AlignedBuffer> outs;
       for (int i = 0; i < 8; ++i) std::memset(outs.emplace_back(60 * kMiB).data(), 0, 60 * kMiB);
       PinnedBuffer landing(8 * 60 * kMiB);  // where GetMany's reads land too: the pool's kind

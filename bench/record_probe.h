@@ -1,10 +1,12 @@
 // The fair limit of one-at-a-time disk gets: the store's own records -- the very blocks its
 // gets read (a 4 KiB header block and the payload in whole blocks) -- found by walking its
 // segment files' self-describing headers, each read with one O_DIRECT request through an
-// IoService of the store's depth and piece size, into the buffer the gets use. No lookup, no
-// checksum, nothing else. Reading the same blocks matters on a virtual disk: two files written
-// minutes apart read up to 2x apart on this VM (fio over each), so a probe of its own file
-// measured the disk's layout as much as the store.
+// IoService of the store's depth and piece size, into whatever memory the caller names (the
+// bench names huge pages, as the pool's). No lookup, no checksum, nothing else. The walk
+// stops at a segment's first undecodable header (the preallocated tail); a damaged store
+// is DiskTier::Scan's business, not a bench's. Reading the same blocks matters on a virtual disk:
+// two files written minutes apart read up to 2x apart on this VM (fio over each), so a probe of its
+// own file measured the disk's layout as much as the store.
 //
 //   auto probe = RecordReadProbe::Open(store_dir, "bench", keys);   // store open or closed
 //   double secs = (*probe)->Read(i, dst);                           // keys[i]'s record
@@ -32,13 +34,12 @@ class RecordReadProbe {
                                                        const std::string& ns,
                                                        const std::vector<std::string>& keys);
 
-  // Reads keys[i]'s whole record into dst (at least record_bytes(i) long, block-aligned);
+  // Reads keys[i]'s whole record into dst (block-aligned, at least the record's length);
   // returns the seconds the read took.
   Result<double> Read(size_t i, std::span<uint8_t> dst);
   // Reads the records of keys[which[k]] into dsts[k], all in flight together (one batch);
   // returns the seconds the batch took.
   Result<double> ReadMany(std::span<const size_t> which, std::span<const std::span<uint8_t>> dsts);
-  uint64_t record_bytes(size_t i) const { return at_[i].len; }
 
  private:
   struct Where {
