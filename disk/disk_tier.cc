@@ -32,7 +32,8 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, Env* en
                                                  const DiskOptions& options) {
   EC_RETURN_IF_ERROR(env->CreateDirs(dir));
   std::unique_ptr<DiskTier> t(new DiskTier(dir, env, options));
-  auto io = IoService::Start(env, options.queue_depth, options.io_chunk_bytes);
+  auto io = IoService::Start(env, options.queue_depth, options.io_chunk_bytes,
+                             options.followed_read_window);
   if (!io.ok()) return io.status();
   t->io_ = std::move(io).value();
   auto names = env->ListDir(dir);

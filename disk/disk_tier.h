@@ -23,6 +23,7 @@ struct DiskOptions {
   uint64_t segment_bytes = 256ull << 20;
   unsigned queue_depth = 32;
   uint64_t io_chunk_bytes = 1ull << 20;
+  unsigned followed_read_window = 12;  // IoService::Start's followed_window
 };
 
 class DiskTier {

@@ -151,15 +151,17 @@ struct IoService::Job {
   unsigned inflight = 0;
   Status status;
   bool reads = false;            // a batch of reads only: its pieces go to the ring first
+  unsigned window = 0;           // pieces it may have in flight (0: any number)
   std::vector<uint64_t> prefix;  // landed, before it is published
   std::vector<std::map<uint64_t, uint64_t>> ahead;  // complete pieces past prefix: from -> end
 };
 
-Result<std::unique_ptr<IoService>> IoService::Start(Env* env, unsigned depth,
-                                                    uint64_t chunk_bytes) {
+Result<std::unique_ptr<IoService>> IoService::Start(Env* env, unsigned depth, uint64_t chunk_bytes,
+                                                    unsigned followed_window) {
   auto q = NewUringIoQueue(depth, env);
   if (!q.ok()) return q.status();
-  std::unique_ptr<IoService> svc(new IoService(std::move(q).value(), chunk_bytes));
+  std::unique_ptr<IoService> svc(
+      new IoService(std::move(q).value(), chunk_bytes, std::min(followed_window, depth)));
   svc->wake_fd_ = eventfd(0, EFD_CLOEXEC);
   if (svc->wake_fd_ < 0) return Status::FromErrno(errno, "eventfd");
   svc->thread_ = std::thread([s = svc.get()] { s->Loop(); });
@@ -218,12 +220,16 @@ Status IoService::Run(const std::vector<IoRequest>& batch, const IoProgress& pro
 }
 
 // Splits a batch into pieces small enough that even one small entry fills the ring (at least
-// 64 KiB, at most chunk_); the loop keeps the ring full and resumes short transfers.
-std::deque<IoService::Piece> IoService::Pieces(const std::vector<IoRequest>& batch) const {
+// 64 KiB, at most chunk_), or with a window, fills it kFollowedWaves times over; the loop keeps
+// the ring (or the window) full and resumes short transfers.
+std::deque<IoService::Piece> IoService::Pieces(const std::vector<IoRequest>& batch,
+                                               unsigned window) const {
   uint64_t batch_bytes = 0;
   for (const IoRequest& r : batch) batch_bytes += r.len;
-  uint64_t chunk = (batch_bytes / queue_->depth() + 65535) / 65536 * 65536;
-  chunk = std::clamp<uint64_t>(chunk, 65536, chunk_);
+  const uint64_t slots = window > 0 ? uint64_t{window} * kFollowedWaves : queue_->depth();
+  const uint64_t most = window > 0 ? std::min(chunk_, kFollowedPieceBytes) : chunk_;
+  uint64_t chunk = (batch_bytes / slots + 65535) / 65536 * 65536;
+  chunk = std::clamp<uint64_t>(chunk, 65536, std::max<uint64_t>(most, 65536));
   std::deque<Piece> pending;
   for (size_t i = 0; i < batch.size(); ++i) {
     const IoRequest& r = batch[i];
@@ -291,13 +297,14 @@ void IoService::Loop() {
 }
 
 void IoService::Activate(Job* job, std::vector<Job*>* active) const {
-  job->pending = Pieces(*job->batch);
+  job->reads = std::all_of(job->batch->begin(), job->batch->end(),
+                           [](const IoRequest& r) { return r.op == IoOp::kRead; });
+  job->window = job->track && job->reads ? followed_window_ : 0;
+  job->pending = Pieces(*job->batch, job->window);
   if (job->track) {
     job->prefix.assign(job->batch->size(), 0);
     job->ahead.resize(job->batch->size());
   }
-  job->reads = std::all_of(job->batch->begin(), job->batch->end(),
-                           [](const IoRequest& r) { return r.op == IoOp::kRead; });
   active->push_back(job);
 }
 
@@ -308,6 +315,7 @@ void IoService::Submit(Job* job, Inflight* inflight, uint64_t* next_id) {
   const unsigned write_slots = depth > 2 * kReadSlots ? depth - kReadSlots : depth;
   while (!job->pending.empty()) {
     if (!job->reads && writes_inflight_ >= write_slots) return;
+    if (job->window > 0 && job->inflight >= job->window) return;
     Piece p = job->pending.front();
     if (p.req.op == IoOp::kSync && job->inflight > 0) return;  // after the writes before it
     p.req.user_data = *next_id;

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "disk/aligned_buffer.h"
 #include "disk/record.h"
@@ -196,6 +199,65 @@ TEST(IoService, ProgressComesWhileTheRestIsStillInFlight) {
   EXPECT_EQ(0, std::memcmp(got.data(), p.data(), got.size()));
   close(pipe_fds[0]);
   close(pipe_fds[1]);
+}
+
+// Counts the read pieces handed to the ring.
+class CountReadsEnv : public EnvWrapper {
+ public:
+  CountReadsEnv() : EnvWrapper(Env::Default()) {}
+  int BeforeIo(IoOp op, int, uint64_t, size_t len) override {
+    if (op == IoOp::kRead) {
+      ++reads;
+      largest = std::max<uint64_t>(largest, len);
+    }
+    return 0;
+  }
+  std::atomic<unsigned> reads{0};
+  std::atomic<uint64_t> largest{0};
+};
+
+// Pieces handed to the ring while a read of an empty pipe waits: nothing completes, so the
+// count is what the service keeps in flight for that batch.
+unsigned InFlightWhileStalled(bool followed, CountReadsEnv* env, uint64_t* largest) {
+  auto svc = IoService::Start(env, 16, 1 << 20, /*followed_window=*/4);
+  EXPECT_TRUE(svc.ok());
+  int fds[2];
+  EXPECT_EQ(0, pipe(fds));
+  const size_t n = 4 << 20;
+  std::vector<uint8_t> got(n);
+  std::thread reader([&] {
+    IoProgress progress = [](size_t, uint64_t, uint64_t) {};
+    Status st = (*svc)->Run({{IoOp::kRead, fds[0], got.data(), n, 0, 0}},
+                            followed ? progress : IoProgress());
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  });
+  for (int i = 0; i < 200 && env->reads == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // any more pieces come now
+  const unsigned stalled = env->reads;
+  *largest = env->largest;
+  std::vector<uint8_t> fill(n, 1);  // now let every piece complete
+  for (size_t at = 0; at < n;) {
+    ssize_t w = write(fds[1], fill.data() + at, n - at);
+    if (w <= 0) break;
+    at += static_cast<size_t>(w);
+  }
+  reader.join();
+  close(fds[0]);
+  close(fds[1]);
+  return stalled;
+}
+
+// A batch of reads whose caller follows its progress keeps at most the window in flight, in
+// pieces small enough to take several windows; any other batch fills the ring.
+TEST(IoService, AFollowedReadKeepsAtMostItsWindowInFlight) {
+  CountReadsEnv followed_env, plain_env;
+  uint64_t followed_piece = 0, plain_piece = 0;
+  EXPECT_EQ(4u, InFlightWhileStalled(true, &followed_env, &followed_piece));
+  EXPECT_LE(followed_piece, IoService::kFollowedPieceBytes);
+  EXPECT_GE(followed_env.reads, 4u * IoService::kFollowedWaves);
+  EXPECT_EQ(16u, InFlightWhileStalled(false, &plain_env, &plain_piece));
+  EXPECT_EQ(plain_piece, (4u << 20) / 16);
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ Result<std::unique_ptr<DurableTier>> DurableTier::Open(const std::string& dir, E
                                 std::max<uint64_t>(RoundUpBlock(options.quota_bytes / 8), 1 << 20));
   dopt.queue_depth = options.queue_depth;
   dopt.io_chunk_bytes = options.io_chunk_bytes;
+  dopt.followed_read_window = options.io_read_window;
   auto disk = DiskTier::Open(dir + "/segments", env, dopt);
   if (!disk.ok()) return disk.status();
   t->disk_ = std::move(disk).value();

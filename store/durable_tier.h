@@ -53,6 +53,7 @@ struct DurableOptions {
   uint64_t segment_bytes = 256ull << 20;
   unsigned queue_depth = 32;
   uint64_t io_chunk_bytes = 1ull << 20;
+  unsigned io_read_window = 12;
   bool compress = false;
   double min_compression_saving = 0.10;
   double compact_live_ratio = 0.5;

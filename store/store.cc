@@ -44,7 +44,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, const Options
     return Status::InvalidArgument("watermarks must satisfy 0 < low < high <= 1");
   if (!NewEvictionPolicy(options.eviction_policy))
     return Status::InvalidArgument("unknown eviction policy '" + options.eviction_policy +
-                                   "'; use lru or gdsf");
+                                   "'; use freq, lru or gdsf");
   auto store = std::make_unique<StoreImpl>(dir, options);
   EC_RETURN_IF_ERROR(store->Init());
   return std::unique_ptr<Store>(std::move(store));
@@ -85,6 +85,7 @@ Status StoreImpl::Init() {
   dopt.segment_bytes = opt_.segment_bytes;
   dopt.queue_depth = opt_.io_queue_depth;
   dopt.io_chunk_bytes = opt_.io_chunk_bytes;
+  dopt.io_read_window = opt_.io_read_window;
   dopt.compress = opt_.compress;
   dopt.min_compression_saving = opt_.min_compression_saving;
   dopt.compact_live_ratio = opt_.compact_live_ratio;

@@ -52,6 +52,10 @@ struct Options {
   uint64_t segment_bytes = 256ull << 20;
   unsigned io_queue_depth = 32;
   uint64_t io_chunk_bytes = 1ull << 20;
+  // A get's disk read keeps at most this many pieces in flight (0: io_queue_depth), so its
+  // pieces land in waves that the checksum and the copy-out follow instead of all at the end
+  // (disk/io_queue.h, IoService::Start, has the measurements).
+  unsigned io_read_window = 12;
   double compact_live_ratio = 0.5;  // sealed segments below this are compacted
   // How long Put waits for the evictor when the pool is full before returning Busy.
   std::chrono::milliseconds put_wait{5000};
