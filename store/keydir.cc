@@ -387,6 +387,26 @@ std::vector<KeydirSlot> Keydir::Snapshot() {
   return all;
 }
 
+Status Keydir::ListPages(size_t page_size,
+                         const std::function<bool(std::vector<EntryInfo>&&)>& on_page) {
+  if (page_size == 0) return Status::InvalidArgument("ListPages needs a page size above 0");
+  {
+    MutexLock l(&mu);
+    if (closed()) return Status::Unavailable("store is closed");
+  }
+  std::vector<KeydirSlot> snapshot = Snapshot();
+  for (size_t at = 0; at < snapshot.size(); at += page_size) {
+    std::vector<EntryInfo> page;
+    {
+      MutexLock l(&mu);
+      for (size_t i = at; i < std::min(snapshot.size(), at + page_size); ++i)
+        if (auto info = table_.Info(snapshot[i])) page.push_back(std::move(*info));
+    }
+    if (!on_page(std::move(page))) break;
+  }
+  return Status::Ok();
+}
+
 void Keydir::SaveTouchedLocked() {
   for (const KeydirSlot& s : table_.slots()) {
     if (ColdRow* r = s.row()) {

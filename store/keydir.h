@@ -80,14 +80,16 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
     for (const KeydirSlot& s : table_.slots())
       if (!s.cold() && !fn(s.entry_ptr())) break;
   }
-  // Every entry now, rows included (List, Verify); what each holds now: SnapshotInfoLocked,
-  // SnapshotEntryLocked (a row made an Entry).
-  std::vector<KeydirSlot> Snapshot() EXCLUDES(mu);
-  std::optional<EntryInfo> SnapshotInfoLocked(const KeydirSlot& s) const REQUIRES(mu) {
-    return table_.Info(s);
-  }
+  // Store::ListPages: pages of `page_size` entries' metadata from one snapshot taken at the
+  // call (pointers only; each page's metadata copied under mu, let go between pages), until
+  // on_page returns false.
+  Status ListPages(size_t page_size, const std::function<bool(std::vector<EntryInfo>&&)>& on_page)
+      EXCLUDES(mu);
   // Access statistics that changed since they were indexed go to the index (Close).
   void SaveTouchedLocked() REQUIRES(mu);
+
+  // Every entry now, rows included (ListPages, Verify).
+  std::vector<KeydirSlot> Snapshot() EXCLUDES(mu);
 
   // ---- transitions
   // A new entry (its bytes complete in its pool block) replaces the key's current one, which

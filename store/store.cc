@@ -103,35 +103,25 @@ Status StoreImpl::Init() {
                                opt_.pool_bytes, mopt);
   if (!pool.ok()) return pool.status();
   pool_ = std::move(pool).value();
-  EC_RETURN_IF_ERROR(OpenDeviceTier(mopt));
+  if (opt_.device_pool_bytes > 0) {  // the GPU pool, and the host pool registered with CUDA
+    auto dev = DeviceFront::Open(opt_.device, opt_.device_pool_bytes, mopt, pool_.get());
+    if (!dev.ok()) return dev.status();
+    dev_ = std::move(dev).value();
+  }
   kd_ = std::make_unique<Keydir>(env_, pool_.get(), dev_ ? dev_->memory() : nullptr, durable_.get(),
                                  opt_.eviction_policy != "lru" && !opt_.eviction_policy.empty());
   ev_ = std::make_unique<HostEvictor>(kd_.get(), opt_.put_wait, opt_.write_back);
-  if (dev_)
-    dev_ev_ = std::make_unique<DeviceEvictor>(kd_.get(), dev_.get(), ev_.get(), opt_.put_wait);
+  if (dev_) dev_->Attach(kd_.get(), ev_.get(), this, opt_.put_wait);
   kd_->OnLeaseEnd([this]() NO_THREAD_SAFETY_ANALYSIS {  // runs under mu
     ev_->NudgeLocked();
-    if (dev_ev_) dev_ev_->NudgeLocked();
+    if (dev_) dev_->NudgeLocked();
   });
   {
     MutexLock l(&kd_->mu);  // nothing else runs yet; the lock keeps the analysis whole
     EC_RETURN_IF_ERROR(kd_->Recover());
   }
   ev_->Start();
-  if (dev_ev_) dev_ev_->Start();
-  return Status::Ok();
-}
-
-// The GPU pool, and the host pool registered with CUDA once so that every copy between
-// them runs at pinned speed (Options::device_pool_bytes 0: neither).
-Status StoreImpl::OpenDeviceTier(const MemoryTierOptions& mopt) {
-  if (opt_.device_pool_bytes == 0) return Status::Ok();
-  auto dev = DeviceTier::Open(opt_.device, opt_.device_pool_bytes, mopt);
-  if (!dev.ok()) return dev.status();
-  dev_ = std::move(dev).value();
-  cuda_host_ = cuda::NewHostRegistrar();
-  Status st = pool_->AddRegistrar(cuda_host_.get());
-  if (!st.ok()) spdlog::warn("{}; host<->device copies run at pageable speed", st.ToString());
+  if (dev_) dev_->Start();
   return Status::Ok();
 }
 
@@ -145,8 +135,8 @@ Status StoreImpl::Close() {
     MutexLock l(&kd_->mu);
     if (kd_->closed()) return Status::Ok();
   }
-  Status st = dev_ev_ ? dev_ev_->DemoteAll() : Status::Ok();  // needs the host evictor
-  if (dev_ev_) dev_ev_->Stop();
+  Status st = dev_ ? dev_->DemoteAll() : Status::Ok();  // needs the host evictor
+  if (dev_) dev_->Stop();
   ev_->Stop();
   Status fst = ev_->Flush();
   if (st.ok()) st = fst;
@@ -188,7 +178,7 @@ Status StoreImpl::Health() {
   EC_RETURN_IF_ERROR(durable_->CheckWritable());
   EC_RETURN_IF_ERROR(durable_->CheckDirectory());
   EC_RETURN_IF_ERROR(ev_->Health());
-  return dev_ev_ ? dev_ev_->Health() : Status::Ok();
+  return dev_ ? dev_->Health() : Status::Ok();
 }
 
 Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view key,
@@ -271,7 +261,7 @@ Status StoreImpl::Install(const EntryPtr& e, const PoolBlock& blk, Tier tier) {
     old = kd_->InsertLocked(e, &tomb);
   }
   if (tier == Tier::kDevice)
-    dev_ev_->Nudge();
+    dev_->Nudge();
   else
     ev_->QueueWriteBack(e);  // and nudges
   if (tomb) durable_->WriteTombstones({*tomb});
@@ -295,85 +285,20 @@ Status StoreImpl::PutFromDevice(std::string_view ns, std::string_view key, const
   EC_RETURN_IF_ERROR(ValidateNewNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateNewKey(key));
   EC_RETURN_IF_ERROR(ValidateMeta(meta, bytes));
-  {
-    MutexLock l(&kd_->mu);
-    if (kd_->device().RoundUp(bytes) > kd_->device().capacity())
-      return Status::NoSpace("entry of " + std::to_string(bytes) +
-                             " bytes is larger than the whole device pool; raise "
-                             "Options::device_pool_bytes");
-  }
-  PoolBlock blk;
-  EC_RETURN_IF_ERROR(dev_ev_->Allocate(bytes, true, &blk));
-  uint8_t* dst = dev_->memory()->Ptr(blk);
-  Status st = dev_->Copy(dst, src, bytes, cuda::Direction::kDeviceToDevice);
-  if (!st.ok()) {
-    MutexLock l(&kd_->mu);
-    kd_->device().Free(blk);
-    return st.WithContext("copying the entry into the device pool");
-  }
-  auto e = NewEntry();
-  e->ns = ns;
-  e->key = key;
-  e->meta = meta;
-  e->bytes = bytes;
-  e->checksummed = false;  // hashed when first spilled (device_tier.h says why)
-  return Install(e, blk, Tier::kDevice);
+  return dev_->PutFromDevice(ns, key, meta, src, bytes);
 }
 
 Result<EntryInfo> StoreImpl::GetToDevice(std::string_view ns, std::string_view key, void* dst,
                                          uint64_t dst_bytes) {
   EC_RETURN_IF_ERROR(CheckDeviceTier("GetToDevice"));
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
-  std::optional<ReadLease> lease;
-  {
-    MutexLock l(&kd_->mu);
-    auto found = kd_->FindLocked(ns, key, true);
-    if (!found.ok()) return found.status();
-    const EntryPtr& e = *found;
-    if (dst_bytes < e->bytes)
-      return Status::InvalidArgument("destination holds " + std::to_string(dst_bytes) +
-                                     " bytes but entry '" + e->key + "' has " +
-                                     std::to_string(e->bytes) + "; Lookup the size first");
-    if (e->device)
-      lease.emplace(kd_->LeaseLocked(e, true, MemoryKind::kDevice));
-    else if (e->pool)
-      lease.emplace(kd_->LeaseLocked(e, true));
-  }
-  if (!lease) {  // on disk only: into the host pool first (io_uring, verified)
-    auto host = Acquire(ns, key);
-    if (!host.ok()) return host.status();
-    lease.emplace(std::move(host).value());
-  }
-  const bool on_device = lease->memory_kind() == MemoryKind::kDevice;
-  EC_RETURN_IF_ERROR(
-      dev_->Copy(dst, lease->data(), lease->size(),
-                 on_device ? cuda::Direction::kDeviceToDevice : cuda::Direction::kHostToDevice));
-  return lease->info();
+  return dev_->GetToDevice(ns, key, dst, dst_bytes);
 }
 
 Result<ReadLease> StoreImpl::AcquireOnDevice(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(CheckDeviceTier("AcquireOnDevice"));
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
-  for (bool first = true;; first = false) {
-    {
-      MutexLock l(&kd_->mu);
-      auto found = kd_->FindLocked(ns, key, first);
-      if (!found.ok()) return found.status();
-      if ((*found)->device)
-        return kd_->LeaseLocked(*found, first, MemoryKind::kDevice,
-                                first ? std::nullopt : std::optional<Tier>(Tier::kPool));
-    }
-    auto host = Acquire(ns, key);  // a host lease pins the entry while it is copied up
-    if (!host.ok()) return host.status();
-    EntryPtr e;
-    {
-      MutexLock l(&kd_->mu);
-      auto found = kd_->FindLocked(ns, key, false);
-      if (!found.ok()) return found.status();
-      e = *found;
-    }
-    EC_RETURN_IF_ERROR(dev_ev_->Promote(e, *host));
-  }
+  return dev_->AcquireOnDevice(ns, key);
 }
 
 // ---------------------------------------------------------------- get
@@ -404,7 +329,7 @@ Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) 
     }
     if (!promoted_from) promoted_from = device_only ? Tier::kDevice : Tier::kDisk;
     // A device-only entry gets a host copy (it stays on the device too).
-    EC_RETURN_IF_ERROR(device_only ? dev_ev_->CopyToHost(e) : ev_->Promote(e, true));
+    EC_RETURN_IF_ERROR(device_only ? dev_->CopyToHost(e) : ev_->Promote(e, true));
   }
 }
 
@@ -627,27 +552,11 @@ Status StoreImpl::EraseMany(const std::vector<std::pair<std::string, std::string
 
 Status StoreImpl::ListPages(size_t page_size,
                             const std::function<bool(std::vector<EntryInfo>&&)>& on_page) {
-  if (page_size == 0) return Status::InvalidArgument("ListPages needs a page size above 0");
-  {
-    MutexLock l(&kd_->mu);
-    if (kd_->closed()) return Status::Unavailable("store is closed");
-  }
-  // Pointers only: the metadata is copied a page at a time.
-  std::vector<KeydirSlot> snapshot = kd_->Snapshot();
-  for (size_t at = 0; at < snapshot.size(); at += page_size) {
-    std::vector<EntryInfo> page;
-    {
-      MutexLock l(&kd_->mu);
-      for (size_t i = at; i < std::min(snapshot.size(), at + page_size); ++i)
-        if (auto info = kd_->SnapshotInfoLocked(snapshot[i])) page.push_back(std::move(*info));
-    }
-    if (!on_page(std::move(page))) break;
-  }
-  return Status::Ok();
+  return kd_->ListPages(page_size, on_page);
 }
 
 Result<StoreStats> StoreImpl::Stats() {
-  const uint64_t spill_errors = ev_->Errors() + (dev_ev_ ? dev_ev_->Errors() : 0);
+  const uint64_t spill_errors = ev_->Errors() + (dev_ ? dev_->Errors() : 0);
   MutexLock l(&kd_->mu);
   StoreStats s;
   if (dev_) s.at(Tier::kDevice) = kd_->device().Stats();
@@ -683,7 +592,7 @@ Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64
 }
 
 Status StoreImpl::Flush() {
-  if (dev_ev_) EC_RETURN_IF_ERROR(dev_ev_->DemoteAll());
+  if (dev_) EC_RETURN_IF_ERROR(dev_->DemoteAll());
   return ev_->Flush();
 }
 

@@ -4,6 +4,7 @@
 //   MemoryTier   (store/memory_tier.h)   the pinned host pool: region, allocator, policy
 //   DurableTier  (store/durable_tier.h)  segments, index, quota, tombstones, recovery
 //   Evictor      (store/evictor.h)       the background evictor and waiting Puts
+//   DeviceFront  (store/device_front.h)  the GPU pool and the requests in device memory
 // Private to store/.
 // Thread rules: as Store's. The Keydir's mu guards all metadata and is never held across
 // I/O or a payload copy. Lock order: DurableTier's append lock -> mu -> DurableTier's
@@ -20,7 +21,7 @@
 
 #include "base/copy_pool.h"
 #include "base/mutex.h"
-#include "store/device_tier.h"
+#include "store/device_front.h"
 #include "store/durable_tier.h"
 #include "store/evictor.h"
 #include "store/keydir.h"
@@ -29,7 +30,7 @@
 
 namespace ecstore {
 
-class StoreImpl : public Store, private PutReservation::Owner {
+class StoreImpl : public Store, private PutReservation::Owner, private DeviceFront::Host {
  public:
   StoreImpl(std::string dir, Options o) : dir_(std::move(dir)), opt_(std::move(o)) {
     env_ = opt_.env ? opt_.env : Env::Default();
@@ -45,7 +46,7 @@ class StoreImpl : public Store, private PutReservation::Owner {
   using Store::Get;
   Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
                         const ReadOptions& ro) override;
-  Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
+  Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;  // and Host's
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts) override;
   using Store::Lookup;
@@ -91,11 +92,10 @@ class StoreImpl : public Store, private PutReservation::Owner {
   void Abandon(void* token) override;
   Status CheckKey(std::string_view ns, std::string_view key) const;
   Status CheckWritable() const;
-  Status OpenDeviceTier(const MemoryTierOptions& mopt);
   // Inserts a new entry whose bytes are complete in its block (host or device), replacing
   // the key's current one; the replaced entry's tombstone is durable before it returns.
-  Status Install(const EntryPtr& e, const PoolBlock& blk, Tier tier) EXCLUDES(kd_->mu);
-  Status CheckDeviceTier(const char* what) const;
+  Status Install(const EntryPtr& e, const PoolBlock& blk, Tier tier) override EXCLUDES(kd_->mu);
+  Status CheckDeviceTier(const char* what) const;  // Ok with one; else how to get one
 
   std::string dir_;
   Options opt_;
@@ -105,14 +105,12 @@ class StoreImpl : public Store, private PutReservation::Owner {
   UniqueFd lock_fd_;
   // Set in Init (in this order) and kept until destruction; Close closes them.
   std::unique_ptr<DurableTier> durable_;
-  std::unique_ptr<MemoryRegistrar> cuda_host_;  // registers pool_ with CUDA (device tier)
-  std::unique_ptr<MemoryTier> pool_;            // the pinned host pool
-  std::unique_ptr<DeviceTier> dev_;             // the GPU pool, if any
-  std::unique_ptr<Keydir> kd_;                  // its mu is the metadata lock
+  std::unique_ptr<MemoryTier> pool_;  // the pinned host pool
+  std::unique_ptr<DeviceFront> dev_;  // the GPU pool and its evictor, if any
+  std::unique_ptr<Keydir> kd_;        // its mu is the metadata lock
   std::unique_ptr<HostEvictor> ev_;
   // GetMany's copies out of the pool, split over a few threads.
   CopyPool copy_pool_{CopyPool::DefaultThreads(std::thread::hardware_concurrency())};
-  std::unique_ptr<DeviceEvictor> dev_ev_;
 };
 
 }  // namespace ecstore
