@@ -29,8 +29,8 @@ void DeviceFront::Attach(Keydir* kd, HostEvictor* host_ev, Host* host,
   ev_ = std::make_unique<DeviceEvictor>(kd, dev_.get(), host_ev, put_wait);
 }
 
-Status DeviceFront::PutFromDevice(std::string_view ns, std::string_view key,
-                                  const TensorMeta& meta, const void* src, uint64_t bytes) {
+Status DeviceFront::PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                                  const void* src, uint64_t bytes) {
   {
     MutexLock l(&kd_->mu);
     if (kd_->device().RoundUp(bytes) > kd_->device().capacity())

@@ -372,7 +372,7 @@ Status DurableTier::WriteTombstones(std::vector<Tombstone> tombs) {
     if (owed > 0) spdlog::info("wrote {} tombstone(s) a full disk had held back", owed);
     return Status::Ok();
   }
-  if (RateLimited(&last_tombstone_warning_))
+  if (tombstone_warnings_.Allow())
     spdlog::error(
         "could not write {} tombstone(s): {}; kept for the next write, a crash before "
         "then may bring the erased entries back",
@@ -483,21 +483,13 @@ Status DurableTier::ReclaimFileSpace(uint64_t incoming) {
     std::vector<uint32_t> segs = disk_->Segments();
     if (segs.empty()) break;
     if (round == 0) newest = segs.back();
-    uint32_t best = 0;
-    uint64_t best_dead = 0;
-    {
-      MutexLock l(&mu_);
-      for (uint32_t seg : segs) {
-        if (seg > newest) continue;
-        uint64_t size = disk_->SegmentSize(seg), live = segment_live_[seg];
-        if (size > live && size - live > best_dead) best = seg, best_dead = size - live;
-      }
-    }
-    if (best_dead == 0) return Status::Ok();  // nothing dead: live bytes fit (EnforceQuota)
+    auto victim = MostDead(Uses(segs), newest);
+    if (!victim) return Status::Ok();  // nothing dead: live bytes fit (EnforceQuota)
+    const uint32_t best = victim->id;
     // Compaction copies the segment's live records before it frees anything. Without room
     // for them it cannot succeed, and a try that fails half way leaves the copies behind:
     // on a full disk each retry made the files larger (found by the soak test).
-    const uint64_t live = disk_->SegmentSize(best) - best_dead;
+    const uint64_t live = victim->live;
     const uint64_t needed = live > 0 ? live + (1ull << 20) : 0;  // a dead one is only deleted
     auto free_bytes = env_->FreeBytes(dir_);
     if (free_bytes.ok() && *free_bytes < needed)
@@ -507,7 +499,7 @@ Status DurableTier::ReclaimFileSpace(uint64_t incoming) {
     if (best == disk_->active_segment()) disk_->SealActive();
     Status st = CompactSegment(best, best == segs.front());
     if (!st.ok()) {
-      if (RateLimited(&last_warning_))
+      if (compaction_warnings_.Allow())
         spdlog::warn("compaction to keep the disk quota failed: {}", st.ToString());
       return st.IsNoSpace()
                  ? st
@@ -516,16 +508,6 @@ Status DurableTier::ReclaimFileSpace(uint64_t incoming) {
   }
   if (disk_->FileBytesAfter(incoming) <= opt_.quota_bytes) return Status::Ok();
   return Status::Busy("the disk quota is being reclaimed by compaction; the write is retried");
-}
-
-// True at most once every ten seconds per `last`: warnings of a condition that persists
-// (a full disk) say so without flooding the log.
-bool DurableTier::RateLimited(std::atomic<int64_t>* last) {
-  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::steady_clock::now().time_since_epoch())
-                          .count();
-  int64_t prev = last->load();
-  return now - prev >= 10 && last->compare_exchange_strong(prev, now);
 }
 
 void DurableTier::MaybeCompact() {
@@ -545,23 +527,20 @@ void DurableTier::MaybeCompact() {
 Status DurableTier::Compact(double threshold) {
   EC_RETURN_IF_ERROR(CheckWritable());
   MutexLock append_lock(&append_mu_);
-  uint32_t active = disk_->active_segment();
-  std::vector<uint32_t> segs = disk_->Segments();
-  for (size_t i = 0; i < segs.size(); ++i) {
-    uint32_t seg = segs[i];
-    if (seg == active) continue;
-    uint64_t size = disk_->SegmentSize(seg);
-    uint64_t live;
-    {
-      MutexLock l(&mu_);
-      live = segment_live_[seg];
-    }
-    if (size == 0 || (static_cast<double>(live) >= threshold * static_cast<double>(size) &&
-                      !(threshold >= 1.0 && live < size)))
-      continue;
-    EC_RETURN_IF_ERROR(CompactSegment(seg, i == 0));
-  }
+  const std::vector<uint32_t> segs = disk_->Segments();
+  for (uint32_t seg : BelowLiveRatio(Uses(segs), disk_->active_segment(), threshold))
+    EC_RETURN_IF_ERROR(CompactSegment(seg, seg == segs.front()));
   return Status::Ok();
+}
+
+std::vector<SegmentUse> DurableTier::Uses(const std::vector<uint32_t>& segs) {
+  std::vector<SegmentUse> uses;
+  MutexLock l(&mu_);
+  for (uint32_t seg : segs) {
+    auto live = segment_live_.find(seg);
+    uses.push_back({seg, disk_->SegmentSize(seg), live == segment_live_.end() ? 0 : live->second});
+  }
+  return uses;
 }
 
 // Moves a segment's live records and still-needed tombstones to the tail, then deletes it.

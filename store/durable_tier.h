@@ -31,11 +31,13 @@
 
 #include "base/entry_record.h"
 #include "base/env.h"
+#include "base/log_limiter.h"
 #include "base/mutex.h"
 #include "disk/aligned_buffer.h"
 #include "disk/disk_tier.h"
 #include "index/index.h"
 #include "store/cache.h"
+#include "store/compaction_picker.h"
 
 namespace ecstore {
 
@@ -198,6 +200,8 @@ class DurableTier {
   void KeepUnwritten(std::vector<Tombstone> tombs) EXCLUDES(mu_);
   Status ReclaimFileSpace(uint64_t incoming) REQUIRES(append_mu_);
   Status CompactSegment(uint32_t seg, bool oldest) REQUIRES(append_mu_);
+  // Each segment's size and live bytes, for the choice (store/compaction_picker.h).
+  std::vector<SegmentUse> Uses(const std::vector<uint32_t>& segs) EXCLUDES(mu_);
   Status MoveRecords(std::vector<IndexRow>& live, std::vector<RecordInfo>& tombs)
       REQUIRES(append_mu_);
 
@@ -207,9 +211,7 @@ class DurableTier {
   std::string index_path_;
   bool index_existed_ = false;
   bool index_damaged_ = false;
-  std::atomic<int64_t> last_warning_{-100};  // RateLimited: seconds on the steady clock
-  std::atomic<int64_t> last_tombstone_warning_{-100};
-  static bool RateLimited(std::atomic<int64_t>* last);
+  LogLimiter compaction_warnings_, tombstone_warnings_;
   dev_t segments_dev_ = 0;  // the segments folder at Open (CheckDirectory)
   ino_t segments_ino_ = 0;
   std::unique_ptr<DiskTier> disk_;
