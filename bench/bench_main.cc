@@ -90,6 +90,7 @@ struct Config {
 
 std::vector<Record> g_records;
 std::string g_policy;  // --policy: the stores' Options::eviction_policy ("" = the default)
+double g_high_watermark = 0, g_low_watermark = 0;  // --watermarks H,L (0: the defaults)
 Clock::time_point g_start = Clock::now();
 
 void Progress(const std::string& msg) {
@@ -165,6 +166,7 @@ std::unique_ptr<Store> OpenStore(const std::string& dir, uint64_t pool, bool pro
   o.promote_on_get = promote;
   o.segment_bytes = 1 * kGiB;
   if (!g_policy.empty()) o.eviction_policy = g_policy;
+  if (g_high_watermark > 0) o.high_watermark = g_high_watermark, o.low_watermark = g_low_watermark;
   auto s = Store::Open(dir, o);
   if (!s.ok()) {
     std::fprintf(stderr, "\nbench: cannot open store: %s\n", s.status().ToString().c_str());
@@ -1376,7 +1378,17 @@ int main(int argc, char** argv) {
       cfg.rdma_addr = next();
     else if (a == "--policy")
       g_policy = next();
-    else if (a == "--index-entries") {
+    else if (a == "--watermarks") {
+      std::string v = next();
+      if (std::sscanf(v.c_str(), "%lf,%lf", &g_high_watermark, &g_low_watermark) != 2 ||
+          !(g_low_watermark > 0 && g_low_watermark < g_high_watermark && g_high_watermark <= 1)) {
+        std::fprintf(stderr,
+                     "ec-store-bench: --watermarks wants HIGH,LOW with 0 < LOW < HIGH <= 1, "
+                     "not '%s'\n",
+                     v.c_str());
+        std::exit(2);
+      }
+    } else if (a == "--index-entries") {
       std::string v = next();
       for (size_t p = 0; p <= v.size();) {
         size_t e = std::min(v.find(',', p), v.size());
@@ -1397,7 +1409,7 @@ int main(int argc, char** argv) {
           stderr,
           "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
           "remote,rdma,device,policy,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] "
-          "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf]\n");
+          "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf] [--watermarks H,L]\n");
       return a == "--help" ? 0 : 2;
     }
   }

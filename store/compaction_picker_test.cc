@@ -6,11 +6,10 @@ namespace ecstore {
 namespace {
 
 TEST(CompactionPicker, QuotaTakesTheMostDeadBytesUpToTheNewest) {
-  const std::vector<SegmentUse> segs = {
-      {1, 100, 90}, {2, 100, 20}, {3, 100, 0}, {4, 100, 100}};
+  const std::vector<SegmentUse> segs = {{1, 100, 90}, {2, 100, 20}, {3, 100, 0}, {4, 100, 100}};
   auto best = MostDead(segs, 4);
   ASSERT_TRUE(best.has_value());
-  EXPECT_EQ(best->id, 3u);  // wholly dead: deleted without a copy
+  EXPECT_EQ(best->id, 3u);   // wholly dead: deleted without a copy
   best = MostDead(segs, 2);  // segments written after the call began are not candidates
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(best->id, 2u);

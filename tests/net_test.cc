@@ -84,9 +84,12 @@ class ServerProcess {
   void Kill(int sig) {
     if (pid_ <= 0) return;
     kill(pid_, sig);
-    if (sig == SIGSTOP) return;
-    if (sig != SIGKILL) kill(pid_, SIGCONT);
     int status;
+    if (sig == SIGSTOP) {  // kill() only sends it: wait until the child has stopped (on 2
+      waitpid(pid_, &status, WUNTRACED);  // cores it once served one more request first)
+      return;
+    }
+    if (sig != SIGKILL) kill(pid_, SIGCONT);
     waitpid(pid_, &status, 0);
     pid_ = -1;
   }
