@@ -315,7 +315,13 @@ void IoService::Submit(Job* job, Inflight* inflight, uint64_t* next_id) {
   const unsigned write_slots = depth > 2 * kReadSlots ? depth - kReadSlots : depth;
   while (!job->pending.empty()) {
     if (!job->reads && writes_inflight_ >= write_slots) return;
-    if (job->window > 0 && job->inflight >= job->window) return;
+    if (job->window > 0) {
+      // The last window's worth goes a third at a time: what the caller still does once the
+      // final piece lands (its copy-out and checksum) then covers a third of the bytes.
+      const unsigned cap =
+          job->pending.size() > job->window ? job->window : std::max(1u, job->window / 3);
+      if (job->inflight >= cap) return;
+    }
     Piece p = job->pending.front();
     if (p.req.op == IoOp::kSync && job->inflight > 0) return;  // after the writes before it
     p.req.user_data = *next_id;

@@ -70,11 +70,13 @@ class IoService {
   // chunk_bytes: large requests are split into pieces of this size, kept `depth` deep.
   // followed_window: a batch of reads whose caller follows it (an IoProgress) keeps at most
   // this many pieces in flight, in pieces of at most kFollowedPieceBytes sized so that it
-  // takes at least kFollowedWaves windows (0: the whole ring, as any other batch). On this
-  // VM's virtio disk every request in flight completes together: with a whole 12 MB entry in
-  // flight its first byte landed at 99 % of the read, so the caller's copy-out and checksum
-  // ran after the read instead of under it (a teed get 0.67-0.70 x its raw read; with a
-  // window of 12, 0.84-0.88 x; GetMany 0.87 -> 0.91 x; windows of 8-16 alike, 2026-11-23).
+  // takes at least kFollowedWaves windows (0: the whole ring, as any other batch); its last
+  // window's worth goes a third of a window at a time. On this VM's virtio disk every
+  // request in flight completes together: with a whole 12 MB entry in flight its first byte
+  // landed at 99 % of the read, so the caller's copy-out and checksum ran after the read
+  // instead of under it (a teed get 0.67-0.70 x its raw read; with a window of 12,
+  // 0.84-0.88 x, windows of 8-16 alike; with the smaller last waves 0.86-0.89 x, p50
+  // 0.86-0.90 x; GetMany 0.87 -> 0.91 -> 0.92-0.94 x; alternated runs, 2026-11-23).
   static Result<std::unique_ptr<IoService>> Start(Env* env, unsigned depth, uint64_t chunk_bytes,
                                                   unsigned followed_window = 0);
   static constexpr unsigned kFollowedWaves = 3;
