@@ -313,8 +313,9 @@ struct Companion {
 // With `large`, also the gets of entries of at least 10 MB. Each get is paired with each of
 // `with` reading the same entry (not counted in the seconds returned), in an order that
 // rotates from entry to entry, so none goes first throughout.
-double TimeGets(Store* store, const std::vector<Entry>& entries, AlignedBuffer& dst, Latencies* lat,
-                TimedReads* large = nullptr, const std::vector<Companion*>& with = {}) {
+double TimeGets(Store* store, const std::vector<Entry>& entries, std::span<uint8_t> dst,
+                Latencies* lat, TimedReads* large = nullptr,
+                const std::vector<Companion*>& with = {}) {
   double secs = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
@@ -332,7 +333,7 @@ double TimeGets(Store* store, const std::vector<Entry>& entries, AlignedBuffer& 
         continue;
       }
       auto t = Clock::now();
-      auto got = store->Get("bench", e.key, {dst.data(), dst.size()});
+      auto got = store->Get("bench", e.key, dst);
       lat->Add(t);
       get_secs = Since(t);
       Die(got.status(), "get_disk");
@@ -362,7 +363,7 @@ void GetDiskDuringSpill(Store* store, const std::vector<Entry>& entries, uint64_
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let spills get going
   Latencies lat;
-  double secs = TimeGets(store, entries, dst, &lat);
+  double secs = TimeGets(store, entries, {dst.data(), dst.size()}, &lat);
   stop = true;
   writer.join();
   Add({"get_disk_during_spill", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5),
@@ -557,7 +558,8 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
       Die(base.Load(entries[i].key, &file, &off, &meta), "baseline load");
       return t;
     };
-    double secs = TimeGets(store.get(), entries, dst, &lat, &large, {&raw, &cold});
+    double secs =
+        TimeGets(store.get(), entries, {dst.data(), dst.size()}, &lat, &large, {&raw, &cold});
     const char* raw_note =
         "O_DIRECT read of the store's own record of each entry (the same blocks), one request, "
         "into pinned huge-page memory as the pool is, no checksum; paired with the store's gets";
@@ -577,6 +579,24 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
                     "cold: read after posix_fadvise DONTNEED, paired entry by entry with the "
                     "store's gets; vs the same records read raw");
     g_row_limit[{"get_disk", "baseline"}] = "disk_read_entries";
+    {
+      // The same gets into a HostBuffer (the pool's kind of memory, as an engine's staging
+      // buffers can be), paired with the same raw reads: where the read lands is then alike.
+      Progress("get_disk: ec-store into a HostBuffer");
+      PinnedBuffer host_dst(60 * kMiB);
+      Companion raw3;
+      raw3.read = raw.read;
+      Latencies hlat;
+      double hsecs = TimeGets(store.get(), entries, host_dst.span(0, host_dst.size()), &hlat,
+                              nullptr, {&raw3});
+      Add({"get_disk", "ec-store-hostbuf", total / hsecs / 1e9, entries.size() / hsecs, hlat.P(0.5),
+           hlat.P(0.99), -1,
+           "the one-at-a-time gets again, into a HostBuffer (pinned huge pages, as the pool)" +
+               raw3.Paired("its record's raw read")});
+      raw3.all.Report("disk_read_entries_hostbuf", "limit",
+                      "the raw reads again, paired with the gets into a HostBuffer");
+      g_row_limit[{"get_disk", "ec-store-hostbuf"}] = "disk_read_entries_hostbuf";
+    }
     GetDiskDuringSpill(store.get(), entries, total, dst, pl);
     {
       // The same gets with the store's defaults: each entry is promoted into the pool (its
@@ -591,7 +611,8 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
       raw2.read = raw.read;
       Latencies plat;
       TimedReads plarge;
-      double psecs = TimeGets(store.get(), entries, dst, &plat, &plarge, {&raw2});
+      double psecs =
+          TimeGets(store.get(), entries, {dst.data(), dst.size()}, &plat, &plarge, {&raw2});
       Add({"get_disk", "ec-store-promote", total / psecs / 1e9, entries.size() / psecs, plat.P(0.5),
            plat.P(0.99), -1,
            "Options' default: promoted into the pool, teed into the caller's buffer as the "

@@ -29,7 +29,8 @@ __version__ = _ecstore.__version__
 # The namespace the `ec-store` CLI uses when none is given (one default for every front end).
 DEFAULT_NAMESPACE: str = _ecstore.DEFAULT_NAMESPACE
 
-__all__ = ["open", "connect", "DEFAULT_NAMESPACE", "__version__", "Cache", "Lease", "EntryInfo", "parse_size", "Error",
+__all__ = ["open", "connect", "host_buffer", "DEFAULT_NAMESPACE", "__version__", "Cache", "Lease", "EntryInfo",
+           "parse_size", "Error",
            "NotFound", "Corruption", "IOError", "NoSpace", "Busy", "InvalidArgument",
            "Unavailable"]
 
@@ -296,6 +297,13 @@ class Cache:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def host_buffer(size: int | str) -> Any:
+    """A writable uint8 numpy array of pinned memory, in huge pages where the kernel has them,
+    faulted in once: a destination for get_into that reads from disk land in as fast as in the
+    store's own pool (torch.from_numpy(buf) shares it). Freed with the array."""
+    return _ecstore.host_buffer(parse_size(size))
 
 
 def open(dir: str, pool_size: int | str = "256MiB", disk_quota: int | str = "16GiB", *,  # noqa: A001

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 
+#include "base/host_buffer.h"
 #include "net/client.h"
 #include "store/stats_json.h"
 #include "store/store.h"
@@ -503,6 +504,17 @@ NB_MODULE(_ecstore, m) {
       .def("flush", &PyCache::flush)
       .def("close", &PyCache::close);
 
+  m.def(
+      "host_buffer",
+      [](size_t nbytes) {
+        auto* hb = new ecstore::HostBuffer(Check(ecstore::HostBuffer::Allocate(nbytes)));
+        nb::capsule owner(hb,
+                          [](void* p) noexcept { delete static_cast<ecstore::HostBuffer*>(p); });
+        return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(hb->data(), {hb->size()}, owner);
+      },
+      "nbytes"_a,
+      "a writable uint8 array of pinned memory in huge pages where there are any, faulted in "
+      "(base/host_buffer.h); freed with the array");
   m.def("open", &Open, "dir"_a, "pool_bytes"_a, "disk_quota_bytes"_a, "shareable"_a = false,
         "compress"_a = false, "promote_on_get"_a = true, "device"_a = 0, "device_pool_bytes"_a = 0,
         "eviction_policy"_a = "freq");

@@ -47,6 +47,24 @@ def test_numpy_and_raw_bytes(cache):
     assert bits.tobytes() == bf.view(torch.uint8).numpy().tobytes()
 
 
+def test_get_into_a_host_buffer_from_the_disk_tier(tmp_path):
+    """A HostBuffer (pinned, huge pages where there are any) as get_into's destination, for an
+    entry read from disk without promotion (O_DIRECT straight into it): byte-exact."""
+    buf = ecstore.host_buffer("8MiB")
+    assert buf.dtype == np.uint8 and buf.shape == (8 << 20,) and buf.flags.writeable
+    t = torch.randn(1024, 1024)  # 4 MiB
+    with ecstore.open(str(tmp_path / "s"), "6MiB", promote_on_get=False) as c:
+        c.put("ns", "a", t)
+        c.put("ns", "b", t * 2)  # pushes "a" out of the 6 MiB pool to disk
+        c.flush()
+        assert c.lookup("ns", "a").tier == "disk"
+        info = c.get_into("ns", "a", buf[: t.numel() * 4])
+        assert info.bytes == t.numel() * 4
+        assert torch.equal(torch.from_numpy(buf[: info.bytes]).view(torch.float32).view(1024, 1024), t)
+    with pytest.raises(ecstore.InvalidArgument):
+        ecstore.host_buffer(0)
+
+
 def test_get_into_get_many_lookup_contains_erase_list(cache):
     t = torch.randn(64, 64)
     cache.put("ns", "a", t)
