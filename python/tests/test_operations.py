@@ -3,6 +3,7 @@ parser (counters that move under load), /healthz and /readyz, remote stats equal
 scrape, and the version everywhere."""
 
 import shutil
+import time
 import urllib.error
 import urllib.request
 
@@ -84,9 +85,13 @@ def test_remote_stats_equal_the_scrape(served):
     c = ecstore.connect(tcp, transport="tcp")
     for i in range(3):
         c.put("ops", f"s{i}", np.ones(4096, dtype=np.uint8))
-    # Written to disk now, not by the background write-back between the two snapshots (a TSan
-    # run saw the disk tier go from 0 to 3 entries between them).
-    c.flush()
+    # The daemon's write-back spills them in the background; wait until it has, so that it
+    # does not between the two snapshots (TSan runs saw the disk tier go 0 -> 1 -> 3 between
+    # them; flush() is for embedded stores: a remote one does nothing).
+    deadline = time.monotonic() + 60
+    while c.stats()["disk"]["entries"] < 3:
+        assert time.monotonic() < deadline, "write-back did not spill 3 small entries in 60 s"
+        time.sleep(0.05)
     st = c.stats()
     m = _scrape(base)
     for tier in ("pool", "disk"):
