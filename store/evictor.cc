@@ -39,7 +39,7 @@ uint64_t Evictor::Errors() const {
   return errors_;
 }
 
-Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out) {
+Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out, bool may_evict) {
   UniqueLock l(&kd_->mu);
   const uint64_t need = tier().RoundUp(bytes);
   const auto deadline = std::chrono::steady_clock::now() + put_wait_;
@@ -52,10 +52,12 @@ Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out) {
       if (NeedsEvictionLocked()) evict_cv_.NotifyOne();
       return Status::Ok();
     }
-    if (!made_room && (MoveAsideLocked(need) || FreeCleanLocked(need))) {
+    if (!made_room && (MoveAsideLocked(need) || (may_evict && FreeCleanLocked(need)))) {
       made_room = true;  // once: what it freed holds the block, unless others took it meanwhile
       continue;
     }
+    if (!may_evict)  // nor later: the evictor is not asked to make room for it either
+      return Status::Busy(std::string("no free ") + TierName(tier_->tier()) + " block right now");
     need_bytes_ = std::max(need_bytes_, need);
     evict_cv_.NotifyOne();
     if (!wait)
@@ -402,12 +404,12 @@ Status HostEvictor::Flush() {
 Status HostEvictor::Promote(const EntryPtr& e, bool wait, uint8_t* tee,
                             std::optional<EntryInfo>* delivered) {
   std::vector<PromoteItem> one{{e, tee, Status(), std::nullopt}};
-  PromoteMany(one, wait, true);
+  PromoteMany(one, wait, PromoteFor::kRead);
   if (delivered) *delivered = std::move(one[0].delivered);
   return one[0].status;
 }
 
-void HostEvictor::PromoteMany(std::vector<PromoteItem>& items, bool wait, bool count_hits,
+void HostEvictor::PromoteMany(std::vector<PromoteItem>& items, bool wait, PromoteFor why,
                               const IoMeanwhile& meanwhile) {
   struct Started {
     size_t i;
@@ -418,7 +420,7 @@ void HostEvictor::PromoteMany(std::vector<PromoteItem>& items, bool wait, bool c
   for (size_t i = 0; i < items.size(); ++i) {
     const EntryPtr& e = items[i].e;
     PoolBlock blk;
-    items[i].status = Allocate(e->bytes, wait, &blk);
+    items[i].status = Allocate(e->bytes, wait, &blk, why == PromoteFor::kRead);
     if (!items[i].status.ok()) continue;
     MutexLock l(&kd_->mu);
     if (e->erased || e->pool || e->loading || !e->disk) {  // someone else's, or gone
@@ -434,7 +436,7 @@ void HostEvictor::PromoteMany(std::vector<PromoteItem>& items, bool wait, bool c
   kd_->durable().ReadMany(reads, meanwhile);  // every read of the batch in flight together
   for (size_t k = 0; k < started.size(); ++k)
     items[started[k].i].status =
-        FinishPromote(items[started[k].i], started[k].blk, reads[k], count_hits);
+        FinishPromote(items[started[k].i], started[k].blk, reads[k], why == PromoteFor::kRead);
 }
 
 // Installs a promoted entry's pool block, or gives it back and handles what the read found.
@@ -488,7 +490,7 @@ std::vector<Status> HostEvictor::PromoteKeys(std::string_view ns,
       key_of.push_back(i);
     }
   }
-  PromoteMany(items, false, get != nullptr, meanwhile);
+  PromoteMany(items, false, get ? PromoteFor::kRead : PromoteFor::kPrefetch, meanwhile);
   if (get) {
     get->promoted.assign(keys.size(), false);
     get->delivered.assign(keys.size(), std::nullopt);

@@ -29,8 +29,8 @@ namespace ecstore {
 
 struct MemoryTierOptions {
   std::string eviction_policy = "lru";
-  double high_watermark = 0.90;  // the evictor starts above this fraction of the capacity
-  double low_watermark = 0.80;   // and stops at this one (Options says why)
+  double high_watermark = 0.98;  // the evictor starts above this fraction of the capacity
+  double low_watermark = 0.95;   // and stops at this one (Options says why)
 };
 
 class MemoryTier {

@@ -32,14 +32,16 @@ namespace ecstore {
 struct Options {
   uint64_t pool_bytes = 256ull << 20;
   uint64_t disk_quota_bytes = 16ull << 30;
-  // Background eviction starts above high * pool and stops at low * pool. Measured (bench
-  // mixed --watermarks, 1 GiB pool, 2026-11-23, alternated runs): 0.98/0.95 fills the pool to
-  // 95 % (83 %) and reads 2.76-2.83 MB/op back from disk (3.06-3.11; the file baseline 2.89),
-  // but ran no faster where it counts: +6 % without prefetch on the 2-core VM, even on the
-  // GPU machine's host, and with prefetch two runs of five fell 15-20 % (prefetching into a
-  // nearly full pool evicts on the prefetching thread). So the headroom stays.
-  double high_watermark = 0.90;
-  double low_watermark = 0.80;
+  // Background eviction starts above high * pool and stops at low * pool; Puts and reads
+  // that find no room evict clean entries (already on disk) at once, so the pool runs nearly
+  // full. Measured (bench mixed --watermarks, 1 GiB pool, the H200 host, 2026-11-23, two
+  // alternated runs each): 0.9/0.8 kept the pool 83 % full and read 3.09-3.11 MB/op back
+  // from disk (the file baseline 2.89), 1.62-1.77 x the baseline; 0.95/0.9: 90 %, 2.90-2.94
+  // MB/op, 2.00-2.21 x; 0.98/0.95: 95 %, 2.76-2.83 MB/op, 1.92-2.09 x, and with prefetches
+  // that evict nothing (Prefetch) 2.01-2.08 x, prefetching 1.95-2.12 x. On the 2-core VM,
+  // where the copies bound it, 0.98/0.95 measured +6 %.
+  double high_watermark = 0.98;
+  double low_watermark = 0.95;
   // "freq" (value-aware: recompute cost x recent requests per key, misses included / size),
   // "lru" or "gdsf" (value-aware: recompute cost x hits / size), for the memory pools; the
   // disk quota ranks by value, or with lru by last access (store/eviction_policy.h,
@@ -144,8 +146,10 @@ class Store : public Cache {
   // Acquire pins the entry in the pool (promoting it from disk if needed); Pin does the same.
   Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
   // Brings the listed entries that are only on disk into the pool ahead of use, their reads
-  // all in flight together (a hint: absent keys are skipped; Busy where the pool stays
-  // full). GetMany does this first for the keys it is given.
+  // all in flight together (a hint: absent keys are skipped). A prefetch evicts nothing: it
+  // takes the pool's free room (the evictor keeps 2-5 % of it free), and answers Busy for
+  // entries that do not fit there now. GetMany does this first for its keys, evicting clean
+  // entries where it must.
   virtual Status Prefetch(std::string_view ns, const std::vector<std::string>& keys) = 0;
   // EraseMany writes all the tombstones in one durable write (one fdatasync, not one per
   // entry). ListPages pages through one snapshot taken at the call.
