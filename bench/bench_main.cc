@@ -91,6 +91,8 @@ struct Config {
 std::vector<Record> g_records;
 std::string g_policy;  // --policy: the stores' Options::eviction_policy ("" = the default)
 double g_high_watermark = 0, g_low_watermark = 0;  // --watermarks H,L (0: the defaults)
+int g_drift_every = 0,
+    g_drift_step = -1;  // --drift EVERY,STEP for the policy traces (unset: defaults)
 Clock::time_point g_start = Clock::now();
 
 void Progress(const std::string& msg) {
@@ -1107,9 +1109,17 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
 // Eviction policies over synthetic traces (bench/policy.h says how they are made): what each
 // keeps at 5-50% of the working set, against a clairvoyant bound.
 void PolicyWorkload(const Config& cfg) {
-  Progress("policy: LRU vs GDSF vs Belady over Zipf traces with drift");
   TraceParams p;
   if (cfg.quick) p.requests = 100000, p.items = 8000, p.drift_every = 10000, p.drift_step = 200;
+  if (g_drift_every > 0) p.drift_every = g_drift_every, p.drift_step = g_drift_step;
+  if (p.drift_step > p.items) {
+    std::fprintf(stderr, "ec-store-bench: --drift: STEP %d is more than the trace's %d items\n",
+                 p.drift_step, p.items);
+    std::exit(2);
+  }
+  Progress("policy: LRU, GDSF, freq and two bounds; " + std::to_string(p.items) + " items, " +
+           std::to_string(p.requests) + " requests, the top ranks shift by " +
+           std::to_string(p.drift_step) + " every " + std::to_string(p.drift_every) + " requests");
   auto rows = RunPolicyBench(p, {0.05, 0.10, 0.20, 0.50});
   for (const PolicyRow& r : rows) {
     const PolicyRow* lru = nullptr;
@@ -1409,6 +1419,16 @@ int main(int argc, char** argv) {
                      v.c_str());
         std::exit(2);
       }
+    } else if (a == "--drift") {
+      std::string v = next();
+      if (std::sscanf(v.c_str(), "%d,%d", &g_drift_every, &g_drift_step) != 2 ||
+          g_drift_every < 1 || g_drift_step < 0) {
+        std::fprintf(stderr,
+                     "ec-store-bench: --drift wants EVERY,STEP (the policy trace's top ranks "
+                     "shift by STEP every EVERY requests; EVERY >= 1, STEP >= 0), not '%s'\n",
+                     v.c_str());
+        std::exit(2);
+      }
     } else if (a == "--index-entries") {
       std::string v = next();
       for (size_t p = 0; p <= v.size();) {
@@ -1430,7 +1450,8 @@ int main(int argc, char** argv) {
           stderr,
           "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
           "remote,rdma,device,policy,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] "
-          "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf] [--watermarks H,L]\n");
+          "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf] [--watermarks H,L] "
+          "[--drift EVERY,STEP]\n");
       return a == "--help" ? 0 : 2;
     }
   }

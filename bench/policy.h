@@ -1,7 +1,8 @@
 // The `policy` workload: eviction policies replayed over synthetic encoder-cache traces, no
 // I/O -- what each one keeps, at capacities of 5-50% of the working set's bytes.
 //   trace: N distinct images, Zipf(s) popularity whose ranking drifts (every `drift_every`
-//   requests the most popular items' ranks shift by `drift_step`), sizes from the design's
+//   requests the `drift_step` least popular items jump to the top ranks and every other item
+//   moves down by as many; `ec-store-bench --drift EVERY,STEP` sets both), sizes from the design's
 //   mix (2.87 / 10.6 / 16.5 / 57.8 MB at 40/30/20/10%), recompute cost from the rows
 //   (RecomputeCost: ~19 ms for 400 rows, ~86 ms for 2304).
 // Reported per capacity and policy: hit ratio, byte hit ratio, and encoder time saved
