@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <tuple>
 
 #include "store/store_impl.h"
 
@@ -39,9 +40,14 @@ constexpr uint64_t kMinFreeBytes = 1ull << 20;  // below this at open: read-only
 Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, const Options& options) {
   if (options.pool_bytes < (1u << 20))
     return Status::InvalidArgument("pool size must be at least 1MiB");
-  if (!(options.low_watermark > 0 && options.low_watermark < options.high_watermark &&
-        options.high_watermark <= 1.0))
-    return Status::InvalidArgument("watermarks must satisfy 0 < low < high <= 1");
+  for (auto [low, high, name] :
+       {std::tuple{options.low_watermark, options.high_watermark, ""},
+        {options.device_low_watermark, options.device_high_watermark, "device_"}})
+    if (!(low > 0 && low < high && high <= 1.0))
+      return Status::InvalidArgument(
+          fmt::format("Options::{0}low_watermark ({1}) and {0}high_watermark ({2}) must satisfy "
+                      "0 < low < high <= 1",
+                      name, low, high));
   if (!NewEvictionPolicy(options.eviction_policy))
     return Status::InvalidArgument("unknown eviction policy '" + options.eviction_policy +
                                    "'; use freq, lru or gdsf");
@@ -104,7 +110,9 @@ Status StoreImpl::Init() {
   if (!pool.ok()) return pool.status();
   pool_ = std::move(pool).value();
   if (opt_.device_pool_bytes > 0) {  // the GPU pool, and the host pool registered with CUDA
-    auto dev = DeviceFront::Open(opt_.device, opt_.device_pool_bytes, mopt, pool_.get());
+    const MemoryTierOptions device_mopt{opt_.eviction_policy, opt_.device_high_watermark,
+                                        opt_.device_low_watermark};
+    auto dev = DeviceFront::Open(opt_.device, opt_.device_pool_bytes, device_mopt, pool_.get());
     if (!dev.ok()) return dev.status();
     dev_ = std::move(dev).value();
   }

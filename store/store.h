@@ -79,6 +79,12 @@ struct Options {
   // registered with CUDA too. Entries put from device memory land there.
   int device = 0;
   uint64_t device_pool_bytes = 0;
+  // The device pool's watermarks (the host pool's are above). They keep more headroom: an
+  // entry put from device memory has no host copy, so it leaves the device pool only by a
+  // device->host copy, and a burst of device puts waits for those copies once the headroom
+  // is gone (the host pool's entries have disk copies and leave at once).
+  double device_high_watermark = 0.90;
+  double device_low_watermark = 0.80;
   Env* env = nullptr;  // nullptr = Env::Default()
 };
 

@@ -81,6 +81,35 @@ TEST(Store, RejectsBadInputWithoutLosingData) {
   ExpectEntry(s.get(), "good", 2, 8192);
 }
 
+// Watermarks out of order are refused at Open with what is wrong, for the host pool and the
+// device pool alike (checked before any device is looked for), and the store's entries wait
+// for a good open.
+TEST(Store, WatermarksOutOfOrderAreAClearErrorAtOpen) {
+  TempDir dir;
+  auto p = Payload(9, 8192);
+  {
+    auto s = OpenOrDie(dir.path(), Small());
+    ASSERT_TRUE(s->Put("ns", "kept", Bf16(8192), Span(p)).ok());
+    ASSERT_TRUE(s->Close().ok());
+  }
+  Options host = Small();
+  host.low_watermark = host.high_watermark;
+  auto bad = Store::Open(dir.path(), host);
+  ASSERT_TRUE(bad.status().IsInvalidArgument());
+  EXPECT_EQ(bad.status().message(),
+            "Options::low_watermark (0.98) and high_watermark (0.98) must satisfy "
+            "0 < low < high <= 1");
+  Options device = Small();
+  device.device_high_watermark = 1.5;
+  bad = Store::Open(dir.path(), device);
+  ASSERT_TRUE(bad.status().IsInvalidArgument());
+  EXPECT_EQ(bad.status().message(),
+            "Options::device_low_watermark (0.8) and device_high_watermark (1.5) must satisfy "
+            "0 < low < high <= 1");
+  auto s = OpenOrDie(dir.path(), Small());
+  ExpectEntry(s.get(), "kept", 9, 8192);
+}
+
 TEST(Store, LeaseIsZeroCopyAndSurvivesOverwrite) {
   TempDir dir;
   auto s = OpenOrDie(dir.path(), Small());
