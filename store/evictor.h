@@ -98,15 +98,15 @@ class HostEvictor : public Evictor {
   // landed there too, checked, as PromoteItem's.
   Status Promote(const EntryPtr& e, bool wait, uint8_t* tee = nullptr,
                  std::optional<EntryInfo>* delivered = nullptr) EXCLUDES(kd_->mu);
-  // Several at once: their disk reads go out as one batch, all in flight together. A
-  // kPrefetch is not counted as a read, and evicts nothing to make room: it takes free room
-  // or none (Busy). Measured (bench mixed, 1 GiB pool at 0.98/0.95, the H200 host, 2026-11-23):
-  // prefetches that evicted clean spans on demand read 3.04-3.08 MB/op back from disk, the
-  // ones that did not 2.85-2.86 (ec-store/baseline 1.73-1.83 x against 1.95-2.12 x): what a
-  // prefetch evicts is often what the step being fetched now is about to lease. With a tee,
-  // an entry's payload is also
-  // copied there as its pieces land, and `delivered` is set once it is checked (a reader's
-  // destination: the copy overlaps the rest of the batch's reads instead of following them).
+  // Several at once: their disk reads go out as one batch, all in flight together. With a
+  // tee, an entry's payload is also copied there as its pieces land, and `delivered` is set
+  // once it is checked (a reader's destination: the copy overlaps the rest of the batch's
+  // reads instead of following them). A kPrefetch is not counted as a read and evicts
+  // nothing to make room: it takes free room or none (Busy). Measured (bench mixed, 1 GiB
+  // pool at 0.98/0.95, the H200 host, 2026-11-23): prefetches that evicted clean spans on
+  // demand read 3.04-3.08 MB/op back from disk and ran 1.73-1.83 x the baseline; the ones
+  // that did not, 2.81-2.87 MB/op and 1.95-2.12 x. What a prefetch evicts is often what the
+  // step being fetched now is about to lease.
   struct PromoteItem {
     EntryPtr e;
     uint8_t* tee = nullptr;  // at least e->bytes, or none
