@@ -1,0 +1,236 @@
+// The workloads where the disk is the limit for both systems: spill (sustained puts through a
+// small pool) and mixed (an engine's steps over a working set 3x the memory budget).
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "bench/baseline.h"
+#include "bench/disk_stats.h"
+#include "bench/results.h"
+#include "bench/workloads.h"
+#include "disk/aligned_buffer.h"
+
+namespace ecstore::bench {
+namespace {
+
+// Bytes this process read from the block device (/proc/self/io read_bytes: page-cache
+// misses and O_DIRECT reads, io_uring's workers included), or 0 where the kernel does not say.
+// What a pass did to the disk since `before`: MB per op read and written by this process,
+// and how much of the pass's wall time the device was busy.
+std::string DiskNote(const std::string& dir, const DiskCounters& before, double secs, double ops) {
+  DiskCounters after = SampleDisk(dir);
+  char out[128];
+  int n =
+      std::snprintf(out, sizeof(out), "%.2f MB/op read from disk, %.2f written",
+                    static_cast<double>(after.read_bytes - before.read_bytes) / 1e6 / ops,
+                    static_cast<double>(after.written_bytes - before.written_bytes) / 1e6 / ops);
+  double busy = BusyFraction(before, after, secs);
+  if (busy >= 0) std::snprintf(out + n, sizeof(out) - n, ", disk busy %.0f%%", 100 * busy);
+  return out;
+}
+
+// mixed, as an engine runs it: each step is a batch of kMixedBatch items drawn Zipf(0.99)
+// from a working set 3x the memory budget. ec-store fetches a step's items together
+// (GetMany, as vLLM's start_load_caches loads every item of a step) and puts the misses;
+// the baseline checks and reads its files one after another, as ECExampleConnector does,
+// with its page cache held to the same budget. Latency is per step.
+constexpr int kMixedBatch = 4;
+
+struct MixedRun {
+  const std::vector<Entry>& entries;
+  const std::vector<std::vector<size_t>>& plan;  // the items of each step, in order
+  std::vector<std::span<uint8_t>>& dsts;
+  Payloads& pl;
+};
+
+// One ec-store pass over the plan. With `prefetch`, a second thread calls Prefetch with the
+// next step's items while this step is fetched, as the connector does when the scheduler
+// first sees an item (before the step that uses it runs): its disk reads are then in flight
+// while the current step's are. Returns GB/s.
+double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, MixedRun& run,
+                  bool prefetch) {
+  std::filesystem::remove_all(sdir);
+  auto store = OpenStore(cfg, sdir, pool);
+  const double ops = static_cast<double>(run.plan.size()) * kMixedBatch;
+  auto keys_of = [&](size_t i) {
+    std::vector<std::string> keys;
+    for (size_t k : run.plan[i]) keys.push_back(run.entries[k].key);
+    return keys;
+  };
+  std::atomic<size_t> step_now{0};
+  std::atomic<bool> done{false};
+  std::thread prefetcher;
+  if (prefetch)
+    prefetcher = std::thread([&] {
+      for (size_t seen = 0; !done;) {
+        size_t next = step_now.load() + 1;
+        if (next >= run.plan.size()) break;
+        if (next == seen) {  // the next step's items are in: wait for the step to move on
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          continue;
+        }
+        store->Prefetch("bench", keys_of(next)).ok();  // absent items: nothing to promote
+        seen = next;
+      }
+    });
+  Latencies lat;
+  uint64_t bytes = 0, misses = 0;
+  const DiskCounters disk0 = SampleDisk(sdir);
+  double fill = 0;  // the pool's use after each step, as a fraction of its budget
+  auto t0 = Clock::now();
+  for (size_t i = 0; i < run.plan.size(); ++i) {
+    step_now = i;
+    auto t = Clock::now();
+    auto got = store->GetMany("bench", keys_of(i), run.dsts);
+    for (size_t j = 0; j < run.plan[i].size(); ++j) {
+      const Entry& e = run.entries[run.plan[i][j]];
+      if (got[j].status().IsNotFound()) {
+        ++misses;
+        Die(store->Put("bench", e.key, Payloads::Meta(e.shape),
+                       run.pl.Get(e.shape, run.plan[i][j])),
+            "mixed put");
+      } else {
+        Die(got[j].status(), "mixed get");
+      }
+      bytes += Bytes(e);
+    }
+    lat.Add(t);
+    const TierStats p = store->Stats()->pool();  // outside the timed step
+    fill += static_cast<double>(p.used) / static_cast<double>(p.capacity);
+  }
+  double secs = Since(t0);
+  done = true;
+  if (prefetcher.joinable()) prefetcher.join();
+  const std::string disk = DiskNote(sdir, disk0, secs, ops);
+  StoreStats st = *store->Stats();
+  char note[320];
+  std::snprintf(note, sizeof(note),
+                "%s%s; pool %.0f%% full on average; %llu misses; pool "
+                "hits %llu, disk hits %llu, promotions %llu; p50/p99 per step",
+                prefetch ? "Prefetch of the next step's items from a second thread; " : "",
+                disk.c_str(), 100 * fill / static_cast<double>(run.plan.size()),
+                (unsigned long long)misses, (unsigned long long)st.pool().hits,
+                (unsigned long long)st.disk().hits, (unsigned long long)st.pool().promotions);
+  Add({"mixed", prefetch ? "ec-store-prefetch" : "ec-store", bytes / secs / 1e9, ops / secs,
+       lat.P(0.5), lat.P(0.99), -1, note});
+  store.reset();
+  std::filesystem::remove_all(sdir);
+  return bytes / secs / 1e9;
+}
+
+}  // namespace
+
+void SpillWorkload(const Config& cfg, Payloads& pl) {
+  const uint64_t pool = cfg.quick ? 256 * kMiB : 1 * kGiB;
+  const uint64_t volume = cfg.quick ? 1536 * kMiB : 6 * kGiB;
+  std::string sdir = cfg.dir + "/spill", bdir = cfg.dir + "/baseline-spill";
+  std::filesystem::remove_all(sdir);
+  std::filesystem::remove_all(bdir);
+  auto entries = MakeEntries(volume, 2);
+  uint64_t total = 0;
+  for (auto& e : entries) total += Bytes(e);
+  {
+    Progress("spill: ec-store, sustained puts at " + std::to_string(volume / pool) + "x the pool");
+    auto store = OpenStore(cfg, sdir, pool);
+    Latencies lat;
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      auto t = Clock::now();
+      Die(store->Put("bench", entries[i].key, Payloads::Meta(entries[i].shape),
+                     pl.Get(entries[i].shape, i)),
+          "spill put");
+      lat.Add(t);
+    }
+    Die(store->Flush(), "flush");
+    double secs = Since(t0);
+    StoreStats st = *store->Stats();
+    Add({"spill", "ec-store", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99),
+         -1,
+         "puts + final Flush, everything durable; " + std::to_string(st.pool().spills) +
+             " spills"});
+  }
+  std::filesystem::remove_all(sdir);
+  {
+    Progress("spill: baseline");
+    FileBaseline base(bdir);
+    Latencies lat;
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      auto t = Clock::now();
+      Die(base.Save(entries[i].key, Payloads::Meta(entries[i].shape), pl.Get(entries[i].shape, i)),
+          "baseline save");
+      lat.Add(t);
+    }
+    double secs = Since(t0);
+    Add({"spill", "baseline", total / secs / 1e9, entries.size() / secs, lat.P(0.5), lat.P(0.99),
+         -1, "buffered writes, not durable (no fsync) and never evicted"});
+    ::sync();
+  }
+  std::filesystem::remove_all(bdir);
+}
+
+void MixedWorkload(const Config& cfg, Payloads& pl) {
+  const uint64_t pool = cfg.quick ? 256 * kMiB : 1 * kGiB;
+  const int steps = (cfg.quick ? 500 : 4000) / kMixedBatch;
+  std::string sdir = cfg.dir + "/mixed", bdir = cfg.dir + "/baseline-mixed";
+  std::filesystem::remove_all(bdir);
+  auto entries = MakeEntries(3 * pool, 3);  // working set 3x the memory budget
+  Zipf zipf(entries.size(), 0.99);
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<size_t>> plan(steps);
+  for (auto& step : plan)
+    while (step.size() < kMixedBatch) {
+      size_t k = zipf(rng);
+      if (std::find(step.begin(), step.end(), k) == step.end()) step.push_back(k);
+    }
+  std::vector<AlignedBuffer> dst;
+  std::vector<std::span<uint8_t>> dsts;
+  for (int i = 0; i < kMixedBatch; ++i) {
+    dst.emplace_back(60 * kMiB);
+    std::memset(dst.back().data(), 0, dst.back().size());
+    dsts.push_back({dst.back().data(), dst.back().size()});
+  }
+  const double ops = static_cast<double>(steps) * kMixedBatch;
+  MixedRun run{entries, plan, dsts, pl};
+  Progress("mixed: ec-store, steps of " + std::to_string(kMixedBatch) + " items, GetMany");
+  const double store_gbps = MixedStore(cfg, sdir, pool, run, false);
+  Progress("mixed: ec-store with Prefetch one step ahead");
+  const double prefetch_gbps = MixedStore(cfg, sdir, pool, run, true);
+  {
+    Progress("mixed: baseline, files one after another, page cache held to the same budget");
+    FileBaseline base(bdir);
+    base.SetBudget(pool);
+    Latencies lat;
+    uint64_t bytes = 0;
+    const DiskCounters disk0 = SampleDisk(cfg.dir);  // bdir is made by the first save
+    std::vector<uint8_t> file;
+    uint64_t off;
+    TensorMeta meta;
+    auto t0 = Clock::now();
+    for (const auto& step : plan) {
+      auto t = Clock::now();
+      for (size_t k : step) {
+        const Entry& e = entries[k];
+        if (base.Exists(e.key))
+          Die(base.Load(e.key, &file, &off, &meta), "baseline load");
+        else
+          Die(base.Save(e.key, Payloads::Meta(e.shape), pl.Get(e.shape, k)), "baseline save");
+        bytes += Bytes(e);
+      }
+      lat.Add(t);
+    }
+    double secs = Since(t0);
+    const std::string disk = DiskNote(cfg.dir, disk0, secs, ops);
+    double gbps = bytes / secs / 1e9;
+    char note[300];
+    std::snprintf(note, sizeof(note),
+                  "%s; ec-store/baseline %.2fx, with prefetch "
+                  "%.2fx; LRU files beyond the budget dropped (fadvise DONTNEED)",
+                  disk.c_str(), store_gbps / gbps, prefetch_gbps / gbps);
+    Add({"mixed", "baseline", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
+  }
+  std::filesystem::remove_all(bdir);
+}
+
+}  // namespace ecstore::bench

@@ -1,0 +1,152 @@
+// The ways out of the process: remote (ec-store over TCP loopback and shared memory, against a
+// plain socket stream and Redis), rdma (verbs against TCP over the same link) and device (the
+// GPU tier against cudaMemcpy).
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "bench/device.h"
+#include "bench/remote.h"
+#include "bench/results.h"
+#include "bench/workloads.h"
+#include "disk/aligned_buffer.h"
+#include "net/client.h"
+#include "net/server.h"
+#include "rdma/verbs.h"
+
+namespace ecstore::bench {
+
+void RemoteWorkload(const Config& cfg, Payloads& pl) {
+  Progress("remote: ec-store over TCP loopback vs a socket stream vs Redis");
+  // One value of each size, as separate buffers (Payloads reuses one buffer per shape).
+  std::vector<std::vector<uint8_t>> owned;
+  for (int s = 0; s < 4; ++s) {
+    auto v = pl.Get(s, 1000 + s);
+    owned.emplace_back(v.begin(), v.end());
+  }
+  std::vector<std::span<const uint8_t>> values;
+  for (int copy = 0; copy < 2; ++copy)
+    for (auto& v : owned) values.emplace_back(v.data(), v.size());
+  RemoteResults r = RunRemote(values, cfg.quick ? 4 : 16, cfg.dir + "/remote");
+  auto rec = [](const char* w, const char* sys, const Sample& s, std::string note) {
+    return Record{w, sys, s.gbps, s.ops_per_s, s.p50_us, s.p99_us, -1, std::move(note)};
+  };
+  Add(rec("socket_stream", "limit", r.socket_stream,
+          "plain TCP loopback stream, same two processes"));
+  std::string vs_redis =
+      r.redis ? "; " + std::to_string(r.ecstore_tcp.gbps / r.redis->gbps).substr(0, 4) + "x Redis"
+              : "";
+  Add(rec("remote_get", "ec-store", r.ecstore_tcp,
+          "Client::Get over TCP loopback, 2.9-58 MB entries" + vs_redis));
+  if (r.redis)
+    Add(rec("remote_get", "redis", *r.redis, "redis-server 7 GET via hiredis"));
+  else
+    Add({"remote_get", "redis", 0, 0, 0, 0, -1, "not run: " + r.redis_note});
+  Add(rec("socket_upload", "limit", r.socket_upload,
+          "plain TCP loopback stream the other way: bytes in, one-byte ack"));
+  Add(rec("remote_put", "ec-store", r.ecstore_tcp_put,
+          "Client::Put over TCP loopback, received straight into a pool block"));
+  Add(rec("shm_get", "ec-store", r.ecstore_shm,
+          "same host: lease, copy out of the mapped pool, release (2 small unix-socket messages)"));
+}
+
+// The device tier against cudaMemcpy of the same sizes (GPU machine; a row says why not
+// elsewhere). Ratios are computed in Report from the limits recorded here.
+void DeviceWorkload(const Config& cfg, Payloads& pl) {
+  Progress("device: the device tier vs cudaMemcpy");
+  std::vector<std::vector<uint8_t>> owned;
+  for (int s = 0; s < 4; ++s) {
+    auto v = pl.Get(s, 2000 + s);
+    owned.emplace_back(v.begin(), v.end());
+  }
+  std::vector<std::span<const uint8_t>> values;
+  for (auto& v : owned) values.emplace_back(v.data(), v.size());
+  for (auto& r : RunDevice(values, cfg.quick ? 5 : 20, cfg.dir + "/device"))
+    Add({r.workload, r.system, r.s.gbps, r.s.ops_per_s, r.s.p50_us, r.s.p99_us, -1, r.note});
+  // Each ec-store row against its limit, in the note: same sizes, same run.
+  const std::pair<const char*, const char*> vs[] = {
+      {"device_get_d2d", "device_d2d"}, {"device_get_h2d", "device_h2d"},
+      {"device_promote", "device_h2d"}, {"device_demote", "device_d2h"},
+      {"device_ipc_get", "device_d2d"}, {"device_get_d2h", "device_d2h"}};
+  // Entry ready on the GPU, each tier against the file baseline's load_file(device="cuda").
+  if (Record* warm = Find("ready_on_gpu", "baseline-warm"))
+    for (auto [w, sys] : {std::pair{"device_get_d2d", "from the device tier"},
+                          std::pair{"device_get_h2d", "from the host pool"},
+                          std::pair{"ready_on_gpu", "from disk"}}) {
+      Record* r = Find(w, std::string(w) == "ready_on_gpu" ? "ec-store-disk" : "ec-store");
+      Record* cold = Find("ready_on_gpu", "baseline-cold");
+      if (!r || !cold || r->p50_us <= 0) continue;
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "; ready on the GPU %s: p50 %.0f us, %.1fx / %.1fx lower "
+                    "than load_file warm / cold",
+                    sys, r->p50_us, warm->p50_us / r->p50_us, cold->p50_us / r->p50_us);
+      r->note += buf;
+    }
+  for (auto [w, limit] : vs) {
+    Record* r = Find(w, "ec-store");
+    Record* l = Find(limit, "limit");
+    if (!r || !l || l->gbps <= 0) continue;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "; %.2fx %s (p50 %.0f vs %.0f us)", r->gbps / l->gbps, limit,
+                  r->p50_us, l->p50_us);
+    r->note += buf;
+  }
+}
+
+// Gets over RDMA verbs against TCP over the same link, in one process. On this project's
+// machines that link is Soft-RoCE inside a QEMU TCG guest (`make bench-rdma`): the figures
+// show the path works end to end, not what a NIC does.
+void RdmaWorkload(const Config& cfg, Payloads& pl) {
+  if (!net::RdmaDevicePresent()) {
+    Add({"rdma_get", "ec-store", 0, 0, 0, 0, -1,
+         "not run: no RDMA device here (make bench-rdma runs it under Soft-RoCE)"});
+    return;
+  }
+  Progress("rdma: gets over verbs vs TCP on " + cfg.rdma_addr + " (emulated)");
+  std::string sdir = cfg.dir + "/rdma";
+  std::filesystem::remove_all(sdir);
+  auto store = OpenStore(cfg, sdir, 256 * kMiB);
+  uint64_t total = 0;
+  std::vector<std::string> keys;
+  for (int s = 0; s < 4; ++s) {
+    keys.push_back("rd" + std::to_string(s));
+    auto v = pl.Get(s, 2000 + s);
+    Die(store->Put("bench", keys.back(), Payloads::Meta(s), v), "rdma put");
+    total += v.size();
+  }
+  net::ServerOptions so;
+  so.listen = cfg.rdma_addr + ":0";
+  so.token = "bench";
+  so.rdma_listen = cfg.rdma_addr + ":0";
+  auto server = net::Server::Start(store.get(), so);
+  Die(server.status(), "rdma server");
+  AlignedBuffer dst(60 * kMiB);
+  std::memset(dst.data(), 0, dst.size());
+  for (std::string transport : {"rdma", "tcp"}) {
+    net::ClientOptions co;
+    co.token = "bench";
+    co.transport = transport;
+    co.timeout = std::chrono::milliseconds(60000);
+    auto c = net::Client::Connect(
+        so.listen.substr(0, so.listen.rfind(':')) + ":" + std::to_string((*server)->port()), co);
+    Die(c.status(), "rdma client");
+    Latencies lat;
+    auto t0 = Clock::now();
+    for (const std::string& k : keys) {
+      auto t = Clock::now();
+      Die((*c)->Get("bench", k, {dst.data(), dst.size()}).status(), "rdma get");
+      lat.Add(t);
+    }
+    double secs = Since(t0);
+    Add({"rdma_get", transport == "rdma" ? "ec-store-rdma" : "ec-store-tcp", total / secs / 1e9,
+         keys.size() / secs, lat.P(0.5), lat.P(0.99), -1,
+         "EMULATED: Soft-RoCE (rdma_rxe) in QEMU TCG, 2.9-58 MB entries; correctness, not NIC "
+         "speed"});
+  }
+  (*server)->Stop();
+  Die(store->Close(), "close");
+  std::filesystem::remove_all(sdir);
+}
+
+}  // namespace ecstore::bench

@@ -1,0 +1,35 @@
+// ec-store-bench's workloads, each adding its rows (bench/results.h) against limits measured
+// in the same run. bench_main.cc runs those the command line names.
+// Thread rules: call from the bench's main thread, one workload at a time; a workload starts
+// and joins its own threads.
+#pragma once
+
+#include "bench/common.h"
+
+namespace ecstore::bench {
+
+// limits.cc: single-thread memcpy; raw O_DIRECT disk write and read, and fio's.
+void MeasureMemcpy(const Config& cfg);
+void MeasureDisk(const Config& cfg);
+
+// hot_disk.cc: put, get_hot and get_disk over one data set, hot in a pool that holds it, then
+// on disk.
+void HotAndDiskWorkloads(const Config& cfg, Payloads& pl);
+
+// mixed.cc: spill (sustained puts through a small pool) and mixed (an engine's steps).
+void SpillWorkload(const Config& cfg, Payloads& pl);
+void MixedWorkload(const Config& cfg, Payloads& pl);
+
+// bookkeeping.cc: the structures beside the payloads -- index (open and lookups at scale),
+// alloc (the pool allocator's fragmentation), policy (eviction over synthetic traces).
+void IndexWorkload(const Config& cfg);
+void AllocWorkload(const Config& cfg);
+void PolicyWorkload(const Config& cfg);
+
+// transports.cc: remote (TCP and shared memory, against a socket stream and Redis), rdma
+// (verbs against TCP), device (the GPU tier against cudaMemcpy).
+void RemoteWorkload(const Config& cfg, Payloads& pl);
+void RdmaWorkload(const Config& cfg, Payloads& pl);
+void DeviceWorkload(const Config& cfg, Payloads& pl);
+
+}  // namespace ecstore::bench

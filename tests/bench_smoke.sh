@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# ec-store-bench end to end, at --quick size: every row it reports for put, get_hot, get_disk,
+# policy, index and alloc is there, each held to a limit measured in the same run, with finite
+# positive figures; its store directory is gone afterwards; bad flags are clear errors (exit 2).
+# Asserts what was measured, never how fast (timings belong in bench/, not in tests).
+# Usage: tests/bench_smoke.sh path/to/ec-store-bench
+set -euo pipefail
+BENCH=$(realpath "$1")
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0
+fail=0
+ok()  { pass=$((pass + 1)); echo "ok   - $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
+expect_error() {  # expect_error "substring" args...: exit 2 with a message naming the problem
+  local want=$1; shift
+  local rc=0
+  "$BENCH" "$@" >"$T/out.txt" 2>"$T/err.txt" || rc=$?
+  if [ "$rc" -eq 2 ] && grep -q -- "$want" "$T/err.txt"; then ok "rejects: $* ($want)"
+  else bad "ec-store-bench $* exited $rc: $(cat "$T/err.txt")"; fi
+}
+
+expect_error "unknown workload 'nope'" --workloads nope
+expect_error "--drift wants EVERY,STEP" --drift 1,x
+expect_error "--drift wants EVERY,STEP" --drift 0,5
+expect_error "--watermarks wants HIGH,LOW" --watermarks 0.5,0.9
+expect_error "--index-entries wants N,N" --index-entries 1000,x
+expect_error "--dir needs a value" --dir
+expect_error "usage:" --no-such-flag
+expect_error "STEP 9000 is more than the trace's 8000 items" --quick --workloads policy \
+  --drift 100,9000 --dir "$T/bad"
+
+"$BENCH" --quick --workloads put,get_hot,get_disk,policy,index,alloc --index-entries 2000 \
+  --dir "$T/store" --json "$T/results.json" >"$T/report.txt" 2>"$T/progress.txt" \
+  && ok "the quick bench runs" || bad "the quick bench failed: $(tail -5 "$T/progress.txt")"
+[ -e "$T/store" ] && bad "the bench left its store directory" || ok "its store directory is gone"
+grep -q "^== get_disk$" "$T/report.txt" && ok "the table has get_disk" || bad "no get_disk table"
+
+python3 - "$T/results.json" <<'PY' && ok "every row is there, with its limit" || bad "rows"
+import json, math, sys
+rows = json.load(open(sys.argv[1]))
+by = {(r["workload"], r["system"]): r for r in rows}
+def need(w, s, limit=True, gbps=True):
+    r = by.get((w, s))
+    assert r, f"no row {w}/{s}"
+    assert math.isfinite(r["p50_us"]) and r["p99_us"] >= r["p50_us"] >= 0, r
+    if gbps: assert r["gbps"] > 0, r
+    if limit: assert r.get("ratio_to_limit", 0) > 0, f"{w}/{s} is held to no limit"
+    return r
+for w, s in [("put", "ec-store"), ("get_hot", "ec-store"), ("get_disk", "ec-store"),
+             ("get_disk", "ec-store-10MB+"), ("get_disk", "ec-store-hostbuf"),
+             ("get_disk", "ec-store-promote"), ("get_disk", "ec-store-batch"),
+             ("get_disk", "baseline")]:
+    need(w, s)
+for w in ["memcpy", "memcpy_puts", "memcpy_entries", "disk_read", "disk_write",
+          "disk_read_entries", "disk_read_batches", "disk_read_entries_promote"]:
+    need(w, "limit", limit=w in ("disk_read", "disk_write"))
+assert need("get_hot", "ec-store-lease", limit=False, gbps=False)["ops_per_s"] > 0
+need("get_disk_during_spill", "ec-store")
+need("put", "baseline")
+assert need("index_2k", "ec-store", limit=False, gbps=False)["ops_per_s"] > 0
+assert "2000-entry store" in need("open_2k", "ec-store", limit=False, gbps=False)["note"]
+for s in ["ec-store", "buddy", "first-fit"]:
+    assert 0 <= need("alloc", s, limit=False, gbps=False)["fragmentation"] < 1
+# The policy replay is seeded, so what each policy saves is the same on every machine.
+for c in ["05", "10", "20", "50"]:
+    for s in ["lru", "gdsf", "freq", "true-popularity", "belady"]:
+        assert "encoder time saved" in need(f"policy_{c}%", s, limit=False, gbps=False)["note"]
+assert "more than LRU" in by[("policy_10%", "freq")]["note"]
+PY
+
+echo "bench smoke: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
