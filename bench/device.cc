@@ -182,6 +182,111 @@ std::vector<DeviceRow> IpcRows(const std::vector<std::span<const uint8_t>>& valu
   return rows;
 }
 
+// The buffers every row copies between, allocated once: two device buffers and one pinned
+// host buffer, each as large as the largest value, and a stream for the limits' copies.
+struct DeviceBuffers {
+  explicit DeviceBuffers(uint64_t bytes) : largest(bytes) {
+    Check(cudaMalloc(&dev_src, largest), "cudaMalloc");
+    Check(cudaMalloc(&dev_dst, largest), "cudaMalloc");
+    Check(cudaMallocHost(&pinned, largest), "cudaMallocHost");
+    Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  }
+  ~DeviceBuffers() {
+    cudaStreamDestroy(stream);
+    cudaFreeHost(pinned);
+    cudaFree(dev_src);
+    cudaFree(dev_dst);
+  }
+  DeviceBuffers(const DeviceBuffers&) = delete;
+  DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+  const uint64_t largest;
+  void *dev_src = nullptr, *dev_dst = nullptr, *pinned = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+// The limits: the same copies with the same buffers, done the simplest way.
+void LimitRows(const std::vector<std::span<const uint8_t>>& values, int rounds, DeviceBuffers& b,
+               std::vector<DeviceRow>* rows) {
+  auto copy = [&](void* d, const void* src, size_t n, cudaMemcpyKind k) {
+    Check(cudaMemcpyAsync(d, src, n, k, b.stream), "copy");
+    Check(cudaStreamSynchronize(b.stream), "sync");
+  };
+  rows->push_back({"device_h2d", "limit", "cudaMemcpyAsync pinned host -> device, same sizes",
+                   Time(values, rounds, [&](size_t i) {
+                     copy(b.dev_dst, b.pinned, values[i].size(), cudaMemcpyHostToDevice);
+                   })});
+  rows->push_back({"device_d2h", "limit", "cudaMemcpyAsync device -> pinned host, same sizes",
+                   Time(values, rounds, [&](size_t i) {
+                     copy(b.pinned, b.dev_src, values[i].size(), cudaMemcpyDeviceToHost);
+                   })});
+  rows->push_back({"device_d2d", "limit", "cudaMemcpyAsync device -> device, same sizes",
+                   Time(values, rounds, [&](size_t i) {
+                     copy(b.dev_dst, b.dev_src, values[i].size(), cudaMemcpyDeviceToDevice);
+                   })});
+}
+
+// Gets of entries held on one tier into memory of another: device-tier entries (put from
+// device memory) and host-pool entries (put from host memory), each value under both.
+void GetRows(Store* store, const std::vector<std::span<const uint8_t>>& values, int rounds,
+             DeviceBuffers& b, std::vector<DeviceRow>* rows) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    Check(cudaMemcpy(b.dev_src, values[i].data(), values[i].size(), cudaMemcpyHostToDevice),
+          "fill");
+    Check(store->PutFromDevice("d", std::to_string(i), Meta(values[i].size()), b.dev_src,
+                               values[i].size()),
+          "put from device");
+    Check(store->Put("h", std::to_string(i), Meta(values[i].size()), values[i]), "put");
+  }
+  auto get_to_device = [&](const char* ns) {
+    return [&, ns](size_t i) {
+      Check(store->GetToDevice(ns, std::to_string(i), b.dev_dst, b.largest).status(), "get");
+    };
+  };
+  rows->push_back({"device_get_d2d", "ec-store",
+                   "GetToDevice of a device-tier entry into a caller's device buffer",
+                   Time(values, rounds, get_to_device("d"))});
+  rows->push_back({"device_get_h2d", "ec-store",
+                   "GetToDevice of a host-pool entry (pinned, registered with CUDA)",
+                   Time(values, rounds, get_to_device("h"))});
+  rows->push_back({"device_get_d2h", "ec-store",
+                   "Get of a device-only entry into pinned host memory (a device->host copy)",
+                   Time(values, rounds, [&](size_t i) {
+                     std::span<uint8_t> dst{static_cast<uint8_t*>(b.pinned), b.largest};
+                     Check(store->Get("d", std::to_string(i), dst).status(), "get");
+                   })});
+}
+
+// Promotion host -> device and demotion device -> host: once per entry (both copies stay),
+// so fresh entries each round (namespaces p<round> and m<round>).
+void PromoteDemoteRows(Store* store, const std::vector<std::span<const uint8_t>>& values,
+                       int rounds, DeviceBuffers& b, std::vector<DeviceRow>* rows) {
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < values.size(); ++i) {
+      const TensorMeta m = Meta(values[i].size());
+      Check(store->Put("p" + std::to_string(r), std::to_string(i), m, values[i]), "put");
+      Check(cudaMemcpy(b.dev_src, values[i].data(), values[i].size(), cudaMemcpyHostToDevice),
+            "fill");
+      Check(store->PutFromDevice("m" + std::to_string(r), std::to_string(i), m, b.dev_src,
+                                 values[i].size()),
+            "put from device");
+    }
+  size_t seen = 0;  // gets so far in this row: the round is seen / values.size()
+  auto ns = [&](const char* prefix) { return prefix + std::to_string(seen++ / values.size()); };
+  rows->push_back({"device_promote", "ec-store",
+                   "AcquireOnDevice of a host-only entry: host -> device promotion, leased",
+                   Time(values, rounds, [&](size_t i) {
+                     Check(store->AcquireOnDevice(ns("p"), std::to_string(i)).status(),
+                           "acquire on device");
+                   })});
+  seen = 0;
+  rows->push_back({"device_demote", "ec-store",
+                   "Acquire (host) of a device-only entry: device -> host demotion copy into "
+                   "the host pool, leased",
+                   Time(values, rounds, [&](size_t i) {
+                     Check(store->Acquire(ns("m"), std::to_string(i)).status(), "acquire");
+                   })});
+}
+
 }  // namespace
 
 std::vector<DeviceRow> RunDevice(const std::vector<std::span<const uint8_t>>& values, int rounds,
@@ -190,31 +295,9 @@ std::vector<DeviceRow> RunDevice(const std::vector<std::span<const uint8_t>>& va
   if (cuda::DeviceCount(&why) == 0) return {{"device", "ec-store", "not run: " + why, {}}};
   uint64_t largest = 0, total = 0;
   for (auto& v : values) largest = std::max<uint64_t>(largest, v.size()), total += v.size();
-  // The limits: the same copies with the same buffers, done the simplest way.
-  void *dev_src = nullptr, *dev_dst = nullptr, *pinned = nullptr;
-  Check(cudaMalloc(&dev_src, largest), "cudaMalloc");
-  Check(cudaMalloc(&dev_dst, largest), "cudaMalloc");
-  Check(cudaMallocHost(&pinned, largest), "cudaMallocHost");
-  cudaStream_t s;
-  Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
-  auto copy = [&](void* d, const void* src, size_t n, cudaMemcpyKind k) {
-    Check(cudaMemcpyAsync(d, src, n, k, s), "copy");
-    Check(cudaStreamSynchronize(s), "sync");
-  };
+  DeviceBuffers b(largest);
   std::vector<DeviceRow> rows;
-  rows.push_back({"device_h2d", "limit", "cudaMemcpyAsync pinned host -> device, same sizes",
-                  Time(values, rounds, [&](size_t i) {
-                    copy(dev_dst, pinned, values[i].size(), cudaMemcpyHostToDevice);
-                  })});
-  rows.push_back({"device_d2h", "limit", "cudaMemcpyAsync device -> pinned host, same sizes",
-                  Time(values, rounds, [&](size_t i) {
-                    copy(pinned, dev_src, values[i].size(), cudaMemcpyDeviceToHost);
-                  })});
-  rows.push_back({"device_d2d", "limit", "cudaMemcpyAsync device -> device, same sizes",
-                  Time(values, rounds, [&](size_t i) {
-                    copy(dev_dst, dev_src, values[i].size(), cudaMemcpyDeviceToDevice);
-                  })});
-
+  LimitRows(values, rounds, b, &rows);
   std::filesystem::remove_all(dir);
   // Both pools hold everything below their watermarks: the rows time the copies, not
   // evictions or spills running beside them.
@@ -223,80 +306,14 @@ std::vector<DeviceRow> RunDevice(const std::vector<std::span<const uint8_t>>& va
   o.device_pool_bytes = (2 * rounds + 4) * total + (64ull << 20);
   auto opened = Store::Open(dir, o);
   Check(opened.status(), "open");
-  Store* store = opened->get();
-  // Device entries (PutFromDevice: device -> device) and host entries (Put).
-  for (size_t i = 0; i < values.size(); ++i) {
-    Check(cudaMemcpy(dev_src, values[i].data(), values[i].size(), cudaMemcpyHostToDevice), "fill");
-    Check(store->PutFromDevice("d", std::to_string(i), Meta(values[i].size()), dev_src,
-                               values[i].size()),
-          "put from device");
-    Check(store->Put("h", std::to_string(i), Meta(values[i].size()), values[i]), "put");
-  }
-  rows.push_back({"device_get_d2d", "ec-store",
-                  "GetToDevice of a device-tier entry into a caller's device buffer",
-                  Time(values, rounds, [&](size_t i) {
-                    Check(store->GetToDevice("d", std::to_string(i), dev_dst, largest).status(),
-                          "get");
-                  })});
-  rows.push_back({"device_get_h2d", "ec-store",
-                  "GetToDevice of a host-pool entry (pinned, registered with CUDA)",
-                  Time(values, rounds, [&](size_t i) {
-                    Check(store->GetToDevice("h", std::to_string(i), dev_dst, largest).status(),
-                          "get");
-                  })});
-  rows.push_back(
-      {"device_get_d2h", "ec-store",
-       "Get of a device-only entry into pinned host memory (a device->host copy)",
-       Time(values, rounds, [&](size_t i) {
-         Check(
-             store->Get("d", std::to_string(i), {static_cast<uint8_t*>(pinned), largest}).status(),
-             "get");
-       })});
-  // Promotion host -> device and demotion device -> host: once per entry (both copies stay),
-  // so fresh entries each round.
-  for (int r = 0; r < rounds; ++r)
-    for (size_t i = 0; i < values.size(); ++i) {
-      Check(
-          store->Put("p" + std::to_string(r), std::to_string(i), Meta(values[i].size()), values[i]),
-          "put");
-      Check(cudaMemcpy(dev_src, values[i].data(), values[i].size(), cudaMemcpyHostToDevice),
-            "fill");
-      Check(store->PutFromDevice("m" + std::to_string(r), std::to_string(i), Meta(values[i].size()),
-                                 dev_src, values[i].size()),
-            "put from device");
-    }
-  int round = 0;
-  size_t seen = 0;
-  auto next = [&] {
-    if (++seen % values.size() == 0) ++round;
-  };
-  rows.push_back({"device_promote", "ec-store",
-                  "AcquireOnDevice of a host-only entry: host -> device promotion, leased",
-                  Time(values, rounds, [&](size_t i) {
-                    auto l = store->AcquireOnDevice("p" + std::to_string(round), std::to_string(i));
-                    Check(l.status(), "acquire on device");
-                    next();
-                  })});
-  round = 0;
-  seen = 0;
-  rows.push_back({"device_demote", "ec-store",
-                  "Acquire (host) of a device-only entry: device -> host demotion copy into "
-                  "the host pool, leased",
-                  Time(values, rounds, [&](size_t i) {
-                    auto l = store->Acquire("m" + std::to_string(round), std::to_string(i));
-                    Check(l.status(), "acquire");
-                    next();
-                  })});
-  Check(store->Close(), "close");
+  GetRows(opened->get(), values, rounds, b, &rows);
+  PromoteDemoteRows(opened->get(), values, rounds, b, &rows);
+  Check((*opened)->Close(), "close");
   opened->reset();
   std::filesystem::remove_all(dir);
-  for (auto& r : IpcRows(values, rounds, dir + "-ipc", dev_dst)) rows.push_back(std::move(r));
-  for (auto& r : ReadyFromDiskRows(values, rounds, dir + "-ready", dev_dst))
+  for (auto& r : IpcRows(values, rounds, dir + "-ipc", b.dev_dst)) rows.push_back(std::move(r));
+  for (auto& r : ReadyFromDiskRows(values, rounds, dir + "-ready", b.dev_dst))
     rows.push_back(std::move(r));
-  cudaStreamDestroy(s);
-  cudaFreeHost(pinned);
-  cudaFree(dev_src);
-  cudaFree(dev_dst);
   return rows;
 }
 #endif

@@ -12,9 +12,12 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string_view>
 #include <thread>
 
+#include "bench/pinned_buffer.h"
 #include "net/client.h"
 #include "net/server.h"
 
@@ -86,132 +89,142 @@ uint16_t FreePort() {
   return port;  // closed on return; redis-server binds it next
 }
 
-}  // namespace
+// The server process: an ec-store server over a shared-memory pool holding the values (as
+// r0, r1, ...), and the plain stream server; it writes their ports to `port_pipe` and runs
+// until SIGTERM. Never returns.
+[[noreturn]] void ServeInChild(const std::vector<std::span<const uint8_t>>& values, uint64_t total,
+                               const std::string& dir, int port_pipe) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  Options o;
+  o.pool_bytes = (total + total / 4 + (64 << 20)) / (2 << 20) * (2 << 20);
+  o.memory_backend = NewSharedHostBackend;
+  auto store = Store::Open(dir, o);
+  if (!store.ok()) _exit(3);
+  for (size_t i = 0; i < values.size(); ++i) {
+    TensorMeta m{DType::kBF16, {static_cast<int64_t>(values[i].size() / 2)}};
+    if (!(*store)->Put("bench", "r" + std::to_string(i), m, values[i]).ok()) _exit(4);
+  }
+  net::ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  so.shm_socket = dir + "/serve.sock";
+  auto server = net::Server::Start(store->get(), so);
+  if (!server.ok()) _exit(5);
+  uint16_t stream_port = 0;
+  auto lfd = net::Listen({"127.0.0.1", 0}, &stream_port);
+  if (!lfd.ok()) _exit(6);
+  std::thread(StreamServe, lfd->get(), &values).detach();
+  uint16_t p[2] = {(*server)->port(), stream_port};
+  if (write(port_pipe, p, sizeof(p)) != sizeof(p)) _exit(7);
+  int sig;
+  sigwait(&stop, &sig);
+  _exit(0);
+}
 
-RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int rounds,
-                        const std::string& dir) {
-  RemoteResults res;
-  uint64_t total = 0;
-  for (auto v : values) total += v.size();
-  std::filesystem::remove_all(dir);
+struct ServerProcess {
+  pid_t pid = -1;
+  uint16_t store_port = 0, stream_port = 0;
+};
+
+std::optional<ServerProcess> StartServer(const std::vector<std::span<const uint8_t>>& values,
+                                         uint64_t total, const std::string& dir) {
   int ports[2];
-  if (pipe(ports) != 0) return res;
-  pid_t child = fork();
-  if (child == 0) {  // the server process: ec-store server + plain stream server
+  if (pipe(ports) != 0) return std::nullopt;
+  ServerProcess sp;
+  sp.pid = fork();
+  if (sp.pid == 0) {
     close(ports[0]);
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-    Options o;
-    o.pool_bytes = (total + total / 4 + (64 << 20)) / (2 << 20) * (2 << 20);
-    o.memory_backend = NewSharedHostBackend;
-    auto store = Store::Open(dir, o);
-    if (!store.ok()) _exit(3);
-    for (size_t i = 0; i < values.size(); ++i) {
-      TensorMeta m{DType::kBF16, {static_cast<int64_t>(values[i].size() / 2)}};
-      if (!(*store)->Put("bench", "r" + std::to_string(i), m, values[i]).ok()) _exit(4);
-    }
-    net::ServerOptions so;
-    so.listen = "127.0.0.1:0";
-    so.shm_socket = dir + "/serve.sock";
-    auto server = net::Server::Start(store->get(), so);
-    if (!server.ok()) _exit(5);
-    uint16_t stream_port = 0;
-    auto lfd = net::Listen({"127.0.0.1", 0}, &stream_port);
-    if (!lfd.ok()) _exit(6);
-    std::thread(StreamServe, lfd->get(), &values).detach();
-    uint16_t p[2] = {(*server)->port(), stream_port};
-    if (write(ports[1], p, sizeof(p)) != sizeof(p)) _exit(7);
-    int sig;
-    sigwait(&stop, &sig);
-    _exit(0);
+    ServeInChild(values, total, dir, ports[1]);
   }
   close(ports[1]);
   uint16_t p[2] = {0, 0};
-  bool started = read(ports[0], p, sizeof(p)) == sizeof(p);
+  bool started = sp.pid > 0 && read(ports[0], p, sizeof(p)) == sizeof(p);
   close(ports[0]);
   if (!started) {
-    waitpid(child, nullptr, 0);
-    res.redis_note = "server process failed to start";
-    return res;
+    if (sp.pid > 0) waitpid(sp.pid, nullptr, 0);
+    return std::nullopt;
   }
-  size_t max_len = 0;
-  for (auto v : values) max_len = std::max(max_len, v.size());
-  std::vector<uint8_t> buf(max_len, 1);  // touched: no first-use page faults in a timing
+  sp.store_port = p[0];
+  sp.stream_port = p[1];
+  return sp;
+}
 
-  {  // plain socket stream
-    auto fd = net::ConnectTcp({"127.0.0.1", p[1]}, std::chrono::seconds(10));
-    Timer t;
-    for (int r = -1; r < rounds && fd.ok(); ++r)
-      for (uint32_t i = 0; i < values.size(); ++i) {
-        if (r == 0 && i == 0) t = Timer();  // round -1 warms up, untimed
-        auto s = Clock::now();
-        send(fd->get(), &i, 4, 0);
-        if (!net::RecvAll(fd->get(), buf.data(), values[i].size(), "stream").ok()) break;
-        t.us.push_back(UsSince(s));
-        t.bytes += values[i].size();
-      }
-    res.socket_stream = t.Finish();
+// Runs `op(i)` over every value, `rounds` times after an untimed warm-up round; `op` returns
+// the bytes it moved, or nullopt to end the measurement early (a failure).
+Sample TimeRounds(size_t n, int rounds, const std::function<std::optional<uint64_t>(size_t)>& op) {
+  Timer t;
+  for (int r = -1; r < rounds; ++r)
+    for (size_t i = 0; i < n; ++i) {
+      if (r == 0 && i == 0) t = Timer();
+      auto s = Clock::now();
+      auto moved = op(i);
+      if (!moved) return t.Finish();
+      t.us.push_back(UsSince(s));
+      t.bytes += *moved;
+    }
+  return t.Finish();
+}
+
+// shm_get's limit, the same copies done the simplest way: the same values, in the same
+// order, memcpy'd from pinned memory mapped as the pool is into the same destination.
+Sample TimeMemcpy(const std::vector<std::span<const uint8_t>>& values, int rounds,
+                  std::vector<uint8_t>& buf) {
+  uint64_t total = 0;
+  for (auto v : values) total += v.size();
+  PinnedBuffer src(total);
+  std::vector<uint64_t> at;
+  for (uint64_t off = 0; auto v : values) {
+    std::memcpy(src.data() + off, v.data(), v.size());
+    at.push_back(off);
+    off += v.size();
   }
-  // Round -1 warms up, untimed; a failed get ends the measurement early.
-  auto time_gets = [&](Result<std::unique_ptr<net::Client>> c) {
-    Timer t;
-    for (int r = -1; r < rounds && c.ok(); ++r)
-      for (size_t i = 0; i < values.size(); ++i) {
-        if (r == 0 && i == 0) t = Timer();
-        auto s = Clock::now();
-        auto got = (*c)->Get("bench", "r" + std::to_string(i), {buf.data(), buf.size()});
-        if (!got.ok()) break;
-        t.us.push_back(UsSince(s));
-        t.bytes += got->bytes;
-      }
-    return t.Finish();
-  };
-  res.ecstore_shm = time_gets(net::Client::Connect("unix:" + dir + "/serve.sock"));
+  return TimeRounds(values.size(), rounds, [&](size_t i) -> std::optional<uint64_t> {
+    std::memcpy(buf.data(), src.data() + at[i], values[i].size());
+    return values[i].size();
+  });
+}
+
+// Remote puts (replacing the same keys, so the pool never spills while timed), each
+// alternated with its limit -- the same bytes up the plain stream -- so that drift in this
+// VM's loopback throughput hits both alike.
+void TimePuts(const ServerProcess& sp, const std::vector<std::span<const uint8_t>>& values,
+              int rounds, RemoteResults* res) {
   net::ClientOptions tcp_only;
   tcp_only.transport = "tcp";
-  res.ecstore_tcp = time_gets(net::Client::Connect("127.0.0.1:" + std::to_string(p[0]), tcp_only));
-  {  // remote puts (replacing the same keys, so the pool never spills while timed), each
-     // alternated with its limit -- the same bytes up the plain stream -- so that drift in
-     // this VM's loopback throughput hits both alike
-    auto c = net::Client::Connect("127.0.0.1:" + std::to_string(p[0]), tcp_only);
-    auto fd = net::ConnectTcp({"127.0.0.1", p[1]}, std::chrono::seconds(10));
-    Timer t, up;
-    for (int r = -1; r < rounds && c.ok() && fd.ok(); ++r)
-      for (uint32_t i = 0; i < values.size(); ++i) {
-        if (r == 0 && i == 0) t = Timer(), up = Timer(), t.summed = up.summed = true;
-        auto s = Clock::now();
-        uint32_t req = i | kUpload;
-        iovec iov[2] = {{&req, 4}, {const_cast<uint8_t*>(values[i].data()), values[i].size()}};
-        char ack;
-        if (!net::SendAll(fd->get(), iov, 2, "stream").ok() ||
-            !net::RecvAll(fd->get(), &ack, 1, "stream").ok())
-          break;
-        up.us.push_back(UsSince(s));
-        up.bytes += values[i].size();
-        TensorMeta m{DType::kBF16, {static_cast<int64_t>(values[i].size() / 2)}};
-        s = Clock::now();
-        if (!(*c)->Put("bench", "r" + std::to_string(i), m, values[i]).ok()) break;
-        t.us.push_back(UsSince(s));
-        t.bytes += values[i].size();
-      }
-    res.ecstore_tcp_put = t.Finish();
-    res.socket_upload = up.Finish();
-  }
-  kill(child, SIGTERM);
-  waitpid(child, nullptr, 0);
-  std::filesystem::remove_all(dir);
+  auto c = net::Client::Connect("127.0.0.1:" + std::to_string(sp.store_port), tcp_only);
+  auto fd = net::ConnectTcp({"127.0.0.1", sp.stream_port}, std::chrono::seconds(10));
+  Timer t, up;
+  for (int r = -1; r < rounds && c.ok() && fd.ok(); ++r)
+    for (uint32_t i = 0; i < values.size(); ++i) {
+      if (r == 0 && i == 0) t = Timer(), up = Timer(), t.summed = up.summed = true;
+      auto s = Clock::now();
+      uint32_t req = i | kUpload;
+      iovec iov[2] = {{&req, 4}, {const_cast<uint8_t*>(values[i].data()), values[i].size()}};
+      char ack;
+      if (!net::SendAll(fd->get(), iov, 2, "stream").ok() ||
+          !net::RecvAll(fd->get(), &ack, 1, "stream").ok())
+        break;
+      up.us.push_back(UsSince(s));
+      up.bytes += values[i].size();
+      TensorMeta m{DType::kBF16, {static_cast<int64_t>(values[i].size() / 2)}};
+      s = Clock::now();
+      if (!(*c)->Put("bench", "r" + std::to_string(i), m, values[i]).ok()) break;
+      t.us.push_back(UsSince(s));
+      t.bytes += values[i].size();
+    }
+  res->ecstore_tcp_put = t.Finish();
+  res->socket_upload = up.Finish();
+}
 
-  // Redis on the same values, if Debian's redis-server is installed.
-  if (system("command -v redis-server >/dev/null 2>&1") != 0) {
-    res.redis_note = "redis-server not installed (make deps installs it)";
-    return res;
-  }
+// Starts Debian's redis-server on a free port, output to /dev/null (its banner would break
+// the bench's table), and connects to it; nullptr (with *pid set) if it did not come up.
+redisContext* StartRedis(pid_t* pid) {
   uint16_t rport = FreePort();
-  pid_t redis = fork();
-  if (redis == 0) {
-    int devnull = open("/dev/null", O_WRONLY);  // its banner would break the bench's table
+  *pid = fork();
+  if (*pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
     if (devnull >= 0) {
       dup2(devnull, 1);
       dup2(devnull, 2);
@@ -231,49 +244,99 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
       rc = nullptr;
     }
   }
-  if (!rc) {
-    res.redis_note = "redis-server did not start";
-  } else {
-    bool ok = true;
-    auto command = [&](std::vector<std::string_view> args) {
-      std::vector<const char*> argv;
-      std::vector<size_t> lens;
-      for (auto a : args) {
-        argv.push_back(a.data());
-        lens.push_back(a.size());
-      }
-      return static_cast<redisReply*>(
-          redisCommandArgv(rc, static_cast<int>(args.size()), argv.data(), lens.data()));
-    };
-    for (size_t i = 0; i < values.size() && ok; ++i) {
-      std::string key = "r" + std::to_string(i);
-      auto* reply = command(
-          {"SET", key, {reinterpret_cast<const char*>(values[i].data()), values[i].size()}});
-      ok = reply && reply->type == REDIS_REPLY_STATUS;
-      if (reply) freeReplyObject(reply);
-    }
-    Timer t;
-    for (int r = -1; r < rounds && ok; ++r) {  // round -1 warms up, untimed
-      if (r == 0) t = Timer();
-      for (size_t i = 0; i < values.size() && ok; ++i) {
-        std::string key = "r" + std::to_string(i);
-        auto s = Clock::now();
-        auto* reply = command({"GET", key});
-        ok = reply && reply->type == REDIS_REPLY_STRING && reply->len == values[i].size();
-        if (ok) std::memcpy(buf.data(), reply->str, reply->len);  // into the caller's buffer
-        if (reply) freeReplyObject(reply);
-        t.us.push_back(UsSince(s));
-        t.bytes += values[i].size();
-      }
-    }
-    if (ok)
-      res.redis = t.Finish();
-    else
-      res.redis_note = "redis GET failed";
-    redisFree(rc);
+  return rc;
+}
+
+redisReply* RedisCommand(redisContext* rc, std::vector<std::string_view> args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (auto a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
   }
+  return static_cast<redisReply*>(
+      redisCommandArgv(rc, static_cast<int>(args.size()), argv.data(), lens.data()));
+}
+
+// Redis GETs of the same values, each copied into the caller's buffer, if Debian's
+// redis-server is installed.
+void TimeRedis(const std::vector<std::span<const uint8_t>>& values, int rounds,
+               std::vector<uint8_t>& buf, RemoteResults* res) {
+  if (system("command -v redis-server >/dev/null 2>&1") != 0) {
+    res->redis_note = "redis-server not installed (make deps installs it)";
+    return;
+  }
+  pid_t redis = -1;
+  redisContext* rc = StartRedis(&redis);
+  bool ok = rc != nullptr;
+  for (size_t i = 0; i < values.size() && ok; ++i) {
+    auto* reply =
+        RedisCommand(rc, {"SET",
+                          "r" + std::to_string(i),
+                          {reinterpret_cast<const char*>(values[i].data()), values[i].size()}});
+    ok = reply && reply->type == REDIS_REPLY_STATUS;
+    if (reply) freeReplyObject(reply);
+  }
+  if (ok) {
+    Sample s = TimeRounds(values.size(), rounds, [&](size_t i) -> std::optional<uint64_t> {
+      auto* reply = RedisCommand(rc, {"GET", "r" + std::to_string(i)});
+      ok = reply && reply->type == REDIS_REPLY_STRING && reply->len == values[i].size();
+      if (ok) std::memcpy(buf.data(), reply->str, reply->len);  // into the caller's buffer
+      if (reply) freeReplyObject(reply);
+      return ok ? std::optional<uint64_t>(values[i].size()) : std::nullopt;
+    });
+    if (ok) res->redis = s;
+  }
+  if (!ok) res->redis_note = rc ? "redis GET failed" : "redis-server did not start";
+  if (rc) redisFree(rc);
   kill(redis, SIGTERM);
   waitpid(redis, nullptr, 0);
+}
+
+}  // namespace
+
+RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int rounds,
+                        const std::string& dir) {
+  RemoteResults res;
+  uint64_t total = 0;
+  size_t max_len = 0;
+  for (auto v : values) total += v.size(), max_len = std::max(max_len, v.size());
+  std::filesystem::remove_all(dir);
+  auto sp = StartServer(values, total, dir);
+  if (!sp) {
+    res.redis_note = "server process failed to start";
+    return res;
+  }
+  std::vector<uint8_t> buf(max_len, 1);  // touched: no first-use page faults in a timing
+  {  // the plain socket stream: a u32 index up, the value's bytes down
+    auto fd = net::ConnectTcp({"127.0.0.1", sp->stream_port}, std::chrono::seconds(10));
+    if (fd.ok())
+      res.socket_stream = TimeRounds(values.size(), rounds, [&](size_t i) {
+        uint32_t req = static_cast<uint32_t>(i);
+        send(fd->get(), &req, 4, 0);
+        return net::RecvAll(fd->get(), buf.data(), values[i].size(), "stream").ok()
+                   ? std::optional<uint64_t>(values[i].size())
+                   : std::nullopt;
+      });
+  }
+  auto time_gets = [&](Result<std::unique_ptr<net::Client>> c) {
+    if (!c.ok()) return Sample{};
+    return TimeRounds(values.size(), rounds, [&](size_t i) -> std::optional<uint64_t> {
+      auto got = (*c)->Get("bench", "r" + std::to_string(i), {buf.data(), buf.size()});
+      return got.ok() ? std::optional<uint64_t>(got->bytes) : std::nullopt;
+    });
+  };
+  res.memcpy_values = TimeMemcpy(values, rounds, buf);
+  res.ecstore_shm = time_gets(net::Client::Connect("unix:" + dir + "/serve.sock"));
+  net::ClientOptions tcp_only;
+  tcp_only.transport = "tcp";
+  res.ecstore_tcp =
+      time_gets(net::Client::Connect("127.0.0.1:" + std::to_string(sp->store_port), tcp_only));
+  TimePuts(*sp, values, rounds, &res);
+  kill(sp->pid, SIGTERM);
+  waitpid(sp->pid, nullptr, 0);
+  std::filesystem::remove_all(dir);
+  TimeRedis(values, rounds, buf, &res);
   return res;
 }
 

@@ -1,6 +1,8 @@
 // The `remote` workload: gets of encoder-cache entries from a server in another process,
 // over TCP loopback, against a plain socket stream between the same two processes and
-// against Redis (Debian's redis-server, started here) on the same values.
+// against Redis (Debian's redis-server, started here) on the same values; same-host gets
+// through shared memory against memcpy of the same values into the same destination.
+// Thread rules: RunRemote from one thread; it forks and stops its own server processes.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,8 @@ struct Sample {
 
 struct RemoteResults {
   Sample ecstore_tcp;
-  Sample ecstore_shm;  // same-host: copy out of the mapped pool under a lease
+  Sample ecstore_shm;    // same-host: copy out of the mapped pool under a lease
+  Sample memcpy_values;  // its limit: the same values memcpy'd from pinned memory, same dst
   Sample socket_stream;
   Sample ecstore_tcp_put;  // Client::Put over TCP loopback
   Sample socket_upload;    // the same bytes sent the other way on the plain stream

@@ -46,6 +46,10 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
           "plain TCP loopback stream the other way: bytes in, one-byte ack"));
   Add(rec("remote_put", "ec-store", r.ecstore_tcp_put,
           "Client::Put over TCP loopback, received straight into a pool block"));
+  Add(rec("memcpy_values", "limit", r.memcpy_values,
+          "memcpy of the same values (same sizes, same order) from pinned memory into the same "
+          "destination"));
+  HoldToLimit("shm_get", "ec-store", "memcpy_values");
   Add(rec("shm_get", "ec-store", r.ecstore_shm,
           "same host: lease, copy out of the mapped pool, release (2 small unix-socket messages)"));
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ec-store-bench end to end, at --quick size: every row it reports for put, get_hot, get_disk,
-# policy, index and alloc is there, each held to a limit measured in the same run, with finite
+# remote, policy, index and alloc is there, each held to a limit measured in the same run, with finite
 # positive figures; its store directory is gone afterwards; bad flags are clear errors (exit 2).
 # Asserts what was measured, never how fast (timings belong in bench/, not in tests).
 # Usage: tests/bench_smoke.sh path/to/ec-store-bench
@@ -30,7 +30,7 @@ expect_error "usage:" --no-such-flag
 expect_error "STEP 9000 is more than the trace's 8000 items" --quick --workloads policy \
   --drift 100,9000 --dir "$T/bad"
 
-"$BENCH" --quick --workloads put,get_hot,get_disk,policy,index,alloc --index-entries 2000 \
+"$BENCH" --quick --workloads put,get_hot,get_disk,remote,policy,index,alloc --index-entries 2000 \
   --dir "$T/store" --json "$T/results.json" >"$T/report.txt" 2>"$T/progress.txt" \
   && ok "the quick bench runs" || bad "the quick bench failed: $(tail -5 "$T/progress.txt")"
 [ -e "$T/store" ] && bad "the bench left its store directory" || ok "its store directory is gone"
@@ -58,6 +58,10 @@ for w in ["memcpy", "memcpy_puts", "memcpy_entries", "disk_read", "disk_write",
 assert need("get_hot", "ec-store-lease", limit=False, gbps=False)["ops_per_s"] > 0
 need("get_disk_during_spill", "ec-store")
 need("put", "baseline")
+for w, s in [("remote_get", "ec-store"), ("remote_put", "ec-store"), ("shm_get", "ec-store")]:
+    need(w, s)
+for w in ["socket_stream", "socket_upload", "memcpy_values"]:
+    need(w, "limit", limit=False)
 assert need("index_2k", "ec-store", limit=False, gbps=False)["ops_per_s"] > 0
 assert "2000-entry store" in need("open_2k", "ec-store", limit=False, gbps=False)["note"]
 for s in ["ec-store", "buddy", "first-fit"]:
