@@ -243,7 +243,7 @@ void Server::AcceptLoop() {
       ::close(fd);
       break;
     }
-    Conn& c = conns_.emplace_back();
+    Conn& c = conns_.emplace_back(LeaseLimits(), &leases_held_);
     c.fd = UniqueFd(fd);
     c.shm = shm;
     c.peer = PeerName(fd, peer);
@@ -272,7 +272,7 @@ void Server::Serve(Conn* c) {
                       ? 500
                       : static_cast<int>(std::max<int64_t>(10, opt_.lease_ttl.count() / 4));
     int rc = poll(&p, 1, wait_ms);
-    if (!c->leases.empty()) ExpireLeases(c);
+    if (!c->leases.empty()) c->leases.Expire(std::chrono::steady_clock::now());
     if (rc == 0 && c->leases.empty() && opt_.idle_timeout.count() > 0 &&
         std::chrono::steady_clock::now() - last_request >= opt_.idle_timeout) {
       spdlog::debug("closing a connection idle for {} ms", opt_.idle_timeout.count());
@@ -328,7 +328,7 @@ void Server::Serve(Conn* c) {
     greeted = true;
   }
   ::shutdown(fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed when reaped
-  DropAllLeases(c);           // a reader that went away (or crashed) holds nothing
+  c->leases.Clear();          // a reader that went away (or crashed) holds nothing
   --connections_;
   c->done = true;
 }
@@ -394,38 +394,11 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
   return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : ReplyError(c, h, st);
 }
 
-void Server::ExpireLeases(Conn* c) {
-  auto now = std::chrono::steady_clock::now();
-  for (auto it = c->leases.begin(); it != c->leases.end();) {
-    if (now - it->second.second >= opt_.lease_ttl) {
-      spdlog::warn("lease {} expired after {} ms without a release", it->first,
-                   opt_.lease_ttl.count());
-      c->leased_bytes -= it->second.first.size();
-      it = c->leases.erase(it);
-      --leases_held_;
-    } else {
-      ++it;
-    }
-  }
-}
-
-void Server::DropLease(Conn* c, uint64_t id) {
-  auto it = c->leases.find(id);
-  if (it == c->leases.end()) return;
-  c->leased_bytes -= it->second.first.size();
-  c->leases.erase(it);
-  --leases_held_;
-}
-
-void Server::DropAllLeases(Conn* c) {
-  leases_held_ -= c->leases.size();
-  c->leases.clear();
-  c->leased_bytes = 0;
-}
-
-uint64_t Server::MaxLeasedBytes() const {
-  return opt_.max_leased_bytes_per_connection ? opt_.max_leased_bytes_per_connection
-                                              : store_->pool_region().size / 2;
+LeaseTable::Limits Server::LeaseLimits() const {
+  return {opt_.max_leases_per_connection,
+          opt_.max_leased_bytes_per_connection ? opt_.max_leased_bytes_per_connection
+                                               : store_->pool_region().size / 2,
+          opt_.lease_ttl};
 }
 
 // Answers one request. A non-OK return closes the connection.
@@ -445,7 +418,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kRelease: {
       uint64_t id;
       if (!r.U64(&id)) return Status::InvalidArgument("malformed RELEASE");
-      DropLease(c, id);  // unknown ids (already expired) are fine
+      c->leases.Release(id);  // unknown ids (already expired) are fine
       return Status::Ok();
     }
     case Op::kLookup: {
@@ -557,18 +530,10 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
     return SendFrame(fd, Op::kGetOk, h.request_id, w.data(), lease->bytes(),
                      FrameDeadline(opt_.io_timeout, lease->size()));
   }
-  // The first lease is always granted: one entry may be larger than the share.
-  if (!c->leases.empty() && (c->leases.size() >= opt_.max_leases_per_connection ||
-                             c->leased_bytes + lease->size() > MaxLeasedBytes()))
-    return reply_error(Status::Busy("this connection holds " + std::to_string(c->leases.size()) +
-                                    " leases (" + std::to_string(c->leased_bytes) +
-                                    " bytes); release some before acquiring more"));
-  c->leased_bytes += lease->size();
   const uint8_t* data = lease->data();
-  uint64_t id = c->next_lease++;
-  c->leases.emplace(id, std::make_pair(std::move(lease).value(), std::chrono::steady_clock::now()));
-  ++leases_held_;
-  w.U64(id);
+  auto id = c->leases.Add(std::move(lease).value());  // Busy when the table is full
+  if (!id.ok()) return reply_error(id.status());
+  w.U64(*id);
   if (h.op == Op::kPin) {  // the lease alone: the entry stays resident until RELEASE
     WriteInfo(&w, e);
     return SendFrame(fd, Op::kPinOk, h.request_id, w.data());

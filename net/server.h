@@ -13,9 +13,9 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
+#include "net/lease_table.h"
 #include "net/protocol.h"
 #include "net/server_metrics.h"
 #include "net/socket.h"
@@ -72,6 +72,8 @@ class Server {
 
  private:
   struct Conn {
+    Conn(LeaseTable::Limits limits, std::atomic<uint64_t>* leases_held)
+        : leases(limits, leases_held) {}
     UniqueFd fd;
     bool shm = false;
     std::string peer;  // "IP:PORT", or "unix pid N" on the shared-memory socket
@@ -82,11 +84,8 @@ class Server {
     std::optional<Tier> served_from;  // a GET's tier before it was served
     std::thread thread;
     std::atomic<bool> done{false};
-    // Shared-memory leases this reader holds: id -> (lease, when it was granted).
-    std::unordered_map<uint64_t, std::pair<ReadLease, std::chrono::steady_clock::time_point>>
-        leases;
-    uint64_t next_lease = 1;
-    uint64_t leased_bytes = 0;
+    // The leases this reader holds (shared memory, RDMA, CUDA IPC, pins).
+    LeaseTable leases;
     std::vector<EntryInfo> listing;  // the sorted snapshot a LIST in progress pages through
   };
   Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
@@ -109,10 +108,7 @@ class Server {
   }
   Status HandleList(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandlePut(Conn* c, const FrameHeader& h, Deadline deadline);
-  void DropLease(Conn* c, uint64_t id);
-  void DropAllLeases(Conn* c);
-  uint64_t MaxLeasedBytes() const;
-  void ExpireLeases(Conn* c);
+  LeaseTable::Limits LeaseLimits() const;  // each connection's
 
   Store* store_;
   ServerOptions opt_;
@@ -124,9 +120,10 @@ class Server {
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
   std::mutex mu_;
+  // Across connections (stats); declared before conns_, whose lease tables count into it.
+  std::atomic<uint64_t> leases_held_{0};
   std::list<Conn> conns_;
   std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
-  std::atomic<uint64_t> leases_held_{0};  // across connections (stats)
   std::atomic<uint64_t> connections_{0};
   ServerMetrics metrics_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
