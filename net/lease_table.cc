@@ -7,8 +7,8 @@
 namespace ecstore::net {
 
 Result<uint64_t> LeaseTable::Add(ReadLease lease, Clock::time_point now) {
-  if (!leases_.empty() && (leases_.size() >= limits_.max_leases ||
-                           bytes_ + lease.size() > limits_.max_bytes))
+  if (!leases_.empty() &&
+      (leases_.size() >= limits_.max_leases || bytes_ + lease.size() > limits_.max_bytes))
     return Status::Busy("this connection holds " + std::to_string(leases_.size()) + " leases (" +
                         std::to_string(bytes_) + " bytes); release some before acquiring more");
   bytes_ += lease.size();
@@ -33,8 +33,7 @@ size_t LeaseTable::Expire(Clock::time_point now) {
       ++it;
       continue;
     }
-    spdlog::warn("lease {} expired after {} ms without a release", it->first,
-                 limits_.ttl.count());
+    spdlog::warn("lease {} expired after {} ms without a release", it->first, limits_.ttl.count());
     bytes_ -= it->second.lease.size();
     it = leases_.erase(it);
     --*held_total_;

@@ -428,14 +428,8 @@ std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& toke
   return std::make_unique<PyCache>(std::move(c));
 }
 
-}  // namespace
-}  // namespace ecstore::py
-
-NB_MODULE(_ecstore, m) {
-  using namespace ecstore::py;
-  m.doc() = "ec-store's C++ core: use the ecstore package, not this module";
-  m.attr("__version__") = EC_STORE_VERSION;
-  m.attr("DEFAULT_NAMESPACE") = ecstore::kDefaultNamespace;
+// Status errors raise the ecstore.errors class of their code, with the status's message.
+void BindErrors() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
@@ -445,7 +439,10 @@ NB_MODULE(_ecstore, m) {
       PyErr_SetString(cls.ptr(), e.status.message().c_str());
     }
   });
+}
 
+// What entries are and how their bytes are held: EntryInfo, Lease, Reservation.
+void BindEntries(nb::module_& m) {
   nb::class_<Info>(m, "EntryInfo")
       .def_ro("namespace", &Info::ns)
       .def_ro("key", &Info::key)
@@ -478,7 +475,9 @@ NB_MODULE(_ecstore, m) {
            "the reserved pool bytes, writable (uint8 array); not to be used after commit")
       .def("commit", &Reservation::commit)
       .def("abandon", &Reservation::abandon);
+}
 
+void BindCache(nb::module_& m) {
   nb::class_<PyCache>(m, "Cache")
       .def_prop_ro("transport", &PyCache::transport)
       .def("put", &PyCache::put, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "data"_a)
@@ -503,7 +502,10 @@ NB_MODULE(_ecstore, m) {
       .def("reserve", &PyCache::reserve, "ns"_a, "key"_a, "dtype"_a, "shape"_a)
       .def("flush", &PyCache::flush)
       .def("close", &PyCache::close);
+}
 
+// The module's functions: open, connect, host_buffer.
+void BindFunctions(nb::module_& m) {
   m.def(
       "host_buffer",
       [](size_t nbytes) {
@@ -520,4 +522,18 @@ NB_MODULE(_ecstore, m) {
         "eviction_policy"_a = "freq");
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
         "retries"_a = 1);
+}
+
+}  // namespace
+}  // namespace ecstore::py
+
+NB_MODULE(_ecstore, m) {
+  using namespace ecstore::py;
+  m.doc() = "ec-store's C++ core: use the ecstore package, not this module";
+  m.attr("__version__") = EC_STORE_VERSION;
+  m.attr("DEFAULT_NAMESPACE") = ecstore::kDefaultNamespace;
+  BindErrors();
+  BindEntries(m);
+  BindCache(m);
+  BindFunctions(m);
 }
