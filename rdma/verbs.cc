@@ -261,88 +261,90 @@ ibv_mr* RdmaConnection::RegisteredFor(const uint8_t* p, uint64_t len) const {
   return nullptr;
 }
 
-Status RdmaConnection::ReadMany(const std::vector<RemoteRead>& reads) {
-  size_t i = 0;
-  uint64_t carried = 0;  // progress inside a read larger than the bounce buffer
-  while (i < reads.size()) {
-    // A group: consecutive reads that fit the bounce buffer and the send queue together.
-    // Reads larger than the bounce buffer go in bounce-sized pieces.
-    std::vector<ibv_sge> sges;
-    std::vector<ibv_send_wr> wrs;
-    struct Piece {
-      size_t read;
-      uint64_t off_in_read, len, bounce_off;
-      ibv_mr* direct;  // the caller's registered buffer, or null: through the bounce buffer
-    };
-    std::vector<Piece> pieces;
-    uint64_t used = 0;
-    while (i < reads.size() && pieces.size() < static_cast<size_t>(kDepth)) {
-      const RemoteRead& r = reads[i];
-      if (r.length == 0) {  // nothing to read (an empty tensor)
-        ++i;
-        continue;
-      }
-      if (ibv_mr* mr = carried == 0 ? RegisteredFor(r.dst, r.length) : nullptr) {
-        pieces.push_back({i, 0, r.length, 0, mr});  // straight into the caller's memory
-        ++i;
-        continue;
-      }
-      uint64_t left = r.length - carried;
-      uint64_t take = std::min<uint64_t>(left, bounce_bytes_ - used);
-      if (take == 0) break;
-      pieces.push_back({i, carried, take, used, nullptr});
-      used += take;
-      carried += take;
-      if (carried == r.length) {
-        carried = 0;
-        ++i;
-      }
-      if (used == bounce_bytes_) break;
+std::vector<RdmaConnection::ReadPiece> RdmaConnection::NextGroup(
+    const std::vector<RemoteRead>& reads, size_t* next, uint64_t* carried) const {
+  std::vector<ReadPiece> pieces;
+  uint64_t used = 0;  // of the bounce buffer
+  size_t& i = *next;
+  while (i < reads.size() && pieces.size() < static_cast<size_t>(kDepth)) {
+    const RemoteRead& r = reads[i];
+    if (r.length == 0) {  // nothing to read (an empty tensor)
+      ++i;
+      continue;
     }
-    sges.resize(pieces.size());
-    wrs.resize(pieces.size());
-    for (size_t k = 0; k < pieces.size(); ++k) {
-      const Piece& p = pieces[k];
-      sges[k] = p.direct ? ibv_sge{reinterpret_cast<uint64_t>(reads[p.read].dst),
-                                   static_cast<uint32_t>(p.len), p.direct->lkey}
-                         : ibv_sge{reinterpret_cast<uint64_t>(bounce_ + p.bounce_off),
-                                   static_cast<uint32_t>(p.len), mr_->lkey};
-      ibv_send_wr& wr = wrs[k];
-      wr = {};
-      wr.wr_id = k;
-      wr.opcode = IBV_WR_RDMA_READ;
-      wr.send_flags = IBV_SEND_SIGNALED;
-      wr.sg_list = &sges[k];
-      wr.num_sge = 1;
-      wr.wr.rdma.remote_addr = reads[p.read].remote_addr + p.off_in_read;
-      wr.wr.rdma.rkey = reads[p.read].rkey;
-      wr.next = k + 1 < pieces.size() ? &wrs[k + 1] : nullptr;
+    if (ibv_mr* mr = *carried == 0 ? RegisteredFor(r.dst, r.length) : nullptr) {
+      pieces.push_back({i, 0, r.length, 0, mr});  // straight into the caller's memory
+      ++i;
+      continue;
     }
-    ibv_send_wr* bad = nullptr;
-    if (pieces.empty()) break;
-    if (ibv_post_send(id_->qp, &wrs[0], &bad) != 0)
-      return Status::Unavailable(std::string("ibv_post_send: ") + std::strerror(errno));
-    size_t done = 0;
-    auto deadline = std::chrono::steady_clock::now() + timeout_;
-    ibv_wc wc[16];
-    while (done < pieces.size()) {
-      int n = ibv_poll_cq(cq_, 16, wc);
-      if (n < 0) return Status::Unavailable("ibv_poll_cq failed");
-      for (int k = 0; k < n; ++k)
-        if (wc[k].status != IBV_WC_SUCCESS)
-          return Status::Unavailable(std::string("RDMA READ failed: ") +
-                                     ibv_wc_status_str(wc[k].status));
-      done += static_cast<size_t>(n);
-      if (n == 0) {
-        if (std::chrono::steady_clock::now() > deadline)
-          return Status::Unavailable("RDMA READ did not complete in time");
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-      }
+    uint64_t take = std::min<uint64_t>(r.length - *carried, bounce_bytes_ - used);
+    if (take == 0) break;
+    pieces.push_back({i, *carried, take, used, nullptr});
+    used += take;
+    *carried += take;
+    if (*carried == r.length) {
+      *carried = 0;
+      ++i;
     }
-    for (const Piece& p : pieces)
-      if (!p.direct) std::memcpy(reads[p.read].dst + p.off_in_read, bounce_ + p.bounce_off, p.len);
+    if (used == bounce_bytes_) break;
+  }
+  return pieces;
+}
+
+Status RdmaConnection::PostAndWait(const std::vector<RemoteRead>& reads,
+                                   const std::vector<ReadPiece>& pieces) {
+  std::vector<ibv_sge> sges(pieces.size());
+  std::vector<ibv_send_wr> wrs(pieces.size());
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const ReadPiece& p = pieces[k];
+    sges[k] = p.direct ? ibv_sge{reinterpret_cast<uint64_t>(reads[p.read].dst),
+                                 static_cast<uint32_t>(p.len), p.direct->lkey}
+                       : ibv_sge{reinterpret_cast<uint64_t>(bounce_ + p.bounce_off),
+                                 static_cast<uint32_t>(p.len), mr_->lkey};
+    ibv_send_wr& wr = wrs[k];
+    wr = {};
+    wr.wr_id = k;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sges[k];
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = reads[p.read].remote_addr + p.off_in_read;
+    wr.wr.rdma.rkey = reads[p.read].rkey;
+    wr.next = k + 1 < pieces.size() ? &wrs[k + 1] : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(id_->qp, &wrs[0], &bad) != 0)
+    return Status::Unavailable(std::string("ibv_post_send: ") + std::strerror(errno));
+  size_t done = 0;
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  ibv_wc wc[16];
+  while (done < pieces.size()) {
+    int n = ibv_poll_cq(cq_, 16, wc);
+    if (n < 0) return Status::Unavailable("ibv_poll_cq failed");
+    for (int k = 0; k < n; ++k)
+      if (wc[k].status != IBV_WC_SUCCESS)
+        return Status::Unavailable(std::string("RDMA READ failed: ") +
+                                   ibv_wc_status_str(wc[k].status));
+    done += static_cast<size_t>(n);
+    if (n == 0) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return Status::Unavailable("RDMA READ did not complete in time");
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
   return Status::Ok();
+}
+
+Status RdmaConnection::ReadMany(const std::vector<RemoteRead>& reads) {
+  size_t next = 0;
+  uint64_t carried = 0;  // progress inside a read larger than the bounce buffer
+  for (;;) {
+    std::vector<ReadPiece> pieces = NextGroup(reads, &next, &carried);
+    if (pieces.empty()) return Status::Ok();
+    if (Status st = PostAndWait(reads, pieces); !st.ok()) return st;
+    for (const ReadPiece& p : pieces)
+      if (!p.direct) std::memcpy(reads[p.read].dst + p.off_in_read, bounce_ + p.bounce_off, p.len);
+  }
 }
 
 }  // namespace ecstore::net

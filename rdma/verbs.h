@@ -94,6 +94,20 @@ class RdmaConnection {
   uint8_t* bounce_ = nullptr;
   std::vector<ibv_mr*> user_mrs_;  // RegisterBuffer's
   ibv_mr* RegisteredFor(const uint8_t* p, uint64_t len) const;
+  // One RDMA READ of a batch: a whole read straight into registered caller memory (direct),
+  // or a piece of one through the bounce buffer at bounce_off.
+  struct ReadPiece {
+    size_t read;
+    uint64_t off_in_read, len, bounce_off;
+    ibv_mr* direct;  // the caller's registered buffer, or null: through the bounce buffer
+  };
+  // The next group from reads[*next] (*carried bytes into it already): consecutive reads
+  // that fit the bounce buffer and the send queue together, larger ones in bounce-sized
+  // pieces. Advances *next and *carried past what it takes; empty when nothing is left.
+  std::vector<ReadPiece> NextGroup(const std::vector<RemoteRead>& reads, size_t* next,
+                                   uint64_t* carried) const;
+  // Posts a group's READs in one chain and polls until all complete (or timeout_ passes).
+  Status PostAndWait(const std::vector<RemoteRead>& reads, const std::vector<ReadPiece>& pieces);
   size_t bounce_bytes_ = 0;
   std::chrono::milliseconds timeout_{5000};
 };
