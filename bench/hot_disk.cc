@@ -343,23 +343,29 @@ void GetDiskOneByOne(HotData& d, RawReads& raw_reads) {
   HoldToLimit("get_disk", "baseline", "disk_read_entries");
 }
 
+// The one-at-a-time gets into `dst`, each paired with the raw read of its record: the row
+// (get_disk, system) held to the limit row `limit` made of those raw reads.
+void GetsPairedWithRaw(HotData& d, RawReads& raw_reads, std::span<uint8_t> dst, const char* system,
+                       const std::string& note, const char* limit, const char* limit_note) {
+  Companion raw;
+  raw.read = [&](size_t i) { return raw_reads.Read(i); };
+  Latencies lat;
+  double secs = TimeGets(d.store.get(), d.entries, dst, &lat, nullptr, {&raw});
+  Add({"get_disk", system, d.total / secs / 1e9, d.entries.size() / secs, lat.P(0.5), lat.P(0.99),
+       -1, note + raw.Paired("its record's raw read")});
+  raw.all.Report(limit, "limit", limit_note);
+  HoldToLimit("get_disk", system, limit);
+}
+
 // The same gets into a HostBuffer (the pool's kind of memory, as an engine's staging buffers
 // can be), paired with the same raw reads: where the read lands is then alike.
 void GetDiskIntoHostBuffer(HotData& d, RawReads& raw_reads) {
   Progress("get_disk: ec-store into a HostBuffer");
   PinnedBuffer host_dst(60 * kMiB);
-  Companion raw;
-  raw.read = [&](size_t i) { return raw_reads.Read(i); };
-  Latencies lat;
-  double secs =
-      TimeGets(d.store.get(), d.entries, host_dst.span(0, host_dst.size()), &lat, nullptr, {&raw});
-  Add({"get_disk", "ec-store-hostbuf", d.total / secs / 1e9, d.entries.size() / secs, lat.P(0.5),
-       lat.P(0.99), -1,
-       "the one-at-a-time gets again, into a HostBuffer (pinned huge pages, as the pool)" +
-           raw.Paired("its record's raw read")});
-  raw.all.Report("disk_read_entries_hostbuf", "limit",
-                 "the raw reads again, paired with the gets into a HostBuffer");
-  HoldToLimit("get_disk", "ec-store-hostbuf", "disk_read_entries_hostbuf");
+  GetsPairedWithRaw(
+      d, raw_reads, host_dst.span(0, host_dst.size()), "ec-store-hostbuf",
+      "the one-at-a-time gets again, into a HostBuffer (pinned huge pages, as the pool)",
+      "disk_read_entries_hostbuf", "the raw reads again, paired with the gets into a HostBuffer");
 }
 
 // The same gets with the store's defaults: each entry is promoted into the pool (its O_DIRECT
@@ -368,20 +374,11 @@ void GetDiskPromoted(HotData& d, RawReads& raw_reads) {
   Progress("get_disk: ec-store, promoting into the pool");
   d.Reopen(256 * kMiB, /*promote=*/true);
   raw_reads.Find();  // the spill phase may have compacted
-  Companion raw;
-  raw.read = [&](size_t i) { return raw_reads.Read(i); };
-  Latencies lat;
-  TimedReads large;
-  double secs =
-      TimeGets(d.store.get(), d.entries, {d.dst.data(), d.dst.size()}, &lat, &large, {&raw});
-  Add({"get_disk", "ec-store-promote", d.total / secs / 1e9, d.entries.size() / secs, lat.P(0.5),
-       lat.P(0.99), -1,
-       "Options' default: promoted into the pool, teed into the caller's buffer as the "
-       "pieces land" +
-           raw.Paired("its record's raw read")});
-  raw.all.Report("disk_read_entries_promote", "limit",
-                 "the raw reads above again, paired with the promoting gets");
-  HoldToLimit("get_disk", "ec-store-promote", "disk_read_entries_promote");
+  GetsPairedWithRaw(d, raw_reads, {d.dst.data(), d.dst.size()}, "ec-store-promote",
+                    "Options' default: promoted into the pool, teed into the caller's buffer as "
+                    "the pieces land",
+                    "disk_read_entries_promote",
+                    "the raw reads above again, paired with the promoting gets");
 }
 
 // The same entries fetched as an engine's step does: GetMany of 8 at a time, their disk reads

@@ -15,19 +15,29 @@
 #include "rdma/verbs.h"
 
 namespace ecstore::bench {
+namespace {
+
+// One value of each shape, as separate buffers (Payloads reuses one buffer per shape), the
+// ones made for keys first_key.. first_key+3; `values` lists them `copies` times over.
+struct OwnedValues {
+  OwnedValues(Payloads& pl, uint64_t first_key, int copies) {
+    for (int s = 0; s < 4; ++s) {
+      auto v = pl.Get(s, first_key + static_cast<uint64_t>(s));
+      owned.emplace_back(v.begin(), v.end());
+    }
+    for (int c = 0; c < copies; ++c)
+      for (auto& v : owned) values.emplace_back(v.data(), v.size());
+  }
+  std::vector<std::vector<uint8_t>> owned;
+  std::vector<std::span<const uint8_t>> values;
+};
+
+}  // namespace
 
 void RemoteWorkload(const Config& cfg, Payloads& pl) {
   Progress("remote: ec-store over TCP loopback vs a socket stream vs Redis");
-  // One value of each size, as separate buffers (Payloads reuses one buffer per shape).
-  std::vector<std::vector<uint8_t>> owned;
-  for (int s = 0; s < 4; ++s) {
-    auto v = pl.Get(s, 1000 + s);
-    owned.emplace_back(v.begin(), v.end());
-  }
-  std::vector<std::span<const uint8_t>> values;
-  for (int copy = 0; copy < 2; ++copy)
-    for (auto& v : owned) values.emplace_back(v.data(), v.size());
-  RemoteResults r = RunRemote(values, cfg.quick ? 4 : 16, cfg.dir + "/remote");
+  OwnedValues v(pl, 1000, 2);
+  RemoteResults r = RunRemote(v.values, cfg.quick ? 4 : 16, cfg.dir + "/remote");
   auto rec = [](const char* w, const char* sys, const Sample& s, std::string note) {
     return Record{w, sys, s.gbps, s.ops_per_s, s.p50_us, s.p99_us, -1, std::move(note)};
   };
@@ -58,14 +68,8 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
 // elsewhere). Ratios are computed in Report from the limits recorded here.
 void DeviceWorkload(const Config& cfg, Payloads& pl) {
   Progress("device: the device tier vs cudaMemcpy");
-  std::vector<std::vector<uint8_t>> owned;
-  for (int s = 0; s < 4; ++s) {
-    auto v = pl.Get(s, 2000 + s);
-    owned.emplace_back(v.begin(), v.end());
-  }
-  std::vector<std::span<const uint8_t>> values;
-  for (auto& v : owned) values.emplace_back(v.data(), v.size());
-  for (auto& r : RunDevice(values, cfg.quick ? 5 : 20, cfg.dir + "/device"))
+  OwnedValues v(pl, 2000, 1);
+  for (auto& r : RunDevice(v.values, cfg.quick ? 5 : 20, cfg.dir + "/device"))
     Add({r.workload, r.system, r.s.gbps, r.s.ops_per_s, r.s.p50_us, r.s.p99_us, -1, r.note});
   // Each ec-store row against its limit, in the note: same sizes, same run.
   const std::pair<const char*, const char*> vs[] = {
