@@ -9,7 +9,9 @@
 // (the recompute cost of every hit), with a clairvoyant bound (Belady: evict the entry used
 // furthest in the future) for scale, and "true-popularity": the items of highest true
 // probability x cost per MiB (what the trace draws each with now, which no online policy
-// knows; a bound for policies that estimate popularity from counts).
+// knows; a bound for policies that estimate popularity from counts), and "popularity-5k":
+// the same probability averaged over the last 5000 requests (what an estimator that counts
+// over such a window would know, were its counts free of noise).
 // Thread rules: pure computation; call from any thread.
 #pragma once
 
@@ -20,7 +22,7 @@ namespace ecstore::bench {
 
 struct PolicyRow {
   double capacity_fraction;
-  std::string policy;  // "lru", "gdsf", "freq", "true-popularity", "belady"
+  std::string policy;  // "lru", "gdsf", "freq", "true-popularity", "popularity-5k", "belady"
   double hit_ratio, byte_hit_ratio, saved_s, total_s;
 };
 

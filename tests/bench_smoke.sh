@@ -74,7 +74,7 @@ for s in ["ec-store", "buddy", "first-fit"]:
     assert 0 <= need("alloc", s, limit=False, gbps=False)["fragmentation"] < 1
 # The policy replay is seeded, so what each policy saves is the same on every machine.
 for c in ["05", "10", "20", "50"]:
-    for s in ["lru", "gdsf", "freq", "true-popularity", "belady"]:
+    for s in ["lru", "gdsf", "freq", "true-popularity", "popularity-5k", "belady"]:
         assert "encoder time saved" in need(f"policy_{c}%", s, limit=False, gbps=False)["note"]
 assert "more than LRU" in by[("policy_10%", "freq")]["note"]
 PY
