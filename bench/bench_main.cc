@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <set>
 #include <string>
 
@@ -39,40 +41,47 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   return out;
 }
 
-// One of the flags that take a value (ParseArgs knows which).
-void ParseValue(const std::string& a, const std::string& v, Config* cfg) {
-  if (a == "--dir") {
-    cfg->dir = v;
-  } else if (a == "--json") {
-    cfg->json_path = v;
-  } else if (a == "--png") {
-    cfg->png_path = v;
-  } else if (a == "--rdma-addr") {
-    cfg->rdma_addr = v;
-  } else if (a == "--policy") {
-    cfg->policy = v;
-  } else if (a == "--watermarks") {
-    double& h = cfg->high_watermark;
-    double& l = cfg->low_watermark;
-    if (std::sscanf(v.c_str(), "%lf,%lf", &h, &l) != 2 || !(l > 0 && l < h && h <= 1))
-      BadValue("--watermarks", "HIGH,LOW with 0 < LOW < HIGH <= 1", v);
-  } else if (a == "--drift") {
-    if (std::sscanf(v.c_str(), "%d,%d", &cfg->drift_every, &cfg->drift_step) != 2 ||
-        cfg->drift_every < 1 || cfg->drift_step < 0)
-      BadValue("--drift",
-               "EVERY,STEP (the policy trace's top ranks shift by STEP every EVERY requests; "
-               "EVERY >= 1, STEP >= 0)",
-               v);
-  } else if (a == "--index-entries") {
-    for (const std::string& n : SplitCommas(v)) {
-      char* end = nullptr;
-      const unsigned long long x = std::strtoull(n.c_str(), &end, 10);
-      if (n.empty() || *end != '\0' || x == 0) BadValue("--index-entries", "N,N,... (N >= 1)", v);
-      cfg->index_sizes.push_back(x);
-    }
-  } else if (a == "--workloads") {
-    for (const std::string& w : SplitCommas(v)) cfg->workloads.insert(w);
-  }
+using Setter = std::function<void(const std::string& value, Config* cfg)>;
+
+// The flags that take a value, each with what it sets (a bad value exits with status 2).
+const std::map<std::string, Setter>& ValueFlags() {
+  static const std::map<std::string, Setter> flags = {
+      {"--dir", [](const std::string& v, Config* c) { c->dir = v; }},
+      {"--json", [](const std::string& v, Config* c) { c->json_path = v; }},
+      {"--png", [](const std::string& v, Config* c) { c->png_path = v; }},
+      {"--rdma-addr", [](const std::string& v, Config* c) { c->rdma_addr = v; }},
+      {"--policy", [](const std::string& v, Config* c) { c->policy = v; }},
+      {"--watermarks",
+       [](const std::string& v, Config* c) {
+         double &h = c->high_watermark, &l = c->low_watermark;
+         if (std::sscanf(v.c_str(), "%lf,%lf", &h, &l) != 2 || !(l > 0 && l < h && h <= 1))
+           BadValue("--watermarks", "HIGH,LOW with 0 < LOW < HIGH <= 1", v);
+       }},
+      {"--drift",
+       [](const std::string& v, Config* c) {
+         if (std::sscanf(v.c_str(), "%d,%d", &c->drift_every, &c->drift_step) != 2 ||
+             c->drift_every < 1 || c->drift_step < 0)
+           BadValue("--drift",
+                    "EVERY,STEP (the policy trace's top ranks shift by STEP every EVERY "
+                    "requests; EVERY >= 1, STEP >= 0)",
+                    v);
+       }},
+      {"--index-entries",
+       [](const std::string& v, Config* c) {
+         for (const std::string& n : SplitCommas(v)) {
+           char* end = nullptr;
+           const unsigned long long x = std::strtoull(n.c_str(), &end, 10);
+           if (n.empty() || *end != '\0' || x == 0)
+             BadValue("--index-entries", "N,N,... (N >= 1)", v);
+           c->index_sizes.push_back(x);
+         }
+       }},
+      {"--workloads",
+       [](const std::string& v, Config* c) {
+         for (const std::string& w : SplitCommas(v)) c->workloads.insert(w);
+       }},
+  };
+  return flags;
 }
 
 Config ParseArgs(int argc, char** argv) {
@@ -84,16 +93,13 @@ Config ParseArgs(int argc, char** argv) {
       continue;
     }
     if (a == "--help") Usage(0);
-    static const std::set<std::string> kTakeValues = {
-        "--dir",   "--json",       "--png",       "--rdma-addr",    "--policy",
-        "--drift", "--watermarks", "--workloads", "--index-entries"};
-    if (!kTakeValues.count(a)) Usage(2);
+    auto flag = ValueFlags().find(a);
+    if (flag == ValueFlags().end()) Usage(2);
     if (i + 1 >= argc) {
       std::fprintf(stderr, "ec-store-bench: %s needs a value\n", a.c_str());
       std::exit(2);
     }
-    ParseValue(a, argv[i + 1], &cfg);
-    ++i;
+    flag->second(argv[++i], &cfg);
   }
   const std::set<std::string> known = {"put",  "get_hot", "get_disk", "spill", "mixed", "remote",
                                        "rdma", "device",  "policy",   "index", "alloc"};

@@ -133,7 +133,9 @@ struct HotData {
         sdir(c.dir + "/hot"),
         bdir(c.dir + "/baseline-hot"),
         rounds(c.quick ? 3 : 8),
-        base((std::filesystem::remove_all(sdir), std::filesystem::remove_all(bdir), bdir)) {
+        base(bdir) {  // makes its directory only when it first saves
+    std::filesystem::remove_all(sdir);
+    std::filesystem::remove_all(bdir);
     entries = MakeEntries(pool * 3 / 4, 1);
     for (auto& e : entries) total += Bytes(e);
     for (const Entry& e : entries) keys.push_back(e.key);
