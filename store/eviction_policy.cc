@@ -1,6 +1,7 @@
 #include "store/eviction_policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ecstore {
 
@@ -78,36 +79,26 @@ void GdsfPolicy::Remove(uint64_t id) {
   items_.erase(f);
 }
 
-namespace {
-size_t SketchSlot(uint64_t key, size_t row, size_t width_bits) {
-  static constexpr uint64_t kOdd[] = {0x9e3779b97f4a7c15ull, 0xc2b2ae3d27d4eb4full,
-                                      0x165667b19e3779f9ull, 0xd6e8feb86659fd93ull};
-  return (row << width_bits) | ((key * kOdd[row]) >> (64 - width_bits));
-}
-}  // namespace
-
-uint32_t FreqPolicy::Estimate(uint64_t key) const {
-  uint32_t n = UINT16_MAX;
-  for (size_t r = 0; r < kRows; ++r)
-    n = std::min<uint32_t>(n, counters_[SketchSlot(key, r, kWidthBits)]);
-  return n;
+double FreqPolicy::Requests(uint64_t key) const {
+  const double long_n = long_.Count(key), short_n = short_.Count(key);
+  // The short window's count the long window's rate predicts.
+  const double expect = long_n * short_.Mass() / std::max(long_.Mass(), 1.0);
+  if (std::fabs(short_n - expect) <= kChangeDeviations * std::sqrt(expect + 0.5)) return long_n;
+  return short_n * std::max(long_.Mass(), 1.0) / std::max(short_.Mass(), 1.0);
 }
 
 void FreqPolicy::Count(uint64_t key) {
-  const uint32_t now = Estimate(key);  // conservative update: raise only the lowest
-  for (size_t r = 0; r < kRows; ++r) {
-    uint16_t& c = counters_[SketchSlot(key, r, kWidthBits)];
-    if (c == now && c <= UINT16_MAX - kOne) c += kOne;
-  }
-  if (++since_halving_ < 4 * std::max<size_t>(items_.size(), 16)) return;
-  since_halving_ = 0;
-  for (uint16_t& c : counters_) c /= 2;
-  ClearOrder();  // every priority halved with its count: rank them all again
+  const uint64_t held = std::max<uint64_t>(items_.size(), 16);
+  const bool halved = short_.Add(key, kShortPeriod * held);
+  if (!(long_.Add(key, kLongPeriod * held) || halved)) return;
+  // Every standing halved, and the windows moved: rank everything again.
+  ClearOrder();
   for (auto& [id, it] : items_) Rank(id, it);
 }
 
 void FreqPolicy::Rank(uint64_t id, FreqItem& it) {
-  PriorityPolicy::Rank(id, std::max<double>(Estimate(it.key), 1) * it.value, &it.at);
+  // A floor keeps keys with no count left ordered by value.
+  PriorityPolicy::Rank(id, std::max(Requests(it.key), 1e-3) * it.value, &it.at);
 }
 
 void FreqPolicy::Insert(uint64_t id, uint64_t bytes, double recompute_cost, uint64_t key_hash) {

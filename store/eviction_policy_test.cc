@@ -96,22 +96,80 @@ TEST(EvictionPolicy, FreqKeepsWhatIsRequestedOftenAndDearPerByte) {
   EXPECT_EQ(p.Coldest(1), (std::vector<uint64_t>{2}));
 }
 
-// Requests count per key, held or not: an entry brought back (a new id) keeps its history,
-// and history fades as other keys are requested.
-TEST(EvictionPolicy, FreqCountsRequestsOfKeysItDoesNotHoldAndLetsThemFade) {
+// Requests count per key, held or not: an entry brought back (a new id) keeps its history.
+TEST(EvictionPolicy, FreqCountsRequestsOfKeysItDoesNotHold) {
   FreqPolicy p;
   for (int i = 0; i < 5; ++i) p.Requested(100);  // misses of key 100
+  p.Requested(200);
   p.Insert(1, kMiB, 10, 200);
   p.Insert(2, kMiB, 10, 100);  // key 100 arrives under a new id
+  EXPECT_GT(p.Requests(100), p.Requests(200));
   EXPECT_EQ(p.Coldest(1), (std::vector<uint64_t>{1}));
-  const uint32_t before = p.Estimate(100);
-  for (int i = 0; i < 64; ++i) p.Requested(1000 + i);  // 4 x 16 requests: a halving
-  EXPECT_EQ(p.Estimate(100), before / 2);
   for (int i = 0; i < 20; ++i) p.Touch(1);
   EXPECT_EQ(p.Coldest(1), (std::vector<uint64_t>{2}));
   p.Remove(2);
   EXPECT_EQ(p.Coldest(2), (std::vector<uint64_t>{1}));
   EXPECT_EQ(p.size(), 1u);
+}
+
+// A key's standing is the long window's count while its recent requests agree with it; when
+// they stray (its popularity moved) the short window's count stands in, scaled to the long
+// window: a key that turned popular outranks one that used to be within a short window.
+TEST(EvictionPolicy, FreqFollowsAChangeOfPopularityWithinTheShortWindow) {
+  FreqPolicy p;
+  p.Insert(1, kMiB, 10, 1);
+  p.Insert(2, kMiB, 10, 2);
+  const uint64_t held = 16;  // the floor on the entries held that the periods count in
+  uint64_t other = 1000;
+  for (uint64_t i = 0; i < FreqPolicy::kLongPeriod * held; ++i) {  // key 1: 1 request in 4
+    if (i % 4 == 0)
+      p.Touch(1);
+    else
+      p.Requested(other++);
+  }
+  // One long window: its counts just halved, 64 requests of key 1 are 32.
+  EXPECT_NEAR(p.Requests(1), 32, 1);
+  EXPECT_EQ(p.Requests(2), 0);
+  EXPECT_EQ(p.Coldest(1), (std::vector<uint64_t>{2}));
+  // Now key 2 is requested one time in 2 and key 1 no more. After one short window the long
+  // one still counts key 1 ahead (16 requests of key 2 against 32 of key 1), but the short
+  // one has seen key 2 rise.
+  auto short_window = [&] {
+    for (uint64_t i = 0; i < FreqPolicy::kShortPeriod * held; ++i) {
+      if (i % 2 == 0)
+        p.Touch(2);
+      else
+        p.Requested(other++);
+    }
+  };
+  short_window();
+  EXPECT_GT(p.Requests(2), 32);
+  EXPECT_EQ(p.Coldest(1), (std::vector<uint64_t>{1}));
+  // A fall shows later: the short window still held some of key 1's requests. Three more
+  // short windows on, key 1 stands at what the short one saw, not the long one's 32.
+  for (int w = 0; w < 3; ++w) short_window();
+  EXPECT_LT(p.Requests(1), 8);
+}
+
+// A steady key keeps the long window's count: it moves with the long window's halvings only,
+// not with how its last few requests fell in the short one.
+TEST(EvictionPolicy, FreqKeepsTheLongWindowsCountForASteadyKey) {
+  FreqPolicy p;
+  p.Insert(1, kMiB, 10, 1);
+  uint64_t other = 1000;
+  const uint64_t long_window = FreqPolicy::kLongPeriod * 16;
+  for (uint64_t i = 0; i < 20 * long_window; ++i) {
+    if (i % 10 == 0)
+      p.Touch(1);
+    else
+      p.Requested(other++);
+    // Between its halvings the long window holds 256-512 requests, 25.6-51.2 of key 1; give
+    // or take a standard deviation where the short window's count stands in.
+    if (i > 6 * long_window && i % 7 == 0) {  // the halvings have settled its size
+      ASSERT_GE(p.Requests(1), 25.6 - 5) << i;
+      ASSERT_LE(p.Requests(1), 51.2 + 7) << i;
+    }
+  }
 }
 
 TEST(EvictionPolicy, RecomputeCostDefaultsToOneThatGrowsWithRows) {
