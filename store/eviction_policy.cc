@@ -81,10 +81,10 @@ void GdsfPolicy::Remove(uint64_t id) {
 
 double FreqPolicy::Requests(uint64_t key) const {
   const double long_n = long_.Count(key), short_n = short_.Count(key);
-  // The short window's count the long window's rate predicts.
-  const double expect = long_n * short_.Mass() / std::max(long_.Mass(), 1.0);
+  const double short_mass = std::max(short_.Mass(), 1.0), long_mass = std::max(long_.Mass(), 1.0);
+  const double expect = long_n * short_mass / long_mass;  // the short count the long rate predicts
   if (std::fabs(short_n - expect) <= kChangeDeviations * std::sqrt(expect + 0.5)) return long_n;
-  return short_n * std::max(long_.Mass(), 1.0) / std::max(short_.Mass(), 1.0);
+  return short_n * long_mass / short_mass;
 }
 
 void FreqPolicy::Count(uint64_t key) {

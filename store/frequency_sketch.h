@@ -4,8 +4,8 @@
 // through the halvings (with whole counts a key seen once dropped to 0 at the first halving:
 // 13 % over LRU at 10 % in the policy bench instead of 14 %, with one sketch). Mass() is the
 // requests the counts hold, halved with them: Count(key) / Mass() estimates the key's share of
-// requests whatever the sketch's age or period. Thread rules: not synchronized; its owner
-// (FreqPolicy) is called under the keydir's mutex.
+// requests whatever the sketch's age or period.
+// Thread rules: not synchronized; its owner (FreqPolicy) is called under the keydir's mutex.
 #pragma once
 
 #include <cstddef>
