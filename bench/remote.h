@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ecstore::bench {
@@ -21,9 +22,10 @@ struct RemoteResults {
   Sample ecstore_tcp;
   Sample ecstore_shm;    // same-host: copy out of the mapped pool under a lease
   Sample memcpy_values;  // its limit: the same values memcpy'd from pinned memory, same dst
-  Sample socket_stream;
-  Sample ecstore_tcp_put;  // Client::Put over TCP loopback
-  Sample socket_upload;    // the same bytes sent the other way on the plain stream
+  Sample socket_stream;  // the faster of the runs before and after the TCP gets
+  std::pair<double, double> socket_stream_runs;  // their GB/s, before and after
+  Sample ecstore_tcp_put;                        // Client::Put over TCP loopback
+  Sample socket_upload;  // the same bytes sent the other way on the plain stream
   std::optional<Sample> redis;
   std::string redis_note;  // why Redis did not run, when it did not
 };
