@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "disk/aligned_buffer.h"
 #include "disk/record.h"
@@ -149,6 +150,27 @@ void Keydir::TouchLocked(Entry* e) {
   ++e->hits;
   e->touched = true;
   e->last_access_us = env_->NowMicros();
+}
+
+bool Keydir::HoldsIdentical(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                            const uint8_t* data, uint64_t size, uint64_t checksum) {
+  EntryPtr e;
+  ReadLease lease;
+  {
+    MutexLock l(&mu);
+    if (closed_ || !(e = table_.Find(ns, key))) return false;
+    if (e->erased || !e->pool || e->bytes != size || e->checksum != checksum ||
+        e->meta.dtype != meta.dtype || e->meta.shape != meta.shape ||
+        e->meta.recompute_cost != meta.recompute_cost)
+      return false;
+    lease = QuietLeaseLocked(e);
+  }
+  if (std::memcmp(lease.data(), data, size) != 0) return false;
+  MutexLock l(&mu);
+  if (e->erased || !e->pool) return false;  // erased meanwhile: the Put installs its own
+  e->last_access_us = env_->NowMicros();
+  pool().Touch(e->id());
+  return true;  // the lease is released after the mutex
 }
 
 // A lease that leaves no trace: no hit, no LRU touch (verify, export).

@@ -116,6 +116,13 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   uint64_t leases() const REQUIRES(mu) { return leases_; }  // held now, pins included
   void UnpinLocked(Entry* e) REQUIRES(mu);
   ReadLease QuietLeaseLocked(const EntryPtr& e) REQUIRES(mu);
+  // Whether (ns, key) already holds exactly these bytes: the same meta and checksum, and a
+  // pool copy byte-equal to `data` (compared outside the mutex, under a quiet lease). If so the
+  // entry stands in the pool's order as a new put of it would, and a Put keeps it instead of
+  // replacing it: a replacement would cost a durable tombstone for the written-back copy (one
+  // fdatasync) and a second write of the same bytes.
+  bool HoldsIdentical(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                      const uint8_t* data, uint64_t size, uint64_t checksum) EXCLUDES(mu);
   void TouchLocked(Entry* e) REQUIRES(mu);
   void AwaitSpill(const EntryPtr& e) EXCLUDES(mu);
   // Up to `max` entries with a disk copy that nothing holds (no lease, load or spill), the

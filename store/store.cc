@@ -243,6 +243,10 @@ Status StoreImpl::Commit(PutReservation r) {
   const uint64_t size = r.size_;
   uint8_t* dst = pool_->Ptr(blk);
   const uint64_t checksum = PayloadChecksum(dst, size);
+  if (kd_->HoldsIdentical(p->ns, p->key, p->meta, dst, size, checksum)) {
+    Abandon(p.release());  // the key already holds these bytes: keep that entry
+    return Status::Ok();
+  }
   // Zero the padding so a spill (which writes whole blocks) never carries stale bytes.
   std::memset(dst + size, 0, blk.length - size);
   auto e = NewEntry();

@@ -127,7 +127,8 @@ class Store : public Cache {
 
   // Stores bytes under (ns, key), replacing an older entry. Returns once the bytes are in the
   // pool; they become durable when spilled, or at Flush/Close. Busy if the pool stays full
-  // (every entry leased) for options.put_wait.
+  // (every entry leased) for options.put_wait. A put of the bytes and meta the key already
+  // holds in the pool keeps that entry (compared byte by byte): nothing is written again.
   Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
              std::span<const uint8_t> bytes) override = 0;
   // Put in two steps: reserve pool space for `size` bytes (validating the key and meta as Put
