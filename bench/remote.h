@@ -24,8 +24,10 @@ struct RemoteResults {
   Sample memcpy_values;  // its limit: the same values memcpy'd from pinned memory, same dst
   Sample socket_stream;  // the faster of the runs before and after the TCP gets
   std::pair<double, double> socket_stream_runs;  // their GB/s, before and after
-  Sample ecstore_tcp_put;                        // Client::Put over TCP loopback
-  Sample socket_upload;  // the same bytes sent the other way on the plain stream
+  Sample ecstore_tcp_put;                        // Client::Put over TCP loopback, new keys
+  Sample ecstore_tcp_reput;                      // the same, of the keys and bytes the server holds
+  Sample socket_upload;  // the same bytes sent the other way on the plain stream: the faster
+  std::pair<double, double> socket_upload_runs;  // of the runs beside each (GB/s)
   std::optional<Sample> redis;
   std::string redis_note;  // why Redis did not run, when it did not
 };

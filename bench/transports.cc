@@ -56,10 +56,14 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
     Add(rec("remote_get", "redis", *r.redis, "redis-server 7 GET via hiredis"));
   else
     Add({"remote_get", "redis", 0, 0, 0, 0, -1, "not run: " + r.redis_note});
+  std::snprintf(runs, sizeof runs, "; the faster of runs beside the two puts (%.2f, %.2f GB/s)",
+                r.socket_upload_runs.first, r.socket_upload_runs.second);
   Add(rec("socket_upload", "limit", r.socket_upload,
-          "plain TCP loopback stream the other way: bytes in, one-byte ack"));
+          std::string("plain TCP loopback stream the other way: bytes in, one-byte ack") + runs));
   Add(rec("remote_put", "ec-store", r.ecstore_tcp_put,
-          "Client::Put over TCP loopback, received straight into a pool block"));
+          "Client::Put over TCP loopback of new keys, received straight into a pool block"));
+  Add(rec("remote_put", "ec-store-same", r.ecstore_tcp_reput,
+          "the same puts of the keys and bytes the server holds: checked equal, entry kept"));
   Add(rec("memcpy_values", "limit", r.memcpy_values,
           "memcpy of the same values (same sizes, same order) from pinned memory into the same "
           "destination"));

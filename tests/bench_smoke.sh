@@ -64,7 +64,8 @@ assert need("get_hot", "ec-store-lease", limit=False, gbps=False)["ops_per_s"] >
 need("get_disk_during_spill", "ec-store")
 need("put", "baseline")
 if sys.argv[2] == "remote":
-    for w, s in [("remote_get", "ec-store"), ("remote_put", "ec-store"), ("shm_get", "ec-store")]:
+    for w, s in [("remote_get", "ec-store"), ("remote_put", "ec-store"), ("remote_put", "ec-store-same"),
+                 ("shm_get", "ec-store")]:
         need(w, s)
     for w in ["socket_stream", "socket_upload", "memcpy_values"]:
         need(w, "limit", limit=False)
