@@ -186,13 +186,12 @@ Sample TimeMemcpy(const std::vector<std::span<const uint8_t>>& values, int round
   });
 }
 
-// Remote puts (replacing the same keys, so the pool never spills while timed), each
-// alternated with its limit -- the same bytes up the plain stream -- so that drift in this
-// VM's loopback throughput hits both alike.
-// One pass of puts over TCP, each alternated with the same bytes sent up the plain stream.
-// new_keys: every round puts keys the server has not seen (an encoder's saves: each is a new
-// image); else the keys it holds, with the bytes they hold (a second worker saving the same
-// images), which the store keeps instead of replacing.
+// One pass of remote puts, each alternated with its limit -- the same bytes up the plain
+// stream -- so that drift in this VM's loopback throughput hits both alike. new_keys: every
+// round puts keys the server has not seen (an encoder's saves: each is a new image), so the
+// pool fills within two rounds and makes room from entries write-back has already spilled; else
+// the keys it holds with the bytes they hold (a second worker saving the same images), which
+// the store compares and keeps instead of replacing.
 void TimePuts(const ServerProcess& sp, const std::vector<std::span<const uint8_t>>& values,
               int rounds, bool new_keys, Sample* put, Sample* upload) {
   net::ClientOptions tcp_only;
