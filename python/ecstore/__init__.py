@@ -105,7 +105,8 @@ class Cache:
     def put(self, ns: str, key: str, value: Any, *, dtype: str | None = None,
             shape: Sequence[int] | None = None) -> None:
         """Stores a torch tensor (any device), a numpy array, or raw bytes (with dtype and
-        shape) under (ns, key), replacing an older entry."""
+        shape) under (ns, key), replacing an older entry. A put of the bytes, dtype and shape
+        the key already holds in the host pool keeps that entry: nothing is written again."""
         if self._device_tier() and _tensors.is_tensor(value) and value.is_cuda:
             import torch
 
