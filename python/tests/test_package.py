@@ -202,3 +202,25 @@ def test_prefetch_reads_disk_entries_into_the_pool_in_one_batch(tmp_path):
     for i in (0, 3):
         assert np.array_equal(c.get("ns", f"k{i}", like="numpy"), arrays[i])
     c.close()
+
+
+def test_a_second_put_of_the_same_entry_keeps_it(cache):
+    # Embedded and through a daemon (whose PUT fills a reserved block, then commits): the store
+    # compares the bytes and keeps its entry, with nothing written to disk again.
+    t = torch.randn(400, 896).to(torch.bfloat16)
+    cache.put("ns", "same", t)
+    first = cache.lookup("ns", "same")
+    for _ in range(200):  # write-back puts it on disk (within 10 s, sanitizers included)
+        if "disk" in cache.lookup("ns", "same").tiers:
+            break
+        threading.Event().wait(0.05)
+    spills = cache.stats()["pool"]["spills"]
+    cache.put("ns", "same", t.clone())
+    kept = cache.lookup("ns", "same")
+    assert kept.created_us == first.created_us and "disk" in kept.tiers
+    assert cache.stats()["pool"]["spills"] == spills
+    other = t.clone()
+    other[0, 0] += 1
+    cache.put("ns", "same", other)
+    assert cache.lookup("ns", "same").created_us != first.created_us
+    assert torch.equal(cache.get("ns", "same"), other)
