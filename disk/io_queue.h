@@ -79,7 +79,8 @@ class IoService {
   // 0.86-0.90 x; GetMany 0.87 -> 0.91 -> 0.92-0.94 x; alternated runs, 2026-11-23).
   // The service's thread only reaps and submits: copying a teed read's pieces here as they
   // completed, to split the tail's work over two cores, left the disk idle meanwhile (a
-  // promoted get 0.87 -> 0.65 x, GetMany 0.92 -> 0.67 x; three alternated runs, 2026-11-24).
+  // promoted get 0.81-0.86 -> 0.63-0.67 x, GetMany 0.90-0.93 -> 0.66-0.68 x; three
+  // alternated runs, 2026-11-24).
   static Result<std::unique_ptr<IoService>> Start(Env* env, unsigned depth, uint64_t chunk_bytes,
                                                   unsigned followed_window = 0);
   static constexpr unsigned kFollowedWaves = 3;
