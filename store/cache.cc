@@ -74,6 +74,14 @@ void ReadLease::Reset() {
   info_ = EntryInfo{};
 }
 
+std::vector<Result<ReadLease>> Cache::AcquireMany(std::string_view ns,
+                                                  const std::vector<std::string>& keys) {
+  std::vector<Result<ReadLease>> out;
+  out.reserve(keys.size());
+  for (const std::string& k : keys) out.push_back(Acquire(ns, k));
+  return out;
+}
+
 Result<bool> Cache::Contains(std::string_view ns, std::string_view key) {
   auto found = Lookup(ns, key);
   if (found.ok()) return true;

@@ -197,6 +197,11 @@ class Cache {
                                                  const std::vector<std::span<uint8_t>>& dsts) = 0;
   // The entry for zero-copy reading (see ReadLease).
   virtual Result<ReadLease> Acquire(std::string_view ns, std::string_view key) = 0;
+  // Several entries of one namespace for zero-copy reading; result i belongs to keys[i]. An
+  // embedded store reads the disk-only ones into its pool as one batch, all in flight
+  // together (by default: Acquire, key by key).
+  virtual std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
+                                                     const std::vector<std::string>& keys);
   // Keeps the entry resident in memory (never evicted, never overwritten in place) until the
   // returned lease is destroyed, without moving its bytes (a remote pin's data() is null). A
   // scheduler pins what it has promised a worker will find. Remote pins also end when the

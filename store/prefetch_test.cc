@@ -1,4 +1,5 @@
-// Several disk reads in flight: Prefetch and GetMany promote disk entries in one batch.
+// Several disk reads in flight: Prefetch, GetMany and AcquireMany promote disk entries in one
+// batch.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -109,6 +110,33 @@ TEST(Prefetch, ALeaseSaysWhichTierItsBytesCameFrom) {
   auto again = s->Acquire("ns", "k0");
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->served_from(), Tier::kPool);
+}
+
+// AcquireMany leases a pool hit and the disk entries it promoted in one batch, each with the
+// tier it came from; an absent key and a bad one answer as Acquire would, alone.
+TEST(Prefetch, AcquireManyLeasesPoolAndDiskEntriesAndAnswersEachKey) {
+  TempDir dir;
+  const uint64_t n = 1 * kMiB + 4096;
+  auto s = OnDisk(dir.path(), 5, n);
+  ASSERT_TRUE(s->Acquire("ns", "k1").ok());  // k1 is now in the pool too
+  std::vector<std::string> keys = {"k0", "k1", "k2", "absent", "", "k4"};
+  auto got = s->AcquireMany("ns", keys);
+  ASSERT_EQ(got.size(), keys.size());
+  for (int i : {0, 1, 2, 5}) {
+    ASSERT_TRUE(got[i].ok()) << keys[i] << ": " << got[i].status().ToString();
+    const int k = keys[i][1] - '0';
+    EXPECT_EQ(got[i]->served_from(), k == 1 ? Tier::kPool : Tier::kDisk) << keys[i];
+    EXPECT_TRUE(std::equal(got[i]->data(), got[i]->data() + n, Payload(k, n).begin()));
+  }
+  EXPECT_TRUE(got[3].status().IsNotFound()) << got[3].status().ToString();
+  EXPECT_TRUE(got[4].status().IsInvalidArgument()) << got[4].status().ToString();
+  StoreStats st = *s->Stats();
+  EXPECT_EQ(st.pool().promotions, 4u);  // k1's Acquire, then k0, k2, k4 in one batch
+  EXPECT_EQ(st.disk().hits, 4u);
+  EXPECT_EQ(st.pool().hits, 1u);
+  EXPECT_EQ(st.leases, 4u);
+  got.clear();
+  EXPECT_EQ(s->Stats()->leases, 0u);
 }
 
 // Eight entries on disk in a 32 MiB pool: k0-k6 of 4 MiB, k7 of 8 MiB; k0-k6 are then

@@ -119,6 +119,7 @@ Status StoreImpl::Init() {
   kd_ = std::make_unique<Keydir>(env_, pool_.get(), dev_ ? dev_->memory() : nullptr, durable_.get(),
                                  opt_.eviction_policy != "lru" && !opt_.eviction_policy.empty());
   ev_ = std::make_unique<HostEvictor>(kd_.get(), opt_.put_wait, opt_.write_back);
+  batch_ = std::make_unique<BatchReads>(this, kd_.get(), ev_.get(), opt_.promote_on_get);
   if (dev_) dev_->Attach(kd_.get(), ev_.get(), this, opt_.put_wait);
   kd_->OnLeaseEnd([this]() NO_THREAD_SAFETY_ANALYSIS {  // runs under mu
     ev_->NudgeLocked();
@@ -449,69 +450,12 @@ Result<bool> StoreImpl::Contains(std::string_view ns, std::string_view key) {
 std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
                                                   const std::vector<std::string>& keys,
                                                   const std::vector<std::span<uint8_t>>& dsts) {
-  // The keys in the pool are leased first; the disk entries' reads then go out in one batch,
-  // and the leased entries are copied out while those reads are in flight (the copy and the
-  // disk overlap instead of taking turns). Each disk entry's pieces are copied to its
-  // destination as they land, too, so only the last piece's copy follows the batch. A key
-  // whose read failed (corrupt, a failing device) answers that failure; the rest go through
-  // Get. Measured (bench get_disk, GetMany of 8 disk entries, the 2-core VM): 0.92-0.99 x the
-  // raw read with the copies landing as the pieces do, 0.67-0.88 x with them after the batch.
-  std::vector<std::optional<ReadLease>> hot = LeasePooled(ns, keys, dsts, nullptr);
-  bool copied = false;
-  auto copy_out = [&](const std::vector<std::optional<ReadLease>>& leases) {
-    std::vector<CopyPool::Item> items;
-    for (size_t i = 0; i < leases.size(); ++i)
-      if (leases[i]) items.push_back({dsts[i].data(), leases[i]->data(), leases[i]->size()});
-    copy_pool_.Copy(items);
-  };
-  auto copy_hot = [&] {
-    if (!std::exchange(copied, true)) copy_out(hot);
-  };
-  std::vector<Status> pre(keys.size());
-  HostEvictor::KeyDelivery got{dsts, {}, {}};
-  if (keys.size() > 1 && opt_.promote_on_get) pre = ev_->PromoteKeys(ns, keys, copy_hot, &got);
-  copy_hot();                                    // no disk read went out
-  std::vector<bool> again(got.promoted.size());  // promoted, but their bytes are not in dsts
-  for (size_t i = 0; i < again.size(); ++i) again[i] = got.promoted[i] && !got.delivered[i];
-  if (std::find(again.begin(), again.end(), true) != again.end()) {
-    std::vector<std::optional<ReadLease>> fresh = LeasePooled(ns, keys, dsts, &again);
-    copy_out(fresh);
-    for (size_t i = 0; i < fresh.size(); ++i)
-      if (fresh[i]) hot[i] = std::move(fresh[i]);
-  }
-  std::vector<Result<EntryInfo>> out;
-  out.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (hot[i])
-      out.push_back(hot[i]->info());
-    else if (i < got.delivered.size() && got.delivered[i])
-      out.push_back(*got.delivered[i]);
-    else if (!pre[i].ok() && !pre[i].IsBusy())
-      out.push_back(pre[i]);
-    else if (i < dsts.size())
-      out.push_back(Get(ns, keys[i], dsts[i]));
-    else
-      out.push_back(Status::InvalidArgument("GetMany needs one buffer per key"));
-  }
-  return out;
+  return batch_->GetMany(ns, keys, dsts);
 }
 
-// A lease for each key whose entry is in the pool and fits its buffer; nothing for the others
-// (absent, on disk or device only, bad input), which Get answers. Without `only`: pool hits,
-// counted as Get counts them. With it: only the keys it marks, just promoted (their hits
-// were counted as disk hits).
-std::vector<std::optional<ReadLease>> StoreImpl::LeasePooled(
-    std::string_view ns, const std::vector<std::string>& keys,
-    const std::vector<std::span<uint8_t>>& dsts, const std::vector<bool>* only) {
-  std::vector<std::optional<ReadLease>> hot(keys.size());
-  MutexLock l(&kd_->mu);
-  for (size_t i = 0; i < keys.size() && i < dsts.size(); ++i) {
-    if ((only && !(*only)[i]) || !CheckKey(ns, keys[i]).ok()) continue;
-    auto found = kd_->FindLocked(ns, keys[i], false);
-    if (found.ok() && (*found)->pool && dsts[i].size() >= (*found)->bytes)
-      hot[i] = kd_->LeaseLocked(*found, only == nullptr);
-  }
-  return hot;
+std::vector<Result<ReadLease>> StoreImpl::AcquireMany(std::string_view ns,
+                                                      const std::vector<std::string>& keys) {
+  return batch_->AcquireMany(ns, keys);
 }
 
 Status StoreImpl::Prefetch(std::string_view ns, const std::vector<std::string>& keys) {

@@ -5,6 +5,7 @@
 //   DurableTier  (store/durable_tier.h)  segments, index, quota, tombstones, recovery
 //   Evictor      (store/evictor.h)       the background evictor and waiting Puts
 //   DeviceFront  (store/device_front.h)  the GPU pool and the requests in device memory
+//   BatchReads   (store/batch_reads.h)   GetMany and AcquireMany: one batch of disk reads
 // Private to store/.
 // Thread rules: as Store's. The Keydir's mu guards all metadata and is never held across
 // I/O or a payload copy. Lock order: DurableTier's append lock -> mu -> DurableTier's
@@ -19,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/copy_pool.h"
 #include "base/mutex.h"
+#include "store/batch_reads.h"
 #include "store/device_front.h"
 #include "store/durable_tier.h"
 #include "store/evictor.h"
@@ -49,6 +50,8 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;  // and Host's
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts) override;
+  std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
+                                             const std::vector<std::string>& keys) override;
   using Store::Lookup;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key,
                            const ReadOptions& ro) override;
@@ -81,13 +84,6 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   void RemoveRegistrar(MemoryRegistrar* r) override;
 
  private:
-  // GetMany's leases on keys in the pool: before its disk reads, and after, on those it
-  // promoted (`only`).
-  std::vector<std::optional<ReadLease>> LeasePooled(std::string_view ns,
-                                                    const std::vector<std::string>& keys,
-                                                    const std::vector<std::span<uint8_t>>& dsts,
-                                                    const std::vector<bool>* only)
-      EXCLUDES(kd_->mu);
   struct Pending;  // a reserved, not yet committed Put
   void Abandon(void* token) override;
   Status CheckKey(std::string_view ns, std::string_view key) const;
@@ -109,8 +105,7 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   std::unique_ptr<DeviceFront> dev_;  // the GPU pool and its evictor, if any
   std::unique_ptr<Keydir> kd_;        // its mu is the metadata lock
   std::unique_ptr<HostEvictor> ev_;
-  // GetMany's copies out of the pool, split over a few threads.
-  CopyPool copy_pool_{CopyPool::DefaultThreads(std::thread::hardware_concurrency())};
+  std::unique_ptr<BatchReads> batch_;  // GetMany, AcquireMany
 };
 
 }  // namespace ecstore

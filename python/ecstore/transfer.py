@@ -148,3 +148,42 @@ def load(cache: ecstore.Cache, ns: str, key: str, device: Any) -> torch.Tensor:
     """The entry as a new tensor on `device` (a CUDA device: copied host->device straight
     from the pool under a lease, where the cache reads in place)."""
     return cache.get(ns, key, device=device)
+
+
+def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any) -> list[torch.Tensor]:
+    """The entries as new tensors on `device`, a step's loads together: their disk reads go
+    out as one batch (get_many on the CPU; acquire_many, then host->device copies straight
+    from the pool, for a CUDA device and a store without a device tier). NotFound if one is
+    absent. Elsewhere (a device tier, a same-host server's device pool) key by key, as load."""
+    if not keys:
+        return []
+    dev = torch.device(device if device is not None else "cpu")
+    if dev.type == "cpu":
+        got = cache.get_many(ns, keys)
+    elif cache.transport == "local" and not cache._device_tier():
+        got = _to_device(cache.acquire_many(ns, keys), dev)
+    else:
+        return [load(cache, ns, k, device) for k in keys]
+    missing = [k for k, t in zip(keys, got) if t is None]
+    if missing:
+        raise ecstore.NotFound(f"no entry for keys {missing} in namespace '{ns}'")
+    return got
+
+
+def _to_device(leases: list[Any], dev: torch.device) -> list[torch.Tensor | None]:
+    out: list[torch.Tensor | None] = []
+    try:
+        for lease in leases:
+            if lease is None:
+                out.append(None)
+                continue
+            src = lease.tensor()
+            dst = torch.empty(src.shape, dtype=src.dtype, device=dev)
+            dst.copy_(src, non_blocking=True)  # from the CUDA-registered pool
+            out.append(dst)
+        torch.cuda.current_stream(dev).synchronize()  # every copy done before the releases
+    finally:
+        for lease in leases:
+            if lease is not None:
+                lease.release()
+    return out

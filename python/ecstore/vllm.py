@@ -379,10 +379,8 @@ class EcStoreConnector(ECConnectorBase):
         meta = self._get_connector_metadata()
         assert isinstance(meta, EcStoreConnectorMetadata)
         device = _load_device()
-        for key in meta.loads:
-            if key in encoder_cache:
-                continue
-            t = transfer.load(self._cache, self._ns, key, device)
+        keys = [k for k in dict.fromkeys(meta.loads) if k not in encoder_cache]
+        for key, t in zip(keys, transfer.load_many(self._cache, self._ns, keys, device)):
             encoder_cache[key] = t
             self._count("loads")
             self._count("load_bytes", t.numel() * t.element_size())

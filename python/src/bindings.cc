@@ -235,6 +235,30 @@ class PyCache {
     return Lease(Check(core_->Live()->Acquire(ns, key)), core_);
   }
 
+  // None where absent; any other failure raises (the leases already taken are released).
+  // Every lease is wrapped before anything raises: a Lease releases under the core's lock.
+  std::vector<std::optional<Lease>> acquire_many(const std::string& ns,
+                                                 const std::vector<std::string>& keys) {
+    std::vector<Result<ReadLease>> got;
+    {
+      nb::gil_scoped_release nogil;
+      auto l = core_->Lock();
+      got = core_->Live()->AcquireMany(ns, keys);
+    }
+    std::vector<std::optional<Lease>> out;
+    Status failed;
+    for (auto& g : got) {
+      if (g.ok()) {
+        out.emplace_back(Lease(std::move(*g), core_));
+        continue;
+      }
+      if (!g.status().IsNotFound() && failed.ok()) failed = g.status();
+      out.emplace_back(std::nullopt);
+    }
+    Check(failed);
+    return out;
+  }
+
   // ---- the device tier (an embedded store opened with device_pool_bytes > 0)
   Store* EmbeddedStore(const char* what) {
     core_->Live();
@@ -484,6 +508,7 @@ void BindCache(nb::module_& m) {
       .def("get_into", &PyCache::get_into, "ns"_a, "key"_a, "out"_a)
       .def("get_many", &PyCache::get_many, "ns"_a, "keys"_a, "outs"_a)
       .def("acquire", &PyCache::acquire, "ns"_a, "key"_a)
+      .def("acquire_many", &PyCache::acquire_many, "ns"_a, "keys"_a)
       .def("prefetch", &PyCache::prefetch, "ns"_a, "keys"_a)
       .def("has_device_tier", &PyCache::has_device_tier)
       .def("put_device", &PyCache::put_device, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "src"_a,

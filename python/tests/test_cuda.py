@@ -38,6 +38,17 @@ def test_cuda_tensor_round_trip(cache, shape):
     assert torch.equal(got.view(torch.int16), src.view(torch.int16))
 
 
+def test_load_many_brings_a_step_to_the_gpu(cache):
+    srcs = [torch.randn(s, device="cuda:0").to(torch.bfloat16) for s in SHAPES[:2]]
+    for i, src in enumerate(srcs):
+        cache.put("ns", f"k{i}", src)
+    got = transfer.load_many(cache, "ns", ["k0", "k1"], "cuda:0")
+    for g, src in zip(got, srcs):
+        assert g.is_cuda and torch.equal(g.view(torch.int16), src.view(torch.int16))
+    with pytest.raises(ecstore.NotFound, match="absent"):
+        transfer.load_many(cache, "ns", ["k0", "absent"], "cuda:0")
+
+
 def test_reserve_fills_pool_memory_in_place(tmp_path):
     c = ecstore.open(str(tmp_path / "r"), "64MiB")
     c.register_with_cuda()

@@ -97,6 +97,35 @@ def test_leases_read_in_place_and_outlive_their_block(cache):
         cache.acquire("ns", "nope")
 
 
+def test_acquire_many_leases_each_key_in_place(cache):
+    a, b = torch.randn(64, 64), torch.randn(32, 8)
+    cache.put("ns", "a", a)
+    cache.put("ns", "b", b)
+    leases = cache.acquire_many("ns", ["a", "missing", "b"])
+    assert leases[1] is None
+    with leases[0] as la, leases[2] as lb:
+        assert torch.equal(la.tensor(), a) and torch.equal(lb.tensor(), b)
+    with pytest.raises(ecstore.InvalidArgument, match="key is empty"):
+        cache.acquire_many("ns", ["a", ""])
+
+
+def test_acquire_many_promotes_disk_entries_in_one_batch(tmp_path):
+    c = ecstore.open(str(tmp_path / "p"), "16MiB")
+    arrays = [np.arange(i, i + 256 * 1024, dtype=np.float32) for i in range(4)]
+    for i, a in enumerate(arrays):
+        c.put("ns", f"k{i}", a)
+    c.close()
+    c = ecstore.open(str(tmp_path / "p"), "16MiB")  # reopened: every entry on disk only
+    leases = c.acquire_many("ns", ["k0", "k2", "k3"])
+    for lease, i in zip(leases, (0, 2, 3)):
+        with lease:
+            assert np.array_equal(lease.array().view(np.float32), arrays[i])
+    stats = c.stats()
+    assert stats["pool"]["promotions"] == 3 and stats["disk"]["hits"] == 3
+    assert c.lookup("ns", "k1").tiers == ["disk"]
+    c.close()
+
+
 def test_errors_are_classes_with_messages(cache):
     with pytest.raises(ecstore.InvalidArgument, match="cannot contain '/'"):
         cache.put("ns", "a/b", torch.zeros(4))

@@ -1,0 +1,107 @@
+#include "store/batch_reads.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace ecstore {
+
+std::vector<Result<EntryInfo>> BatchReads::GetMany(std::string_view ns,
+                                                   const std::vector<std::string>& keys,
+                                                   const std::vector<std::span<uint8_t>>& dsts) {
+  // The keys in the pool are leased first; the disk entries' reads then go out in one batch,
+  // and the leased entries are copied out while those reads are in flight (the copy and the
+  // disk overlap instead of taking turns). Each disk entry's pieces are copied to its
+  // destination as they land, too, so only the last piece's copy follows the batch. A key
+  // whose read failed (corrupt, a failing device) answers that failure; the rest go through
+  // Get. Measured (bench get_disk, GetMany of 8 disk entries, the 2-core VM): 0.92-0.99 x the
+  // raw read with the copies landing as the pieces do, 0.67-0.88 x with them after the batch.
+  std::vector<std::optional<ReadLease>> hot = LeasePooled(ns, keys, &dsts, nullptr);
+  bool copied = false;
+  auto copy_out = [&](const std::vector<std::optional<ReadLease>>& leases) {
+    std::vector<CopyPool::Item> items;
+    for (size_t i = 0; i < leases.size(); ++i)
+      if (leases[i]) items.push_back({dsts[i].data(), leases[i]->data(), leases[i]->size()});
+    copy_pool_.Copy(items);
+  };
+  auto copy_hot = [&] {
+    if (!std::exchange(copied, true)) copy_out(hot);
+  };
+  std::vector<Status> pre(keys.size());
+  HostEvictor::KeyDelivery got{dsts, {}, {}};
+  if (keys.size() > 1 && promote_) pre = ev_->PromoteKeys(ns, keys, copy_hot, &got);
+  copy_hot();                                    // no disk read went out
+  std::vector<bool> again(got.promoted.size());  // promoted, but their bytes are not in dsts
+  for (size_t i = 0; i < again.size(); ++i) again[i] = got.promoted[i] && !got.delivered[i];
+  if (std::find(again.begin(), again.end(), true) != again.end()) {
+    std::vector<std::optional<ReadLease>> fresh = LeasePooled(ns, keys, &dsts, &again);
+    copy_out(fresh);
+    for (size_t i = 0; i < fresh.size(); ++i)
+      if (fresh[i]) hot[i] = std::move(fresh[i]);
+  }
+  std::vector<Result<EntryInfo>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (hot[i])
+      out.push_back(hot[i]->info());
+    else if (i < got.delivered.size() && got.delivered[i])
+      out.push_back(*got.delivered[i]);
+    else if (!pre[i].ok() && !pre[i].IsBusy())
+      out.push_back(pre[i]);
+    else if (i < dsts.size())
+      out.push_back(single_->Get(ns, keys[i], dsts[i]));
+    else
+      out.push_back(Status::InvalidArgument("GetMany needs one buffer per key"));
+  }
+  return out;
+}
+
+std::vector<Result<ReadLease>> BatchReads::AcquireMany(std::string_view ns,
+                                                       const std::vector<std::string>& keys) {
+  // As GetMany without the copies: an engine that reads in place (a host -> device copy
+  // straight from the pool) takes a step's entries together, its disk reads in one batch.
+  // Acquire promotes whatever promote_on_get says, and so does this.
+  std::vector<std::optional<ReadLease>> got = LeasePooled(ns, keys, nullptr, nullptr);
+  std::vector<Status> pre(keys.size());
+  const auto missing = std::count_if(got.begin(), got.end(), [](auto& l) { return !l; });
+  if (missing > 1) {
+    static const std::vector<std::span<uint8_t>> kNoCopies;  // promoted into the pool only
+    HostEvictor::KeyDelivery promoted{kNoCopies, {}, {}};
+    pre = ev_->PromoteKeys(ns, keys, nullptr, &promoted);
+    std::vector<bool> only(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) only[i] = !got[i] && promoted.promoted[i];
+    std::vector<std::optional<ReadLease>> fresh = LeasePooled(ns, keys, nullptr, &only);
+    for (size_t i = 0; i < fresh.size(); ++i)
+      if (fresh[i]) got[i] = std::move(fresh[i]);
+  }
+  std::vector<Result<ReadLease>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (got[i])
+      out.push_back(std::move(*got[i]));
+    else if (!pre[i].ok() && !pre[i].IsBusy())
+      out.push_back(pre[i]);
+    else  // absent, bad input, on the device only, or evicted again before its lease
+      out.push_back(single_->Acquire(ns, keys[i]));
+  }
+  return out;
+}
+
+std::vector<std::optional<ReadLease>> BatchReads::LeasePooled(
+    std::string_view ns, const std::vector<std::string>& keys,
+    const std::vector<std::span<uint8_t>>* dsts, const std::vector<bool>* only) {
+  std::vector<std::optional<ReadLease>> hot(keys.size());
+  const size_t n = dsts ? std::min(keys.size(), dsts->size()) : keys.size();
+  MutexLock l(&kd_->mu);
+  for (size_t i = 0; i < n; ++i) {
+    if ((only && !(*only)[i]) || !ValidateNamespace(ns).ok() || !ValidateKey(keys[i]).ok())
+      continue;  // bad input: the single-key path says what is wrong
+    auto found = kd_->FindLocked(ns, keys[i], false);
+    if (!found.ok() || !(*found)->pool) continue;
+    if (dsts && (*dsts)[i].size() < (*found)->bytes) continue;
+    hot[i] = only ? kd_->LeaseLocked(*found, false, MemoryKind::kHost, Tier::kDisk)
+                  : kd_->LeaseLocked(*found, true);
+  }
+  return hot;
+}
+
+}  // namespace ecstore

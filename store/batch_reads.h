@@ -1,0 +1,56 @@
+// BatchReads: the reads of several keys at once -- GetMany (copied out), AcquireMany (leased,
+// zero copy) and Prefetch (into the pool only). Each leases what is in the pool, sends the
+// disk-only entries' reads out as one batch (HostEvictor::PromoteKeys keeps the ring full
+// across entries), and hands a key it could not serve that way to the single-key path
+// (Store::Get / Store::Acquire), which answers its error or retries a lost race.
+// Private to store/.
+// Thread rules: thread-safe; its copy helpers serve one GetMany at a time (another copies on
+// its own thread). Never holds the keydir's mu across I/O or a copy.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "base/copy_pool.h"
+#include "store/evictor.h"
+#include "store/keydir.h"
+#include "store/store.h"
+
+namespace ecstore {
+
+class BatchReads {
+ public:
+  // `single` answers the keys a batch leaves over; kd and ev outlive this.
+  BatchReads(Store* single, Keydir* kd, HostEvictor* ev, bool promote_on_get)
+      : single_(single), kd_(kd), ev_(ev), promote_(promote_on_get) {}
+
+  std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
+                                         const std::vector<std::span<uint8_t>>& dsts)
+      EXCLUDES(kd_->mu);
+  std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
+                                             const std::vector<std::string>& keys)
+      EXCLUDES(kd_->mu);
+
+ private:
+  // Leases on the keys in the pool (that fit their buffer, given `dsts`). Without `only`:
+  // pool hits, counted as Get counts them. With it: only the keys it marks, just promoted
+  // (their hits were counted as disk hits).
+  std::vector<std::optional<ReadLease>> LeasePooled(std::string_view ns,
+                                                    const std::vector<std::string>& keys,
+                                                    const std::vector<std::span<uint8_t>>* dsts,
+                                                    const std::vector<bool>* only)
+      EXCLUDES(kd_->mu);
+
+  Store* const single_;
+  Keydir* const kd_;
+  HostEvictor* const ev_;
+  const bool promote_;
+  // GetMany's copies out of the pool, split over a few threads.
+  CopyPool copy_pool_{CopyPool::DefaultThreads(std::thread::hardware_concurrency())};
+};
+
+}  // namespace ecstore
