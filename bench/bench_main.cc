@@ -18,11 +18,12 @@ namespace ecstore::bench {
 namespace {
 
 [[noreturn]] void Usage(int status) {
-  std::fprintf(stderr,
-               "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
-               "remote,rdma,device,policy,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] "
-               "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf] [--watermarks H,L] "
-               "[--drift EVERY,STEP]\n");
+  std::fprintf(
+      stderr,
+      "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
+      "mixed_gpu,remote,rdma,device,policy,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] "
+      "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf] [--watermarks H,L] "
+      "[--drift EVERY,STEP]\n");
   std::exit(status);
 }
 
@@ -101,8 +102,9 @@ Config ParseArgs(int argc, char** argv) {
     }
     flag->second(argv[++i], &cfg);
   }
-  const std::set<std::string> known = {"put",  "get_hot", "get_disk", "spill", "mixed", "remote",
-                                       "rdma", "device",  "policy",   "index", "alloc"};
+  const std::set<std::string> known = {"put",    "get_hot", "get_disk", "spill",
+                                       "mixed",  "remote",  "rdma",     "device",
+                                       "policy", "index",   "alloc",    "mixed_gpu"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
@@ -124,6 +126,7 @@ int main(int argc, char** argv) {
   if (cfg.Want("put") || cfg.Want("get_hot") || cfg.Want("get_disk")) HotAndDiskWorkloads(cfg, pl);
   if (cfg.Want("spill")) SpillWorkload(cfg, pl);
   if (cfg.Want("mixed")) MixedWorkload(cfg, pl);
+  if (cfg.Want("mixed_gpu")) MixedGpuWorkload(cfg, pl);
   if (cfg.Want("remote")) RemoteWorkload(cfg, pl);
   if (cfg.Want("rdma")) RdmaWorkload(cfg, pl);
   if (cfg.Want("device")) DeviceWorkload(cfg, pl);

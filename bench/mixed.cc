@@ -1,23 +1,49 @@
 // The workloads where the disk is the limit for both systems: spill (sustained puts through a
 // small pool) and mixed (an engine's steps over a working set 3x the memory budget).
+#include "bench/mixed.h"
+
 #include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "bench/baseline.h"
-#include "bench/disk_stats.h"
 #include "bench/results.h"
 #include "bench/workloads.h"
 #include "disk/aligned_buffer.h"
 
 namespace ecstore::bench {
-namespace {
+
+std::vector<std::string> MixedPlan::Keys(size_t step) const {
+  std::vector<std::string> keys;
+  for (size_t k : steps[step]) keys.push_back(entries[k].key);
+  return keys;
+}
+
+uint64_t MixedPlan::Bytes() const {
+  uint64_t n = 0;
+  for (const auto& step : steps)
+    for (size_t k : step) n += ::ecstore::bench::Bytes(entries[k]);
+  return n;
+}
+
+MixedPlan MakeMixedPlan(const Config& cfg) {
+  MixedPlan mp;
+  mp.pool = cfg.quick ? 256 * kMiB : 1 * kGiB;
+  mp.entries = MakeEntries(3 * mp.pool, 3);  // working set 3x the memory budget
+  Zipf zipf(mp.entries.size(), 0.99);
+  std::mt19937_64 rng(5);
+  mp.steps.resize((cfg.quick ? 500 : 4000) / kMixedBatch);
+  for (auto& step : mp.steps)
+    while (step.size() < kMixedBatch) {
+      size_t k = zipf(rng);
+      if (std::find(step.begin(), step.end(), k) == step.end()) step.push_back(k);
+    }
+  return mp;
+}
 
 // Bytes this process read from the block device (/proc/self/io read_bytes: page-cache
 // misses and O_DIRECT reads, io_uring's workers included), or 0 where the kernel does not say.
-// What a pass did to the disk since `before`: MB per op read and written by this process,
-// and how much of the pass's wall time the device was busy.
 std::string DiskNote(const std::string& dir, const DiskCounters& before, double secs, double ops) {
   DiskCounters after = SampleDisk(dir);
   char out[128];
@@ -30,16 +56,15 @@ std::string DiskNote(const std::string& dir, const DiskCounters& before, double 
   return out;
 }
 
+namespace {
+
 // mixed, as an engine runs it: each step is a batch of kMixedBatch items drawn Zipf(0.99)
 // from a working set 3x the memory budget. ec-store fetches a step's items together
 // (GetMany, as vLLM's start_load_caches loads every item of a step) and puts the misses;
 // the baseline checks and reads its files one after another, as ECExampleConnector does,
 // with its page cache held to the same budget. Latency is per step.
-constexpr int kMixedBatch = 4;
-
 struct MixedRun {
-  const std::vector<Entry>& entries;
-  const std::vector<std::vector<size_t>>& plan;  // the items of each step, in order
+  const MixedPlan& mp;
   std::vector<std::span<uint8_t>>& dsts;
   Payloads& pl;
 };
@@ -52,12 +77,8 @@ double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, Mix
                   bool prefetch) {
   std::filesystem::remove_all(sdir);
   auto store = OpenStore(cfg, sdir, pool);
-  const double ops = static_cast<double>(run.plan.size()) * kMixedBatch;
-  auto keys_of = [&](size_t i) {
-    std::vector<std::string> keys;
-    for (size_t k : run.plan[i]) keys.push_back(run.entries[k].key);
-    return keys;
-  };
+  const auto& plan = run.mp.steps;
+  const double ops = static_cast<double>(plan.size()) * kMixedBatch;
   std::atomic<size_t> step_now{0};
   std::atomic<bool> done{false};
   std::thread prefetcher;
@@ -65,12 +86,12 @@ double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, Mix
     prefetcher = std::thread([&] {
       for (size_t seen = 0; !done;) {
         size_t next = step_now.load() + 1;
-        if (next >= run.plan.size()) break;
+        if (next >= plan.size()) break;
         if (next == seen) {  // the next step's items are in: wait for the step to move on
           std::this_thread::sleep_for(std::chrono::microseconds(200));
           continue;
         }
-        store->Prefetch("bench", keys_of(next)).ok();  // absent items: nothing to promote
+        store->Prefetch("bench", run.mp.Keys(next)).ok();  // absent items: nothing to promote
         seen = next;
       }
     });
@@ -79,16 +100,15 @@ double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, Mix
   const DiskCounters disk0 = SampleDisk(sdir);
   double fill = 0;  // the pool's use after each step, as a fraction of its budget
   auto t0 = Clock::now();
-  for (size_t i = 0; i < run.plan.size(); ++i) {
+  for (size_t i = 0; i < plan.size(); ++i) {
     step_now = i;
     auto t = Clock::now();
-    auto got = store->GetMany("bench", keys_of(i), run.dsts);
-    for (size_t j = 0; j < run.plan[i].size(); ++j) {
-      const Entry& e = run.entries[run.plan[i][j]];
+    auto got = store->GetMany("bench", run.mp.Keys(i), run.dsts);
+    for (size_t j = 0; j < plan[i].size(); ++j) {
+      const Entry& e = run.mp.entries[plan[i][j]];
       if (got[j].status().IsNotFound()) {
         ++misses;
-        Die(store->Put("bench", e.key, Payloads::Meta(e.shape),
-                       run.pl.Get(e.shape, run.plan[i][j])),
+        Die(store->Put("bench", e.key, Payloads::Meta(e.shape), run.pl.Get(e.shape, plan[i][j])),
             "mixed put");
       } else {
         Die(got[j].status(), "mixed get");
@@ -109,7 +129,7 @@ double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, Mix
                 "%s%s; pool %.0f%% full on average; %llu misses; pool "
                 "hits %llu, disk hits %llu, promotions %llu; p50/p99 per step",
                 prefetch ? "Prefetch of the next step's items from a second thread; " : "",
-                disk.c_str(), 100 * fill / static_cast<double>(run.plan.size()),
+                disk.c_str(), 100 * fill / static_cast<double>(plan.size()),
                 (unsigned long long)misses, (unsigned long long)st.pool().hits,
                 (unsigned long long)st.disk().hits, (unsigned long long)st.pool().promotions);
   Add({"mixed", prefetch ? "ec-store-prefetch" : "ec-store", bytes / secs / 1e9, ops / secs,
@@ -171,19 +191,13 @@ void SpillWorkload(const Config& cfg, Payloads& pl) {
 }
 
 void MixedWorkload(const Config& cfg, Payloads& pl) {
-  const uint64_t pool = cfg.quick ? 256 * kMiB : 1 * kGiB;
-  const int steps = (cfg.quick ? 500 : 4000) / kMixedBatch;
+  const MixedPlan mp = MakeMixedPlan(cfg);
+  const uint64_t pool = mp.pool;
+  const auto& plan = mp.steps;
+  const auto& entries = mp.entries;
+  const int steps = static_cast<int>(plan.size());
   std::string sdir = cfg.dir + "/mixed", bdir = cfg.dir + "/baseline-mixed";
   std::filesystem::remove_all(bdir);
-  auto entries = MakeEntries(3 * pool, 3);  // working set 3x the memory budget
-  Zipf zipf(entries.size(), 0.99);
-  std::mt19937_64 rng(5);
-  std::vector<std::vector<size_t>> plan(steps);
-  for (auto& step : plan)
-    while (step.size() < kMixedBatch) {
-      size_t k = zipf(rng);
-      if (std::find(step.begin(), step.end(), k) == step.end()) step.push_back(k);
-    }
   std::vector<AlignedBuffer> dst;
   std::vector<std::span<uint8_t>> dsts;
   for (int i = 0; i < kMixedBatch; ++i) {
@@ -192,7 +206,7 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
     dsts.push_back({dst.back().data(), dst.back().size()});
   }
   const double ops = static_cast<double>(steps) * kMixedBatch;
-  MixedRun run{entries, plan, dsts, pl};
+  MixedRun run{mp, dsts, pl};
   Progress("mixed: ec-store, steps of " + std::to_string(kMixedBatch) + " items, GetMany");
   const double store_gbps = MixedStore(cfg, sdir, pool, run, false);
   Progress("mixed: ec-store with Prefetch one step ahead");

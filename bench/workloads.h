@@ -19,6 +19,8 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl);
 // mixed.cc: spill (sustained puts through a small pool) and mixed (an engine's steps).
 void SpillWorkload(const Config& cfg, Payloads& pl);
 void MixedWorkload(const Config& cfg, Payloads& pl);
+// mixed_gpu.cc: mixed's plan as a GPU engine runs it (hits land in device memory).
+void MixedGpuWorkload(const Config& cfg, Payloads& pl);
 
 // bookkeeping.cc: the structures beside the payloads -- index (open and lookups at scale),
 // alloc (the pool allocator's fragmentation), policy (eviction over synthetic traces).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ec-store-bench end to end, at --quick size: every row it reports for put, get_hot, get_disk,
-# remote, policy, index and alloc is there, each held to a limit measured in the same run, with finite
-# positive figures; its store directory is gone afterwards; bad flags are clear errors (exit 2).
+# remote, policy, index and alloc is there, each held to a limit measured in the same run, with
+# finite positive figures (mixed_gpu's rows, or the reason it did not run); its store
+# directory is gone afterwards; bad flags are clear errors (exit 2).
 # Asserts what was measured, never how fast (timings belong in bench/, not in tests).
 # Usage: tests/bench_smoke.sh path/to/ec-store-bench [remote|no-remote]
 # (no-remote under ThreadSanitizer: the remote workload's server is a forked child that starts
@@ -78,6 +79,20 @@ for c in ["05", "10", "20", "50"]:
     for s in ["lru", "gdsf", "freq", "true-popularity", "popularity-5k", "belady"]:
         assert "encoder time saved" in need(f"policy_{c}%", s, limit=False, gbps=False)["note"]
 assert "more than LRU" in by[("policy_10%", "freq")]["note"]
+PY
+
+# mixed_gpu needs a GPU: without one its row says so, and the bench still succeeds.
+"$BENCH" --quick --workloads mixed_gpu --dir "$T/store" --json "$T/gpu.json" >/dev/null 2>&1 \
+  && ok "the quick mixed_gpu runs" || bad "the quick mixed_gpu failed"
+python3 - "$T/gpu.json" <<'PY' && ok "mixed_gpu reports, or says why not" || bad "mixed_gpu rows"
+import json, sys
+by = {(r["workload"], r["system"]): r for r in json.load(open(sys.argv[1]))}
+r = by[("mixed_gpu", "ec-store")]
+if r["note"].startswith("not run: "):
+    assert "GPU" in r["note"] or "CUDA" in r["note"], r
+else:
+    assert r["gbps"] > 0 and r.get("ratio_to_baseline", 0) > 0, r
+    assert by[("mixed_gpu", "baseline")]["gbps"] > 0
 PY
 
 echo "bench smoke: $pass passed, $fail failed"

@@ -1,0 +1,183 @@
+// mixed_gpu: the mixed workload's plan on the GPU machine, as a GPU engine runs it. An item's
+// encoder output is on the GPU and so is its destination: a hit must land in device memory,
+// and a miss (the encoder ran) is saved from device memory.
+//   ec-store, as the vLLM connector does it (ecstore.transfer.load_many, AsyncSaver): the
+//     step's items leased together (AcquireMany: the disk-only ones read into the pool in one
+//     batch), each copied host -> device straight from the CUDA-registered pool; a miss is a
+//     device -> host copy into a reserved pool block, then Commit.
+//   The baseline, as ECExampleConnector does it: load_file(device="cuda") -- read the file
+//     into pageable memory, then copy it to the device -- one item after another; a miss is
+//     tensor.cpu() then save_file. Its page cache is held to the same budget as the pool.
+#include <cstring>
+#include <filesystem>
+
+#include "bench/baseline.h"
+#include "bench/mixed.h"
+#include "bench/results.h"
+#include "bench/workloads.h"
+#include "cuda/cuda.h"
+
+#ifdef EC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ecstore::bench {
+
+#ifndef EC_HAVE_CUDA
+void MixedGpuWorkload(const Config&, Payloads&) {
+  Add({"mixed_gpu", "ec-store", 0, 0, 0, 0, -1, "not run: built without CUDA"});
+}
+#else
+namespace {
+
+void Check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "\nmixed_gpu: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+// Device memory: one destination per item of a step, and one encoder output per shape.
+struct GpuSide {
+  std::vector<void*> dst;
+  std::vector<void*> out;  // by shape
+  cudaStream_t stream = nullptr;
+  GpuSide(Payloads& pl) {
+    Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+    for (int i = 0; i < kMixedBatch; ++i) {
+      dst.push_back(nullptr);
+      Check(cudaMalloc(&dst.back(), 60 * kMiB), "cudaMalloc");
+    }
+    for (size_t s = 0; s < std::size(kShapes); ++s) {
+      auto bytes = pl.Get(static_cast<int>(s), s);
+      out.push_back(nullptr);
+      Check(cudaMalloc(&out.back(), bytes.size()), "cudaMalloc");
+      Check(cudaMemcpy(out.back(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "upload");
+    }
+  }
+  ~GpuSide() {
+    for (void* p : dst) cudaFree(p);
+    for (void* p : out) cudaFree(p);
+    cudaStreamDestroy(stream);
+  }
+};
+
+// One step through ec-store: the hits leased together and copied up on one stream, the
+// misses saved from the device. Returns the misses.
+uint64_t StoreStep(Store* store, const MixedPlan& mp, size_t i, GpuSide& g) {
+  const std::vector<std::string> keys = mp.Keys(i);
+  std::vector<Result<ReadLease>> leases = store->AcquireMany("bench", keys);
+  uint64_t misses = 0;
+  for (size_t j = 0; j < keys.size(); ++j) {
+    const Entry& e = mp.entries[mp.steps[i][j]];
+    if (leases[j].ok()) {
+      Check(cudaMemcpyAsync(g.dst[j], leases[j]->data(), leases[j]->size(),
+                            cudaMemcpyHostToDevice, g.stream),
+            "host -> device");
+      continue;
+    }
+    if (!leases[j].status().IsNotFound()) Die(leases[j].status(), "mixed_gpu acquire");
+    ++misses;
+    auto r = store->Reserve("bench", e.key, Payloads::Meta(e.shape), Bytes(e));
+    Die(r.status(), "mixed_gpu reserve");
+    Check(cudaMemcpyAsync(r->bytes().data(), g.out[e.shape], Bytes(e), cudaMemcpyDeviceToHost,
+                          g.stream),
+          "device -> host");
+    Check(cudaStreamSynchronize(g.stream), "save");
+    Die(store->Commit(std::move(r).value()), "mixed_gpu commit");
+  }
+  Check(cudaStreamSynchronize(g.stream), "load");  // every copy done before the releases
+  return misses;
+}
+
+double StorePass(const Config& cfg, const MixedPlan& mp, GpuSide& g) {
+  const std::string sdir = cfg.dir + "/mixed-gpu";
+  std::filesystem::remove_all(sdir);
+  auto store = OpenStore(cfg, sdir, mp.pool);
+  auto registrar = cuda::NewHostRegistrar();
+  Die(store->AddRegistrar(registrar.get()), "register the pool with CUDA");
+  Latencies lat;
+  uint64_t misses = 0;
+  const DiskCounters disk0 = SampleDisk(sdir);
+  auto t0 = Clock::now();
+  for (size_t i = 0; i < mp.steps.size(); ++i) {
+    auto t = Clock::now();
+    misses += StoreStep(store.get(), mp, i, g);
+    lat.Add(t);
+  }
+  const double secs = Since(t0);
+  const double ops = static_cast<double>(mp.steps.size()) * kMixedBatch;
+  StoreStats st = *store->Stats();
+  char note[320];
+  std::snprintf(note, sizeof note,
+                "AcquireMany + host->device from the registered pool; misses saved "
+                "device->host into a Reserve; %s; %llu misses, pool hits %llu, disk hits %llu",
+                DiskNote(sdir, disk0, secs, ops).c_str(), (unsigned long long)misses,
+                (unsigned long long)st.pool().hits, (unsigned long long)st.disk().hits);
+  const double gbps = static_cast<double>(mp.Bytes()) / secs / 1e9;
+  Add({"mixed_gpu", "ec-store", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
+  store->RemoveRegistrar(registrar.get());
+  store.reset();
+  std::filesystem::remove_all(sdir);
+  return gbps;
+}
+
+void BaselinePass(const Config& cfg, const MixedPlan& mp, GpuSide& g, double store_gbps) {
+  const std::string bdir = cfg.dir + "/baseline-mixed-gpu";
+  std::filesystem::remove_all(bdir);
+  FileBaseline base(bdir);
+  base.SetBudget(mp.pool);
+  std::vector<uint8_t> file, host;
+  uint64_t off = 0;
+  TensorMeta meta;
+  Latencies lat;
+  const DiskCounters disk0 = SampleDisk(cfg.dir);  // bdir is made by the first save
+  auto t0 = Clock::now();
+  for (const auto& step : mp.steps) {
+    auto t = Clock::now();
+    for (size_t j = 0; j < step.size(); ++j) {
+      const Entry& e = mp.entries[step[j]];
+      if (base.Exists(e.key)) {
+        Die(base.Load(e.key, &file, &off, &meta), "baseline load");
+        Check(cudaMemcpy(g.dst[j], file.data() + off, Bytes(e), cudaMemcpyHostToDevice),
+              "baseline host -> device");
+      } else {
+        host.resize(Bytes(e));
+        Check(cudaMemcpy(host.data(), g.out[e.shape], Bytes(e), cudaMemcpyDeviceToHost),
+              "baseline device -> host");
+        Die(base.Save(e.key, Payloads::Meta(e.shape), host), "baseline save");
+      }
+    }
+    lat.Add(t);
+  }
+  const double secs = Since(t0);
+  const double ops = static_cast<double>(mp.steps.size()) * kMixedBatch;
+  const double gbps = static_cast<double>(mp.Bytes()) / secs / 1e9;
+  char note[300];
+  std::snprintf(note, sizeof note,
+                "load_file(device=cuda) one item after another, misses .cpu() + save_file; "
+                "%s; ec-store/baseline %.2fx",
+                DiskNote(cfg.dir, disk0, secs, ops).c_str(), store_gbps / gbps);
+  Add({"mixed_gpu", "baseline", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
+  std::filesystem::remove_all(bdir);
+}
+
+}  // namespace
+
+void MixedGpuWorkload(const Config& cfg, Payloads& pl) {
+  std::string why;
+  if (cuda::DeviceCount(&why) == 0) {
+    Add({"mixed_gpu", "ec-store", 0, 0, 0, 0, -1, "not run: no GPU here (" + why + ")"});
+    return;
+  }
+  const MixedPlan mp = MakeMixedPlan(cfg);
+  GpuSide g(pl);
+  Progress("mixed_gpu: ec-store, steps of " + std::to_string(kMixedBatch) +
+           " items to the GPU, AcquireMany");
+  const double store_gbps = StorePass(cfg, mp, g);
+  Progress("mixed_gpu: baseline, load_file(device=cuda) one after another");
+  BaselinePass(cfg, mp, g, store_gbps);
+}
+#endif
+
+}  // namespace ecstore::bench
