@@ -7,6 +7,7 @@
 //   c->Put("qwen2.5-vl", mm_hash, {DType::kBF16, {400, 3584}}, bytes);
 //   auto info = c->Get("qwen2.5-vl", mm_hash, dst);              // copy out
 //   auto lease = c->Acquire("qwen2.5-vl", mm_hash);              // read in place, RAII
+//   auto leases = c->AcquireMany("qwen2.5-vl", {h1, h2});        // a step's items at once
 //   auto found = c->LookupMany("qwen2.5-vl", {h1, h2});          // one round trip
 //
 // Thread rules: a Store is thread-safe; a Client is used by one thread at a time (see each

@@ -139,6 +139,27 @@ TEST(Prefetch, AcquireManyLeasesPoolAndDiskEntriesAndAnswersEachKey) {
   EXPECT_EQ(s->Stats()->leases, 0u);
 }
 
+// A key listed twice is served twice, from one promotion.
+TEST(Prefetch, AKeyListedTwiceIsServedTwice) {
+  TempDir dir;
+  const uint64_t n = 1 * kMiB + 4096;
+  auto s = OnDisk(dir.path(), 3, n);
+  auto leases = s->AcquireMany("ns", {"k0", "k1", "k0"});
+  for (int i : {0, 2}) {
+    ASSERT_TRUE(leases[i].ok()) << leases[i].status().ToString();
+    EXPECT_TRUE(std::equal(leases[i]->data(), leases[i]->data() + n, Payload(0, n).begin()));
+  }
+  leases.clear();
+  std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(n));
+  auto got = s->GetMany("ns", {"k2", "k2", "k1"},
+                        {{bufs[0].data(), n}, {bufs[1].data(), n}, {bufs[2].data(), n}});
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    EXPECT_TRUE(bufs[i] == Payload(i < 2 ? 2 : 1, n)) << i;
+  }
+  EXPECT_EQ(s->Stats()->pool().promotions, 3u);
+}
+
 // Eight entries on disk in a 32 MiB pool: k0-k6 of 4 MiB, k7 of 8 MiB; k0-k6 are then
 // prefetched (28 of 32 MiB: 4 MiB free, in one piece), k0 first, so k0 is the coldest.
 std::unique_ptr<Store> PoolHoldingSevenOfEight(const TempDir& dir) {

@@ -492,12 +492,15 @@ TEST(Store, DiskQuotaEvictsColdestDiskEntries) {
 TEST(Store, ALargeDiskTierTakesItsQuotaVictimsFromItsColdestPart) {
   TempDir dir;
   Options o = Small(8 * kMiB);
+  // Not a test of waiting: a spill's fdatasync can stall past 1.5 s while other tests load
+  // this VM's disk (a Put then answered Busy under ctest -j2).
+  o.put_wait = std::chrono::seconds(30);
   constexpr int kN = 6000, kMore = 600;
   o.disk_quota_bytes = (kN + 64) * 8 * kKiB;  // each record: a 4 KiB header + 4 KiB
   auto s = OpenOrDie(dir.path(), o);
   auto put = [&](int i) {
-    ASSERT_TRUE(
-        s->Put("ns", "k" + std::to_string(i), Bf16(4 * kKiB), Span(Payload(i, 4 * kKiB))).ok());
+    Status st = s->Put("ns", "k" + std::to_string(i), Bf16(4 * kKiB), Span(Payload(i, 4 * kKiB)));
+    ASSERT_TRUE(st.ok()) << st.ToString();
   };
   for (int i = 0; i < kN; ++i) put(i);
   ASSERT_TRUE(s->Flush().ok());

@@ -109,13 +109,18 @@ def test_acquire_many_leases_each_key_in_place(cache):
         cache.acquire_many("ns", ["a", ""])
 
 
-def test_acquire_many_promotes_disk_entries_in_one_batch(tmp_path):
-    c = ecstore.open(str(tmp_path / "p"), "16MiB")
-    arrays = [np.arange(i, i + 256 * 1024, dtype=np.float32) for i in range(4)]
+def _on_disk_only(path, n):
+    """An embedded store holding n 1 MiB arrays k0..k{n-1}, reopened: every entry on disk only."""
+    c = ecstore.open(str(path), "16MiB")
+    arrays = [np.arange(i, i + 256 * 1024, dtype=np.float32) for i in range(n)]
     for i, a in enumerate(arrays):
         c.put("ns", f"k{i}", a)
     c.close()
-    c = ecstore.open(str(tmp_path / "p"), "16MiB")  # reopened: every entry on disk only
+    return ecstore.open(str(path), "16MiB"), arrays
+
+
+def test_acquire_many_promotes_disk_entries_in_one_batch(tmp_path):
+    c, arrays = _on_disk_only(tmp_path / "p", 4)
     leases = c.acquire_many("ns", ["k0", "k2", "k3"])
     for lease, i in zip(leases, (0, 2, 3)):
         with lease:
@@ -217,12 +222,7 @@ def test_reserve_is_for_embedded_stores(daemon):
 
 
 def test_prefetch_reads_disk_entries_into_the_pool_in_one_batch(tmp_path):
-    c = ecstore.open(str(tmp_path / "p"), "16MiB")
-    arrays = [np.arange(i, i + 256 * 1024, dtype=np.float32) for i in range(6)]
-    for i, a in enumerate(arrays):
-        c.put("ns", f"k{i}", a)
-    c.close()
-    c = ecstore.open(str(tmp_path / "p"), "16MiB")  # reopened: every entry on disk only
+    c, arrays = _on_disk_only(tmp_path / "p", 6)
     assert c.lookup("ns", "k0").tiers == ["disk"]
     assert c.prefetch("ns", ["k0", "k3", "absent"]) is True
     assert "pool" in c.lookup("ns", "k0").tiers and "pool" in c.lookup("ns", "k3").tiers
