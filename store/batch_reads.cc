@@ -59,7 +59,8 @@ std::vector<Result<ReadLease>> BatchReads::AcquireMany(std::string_view ns,
                                                        const std::vector<std::string>& keys) {
   // As GetMany without the copies: an engine that reads in place (a host -> device copy
   // straight from the pool) takes a step's entries together, its disk reads in one batch.
-  // Acquire promotes whatever promote_on_get says, and so does this.
+  // A lease needs the bytes in the pool, so this promotes whatever promote_on_get says, as
+  // Acquire does.
   std::vector<std::optional<ReadLease>> got = LeasePooled(ns, keys, nullptr, nullptr);
   std::vector<Status> pre(keys.size());
   const auto missing = std::count_if(got.begin(), got.end(), [](auto& l) { return !l; });

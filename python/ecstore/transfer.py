@@ -181,8 +181,8 @@ def _to_device(leases: list[Any], dev: torch.device) -> list[torch.Tensor | None
             dst = torch.empty(src.shape, dtype=src.dtype, device=dev)
             dst.copy_(src, non_blocking=True)  # from the CUDA-registered pool
             out.append(dst)
-        torch.cuda.current_stream(dev).synchronize()  # every copy done before the releases
     finally:
+        torch.cuda.current_stream(dev).synchronize()  # every copy done before any release
         for lease in leases:
             if lease is not None:
                 lease.release()
