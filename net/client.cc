@@ -289,6 +289,41 @@ Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
   return ReadLease(&owned_buffer, buf.release(), data, std::move(got).value());
 }
 
+std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
+                                                   const std::vector<std::string>& keys) {
+  Status st = ValidateNamespace(ns);
+  if (st.ok() && !fd_.valid()) st = Reconnect();
+  if (!st.ok() || no_lease_batches_ || !transport_->caps().same_host_zero_copy)
+    return Cache::AcquireMany(ns, keys);  // each key answers for itself
+  std::vector<std::optional<Result<ReadLease>>> slot(keys.size());
+  std::vector<size_t> sent;  // the valid keys; a bad one is answered here
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Status valid = ValidateKey(keys[i]);
+    if (valid.ok())
+      sent.push_back(i);
+    else
+      slot[i] = valid;
+  }
+  for (size_t at = 0; at < sent.size(); at += kMaxLeaseBatch) {
+    std::vector<std::string> chunk;
+    for (size_t j = at; j < std::min(sent.size(), at + kMaxLeaseBatch); ++j)
+      chunk.push_back(keys[sent[j]]);
+    auto got = WithRetry([&] { return transport_->AcquireManyInPlace(*this, ns, chunk); });
+    if (!got.ok() && got.status().message().find("unknown opcode") != std::string::npos) {
+      no_lease_batches_ = true;  // an older server, which has hung up: key by key from here
+      fd_.reset();
+    }
+    for (size_t j = 0; j < chunk.size(); ++j)
+      slot[sent[at + j]] = got.ok()            ? std::move((*got)[j])
+                           : no_lease_batches_ ? Acquire(ns, chunk[j])
+                                               : Result<ReadLease>(got.status());
+  }
+  std::vector<Result<ReadLease>> out;
+  out.reserve(keys.size());
+  for (auto& s : slot) out.push_back(std::move(*s));
+  return out;
+}
+
 std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
                                                const std::vector<std::string>& keys,
                                                const std::vector<std::span<uint8_t>>& dsts) {

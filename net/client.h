@@ -56,6 +56,11 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts) override;
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
+  // Over shared memory, one GET_SHM_MANY per kMaxLeaseBatch keys (the server reads the
+  // disk-only entries in one batch); elsewhere, or from a server without it, Acquire key by
+  // key.
+  std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
+                                             const std::vector<std::string>& keys) override;
   Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(
@@ -108,7 +113,8 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   ClientOptions opt_;
   UniqueFd fd_;
   uint64_t next_id_ = 1;
-  bool unix_ = false;  // the control connection is the unix socket (same host)
+  bool unix_ = false;              // the control connection is the unix socket (same host)
+  bool no_lease_batches_ = false;  // the server answered GET_SHM_MANY "unknown opcode"
   std::string unix_path_;
   std::unique_ptr<Transport> transport_;        // set by each (re)connect
   std::vector<std::span<uint8_t>> registered_;  // RegisterBuffer's, re-registered on reconnect

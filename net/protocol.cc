@@ -34,6 +34,8 @@ bool IsKnownOp(uint16_t op) {
     case Op::kVerifyOk:
     case Op::kCompact:
     case Op::kCompactOk:
+    case Op::kGetShmMany:
+    case Op::kGetShmManyOk:
     case Op::kError:
       return true;
   }
@@ -136,6 +138,28 @@ Result<std::vector<KeyRef>> ParseLookupBody(BodyReader* r) {
     keys.push_back(std::move(k).value());
   }
   return keys;
+}
+
+std::string KeysBody(std::string_view ns, const std::vector<std::string>& keys) {
+  BodyWriter w;
+  w.Str(ns);
+  w.U32(static_cast<uint32_t>(keys.size()));
+  for (const std::string& k : keys) w.Str(k);
+  return w.data();
+}
+
+Result<KeysRef> ParseKeysBody(BodyReader* r) {
+  KeysRef out;
+  uint32_t n;
+  if (!r->Str(&out.ns, kMaxNamespaceBytes) || !r->U32(&n) || n == 0 || n > kMaxLeaseBatch)
+    return Status::InvalidArgument("a batch takes a namespace and 1.." +
+                                   std::to_string(kMaxLeaseBatch) + " keys");
+  EC_RETURN_IF_ERROR(ValidateNamespace(out.ns));
+  out.keys.resize(n);
+  for (std::string& k : out.keys)
+    if (!r->Str(&k, kMaxKeyBytes))
+      return Status::InvalidArgument("malformed key in a batch: keys are at most 256 bytes");
+  return out;
 }
 
 std::string ErrorBody(const Status& st) {

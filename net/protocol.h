@@ -31,6 +31,8 @@ inline constexpr uint64_t kMaxMetaBody = 1ull << 20;
 inline constexpr uint64_t kMaxPayload = 1ull << 30;
 inline constexpr uint32_t kMaxBatch = 1024;
 inline constexpr uint32_t kListPage = 2048;  // entries per LIST reply: stays under 1 MiB
+// Keys per GET_SHM_MANY: its reply, an error message of up to 4 KiB each, stays under 1 MiB.
+inline constexpr uint32_t kMaxLeaseBatch = 128;
 
 enum class Op : uint16_t {
   kHello = 1,    // token            -> kHelloOk(server version, transport) | kError
@@ -51,6 +53,10 @@ enum class Op : uint16_t {
   // Administration (a server's whole store): run on the server, answered with JSON.
   kVerify = 14,   //                 -> kVerifyOk(json {checked, bytes, corrupt, errors})
   kCompact = 15,  //                 -> kCompactOk(json {before, after}) | kError
+  // Same host: several entries of one namespace leased together (the server reads those
+  // on disk only in one batch), each answered as GET_SHM would be, or with its own error.
+  kGetShmMany = 16,  // ns, n, n x key -> kGetShmManyOk(n x (ok u8, then lease id, pool
+                     //                   offset, info; or error code, message)) | kError
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -64,6 +70,7 @@ enum class Op : uint16_t {
   kGetDeviceOk = 113,
   kVerifyOk = 114,
   kCompactOk = 115,
+  kGetShmManyOk = 116,
   kError = 200,  // code u16, message
 };
 bool IsKnownOp(uint16_t op);
@@ -133,6 +140,14 @@ struct KeyRef {
 };
 Result<KeyRef> ParseKeyBody(BodyReader* r);  // GET / ERASE
 Result<std::vector<KeyRef>> ParseLookupBody(BodyReader* r);
+// GET_SHM_MANY: one namespace, 1..kMaxLeaseBatch keys (each checked by the store, which
+// answers a bad one in its own item).
+struct KeysRef {
+  std::string ns;
+  std::vector<std::string> keys;
+};
+std::string KeysBody(std::string_view ns, const std::vector<std::string>& keys);
+Result<KeysRef> ParseKeysBody(BodyReader* r);
 std::string ErrorBody(const Status& st);
 Status ParseErrorBody(BodyReader* r);
 void WriteInfo(BodyWriter* w, const EntryInfo& e);

@@ -29,6 +29,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   {
     BodyReader r(data, size);
+    (void)ParseKeysBody(&r);
+  }
+  {
+    BodyReader r(data, size);
     (void)ParseErrorBody(&r);
   }
   {

@@ -41,17 +41,6 @@ Status SendFrame(int fd, Op op, uint64_t id, const std::string& body,
   return SendAll(fd, iov, payload.empty() ? 2 : 3, "client", deadline);
 }
 
-// Reads and drops n bytes (a refused PUT's payload), so the connection stays in step.
-Status Discard(int fd, uint64_t n, Deadline deadline) {
-  char scratch[64 << 10];
-  while (n > 0) {
-    size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, sizeof(scratch)));
-    EC_RETURN_IF_ERROR(RecvAll(fd, scratch, chunk, "client", deadline));
-    n -= chunk;
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions& options) {
@@ -137,28 +126,6 @@ void Refuse(int fd, const std::string& why) {
   SendFrame(fd, Op::kError, 0, ErrorBody(Status::Busy(why)), {},
             std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
   ::shutdown(fd, SHUT_RDWR);
-}
-}  // namespace
-
-namespace {
-// Who is at the other end, for logs: "IP:PORT", or the process on the unix socket.
-std::string PeerName(int fd, const sockaddr_storage& sa) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (sa.ss_family == AF_INET) {
-    auto* in = reinterpret_cast<const sockaddr_in*>(&sa);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
-  }
-  if (sa.ss_family == AF_INET6) {
-    auto* in = reinterpret_cast<const sockaddr_in6*>(&sa);
-    inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof(host));
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in->sin6_port));
-  }
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-    return "unix pid " + std::to_string(cred.pid);
-  return "unix";
 }
 }  // namespace
 
@@ -289,12 +256,13 @@ void Server::Serve(Conn* c) {
       spdlog::warn("closing a connection: {}", h.status().ToString());
       break;
     }
-    bool is_request =
-        h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup || h->op == Op::kPut ||
-        h->op == Op::kErase || h->op == Op::kStats || h->op == Op::kList || h->op == Op::kPin ||
-        h->op == Op::kRelease || h->op == Op::kVerify || h->op == Op::kCompact ||
-        (c->shm && (h->op == Op::kGetShm || h->op == Op::kDevicePool || h->op == Op::kGetDevice)) ||
-        (rdma_ && !c->shm && h->op == Op::kGetRdma);
+    bool is_request = h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup ||
+                      h->op == Op::kPut || h->op == Op::kErase || h->op == Op::kStats ||
+                      h->op == Op::kList || h->op == Op::kPin || h->op == Op::kRelease ||
+                      h->op == Op::kVerify || h->op == Op::kCompact ||
+                      (c->shm && (h->op == Op::kGetShm || h->op == Op::kGetShmMany ||
+                                  h->op == Op::kDevicePool || h->op == Op::kGetDevice)) ||
+                      (rdma_ && !c->shm && h->op == Op::kGetRdma);
     if (!is_request) {
       SendFrame(fd, Op::kError, h->request_id,
                 ErrorBody(Status::InvalidArgument("opcode is a reply, not a request")));
@@ -384,7 +352,7 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
   const uint64_t size = h.body_len - (n - in_prefix);
   auto res = store_->Reserve(k->ns, k->key, meta, size);
   if (!res.ok()) {
-    EC_RETURN_IF_ERROR(Discard(fd, size - in_prefix, deadline));
+    EC_RETURN_IF_ERROR(DiscardBytes(fd, size - in_prefix, "client", deadline));
     return ReplyError(c, h, res.status());
   }
   std::memcpy(res->bytes().data(), r.position(), in_prefix);
@@ -413,6 +381,8 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kPin:
     case Op::kGetDevice:
       return HandleGet(c, h, &r);
+    case Op::kGetShmMany:
+      return HandleGetShmMany(c, h, &r);
     case Op::kDevicePool:
       return HandleDevicePool(c, h);
     case Op::kRelease: {
@@ -554,6 +524,41 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
                    w.data());
 }
 
+// GET_SHM_MANY: a step's entries leased together (Store::AcquireMany reads the disk-only ones
+// in one batch), each answered as GET_SHM answers, or with its own error.
+Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
+  auto req = ParseKeysBody(r);
+  if (!req.ok()) {  // malformed: answer, then close
+    ReplyError(c, h, req.status());
+    return req.status();
+  }
+  std::vector<Result<ReadLease>> got = store_->AcquireMany(req->ns, req->keys);
+  BodyWriter w;
+  w.U32(static_cast<uint32_t>(got.size()));
+  for (Result<ReadLease>& g : got) {
+    Status st = g.status();
+    if (g.ok()) {
+      const EntryInfo e = g->info();  // a copy: the lease moves into the table below
+      const uint64_t offset = static_cast<uint64_t>(g->data() - store_->pool_region().base);
+      c->bytes_out += g->size();
+      auto id = c->leases.Add(std::move(g).value());  // Busy when the table is full
+      if (id.ok()) {
+        w.U8(1);
+        w.U64(*id);
+        w.U64(offset);
+        WriteInfo(&w, e);
+        continue;
+      }
+      st = id.status();
+    }
+    if (!st.IsNotFound()) c->outcome = Outcome::kError;
+    w.U8(0);
+    const std::string err = ErrorBody(st);
+    w.Raw(err.data(), err.size());
+  }
+  return SendFrame(c->fd.get(), Op::kGetShmManyOk, h.request_id, w.data());
+}
+
 // GPUDirect RDMA: the device pool registered with the NIC once, so RDMA reads of device
 // entries take their bytes from GPU memory. Where that cannot be done the reason is logged
 // and those reads are staged through the host pool (GET_RDMA leases the host copy).
@@ -584,39 +589,18 @@ Status Server::HandleDevicePool(Conn* c, const FrameHeader& h) {
 }
 
 Status Server::HandleList(Conn* c, const FrameHeader& h, BodyReader* r) {
-  const int fd = c->fd.get();
-  auto reply_error = [&](const Status& st) { return ReplyError(c, h, st); };
   uint32_t offset, limit;
   if (!r->U32(&offset) || !r->U32(&limit) || limit == 0 || limit > kListPage) {
     Status st = Status::InvalidArgument("LIST takes offset and 1.." + std::to_string(kListPage));
-    reply_error(st);
+    ReplyError(c, h, st);
     return st;
   }
-  // One sorted snapshot per listing (taken at offset 0), paged from; not a copy and
-  // sort of the whole keydir for every page.
-  if (offset == 0 || c->listing.empty()) {
-    auto listing = store_->List();
-    if (!listing.ok()) {
-      reply_error(listing.status());
-      return listing.status();
-    }
-    c->listing = std::move(listing).value();
-    std::sort(c->listing.begin(), c->listing.end(), [](const EntryInfo& a, const EntryInfo& b) {
-      return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
-    });
+  auto page = c->listing.Page(store_, offset, limit);
+  if (!page.ok()) {
+    ReplyError(c, h, page.status());
+    return page.status();
   }
-  const std::vector<EntryInfo>& all = c->listing;
-  size_t end = std::min<size_t>(all.size(), static_cast<size_t>(offset) + limit);
-  BodyWriter w;
-  w.U32(static_cast<uint32_t>(offset < end ? end - offset : 0));
-  w.U8(end < all.size());
-  for (size_t i = offset; i < end; ++i) {
-    w.Str(all[i].ns);
-    w.Str(all[i].key);
-    WriteInfo(&w, all[i]);
-  }
-  if (end >= all.size()) c->listing = {};  // the last page: let the snapshot go
-  return SendFrame(fd, Op::kListOk, h.request_id, w.data());
+  return SendFrame(c->fd.get(), Op::kListOk, h.request_id, *page);
 }
 
 }  // namespace ecstore::net

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "net/lease_table.h"
+#include "net/list_cursor.h"
 #include "net/protocol.h"
 #include "net/server_metrics.h"
 #include "net/socket.h"
@@ -86,7 +87,7 @@ class Server {
     std::atomic<bool> done{false};
     // The leases this reader holds (shared memory, RDMA, CUDA IPC, pins).
     LeaseTable leases;
-    std::vector<EntryInfo> listing;  // the sorted snapshot a LIST in progress pages through
+    ListCursor listing;  // a LIST in progress
   };
   Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
   void AcceptLoop();
@@ -100,6 +101,7 @@ class Server {
   void Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::time_point start);
   Status Hello(Conn* c, const FrameHeader& h, const std::string& body);
   Status HandleGet(Conn* c, const FrameHeader& h, BodyReader* r);
+  Status HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandleDevicePool(Conn* c, const FrameHeader& h);
   void RegisterDevicePool();
   bool InDeviceTier(const std::string& ns, const std::string& key) {

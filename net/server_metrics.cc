@@ -56,6 +56,8 @@ const char* OpLabel(Op op) {
       return "verify";
     case Op::kCompact:
       return "compact";
+    case Op::kGetShmMany:
+      return "get_many";
     default:
       return "";
   }

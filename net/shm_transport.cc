@@ -39,6 +39,27 @@ class ShmTransport : public Transport {
     return LeaseIn(ch, Op::kGetShm, Op::kGetShmOk, ns, key, map_, bytes_, MemoryKind::kHost);
   }
 
+  // One GET_SHM_MANY: the server reads the disk-only entries in one batch.
+  Result<std::vector<Result<ReadLease>>> AcquireManyInPlace(
+      Channel& ch, std::string_view ns, const std::vector<std::string>& keys) override {
+    EC_RETURN_IF_ERROR(ch.SendRequest(Op::kGetShmMany, KeysBody(ns, keys)));
+    auto body = ch.ReadReply(Op::kGetShmManyOk);
+    if (!body.ok()) return body.status();
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    uint32_t n;
+    if (!r.U32(&n) || n != keys.size()) return Malformed(Op::kGetShmManyOk);
+    std::vector<Result<ReadLease>> out;
+    for (const std::string& key : keys) {
+      uint8_t ok;
+      if (!r.U8(&ok)) return Malformed(Op::kGetShmManyOk);
+      auto lease = ok ? LeaseFrom(ch, &r, ns, key, map_, bytes_, MemoryKind::kHost)
+                      : Result<ReadLease>(ParseErrorBody(&r));
+      if (lease.status().IsUnavailable() && ok) return lease.status();
+      out.push_back(std::move(lease));
+    }
+    return out;
+  }
+
   // Each get is a small round trip and a copy from the mapping.
   std::vector<Result<EntryInfo>> GetMany(Channel& ch, std::string_view ns,
                                          const std::vector<std::string>& keys,
@@ -69,12 +90,24 @@ class ShmTransport : public Transport {
     auto body = ch.ReadReply(reply);
     if (!body.ok()) return body.status();
     BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    auto lease = LeaseFrom(ch, &r, ns, key, base, bytes, kind);
+    return lease.ok() ? std::move(lease) : Malformed(reply);
+  }
+
+  static Status Malformed(Op reply) {
+    return Status::Unavailable("malformed lease reply (opcode " +
+                               std::to_string(static_cast<int>(reply)) + ")");
+  }
+
+  // One leased entry of a reply: lease id, offset into `base`, info. Unavailable if malformed.
+  static Result<ReadLease> LeaseFrom(Channel& ch, BodyReader* r, std::string_view ns,
+                                     std::string_view key, const uint8_t* base, uint64_t bytes,
+                                     MemoryKind kind) {
     uint64_t lease_id, offset;
     EntryInfo info;
-    if (!r.U64(&lease_id) || !r.U64(&offset) || !ReadInfo(&r, &info) || offset > bytes ||
+    if (!r->U64(&lease_id) || !r->U64(&offset) || !ReadInfo(r, &info) || offset > bytes ||
         info.bytes > bytes - offset)
-      return Status::Unavailable("malformed lease reply (opcode " +
-                                 std::to_string(static_cast<int>(reply)) + ")");
+      return Status::Unavailable("malformed lease reply");
     info.ns = ns;
     info.key = key;
     // The token is the server's lease id (never 0: the server numbers leases from 1).

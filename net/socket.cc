@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -255,6 +256,35 @@ bool WaitReady(int fd, short events, Deadline deadline) {
   }
 }
 }  // namespace
+
+Status DiscardBytes(int fd, uint64_t n, const char* what, Deadline deadline) {
+  char scratch[64 << 10];
+  while (n > 0) {
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, sizeof(scratch)));
+    EC_RETURN_IF_ERROR(RecvAll(fd, scratch, chunk, what, deadline));
+    n -= chunk;
+  }
+  return Status::Ok();
+}
+
+std::string PeerName(int fd, const sockaddr_storage& sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (sa.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(&sa);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
+  }
+  if (sa.ss_family == AF_INET6) {
+    auto* in = reinterpret_cast<const sockaddr_in6*>(&sa);
+    inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof(host));
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in->sin6_port));
+  }
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    return "unix pid " + std::to_string(cred.pid);
+  return "unix";
+}
 
 Status RecvAll(int fd, void* buf, size_t n, const char* what, Deadline deadline) {
   auto* p = static_cast<uint8_t*>(buf);

@@ -3,6 +3,7 @@
 // Thread rules: functions; a socket is used by one thread at a time.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <chrono>
@@ -36,6 +37,10 @@ Status RecvAllWithFd(int fd, void* buf, size_t n, int* got_fd, const char* what)
 // one, each call is bounded by the socket's own timeouts.
 using Deadline = std::chrono::steady_clock::time_point;
 Status RecvAll(int fd, void* buf, size_t n, const char* what, Deadline deadline = Deadline::max());
+// Reads and drops n bytes (a refused request's payload), so the connection stays in step.
+Status DiscardBytes(int fd, uint64_t n, const char* what, Deadline deadline);
+// Who is at the other end of an accepted socket, for logs: "IP:PORT", or "unix pid N".
+std::string PeerName(int fd, const sockaddr_storage& sa);
 Status SendAll(int fd, iovec* iov, int iovcnt, const char* what,
                Deadline deadline = Deadline::max());
 

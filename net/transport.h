@@ -50,6 +50,11 @@ class Transport {
                                                  const std::vector<std::span<uint8_t>>& dsts) = 0;
   // The entry in place under a server lease (same_host_zero_copy only).
   virtual Result<ReadLease> AcquireInPlace(Channel& ch, std::string_view ns, std::string_view key);
+  // Several entries in place under server leases, result i for keys[i] (at most
+  // kMaxLeaseBatch keys). The outer status is the connection's (Unavailable: reconnect);
+  // by default, AcquireInPlace key by key.
+  virtual Result<std::vector<Result<ReadLease>>> AcquireManyInPlace(
+      Channel& ch, std::string_view ns, const std::vector<std::string>& keys);
   // Registers caller memory that gets will land in, so they need no bounce copy (RDMA);
   // a no-op where the transport copies anyway. The memory must stay valid until
   // UnregisterBuffer or the Client's end.

@@ -514,6 +514,42 @@ TEST(NetShm, SameHostReadsThroughSharedMemoryByteExact) {
   }
 }
 
+// AcquireMany over shared memory: one GET_SHM_MANY leases a pool hit and the entries the
+// server read back from disk in one batch; an absent key and a bad one answer for themselves.
+TEST(NetShm, AcquireManyLeasesAStepInOneRequest) {
+  testing::TempDir dir;
+  auto server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
+  const uint16_t port = server->port();
+  {
+    auto producer = ConnectOrDie(server->uri(), TcpOnly());
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(
+          producer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i)))
+              .ok());
+  }
+  server->Stop();  // reopened below with an empty pool: every entry on disk only
+  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port, true);
+  auto c = ConnectOrDie(server->shm_uri());
+  ASSERT_STREQ(c->transport(), "shm");
+  ASSERT_TRUE(c->Acquire("ns", "k1").ok());  // k1 back in the pool
+  auto got = c->AcquireMany("ns", {"k0", "k1", "absent", "", "k2"});
+  ASSERT_EQ(got.size(), 5u);
+  for (int i : {0, 1, 4}) {
+    const int k = i == 4 ? 2 : i;
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    ASSERT_EQ(got[i]->size(), kMiB + k);
+    EXPECT_EQ(0, std::memcmp(got[i]->data(), Payload(k, kMiB + k).data(), kMiB + k)) << i;
+  }
+  EXPECT_TRUE(got[2].status().IsNotFound()) << got[2].status().ToString();
+  EXPECT_TRUE(got[3].status().IsInvalidArgument()) << got[3].status().ToString();
+  auto st = c->Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->pool().promotions, 3u);  // k1's Acquire, then k0 and k2 in one batch
+  EXPECT_EQ(st->client_leases, 3u);
+  got.clear();  // RELEASE has no reply: the next request's answer comes after them
+  EXPECT_EQ(c->Stats()->client_leases, 0u);
+}
+
 // A hostile same-host reader: it takes the pool descriptor from HELLO and tries to write or
 // resize the pool. Every attempt fails and other clients keep getting the stored bytes.
 TEST(NetShm, SameHostReaderCannotWriteOrResizeThePool) {

@@ -201,9 +201,9 @@ class Cache:
         return Lease(self._c.acquire(ns, key))
 
     def acquire_many(self, ns: str, keys: Sequence[str]) -> list[Lease | None]:
-        """Several entries under leases, read in place; None where absent. An embedded store
-        reads those only on disk into its pool in one batch (all reads in flight together),
-        evicting what it must, as get_many does."""
+        """Several entries under leases, read in place; None where absent. An embedded store,
+        or a same-host daemon (one request), reads those only on disk into its pool in one
+        batch (all reads in flight together), evicting what it must, as get_many does."""
         return [None if raw is None else Lease(raw) for raw in self._c.acquire_many(ns, list(keys))]
 
     def prefetch(self, ns: str, keys: Sequence[str]) -> bool:

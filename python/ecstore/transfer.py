@@ -153,14 +153,15 @@ def load(cache: ecstore.Cache, ns: str, key: str, device: Any) -> torch.Tensor:
 def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any) -> list[torch.Tensor]:
     """The entries as new tensors on `device`, a step's loads together: their disk reads go
     out as one batch (get_many on the CPU; acquire_many, then host->device copies straight
-    from the pool, for a CUDA device and a store without a device tier). NotFound if one is
-    absent. Elsewhere (a device tier, a same-host server's device pool) key by key, as load."""
+    from the pool, for a CUDA device and a pool without a device tier above it: embedded, or
+    a same-host daemon's). NotFound if one is absent. Elsewhere (a device tier, a daemon
+    not yet known to lack one, TCP) key by key, as load."""
     if not keys:
         return []
     dev = torch.device(device if device is not None else "cpu")
     if dev.type == "cpu":
         got = cache.get_many(ns, keys)
-    elif cache.transport == "local" and not cache._device_tier():
+    elif _host_leases(cache):
         got = _to_device(cache.acquire_many(ns, keys), dev)
     else:
         return [load(cache, ns, k, device) for k in keys]
@@ -168,6 +169,15 @@ def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any) -> li
     if missing:
         raise ecstore.NotFound(f"no entry for keys {missing} in namespace '{ns}'")
     return got
+
+
+def _host_leases(cache: ecstore.Cache) -> bool:
+    """Whether a load to the GPU copies from leases on the host pool: an embedded store
+    without a device tier, or a same-host daemon that has said it has none (load's first
+    try of its device pool)."""
+    if cache.transport == "local":
+        return not cache._device_tier()
+    return cache.transport == "shm" and getattr(cache, "_remote_device", True) is False
 
 
 def _to_device(leases: list[Any], dev: torch.device) -> list[torch.Tensor | None]:
