@@ -1,9 +1,12 @@
 #include "bench/common.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "base/embedding.h"
 
@@ -87,6 +90,29 @@ std::unique_ptr<Store> OpenStore(const Config& cfg, const std::string& dir, uint
     std::exit(1);
   }
   return std::move(s).value();
+}
+
+pid_t StartEcStore(const std::vector<std::string>& args) {
+  char self[4096] = {};
+  if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) return -1;
+  const std::string bin = std::filesystem::path(self).parent_path() / "ec-store";
+  std::vector<char*> argv{const_cast<char*>(bin.c_str())};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  char buf[256];
+  ssize_t n = read(out[0], buf, sizeof buf);  // its first line
+  close(out[0]);
+  return n > 0 ? pid : -1;
 }
 
 Zipf::Zipf(size_t n, double s) : cdf_(n) {

@@ -3,6 +3,7 @@
 // Thread rules: Config and Payloads belong to the bench's main thread; Progress, Die and the
 // pure helpers may be called from any thread (a workload's second thread included).
 #pragma once
+#include <sys/types.h>
 
 #include <algorithm>
 #include <chrono>
@@ -100,6 +101,10 @@ uint64_t Bytes(const Entry& e);
 // segments, and the command line's policy and watermarks. Exits the bench if it cannot.
 std::unique_ptr<Store> OpenStore(const Config& cfg, const std::string& dir, uint64_t pool,
                                  bool promote = true);
+
+// `ec-store` (beside this binary) run with `args` -- e.g. a serve -- as a child process; its
+// pid once it has printed its first line (serve: listening), or -1. Stop it with SIGTERM.
+pid_t StartEcStore(const std::vector<std::string>& args);
 
 // Ranks 0..n-1 drawn with probability ~ 1/(rank+1)^s.
 class Zipf {

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "bench/baseline.h"
+#include "bench/common.h"
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "store/store.h"
@@ -67,27 +68,10 @@ void Check(const Status& st, const char* what) {
 
 TensorMeta Meta(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
 
-// `ec-store serve` (beside this binary) with a device tier, for the same-host consumer row.
+// `ec-store serve` with a device tier, for the same-host consumer row.
 pid_t StartServer(const std::string& dir) {
-  char self[4096] = {};
-  if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) return -1;
-  std::string bin = std::filesystem::path(self).parent_path() / "ec-store";
-  int out[2];
-  if (pipe(out) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    close(out[0]);
-    execl(bin.c_str(), bin.c_str(), "--dir", dir.c_str(), "--pool-size", "1GiB",
-          "--device-pool-size", "1GiB", "serve", "--listen", "127.0.0.1:0",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
-  char buf[256];
-  ssize_t n = read(out[0], buf, sizeof buf);  // its first line: listening
-  close(out[0]);
-  return n > 0 ? pid : -1;
+  return StartEcStore({"--dir", dir, "--pool-size", "1GiB", "--device-pool-size", "1GiB", "serve",
+                       "--listen", "127.0.0.1:0"});
 }
 
 // "Entry ready on the GPU" from disk: ec-store's disk tier (a copy of the entries per round,

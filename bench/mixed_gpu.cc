@@ -5,9 +5,14 @@
 //     step's items leased together (AcquireMany: the disk-only ones read into the pool in one
 //     batch), each copied host -> device straight from the CUDA-registered pool; a miss is a
 //     device -> host copy into a reserved pool block, then Commit.
+//   ec-store-daemon: the same through `ec-store serve` on this host, over shared memory
+//     (one GET_SHM_MANY a step), a miss staged in pinned memory and put over the socket.
 //   The baseline, as ECExampleConnector does it: load_file(device="cuda") -- read the file
 //     into pageable memory, then copy it to the device -- one item after another; a miss is
 //     tensor.cpu() then save_file. Its page cache is held to the same budget as the pool.
+#include <signal.h>
+#include <sys/wait.h>
+
 #include <cstring>
 #include <filesystem>
 
@@ -16,6 +21,7 @@
 #include "bench/results.h"
 #include "bench/workloads.h"
 #include "cuda/cuda.h"
+#include "net/client.h"
 
 #ifdef EC_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -128,6 +134,74 @@ double StorePass(const Config& cfg, const MixedPlan& mp, GpuSide& g, bool batch)
   return gbps;
 }
 
+// One step through a same-host daemon, as the connector does it: the step's items leased in
+// one GET_SHM_MANY and copied up from the mapped pool (registered with CUDA); a miss staged
+// device -> pinned host, then put over the socket. Returns the misses.
+uint64_t DaemonStep(net::Client* c, const MixedPlan& mp, size_t i, GpuSide& g, uint8_t* staging) {
+  std::vector<Result<ReadLease> > leases = c->AcquireMany("bench", mp.Keys(i));
+  uint64_t misses = 0;
+  for (size_t j = 0; j < leases.size(); ++j) {
+    const Entry& e = mp.entries[mp.steps[i][j]];
+    if (leases[j].ok()) {
+      Check(cudaMemcpyAsync(g.dst[j], leases[j]->data(), leases[j]->size(), cudaMemcpyHostToDevice,
+                            g.stream),
+            "host -> device");
+      continue;
+    }
+    if (!leases[j].status().IsNotFound()) Die(leases[j].status(), "mixed_gpu daemon acquire");
+    ++misses;
+    Check(cudaMemcpy(staging, g.out[e.shape], Bytes(e), cudaMemcpyDeviceToHost), "stage");
+    Die(c->Put("bench", e.key, Payloads::Meta(e.shape), {staging, Bytes(e)}), "daemon put");
+  }
+  Check(cudaStreamSynchronize(g.stream), "load");  // every copy done before the releases
+  return misses;
+}
+
+void DaemonPass(const Config& cfg, const MixedPlan& mp, GpuSide& g) {
+  const std::string sdir = cfg.dir + "/mixed-gpu-daemon";
+  std::filesystem::remove_all(sdir);
+  const pid_t pid = StartEcStore({"--dir", sdir, "--pool-size", std::to_string(mp.pool),
+                                  "--disk-quota", "64GiB", "serve", "--listen", "127.0.0.1:0"});
+  if (pid < 0) {
+    Add({"mixed_gpu", "ec-store-daemon", 0, 0, 0, 0, -1, "not run: ec-store serve did not start"});
+    return;
+  }
+  auto client = net::Client::Connect("unix:" + sdir + "/serve.sock");
+  Die(client.status(), "connect to the daemon");
+  auto pool = (*client)->shared_pool();
+  Check(cudaHostRegister(const_cast<uint8_t*>(pool.data()), pool.size(), cudaHostRegisterReadOnly),
+        "register the daemon's pool");
+  void* staging = nullptr;
+  Check(cudaMallocHost(&staging, 60 * kMiB), "staging");
+  Latencies lat;
+  uint64_t misses = 0;
+  auto t0 = Clock::now();
+  for (size_t i = 0; i < mp.steps.size(); ++i) {
+    auto t = Clock::now();
+    misses += DaemonStep(client->get(), mp, i, g, static_cast<uint8_t*>(staging));
+    lat.Add(t);
+  }
+  const double secs = Since(t0);
+  const double ops = static_cast<double>(mp.steps.size()) * kMixedBatch;
+  auto st = (*client)->Stats();
+  char note[300];
+  std::snprintf(note, sizeof note,
+                "a same-host daemon: AcquireMany (one GET_SHM_MANY a step) + host->device from "
+                "its mapped pool; misses staged and put over the socket; %llu misses, pool hits "
+                "%llu, disk hits %llu",
+                (unsigned long long)misses, st.ok() ? (unsigned long long)st->pool().hits : 0ull,
+                st.ok() ? (unsigned long long)st->disk().hits : 0ull);
+  Add({"mixed_gpu", "ec-store-daemon", static_cast<double>(mp.Bytes()) / secs / 1e9, ops / secs,
+       lat.P(0.5), lat.P(0.99), -1, note});
+  cudaHostUnregister(const_cast<uint8_t*>(pool.data()));
+  cudaFreeHost(staging);
+  client->reset();
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::filesystem::remove_all(sdir);
+}
+
 void BaselinePass(const Config& cfg, const MixedPlan& mp, GpuSide& g, double store_gbps) {
   const std::string bdir = cfg.dir + "/baseline-mixed-gpu";
   std::filesystem::remove_all(bdir);
@@ -183,6 +257,8 @@ void MixedGpuWorkload(const Config& cfg, Payloads& pl) {
   const double store_gbps = StorePass(cfg, mp, g, true);
   Progress("mixed_gpu: ec-store, the same steps key by key (Acquire)");
   StorePass(cfg, mp, g, false);
+  Progress("mixed_gpu: ec-store serve on this host, over shared memory");
+  DaemonPass(cfg, mp, g);
   Progress("mixed_gpu: baseline, load_file(device=cuda) one after another");
   BaselinePass(cfg, mp, g, store_gbps);
 }
