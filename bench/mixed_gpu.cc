@@ -68,18 +68,13 @@ struct GpuSide {
   }
 };
 
-// One step through ec-store: the hits leased (together with `batch`) and copied up on one
-// stream, the misses saved from the device. Returns the misses.
-uint64_t StoreStep(Store* store, const MixedPlan& mp, size_t i, GpuSide& g, bool batch) {
-  const std::vector<std::string> keys = mp.Keys(i);
-  std::vector<Result<ReadLease> > leases;
-  if (batch)
-    leases = store->AcquireMany("bench", keys);
-  else  // key by key: the connector before AcquireMany
-    for (const std::string& k : keys) leases.push_back(store->Acquire("bench", k));
+// Copies each leased item of step i up to its device buffer on one stream, and has `save`
+// store each miss (the encoder's output, from device memory). Returns the misses.
+template <typename Save>
+uint64_t CopyUp(std::vector<Result<ReadLease> >& leases, const MixedPlan& mp, size_t i, GpuSide& g,
+                const Save& save) {
   uint64_t misses = 0;
-  for (size_t j = 0; j < keys.size(); ++j) {
-    const Entry& e = mp.entries[mp.steps[i][j]];
+  for (size_t j = 0; j < leases.size(); ++j) {
     if (leases[j].ok()) {
       Check(cudaMemcpyAsync(g.dst[j], leases[j]->data(), leases[j]->size(), cudaMemcpyHostToDevice,
                             g.stream),
@@ -88,16 +83,28 @@ uint64_t StoreStep(Store* store, const MixedPlan& mp, size_t i, GpuSide& g, bool
     }
     if (!leases[j].status().IsNotFound()) Die(leases[j].status(), "mixed_gpu acquire");
     ++misses;
-    auto r = store->Reserve("bench", e.key, Payloads::Meta(e.shape), Bytes(e));
-    Die(r.status(), "mixed_gpu reserve");
-    Check(cudaMemcpyAsync(r->bytes().data(), g.out[e.shape], Bytes(e), cudaMemcpyDeviceToHost,
-                          g.stream),
-          "device -> host");
-    Check(cudaStreamSynchronize(g.stream), "save");
-    Die(store->Commit(std::move(r).value()), "mixed_gpu commit");
+    save(mp.entries[mp.steps[i][j]]);
   }
   Check(cudaStreamSynchronize(g.stream), "load");  // every copy done before the releases
   return misses;
+}
+
+// One step through ec-store: the hits leased (together with `batch`) and copied up, a miss
+// copied device -> host into a reserved pool block. Returns the misses.
+uint64_t StoreStep(Store* store, const MixedPlan& mp, size_t i, GpuSide& g, bool batch) {
+  const std::vector<std::string> keys = mp.Keys(i);
+  std::vector<Result<ReadLease> > leases;
+  if (batch)
+    leases = store->AcquireMany("bench", keys);
+  else  // key by key: the connector before AcquireMany
+    for (const std::string& k : keys) leases.push_back(store->Acquire("bench", k));
+  return CopyUp(leases, mp, i, g, [&](const Entry& e) {
+    auto r = store->Reserve("bench", e.key, Payloads::Meta(e.shape), Bytes(e));
+    Die(r.status(), "mixed_gpu reserve");
+    Check(cudaMemcpy(r->bytes().data(), g.out[e.shape], Bytes(e), cudaMemcpyDeviceToHost),
+          "device -> host");
+    Die(store->Commit(std::move(r).value()), "mixed_gpu commit");
+  });
 }
 
 double StorePass(const Config& cfg, const MixedPlan& mp, GpuSide& g, bool batch) {
@@ -139,22 +146,10 @@ double StorePass(const Config& cfg, const MixedPlan& mp, GpuSide& g, bool batch)
 // device -> pinned host, then put over the socket. Returns the misses.
 uint64_t DaemonStep(net::Client* c, const MixedPlan& mp, size_t i, GpuSide& g, uint8_t* staging) {
   std::vector<Result<ReadLease> > leases = c->AcquireMany("bench", mp.Keys(i));
-  uint64_t misses = 0;
-  for (size_t j = 0; j < leases.size(); ++j) {
-    const Entry& e = mp.entries[mp.steps[i][j]];
-    if (leases[j].ok()) {
-      Check(cudaMemcpyAsync(g.dst[j], leases[j]->data(), leases[j]->size(), cudaMemcpyHostToDevice,
-                            g.stream),
-            "host -> device");
-      continue;
-    }
-    if (!leases[j].status().IsNotFound()) Die(leases[j].status(), "mixed_gpu daemon acquire");
-    ++misses;
+  return CopyUp(leases, mp, i, g, [&](const Entry& e) {
     Check(cudaMemcpy(staging, g.out[e.shape], Bytes(e), cudaMemcpyDeviceToHost), "stage");
     Die(c->Put("bench", e.key, Payloads::Meta(e.shape), {staging, Bytes(e)}), "daemon put");
-  }
-  Check(cudaStreamSynchronize(g.stream), "load");  // every copy done before the releases
-  return misses;
+  });
 }
 
 void DaemonPass(const Config& cfg, const MixedPlan& mp, GpuSide& g) {
