@@ -21,13 +21,9 @@ Result<ReadLease> Transport::AcquireInPlace(Channel&, std::string_view, std::str
                                  " transport cannot read the server's memory in place");
 }
 Result<std::vector<Result<ReadLease>>> Transport::AcquireManyInPlace(
-    Channel& ch, std::string_view ns, const std::vector<std::string>& keys) {
-  std::vector<Result<ReadLease>> out;
-  for (const std::string& k : keys) {
-    out.push_back(AcquireInPlace(ch, ns, k));
-    if (out.back().status().IsUnavailable()) return out.back().status();
-  }
-  return out;
+    Channel&, std::string_view, const std::vector<std::string>&) {
+  return Status::InvalidArgument(std::string("the ") + name() +
+                                 " transport cannot read the server's memory in place");
 }
 Result<ReadLease> Transport::AcquireOnDevice(Channel&, std::string_view, std::string_view) {
   return Status::InvalidArgument(std::string("the ") + name() +

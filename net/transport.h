@@ -51,8 +51,8 @@ class Transport {
   // The entry in place under a server lease (same_host_zero_copy only).
   virtual Result<ReadLease> AcquireInPlace(Channel& ch, std::string_view ns, std::string_view key);
   // Several entries in place under server leases, result i for keys[i] (at most
-  // kMaxLeaseBatch keys). The outer status is the connection's (Unavailable: reconnect);
-  // by default, AcquireInPlace key by key.
+  // kMaxLeaseBatch keys; same_host_zero_copy only). The outer status is the connection's
+  // (Unavailable: reconnect). Key by key is Cache::AcquireMany's default, not a transport's.
   virtual Result<std::vector<Result<ReadLease>>> AcquireManyInPlace(
       Channel& ch, std::string_view ns, const std::vector<std::string>& keys);
   // Registers caller memory that gets will land in, so they need no bounce copy (RDMA);

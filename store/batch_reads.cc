@@ -4,6 +4,16 @@
 #include <utility>
 
 namespace ecstore {
+namespace {
+
+// The leases taken after a batch's promotions, moved into the places they fill.
+void Adopt(std::vector<std::optional<ReadLease>>&& fresh,
+           std::vector<std::optional<ReadLease>>& into) {
+  for (size_t i = 0; i < fresh.size(); ++i)
+    if (fresh[i]) into[i] = std::move(fresh[i]);
+}
+
+}  // namespace
 
 std::vector<Result<EntryInfo>> BatchReads::GetMany(std::string_view ns,
                                                    const std::vector<std::string>& keys,
@@ -35,8 +45,7 @@ std::vector<Result<EntryInfo>> BatchReads::GetMany(std::string_view ns,
   if (std::find(again.begin(), again.end(), true) != again.end()) {
     std::vector<std::optional<ReadLease>> fresh = LeasePooled(ns, keys, &dsts, &again);
     copy_out(fresh);
-    for (size_t i = 0; i < fresh.size(); ++i)
-      if (fresh[i]) hot[i] = std::move(fresh[i]);
+    Adopt(std::move(fresh), hot);
   }
   std::vector<Result<EntryInfo>> out;
   out.reserve(keys.size());
@@ -70,9 +79,7 @@ std::vector<Result<ReadLease>> BatchReads::AcquireMany(std::string_view ns,
     pre = ev_->PromoteKeys(ns, keys, nullptr, &promoted);
     std::vector<bool> only(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) only[i] = !got[i] && promoted.promoted[i];
-    std::vector<std::optional<ReadLease>> fresh = LeasePooled(ns, keys, nullptr, &only);
-    for (size_t i = 0; i < fresh.size(); ++i)
-      if (fresh[i]) got[i] = std::move(fresh[i]);
+    Adopt(LeasePooled(ns, keys, nullptr, &only), got);
   }
   std::vector<Result<ReadLease>> out;
   out.reserve(keys.size());
