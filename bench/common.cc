@@ -1,5 +1,7 @@
 #include "bench/common.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -113,6 +115,34 @@ pid_t StartEcStore(const std::vector<std::string>& args) {
   ssize_t n = read(out[0], buf, sizeof buf);  // its first line
   close(out[0]);
   return n > 0 ? pid : -1;
+}
+
+Daemon::Daemon(const Config& cfg, std::string dir, uint64_t pool) : dir_(std::move(dir)) {
+  std::filesystem::remove_all(dir_);
+  std::vector<std::string> args{"--dir",        dir_,   "--pool-size", std::to_string(pool),
+                                "--disk-quota", "64GiB"};
+  if (!cfg.policy.empty()) args.insert(args.end(), {"--eviction-policy", cfg.policy});
+  args.insert(args.end(), {"serve", "--listen", "127.0.0.1:0"});
+  pid_ = StartEcStore(args);
+  if (pid_ < 0) {
+    why_ = "ec-store serve did not start";
+    return;
+  }
+  auto c = net::Client::Connect("unix:" + dir_ + "/serve.sock");
+  if (c.ok() && std::string_view((*c)->transport()) == "shm")
+    client_ = std::move(c).value();
+  else
+    why_ = c.ok() ? "the daemon offered no shared memory" : c.status().ToString();
+}
+
+Daemon::~Daemon() {
+  client_.reset();
+  if (pid_ > 0) {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  std::filesystem::remove_all(dir_);
 }
 
 Zipf::Zipf(size_t n, double s) : cdf_(n) {

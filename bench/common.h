@@ -17,6 +17,7 @@
 
 #include "base/status.h"
 #include "base/tensor_meta.h"
+#include "net/client.h"
 #include "store/store.h"
 
 namespace ecstore::bench {
@@ -105,6 +106,25 @@ std::unique_ptr<Store> OpenStore(const Config& cfg, const std::string& dir, uint
 // `ec-store` (beside this binary) run with `args` -- e.g. a serve -- as a child process; its
 // pid once it has printed its first line (serve: listening), or -1. Stop it with SIGTERM.
 pid_t StartEcStore(const std::vector<std::string>& args);
+
+// `ec-store serve` on this host over a fresh `dir`, its pool `pool` bytes, its disk quota and
+// policy as OpenStore's, with a client connected through its unix socket (shared memory).
+// Stopped (SIGTERM, a clean close) and `dir` removed on destruction. client() is null where
+// it did not start; why() then says so.
+class Daemon {
+ public:
+  Daemon(const Config& cfg, std::string dir, uint64_t pool);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+  net::Client* client() const { return client_.get(); }
+  const std::string& why() const { return why_; }
+
+ private:
+  std::string dir_, why_;
+  pid_t pid_ = -1;
+  std::unique_ptr<net::Client> client_;
+};
 
 // Ranks 0..n-1 drawn with probability ~ 1/(rank+1)^s.
 class Zipf {

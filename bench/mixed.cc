@@ -139,6 +139,51 @@ double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, Mix
   return bytes / secs / 1e9;
 }
 
+// The same plan through `ec-store serve` on this host, as a CPU engine's connector reads a
+// same-host daemon: a step's GetMany over shared memory (its keys leased in one GET_SHM_MANY,
+// the disk-only ones read back in one batch, each copied out of the mapped pool), the misses
+// put over the socket. Returns GB/s, or 0 where the daemon did not start.
+double MixedDaemon(const Config& cfg, MixedRun& run) {
+  Daemon daemon(cfg, cfg.dir + "/mixed-daemon", run.mp.pool);
+  net::Client* c = daemon.client();
+  if (!c) {
+    Add({"mixed", "ec-store-daemon", 0, 0, 0, 0, -1, "not run: " + daemon.why()});
+    return 0;
+  }
+  const auto& plan = run.mp.steps;
+  Latencies lat;
+  uint64_t misses = 0;
+  auto t0 = Clock::now();
+  for (size_t i = 0; i < plan.size(); ++i) {
+    auto t = Clock::now();
+    auto got = c->GetMany("bench", run.mp.Keys(i), run.dsts);
+    for (size_t j = 0; j < plan[i].size(); ++j) {
+      const Entry& e = run.mp.entries[plan[i][j]];
+      if (got[j].status().IsNotFound()) {
+        ++misses;
+        Die(c->Put("bench", e.key, Payloads::Meta(e.shape), run.pl.Get(e.shape, plan[i][j])),
+            "mixed daemon put");
+      } else {
+        Die(got[j].status(), "mixed daemon get");
+      }
+    }
+    lat.Add(t);
+  }
+  const double secs = Since(t0);
+  const double ops = static_cast<double>(plan.size()) * kMixedBatch;
+  auto st = c->Stats();
+  char note[320];
+  std::snprintf(note, sizeof note,
+                "a same-host daemon: GetMany over shared memory (one GET_SHM_MANY a step, "
+                "copied out of the mapped pool), misses put over the socket; %llu misses, pool "
+                "hits %llu, disk hits %llu; p50/p99 per step",
+                (unsigned long long)misses, st.ok() ? (unsigned long long)st->pool().hits : 0ull,
+                st.ok() ? (unsigned long long)st->disk().hits : 0ull);
+  const double gbps = static_cast<double>(run.mp.Bytes()) / secs / 1e9;
+  Add({"mixed", "ec-store-daemon", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
+  return gbps;
+}
+
 }  // namespace
 
 void SpillWorkload(const Config& cfg, Payloads& pl) {
@@ -211,6 +256,8 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
   const double store_gbps = MixedStore(cfg, sdir, pool, run, false);
   Progress("mixed: ec-store with Prefetch one step ahead");
   const double prefetch_gbps = MixedStore(cfg, sdir, pool, run, true);
+  Progress("mixed: ec-store serve on this host, GetMany over shared memory");
+  const double daemon_gbps = MixedDaemon(cfg, run);
   {
     Progress("mixed: baseline, files one after another, page cache held to the same budget");
     FileBaseline base(bdir);
@@ -237,11 +284,12 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
     double secs = Since(t0);
     const std::string disk = DiskNote(cfg.dir, disk0, secs, ops);
     double gbps = bytes / secs / 1e9;
-    char note[300];
+    char note[400];
     std::snprintf(note, sizeof(note),
                   "%s; ec-store/baseline %.2fx, with prefetch "
-                  "%.2fx; LRU files beyond the budget dropped (fadvise DONTNEED)",
-                  disk.c_str(), store_gbps / gbps, prefetch_gbps / gbps);
+                  "%.2fx, through a daemon %.2fx; LRU files beyond the budget dropped "
+                  "(fadvise DONTNEED)",
+                  disk.c_str(), store_gbps / gbps, prefetch_gbps / gbps, daemon_gbps / gbps);
     Add({"mixed", "baseline", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
   }
   std::filesystem::remove_all(bdir);

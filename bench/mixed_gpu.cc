@@ -10,8 +10,6 @@
 //   The baseline, as ECExampleConnector does it: load_file(device="cuda") -- read the file
 //     into pageable memory, then copy it to the device -- one item after another; a miss is
 //     tensor.cpu() then save_file. Its page cache is held to the same budget as the pool.
-#include <signal.h>
-#include <sys/wait.h>
 
 #include <cstring>
 #include <filesystem>
@@ -153,17 +151,13 @@ uint64_t DaemonStep(net::Client* c, const MixedPlan& mp, size_t i, GpuSide& g, u
 }
 
 void DaemonPass(const Config& cfg, const MixedPlan& mp, GpuSide& g) {
-  const std::string sdir = cfg.dir + "/mixed-gpu-daemon";
-  std::filesystem::remove_all(sdir);
-  const pid_t pid = StartEcStore({"--dir", sdir, "--pool-size", std::to_string(mp.pool),
-                                  "--disk-quota", "64GiB", "serve", "--listen", "127.0.0.1:0"});
-  if (pid < 0) {
-    Add({"mixed_gpu", "ec-store-daemon", 0, 0, 0, 0, -1, "not run: ec-store serve did not start"});
+  Daemon daemon(cfg, cfg.dir + "/mixed-gpu-daemon", mp.pool);
+  net::Client* client = daemon.client();
+  if (!client) {
+    Add({"mixed_gpu", "ec-store-daemon", 0, 0, 0, 0, -1, "not run: " + daemon.why()});
     return;
   }
-  auto client = net::Client::Connect("unix:" + sdir + "/serve.sock");
-  Die(client.status(), "connect to the daemon");
-  auto pool = (*client)->shared_pool();
+  auto pool = client->shared_pool();
   Check(cudaHostRegister(const_cast<uint8_t*>(pool.data()), pool.size(), cudaHostRegisterReadOnly),
         "register the daemon's pool");
   void* staging = nullptr;
@@ -173,12 +167,12 @@ void DaemonPass(const Config& cfg, const MixedPlan& mp, GpuSide& g) {
   auto t0 = Clock::now();
   for (size_t i = 0; i < mp.steps.size(); ++i) {
     auto t = Clock::now();
-    misses += DaemonStep(client->get(), mp, i, g, static_cast<uint8_t*>(staging));
+    misses += DaemonStep(client, mp, i, g, static_cast<uint8_t*>(staging));
     lat.Add(t);
   }
   const double secs = Since(t0);
   const double ops = static_cast<double>(mp.steps.size()) * kMixedBatch;
-  auto st = (*client)->Stats();
+  auto st = client->Stats();
   char note[300];
   std::snprintf(note, sizeof note,
                 "a same-host daemon: AcquireMany (one GET_SHM_MANY a step) + host->device from "
@@ -190,11 +184,6 @@ void DaemonPass(const Config& cfg, const MixedPlan& mp, GpuSide& g) {
        lat.P(0.5), lat.P(0.99), -1, note});
   cudaHostUnregister(const_cast<uint8_t*>(pool.data()));
   cudaFreeHost(staging);
-  client->reset();
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  std::filesystem::remove_all(sdir);
 }
 
 void BaselinePass(const Config& cfg, const MixedPlan& mp, GpuSide& g, double store_gbps) {

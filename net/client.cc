@@ -9,6 +9,18 @@
 #include "store/stats_json.h"
 
 namespace ecstore::net {
+namespace {
+
+// A get over shared memory: the leased entry copied out of the mapping into dst, the lease
+// released on return.
+Result<EntryInfo> CopyOut(Result<ReadLease> lease, std::span<uint8_t> dst) {
+  if (!lease.ok()) return lease.status();
+  if (dst.size() < lease->size()) return BufferTooSmall(dst.size(), lease->size());
+  std::memcpy(dst.data(), lease->data(), lease->size());
+  return lease->info();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
                                                 const ClientOptions& options) {
@@ -208,6 +220,8 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key, std::sp
   EC_RETURN_IF_ERROR(ValidateKey(key));
   const std::vector<std::string> keys{std::string(key)};
   return WithRetry([&]() -> Result<EntryInfo> {
+    if (transport_->caps().same_host_zero_copy)  // one GET_SHM, a copy out of the mapping
+      return CopyOut(transport_->AcquireInPlace(*this, ns, key), dst);
     return std::move(transport_->GetMany(*this, ns, keys, {dst})[0]);
   });
 }
@@ -337,9 +351,40 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
     out.assign(keys.size(), st);
     return out;
   }
+  if (transport_->caps().same_host_zero_copy) return CopyOutOfLeases(ns, keys, dsts);
   out = transport_->GetMany(*this, ns, keys, dsts);
   for (const auto& r : out)
     if (!r.ok() && r.status().IsUnavailable()) fd_.reset();  // reconnect on the next call
+  return out;
+}
+
+// Shared memory: the keys leased in batches (one GET_SHM_MANY each, the server reading the
+// disk-only entries together), each entry copied out of the mapping and its lease released
+// at once. A batch asks for at most a quarter of the pool in destination bytes, so that it
+// stays within the server's leased-bytes share (half the pool by default) and does not
+// evict the rest of the step to promote it; a key still refused for that share (Busy) is
+// asked again alone once the batch's leases are released.
+std::vector<Result<EntryInfo>> Client::CopyOutOfLeases(
+    std::string_view ns, const std::vector<std::string>& keys,
+    const std::vector<std::span<uint8_t>>& dsts) {
+  const uint64_t budget = shared_pool().size() / 4;
+  std::vector<Result<EntryInfo>> out;
+  out.reserve(keys.size());
+  for (size_t at = 0; at < keys.size();) {
+    size_t end = at + 1;
+    for (uint64_t bytes = dsts[at].size();
+         end < keys.size() && end - at < kMaxLeaseBatch && bytes + dsts[end].size() <= budget;)
+      bytes += dsts[end++].size();
+    std::vector<std::string> batch(keys.begin() + at, keys.begin() + end);
+    std::vector<size_t> refused;
+    std::vector<Result<ReadLease>> leases = AcquireMany(ns, batch);
+    for (size_t j = 0; j < batch.size(); ++j) {
+      if (leases[j].status().IsBusy()) refused.push_back(out.size());
+      out.push_back(CopyOut(std::move(leases[j]), dsts[at + j]));  // released here
+    }
+    for (size_t i : refused) out[i] = CopyOut(Acquire(ns, keys[i]), dsts[i]);
+    at = end;
+  }
   return out;
 }
 

@@ -48,8 +48,10 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   // The Cache interface. Acquire over shared memory reads the server's pool in place, pinned
   // by a server-side lease until the ReadLease is destroyed (or the server's lease TTL
   // passes, after which the bytes may change); over TCP and RDMA it gets the entry into a
-  // buffer the lease owns. GetMany is pipelined: all requests are sent, then the replies read
-  // in order. ListPages pages through the server's snapshot of one listing.
+  // buffer the lease owns. GetMany over shared memory leases its keys in batches (as
+  // AcquireMany) and copies each out of the mapping; over TCP it is pipelined: all requests
+  // are sent, then the replies read in order. ListPages pages through the server's snapshot of one
+  // listing.
   Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
              std::span<const uint8_t> bytes) override;
   Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst) override;
@@ -107,6 +109,9 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   void Release(void* token) override;  // a server-side lease: RELEASE its id
   template <typename Fn>
   auto WithRetry(Fn fn) -> decltype(fn());
+  std::vector<Result<EntryInfo>> CopyOutOfLeases(std::string_view ns,
+                                                 const std::vector<std::string>& keys,
+                                                 const std::vector<std::span<uint8_t>>& dsts);
   Result<nlohmann::json> Admin(Op op, Op expect);
 
   HostPort hp_;

@@ -1,8 +1,9 @@
 // Shared memory (same host): the server's pool is a memfd passed once with HELLO_OK and
 // mapped read-only here; GET_SHM answers an offset under a lease, and the bytes are read in
-// place (Acquire) or copied out (Get). A server with a device tier also hands out its device
-// pool: its CUDA IPC handle is asked for and opened once (~0.8 ms), then GET_DEVICE answers
-// offsets into it under leases, as GET_SHM does for the host pool.
+// place (Acquire, AcquireMany) or copied out of a lease by the Client (Get, GetMany). A server with
+// a device tier also hands out its device pool: its CUDA IPC handle is asked for and opened once
+// (~0.8 ms), then GET_DEVICE answers offsets into it under leases, as GET_SHM does for the host
+// pool.
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -56,27 +57,6 @@ class ShmTransport : public Transport {
                       : Result<ReadLease>(ParseErrorBody(&r));
       if (lease.status().IsUnavailable() && ok) return lease.status();
       out.push_back(std::move(lease));
-    }
-    return out;
-  }
-
-  // Each get is a small round trip and a copy from the mapping.
-  std::vector<Result<EntryInfo>> GetMany(Channel& ch, std::string_view ns,
-                                         const std::vector<std::string>& keys,
-                                         const std::vector<std::span<uint8_t>>& dsts) override {
-    std::vector<Result<EntryInfo>> out;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      auto lease = AcquireInPlace(ch, ns, keys[i]);
-      if (!lease.ok()) {
-        out.push_back(lease.status());
-        continue;
-      }
-      if (dsts[i].size() < lease->size()) {
-        out.push_back(BufferTooSmall(dsts[i].size(), lease->size()));
-        continue;
-      }
-      std::memcpy(dsts[i].data(), lease->data(), lease->size());
-      out.push_back(lease->info());
     }
     return out;
   }

@@ -16,6 +16,14 @@ Status BufferTooSmall(uint64_t have, uint64_t need) {
                                  " bytes but the entry has " + std::to_string(need));
 }
 
+std::vector<Result<EntryInfo>> Transport::GetMany(Channel&, std::string_view,
+                                                  const std::vector<std::string>& keys,
+                                                  const std::vector<std::span<uint8_t>>&) {
+  return std::vector<Result<EntryInfo>>(
+      keys.size(), Status::InvalidArgument(std::string("the ") + name() +
+                                           " transport reads in place: the Client copies a "
+                                           "get out of its leases"));
+}
 Result<ReadLease> Transport::AcquireInPlace(Channel&, std::string_view, std::string_view) {
   return Status::InvalidArgument(std::string("the ") + name() +
                                  " transport cannot read the server's memory in place");

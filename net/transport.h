@@ -44,10 +44,12 @@ class Transport {
   virtual const char* name() const = 0;  // "tcp", "shm", "rdma"
   virtual TransportCaps caps() const = 0;
   // Gets entries of one namespace into dsts (result i for keys[i]). An Unavailable result
-  // means the connection is broken; the Client reconnects.
+  // means the connection is broken; the Client reconnects. A transport that reads in place
+  // (same_host_zero_copy) leaves this to the Client, which copies out of AcquireMany's
+  // leases; its default answers each key that it cannot.
   virtual std::vector<Result<EntryInfo>> GetMany(Channel& ch, std::string_view ns,
                                                  const std::vector<std::string>& keys,
-                                                 const std::vector<std::span<uint8_t>>& dsts) = 0;
+                                                 const std::vector<std::span<uint8_t>>& dsts);
   // The entry in place under a server lease (same_host_zero_copy only).
   virtual Result<ReadLease> AcquireInPlace(Channel& ch, std::string_view ns, std::string_view key);
   // Several entries in place under server leases, result i for keys[i] (at most

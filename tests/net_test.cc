@@ -550,6 +550,71 @@ TEST(NetShm, AcquireManyLeasesAStepInOneRequest) {
   EXPECT_EQ(c->Stats()->client_leases, 0u);
 }
 
+// GetMany over shared memory copies out of AcquireMany's leases: the entries on disk only
+// are read back in one batch, each copied into its buffer, and every lease is released.
+TEST(NetShm, GetManyCopiesAStepOutOfOneBatchOfLeases) {
+  testing::TempDir dir;
+  auto server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
+  const uint16_t port = server->port();
+  {
+    auto producer = ConnectOrDie(server->uri(), TcpOnly());
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(
+          producer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i)))
+              .ok());
+  }
+  server->Stop();  // reopened below with an empty pool: every entry on disk only
+  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port, true);
+  auto c = ConnectOrDie(server->shm_uri());
+  ASSERT_STREQ(c->transport(), "shm");
+  std::vector<std::vector<uint8_t>> bufs(4, std::vector<uint8_t>(2 * kMiB));
+  bufs[3].resize(kMiB);  // too small for k2
+  std::vector<std::span<uint8_t>> dsts;
+  for (auto& b : bufs) dsts.push_back({b.data(), b.size()});
+  auto got = c->GetMany("ns", {"k0", "absent", "k1", "k2"}, dsts);
+  ASSERT_EQ(got.size(), 4u);
+  for (int i : {0, 2}) {
+    const int k = i / 2;
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    ASSERT_EQ(got[i]->bytes, kMiB + k);
+    EXPECT_EQ(0, std::memcmp(bufs[i].data(), Payload(k, kMiB + k).data(), kMiB + k)) << i;
+  }
+  EXPECT_TRUE(got[1].status().IsNotFound()) << got[1].status().ToString();
+  EXPECT_TRUE(got[3].status().IsInvalidArgument()) << got[3].status().ToString();
+  EXPECT_NE(got[3].status().message().find("destination buffer"), std::string::npos);
+  auto st = c->Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->pool().promotions, 3u);  // k0, k1 and k2 read back in one batch
+  EXPECT_EQ(st->client_leases, 0u);      // each released once copied
+}
+
+// A batch that would pass the reader's leased-bytes share is not refused as a whole: the
+// keys the share refused (Busy) are asked again alone once the batch's leases are released.
+TEST(NetShm, GetManyWithinTheLeaseShareAsksRefusedKeysAgainAlone) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 32 * kMiB, 0, /*shm=*/true);  // a 16 MiB share
+  auto writer = ConnectOrDie(server.uri(), TcpOnly());
+  const size_t sizes[] = {6 * kMiB, 6 * kMiB, 3 * kMiB, 3 * kMiB};
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(
+        writer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
+  auto c = ConnectOrDie(server.shm_uri());
+  auto a = c->Acquire("ns", "k0");
+  auto b = c->Acquire("ns", "k1");  // 12 MiB held
+  ASSERT_TRUE(a.ok() && b.ok());
+  {
+    auto direct = c->AcquireMany("ns", {"k2", "k3"});  // 18 MiB: k3 is refused
+    ASSERT_TRUE(direct[0].ok()) << direct[0].status().ToString();
+    EXPECT_TRUE(direct[1].status().IsBusy()) << direct[1].status().ToString();
+  }
+  std::vector<uint8_t> b2(3 * kMiB), b3(3 * kMiB);  // one batch: 6 MiB, within a quarter
+  auto got = c->GetMany("ns", {"k2", "k3"}, {{b2.data(), b2.size()}, {b3.data(), b3.size()}});
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+  EXPECT_EQ(0, std::memcmp(b2.data(), Payload(2, sizes[2]).data(), sizes[2]));
+  EXPECT_EQ(0, std::memcmp(b3.data(), Payload(3, sizes[3]).data(), sizes[3]));
+  EXPECT_EQ(c->Stats()->client_leases, 2u);  // a and b only
+}
+
 // A hostile same-host reader: it takes the pool descriptor from HELLO and tries to write or
 // resize the pool. Every attempt fails and other clients keep getting the stored bytes.
 TEST(NetShm, SameHostReaderCannotWriteOrResizeThePool) {
