@@ -615,6 +615,120 @@ TEST(NetShm, GetManyWithinTheLeaseShareAsksRefusedKeysAgainAlone) {
   EXPECT_EQ(c->Stats()->client_leases, 2u);  // a and b only
 }
 
+// A server from before GET_SHM_MANY, as a new client meets one during a rolling upgrade: a
+// unix-socket proxy in front of a real server that relays every frame, and the pool's
+// descriptor HELLO_OK carries, but answers GET_SHM_MANY as an older server answers an opcode
+// it does not know: an error, then a closed connection. One connection at a time.
+class OlderServerProxy {
+ public:
+  OlderServerProxy(std::string server_sock, const std::string& path)
+      : server_sock_(std::move(server_sock)) {
+    auto l = ListenUnix(path);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    if (l.ok()) listen_ = std::move(l).value();
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~OlderServerProxy() {
+    shutdown(listen_.get(), SHUT_RDWR);  // wakes accept
+    thread_.join();
+  }
+  int refused() const { return refused_; }
+
+ private:
+  void Serve() {
+    for (;;) {
+      UniqueFd client(accept(listen_.get(), nullptr, nullptr));
+      if (!client.valid()) return;
+      auto server = ConnectUnix(server_sock_, std::chrono::milliseconds(2000));
+      if (!server.ok()) return;
+      std::thread down([&] { Down(server->get(), client.get()); });
+      Up(client.get(), server->get());
+      shutdown(client.get(), SHUT_RDWR);
+      shutdown(server->get(), SHUT_RDWR);
+      down.join();
+    }
+  }
+  // Client to server, frame by frame, until the client leaves or asks GET_SHM_MANY.
+  void Up(int from, int to) {
+    for (;;) {
+      uint8_t h[kHeaderBytes];
+      if (!RecvAll(from, h, kHeaderBytes, "client").ok()) return;
+      auto d = DecodeHeader(h);
+      if (!d.ok()) return;
+      std::string body(d->body_len, '\0');
+      if (!RecvAll(from, body.data(), body.size(), "client").ok()) return;
+      if (d->op == Op::kGetShmMany) {  // no reply is pending: the client waits for this one
+        ++refused_;
+        const std::string err = ErrorBody(Status::InvalidArgument(
+            "unknown opcode " + std::to_string(static_cast<int>(Op::kGetShmMany))));
+        EncodeHeader({kVersion, Op::kError, d->request_id, err.size()}, h);
+        iovec reply[2] = {{h, kHeaderBytes}, {const_cast<char*>(err.data()), err.size()}};
+        (void)SendAll(from, reply, 2, "client");
+        return;
+      }
+      iovec iov[2] = {{h, kHeaderBytes}, {body.data(), body.size()}};
+      if (!SendAll(to, iov, 2, "server").ok()) return;
+    }
+  }
+  // Server to client, bytes as they come, with a passed descriptor passed on.
+  static void Down(int from, int to) {
+    std::vector<uint8_t> buf(1 << 16);
+    for (;;) {
+      iovec iov{buf.data(), buf.size()};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      const ssize_t n = recvmsg(from, &msg, 0);
+      if (n <= 0) return;
+      int fd = -1;
+      if (cmsghdr* c = CMSG_FIRSTHDR(&msg); c && c->cmsg_type == SCM_RIGHTS)
+        std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      iov.iov_len = static_cast<size_t>(n);
+      Status st = fd >= 0 ? SendWithFd(to, &iov, 1, fd, "client") : SendAll(to, &iov, 1, "client");
+      if (fd >= 0) close(fd);
+      if (!st.ok()) return;
+    }
+  }
+
+  std::string server_sock_;
+  UniqueFd listen_;
+  std::atomic<int> refused_{0};
+  std::thread thread_;
+};
+
+// A new client and an older server: the first GET_SHM_MANY is refused as an unknown opcode,
+// and from then on the client leases key by key (reconnected), so AcquireMany and GetMany
+// still answer every key.
+TEST(NetShm, AnOlderServerWithoutLeaseBatchesIsReadKeyByKey) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
+  auto writer = ConnectOrDie(server.uri(), TcpOnly());
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(
+        writer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i))).ok());
+  OlderServerProxy older(server.shm_uri().substr(5), dir.path() + "/older.sock");
+  auto c = ConnectOrDie("unix:" + dir.path() + "/older.sock");
+  ASSERT_STREQ(c->transport(), "shm");
+  {
+    auto got = c->AcquireMany("ns", {"k0", "k1", "absent"});
+    EXPECT_EQ(older.refused(), 1);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+      EXPECT_EQ(0, std::memcmp(got[i]->data(), Payload(i, kMiB + i).data(), kMiB + i));
+    }
+    EXPECT_TRUE(got[2].status().IsNotFound()) << got[2].status().ToString();
+  }
+  std::vector<uint8_t> b0(2 * kMiB), b1(2 * kMiB);
+  auto got = c->GetMany("ns", {"k0", "k1"}, {{b0.data(), b0.size()}, {b1.data(), b1.size()}});
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+  EXPECT_EQ(0, std::memcmp(b1.data(), Payload(1, kMiB + 1).data(), kMiB + 1));
+  EXPECT_EQ(older.refused(), 1);  // not asked again
+  c.reset();                      // before the proxy: its connection ends first
+}
+
 // A hostile same-host reader: it takes the pool descriptor from HELLO and tries to write or
 // resize the pool. Every attempt fails and other clients keep getting the stored bytes.
 TEST(NetShm, SameHostReaderCannotWriteOrResizeThePool) {
