@@ -123,8 +123,8 @@ void AddGlobals(CLI::App& app, Globals& g) {
       ->capture_default_str();
   app.add_flag("--compress", g.compress, "LZ4-compress entries spilled to disk where it pays");
   app.add_option("--eviction-policy", g.eviction_policy,
-                 "which entries leave the memory pools first: freq (fewest recent requests x "
-                 "recompute cost per byte), lru or gdsf")
+                 "which entries leave first: freq (fewest recent requests; at the disk quota, "
+                 "x recompute cost per byte), lru or gdsf")
       ->check(CLI::IsMember({"freq", "lru", "gdsf"}))
       ->capture_default_str();
   app.add_option("--server", g.server,

@@ -12,6 +12,8 @@ double RecomputeCost(const TensorMeta& meta) {
   return 4.9 + 0.0352 * rows;  // (400 rows, 19 ms) and (2304 rows, 86 ms)
 }
 
+double RefetchCost(uint64_t bytes) { return 0.1 + static_cast<double>(bytes) / 1.5e6; }
+
 void LruPolicy::Link(Node* n) {
   n->second = {nullptr, newest_};
   if (newest_) newest_->second.newer = n;

@@ -1,9 +1,10 @@
 // Eviction policies rank entries (by id) from coldest to hottest: LRU (the default), GDSF
-// (GreedyDual-Size-Frequency: priority = clock + hits x recompute cost / size, so an entry
-// that is cheap to recompute per byte and rarely reused goes first; the clock ages entries
-// that stop being hit), and Freq (recent requests per key x recompute cost / size, the
-// requests counted whether or not the entry is held). `ec-store-bench --workloads policy`
-// replays traces through all three.
+// (GreedyDual-Size-Frequency: priority = clock + hits x cost / size, so an entry that is
+// cheap to get back per byte and rarely reused goes first; the clock ages entries that stop
+// being hit), and Freq (recent requests per key x cost / size, the requests counted whether
+// or not the entry is held). The cost is what a miss of the entry costs where the policy is
+// used: a memory pool passes RefetchCost (a read back from disk), the policy bench
+// RecomputeCost. `ec-store-bench --workloads policy` replays traces through all three.
 // Thread rules: not synchronized; the owning tier calls it under the keydir's mutex.
 #pragma once
 
@@ -24,6 +25,15 @@ namespace ecstore {
 // estimate that grows with its rows (tokens). Fitted to a Qwen2.5-VL-7B-shaped vision tower
 // on an H100: ~19 ms for a 560x560 image (400 rows), ~86 ms for 1344x1344 (2304 rows).
 double RecomputeCost(const TensorMeta& meta);
+// What an entry evicted from a memory pool costs when it is next requested, in milliseconds:
+// a read of its bytes back from the disk tier, which holds a copy of every pool entry
+// (write-back spills each one; eviction spills any not yet spilled). A fixed cost per read
+// plus the bytes at the disk's rate (0.1 ms, 1.5 GB/s: this VM's raw O_DIRECT read); per
+// byte nearly the same for every entry, so the pools rank by requests. Recomputation is
+// what the disk quota's victims cost (RecomputeCost). Replayed on the mixed bench's steps at
+// its pool budget, freq weighed this way reads 2.44 MB/op back from disk against 2.86 with
+// recompute cost per MiB (LRU 2.89; a clairvoyant popularity ranking 1.94).
+double RefetchCost(uint64_t bytes);
 
 class EvictionPolicy {
  public:

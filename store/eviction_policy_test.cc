@@ -183,6 +183,36 @@ TEST(EvictionPolicy, RecomputeCostDefaultsToOneThatGrowsWithRows) {
   EXPECT_EQ(NewEvictionPolicy("fifo"), nullptr);
 }
 
+// A pool's miss is a read back from the disk tier, not a recomputation: the pool keeps the
+// entry requested most, whatever the recompute cost of the one requested least.
+TEST(EvictionPolicy, APoolWeighsEntriesByTheirReadBackNotTheirRecompute) {
+  EXPECT_LT(RefetchCost(3 * kMiB) / 3, RefetchCost(kMiB));  // per byte: a read's fixed part
+  EXPECT_GT(RefetchCost(3 * kMiB) / 3, 0.9 * RefetchCost(kMiB));
+  for (const char* policy : {"freq", "gdsf"}) {
+    testing::TempDir dir;
+    Options o;
+    o.pool_bytes = 16 * kMiB;
+    o.eviction_policy = policy;
+    auto s = Store::Open(dir.path(), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const uint64_t n = 4 * kMiB;
+    auto put = [&](const std::string& key, double cost) {
+      TensorMeta m{DType::kBF16, {static_cast<int64_t>(n / 2)}};
+      m.recompute_cost = cost;
+      auto p = testing::Payload(key.size(), n);
+      ASSERT_TRUE((*s)->Put("ns", key, m, {p.data(), n}).ok());
+    };
+    std::vector<uint8_t> got(n);
+    put("dear", 1e6);  // a thousand seconds to recompute, requested once
+    put("often", 1);
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE((*s)->Get("ns", "often", {got.data(), n}).ok());
+    for (int i = 0; i < 4; ++i) put("fill" + std::to_string(i), 1);  // 24 MiB put in all
+    ASSERT_TRUE((*s)->Flush().ok());
+    EXPECT_EQ((*s)->Lookup("ns", "often")->tier(), Tier::kPool) << policy;
+    EXPECT_EQ((*s)->Lookup("ns", "dear")->tier(), Tier::kDisk) << policy;  // kept there
+  }
+}
+
 class StorePolicy : public ::testing::TestWithParam<const char*> {};
 INSTANTIATE_TEST_SUITE_P(EvictionPolicy, StorePolicy, ::testing::Values("gdsf", "freq"));
 

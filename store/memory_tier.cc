@@ -30,7 +30,8 @@ MemoryTier::MemoryTier(Tier tier, std::unique_ptr<MemoryBackend> backend,
 }
 
 void MemoryTier::Insert(uint64_t id, const EntryRecord& rec) {
-  policy_->Insert(id, rec.bytes, policy_->UsesCost() ? RecomputeCost(rec.meta) : 0,
+  // A pool's miss is a read from the tier below, not a recomputation (RefetchCost).
+  policy_->Insert(id, rec.bytes, policy_->UsesCost() ? RefetchCost(rec.bytes) : 0,
                   EntryKeyHash(rec.ns, rec.key));
   ++entries_;
   bytes_ += rec.bytes;

@@ -42,12 +42,14 @@ struct Options {
   // where the copies bound it, 0.98/0.95 measured +6 %.
   double high_watermark = 0.98;
   double low_watermark = 0.95;
-  // "freq" (value-aware: recompute cost x recent requests per key, misses included / size),
-  // "lru" or "gdsf" (value-aware: recompute cost x hits / size), for the memory pools; the
-  // disk quota ranks by value, or with lru by last access (store/eviction_policy.h,
+  // "freq" (recent requests per key, misses included, x what a miss costs / size), "lru" or
+  // "gdsf" (hits x what a miss costs / size), for the memory pools, where a miss is a read
+  // back from disk (RefetchCost, so they rank by requests); the disk quota ranks by recompute
+  // cost x hits / size / age, or with lru by last access (store/eviction_policy.h,
   // Keydir::ColdestOnDiskLocked). freq is the default: in the bench it saved 16 % more
   // encoder time than LRU at 10 % of the working set (policy; 24 % without drift) and read
-  // 8 % less back from disk (mixed, 3.06-3.12 vs 3.32-3.35 MB/op).
+  // 18 % less back from disk (mixed, 2.37-2.40 vs LRU's 2.89 MB/op; 2.78-2.81 when the
+  // pools weighed recompute cost too).
   std::string eviction_policy = "freq";
   bool promote_on_get = true;  // copy disk hits back into the pool
   // Spill new pool entries to disk in the background as they come, keeping them in the pool

@@ -321,8 +321,8 @@ def open(dir: str, pool_size: int | str = "256MiB", disk_quota: int | str = "16G
     """Opens (creating if needed) the store in `dir`, in this process. device_pool_size > 0
     adds a device tier on GPU `device`: CUDA tensors put there stay on the GPU, and
     get(device=...) / acquire_on_device read without a host round trip. eviction_policy:
-    which entries leave the memory pools first -- "freq" (fewest recent requests x recompute
-    cost per byte), "lru" or "gdsf"."""
+    which entries leave first -- "freq" (fewest recent requests; at the disk quota, times
+    recompute cost per byte), "lru" or "gdsf"."""
     c = Cache(_ecstore.open(dir, parse_size(pool_size), parse_size(disk_quota), shareable,
                             compress, promote_on_get, device, parse_size(device_pool_size),
                             eviction_policy))
