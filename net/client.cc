@@ -51,17 +51,10 @@ Status Client::Hello(HelloInfo* info, int* pool_fd) {
   BodyWriter w;
   w.Str(opt_.token);
   EC_RETURN_IF_ERROR(SendRequest(Op::kHello, w.data()));
-  uint8_t hdr[kHeaderBytes];
-  EC_RETURN_IF_ERROR(unix_ ? RecvAllWithFd(fd_.get(), hdr, kHeaderBytes, pool_fd, "server")
-                           : RecvAll(fd_.get(), hdr, kHeaderBytes, "server"));
-  auto h = DecodeHeader(hdr);
-  if (!h.ok()) return Status::Unavailable("server sent a malformed frame: " + h.status().message());
-  std::string body(h->body_len, '\0');
-  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), body.data(), body.size(), "server"));
-  BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
-  if (h->op == Op::kError) return ParseErrorBody(&r);
-  if (h->op != Op::kHelloOk || !ParseHelloBody(&r, info))
-    return Status::Unavailable("server answered HELLO with an unexpected frame");
+  auto body = conn_.ReadReply(Op::kHelloOk, unix_ ? pool_fd : nullptr);
+  if (!body.ok()) return body.status();
+  BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+  if (!ParseHelloBody(&r, info)) return Status::Unavailable("server sent a malformed HELLO_OK");
   return Status::Ok();
 }
 
@@ -91,30 +84,30 @@ Status Client::ChooseTransport(const HelloInfo& info, int pool_fd) {
 }
 
 Status Client::Reconnect() {
-  fd_.reset();
+  conn_.reset();
   transport_.reset();
   auto fd = unix_ ? ConnectUnix(unix_path_, opt_.timeout) : ConnectTcp(hp_, opt_.timeout);
   if (!fd.ok()) return fd.status();
-  fd_ = std::move(fd).value();
+  conn_.Adopt(std::move(fd).value());
   HelloInfo info;
   int passed = -1;
   Status st = Hello(&info, &passed);
   UniqueFd pool_fd(passed);
   if (st.ok()) st = ChooseTransport(info, pool_fd.get());
   if (!st.ok()) {
-    fd_.reset();
+    conn_.reset();
     transport_.reset();
     return st;
   }
   // Same host (loopback) and the server offers shared memory: switch to it.
   if (!unix_ && opt_.transport == "auto" && IsLoopback(hp_.host) && !info.shm_path.empty()) {
-    UniqueFd tcp = std::move(fd_);
+    UniqueFd tcp = conn_.Take();
     auto tcp_transport = std::move(transport_);
     unix_ = true;
     unix_path_ = info.shm_path;
     if (Reconnect().ok()) return Status::Ok();
     unix_ = false;  // not reachable from here after all: stay on TCP
-    fd_ = std::move(tcp);
+    conn_.Adopt(std::move(tcp));
     transport_ = std::move(tcp_transport);
   }
   return Status::Ok();
@@ -134,72 +127,19 @@ void Client::UnregisterBuffer(std::span<uint8_t> memory) {
 }
 
 Status Client::SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload) {
-  if (!fd_.valid()) return Status::Unavailable("not connected");
-  uint8_t hdr[kHeaderBytes];
-  EncodeHeader({kVersion, op, next_id_++, body.size() + payload.size()}, hdr);
-  iovec iov[3] = {{hdr, kHeaderBytes},
-                  {const_cast<char*>(body.data()), body.size()},
-                  {const_cast<uint8_t*>(payload.data()), payload.size()}};
-  return SendAll(fd_.get(), iov, payload.empty() ? 2 : 3, "server");
+  return conn_.Send(op, body, payload);
 }
-
-Status Client::ReadHeader(FrameHeader* h) {
-  uint8_t hdr[kHeaderBytes];
-  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), hdr, kHeaderBytes, "server"));
-  auto d = DecodeHeader(hdr);
-  if (!d.ok()) return Status::Unavailable("server sent a malformed frame: " + d.status().message());
-  *h = *d;
-  return Status::Ok();
-}
-
-// Error frames carry the server's Status; anything else unexpected is Unavailable.
-Result<std::string> Client::ReadReply(Op expect) {
-  FrameHeader h;
-  EC_RETURN_IF_ERROR(ReadHeader(&h));
-  std::string body(h.body_len, '\0');
-  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), body.data(), body.size(), "server"));
-  if (h.op == Op::kError) {
-    BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
-    return ParseErrorBody(&r);
-  }
-  if (h.op != expect) return Status::Unavailable("server answered with an unexpected frame");
-  return body;
-}
-
+Result<std::string> Client::ReadReply(Op expect) { return conn_.ReadReply(expect); }
 Status Client::ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                             EntryInfo* info) {
-  FrameHeader h;
-  EC_RETURN_IF_ERROR(ReadHeader(&h));
-  if (h.op == Op::kError) {
-    std::string body(h.body_len, '\0');
-    EC_RETURN_IF_ERROR(RecvAll(fd_.get(), body.data(), body.size(), "server"));
-    BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
-    return ParseErrorBody(&r);
-  }
-  if (h.op != Op::kGetOk) return Status::Unavailable("server answered with an unexpected frame");
-  uint32_t info_len = 0;
-  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), &info_len, 4, "server"));
-  if (info_len > kMaxMetaBody || 4 + info_len > h.body_len)
-    return Status::Unavailable("server sent a malformed GET reply");
-  std::string ib(info_len, '\0');
-  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), ib.data(), ib.size(), "server"));
-  BodyReader r(reinterpret_cast<const uint8_t*>(ib.data()), ib.size());
-  if (!ReadInfo(&r, info) || info->bytes != h.body_len - 4 - info_len)
-    return Status::Unavailable("server sent a malformed GET reply");
-  std::span<uint8_t> dst = dst_for(*info);
-  if (dst.size() >= info->bytes)  // straight into the caller's buffer
-    return RecvAll(fd_.get(), dst.data(), info->bytes, "server");
-  std::string drain(info->bytes, '\0');  // keep the stream in step, then refuse
-  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), drain.data(), drain.size(), "server"));
-  return Status::InvalidArgument("destination buffer holds " + std::to_string(dst.size()) +
-                                 " bytes but the entry has " + std::to_string(info->bytes));
+  return conn_.ReadGetReply(dst_for, info);
 }
 
 // Runs fn; on a transport failure (Unavailable) reconnects and tries again, boundedly.
 template <typename Fn>
 auto Client::WithRetry(Fn fn) -> decltype(fn()) {
   for (int attempt = 0;; ++attempt) {
-    if (!fd_.valid()) {
+    if (!conn_.valid()) {
       Status st = Reconnect();
       if (!st.ok()) {
         if (attempt >= opt_.retries) return st;
@@ -208,10 +148,10 @@ auto Client::WithRetry(Fn fn) -> decltype(fn()) {
     }
     auto result = fn();
     if (result.ok() || !result.status().IsUnavailable() || attempt >= opt_.retries) {
-      if (!result.ok() && result.status().IsUnavailable()) fd_.reset();
+      if (!result.ok() && result.status().IsUnavailable()) conn_.reset();
       return result;
     }
-    fd_.reset();
+    conn_.reset();
   }
 }
 
@@ -263,14 +203,14 @@ OwnedBuffer owned_buffer;
 Result<ReadLease> Client::AcquireOnDevice(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
-  if (!fd_.valid()) EC_RETURN_IF_ERROR(Reconnect());
+  if (!conn_.valid()) EC_RETURN_IF_ERROR(Reconnect());
   return WithRetry([&] { return transport_->AcquireOnDevice(*this, ns, key); });
 }
 
 Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
-  if (!fd_.valid()) EC_RETURN_IF_ERROR(Reconnect());
+  if (!conn_.valid()) EC_RETURN_IF_ERROR(Reconnect());
   if (transport_->caps().same_host_zero_copy)
     return WithRetry([&] { return transport_->AcquireInPlace(*this, ns, key); });
   std::unique_ptr<uint8_t[]> buf;
@@ -306,7 +246,7 @@ Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
 std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
                                                    const std::vector<std::string>& keys) {
   Status st = ValidateNamespace(ns);
-  if (st.ok() && !fd_.valid()) st = Reconnect();
+  if (st.ok() && !conn_.valid()) st = Reconnect();
   if (!st.ok() || no_lease_batches_ || !transport_->caps().same_host_zero_copy)
     return Cache::AcquireMany(ns, keys);  // each key answers for itself
   std::vector<std::optional<Result<ReadLease>>> slot(keys.size());
@@ -323,10 +263,7 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
     for (size_t j = at; j < std::min(sent.size(), at + kMaxLeaseBatch); ++j)
       chunk.push_back(keys[sent[j]]);
     auto got = WithRetry([&] { return transport_->AcquireManyInPlace(*this, ns, chunk); });
-    if (!got.ok() && got.status().message().find("unknown opcode") != std::string::npos) {
-      no_lease_batches_ = true;  // an older server, which has hung up: key by key from here
-      fd_.reset();
-    }
+    if (!got.ok()) NoteRefusedBatch(got.status());
     for (size_t j = 0; j < chunk.size(); ++j)
       slot[sent[at + j]] = got.ok()            ? std::move((*got)[j])
                            : no_lease_batches_ ? Acquire(ns, chunk[j])
@@ -338,6 +275,13 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
   return out;
 }
 
+// An older server answers GET_SHM_MANY "unknown opcode" and hangs up: key by key from here.
+void Client::NoteRefusedBatch(const Status& st) {
+  if (st.message().find("unknown opcode") == std::string::npos) return;
+  no_lease_batches_ = true;
+  conn_.reset();
+}
+
 std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
                                                const std::vector<std::string>& keys,
                                                const std::vector<std::span<uint8_t>>& dsts) {
@@ -346,7 +290,7 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
     out.assign(keys.size(), Status::InvalidArgument("GetMany needs one buffer per key"));
     return out;
   }
-  Status st = fd_.valid() ? Status::Ok() : Reconnect();
+  Status st = conn_.valid() ? Status::Ok() : Reconnect();
   if (!st.ok()) {
     out.assign(keys.size(), st);
     return out;
@@ -354,7 +298,7 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
   if (transport_->caps().same_host_zero_copy) return CopyOutOfLeases(ns, keys, dsts);
   out = transport_->GetMany(*this, ns, keys, dsts);
   for (const auto& r : out)
-    if (!r.ok() && r.status().IsUnavailable()) fd_.reset();  // reconnect on the next call
+    if (!r.ok() && r.status().IsUnavailable()) conn_.reset();  // reconnect on the next call
   return out;
 }
 
@@ -363,29 +307,87 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
 // at once. A batch asks for at most a quarter of the pool in destination bytes, so that it
 // stays within the server's leased-bytes share (half the pool by default) and does not
 // evict the rest of the step to promote it; a key still refused for that share (Busy) is
-// asked again alone once the batch's leases are released.
+// asked again alone once the batch's leases are released. A batch holding both pool and
+// disk-only entries goes as two requests in flight, the pool's first (SplitByTier): their
+// copies run while the server reads the others from disk, as an embedded GetMany copies its
+// pool hits while its reads are in flight.
 std::vector<Result<EntryInfo>> Client::CopyOutOfLeases(
     std::string_view ns, const std::vector<std::string>& keys,
     const std::vector<std::span<uint8_t>>& dsts) {
   const uint64_t budget = shared_pool().size() / 4;
-  std::vector<Result<EntryInfo>> out;
-  out.reserve(keys.size());
+  std::vector<Result<EntryInfo>> out(keys.size(), Status::Unavailable("not read"));
+  std::vector<size_t> refused;
+  auto copy = [&](const std::vector<size_t>& which, std::vector<Result<ReadLease>> leases) {
+    for (size_t j = 0; j < which.size(); ++j) {
+      const size_t i = which[j];
+      if (leases[j].status().IsBusy()) refused.push_back(i);
+      out[i] = CopyOut(std::move(leases[j]), dsts[i]);  // released here
+    }
+  };
   for (size_t at = 0; at < keys.size();) {
     size_t end = at + 1;
     for (uint64_t bytes = dsts[at].size();
          end < keys.size() && end - at < kMaxLeaseBatch && bytes + dsts[end].size() <= budget;)
       bytes += dsts[end++].size();
-    std::vector<std::string> batch(keys.begin() + at, keys.begin() + end);
-    std::vector<size_t> refused;
-    std::vector<Result<ReadLease>> leases = AcquireMany(ns, batch);
-    for (size_t j = 0; j < batch.size(); ++j) {
-      if (leases[j].status().IsBusy()) refused.push_back(out.size());
-      out.push_back(CopyOut(std::move(leases[j]), dsts[at + j]));  // released here
+    std::vector<std::vector<size_t>> groups = SplitByTier(ns, keys, at, end);
+    if (groups.size() == 2) {
+      LeaseInTwo(ns, keys, groups, copy);
+    } else {
+      std::vector<std::string> batch(keys.begin() + at, keys.begin() + end);
+      copy(groups[0], AcquireMany(ns, batch));
     }
     for (size_t i : refused) out[i] = CopyOut(Acquire(ns, keys[i]), dsts[i]);
+    refused.clear();
     at = end;
   }
   return out;
+}
+
+// keys[at, end) as the pool's entries (and absent keys: answered at once) and the rest, where
+// both are there and the server leases batches; else as one group.
+std::vector<std::vector<size_t>> Client::SplitByTier(std::string_view ns,
+                                                     const std::vector<std::string>& keys,
+                                                     size_t at, size_t end) {
+  std::vector<std::vector<size_t>> groups(1);
+  for (size_t i = at; i < end; ++i) groups[0].push_back(i);
+  if (end - at < 2 || no_lease_batches_) return groups;
+  for (size_t i = at; i < end; ++i)
+    if (!ValidateKey(keys[i]).ok()) return groups;  // AcquireMany answers it
+  auto found = LookupMany(ns, std::vector<std::string>(keys.begin() + at, keys.begin() + end));
+  if (!found.ok()) return groups;
+  std::vector<std::vector<size_t>> split(2);
+  for (size_t i = at; i < end; ++i) {
+    const auto& f = (*found)[i - at];
+    split[!f || f->tier() == Tier::kPool ? 0 : 1].push_back(i);
+  }
+  return split[0].empty() || split[1].empty() ? groups : split;
+}
+
+// Both groups' requests sent, then each reply read and handed to `copy` in turn. A reply that
+// cannot be read leaves the connection out of step: it is reset, and what is left goes
+// through AcquireMany (which reconnects, retries, or goes key by key for an older server).
+void Client::LeaseInTwo(
+    std::string_view ns, const std::vector<std::string>& keys,
+    const std::vector<std::vector<size_t>>& groups,
+    const std::function<void(const std::vector<size_t>&, std::vector<Result<ReadLease>>)>& copy) {
+  std::vector<std::vector<std::string>> names(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t i : groups[g]) names[g].push_back(keys[i]);
+  Status sent;
+  for (size_t g = 0; g < groups.size() && sent.ok(); ++g)
+    sent = transport_->SendLeaseBatch(*this, ns, names[g]);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    auto got = sent.ok() ? transport_->ReadLeaseBatch(*this, ns, names[g])
+                         : Result<std::vector<Result<ReadLease>>>(sent);
+    if (!got.ok()) {
+      NoteRefusedBatch(got.status());
+      conn_.reset();  // out of step
+      sent = got.status();
+      copy(groups[g], AcquireMany(ns, names[g]));
+      continue;
+    }
+    copy(groups[g], std::move(got).value());
+  }
 }
 
 Result<EntryInfo> Client::Lookup(std::string_view ns, std::string_view key) {
@@ -515,11 +517,11 @@ Result<StoreStats> Client::Stats() {
 }
 
 Result<nlohmann::json> Client::Admin(Op op, Op expect) {
-  if (!fd_.valid()) EC_RETURN_IF_ERROR(Reconnect());
-  SetTimeouts(fd_.get(), std::chrono::milliseconds(0));  // as long as the work takes
+  if (!conn_.valid()) EC_RETURN_IF_ERROR(Reconnect());
+  SetTimeouts(conn_.fd(), std::chrono::milliseconds(0));  // as long as the work takes
   Status st = SendRequest(op, {});
   auto body = st.ok() ? ReadReply(expect) : Result<std::string>(st);
-  if (fd_.valid()) SetTimeouts(fd_.get(), opt_.timeout);
+  if (conn_.valid()) SetTimeouts(conn_.fd(), opt_.timeout);
   if (!body.ok()) return body.status();
   BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
   uint32_t n;

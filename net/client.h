@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "net/frame_stream.h"
 #include "net/protocol.h"
 #include "net/socket.h"
 #include "net/transport.h"
@@ -105,19 +106,25 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                       EntryInfo* info) override;
   ReadLease::Releaser* lease_releaser() override { return this; }
-  Status ReadHeader(FrameHeader* h);
   void Release(void* token) override;  // a server-side lease: RELEASE its id
   template <typename Fn>
   auto WithRetry(Fn fn) -> decltype(fn());
   std::vector<Result<EntryInfo>> CopyOutOfLeases(std::string_view ns,
                                                  const std::vector<std::string>& keys,
                                                  const std::vector<std::span<uint8_t>>& dsts);
+  void NoteRefusedBatch(const Status& st);
+  std::vector<std::vector<size_t>> SplitByTier(std::string_view ns,
+                                               const std::vector<std::string>& keys, size_t at,
+                                               size_t end);
+  void LeaseInTwo(
+      std::string_view ns, const std::vector<std::string>& keys,
+      const std::vector<std::vector<size_t>>& groups,
+      const std::function<void(const std::vector<size_t>&, std::vector<Result<ReadLease>>)>& copy);
   Result<nlohmann::json> Admin(Op op, Op expect);
 
   HostPort hp_;
   ClientOptions opt_;
-  UniqueFd fd_;
-  uint64_t next_id_ = 1;
+  FrameStream conn_;               // the control connection
   bool unix_ = false;              // the control connection is the unix socket (same host)
   bool no_lease_batches_ = false;  // the server answered GET_SHM_MANY "unknown opcode"
   std::string unix_path_;

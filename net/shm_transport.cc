@@ -41,9 +41,12 @@ class ShmTransport : public Transport {
   }
 
   // One GET_SHM_MANY: the server reads the disk-only entries in one batch.
-  Result<std::vector<Result<ReadLease>>> AcquireManyInPlace(
+  Status SendLeaseBatch(Channel& ch, std::string_view ns,
+                        const std::vector<std::string>& keys) override {
+    return ch.SendRequest(Op::kGetShmMany, KeysBody(ns, keys));
+  }
+  Result<std::vector<Result<ReadLease>>> ReadLeaseBatch(
       Channel& ch, std::string_view ns, const std::vector<std::string>& keys) override {
-    EC_RETURN_IF_ERROR(ch.SendRequest(Op::kGetShmMany, KeysBody(ns, keys)));
     auto body = ch.ReadReply(Op::kGetShmManyOk);
     if (!body.ok()) return body.status();
     BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());

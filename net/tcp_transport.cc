@@ -29,7 +29,16 @@ Result<ReadLease> Transport::AcquireInPlace(Channel&, std::string_view, std::str
                                  " transport cannot read the server's memory in place");
 }
 Result<std::vector<Result<ReadLease>>> Transport::AcquireManyInPlace(
-    Channel&, std::string_view, const std::vector<std::string>&) {
+    Channel& ch, std::string_view ns, const std::vector<std::string>& keys) {
+  EC_RETURN_IF_ERROR(SendLeaseBatch(ch, ns, keys));
+  return ReadLeaseBatch(ch, ns, keys);
+}
+Status Transport::SendLeaseBatch(Channel&, std::string_view, const std::vector<std::string>&) {
+  return Status::InvalidArgument(std::string("the ") + name() +
+                                 " transport cannot read the server's memory in place");
+}
+Result<std::vector<Result<ReadLease>>> Transport::ReadLeaseBatch(Channel&, std::string_view,
+                                                                 const std::vector<std::string>&) {
   return Status::InvalidArgument(std::string("the ") + name() +
                                  " transport cannot read the server's memory in place");
 }

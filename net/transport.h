@@ -55,7 +55,13 @@ class Transport {
   // Several entries in place under server leases, result i for keys[i] (at most
   // kMaxLeaseBatch keys; same_host_zero_copy only). The outer status is the connection's
   // (Unavailable: reconnect). Key by key is Cache::AcquireMany's default, not a transport's.
-  virtual Result<std::vector<Result<ReadLease>>> AcquireManyInPlace(
+  Result<std::vector<Result<ReadLease>>> AcquireManyInPlace(Channel& ch, std::string_view ns,
+                                                            const std::vector<std::string>& keys);
+  // The same in two halves, so that several batches can be in flight: each batch's request
+  // is sent, then their replies read in the order sent.
+  virtual Status SendLeaseBatch(Channel& ch, std::string_view ns,
+                                const std::vector<std::string>& keys);
+  virtual Result<std::vector<Result<ReadLease>>> ReadLeaseBatch(
       Channel& ch, std::string_view ns, const std::vector<std::string>& keys);
   // Registers caller memory that gets will land in, so they need no bounce copy (RDMA);
   // a no-op where the transport copies anyway. The memory must stay valid until

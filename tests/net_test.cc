@@ -550,89 +550,25 @@ TEST(NetShm, AcquireManyLeasesAStepInOneRequest) {
   EXPECT_EQ(c->Stats()->client_leases, 0u);
 }
 
-// GetMany over shared memory copies out of AcquireMany's leases: the entries on disk only
-// are read back in one batch, each copied into its buffer, and every lease is released.
-TEST(NetShm, GetManyCopiesAStepOutOfOneBatchOfLeases) {
-  testing::TempDir dir;
-  auto server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
-  const uint16_t port = server->port();
-  {
-    auto producer = ConnectOrDie(server->uri(), TcpOnly());
-    for (int i = 0; i < 3; ++i)
-      ASSERT_TRUE(
-          producer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i)))
-              .ok());
-  }
-  server->Stop();  // reopened below with an empty pool: every entry on disk only
-  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port, true);
-  auto c = ConnectOrDie(server->shm_uri());
-  ASSERT_STREQ(c->transport(), "shm");
-  std::vector<std::vector<uint8_t>> bufs(4, std::vector<uint8_t>(2 * kMiB));
-  bufs[3].resize(kMiB);  // too small for k2
-  std::vector<std::span<uint8_t>> dsts;
-  for (auto& b : bufs) dsts.push_back({b.data(), b.size()});
-  auto got = c->GetMany("ns", {"k0", "absent", "k1", "k2"}, dsts);
-  ASSERT_EQ(got.size(), 4u);
-  for (int i : {0, 2}) {
-    const int k = i / 2;
-    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
-    ASSERT_EQ(got[i]->bytes, kMiB + k);
-    EXPECT_EQ(0, std::memcmp(bufs[i].data(), Payload(k, kMiB + k).data(), kMiB + k)) << i;
-  }
-  EXPECT_TRUE(got[1].status().IsNotFound()) << got[1].status().ToString();
-  EXPECT_TRUE(got[3].status().IsInvalidArgument()) << got[3].status().ToString();
-  EXPECT_NE(got[3].status().message().find("destination buffer"), std::string::npos);
-  auto st = c->Stats();
-  ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->pool().promotions, 3u);  // k0, k1 and k2 read back in one batch
-  EXPECT_EQ(st->client_leases, 0u);      // each released once copied
-}
-
-// A batch that would pass the reader's leased-bytes share is not refused as a whole: the
-// keys the share refused (Busy) are asked again alone once the batch's leases are released.
-TEST(NetShm, GetManyWithinTheLeaseShareAsksRefusedKeysAgainAlone) {
-  testing::TempDir dir;
-  ServerProcess server(dir.path(), "", 32 * kMiB, 0, /*shm=*/true);  // a 16 MiB share
-  auto writer = ConnectOrDie(server.uri(), TcpOnly());
-  const size_t sizes[] = {6 * kMiB, 6 * kMiB, 3 * kMiB, 3 * kMiB};
-  for (int i = 0; i < 4; ++i)
-    ASSERT_TRUE(
-        writer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
-  auto c = ConnectOrDie(server.shm_uri());
-  auto a = c->Acquire("ns", "k0");
-  auto b = c->Acquire("ns", "k1");  // 12 MiB held
-  ASSERT_TRUE(a.ok() && b.ok());
-  {
-    auto direct = c->AcquireMany("ns", {"k2", "k3"});  // 18 MiB: k3 is refused
-    ASSERT_TRUE(direct[0].ok()) << direct[0].status().ToString();
-    EXPECT_TRUE(direct[1].status().IsBusy()) << direct[1].status().ToString();
-  }
-  std::vector<uint8_t> b2(3 * kMiB), b3(3 * kMiB);  // one batch: 6 MiB, within a quarter
-  auto got = c->GetMany("ns", {"k2", "k3"}, {{b2.data(), b2.size()}, {b3.data(), b3.size()}});
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
-  EXPECT_EQ(0, std::memcmp(b2.data(), Payload(2, sizes[2]).data(), sizes[2]));
-  EXPECT_EQ(0, std::memcmp(b3.data(), Payload(3, sizes[3]).data(), sizes[3]));
-  EXPECT_EQ(c->Stats()->client_leases, 2u);  // a and b only
-}
-
-// A server from before GET_SHM_MANY, as a new client meets one during a rolling upgrade: a
-// unix-socket proxy in front of a real server that relays every frame, and the pool's
-// descriptor HELLO_OK carries, but answers GET_SHM_MANY as an older server answers an opcode
-// it does not know: an error, then a closed connection. One connection at a time.
-class OlderServerProxy {
+// A unix-socket proxy in front of a real server that relays every frame, and the pool's
+// descriptor HELLO_OK carries, and counts the GET_SHM_MANY requests. With `older`, it is a
+// server from before GET_SHM_MANY, as a new client meets one during a rolling upgrade: it
+// answers that opcode as an older server answers one it does not know, with an error, then
+// a closed connection. One connection at a time.
+class FrameProxy {
  public:
-  OlderServerProxy(std::string server_sock, const std::string& path)
-      : server_sock_(std::move(server_sock)) {
+  FrameProxy(std::string server_sock, const std::string& path, bool older)
+      : server_sock_(std::move(server_sock)), older_(older) {
     auto l = ListenUnix(path);
     EXPECT_TRUE(l.ok()) << l.status().ToString();
     if (l.ok()) listen_ = std::move(l).value();
     thread_ = std::thread([this] { Serve(); });
   }
-  ~OlderServerProxy() {
+  ~FrameProxy() {
     shutdown(listen_.get(), SHUT_RDWR);  // wakes accept
     thread_.join();
   }
-  int refused() const { return refused_; }
+  int lease_batches() const { return lease_batches_; }  // GET_SHM_MANY requests seen
 
  private:
   void Serve() {
@@ -657,8 +593,9 @@ class OlderServerProxy {
       if (!d.ok()) return;
       std::string body(d->body_len, '\0');
       if (!RecvAll(from, body.data(), body.size(), "client").ok()) return;
-      if (d->op == Op::kGetShmMany) {  // no reply is pending: the client waits for this one
-        ++refused_;
+      if (d->op == Op::kGetShmMany) ++lease_batches_;
+      if (d->op == Op::kGetShmMany && older_) {  // no reply is pending: the client waits for it
+
         const std::string err = ErrorBody(Status::InvalidArgument(
             "unknown opcode " + std::to_string(static_cast<int>(Op::kGetShmMany))));
         EncodeHeader({kVersion, Op::kError, d->request_id, err.size()}, h);
@@ -694,39 +631,121 @@ class OlderServerProxy {
   }
 
   std::string server_sock_;
+  const bool older_;
   UniqueFd listen_;
-  std::atomic<int> refused_{0};
+  std::atomic<int> lease_batches_{0};
   std::thread thread_;
 };
 
+// GetMany over shared memory copies out of leases: the entries on disk only are read back in
+// one batch, each copied into its buffer, and every lease is released.
+TEST(NetShm, GetManyCopiesAStepOutOfOneBatchOfLeases) {
+  testing::TempDir dir;
+  auto server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
+  const uint16_t port = server->port();
+  {
+    auto producer = ConnectOrDie(server->uri(), TcpOnly());
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(
+          producer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i)))
+              .ok());
+  }
+  server->Stop();  // reopened below with an empty pool: every entry on disk only
+  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port, true);
+  FrameProxy proxy(server->shm_uri().substr(5), dir.path() + "/proxy.sock", /*older=*/false);
+  auto c = ConnectOrDie("unix:" + dir.path() + "/proxy.sock");
+  ASSERT_STREQ(c->transport(), "shm");
+  std::vector<std::vector<uint8_t>> bufs(4, std::vector<uint8_t>(2 * kMiB));
+  bufs[3].resize(kMiB);                                                    // too small for k2
+  ASSERT_TRUE(c->Get("ns", "k1", {bufs[2].data(), bufs[2].size()}).ok());  // k1 in the pool
+  std::vector<std::span<uint8_t>> dsts;
+  for (auto& b : bufs) dsts.push_back({b.data(), b.size()});
+  auto got = c->GetMany("ns", {"k0", "absent", "k1", "k2"}, dsts);
+  ASSERT_EQ(got.size(), 4u);
+  for (int i : {0, 2}) {
+    const int k = i / 2;
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    ASSERT_EQ(got[i]->bytes, kMiB + k);
+    EXPECT_EQ(0, std::memcmp(bufs[i].data(), Payload(k, kMiB + k).data(), kMiB + k)) << i;
+  }
+  EXPECT_TRUE(got[1].status().IsNotFound()) << got[1].status().ToString();
+  EXPECT_TRUE(got[3].status().IsInvalidArgument()) << got[3].status().ToString();
+  EXPECT_NE(got[3].status().message().find("destination buffer"), std::string::npos);
+  auto st = c->Stats();
+  ASSERT_TRUE(st.ok());
+  // k1 by its Get; then k0 and k2 read back in one batch, requested while k1 and the absent
+  // key were answered from the pool (two requests in flight).
+  EXPECT_EQ(st->pool().promotions, 3u);
+  EXPECT_EQ(proxy.lease_batches(), 2);
+  EXPECT_EQ(st->client_leases, 0u);  // each released once copied
+  c.reset();                         // before the proxy: its connection ends first
+}
+
+// A batch that would pass the reader's leased-bytes share is not refused as a whole: the
+// keys the share refused (Busy) are asked again alone once the batch's leases are released.
+TEST(NetShm, GetManyWithinTheLeaseShareAsksRefusedKeysAgainAlone) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 32 * kMiB, 0, /*shm=*/true);  // a 16 MiB share
+  auto writer = ConnectOrDie(server.uri(), TcpOnly());
+  const size_t sizes[] = {6 * kMiB, 6 * kMiB, 3 * kMiB, 3 * kMiB};
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(
+        writer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
+  auto c = ConnectOrDie(server.shm_uri());
+  auto a = c->Acquire("ns", "k0");
+  auto b = c->Acquire("ns", "k1");  // 12 MiB held
+  ASSERT_TRUE(a.ok() && b.ok());
+  {
+    auto direct = c->AcquireMany("ns", {"k2", "k3"});  // 18 MiB: k3 is refused
+    ASSERT_TRUE(direct[0].ok()) << direct[0].status().ToString();
+    EXPECT_TRUE(direct[1].status().IsBusy()) << direct[1].status().ToString();
+  }
+  std::vector<uint8_t> b2(3 * kMiB), b3(3 * kMiB);  // one batch: 6 MiB, within a quarter
+  auto got = c->GetMany("ns", {"k2", "k3"}, {{b2.data(), b2.size()}, {b3.data(), b3.size()}});
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+  EXPECT_EQ(0, std::memcmp(b2.data(), Payload(2, sizes[2]).data(), sizes[2]));
+  EXPECT_EQ(0, std::memcmp(b3.data(), Payload(3, sizes[3]).data(), sizes[3]));
+  EXPECT_EQ(c->Stats()->client_leases, 2u);  // a and b only
+}
+
 // A new client and an older server: the first GET_SHM_MANY is refused as an unknown opcode,
-// and from then on the client leases key by key (reconnected), so AcquireMany and GetMany
-// still answer every key.
+// and from then on the client leases key by key (reconnected), so GetMany -- refused with a
+// second request already in flight -- and AcquireMany still answer every key.
 TEST(NetShm, AnOlderServerWithoutLeaseBatchesIsReadKeyByKey) {
   testing::TempDir dir;
-  ServerProcess server(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
-  auto writer = ConnectOrDie(server.uri(), TcpOnly());
-  for (int i = 0; i < 2; ++i)
-    ASSERT_TRUE(
-        writer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i))).ok());
-  OlderServerProxy older(server.shm_uri().substr(5), dir.path() + "/older.sock");
+  auto server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
+  const uint16_t port = server->port();
+  {
+    auto writer = ConnectOrDie(server->uri(), TcpOnly());
+    for (int i = 0; i < 2; ++i)
+      ASSERT_TRUE(
+          writer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i)))
+              .ok());
+  }
+  server->Stop();  // reopened with an empty pool: the entries on disk only
+  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port, true);
+  FrameProxy older(server->shm_uri().substr(5), dir.path() + "/older.sock", /*older=*/true);
   auto c = ConnectOrDie("unix:" + dir.path() + "/older.sock");
   ASSERT_STREQ(c->transport(), "shm");
-  {
-    auto got = c->AcquireMany("ns", {"k0", "k1", "absent"});
-    EXPECT_EQ(older.refused(), 1);
-    for (int i = 0; i < 2; ++i) {
-      ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
-      EXPECT_EQ(0, std::memcmp(got[i]->data(), Payload(i, kMiB + i).data(), kMiB + i));
-    }
-    EXPECT_TRUE(got[2].status().IsNotFound()) << got[2].status().ToString();
-  }
-  std::vector<uint8_t> b0(2 * kMiB), b1(2 * kMiB);
-  auto got = c->GetMany("ns", {"k0", "k1"}, {{b0.data(), b0.size()}, {b1.data(), b1.size()}});
+  std::vector<uint8_t> b0(2 * kMiB), b1(2 * kMiB), b2(2 * kMiB);
+  ASSERT_TRUE(c->Get("ns", "k0", {b0.data(), b0.size()}).ok());  // GET_SHM: k0 in the pool
+  auto got = c->GetMany("ns", {"k0", "k1", "absent"},
+                        {{b0.data(), b0.size()}, {b1.data(), b1.size()}, {b2.data(), b2.size()}});
+  EXPECT_EQ(older.lease_batches(), 1);
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+  EXPECT_EQ(0, std::memcmp(b0.data(), Payload(0, kMiB).data(), kMiB));
   EXPECT_EQ(0, std::memcmp(b1.data(), Payload(1, kMiB + 1).data(), kMiB + 1));
-  EXPECT_EQ(older.refused(), 1);  // not asked again
-  c.reset();                      // before the proxy: its connection ends first
+  EXPECT_TRUE(got[2].status().IsNotFound()) << got[2].status().ToString();
+  {
+    auto leases = c->AcquireMany("ns", {"k0", "k1", "absent"});
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(leases[i].ok()) << i << ": " << leases[i].status().ToString();
+      EXPECT_EQ(0, std::memcmp(leases[i]->data(), Payload(i, kMiB + i).data(), kMiB + i));
+    }
+    EXPECT_TRUE(leases[2].status().IsNotFound()) << leases[2].status().ToString();
+  }
+  EXPECT_EQ(older.lease_batches(), 1);  // not asked again
+  c.reset();                            // before the proxy: its connection ends first
 }
 
 // A hostile same-host reader: it takes the pool descriptor from HELLO and tries to write or

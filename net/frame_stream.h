@@ -1,0 +1,50 @@
+// FrameStream: a client's control connection as frames -- the socket, the request ids it
+// numbers, and the reading of replies: a small reply's whole body, or a GET's info and then
+// its bytes straight into the caller's buffer. An ERROR frame answers the server's Status; a
+// closed, timed-out or malformed stream is Unavailable (the Client then reconnects).
+//
+//   FrameStream s;
+//   s.Adopt(std::move(fd));
+//   EC_RETURN_IF_ERROR(s.Send(Op::kStats, ""));
+//   auto body = s.ReadReply(Op::kStatsOk);
+//
+// Thread rules: owned by its Client, used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+#include "net/protocol.h"
+#include "net/socket.h"
+#include "store/cache.h"
+
+namespace ecstore::net {
+
+class FrameStream {
+ public:
+  bool valid() const { return fd_.valid(); }
+  int fd() const { return fd_.get(); }
+  void reset() { fd_.reset(); }
+  void Adopt(UniqueFd fd) { fd_ = std::move(fd); }
+  UniqueFd Take() { return std::move(fd_); }
+
+  // One request frame: header, body, then an optional payload, in one gather write.
+  Status Send(Op op, const std::string& body, std::span<const uint8_t> payload = {});
+  // The whole body of a small reply of opcode `expect`. With passed_fd, a descriptor sent
+  // with the reply's first bytes (HELLO_OK over a unix socket) lands there, else -1.
+  Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr);
+  // A GET reply's info, then its bytes into dst_for(info); a destination too small is
+  // refused after the bytes are drained, so the stream stays in step.
+  Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
+                      EntryInfo* info);
+
+ private:
+  Status ReadHeader(FrameHeader* h, int* passed_fd = nullptr);
+  UniqueFd fd_;
+  uint64_t next_id_ = 1;  // kept across reconnects
+};
+
+}  // namespace ecstore::net
