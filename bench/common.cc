@@ -135,6 +135,13 @@ Daemon::Daemon(const Config& cfg, std::string dir, uint64_t pool) : dir_(std::mo
     why_ = c.ok() ? "the daemon offered no shared memory" : c.status().ToString();
 }
 
+std::string Daemon::Tally(uint64_t misses) const {
+  auto st = client_ ? client_->Stats() : Result<StoreStats>(Status::Unavailable(why_));
+  if (!st.ok()) return std::to_string(misses) + " misses; stats: " + st.status().ToString();
+  return std::to_string(misses) + " misses, pool hits " + std::to_string(st->pool().hits) +
+         ", disk hits " + std::to_string(st->disk().hits);
+}
+
 Daemon::~Daemon() {
   client_.reset();
   if (pid_ > 0) {

@@ -119,6 +119,8 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
   net::Client* client() const { return client_.get(); }
   const std::string& why() const { return why_; }
+  // "N misses, pool hits H, disk hits D": the pass's misses and the daemon's hit counts.
+  std::string Tally(uint64_t misses) const;
 
  private:
   std::string dir_, why_;

@@ -69,6 +69,23 @@ struct MixedRun {
   Payloads& pl;
 };
 
+// Step i: its items fetched together (GetMany), the misses put. Returns the misses.
+uint64_t Step(Cache* c, MixedRun& run, size_t i) {
+  const std::vector<size_t>& step = run.mp.steps[i];
+  auto got = c->GetMany("bench", run.mp.Keys(i), run.dsts);
+  uint64_t misses = 0;
+  for (size_t j = 0; j < step.size(); ++j) {
+    const Entry& e = run.mp.entries[step[j]];
+    if (!got[j].status().IsNotFound()) {
+      Die(got[j].status(), "mixed get");
+      continue;
+    }
+    ++misses;
+    Die(c->Put("bench", e.key, Payloads::Meta(e.shape), run.pl.Get(e.shape, step[j])), "mixed put");
+  }
+  return misses;
+}
+
 // One ec-store pass over the plan. With `prefetch`, a second thread calls Prefetch with the
 // next step's items while this step is fetched, as the connector does when the scheduler
 // first sees an item (before the step that uses it runs): its disk reads are then in flight
@@ -96,25 +113,14 @@ double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, Mix
       }
     });
   Latencies lat;
-  uint64_t bytes = 0, misses = 0;
+  uint64_t misses = 0;
   const DiskCounters disk0 = SampleDisk(sdir);
   double fill = 0;  // the pool's use after each step, as a fraction of its budget
   auto t0 = Clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
     step_now = i;
     auto t = Clock::now();
-    auto got = store->GetMany("bench", run.mp.Keys(i), run.dsts);
-    for (size_t j = 0; j < plan[i].size(); ++j) {
-      const Entry& e = run.mp.entries[plan[i][j]];
-      if (got[j].status().IsNotFound()) {
-        ++misses;
-        Die(store->Put("bench", e.key, Payloads::Meta(e.shape), run.pl.Get(e.shape, plan[i][j])),
-            "mixed put");
-      } else {
-        Die(got[j].status(), "mixed get");
-      }
-      bytes += Bytes(e);
-    }
+    misses += Step(store.get(), run, i);
     lat.Add(t);
     const TierStats p = store->Stats()->pool();  // outside the timed step
     fill += static_cast<double>(p.used) / static_cast<double>(p.capacity);
@@ -132,11 +138,12 @@ double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, Mix
                 disk.c_str(), 100 * fill / static_cast<double>(plan.size()),
                 (unsigned long long)misses, (unsigned long long)st.pool().hits,
                 (unsigned long long)st.disk().hits, (unsigned long long)st.pool().promotions);
-  Add({"mixed", prefetch ? "ec-store-prefetch" : "ec-store", bytes / secs / 1e9, ops / secs,
-       lat.P(0.5), lat.P(0.99), -1, note});
+  const double gbps = static_cast<double>(run.mp.Bytes()) / secs / 1e9;
+  Add({"mixed", prefetch ? "ec-store-prefetch" : "ec-store", gbps, ops / secs, lat.P(0.5),
+       lat.P(0.99), -1, note});
   store.reset();
   std::filesystem::remove_all(sdir);
-  return bytes / secs / 1e9;
+  return gbps;
 }
 
 // The same plan through `ec-store serve` on this host, as a CPU engine's connector reads a
@@ -156,29 +163,16 @@ double MixedDaemon(const Config& cfg, MixedRun& run) {
   auto t0 = Clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
     auto t = Clock::now();
-    auto got = c->GetMany("bench", run.mp.Keys(i), run.dsts);
-    for (size_t j = 0; j < plan[i].size(); ++j) {
-      const Entry& e = run.mp.entries[plan[i][j]];
-      if (got[j].status().IsNotFound()) {
-        ++misses;
-        Die(c->Put("bench", e.key, Payloads::Meta(e.shape), run.pl.Get(e.shape, plan[i][j])),
-            "mixed daemon put");
-      } else {
-        Die(got[j].status(), "mixed daemon get");
-      }
-    }
+    misses += Step(c, run, i);
     lat.Add(t);
   }
   const double secs = Since(t0);
   const double ops = static_cast<double>(plan.size()) * kMixedBatch;
-  auto st = c->Stats();
-  char note[320];
-  std::snprintf(note, sizeof note,
-                "a same-host daemon: GetMany over shared memory (one GET_SHM_MANY a step, "
-                "copied out of the mapped pool), misses put over the socket; %llu misses, pool "
-                "hits %llu, disk hits %llu; p50/p99 per step",
-                (unsigned long long)misses, st.ok() ? (unsigned long long)st->pool().hits : 0ull,
-                st.ok() ? (unsigned long long)st->disk().hits : 0ull);
+  const std::string note =
+      "a same-host daemon: GetMany over shared memory (GET_SHM_MANY, the pool's entries "
+      "copied out of the mapping while the daemon reads the rest), misses put over the "
+      "socket; " +
+      daemon.Tally(misses) + "; p50/p99 per step";
   const double gbps = static_cast<double>(run.mp.Bytes()) / secs / 1e9;
   Add({"mixed", "ec-store-daemon", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
   return gbps;

@@ -172,14 +172,10 @@ void DaemonPass(const Config& cfg, const MixedPlan& mp, GpuSide& g) {
   }
   const double secs = Since(t0);
   const double ops = static_cast<double>(mp.steps.size()) * kMixedBatch;
-  auto st = client->Stats();
-  char note[300];
-  std::snprintf(note, sizeof note,
-                "a same-host daemon: AcquireMany (one GET_SHM_MANY a step) + host->device from "
-                "its mapped pool; misses staged and put over the socket; %llu misses, pool hits "
-                "%llu, disk hits %llu",
-                (unsigned long long)misses, st.ok() ? (unsigned long long)st->pool().hits : 0ull,
-                st.ok() ? (unsigned long long)st->disk().hits : 0ull);
+  const std::string note =
+      "a same-host daemon: AcquireMany (one GET_SHM_MANY a step) + host->device from its "
+      "mapped pool; misses staged and put over the socket; " +
+      daemon.Tally(misses);
   Add({"mixed_gpu", "ec-store-daemon", static_cast<double>(mp.Bytes()) / secs / 1e9, ops / secs,
        lat.P(0.5), lat.P(0.99), -1, note});
   cudaHostUnregister(const_cast<uint8_t*>(pool.data()));

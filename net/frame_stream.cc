@@ -37,8 +37,8 @@ Result<std::string> FrameStream::ReadReply(Op expect, int* passed_fd) {
   return body;
 }
 
-Status FrameStream::ReadGetReply(
-    const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for, EntryInfo* info) {
+Status FrameStream::ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
+                                 EntryInfo* info) {
   FrameHeader h;
   EC_RETURN_IF_ERROR(ReadHeader(&h));
   if (h.op == Op::kError) {

@@ -514,21 +514,28 @@ TEST(NetShm, SameHostReadsThroughSharedMemoryByteExact) {
   }
 }
 
+// A shared-memory server over `dir` holding entries k0..k{n-1} (kMiB + i bytes, Payload i),
+// restarted after they were put, so that its pool is empty and they are on disk only.
+std::unique_ptr<ServerProcess> ServeFromDiskOnly(const std::string& dir, int n) {
+  auto server = std::make_unique<ServerProcess>(dir, "", 64 * kMiB, 0, /*shm=*/true);
+  const uint16_t port = server->port();
+  {
+    auto producer = ConnectOrDie(server->uri(), TcpOnly());
+    for (int i = 0; i < n; ++i) {
+      Status st =
+          producer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i)));
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+  }
+  server->Stop();  // a clean close; reopened with an empty pool
+  return std::make_unique<ServerProcess>(dir, "", 64 * kMiB, port, true);
+}
+
 // AcquireMany over shared memory: one GET_SHM_MANY leases a pool hit and the entries the
 // server read back from disk in one batch; an absent key and a bad one answer for themselves.
 TEST(NetShm, AcquireManyLeasesAStepInOneRequest) {
   testing::TempDir dir;
-  auto server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
-  const uint16_t port = server->port();
-  {
-    auto producer = ConnectOrDie(server->uri(), TcpOnly());
-    for (int i = 0; i < 3; ++i)
-      ASSERT_TRUE(
-          producer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i)))
-              .ok());
-  }
-  server->Stop();  // reopened below with an empty pool: every entry on disk only
-  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port, true);
+  auto server = ServeFromDiskOnly(dir.path(), 3);
   auto c = ConnectOrDie(server->shm_uri());
   ASSERT_STREQ(c->transport(), "shm");
   ASSERT_TRUE(c->Acquire("ns", "k1").ok());  // k1 back in the pool
@@ -641,17 +648,7 @@ class FrameProxy {
 // one batch, each copied into its buffer, and every lease is released.
 TEST(NetShm, GetManyCopiesAStepOutOfOneBatchOfLeases) {
   testing::TempDir dir;
-  auto server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
-  const uint16_t port = server->port();
-  {
-    auto producer = ConnectOrDie(server->uri(), TcpOnly());
-    for (int i = 0; i < 3; ++i)
-      ASSERT_TRUE(
-          producer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i)))
-              .ok());
-  }
-  server->Stop();  // reopened below with an empty pool: every entry on disk only
-  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port, true);
+  auto server = ServeFromDiskOnly(dir.path(), 3);
   FrameProxy proxy(server->shm_uri().substr(5), dir.path() + "/proxy.sock", /*older=*/false);
   auto c = ConnectOrDie("unix:" + dir.path() + "/proxy.sock");
   ASSERT_STREQ(c->transport(), "shm");
@@ -713,17 +710,7 @@ TEST(NetShm, GetManyWithinTheLeaseShareAsksRefusedKeysAgainAlone) {
 // second request already in flight -- and AcquireMany still answer every key.
 TEST(NetShm, AnOlderServerWithoutLeaseBatchesIsReadKeyByKey) {
   testing::TempDir dir;
-  auto server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
-  const uint16_t port = server->port();
-  {
-    auto writer = ConnectOrDie(server->uri(), TcpOnly());
-    for (int i = 0; i < 2; ++i)
-      ASSERT_TRUE(
-          writer->Put("ns", "k" + std::to_string(i), U8(kMiB + i), Span(Payload(i, kMiB + i)))
-              .ok());
-  }
-  server->Stop();  // reopened with an empty pool: the entries on disk only
-  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port, true);
+  auto server = ServeFromDiskOnly(dir.path(), 2);
   FrameProxy older(server->shm_uri().substr(5), dir.path() + "/older.sock", /*older=*/true);
   auto c = ConnectOrDie("unix:" + dir.path() + "/older.sock");
   ASSERT_STREQ(c->transport(), "shm");
