@@ -48,7 +48,7 @@ struct Options {
   // cost x hits / size / age, or with lru by last access (store/eviction_policy.h,
   // Keydir::ColdestOnDiskLocked). freq is the default: in the bench it saved 16 % more
   // encoder time than LRU at 10 % of the working set (policy; 24 % without drift) and read
-  // 18 % less back from disk (mixed, 2.37-2.40 vs LRU's 2.89 MB/op; 2.78-2.81 when the
+  // 17-18 % less back from disk (mixed, 2.37-2.40 vs LRU's 2.89 MB/op; 2.78-2.81 when the
   // pools weighed recompute cost too).
   std::string eviction_policy = "freq";
   bool promote_on_get = true;  // copy disk hits back into the pool
