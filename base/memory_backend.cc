@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,9 +40,38 @@ void PrefaultParallel(uint8_t* p, size_t bytes, unsigned max_threads, MemoryRegi
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+size_t HugePageBytes(const void* p, size_t bytes) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + bytes;
+  bool inside = false;  // the fields that follow belong to a mapping overlapping [lo, hi)
+  size_t huge = 0;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t start, end;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &start, &end) == 2 &&
+        line.find(':') > line.find(' ')) {  // a mapping's header, not a "Field: value" line
+      inside = start < hi && end > lo;
+      continue;
+    }
+    unsigned long long kb;
+    char field[64];
+    if (!inside || std::sscanf(line.c_str(), "%63[^:]: %llu kB", field, &kb) != 2) continue;
+    const std::string f(field);
+    if (f == "AnonHugePages" || f == "ShmemPmdMapped" || f == "FilePmdMapped" ||
+        f == "Shared_Hugetlb" || f == "Private_Hugetlb")
+      huge += static_cast<size_t>(kb) << 10;
+  }
+  return std::min(huge, bytes);
+}
+
 namespace {
 
 constexpr size_t kHugePage = 2u << 20;
+
+// What the kernel granted, after the fault-in: a MADV_HUGEPAGE is only a request.
+void NoteHugePages(MemoryRegion* r) {
+  r->huge_page_bytes = r->huge_pages ? r->size : HugePageBytes(r->base, r->size);
+  r->huge_pages = r->size > 0 && r->huge_page_bytes == r->size;
+}
 
 unsigned PrefaultThreads() {
   return std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
@@ -68,6 +100,7 @@ class HostPinnedBackend : public MemoryBackend {
     }
     r.base = static_cast<uint8_t*>(p);
     r.locked = mlock(p, bytes) == 0;  // the pages are in already: pinning them is quick
+    NoteHugePages(&r);
     return r;
   }
 
@@ -122,6 +155,7 @@ class SharedHostBackend : public MemoryBackend {
     r.base = static_cast<uint8_t*>(p);
     PrefaultParallel(r.base, bytes, PrefaultThreads(), &r);
     r.locked = mlock(p, bytes) == 0;
+    NoteHugePages(&r);
     auto reader_fd = SealForReaders(fd);
     if (!reader_fd.ok()) {
       if (r.locked) munlock(p, bytes);

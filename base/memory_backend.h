@@ -23,7 +23,8 @@ struct MemoryCapabilities {
 struct MemoryRegion {
   uint8_t* base = nullptr;
   size_t size = 0;
-  bool huge_pages = false;
+  bool huge_pages = false;     // every page of it is a huge one (hugetlb or transparent)
+  size_t huge_page_bytes = 0;  // how many of its bytes are (HugePageBytes, after the fault-in)
   bool locked = false;
   int shm_fd = -1;  // >= 0 when shareable
   // Every page is faulted in at Map (eagerly, so the data path never takes a page fault),
@@ -36,6 +37,13 @@ struct MemoryRegion {
 // slice (MADV_POPULATE_WRITE, or a write per page on kernels before 5.14); records how in *r.
 // A 4 GiB pool took 2-15 s to open under load when one thread (MAP_POPULATE, mlock) did it.
 void PrefaultParallel(uint8_t* p, size_t bytes, unsigned max_threads, MemoryRegion* r);
+
+// How many bytes of [p, p + bytes) the kernel backs with huge pages, hugetlb or transparent
+// (AnonHugePages, ShmemPmdMapped, FilePmdMapped and *_Hugetlb of the mappings it overlaps in
+// /proc/self/smaps, at most `bytes`); 0 where that file cannot be read. Asking for
+// transparent huge pages (MADV_HUGEPAGE) does not say whether they were granted: a memfd
+// pool gets none while /sys/kernel/mm/transparent_hugepage/shmem_enabled is "never".
+size_t HugePageBytes(const void* p, size_t bytes);
 
 class MemoryBackend {
  public:

@@ -26,6 +26,13 @@ std::string HumanBytes(uint64_t n) {
   return buf;
 }
 
+std::string PoolPages(const StoreStats& s) {
+  const uint64_t cap = s.pool().capacity;
+  if (s.pool_huge_pages || (cap && s.pool_huge_page_bytes >= cap)) return "huge pages";
+  if (!cap || !s.pool_huge_page_bytes) return "4 KiB pages";
+  return "huge pages for " + std::to_string(100 * s.pool_huge_page_bytes / cap) + " % of it";
+}
+
 std::string TimeString(uint64_t us) {
   std::time_t t = static_cast<std::time_t>(us / 1000000);
   std::tm tm{};
@@ -97,7 +104,7 @@ void PrintStats(const StoreStats& s, const std::string& transport, bool as_json)
   const TierStats pool = s.pool(), disk = s.disk();
   std::printf("pool: %s of %s allocated, fragmentation %.2f%%, %s%s", HumanBytes(pool.used).c_str(),
               HumanBytes(pool.capacity).c_str(), 100 * s.pool_fragmentation,
-              s.pool_locked ? "pinned" : "not pinned", s.pool_huge_pages ? ", huge pages" : "");
+              s.pool_locked ? "pinned" : "not pinned", (", " + PoolPages(s)).c_str());
   if (s.pool_prefault_threads)
     std::printf(", faulted in at open in %.2f s by %u thread(s)", s.pool_prefault_seconds,
                 s.pool_prefault_threads);

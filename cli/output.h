@@ -30,6 +30,8 @@ T Check(Result<T> r) {
 }
 
 std::string HumanBytes(uint64_t n);
+// "huge pages", "4 KiB pages" or "huge pages for 63 % of it": what the kernel granted.
+std::string PoolPages(const StoreStats& s);
 std::string TimeString(uint64_t us);  // "2026-11-22T08:00:00Z"
 nlohmann::json InfoJson(const EntryInfo& e);
 // Keys are shortened to 17 characters and "..." unless `full_keys`.

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -98,16 +99,30 @@ class Lifecycle {
   net::Server* server_ = nullptr;
 };
 
+// The bracketed choice of a /sys/kernel/mm/transparent_hugepage file ("never", "advise"...).
+std::string ThpSetting(const char* file) {
+  std::ifstream in(std::string("/sys/kernel/mm/transparent_hugepage/") + file);
+  std::string line;
+  std::getline(in, line);
+  const size_t a = line.find('['), b = line.find(']');
+  return a < b && b != std::string::npos ? line.substr(a + 1, b - a - 1) : "unknown";
+}
+
 void LogStartup(const Store& store, const StoreStats& s, double open_secs) {
   spdlog::info("pool {} ({}, {}, faulted in at open{}), disk quota {}, device tier {}",
-               HumanBytes(s.pool().capacity), s.pool_locked ? "pinned" : "NOT pinned",
-               s.pool_huge_pages ? "huge pages" : "4 KiB pages",
+               HumanBytes(s.pool().capacity), s.pool_locked ? "pinned" : "NOT pinned", PoolPages(s),
                s.pool_prefault_threads
                    ? fmt::format(" in {:.2f} s by {} thread(s)", s.pool_prefault_seconds,
                                  s.pool_prefault_threads)
                    : "",
                HumanBytes(s.disk().capacity),
                store.device_region().base ? HumanBytes(store.device_region().size) : "none");
+  if (PoolPages(s) != "huge pages")  // the daemon's pool is a memfd: shared memory
+    spdlog::info(
+        "the pool's pages are not all huge ones: transparent huge pages for shared memory are "
+        "'{}' here (/sys/kernel/mm/transparent_hugepage/shmem_enabled; 'advise' grants them to "
+        "the pool, which asks for them)",
+        ThpSetting("shmem_enabled"));
   spdlog::info(
       "recovered {} entries ({}) from {} segment(s) in {:.3f} s{}", s.disk().entries,
       HumanBytes(s.disk().bytes), s.segments, open_secs,

@@ -99,9 +99,10 @@ struct VerifyReport {
 
 // One schema locally and remotely (store/stats_json.h writes and reads it).
 struct StoreStats {
-  std::vector<TierStats> tiers;   // the tiers this store has, fastest first
-  double pool_fragmentation = 0;  // free bytes outside the largest free extent / capacity
-  bool pool_huge_pages = false;
+  std::vector<TierStats> tiers;       // the tiers this store has, fastest first
+  double pool_fragmentation = 0;      // free bytes outside the largest free extent / capacity
+  bool pool_huge_pages = false;       // every page of the pool is a huge one
+  uint64_t pool_huge_page_bytes = 0;  // what the kernel granted (MemoryRegion::huge_page_bytes)
   bool pool_locked = false;
   double pool_prefault_seconds = 0;  // faulting the pool in at open (MemoryRegion)
   unsigned pool_prefault_threads = 0;

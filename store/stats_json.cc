@@ -37,6 +37,7 @@ std::string StatsToJson(const StoreStats& s, int indent, const std::string& extr
   j["pool"]["allocated"] = s.of(Tier::kPool).used;
   j["pool"]["fragmentation"] = s.pool_fragmentation;
   j["pool"]["huge_pages"] = s.pool_huge_pages;
+  j["pool"]["huge_page_bytes"] = s.pool_huge_page_bytes;
   j["pool"]["pinned"] = s.pool_locked;
   j["pool"]["prefault_seconds"] = s.pool_prefault_seconds;
   j["pool"]["prefault_threads"] = s.pool_prefault_threads;
@@ -72,6 +73,7 @@ Result<StoreStats> StatsFromJson(std::string_view text) {
   s.at(Tier::kPool).used = p.value("allocated", uint64_t{0});
   s.pool_fragmentation = p.value("fragmentation", 0.0);
   s.pool_huge_pages = p.value("huge_pages", false);
+  s.pool_huge_page_bytes = p.value("huge_page_bytes", uint64_t{0});  // absent from older daemons
   s.pool_locked = p.value("pinned", false);
   s.pool_prefault_seconds = p.value("prefault_seconds", 0.0);
   s.pool_prefault_threads = p.value("prefault_threads", 0u);

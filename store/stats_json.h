@@ -11,8 +11,8 @@
 namespace ecstore {
 
 // {"pool": {entries, bytes, hits, misses, evictions, spills, promotions, capacity, allocated,
-//  fragmentation, huge_pages, pinned}, "disk": {... tier counters, quota, file_bytes,
-//  segments}, corrupt_dropped, spill_errors, compactions, misses}, plus `extra` (a JSON
+//  fragmentation, huge_pages, huge_page_bytes, pinned}, "disk": {... tier counters, quota,
+//  file_bytes, segments}, corrupt_dropped, spill_errors, compactions, misses}, plus `extra` (a JSON
 // object's members, e.g. "transport") when given.
 std::string StatsToJson(const StoreStats& s, int indent = -1,
                         const std::string& extra_json_object = "{}");

@@ -520,6 +520,7 @@ Result<StoreStats> StoreImpl::Stats() {
     s.at(Tier::kPool) = kd_->pool().Stats();
     s.pool_fragmentation = kd_->pool().fragmentation();
     s.pool_huge_pages = pool_->region().huge_pages;
+    s.pool_huge_page_bytes = pool_->region().huge_page_bytes;
     s.pool_locked = pool_->region().locked;
     s.pool_prefault_seconds = pool_->region().prefault_seconds;
     s.pool_prefault_threads = pool_->region().prefault_threads;

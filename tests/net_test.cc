@@ -602,7 +602,6 @@ class FrameProxy {
       if (!RecvAll(from, body.data(), body.size(), "client").ok()) return;
       if (d->op == Op::kGetShmMany) ++lease_batches_;
       if (d->op == Op::kGetShmMany && older_) {  // no reply is pending: the client waits for it
-
         const std::string err = ErrorBody(Status::InvalidArgument(
             "unknown opcode " + std::to_string(static_cast<int>(Op::kGetShmMany))));
         EncodeHeader({kVersion, Op::kError, d->request_id, err.size()}, h);
@@ -1103,6 +1102,27 @@ TEST(Net, RemoteListTakesOneSnapshotPerListing) {
   EXPECT_EQ(counting.lists.load(), 1);
   ASSERT_TRUE(c->List().ok());  // a new listing: a new snapshot
   EXPECT_EQ(counting.lists.load(), 2);
+  (*server)->Stop();
+}
+
+// What the kernel granted the pool (huge pages are only asked for) reaches a remote `stats`.
+TEST(Net, RemoteStatsSayHowMuchOfThePoolIsInHugePages) {
+  testing::TempDir dir;
+  Options o;
+  o.pool_bytes = 64 * kMiB;
+  auto store = Store::Open(dir.path(), o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  auto server = Server::Start(store->get(), so);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto c = ConnectOrDie("127.0.0.1:" + std::to_string((*server)->port()), TcpOnly());
+  auto local = (*store)->Stats();
+  auto remote = c->Stats();
+  ASSERT_TRUE(local.ok() && remote.ok());
+  EXPECT_EQ(remote->pool_huge_page_bytes, local->pool_huge_page_bytes);
+  EXPECT_EQ(remote->pool_huge_pages, local->pool_huge_pages);
+  EXPECT_LE(local->pool_huge_page_bytes, 64 * kMiB);
   (*server)->Stop();
 }
 
