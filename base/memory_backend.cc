@@ -69,7 +69,7 @@ constexpr size_t kHugePage = 2u << 20;
 
 // What the kernel granted, after the fault-in: a MADV_HUGEPAGE is only a request.
 void NoteHugePages(MemoryRegion* r) {
-  r->huge_page_bytes = r->huge_pages ? r->size : HugePageBytes(r->base, r->size);
+  r->huge_page_bytes = r->hugetlb ? r->size : HugePageBytes(r->base, r->size);
   r->huge_pages = r->size > 0 && r->huge_page_bytes == r->size;
 }
 
@@ -91,8 +91,8 @@ class HostPinnedBackend : public MemoryBackend {
                   ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0)
                   : MAP_FAILED;
-    r.huge_pages = p != MAP_FAILED;
-    if (!r.huge_pages) {
+    r.hugetlb = p != MAP_FAILED;
+    if (!r.hugetlb) {
       p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap pool");
       madvise(p, bytes, MADV_HUGEPAGE);

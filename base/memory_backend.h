@@ -23,6 +23,7 @@ struct MemoryCapabilities {
 struct MemoryRegion {
   uint8_t* base = nullptr;
   size_t size = 0;
+  bool hugetlb = false;        // MAP_HUGETLB: reserved huge pages, faulted in by the mmap
   bool huge_pages = false;     // every page of it is a huge one (hugetlb or transparent)
   size_t huge_page_bytes = 0;  // how many of its bytes are (HugePageBytes, after the fault-in)
   bool locked = false;

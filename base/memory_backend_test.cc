@@ -52,7 +52,7 @@ TEST(MemoryBackend, APoolReportsTheHugePagesItWasGranted) {
     ASSERT_TRUE(r.ok()) << backend->Name() << ": " << r.status().ToString();
     EXPECT_LE(r->huge_page_bytes, r->size) << backend->Name();
     EXPECT_EQ(r->huge_pages, r->huge_page_bytes == r->size) << backend->Name();
-    if (!r->huge_pages) {  // transparent ones: the count taken at Map still holds (pinned)
+    if (!r->hugetlb) {  // transparent ones: the count taken at Map still holds (pinned)
       EXPECT_EQ(r->huge_page_bytes, HugePageBytes(r->base, r->size)) << backend->Name();
     }
     backend->Unmap(*r);

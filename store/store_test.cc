@@ -837,7 +837,7 @@ TEST(Store, ThePoolIsFaultedInAtOpenAndTheStatsSayHowLong) {
     auto backend = make();
     auto region = backend->Map(256 << 20);
     ASSERT_TRUE(region.ok()) << region.status().ToString();
-    if (!region->huge_pages) {  // reserved huge pages are faulted in by the mapping itself
+    if (!region->hugetlb) {  // reserved huge pages are faulted in by the mapping itself
       EXPECT_GE(region->prefault_threads, 1u);
       EXPECT_GT(region->prefault_seconds, 0.0);
       // Every page is resident: mincore reports each one in memory.
