@@ -102,6 +102,9 @@ void Store(Writer& w, const StoreStats& s) {
   w.Metric("ecstore_pool_fragmentation_ratio", "gauge",
            "Free pool bytes outside the largest free extent, over the capacity.",
            s.pool_fragmentation);
+  w.Metric("ecstore_pool_huge_page_bytes", "gauge",
+           "Pool bytes the kernel put in huge pages (hugetlb or transparent).",
+           static_cast<double>(s.pool_huge_page_bytes));
 }
 
 void Histogram(Writer& w, std::string_view name, const std::string& labels,

@@ -104,6 +104,8 @@ def test_remote_stats_equal_the_scrape(served):
     assert st["uptime_seconds"] > 0 and st["connections"] >= 1
     assert st["keydir"]["entries"] == _value(m, "ecstore_keydir_entries") >= 3
     assert st["keydir"]["compact_rows"] == _value(m, "ecstore_keydir_compact_rows")
+    assert st["pool"]["huge_page_bytes"] == _value(m, "ecstore_pool_huge_page_bytes")
+    assert st["pool"]["huge_page_bytes"] <= st["pool"]["capacity"]
 
 
 def test_healthz_fails_when_the_store_is_unusable(served):
