@@ -20,7 +20,7 @@ namespace {
 [[noreturn]] void Usage(int status) {
   std::fprintf(
       stderr,
-      "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,"
+      "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,erase,"
       "mixed_gpu,remote,rdma,device,policy,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] "
       "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf] [--watermarks H,L] "
       "[--drift EVERY,STEP]\n");
@@ -102,9 +102,9 @@ Config ParseArgs(int argc, char** argv) {
     }
     flag->second(argv[++i], &cfg);
   }
-  const std::set<std::string> known = {"put",    "get_hot", "get_disk", "spill",
-                                       "mixed",  "remote",  "rdma",     "device",
-                                       "policy", "index",   "alloc",    "mixed_gpu"};
+  const std::set<std::string> known = {"put",    "get_hot",   "get_disk", "spill",  "mixed",
+                                       "remote", "rdma",      "device",   "policy", "index",
+                                       "alloc",  "mixed_gpu", "erase"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
   if (cfg.Want("policy")) PolicyWorkload(cfg);
   if (cfg.Want("index")) IndexWorkload(cfg);
   if (cfg.Want("alloc")) AllocWorkload(cfg);
+  if (cfg.Want("erase")) EraseWorkload(cfg);
   if (cfg.Want("get_disk") || cfg.Want("spill")) MeasureDisk(cfg);  // again: the disk drifts
   MergeRepeatedLimits();
   Report(cfg);

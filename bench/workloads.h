@@ -34,4 +34,8 @@ void RemoteWorkload(const Config& cfg, Payloads& pl);
 void RdmaWorkload(const Config& cfg, Payloads& pl);
 void DeviceWorkload(const Config& cfg, Payloads& pl);
 
+// erase.cc: entries with disk copies removed through a same-host daemon, batched (ERASE_MANY)
+// and key by key, against EraseMany in this process.
+void EraseWorkload(const Config& cfg);
+
 }  // namespace ecstore::bench

@@ -275,11 +275,16 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
   return out;
 }
 
-// An older server answers GET_SHM_MANY "unknown opcode" and hangs up: key by key from here.
-void Client::NoteRefusedBatch(const Status& st) {
-  if (st.message().find("unknown opcode") == std::string::npos) return;
-  no_lease_batches_ = true;
+// An older server answers a batch opcode it lacks "unknown opcode" and hangs up: the
+// connection is dropped (the next request reconnects), and the caller goes key by key.
+bool Client::RefusedAsUnknown(const Status& st) {
+  if (st.message().find("unknown opcode") == std::string::npos) return false;
   conn_.reset();
+  return true;
+}
+
+void Client::NoteRefusedBatch(const Status& st) {
+  if (RefusedAsUnknown(st)) no_lease_batches_ = true;
 }
 
 std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
@@ -462,16 +467,56 @@ Status Client::Erase(std::string_view ns, std::string_view key) {
   return r.status();
 }
 
+// ERASE_MANY batches of up to kMaxBatch keys, each one durable tombstone write on the server.
+// Every key is checked first (a bad one erases nothing). A batch whose tombstones failed
+// (NoSpace: "erased, but not durably yet") does not stop the others, as Store::EraseMany
+// erases every key before it returns that error; the first such error is returned. An
+// older server answers "unknown opcode" and hangs up: key by key from then on.
 Status Client::EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
                          std::vector<bool>* erased) {
   erased->assign(ns_keys.size(), false);
-  for (size_t i = 0; i < ns_keys.size(); ++i) {
-    Status st = Erase(ns_keys[i].first, ns_keys[i].second);
-    if (st.IsNotFound()) continue;
-    EC_RETURN_IF_ERROR(st);
-    (*erased)[i] = true;
+  for (const auto& [ns, key] : ns_keys) {
+    EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+    EC_RETURN_IF_ERROR(ValidateKey(key));
   }
-  return Status::Ok();
+  Status first;
+  for (size_t at = 0; at < ns_keys.size(); at += kMaxBatch) {
+    const size_t n = std::min<size_t>(kMaxBatch, ns_keys.size() - at);
+    std::vector<bool> got;
+    Status durable;
+    Status st = Status::Unavailable("key by key");
+    if (!no_erase_batches_) {
+      BodyWriter w;
+      w.U32(static_cast<uint32_t>(n));
+      for (size_t i = at; i < at + n; ++i) {
+        w.Str(ns_keys[i].first);
+        w.Str(ns_keys[i].second);
+      }
+      auto body = WithRetry([&]() -> Result<std::string> {
+        EC_RETURN_IF_ERROR(SendRequest(Op::kEraseMany, w.data()));
+        return ReadReply(Op::kEraseManyOk);
+      });
+      st = body.status();
+      if (body.ok()) {
+        BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+        st = ParseEraseManyReply(&r, n, &got, &durable);
+      }
+    }
+    if (!st.ok() && RefusedAsUnknown(st)) no_erase_batches_ = true;
+    if (no_erase_batches_) {
+      for (size_t i = at; i < at + n; ++i) {
+        Status one = Erase(ns_keys[i].first, ns_keys[i].second);
+        if (one.IsNotFound()) continue;
+        EC_RETURN_IF_ERROR(one);
+        (*erased)[i] = true;
+      }
+      continue;
+    }
+    EC_RETURN_IF_ERROR(st);
+    for (size_t i = 0; i < n; ++i) (*erased)[at + i] = got[i];
+    if (first.ok()) first = durable;
+  }
+  return first;
 }
 
 Status Client::ListPages(size_t page_size,

@@ -112,6 +112,7 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   std::vector<Result<EntryInfo>> CopyOutOfLeases(std::string_view ns,
                                                  const std::vector<std::string>& keys,
                                                  const std::vector<std::span<uint8_t>>& dsts);
+  bool RefusedAsUnknown(const Status& st);  // "unknown opcode": an older server
   void NoteRefusedBatch(const Status& st);
   std::vector<std::vector<size_t>> SplitByTier(std::string_view ns,
                                                const std::vector<std::string>& keys, size_t at,
@@ -127,6 +128,7 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   FrameStream conn_;               // the control connection
   bool unix_ = false;              // the control connection is the unix socket (same host)
   bool no_lease_batches_ = false;  // the server answered GET_SHM_MANY "unknown opcode"
+  bool no_erase_batches_ = false;  // ... and ERASE_MANY
   std::string unix_path_;
   std::unique_ptr<Transport> transport_;        // set by each (re)connect
   std::vector<std::span<uint8_t>> registered_;  // RegisterBuffer's, re-registered on reconnect

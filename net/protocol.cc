@@ -36,6 +36,8 @@ bool IsKnownOp(uint16_t op) {
     case Op::kCompactOk:
     case Op::kGetShmMany:
     case Op::kGetShmManyOk:
+    case Op::kEraseMany:
+    case Op::kEraseManyOk:
     case Op::kError:
       return true;
   }
@@ -138,6 +140,57 @@ Result<std::vector<KeyRef>> ParseLookupBody(BodyReader* r) {
     keys.push_back(std::move(k).value());
   }
   return keys;
+}
+
+std::string EraseManyReplyBody(const std::vector<bool>& erased, const Status& durable) {
+  BodyWriter w;
+  w.U32(static_cast<uint32_t>(erased.size()));
+  for (bool e : erased) w.U8(e);
+  w.U8(durable.ok());
+  if (!durable.ok()) w.Raw(ErrorBody(durable).data(), ErrorBody(durable).size());
+  return w.data();
+}
+
+Status ParseEraseManyReply(BodyReader* r, size_t n, std::vector<bool>* erased, Status* durable) {
+  uint32_t got;
+  uint8_t ok;
+  if (!r->U32(&got) || got != n) return Status::Unavailable("malformed ERASE_MANY reply");
+  erased->assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t e;
+    if (!r->U8(&e) || e > 1) return Status::Unavailable("malformed ERASE_MANY reply");
+    (*erased)[i] = e;
+  }
+  if (!r->U8(&ok) || ok > 1) return Status::Unavailable("malformed ERASE_MANY reply");
+  *durable = ok ? Status::Ok() : ParseErrorBody(r);
+  return Status::Ok();
+}
+
+bool IsRequest(Op op, bool shm, bool rdma) {
+  switch (op) {
+    case Op::kHello:
+    case Op::kGet:
+    case Op::kLookup:
+    case Op::kPut:
+    case Op::kErase:
+    case Op::kEraseMany:
+    case Op::kStats:
+    case Op::kList:
+    case Op::kPin:
+    case Op::kRelease:
+    case Op::kVerify:
+    case Op::kCompact:
+      return true;
+    case Op::kGetShm:
+    case Op::kGetShmMany:
+    case Op::kDevicePool:
+    case Op::kGetDevice:
+      return shm;
+    case Op::kGetRdma:
+      return rdma && !shm;
+    default:
+      return false;
+  }
 }
 
 std::string KeysBody(std::string_view ns, const std::vector<std::string>& keys) {

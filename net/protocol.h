@@ -57,6 +57,11 @@ enum class Op : uint16_t {
   // on disk only in one batch), each answered as GET_SHM would be, or with its own error.
   kGetShmMany = 16,  // ns, n, n x key -> kGetShmManyOk(n x (ok u8, then lease id, pool
                      //                   offset, info; or error code, message)) | kError
+  // Entries of any namespaces erased together: their tombstones in one durable write (one
+  // fdatasync). `durable` 0 means erased from memory, but the tombstones are not durable yet
+  // (the status says why; NoSpace on a full disk), as Store::EraseMany returns it.
+  kEraseMany = 17,  // n x (ns, key) -> kEraseManyOk(n, n x erased u8, durable u8[, error
+                    //                  code, message]) | kError (a bad key: nothing erased)
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -71,6 +76,7 @@ enum class Op : uint16_t {
   kVerifyOk = 114,
   kCompactOk = 115,
   kGetShmManyOk = 116,
+  kEraseManyOk = 117,
   kError = 200,  // code u16, message
 };
 bool IsKnownOp(uint16_t op);
@@ -138,8 +144,15 @@ bool ParseHelloBody(BodyReader* r, HelloInfo* h);
 struct KeyRef {
   std::string ns, key;
 };
-Result<KeyRef> ParseKeyBody(BodyReader* r);  // GET / ERASE
-Result<std::vector<KeyRef>> ParseLookupBody(BodyReader* r);
+Result<KeyRef> ParseKeyBody(BodyReader* r);                  // GET / ERASE
+Result<std::vector<KeyRef>> ParseLookupBody(BodyReader* r);  // LOOKUP / ERASE_MANY
+// ERASE_MANY_OK: which entries were erased, and whether their tombstones are durable.
+std::string EraseManyReplyBody(const std::vector<bool>& erased, const Status& durable);
+// Sets erased (n flags) and *durable; Unavailable when the body is malformed.
+Status ParseEraseManyReply(BodyReader* r, size_t n, std::vector<bool>* erased, Status* durable);
+// Whether `op` is a request a server answers on this kind of connection (shared-memory and
+// RDMA requests only on those), not a reply or an opcode of another socket.
+bool IsRequest(Op op, bool shm, bool rdma);
 // GET_SHM_MANY: one namespace, 1..kMaxLeaseBatch keys (each checked by the store, which
 // answers a bad one in its own item).
 struct KeysRef {

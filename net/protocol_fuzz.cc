@@ -37,6 +37,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   {
     BodyReader r(data, size);
+    std::vector<bool> erased;
+    Status durable;
+    (void)ParseEraseManyReply(&r, size % 8, &erased, &durable);
+  }
+  {
+    BodyReader r(data, size);
     EntryInfo e;
     if (ReadInfo(&r, &e)) {
       BodyWriter w;

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "cuda/cuda.h"
+#include "net/admin_requests.h"
 #include "net/protocol.h"
 #include "store/stats_json.h"
 
@@ -256,13 +257,7 @@ void Server::Serve(Conn* c) {
       spdlog::warn("closing a connection: {}", h.status().ToString());
       break;
     }
-    bool is_request = h->op == Op::kHello || h->op == Op::kGet || h->op == Op::kLookup ||
-                      h->op == Op::kPut || h->op == Op::kErase || h->op == Op::kStats ||
-                      h->op == Op::kList || h->op == Op::kPin || h->op == Op::kRelease ||
-                      h->op == Op::kVerify || h->op == Op::kCompact ||
-                      (c->shm && (h->op == Op::kGetShm || h->op == Op::kGetShmMany ||
-                                  h->op == Op::kDevicePool || h->op == Op::kGetDevice)) ||
-                      (rdma_ && !c->shm && h->op == Op::kGetRdma);
+    const bool is_request = IsRequest(h->op, c->shm, rdma_ != nullptr);
     if (!is_request) {
       SendFrame(fd, Op::kError, h->request_id,
                 ErrorBody(Status::InvalidArgument("opcode is a reply, not a request")));
@@ -415,6 +410,20 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       Status st = store_->Erase(k->ns, k->key);
       return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : reply_error(st);
     }
+    case Op::kEraseMany: {
+      auto keys = ParseLookupBody(&r);
+      if (!keys.ok()) {
+        reply_error(keys.status());
+        return keys.status();
+      }
+      std::vector<std::pair<std::string, std::string>> ns_keys;
+      for (KeyRef& k : *keys) ns_keys.emplace_back(std::move(k.ns), std::move(k.key));
+      std::vector<bool> erased;
+      Status st = store_->EraseMany(ns_keys, &erased);
+      if (!st.ok() && std::find(erased.begin(), erased.end(), true) == erased.end())
+        return reply_error(st);  // nothing erased (the store is closed, read-only...)
+      return SendFrame(fd, Op::kEraseManyOk, h.request_id, EraseManyReplyBody(erased, st));
+    }
     case Op::kList:
       return HandleList(c, h, &r);
     case Op::kVerify:
@@ -442,31 +451,10 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
 
 // VERIFY and COMPACT: the store's own, run on this connection's thread (the client waits).
 Status Server::HandleAdmin(Conn* c, const FrameHeader& h) {
-  nlohmann::json j;
-  if (h.op == Op::kVerify) {
-    auto rep = store_->Verify(nullptr);
-    if (!rep.ok()) return ReplyError(c, h, rep.status());
-    j = {{"checked", rep->checked},
-         {"bytes", rep->bytes},
-         {"corrupt", rep->corrupt},
-         {"errors", rep->errors}};
-    spdlog::info("verify requested by {}: {} entries checked, {} corrupt dropped, {} unreadable",
-                 c->peer, rep->checked, rep->corrupt.size(), rep->errors.size());
-  } else {
-    auto before = store_->Stats();
-    Status st = before.ok() ? store_->Compact(1.0) : before.status();
-    auto after = st.ok() ? store_->Stats() : Result<StoreStats>(st);
-    if (!after.ok()) return ReplyError(c, h, after.status());
-    j = {{"before", before->disk().used}, {"after", after->disk().used}};
-    spdlog::info("compaction requested by {}: disk {} -> {} bytes", c->peer, before->disk().used,
-                 after->disk().used);
-  }
-  const std::string js = j.dump();
-  BodyWriter w;
-  w.U32(static_cast<uint32_t>(js.size()));
-  w.Raw(js.data(), js.size());
+  auto body = AnswerAdmin(store_, h.op, c->peer);
+  if (!body.ok()) return ReplyError(c, h, body.status());
   return SendFrame(c->fd.get(), h.op == Op::kVerify ? Op::kVerifyOk : Op::kCompactOk, h.request_id,
-                   w.data());
+                   *body);
 }
 
 // GET over TCP (the bytes follow from pool memory), or GET_SHM / GET_RDMA / PIN (a lease is

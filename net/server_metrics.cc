@@ -58,6 +58,8 @@ const char* OpLabel(Op op) {
       return "compact";
     case Op::kGetShmMany:
       return "get_many";
+    case Op::kEraseMany:
+      return "erase_many";
     default:
       return "";
   }

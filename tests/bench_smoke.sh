@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ec-store-bench end to end, at --quick size: every row it reports for put, get_hot, get_disk,
-# remote, policy, index and alloc is there, each held to a limit measured in the same run, with
-# finite positive figures (mixed_gpu's rows, or the reason it did not run); its store
+# remote, erase, policy, index and alloc is there, each held to a limit measured in the same
+# run, with finite positive figures (mixed_gpu's rows, or the reason it did not run); its store
 # directory is gone afterwards; bad flags are clear errors (exit 2).
 # Asserts what was measured, never how fast (timings belong in bench/, not in tests).
 # Usage: tests/bench_smoke.sh path/to/ec-store-bench [remote|no-remote]
@@ -11,7 +11,7 @@ set -euo pipefail
 BENCH=$(realpath "$1")
 REMOTE=${2:-remote}
 WORKLOADS=put,get_hot,get_disk,policy,index,alloc
-[ "$REMOTE" = remote ] && WORKLOADS=$WORKLOADS,remote
+[ "$REMOTE" = remote ] && WORKLOADS=$WORKLOADS,remote,erase
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 pass=0
@@ -70,6 +70,8 @@ if sys.argv[2] == "remote":
         need(w, s)
     for w in ["socket_stream", "socket_upload", "memcpy_values"]:
         need(w, "limit", limit=False)
+    for s in ["limit", "ec-store", "ec-store-keys"]:  # erase through a daemon, and its limit
+        need("erase", s)
 assert need("index_2k", "ec-store", limit=False, gbps=False)["ops_per_s"] > 0
 assert "2000-entry store" in need("open_2k", "ec-store", limit=False, gbps=False)["note"]
 for s in ["ec-store", "buddy", "first-fit"]:

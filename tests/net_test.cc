@@ -558,10 +558,10 @@ TEST(NetShm, AcquireManyLeasesAStepInOneRequest) {
 }
 
 // A unix-socket proxy in front of a real server that relays every frame, and the pool's
-// descriptor HELLO_OK carries, and counts the GET_SHM_MANY requests. With `older`, it is a
-// server from before GET_SHM_MANY, as a new client meets one during a rolling upgrade: it
-// answers that opcode as an older server answers one it does not know, with an error, then
-// a closed connection. One connection at a time.
+// descriptor HELLO_OK carries, and counts the GET_SHM_MANY and ERASE_MANY requests. With
+// `older`, it is a server from before both, as a new client meets one during a rolling
+// upgrade: it answers those opcodes as an older server answers one it does not know, with an
+// error, then a closed connection. One connection at a time.
 class FrameProxy {
  public:
   FrameProxy(std::string server_sock, const std::string& path, bool older)
@@ -576,6 +576,7 @@ class FrameProxy {
     thread_.join();
   }
   int lease_batches() const { return lease_batches_; }  // GET_SHM_MANY requests seen
+  int erase_batches() const { return erase_batches_; }  // ERASE_MANY requests seen
 
  private:
   void Serve() {
@@ -601,9 +602,11 @@ class FrameProxy {
       std::string body(d->body_len, '\0');
       if (!RecvAll(from, body.data(), body.size(), "client").ok()) return;
       if (d->op == Op::kGetShmMany) ++lease_batches_;
-      if (d->op == Op::kGetShmMany && older_) {  // no reply is pending: the client waits for it
-        const std::string err = ErrorBody(Status::InvalidArgument(
-            "unknown opcode " + std::to_string(static_cast<int>(Op::kGetShmMany))));
+      if (d->op == Op::kEraseMany) ++erase_batches_;
+      const bool batch = d->op == Op::kGetShmMany || d->op == Op::kEraseMany;
+      if (batch && older_) {  // no reply is pending: the client waits for it
+        const std::string err = ErrorBody(
+            Status::InvalidArgument("unknown opcode " + std::to_string(static_cast<int>(d->op))));
         EncodeHeader({kVersion, Op::kError, d->request_id, err.size()}, h);
         iovec reply[2] = {{h, kHeaderBytes}, {const_cast<char*>(err.data()), err.size()}};
         (void)SendAll(from, reply, 2, "client");
@@ -640,6 +643,7 @@ class FrameProxy {
   const bool older_;
   UniqueFd listen_;
   std::atomic<int> lease_batches_{0};
+  std::atomic<int> erase_batches_{0};
   std::thread thread_;
 };
 
@@ -732,6 +736,72 @@ TEST(NetShm, AnOlderServerWithoutLeaseBatchesIsReadKeyByKey) {
   }
   EXPECT_EQ(older.lease_batches(), 1);  // not asked again
   c.reset();                            // before the proxy: its connection ends first
+}
+
+using NsKeys = std::vector<std::pair<std::string, std::string>>;
+
+// Entries of the pool, the disk, two namespaces, absent and listed twice, erased in one
+// ERASE_MANY (one durable tombstone write on the server): each answered, the rest kept, and
+// still erased after the server restarts. A bad key erases nothing and sends nothing; more
+// than kMaxBatch keys go as several requests.
+TEST(NetShm, EraseManyErasesABatchInOneRequestDurably) {
+  testing::TempDir dir;
+  auto server = ServeFromDiskOnly(dir.path(), 3);  // k0..k2 on disk only
+  const uint16_t port = server->port();
+  {
+    FrameProxy proxy(server->shm_uri().substr(5), dir.path() + "/proxy.sock", /*older=*/false);
+    auto c = ConnectOrDie("unix:" + dir.path() + "/proxy.sock");
+    ASSERT_TRUE(c->Put("ns", "k3", U8(kMiB), Span(Payload(3, kMiB))).ok());  // in the pool
+    ASSERT_TRUE(c->Put("other", "k1", U8(kMiB), Span(Payload(9, kMiB))).ok());
+    std::vector<bool> erased;
+    ASSERT_TRUE(
+        c->EraseMany(
+             NsKeys{{"ns", "k0"}, {"ns", "absent"}, {"ns", "k3"}, {"other", "k1"}, {"ns", "k0"}},
+             &erased)
+            .ok());
+    EXPECT_EQ(erased, (std::vector<bool>{true, false, true, true, false}));
+    EXPECT_EQ(proxy.erase_batches(), 1);
+    Status bad = c->EraseMany(NsKeys{{"ns", "k1"}, {"ns", ""}}, &erased);
+    EXPECT_TRUE(bad.IsInvalidArgument()) << bad.ToString();
+    EXPECT_EQ(proxy.erase_batches(), 1);  // refused before anything was sent
+    NsKeys many;
+    for (int i = 0; i < 1500; ++i) many.emplace_back("ns", "absent" + std::to_string(i));
+    many.emplace_back("ns", "k2");
+    ASSERT_TRUE(c->EraseMany(many, &erased).ok());
+    EXPECT_EQ(proxy.erase_batches(), 3);  // 1024 + 477 keys
+    EXPECT_EQ(std::count(erased.begin(), erased.end(), true), 1);
+    EXPECT_TRUE(erased.back());
+    c.reset();  // before the proxy
+  }
+  server->Stop();
+  ServerProcess again(dir.path(), "", 64 * kMiB, port, true);
+  auto c = ConnectOrDie(again.uri(), TcpOnly());
+  for (const char* k : {"k0", "k2", "k3"})
+    EXPECT_TRUE(c->Lookup("ns", k).status().IsNotFound()) << k;
+  EXPECT_TRUE(c->Lookup("other", "k1").status().IsNotFound());
+  ASSERT_TRUE(c->Lookup("ns", "k1").ok());  // the bad batch's good key
+  std::vector<uint8_t> b(kMiB + 1);
+  ASSERT_TRUE(c->Get("ns", "k1", {b.data(), b.size()}).ok());
+  EXPECT_EQ(0, std::memcmp(b.data(), Payload(1, kMiB + 1).data(), kMiB + 1));
+}
+
+// An older server refuses ERASE_MANY as an unknown opcode: that batch and every later one go
+// key by key (ERASE), with the same answers.
+TEST(NetShm, AnOlderServerWithoutEraseBatchesIsErasedKeyByKey) {
+  testing::TempDir dir;
+  auto server = ServeFromDiskOnly(dir.path(), 3);
+  FrameProxy older(server->shm_uri().substr(5), dir.path() + "/older.sock", /*older=*/true);
+  auto c = ConnectOrDie("unix:" + dir.path() + "/older.sock");
+  std::vector<bool> erased;
+  ASSERT_TRUE(c->EraseMany(NsKeys{{"ns", "k0"}, {"ns", "absent"}}, &erased).ok());
+  EXPECT_EQ(erased, (std::vector<bool>{true, false}));
+  ASSERT_TRUE(c->EraseMany(NsKeys{{"ns", "k1"}}, &erased).ok());
+  EXPECT_EQ(erased, (std::vector<bool>{true}));
+  EXPECT_EQ(older.erase_batches(), 1);  // not asked again
+  EXPECT_TRUE(c->Lookup("ns", "k0").status().IsNotFound());
+  EXPECT_TRUE(c->Lookup("ns", "k1").status().IsNotFound());
+  EXPECT_TRUE(c->Lookup("ns", "k2").ok());
+  c.reset();
 }
 
 // A hostile same-host reader: it takes the pool descriptor from HELLO and tries to write or
@@ -1158,6 +1228,28 @@ TEST(Protocol, HeaderRoundTripAndLimits) {
   EXPECT_TRUE(DecodeHeader(h).status().IsInvalidArgument());
   EncodeHeader({kVersion, Op::kPut, 1, kMaxMetaBody + 1}, h);  // tensors may be large
   EXPECT_TRUE(DecodeHeader(h).ok());
+}
+
+// ERASE_MANY_OK carries the flags and, where the tombstones failed, why; a reply for another
+// count of keys or with a cut body is refused.
+TEST(Protocol, EraseManyReplyRoundTrips) {
+  const std::vector<bool> flags{true, false, true};
+  for (const Status& durable : {Status::Ok(), Status::NoSpace("erased, but not durably yet")}) {
+    const std::string body = EraseManyReplyBody(flags, durable);
+    auto p = reinterpret_cast<const uint8_t*>(body.data());
+    BodyReader r(p, body.size());
+    std::vector<bool> erased;
+    Status got = Status::Busy("unset");
+    ASSERT_TRUE(ParseEraseManyReply(&r, 3, &erased, &got).ok());
+    EXPECT_EQ(erased, flags);
+    EXPECT_EQ(got.ok(), durable.ok());
+    EXPECT_EQ(got.IsNoSpace(), durable.IsNoSpace());
+    EXPECT_EQ(got.message(), durable.message());
+    BodyReader other(p, body.size());
+    EXPECT_TRUE(ParseEraseManyReply(&other, 2, &erased, &got).IsUnavailable());
+    BodyReader cut(p, 6);
+    EXPECT_TRUE(ParseEraseManyReply(&cut, 3, &erased, &got).IsUnavailable());
+  }
 }
 
 }  // namespace

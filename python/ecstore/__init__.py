@@ -242,6 +242,13 @@ class Cache:
         """Removes the entry from every tier; False when it was not there."""
         return self._c.erase(ns, key)
 
+    def erase_many(self, ns: str, keys: Sequence[str]) -> list[bool]:
+        """Removes the entries from every tier, their tombstones in one durable write (one
+        request per 1024 keys to a server); for each key, whether it was there. Raises
+        InvalidArgument for a bad key before erasing anything, and NoSpace when the entries
+        were erased but their tombstones could not be made durable yet (a full disk)."""
+        return self._c.erase_many(ns, list(keys))
+
     def list(self, ns: str | None = None) -> list[EntryInfo]:
         return self._c.list(ns)
 

@@ -354,6 +354,17 @@ class PyCache {
     return true;
   }
 
+  // One durable tombstone write for the lot (one ERASE_MANY request per 1024 keys remotely).
+  std::vector<bool> erase_many(const std::string& ns, const std::vector<std::string>& keys) {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    std::vector<std::pair<std::string, std::string>> ns_keys;
+    for (const std::string& k : keys) ns_keys.emplace_back(ns, k);
+    std::vector<bool> erased;
+    Check(core_->Live()->EraseMany(ns_keys, &erased));
+    return erased;
+  }
+
   std::vector<Info> list(const std::optional<std::string>& ns) {
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
@@ -521,6 +532,7 @@ void BindCache(nb::module_& m) {
       .def("contains", &PyCache::contains, "ns"_a, "key"_a)
       .def("contains_many", &PyCache::contains_many, "ns"_a, "keys"_a)
       .def("erase", &PyCache::erase, "ns"_a, "key"_a)
+      .def("erase_many", &PyCache::erase_many, "ns"_a, "keys"_a)
       .def("list", &PyCache::list, "ns"_a = nb::none())
       .def("stats_json", &PyCache::stats_json)
       .def("pool_region", &PyCache::pool_region)

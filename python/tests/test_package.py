@@ -84,6 +84,17 @@ def test_get_into_get_many_lookup_contains_erase_list(cache):
         cache.get("ns", "a")
 
 
+def test_erase_many_answers_each_key_and_a_bad_one_erases_nothing(cache):
+    for k in ("a", "b", "c"):
+        cache.put("ns", k, torch.randn(16, 16))
+    with pytest.raises(ecstore.InvalidArgument, match="key is empty"):
+        cache.erase_many("ns", ["a", ""])
+    assert cache.contains_many("ns", ["a", "b", "c"]) == [True, True, True]
+    assert cache.erase_many("ns", ["a", "missing", "c", "a"]) == [True, False, True, False]
+    assert cache.contains_many("ns", ["a", "b", "c"]) == [False, True, False]
+    assert cache.erase_many("ns", []) == []
+
+
 def test_leases_read_in_place_and_outlive_their_block(cache):
     t = torch.randn(300, 300)
     cache.put("ns", "k", t)

@@ -1,0 +1,36 @@
+#include "net/admin_requests.h"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+namespace ecstore::net {
+
+Result<std::string> AnswerAdmin(Store* store, Op op, const std::string& peer) {
+  nlohmann::json j;
+  if (op == Op::kVerify) {
+    auto rep = store->Verify(nullptr);
+    if (!rep.ok()) return rep.status();
+    j = {{"checked", rep->checked},
+         {"bytes", rep->bytes},
+         {"corrupt", rep->corrupt},
+         {"errors", rep->errors}};
+    spdlog::info("verify requested by {}: {} entries checked, {} corrupt dropped, {} unreadable",
+                 peer, rep->checked, rep->corrupt.size(), rep->errors.size());
+  } else {
+    auto before = store->Stats();
+    Status st = before.ok() ? store->Compact(1.0) : before.status();
+    auto after = st.ok() ? store->Stats() : Result<StoreStats>(st);
+    if (!after.ok()) return after.status();
+    j = {{"before", before->disk().used}, {"after", after->disk().used}};
+    spdlog::info("compaction requested by {}: disk {} -> {} bytes", peer, before->disk().used,
+                 after->disk().used);
+  }
+  const std::string js = j.dump();
+  BodyWriter w;
+  w.U32(static_cast<uint32_t>(js.size()));
+  w.Raw(js.data(), js.size());
+  return w.data();
+}
+
+}  // namespace ecstore::net
