@@ -210,6 +210,9 @@ expect_error "not available with --server" $EC $R repair
 $EC $R evict remote-a >/dev/null
 expect_error "no entry for key" $EC $R get remote-a -o x.raw
 $EC $R put remote-b a.safetensors >/dev/null
+$EC $R put remote-c a.safetensors >/dev/null
+check "remote evict of keys (one ERASE_MANY) says which were missing" \
+  bash -c "$EC $R evict remote-c remote-z 2>ev.err | grep -q 'evicted 1 entries.*1 not found' && grep -q 'not found: remote-z' ev.err"
 $EC $R evict --all >/dev/null
 check "remote evict --all" test "$($EC $R --json ls | $PY -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 0
 kill -TERM $SRV; wait $SRV
