@@ -23,6 +23,7 @@ namespace {
 
 // ns, key and tensor meta of a PUT body: 2+128 + 2+256 + 4+1+8*8+8 bytes at most.
 constexpr size_t kPutPrefixMax = 512;
+constexpr uint64_t kPutPieceBytes = 1 << 20;  // received, then checksummed while in L2
 constexpr size_t kMaxHelloBody = 2 + 4096;
 
 // A whole frame (request or reply) must move within io_timeout plus its size at 64 MiB/s:
@@ -350,9 +351,15 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
     EC_RETURN_IF_ERROR(DiscardBytes(fd, size - in_prefix, "client", deadline));
     return ReplyError(c, h, res.status());
   }
-  std::memcpy(res->bytes().data(), r.position(), in_prefix);
-  EC_RETURN_IF_ERROR(
-      RecvAll(fd, res->bytes().data() + in_prefix, size - in_prefix, "client", deadline));
+  // Each piece checksummed as it lands, while the client sends the next: on the H100 host's
+  // 16 cores, new-key puts 0.80-0.93 x the upload stream, against 0.70-0.73 x hashed after.
+  uint8_t* dst = res->bytes().data();
+  std::memcpy(dst, r.position(), in_prefix);
+  for (uint64_t got = in_prefix; got < size;) {
+    const uint64_t n = std::min<uint64_t>(kPutPieceBytes, size - got);
+    EC_RETURN_IF_ERROR(RecvAll(fd, dst + got, n, "client", deadline));
+    res->Filled(got += n);
+  }
   Status st = store_->Commit(std::move(res).value());
   return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : ReplyError(c, h, st);
 }

@@ -10,6 +10,8 @@
 
 namespace ecstore {
 
+PutReservation::PutReservation(Owner* o, void* token, uint8_t* d, uint64_t n)
+    : owner_(o), token_(token), data_(d), size_(n) {}
 PutReservation::PutReservation(PutReservation&& o) noexcept { *this = std::move(o); }
 PutReservation& PutReservation::operator=(PutReservation&& o) noexcept {
   if (this != &o) {
@@ -18,6 +20,8 @@ PutReservation& PutReservation::operator=(PutReservation&& o) noexcept {
     token_ = std::exchange(o.token_, nullptr);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    hasher_ = std::move(o.hasher_);
+    hashed_ = std::exchange(o.hashed_, 0);
   }
   return *this;
 }
@@ -28,6 +32,20 @@ void PutReservation::Reset() {
   token_ = nullptr;
   data_ = nullptr;
   size_ = 0;
+  hasher_.reset();
+  hashed_ = 0;
+}
+void PutReservation::Filled(uint64_t n) {
+  n = std::min(n, size_);
+  if (n <= hashed_) return;
+  if (!hasher_) hasher_ = std::make_unique<PayloadHasher>(size_);
+  hasher_->Update(data_ + hashed_, n - hashed_);
+  hashed_ = n;
+}
+uint64_t PutReservation::Checksum() {
+  if (!hasher_) return PayloadChecksum(data_, size_);
+  Filled(size_);
+  return hasher_->Digest();
 }
 namespace {
 
@@ -243,7 +261,7 @@ Status StoreImpl::Commit(PutReservation r) {
   const PoolBlock blk = p->block;
   const uint64_t size = r.size_;
   uint8_t* dst = pool_->Ptr(blk);
-  const uint64_t checksum = PayloadChecksum(dst, size);
+  const uint64_t checksum = r.Checksum();
   if (kd_->HoldsIdentical(p->ns, p->key, p->meta, dst, size, checksum)) {
     Abandon(p.release());  // the key already holds these bytes: keep that entry
     return Status::Ok();

@@ -90,6 +90,8 @@ struct Options {
   Env* env = nullptr;  // nullptr = Env::Default()
 };
 
+class PayloadHasher;  // disk/record.h
+
 // A pool block reserved for one Put and filled in place by the caller (a socket read, a
 // device copy) before Store::Commit -- no staging buffer. Dropped uncommitted, the block
 // goes back to the pool. Move-only; one thread fills it at a time.
@@ -102,21 +104,29 @@ class PutReservation {
   PutReservation& operator=(const PutReservation&) = delete;
   ~PutReservation();
   std::span<uint8_t> bytes() const { return {data_, size_}; }
+  // The caller has filled bytes()[0, n) and will not change them: the store checksums the
+  // new part now, while it is still in cache (a socket read calls it after each piece lands,
+  // so the checksum overlaps the transfer), and Commit hashes only what is left. Bytes are
+  // hashed from the block itself, never taken on trust; n at or below what was hashed
+  // before is ignored.
+  void Filled(uint64_t n);
 
  private:
   friend class StoreImpl;
+  uint64_t Checksum();  // of all size_ bytes: what Filled hashed, then the rest
   class Owner {
    public:
     virtual ~Owner() = default;
     virtual void Abandon(void* token) = 0;
   };
-  PutReservation(Owner* o, void* token, uint8_t* d, uint64_t n)
-      : owner_(o), token_(token), data_(d), size_(n) {}
+  PutReservation(Owner* o, void* token, uint8_t* d, uint64_t n);
   void Reset();
   Owner* owner_ = nullptr;
   void* token_ = nullptr;
   uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  std::unique_ptr<PayloadHasher> hasher_;  // bytes [0, hashed_) hashed by Filled
+  uint64_t hashed_ = 0;
 };
 
 class Store : public Cache {

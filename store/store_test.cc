@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "disk/record.h"
 #include "tests/test_util.h"
 
 namespace ecstore {
@@ -61,6 +62,43 @@ TEST(Store, PutGetLookupEraseInThePool) {
   StoreStats st = *s->Stats();
   EXPECT_EQ(st.pool().entries, 0u);
   EXPECT_EQ(st.pool().used, 0u);
+}
+
+// A reservation filled a piece at a time, each piece hashed as it lands (Filled), commits
+// the checksum of the whole payload, as one filled and hashed at Commit does: calls that go
+// backwards or past the end change nothing, and a reservation hashed in part finishes at
+// Commit. Read back from disk after a reopen, each entry passes its checksum.
+TEST(Store, AReservationHashedAsItFillsCommitsTheWholeChecksum) {
+  TempDir dir;
+  const size_t n = 3 * kMiB + 124;
+  const auto p = Payload(5, n);
+  {
+    auto s = OpenOrDie(dir.path(), Small());
+    for (const char* key : {"pieces", "half", "none"}) {
+      auto r = s->Reserve("ns", key, Bf16(n), n);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      uint8_t* dst = r->bytes().data();
+      for (size_t off = 0; off < n; off += kMiB) {
+        const size_t len = std::min<size_t>(kMiB, n - off);
+        std::memcpy(dst + off, p.data() + off, len);
+        if (std::string_view(key) == "pieces") {
+          r->Filled(off + len);
+          r->Filled(off / 2);  // backwards: nothing
+        }
+      }
+      if (std::string_view(key) == "pieces") r->Filled(n + 4096);  // past the end: clamped
+      if (std::string_view(key) == "half") r->Filled(n / 2);
+      ASSERT_TRUE(s->Commit(std::move(r).value()).ok());
+      auto info = s->Lookup("ns", key);
+      ASSERT_TRUE(info.ok());
+      EXPECT_EQ(info->checksum, PayloadChecksum(p.data(), n)) << key;
+    }
+  }
+  auto s = OpenOrDie(dir.path(), Small());
+  for (const char* key : {"pieces", "half", "none"}) {
+    ASSERT_EQ(s->Lookup("ns", key)->tier(), Tier::kDisk) << key;
+    ExpectEntry(s.get(), key, 5, n);
+  }
 }
 
 TEST(Store, RejectsBadInputWithoutLosingData) {
