@@ -152,6 +152,12 @@ void Keydir::TouchLocked(Entry* e) {
   e->last_access_us = env_->NowMicros();
 }
 
+bool Keydir::Holds(std::string_view ns, std::string_view key) {
+  MutexLock l(&mu);
+  EntryPtr e;
+  return !closed_ && (e = table_.Find(ns, key)) && !e->erased;
+}
+
 bool Keydir::HoldsIdentical(std::string_view ns, std::string_view key, const TensorMeta& meta,
                             const uint8_t* data, uint64_t size, uint64_t checksum) {
   EntryPtr e;

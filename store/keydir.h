@@ -116,6 +116,8 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   uint64_t leases() const REQUIRES(mu) { return leases_; }  // held now, pins included
   void UnpinLocked(Entry* e) REQUIRES(mu);
   ReadLease QuietLeaseLocked(const EntryPtr& e) REQUIRES(mu);
+  // Whether (ns, key) holds an entry now (not erased).
+  bool Holds(std::string_view ns, std::string_view key) EXCLUDES(mu);
   // Whether (ns, key) already holds exactly these bytes: the same meta and checksum, and a
   // pool copy byte-equal to `data` (compared outside the mutex, under a quiet lease). If so the
   // entry stands in the pool's order as a new put of it would, and a Put keeps it instead of

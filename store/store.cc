@@ -22,6 +22,7 @@ PutReservation& PutReservation::operator=(PutReservation&& o) noexcept {
     size_ = std::exchange(o.size_, 0);
     hasher_ = std::move(o.hasher_);
     hashed_ = std::exchange(o.hashed_, 0);
+    checksum_when_spilled_ = std::exchange(o.checksum_when_spilled_, false);
   }
   return *this;
 }
@@ -34,6 +35,7 @@ void PutReservation::Reset() {
   size_ = 0;
   hasher_.reset();
   hashed_ = 0;
+  checksum_when_spilled_ = false;
 }
 void PutReservation::Filled(uint64_t n) {
   n = std::min(n, size_);
@@ -261,8 +263,9 @@ Status StoreImpl::Commit(PutReservation r) {
   const PoolBlock blk = p->block;
   const uint64_t size = r.size_;
   uint8_t* dst = pool_->Ptr(blk);
-  const uint64_t checksum = r.Checksum();
-  if (kd_->HoldsIdentical(p->ns, p->key, p->meta, dst, size, checksum)) {
+  const bool later = r.checksum_when_spilled_ && !kd_->Holds(p->ns, p->key);
+  const uint64_t checksum = later ? 0 : r.Checksum();
+  if (!later && kd_->HoldsIdentical(p->ns, p->key, p->meta, dst, size, checksum)) {
     Abandon(p.release());  // the key already holds these bytes: keep that entry
     return Status::Ok();
   }
@@ -274,6 +277,7 @@ Status StoreImpl::Commit(PutReservation r) {
   e->meta = std::move(p->meta);
   e->bytes = size;
   e->checksum = checksum;
+  e->checksummed = !later;  // else hashed by the spill that gives it a disk copy
   return Install(e, blk, Tier::kPool);
 }
 

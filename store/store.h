@@ -110,6 +110,13 @@ class PutReservation {
   // hashed from the block itself, never taken on trust; n at or below what was hashed
   // before is ignored.
   void Filled(uint64_t n);
+  // Commit installs the entry without hashing it: it is checksummed when first spilled (in
+  // the background, by write-back), as an entry put from device memory is, so it is readable
+  // as soon as its bytes are in (a device->host copy lands at PCIe speed, and hashing 58 MB
+  // on the CPU takes several times that). Until then its checksum is 0 and `verify` has
+  // nothing to hold its pool copy to. Where the key already holds an entry, Commit hashes
+  // anyway, to keep that entry if the bytes are the same.
+  void ChecksumWhenSpilled() { checksum_when_spilled_ = true; }
 
  private:
   friend class StoreImpl;
@@ -127,6 +134,7 @@ class PutReservation {
   uint64_t size_ = 0;
   std::unique_ptr<PayloadHasher> hasher_;  // bytes [0, hashed_) hashed by Filled
   uint64_t hashed_ = 0;
+  bool checksum_when_spilled_ = false;
 };
 
 class Store : public Cache {

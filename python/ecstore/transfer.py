@@ -106,7 +106,9 @@ class AsyncSaver:
                 dst = torch.from_numpy(r.view())
             self._device_to_host(dst, src, ready)
             del dst
-            r.commit()
+            # Readable at once; hashed by the write-back spill, off this path (hashing 58 MB
+            # takes several times the device->host copy).
+            r.commit(checksum_when_spilled=True)
         except BaseException:
             r.abandon()
             raise

@@ -87,7 +87,7 @@ class Reservation {
     auto b = r_->bytes();
     return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(b.data(), {b.size()}, nb::handle());
   }
-  void commit();
+  void commit(bool checksum_when_spilled);
   void abandon() { r_.reset(); }
 
  private:
@@ -115,10 +115,11 @@ struct Core {
 Reservation::Reservation(PutReservation r, std::shared_ptr<Core> core)
     : r_(std::move(r)), core_(std::move(core)) {}
 
-void Reservation::commit() {
+void Reservation::commit(bool checksum_when_spilled) {
   if (!r_) Check(Status::InvalidArgument("this reservation was committed or abandoned"));
   PutReservation r = std::move(*r_);
   r_.reset();
+  if (checksum_when_spilled) r.ChecksumWhenSpilled();
   nb::gil_scoped_release nogil;
   Check(core_->store->Commit(std::move(r)));
 }
@@ -508,7 +509,9 @@ void BindEntries(nb::module_& m) {
   nb::class_<Reservation>(m, "Reservation")
       .def("view", &Reservation::view, nb::rv_policy::reference_internal,
            "the reserved pool bytes, writable (uint8 array); not to be used after commit")
-      .def("commit", &Reservation::commit)
+      .def("commit", &Reservation::commit, "checksum_when_spilled"_a = false,
+           "installs the entry; with checksum_when_spilled it is readable at once and hashed "
+           "when first spilled (Store::PutReservation::ChecksumWhenSpilled)")
       .def("abandon", &Reservation::abandon);
 }
 

@@ -224,6 +224,22 @@ def test_reserve_and_commit_fill_the_pool_in_place(tmp_path):
     c.close()
 
 
+def test_a_reservation_checksummed_when_spilled_reads_back_checked(tmp_path):
+    """As the connector's saver commits: readable at once, hashed by the spill (flush
+    here), and read back from disk after a reopen against that checksum."""
+    t = torch.randn(256, 256)
+    with ecstore.open(str(tmp_path / "s"), "16MiB") as c:
+        r = c.reserve("ns", "k", "F32", [256, 256])
+        r.view()[:] = t.view(-1).view(torch.uint8).numpy()
+        r.commit(checksum_when_spilled=True)
+        assert torch.equal(c.get("ns", "k"), t)
+        c.flush()
+        assert c.lookup("ns", "k").checksum != 0
+    with ecstore.open(str(tmp_path / "s"), "16MiB") as c:
+        assert c.lookup("ns", "k").tier == "disk"
+        assert torch.equal(c.get("ns", "k"), t)
+
+
 def test_reserve_is_for_embedded_stores(daemon):
     c = ecstore.connect(daemon["tcp"], transport="tcp")
     with pytest.raises(ecstore.InvalidArgument, match="embedded"):
