@@ -4,7 +4,29 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/stats_json.h"
+
 namespace ecstore::net {
+
+namespace {
+std::string JsonBody(const std::string& js) {
+  BodyWriter w;
+  w.U32(static_cast<uint32_t>(js.size()));
+  w.Raw(js.data(), js.size());
+  return w.data();
+}
+}  // namespace
+
+Result<std::string> AnswerStats(Store* store, uint64_t connections, uint64_t client_leases,
+                                const std::string& transport,
+                                const std::string& server_transports) {
+  nlohmann::json extra{{"transport", transport}, {"server_transports", server_transports}};
+  auto stats = store->Stats();
+  if (!stats.ok()) return stats.status();
+  stats->connections = connections;
+  stats->client_leases = client_leases;
+  return JsonBody(StatsToJson(*stats, -1, extra.dump()));
+}
 
 Result<std::string> AnswerAdmin(Store* store, Op op, const std::string& peer) {
   nlohmann::json j;
@@ -26,11 +48,7 @@ Result<std::string> AnswerAdmin(Store* store, Op op, const std::string& peer) {
     spdlog::info("compaction requested by {}: disk {} -> {} bytes", peer, before->disk().used,
                  after->disk().used);
   }
-  const std::string js = j.dump();
-  BodyWriter w;
-  w.U32(static_cast<uint32_t>(js.size()));
-  w.Raw(js.data(), js.size());
-  return w.data();
+  return JsonBody(j.dump());
 }
 
 }  // namespace ecstore::net

@@ -9,14 +9,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <system_error>
 #include <tuple>
 
 #include "cuda/cuda.h"
 #include "net/admin_requests.h"
 #include "net/protocol.h"
-#include "store/stats_json.h"
 
 namespace ecstore::net {
 namespace {
@@ -438,17 +436,10 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       return HandleAdmin(c, h);
     case Op::kStats: {
       // The store's one schema, plus how this connection and this server move data.
-      nlohmann::json extra{{"transport", c->shm ? "shm" : "tcp"},
-                           {"server_transports", transport()}};
-      auto stats = store_->Stats();
-      if (!stats.ok()) return reply_error(stats.status());
-      stats->connections = connections_.load();
-      stats->client_leases = leases_held_.load();
-      std::string js = StatsToJson(*stats, -1, extra.dump());
-      BodyWriter w;
-      w.U32(static_cast<uint32_t>(js.size()));
-      w.Raw(js.data(), js.size());
-      return SendFrame(fd, Op::kStatsOk, h.request_id, w.data());
+      auto body = AnswerStats(store_, connections_.load(), leases_held_.load(),
+                              c->shm ? "shm" : "tcp", transport());
+      return body.ok() ? SendFrame(fd, Op::kStatsOk, h.request_id, *body)
+                       : reply_error(body.status());
     }
     default:
       reply_error(Status::InvalidArgument("unexpected opcode"));
