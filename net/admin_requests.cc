@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "store/stats_json.h"
@@ -49,6 +50,35 @@ Result<std::string> AnswerAdmin(Store* store, Op op, const std::string& peer) {
                  after->disk().used);
   }
   return JsonBody(j.dump());
+}
+
+Result<Answer> AnswerKeys(Store* store, Op op, BodyReader* r) {
+  Answer a;
+  if (op == Op::kErase) {
+    auto k = ParseKeyBody(r);
+    if (!k.ok()) return k.status();
+    a.error = store->Erase(k->ns, k->key);
+    return a;
+  }
+  auto keys = ParseLookupBody(r);
+  if (!keys.ok()) return keys.status();
+  BodyWriter w;
+  if (op == Op::kLookup) {
+    w.U32(static_cast<uint32_t>(keys->size()));
+    for (const KeyRef& k : *keys) {
+      auto info = store->Lookup(k.ns, k.key);
+      w.U8(info.ok());
+      if (info.ok()) WriteInfo(&w, *info);
+    }
+    return Answer{Status::Ok(), Op::kLookupOk, w.data()};
+  }
+  std::vector<std::pair<std::string, std::string>> ns_keys;
+  for (KeyRef& k : *keys) ns_keys.emplace_back(std::move(k.ns), std::move(k.key));
+  std::vector<bool> erased;
+  Status st = store->EraseMany(ns_keys, &erased);
+  if (!st.ok() && std::find(erased.begin(), erased.end(), true) == erased.end())
+    return Answer{st, Op::kError, {}};  // nothing erased (the store is closed, read-only...)
+  return Answer{Status::Ok(), Op::kEraseManyOk, EraseManyReplyBody(erased, st)};
 }
 
 }  // namespace ecstore::net

@@ -1,5 +1,6 @@
-// The administration requests a server answers for its whole store, as free functions of the
-// store: STATS, VERIFY and COMPACT (run on the asking connection's thread; the client waits).
+// The requests a server answers from its store alone, as free functions of the store: the
+// administration of the whole store (STATS, VERIFY and COMPACT, run on the asking
+// connection's thread; the client waits), and LOOKUP, ERASE and ERASE_MANY.
 // Thread rules: any thread (the store's own rules apply).
 #pragma once
 
@@ -17,5 +18,9 @@ Result<std::string> AnswerStats(Store* store, uint64_t connections, uint64_t cli
                                 const std::string& transport, const std::string& server_transports);
 // The VERIFY_OK or COMPACT_OK body (u32 length + JSON) for `op`, logged as asked by `peer`.
 Result<std::string> AnswerAdmin(Store* store, Op op, const std::string& peer);
+
+// LOOKUP, ERASE and ERASE_MANY. A malformed body (a bad key) is the outer status: answer it,
+// then close the connection.
+Result<Answer> AnswerKeys(Store* store, Op op, BodyReader* r);
 
 }  // namespace ecstore::net

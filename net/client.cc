@@ -1,7 +1,6 @@
 #include "net/client.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/mman.h>
 
 #include <cstring>
 
@@ -63,7 +62,7 @@ Status Client::Hello(HelloInfo* info, int* pool_fd) {
 Status Client::ChooseTransport(const HelloInfo& info, int pool_fd) {
   transport_.reset();
   if (unix_) {
-    auto t = NewShmTransport(pool_fd, info.pool_bytes);
+    auto t = NewShmTransport(pool_fd, info.pool_bytes, info.features);
     if (!t.ok()) return t.status();
     transport_ = std::move(t).value();
   } else if (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&
@@ -129,7 +128,9 @@ void Client::UnregisterBuffer(std::span<uint8_t> memory) {
 Status Client::SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload) {
   return conn_.Send(op, body, payload);
 }
-Result<std::string> Client::ReadReply(Op expect) { return conn_.ReadReply(expect); }
+Result<std::string> Client::ReadReply(Op expect, int* passed_fd) {
+  return conn_.ReadReply(expect, passed_fd);
+}
 Status Client::ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                             EntryInfo* info) {
   return conn_.ReadGetReply(dst_for, info);
@@ -441,20 +442,29 @@ Result<std::vector<std::optional<EntryInfo>>> Client::LookupMany(
 
 Status Client::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
                    std::span<const uint8_t> bytes) {
-  EC_RETURN_IF_ERROR(ValidateNewNamespace(ns));
-  EC_RETURN_IF_ERROR(ValidateNewKey(key));
-  EC_RETURN_IF_ERROR(ValidateMeta(meta, bytes.size()));
-  if (bytes.size() > kMaxPayload)
-    return Status::InvalidArgument("entry exceeds the protocol's 1 GiB limit");
-  BodyWriter w;
-  w.Str(ns);
-  w.Str(key);
-  w.Meta(meta);
-  auto r = WithRetry([&]() -> Result<std::string> {
-    EC_RETURN_IF_ERROR(SendRequest(Op::kPut, w.data(), bytes));
-    return ReadReply(Op::kOk);
-  });
-  return r.status();
+  auto head = PutHeadBody(ns, key, meta, bytes.size());
+  if (!head.ok()) return head.status();
+  return WithRetry([&]() -> Result<std::string> {
+           EC_RETURN_IF_ERROR(SendRequest(Op::kPut, *head, bytes));
+           return ReadReply(Op::kOk);
+         })
+      .status();
+}
+
+Result<ArenaReservation> Client::ReservePut(std::string_view ns, std::string_view key,
+                                            const TensorMeta& meta, uint64_t size) {
+  auto head = PutHeadBody(ns, key, meta, size);
+  if (!head.ok()) return head.status();
+  return WithRetry([&] { return transport_->ReservePut(*this, *head, size); });
+}
+
+Status Client::CommitPut(ArenaReservation r, bool checksum_when_spilled) {
+  if (!r.arena()) return Status::InvalidArgument("this reservation was committed or dropped");
+  return WithRetry([&]() -> Result<bool> {
+           EC_RETURN_IF_ERROR(transport_->CommitPut(*this, r, checksum_when_spilled));
+           return true;
+         })
+      .status();
 }
 
 Status Client::Erase(std::string_view ns, std::string_view key) {
@@ -532,15 +542,8 @@ Status Client::ListPages(size_t page_size,
       EC_RETURN_IF_ERROR(SendRequest(Op::kList, w.data()));
       auto body = ReadReply(Op::kListOk);
       if (!body.ok()) return body.status();
-      BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
-      uint32_t n;
-      uint8_t m;
-      if (!r.U32(&n) || !r.U8(&m) || n > limit) return Status::Unavailable("malformed LIST reply");
-      std::vector<EntryInfo> out(n);
-      for (auto& e : out)
-        if (!r.Str(&e.ns, kMaxNamespaceBytes) || !r.Str(&e.key, kMaxKeyBytes) || !ReadInfo(&r, &e))
-          return Status::Unavailable("malformed LIST reply");
-      more = m;
+      std::vector<EntryInfo> out;
+      EC_RETURN_IF_ERROR(ParseListReply(*body, limit, &out, &more));
       return out;
     });
     if (!page.ok()) return page.status();
@@ -554,10 +557,9 @@ Result<StoreStats> Client::Stats() {
     EC_RETURN_IF_ERROR(SendRequest(Op::kStats, {}));
     auto body = ReadReply(Op::kStatsOk);
     if (!body.ok()) return body.status();
-    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
-    uint32_t n;
-    if (!r.U32(&n) || n != r.remaining()) return Status::Unavailable("malformed STATS reply");
-    auto stats = StatsFromJson({reinterpret_cast<const char*>(r.position()), n});
+    auto js = JsonReplyText(*body);
+    if (!js.ok()) return js.status();
+    auto stats = StatsFromJson(*js);
     if (!stats.ok())
       return Status::Unavailable("malformed STATS reply: " + stats.status().message());
     return stats;
@@ -571,11 +573,9 @@ Result<nlohmann::json> Client::Admin(Op op, Op expect) {
   auto body = st.ok() ? ReadReply(expect) : Result<std::string>(st);
   if (conn_.valid()) SetTimeouts(conn_.fd(), opt_.timeout);
   if (!body.ok()) return body.status();
-  BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
-  uint32_t n;
-  if (!r.U32(&n) || n != r.remaining()) return Status::Unavailable("malformed admin reply");
-  auto j = nlohmann::json::parse(std::string_view(reinterpret_cast<const char*>(r.position()), n),
-                                 nullptr, false);
+  auto js = JsonReplyText(*body);
+  if (!js.ok()) return js.status();
+  auto j = nlohmann::json::parse(*js, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::Unavailable("malformed admin reply");
   return j;
 }

@@ -84,6 +84,14 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   // place (a CUDA device pointer; memory_kind() kDevice) under a server lease -- the pool's
   // CUDA IPC handle is opened once per connection. Copy out of it device to device.
   Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key);
+  // Same host, a server offering put arenas (net/put_arena.h): a block of this connection's
+  // put arena to fill in place (a device->host copy straight into it), then CommitPut --
+  // the bytes cross no socket and the server copies them once. InvalidArgument over TCP or
+  // RDMA, or from a server without arenas: use Put. checksum_when_spilled as
+  // PutReservation::ChecksumWhenSpilled.
+  Result<ArenaReservation> ReservePut(std::string_view ns, std::string_view key,
+                                      const TensorMeta& meta, uint64_t size);
+  Status CommitPut(ArenaReservation r, bool checksum_when_spilled = false);
   // Registers memory gets will land in (RDMA: the NIC writes it directly, no bounce copy);
   // kept across reconnects; a no-op for TCP and shared memory. Valid until UnregisterBuffer.
   Status RegisterBuffer(std::span<uint8_t> memory);
@@ -102,7 +110,7 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   // Channel: the control connection, as transports use it.
   Status SendRequest(Op op, const std::string& body,
                      std::span<const uint8_t> payload = {}) override;
-  Result<std::string> ReadReply(Op expect) override;
+  Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr) override;
   Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                       EntryInfo* info) override;
   ReadLease::Releaser* lease_releaser() override { return this; }

@@ -38,6 +38,9 @@ bool IsKnownOp(uint16_t op) {
     case Op::kGetShmManyOk:
     case Op::kEraseMany:
     case Op::kEraseManyOk:
+    case Op::kPutArena:
+    case Op::kPutArenaOk:
+    case Op::kPutShm:
     case Op::kError:
       return true;
   }
@@ -185,6 +188,8 @@ bool IsRequest(Op op, bool shm, bool rdma) {
     case Op::kGetShmMany:
     case Op::kDevicePool:
     case Op::kGetDevice:
+    case Op::kPutArena:
+    case Op::kPutShm:
       return shm;
     case Op::kGetRdma:
       return rdma && !shm;
@@ -254,12 +259,16 @@ std::string HelloBody(const HelloInfo& h) {
   w.U64(h.pool_bytes);
   w.Str(h.shm_path);
   w.Str(h.rdma_addr);
+  w.U32(h.features);
   return w.data();
 }
 
 bool ParseHelloBody(BodyReader* r, HelloInfo* h) {
-  return r->U16(&h->version) && r->Str(&h->transport, 16) && r->U64(&h->pool_bytes) &&
-         r->Str(&h->shm_path, 4096) && r->Str(&h->rdma_addr, 256);
+  h->features = 0;
+  if (!r->U16(&h->version) || !r->Str(&h->transport, 16) || !r->U64(&h->pool_bytes) ||
+      !r->Str(&h->shm_path, 4096) || !r->Str(&h->rdma_addr, 256))
+    return false;
+  return r->remaining() == 0 || r->U32(&h->features);  // none from an older server
 }
 
 void WriteInfo(BodyWriter* w, const EntryInfo& e) {
@@ -281,6 +290,41 @@ bool ReadInfo(BodyReader* r, EntryInfo* e) {
     return false;
   e->tiers = TierSet::FromBits(tiers);
   return true;
+}
+
+Result<std::string> PutHeadBody(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                                uint64_t size) {
+  EC_RETURN_IF_ERROR(ValidateNewNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateNewKey(key));
+  EC_RETURN_IF_ERROR(ValidateMeta(meta, size));
+  if (size > kMaxPayload)
+    return Status::InvalidArgument("entry exceeds the protocol's 1 GiB limit");
+  BodyWriter w;
+  w.Str(ns);
+  w.Str(key);
+  w.Meta(meta);
+  return w.data();
+}
+
+Status ParseListReply(const std::string& body, uint32_t limit, std::vector<EntryInfo>* out,
+                      bool* more) {
+  BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+  uint32_t n;
+  uint8_t m;
+  if (!r.U32(&n) || !r.U8(&m) || n > limit) return Status::Unavailable("malformed LIST reply");
+  out->assign(n, EntryInfo{});
+  for (auto& e : *out)
+    if (!r.Str(&e.ns, kMaxNamespaceBytes) || !r.Str(&e.key, kMaxKeyBytes) || !ReadInfo(&r, &e))
+      return Status::Unavailable("malformed LIST reply");
+  *more = m;
+  return Status::Ok();
+}
+
+Result<std::string_view> JsonReplyText(const std::string& body) {
+  BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+  uint32_t n;
+  if (!r.U32(&n) || n != r.remaining()) return Status::Unavailable("malformed JSON reply");
+  return std::string_view(reinterpret_cast<const char*>(r.position()), n);
 }
 
 }  // namespace ecstore::net

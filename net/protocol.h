@@ -62,6 +62,12 @@ enum class Op : uint16_t {
   // (the status says why; NoSpace on a full disk), as Store::EraseMany returns it.
   kEraseMany = 17,  // n x (ns, key) -> kEraseManyOk(n, n x erased u8, durable u8[, error
                     //                  code, message]) | kError (a bad key: nothing erased)
+  // Same host only (the unix socket), a server whose HELLO_OK offers kFeaturePutArena: puts
+  // without the socket (net/put_arena.h). PUT_ARENA gives the connection a put arena of at
+  // least `bytes` (a memfd the client writes and the server maps read-only, passed with the
+  // reply); PUT_SHM puts [offset, offset + size) of it, copied by the server into the pool.
+  kPutArena = 18,  // bytes u64      -> kPutArenaOk(bytes u64) + the memfd | kError
+  kPutShm = 19,    // ns, key, meta, offset u64, size u64, flags u8 -> kOk | kError
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -77,6 +83,7 @@ enum class Op : uint16_t {
   kCompactOk = 115,
   kGetShmManyOk = 116,
   kEraseManyOk = 117,
+  kPutArenaOk = 118,
   kError = 200,  // code u16, message
 };
 bool IsKnownOp(uint16_t op);
@@ -130,15 +137,30 @@ class BodyReader {
 
 // HELLO_OK: what the server offers. Over TCP, shm_path names the same-host socket a local
 // client may switch to; over that socket, pool_bytes is the size of the passed memfd.
+// HELLO_OK's feature bits: requests a server answers beyond those of kVersion (an older
+// server sends none, and a client then does without).
+inline constexpr uint32_t kFeaturePutArena = 1;  // PUT_ARENA and PUT_SHM
+// PUT_SHM's flags.
+inline constexpr uint8_t kPutChecksumWhenSpilled = 1;  // PutReservation::ChecksumWhenSpilled
+
 struct HelloInfo {
   uint16_t version = kVersion;
   std::string transport;
   uint64_t pool_bytes = 0;
   std::string shm_path;
   std::string rdma_addr;  // "IP:PORT" of the server's rdma_cm listener, when it has one
+  uint32_t features = 0;  // kFeature* bits; appended, so older peers ignore it
 };
 std::string HelloBody(const HelloInfo& h);
 bool ParseHelloBody(BodyReader* r, HelloInfo* h);
+
+// A server's reply to send: its opcode and body, or the error to answer instead (the
+// connection stays open).
+struct Answer {
+  Status error;
+  Op op = Op::kOk;
+  std::string body;
+};
 
 // Request bodies that every transport parses the same way.
 struct KeyRef {
@@ -161,6 +183,14 @@ struct KeysRef {
 };
 std::string KeysBody(std::string_view ns, const std::vector<std::string>& keys);
 Result<KeysRef> ParseKeysBody(BodyReader* r);
+// A PUT's body before its bytes (ns, key, meta), once the put is checked (InvalidArgument).
+Result<std::string> PutHeadBody(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                                uint64_t size);
+// LIST_OK: at most `limit` entries, and whether more follow. Unavailable when malformed.
+Status ParseListReply(const std::string& body, uint32_t limit, std::vector<EntryInfo>* out,
+                      bool* more);
+// The JSON of a STATS_OK, VERIFY_OK or COMPACT_OK body (u32 length + JSON), unparsed.
+Result<std::string_view> JsonReplyText(const std::string& body);
 std::string ErrorBody(const Status& st);
 Status ParseErrorBody(BodyReader* r);
 void WriteInfo(BodyWriter* w, const EntryInfo& e);

@@ -43,6 +43,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   {
     BodyReader r(data, size);
+    HelloInfo h;
+    (void)ParseHelloBody(&r, &h);
+    const std::string body(reinterpret_cast<const char*>(data), size);
+    std::vector<EntryInfo> page;
+    bool more;
+    (void)ParseListReply(body, static_cast<uint32_t>(size % 64), &page, &more);
+    (void)JsonReplyText(body);
+  }
+  {
+    BodyReader r(data, size);
     EntryInfo e;
     if (ReadInfo(&r, &e)) {
       BodyWriter w;

@@ -15,6 +15,7 @@
 #include "cuda/cuda.h"
 #include "net/admin_requests.h"
 #include "net/protocol.h"
+#include "net/put_arena.h"
 
 namespace ecstore::net {
 namespace {
@@ -142,7 +143,7 @@ void Server::Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::ti
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const Wire wire = h.op == Op::kGetRdma ? Wire::kRdma : c->shm ? Wire::kShm : Wire::kTcp;
-  const uint64_t in = h.op == Op::kPut ? h.body_len : 0;
+  const uint64_t in = h.op == Op::kPut ? h.body_len : c->bytes_in;
   metrics_.Record(h.op, wire, c->outcome, in, c->bytes_out, secs);
   const bool get =
       h.op == Op::kGet || h.op == Op::kGetShm || h.op == Op::kGetRdma || h.op == Op::kGetDevice;
@@ -274,6 +275,7 @@ void Server::Serve(Conn* c) {
     const auto start = std::chrono::steady_clock::now();
     c->outcome = Outcome::kOk;
     c->bytes_out = 0;
+    c->bytes_in = 0;
     c->key.clear();
     c->served_from.reset();
     if (h->op == Op::kPut) {  // streamed straight into a reserved pool block
@@ -315,6 +317,7 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   info.transport = c->shm ? "shm" : "tcp";
   if (c->shm) {  // hand over the pool once; gets then return offsets into it
     info.pool_bytes = store_->pool_region().size;
+    info.features = kFeaturePutArena;
     std::string b = HelloBody(info);
     uint8_t out[kHeaderBytes];
     EncodeHeader({kVersion, Op::kHelloOk, h.request_id, b.size()}, out);
@@ -391,44 +394,12 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       c->leases.Release(id);  // unknown ids (already expired) are fine
       return Status::Ok();
     }
-    case Op::kLookup: {
-      auto keys = ParseLookupBody(&r);
-      if (!keys.ok()) {
-        reply_error(keys.status());
-        return keys.status();
-      }
-      BodyWriter w;
-      w.U32(static_cast<uint32_t>(keys->size()));
-      for (const KeyRef& k : *keys) {
-        auto info = store_->Lookup(k.ns, k.key);
-        w.U8(info.ok());
-        if (info.ok()) WriteInfo(&w, *info);
-      }
-      return SendFrame(fd, Op::kLookupOk, h.request_id, w.data());
-    }
-    case Op::kErase: {
-      auto k = ParseKeyBody(&r);
-      if (!k.ok()) {
-        reply_error(k.status());
-        return k.status();
-      }
-      Status st = store_->Erase(k->ns, k->key);
-      return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : reply_error(st);
-    }
-    case Op::kEraseMany: {
-      auto keys = ParseLookupBody(&r);
-      if (!keys.ok()) {
-        reply_error(keys.status());
-        return keys.status();
-      }
-      std::vector<std::pair<std::string, std::string>> ns_keys;
-      for (KeyRef& k : *keys) ns_keys.emplace_back(std::move(k.ns), std::move(k.key));
-      std::vector<bool> erased;
-      Status st = store_->EraseMany(ns_keys, &erased);
-      if (!st.ok() && std::find(erased.begin(), erased.end(), true) == erased.end())
-        return reply_error(st);  // nothing erased (the store is closed, read-only...)
-      return SendFrame(fd, Op::kEraseManyOk, h.request_id, EraseManyReplyBody(erased, st));
-    }
+    case Op::kLookup:
+    case Op::kErase:
+    case Op::kEraseMany:
+    case Op::kPutArena:
+    case Op::kPutShm:
+      return HandleStoreRequest(c, h, &r);
     case Op::kList:
       return HandleList(c, h, &r);
     case Op::kVerify:
@@ -445,6 +416,24 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       reply_error(Status::InvalidArgument("unexpected opcode"));
       return Status::InvalidArgument("unexpected opcode");
   }
+}
+
+// LOOKUP, ERASE and ERASE_MANY, and the put arena's requests (same host: PUT_ARENA's reply
+// passes the arena's memfd).
+Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) {
+  auto a = h.op == Op::kPutArena || h.op == Op::kPutShm
+               ? AnswerArena(store_, h.op, r, &c->arena, &c->key, &c->bytes_in)
+               : AnswerKeys(store_, h.op, r);
+  if (!a.ok()) {  // malformed: answer, then close
+    ReplyError(c, h, a.status());
+    return a.status();
+  }
+  if (!a->error.ok()) return ReplyError(c, h, a->error);
+  if (a->op != Op::kPutArenaOk) return SendFrame(c->fd.get(), a->op, h.request_id, a->body);
+  uint8_t out[kHeaderBytes];
+  EncodeHeader({kVersion, a->op, h.request_id, a->body.size()}, out);
+  iovec iov[2] = {{out, kHeaderBytes}, {a->body.data(), a->body.size()}};
+  return SendWithFd(c->fd.get(), iov, 2, c->arena->fd(), "client");
 }
 
 // VERIFY and COMPACT: the store's own, run on this connection's thread (the client waits).

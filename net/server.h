@@ -18,6 +18,7 @@
 #include "net/lease_table.h"
 #include "net/list_cursor.h"
 #include "net/protocol.h"
+#include "net/put_arena.h"
 #include "net/server_metrics.h"
 #include "net/socket.h"
 #include "rdma/verbs.h"
@@ -81,13 +82,15 @@ class Server {
     // The request being answered, for its metrics and log line.
     Outcome outcome = Outcome::kOk;
     uint64_t bytes_out = 0;
+    uint64_t bytes_in = 0;            // of a PUT_SHM (a PUT's are its body)
     std::string key;                  // of a GET or PUT
     std::optional<Tier> served_from;  // a GET's tier before it was served
     std::thread thread;
     std::atomic<bool> done{false};
     // The leases this reader holds (shared memory, RDMA, CUDA IPC, pins).
     LeaseTable leases;
-    ListCursor listing;  // a LIST in progress
+    ListCursor listing;                  // a LIST in progress
+    std::shared_ptr<SharedArena> arena;  // same host: this client's put arena, once asked for
   };
   Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
   void AcceptLoop();
@@ -97,6 +100,7 @@ class Server {
   // Answers a request with an error (counted as a miss when NotFound, else an error).
   Status ReplyError(Conn* c, const FrameHeader& h, const Status& st);
   Status HandleAdmin(Conn* c, const FrameHeader& h);
+  Status HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r);
   // Counts an answered request and logs it (debug; warn when slow).
   void Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::time_point start);
   Status Hello(Conn* c, const FrameHeader& h, const std::string& body);

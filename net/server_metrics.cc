@@ -37,7 +37,10 @@ const char* OpLabel(Op op) {
     case Op::kLookup:
       return "lookup";
     case Op::kPut:
+    case Op::kPutShm:
       return "put";
+    case Op::kPutArena:
+      return "put_arena";
     case Op::kErase:
       return "erase";
     case Op::kStats:
@@ -67,8 +70,12 @@ const char* OpLabel(Op op) {
 
 namespace {
 constexpr Tier kTierOrder[] = {Tier::kDevice, Tier::kPool, Tier::kDisk};
-// GET, GET_SHM and GET_RDMA share one set of series (the transport label tells them apart).
-Op Canonical(Op op) { return op == Op::kGetShm || op == Op::kGetRdma ? Op::kGet : op; }
+// GET, GET_SHM and GET_RDMA share one set of series (the transport label tells them apart),
+// and so do PUT and PUT_SHM.
+Op Canonical(Op op) {
+  if (op == Op::kPutShm) return Op::kPut;
+  return op == Op::kGetShm || op == Op::kGetRdma ? Op::kGet : op;
+}
 
 size_t TierIndex(std::optional<Tier> t) {
   for (size_t i = 0; i < 3; ++i)

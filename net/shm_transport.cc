@@ -3,9 +3,12 @@
 // place (Acquire, AcquireMany) or copied out of a lease by the Client (Get, GetMany). A server with
 // a device tier also hands out its device pool: its CUDA IPC handle is asked for and opened once
 // (~0.8 ms), then GET_DEVICE answers offsets into it under leases, as GET_SHM does for the host
-// pool.
+// pool. A server that offers put arenas gives the connection one on its first ReservePut
+// (net/put_arena.h): puts are then written there and copied once by the server.
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,7 +20,8 @@ namespace {
 
 class ShmTransport : public Transport {
  public:
-  ShmTransport(const uint8_t* map, size_t bytes) : map_(map), bytes_(bytes) {}
+  ShmTransport(const uint8_t* map, size_t bytes, uint32_t features)
+      : map_(map), bytes_(bytes), features_(features) {}
   ~ShmTransport() override {
     munmap(const_cast<uint8_t*>(map_), bytes_);
     cuda::CloseIpcHandle(device_base_);
@@ -34,6 +38,31 @@ class ShmTransport : public Transport {
                    static_cast<const uint8_t*>(device_base_), device_bytes_, MemoryKind::kDevice);
   }
   std::span<const uint8_t> shared_pool() const override { return {map_, bytes_}; }
+
+  Result<ArenaReservation> ReservePut(Channel& ch, std::string head, uint64_t size) override {
+    if (!(features_ & kFeaturePutArena)) return Transport::ReservePut(ch, std::move(head), size);
+    std::optional<uint64_t> at = arena_ ? arena_->Allocate(size) : std::nullopt;
+    if (!at) {  // none yet, or too small for this block beside those still held: a larger one
+      const uint64_t need = std::max<uint64_t>(2 * size, arena_ ? 2 * arena_->bytes().size() : 0);
+      uint64_t want = kMinArenaBytes;
+      while (want < need) want *= 2;
+      EC_RETURN_IF_ERROR(NewArena(ch, std::min(want, kMaxArenaBytes)));
+      at = arena_->Allocate(size);
+      if (!at)
+        return Status::InvalidArgument("a put of " + std::to_string(size) +
+                                       " bytes is larger than a put arena can be");
+    }
+    return ArenaReservation(arena_, *at, size, std::move(head));
+  }
+
+  Status CommitPut(Channel& ch, const ArenaReservation& r, bool checksum_when_spilled) override {
+    if (!arena_ || r.arena() != arena_.get())
+      return Transport::CommitPut(ch, r, checksum_when_spilled);
+    const uint8_t flags = checksum_when_spilled ? kPutChecksumWhenSpilled : 0;
+    EC_RETURN_IF_ERROR(
+        ch.SendRequest(Op::kPutShm, PutShmBody(r.head(), r.offset(), r.bytes().size(), flags)));
+    return ch.ReadReply(Op::kOk).status();
+  }
 
   Result<ReadLease> AcquireInPlace(Channel& ch, std::string_view ns,
                                    std::string_view key) override {
@@ -115,21 +144,48 @@ class ShmTransport : public Transport {
     return Status::Ok();
   }
 
+  // PUT_ARENA: the server's new arena for this connection replaces the last (whose blocks
+  // still held are then committed as plain PUTs).
+  Status NewArena(Channel& ch, uint64_t bytes) {
+    BodyWriter w;
+    w.U64(bytes);
+    EC_RETURN_IF_ERROR(ch.SendRequest(Op::kPutArena, w.data()));
+    int fd = -1;
+    auto body = ch.ReadReply(Op::kPutArenaOk, &fd);
+    if (!body.ok()) {
+      if (fd >= 0) close(fd);
+      return body.status();
+    }
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    uint64_t got;
+    if (!r.U64(&got)) {
+      if (fd >= 0) close(fd);
+      return Malformed(Op::kPutArenaOk);
+    }
+    auto arena = SharedArena::Map(fd, got);  // owns fd from here
+    if (!arena.ok()) return arena.status().WithContext("mapping the server's put arena");
+    arena_ = std::move(arena).value();
+    return Status::Ok();
+  }
+
   const uint8_t* map_;
   size_t bytes_;
-  void* device_base_ = nullptr;  // the server's device pool, opened on first use
+  uint32_t features_;
+  std::shared_ptr<SharedArena> arena_;  // this connection's put arena, asked for on first use
+  void* device_base_ = nullptr;         // the server's device pool, opened on first use
   uint64_t device_bytes_ = 0;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Transport>> NewShmTransport(int pool_fd, uint64_t pool_bytes) {
+Result<std::unique_ptr<Transport>> NewShmTransport(int pool_fd, uint64_t pool_bytes,
+                                                   uint32_t features) {
   if (pool_fd < 0 || pool_bytes == 0)
     return Status::Unavailable("server did not pass its shared pool");
   void* p = mmap(nullptr, pool_bytes, PROT_READ, MAP_SHARED, pool_fd, 0);
   if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap the server's pool");
   return std::unique_ptr<Transport>(
-      std::make_unique<ShmTransport>(static_cast<const uint8_t*>(p), pool_bytes));
+      std::make_unique<ShmTransport>(static_cast<const uint8_t*>(p), pool_bytes, features));
 }
 
 }  // namespace ecstore::net

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "net/protocol.h"
+#include "net/put_arena.h"
 #include "store/cache.h"
 
 namespace ecstore::net {
@@ -31,7 +32,8 @@ class Channel {
   virtual ~Channel() = default;
   virtual Status SendRequest(Op op, const std::string& body,
                              std::span<const uint8_t> payload = {}) = 0;
-  virtual Result<std::string> ReadReply(Op expect) = 0;  // the whole body of a small reply
+  // The whole body of a small reply; with passed_fd, a descriptor sent with it, else -1.
+  virtual Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr) = 0;
   // Reads a GET reply's info, then its bytes into dst_for(info).
   virtual Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                               EntryInfo* info) = 0;
@@ -73,11 +75,19 @@ class Transport {
   // The entry in the server's device pool, in place under a server lease (device_memory:
   // same host, a server with a device tier; the pool's CUDA IPC handle is opened once).
   virtual Result<ReadLease> AcquireOnDevice(Channel& ch, std::string_view ns, std::string_view key);
+  // Same host, a server offering put arenas (net/put_arena.h): a block of `size` bytes of
+  // this connection's arena, asked for (or replaced by a larger one) as needed, for a put
+  // whose PUT body before the bytes is `head`. Unavailable elsewhere.
+  virtual Result<ArenaReservation> ReservePut(Channel& ch, std::string head, uint64_t size);
+  // PUT_SHM where the reservation lies in this connection's arena; otherwise (another
+  // transport, a re-established connection) a PUT carrying its bytes (always hashed).
+  virtual Status CommitPut(Channel& ch, const ArenaReservation& r, bool checksum_when_spilled);
 };
 
 std::unique_ptr<Transport> NewTcpTransport();
-// Maps the pool fd the server passed with HELLO_OK (read-only).
-Result<std::unique_ptr<Transport>> NewShmTransport(int pool_fd, uint64_t pool_bytes);
+// Maps the pool fd the server passed with HELLO_OK (read-only); `features` are HELLO_OK's.
+Result<std::unique_ptr<Transport>> NewShmTransport(int pool_fd, uint64_t pool_bytes,
+                                                   uint32_t features);
 // Connects an RC queue pair to the server's rdma_cm address; `bounce_bytes` of bounce
 // buffer registered once for destinations that are not registered.
 Result<std::unique_ptr<Transport>> NewRdmaTransport(const std::string& rdma_addr,

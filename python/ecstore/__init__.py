@@ -263,9 +263,11 @@ class Cache:
         return self._c.pool_region()
 
     def reserve(self, ns: str, key: str, dtype: str, shape: Sequence[int]) -> Any:
-        """Embedded stores: pool space for one entry, to fill in place (reservation.view(),
-        a writable uint8 array) and then commit() -- e.g. a device->host copy straight into
-        the (CUDA-registered) pool."""
+        """Space for one entry, to fill in place (reservation.view(), a writable uint8
+        array) and then commit() -- e.g. a device->host copy straight into it: an embedded
+        store's (CUDA-registered) pool, or a same-host daemon's put arena (shared memory the
+        daemon copies from once; reservation.arena() gives its range, to register with
+        CUDA). Over TCP, or from a daemon without put arenas: InvalidArgument (use put)."""
         return self._c.reserve(ns, key, dtype.upper(), list(shape))
 
     def register_with_cuda(self) -> bool:

@@ -44,9 +44,10 @@ class _PinnedBuffers:
 class AsyncSaver:
     """save() returns at once: it records a CUDA event behind the tensor on the caller's
     stream and hands the rest to one worker thread, which (on its own stream, after that
-    event) copies the bytes device->host straight into reserved pool memory (an embedded
-    store, its pool registered with CUDA) or into a reused pinned buffer that it then puts
-    (a remote store), and commits. The tensor is kept alive until its copy has run; the
+    event) copies the bytes device->host straight into a reserved block -- pool memory of
+    an embedded store (registered with CUDA), or a same-host daemon's put arena (registered
+    here once; the daemon copies it into its pool) -- and commits; over TCP, into a reused
+    pinned buffer that it then puts. The tensor is kept alive until its copy has run; the
     caller must not write to it afterwards (vLLM never changes an encoder output). A CPU
     tensor is put as it is."""
 
@@ -57,7 +58,10 @@ class AsyncSaver:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-save")
         self._pending: set[concurrent.futures.Future] = set()
         self._lock = threading.Lock()
-        self._embedded = cache.transport == "local"
+        # Reserve in place: an embedded store, or a same-host daemon (until one answers
+        # that it has no put arenas: an older daemon).
+        self._reserve = cache.transport in ("local", "shm")
+        self._arena = (0, 0)  # the put arena registered with CUDA
         self._stream = None
         self._buffers = _PinnedBuffers()
 
@@ -76,7 +80,7 @@ class AsyncSaver:
         try:
             if ready is None:
                 self._cache.put(self._ns, key, src)
-            elif self._embedded:
+            elif self._reserve:
                 self._put_reserved(key, src, ready)
             else:
                 self._put_staged(key, src, ready)
@@ -97,8 +101,16 @@ class AsyncSaver:
 
     def _put_reserved(self, key: str, src: torch.Tensor, ready: Any) -> None:
         name = _tensors.dtype_name(src)
-        r = self._cache.reserve(self._ns, key, name, list(src.shape))
         try:
+            r = self._cache.reserve(self._ns, key, name, list(src.shape))
+        except ecstore.InvalidArgument as e:
+            if "put arenas" not in str(e):
+                raise
+            self._reserve = False  # an older daemon: staged puts from now on
+            self._put_staged(key, src, ready)
+            return
+        try:
+            self._register_arena(r.arena())
             import warnings
 
             with warnings.catch_warnings():
@@ -112,6 +124,21 @@ class AsyncSaver:
         except BaseException:
             r.abandon()
             raise
+
+    def _register_arena(self, arena: tuple[int, int]) -> None:
+        """A daemon's put arena registered with CUDA once (a new one, after a reconnect or
+        for a larger put, replaces it), so the device->host copy into it runs at pinned
+        speed; the embedded pool is registered by the cache ((0, 0) here)."""
+        if arena == (0, 0) or arena == self._arena:
+            return
+        cudart = torch.cuda.cudart()
+        if self._arena != (0, 0):
+            cudart.cudaHostUnregister(self._arena[0])  # its blocks are all committed
+        err = cudart.cudaHostRegister(arena[0], arena[1], 0)
+        if int(err) != 0:
+            raise ecstore.Error(f"cudaHostRegister of the {arena[1]}-byte put arena failed "
+                                f"(CUDA error {int(err)})")
+        self._arena = arena
 
     def _put_staged(self, key: str, src: torch.Tensor, ready: Any) -> None:
         nbytes = src.numel() * src.element_size()
@@ -144,6 +171,9 @@ class AsyncSaver:
     def close(self) -> None:
         self.wait()
         self._pool.shutdown(wait=True)
+        if self._arena != (0, 0):
+            torch.cuda.cudart().cudaHostUnregister(self._arena[0])
+            self._arena = (0, 0)
 
 
 def load(cache: ecstore.Cache, ns: str, key: str, device: Any) -> torch.Tensor:

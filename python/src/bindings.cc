@@ -19,6 +19,7 @@
 
 #include "base/host_buffer.h"
 #include "net/client.h"
+#include "python/src/entries.h"
 #include "store/stats_json.h"
 #include "store/store.h"
 
@@ -30,150 +31,6 @@ namespace {
 
 using InBytes = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using OutBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-
-// A failed call: translated into the ecstore.errors class named after its code.
-struct StatusError {
-  Status status;
-};
-
-void Check(const Status& st) {
-  if (!st.ok()) throw StatusError{st};
-}
-template <typename T>
-T Check(Result<T> r) {
-  if (!r.ok()) throw StatusError{r.status()};
-  return std::move(r).value();
-}
-
-// Entry metadata as Python sees it (ecstore.EntryInfo).
-struct Info {
-  std::string ns, key, dtype, tier;
-  std::vector<std::string> tiers;
-  std::vector<int64_t> shape;
-  uint64_t bytes = 0, hits = 0, created_us = 0, last_access_us = 0, checksum = 0;
-};
-
-Info ToInfo(const EntryInfo& e) {
-  Info i;
-  i.ns = e.ns;
-  i.key = e.key;
-  i.dtype = DTypeName(e.meta.dtype);
-  i.tier = TierName(e.tier());
-  for (Tier t : kAllTiers)
-    if (e.tiers.has(t)) i.tiers.push_back(TierName(t));
-  i.shape = e.meta.shape;
-  i.bytes = e.bytes;
-  i.hits = e.hits;
-  i.created_us = e.created_us;
-  i.last_access_us = e.last_access_us;
-  i.checksum = e.checksum;
-  return i;
-}
-
-TensorMeta ToMeta(const std::string& dtype, const std::vector<int64_t>& shape) {
-  TensorMeta m;
-  m.dtype = Check(ParseDType(dtype));
-  m.shape = shape;
-  return m;
-}
-
-// A pool block reserved for one put and filled in place (a device->host copy straight into
-// pool memory, no staging buffer), then committed. Embedded stores only.
-class Reservation {
- public:
-  Reservation(PutReservation r, std::shared_ptr<struct Core> core);
-  nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> view() {
-    if (!r_) Check(Status::InvalidArgument("this reservation was committed or abandoned"));
-    auto b = r_->bytes();
-    return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(b.data(), {b.size()}, nb::handle());
-  }
-  void commit(bool checksum_when_spilled);
-  void abandon() { r_.reset(); }
-
- private:
-  std::optional<PutReservation> r_;
-  std::shared_ptr<struct Core> core_;
-};
-
-// What a Cache and its leases share: the store or client, and (for a client, which serves
-// one thread at a time) the mutex every call and every lease release takes. It lives until
-// the Cache is closed and the last lease is gone, so a lease outliving close() stays valid.
-struct Core {
-  std::mutex mu;
-  std::unique_ptr<Store> store;
-  std::unique_ptr<net::Client> client;
-  bool closed = false;
-  std::unique_lock<std::mutex> Lock() {
-    return client ? std::unique_lock<std::mutex>(mu) : std::unique_lock<std::mutex>();
-  }
-  Cache* Live() {
-    if (closed) Check(Status::InvalidArgument("this cache is closed"));
-    return store ? static_cast<Cache*>(store.get()) : client.get();
-  }
-};
-
-Reservation::Reservation(PutReservation r, std::shared_ptr<Core> core)
-    : r_(std::move(r)), core_(std::move(core)) {}
-
-void Reservation::commit(bool checksum_when_spilled) {
-  if (!r_) Check(Status::InvalidArgument("this reservation was committed or abandoned"));
-  PutReservation r = std::move(*r_);
-  r_.reset();
-  if (checksum_when_spilled) r.ChecksumWhenSpilled();
-  nb::gil_scoped_release nogil;
-  Check(core_->store->Commit(std::move(r)));
-}
-
-// A lease shared by the Python Lease object and every array viewing its bytes: the entry
-// is released when the last of them goes (releasing the Lease early is safe). A remote
-// lease is released under its client's mutex, whatever thread drops it.
-class Lease {
- public:
-  Lease(ReadLease l, std::shared_ptr<Core> core, int device = 0)
-      : device_(device), lease_(new ReadLease(std::move(l)), [core](ReadLease* p) {
-          nb::gil_scoped_release nogil;
-          auto lock = core->Lock();
-          delete p;
-        }) {}
-  Info info() const { return ToInfo(Held().info()); }
-  bool pinned_only() const { return Held().data() == nullptr; }
-  // The bytes, read-only, without a copy; the array keeps the lease alive.
-  nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>> view() const {
-    const ReadLease& l = Held();
-    if (!l.data()) Check(Status::InvalidArgument("a pin holds no bytes to view; use acquire"));
-    if (l.memory_kind() == MemoryKind::kDevice)
-      Check(Status::InvalidArgument("a device lease has no host view; use tensor()"));
-    auto* keep = new std::shared_ptr<ReadLease>(lease_);
-    nb::capsule owner(keep,
-                      [](void* p) noexcept { delete static_cast<std::shared_ptr<ReadLease>*>(p); });
-    return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(l.data(), {l.size()}, owner);
-  }
-  // The same bytes as a torch uint8 tensor (through DLPack; torch has no read-only tensors:
-  // writing to it is an error the store cannot stop -- a shared-memory mapping faults).
-  nb::ndarray<nb::pytorch, uint8_t, nb::ndim<1>> torch_view() const {
-    const ReadLease& l = Held();
-    if (!l.data()) Check(Status::InvalidArgument("a pin holds no bytes to view; use acquire"));
-    auto* keep = new std::shared_ptr<ReadLease>(lease_);
-    nb::capsule owner(keep,
-                      [](void* p) noexcept { delete static_cast<std::shared_ptr<ReadLease>*>(p); });
-    const bool dev = l.memory_kind() == MemoryKind::kDevice;
-    return nb::ndarray<nb::pytorch, uint8_t, nb::ndim<1>>(
-        const_cast<uint8_t*>(l.data()), {l.size()}, owner, {}, nb::dtype<uint8_t>(),
-        dev ? nb::device::cuda::value : nb::device::cpu::value, dev ? device_ : 0);
-  }
-  bool on_device() const { return Held().memory_kind() == MemoryKind::kDevice; }
-  uint64_t address() const { return reinterpret_cast<uint64_t>(Held().data()); }
-  void release() { lease_.reset(); }
-  bool released() const { return !lease_; }
-
- private:
-  const ReadLease& Held() const {
-    if (!lease_) Check(Status::InvalidArgument("this lease was released"));
-    return *lease_;
-  }
-  int device_;
-  std::shared_ptr<ReadLease> lease_;
-};
 
 class PyCache {
  public:
@@ -404,10 +261,11 @@ class PyCache {
     TensorMeta meta = ToMeta(dtype, shape);
     uint64_t bytes = Check(meta.ByteSize());
     core_->Live();
-    if (!core_->store)
-      Check(Status::InvalidArgument("reserve is for an embedded store; use put remotely"));
     nb::gil_scoped_release nogil;
-    return Reservation(Check(core_->store->Reserve(ns, key, meta, bytes)), core_);
+    if (core_->store) return Reservation(Check(core_->store->Reserve(ns, key, meta, bytes)), core_);
+    auto lock = core_->Lock();
+    core_->Live();  // closed meanwhile?
+    return Reservation(Check(core_->client->ReservePut(ns, key, meta, bytes)), core_);
   }
 
   void flush() {
@@ -462,57 +320,6 @@ std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& toke
     c = Check(net::Client::Connect(uri, o));
   }
   return std::make_unique<PyCache>(std::move(c));
-}
-
-// Status errors raise the ecstore.errors class of their code, with the status's message.
-void BindErrors() {
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const StatusError& e) {
-      nb::object errors = nb::module_::import_("ecstore.errors");
-      nb::object cls = errors.attr(ecstore::Status::CodeName(e.status.code()));
-      PyErr_SetString(cls.ptr(), e.status.message().c_str());
-    }
-  });
-}
-
-// What entries are and how their bytes are held: EntryInfo, Lease, Reservation.
-void BindEntries(nb::module_& m) {
-  nb::class_<Info>(m, "EntryInfo")
-      .def_ro("namespace", &Info::ns)
-      .def_ro("key", &Info::key)
-      .def_ro("dtype", &Info::dtype, "safetensors spelling: BF16, F16, F32, ...")
-      .def_ro("shape", &Info::shape)
-      .def_ro("bytes", &Info::bytes)
-      .def_ro("tier", &Info::tier, "the fastest tier holding it: device, pool or disk")
-      .def_ro("tiers", &Info::tiers, "every tier holding a copy")
-      .def_ro("hits", &Info::hits)
-      .def_ro("created_us", &Info::created_us)
-      .def_ro("last_access_us", &Info::last_access_us)
-      .def_ro("checksum", &Info::checksum)
-      .def("__repr__", [](const Info& i) {
-        return "EntryInfo(" + i.ns + "/" + i.key + ", " + i.dtype + ", " + std::to_string(i.bytes) +
-               " bytes, " + i.tier + ")";
-      });
-
-  nb::class_<Lease>(m, "Lease")
-      .def_prop_ro("info", &Lease::info)
-      .def_prop_ro("released", &Lease::released)
-      .def_prop_ro("pinned_only", &Lease::pinned_only)
-      .def_prop_ro("address", &Lease::address)
-      .def("view", &Lease::view, "the bytes in place (read-only uint8 array; keeps the lease)")
-      .def("torch_view", &Lease::torch_view, "the bytes in place as a torch uint8 tensor")
-      .def_prop_ro("on_device", &Lease::on_device, "whether the bytes are in device memory")
-      .def("release", &Lease::release);
-
-  nb::class_<Reservation>(m, "Reservation")
-      .def("view", &Reservation::view, nb::rv_policy::reference_internal,
-           "the reserved pool bytes, writable (uint8 array); not to be used after commit")
-      .def("commit", &Reservation::commit, "checksum_when_spilled"_a = false,
-           "installs the entry; with checksum_when_spilled it is readable at once and hashed "
-           "when first spilled (Store::PutReservation::ChecksumWhenSpilled)")
-      .def("abandon", &Reservation::abandon);
 }
 
 void BindCache(nb::module_& m) {

@@ -240,11 +240,37 @@ def test_a_reservation_checksummed_when_spilled_reads_back_checked(tmp_path):
         assert torch.equal(c.get("ns", "k"), t)
 
 
-def test_reserve_is_for_embedded_stores(daemon):
+def test_reserve_needs_an_embedded_store_or_the_same_host(daemon):
     c = ecstore.connect(daemon["tcp"], transport="tcp")
-    with pytest.raises(ecstore.InvalidArgument, match="embedded"):
+    with pytest.raises(ecstore.InvalidArgument, match="same-host.*use Put"):
         c.reserve("ns", "k", "F32", [4])
     assert c.pool_region() == (0, 0, True)
+    c.close()
+
+
+def test_a_same_host_reservation_fills_the_daemons_put_arena(daemon):
+    """Through a same-host daemon, a reservation is a block of the connection's put arena:
+    filled in place, committed (the daemon copies it once), read back byte for byte; with
+    checksum_when_spilled it is hashed by the daemon's spill, not at commit."""
+    c = ecstore.connect(daemon["unix"])
+    t, u = torch.randn(300, 300), torch.randn(50, 70)
+    r = c.reserve("ns", "k", "F32", [300, 300])
+    addr, size = r.arena()
+    assert addr != 0 and size >= 64 << 20
+    r.view()[:] = t.view(-1).view(torch.uint8).numpy()
+    assert not c.contains("ns", "k")  # not visible before commit
+    r.commit()
+    assert torch.equal(c.get("ns", "k"), t)
+    assert c.lookup("ns", "k").checksum != 0
+    r2 = c.reserve("ns", "later", "F32", [50, 70])
+    assert r2.arena() == (addr, size)  # the same arena, asked for once
+    r2.view()[:] = u.view(-1).view(torch.uint8).numpy()
+    r2.commit(checksum_when_spilled=True)
+    assert torch.equal(c.get("ns", "later"), u)
+    with pytest.raises(ecstore.InvalidArgument, match="committed or abandoned"):
+        r2.commit()
+    c.reserve("ns", "gone", "F32", [10]).abandon()
+    assert not c.contains("ns", "gone")
     c.close()
 
 

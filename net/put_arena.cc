@@ -1,0 +1,157 @@
+#include "net/put_arena.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "net/transport.h"
+
+namespace ecstore::net {
+namespace {
+
+constexpr uint64_t kBlockAlign = 4096;  // each block starts on a page, as DMA likes it
+
+}  // namespace
+
+// The client may write the memfd and map it as it likes, but not change its size: a shrunk
+// memfd would make the server's next read of it SIGBUS.
+Result<std::shared_ptr<SharedArena>> SharedArena::Create(uint64_t bytes) {
+  if (bytes == 0 || bytes > kMaxArenaBytes)
+    return Status::InvalidArgument("a put arena of " + std::to_string(bytes) +
+                                   " bytes: ask for 1 byte to " + std::to_string(kMaxArenaBytes));
+  UniqueFd fd(memfd_create("ec-store-put-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return Status::FromErrno(errno, "memfd_create for a put arena");
+  if (ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
+    return Status::FromErrno(errno, "size a put arena");
+  if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return Status::FromErrno(errno, "seal a put arena's size");
+  void* p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap a put arena");
+  return std::shared_ptr<SharedArena>(
+      new SharedArena(std::move(fd), static_cast<uint8_t*>(p), bytes));
+}
+
+Result<std::shared_ptr<SharedArena>> SharedArena::Map(int passed_fd, uint64_t bytes) {
+  UniqueFd fd(passed_fd);
+  if (!fd.valid()) return Status::Unavailable("server did not pass the put arena");
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "fstat the put arena");
+  if (bytes == 0 || static_cast<uint64_t>(st.st_size) != bytes)
+    return Status::Unavailable("the put arena passed is " + std::to_string(st.st_size) +
+                               " bytes, not the " + std::to_string(bytes) + " announced");
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap the put arena");
+  madvise(p, bytes, MADV_HUGEPAGE);  // granted where shmem_enabled allows
+  // The mapping keeps the memory; this side needs no descriptor.
+  return std::shared_ptr<SharedArena>(new SharedArena(UniqueFd(), static_cast<uint8_t*>(p), bytes));
+}
+
+SharedArena::~SharedArena() { munmap(base_, size_); }
+
+std::optional<uint64_t> SharedArena::Allocate(uint64_t size) {
+  if (size == 0) size = 1;
+  std::lock_guard<std::mutex> l(mu_);
+  uint64_t at = 0;
+  auto it = used_.begin();
+  for (; it != used_.end(); ++it) {
+    if (it->first >= at && it->first - at >= size) break;
+    at = (it->first + it->second + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+  }
+  if (at > size_ || size_ - at < size) return std::nullopt;
+  used_.insert(it, {at, size});
+  return at;
+}
+
+void SharedArena::Free(uint64_t offset) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = std::find_if(used_.begin(), used_.end(),
+                         [offset](const auto& u) { return u.first == offset; });
+  if (it != used_.end()) used_.erase(it);
+}
+
+ArenaReservation& ArenaReservation::operator=(ArenaReservation&& o) noexcept {
+  if (this == &o) return *this;
+  if (arena_) arena_->Free(offset_);
+  arena_ = std::move(o.arena_);
+  offset_ = o.offset_;
+  size_ = o.size_;
+  head_ = std::move(o.head_);
+  o.arena_.reset();
+  return *this;
+}
+
+ArenaReservation::~ArenaReservation() {
+  if (arena_) arena_->Free(offset_);
+}
+
+std::string PutShmBody(const std::string& head, uint64_t offset, uint64_t size, uint8_t flags) {
+  BodyWriter w;
+  w.Raw(head.data(), head.size());
+  w.U64(offset);
+  w.U64(size);
+  w.U8(flags);
+  return w.data();
+}
+
+namespace {
+Status PutFromArena(Store* store, const SharedArena* arena, const KeyRef& k, const TensorMeta& meta,
+                    uint64_t offset, uint64_t size, uint8_t flags) {
+  if (!arena) return Status::InvalidArgument("PUT_SHM before PUT_ARENA: ask for an arena first");
+  if (offset > arena->bytes().size() || size > arena->bytes().size() - offset)
+    return Status::InvalidArgument("PUT_SHM of [" + std::to_string(offset) + ", +" +
+                                   std::to_string(size) + ") lies outside the " +
+                                   std::to_string(arena->bytes().size()) + "-byte put arena");
+  auto res = store->Reserve(k.ns, k.key, meta, size);
+  if (!res.ok()) return res.status();
+  // One copy of the whole block, then the checksum (or none, left to the spill): a large
+  // memcpy streams with non-temporal stores that piecewise copy-and-hash gives up (as
+  // Store::Put measured). The stored bytes are this copy: a client writing the block
+  // meanwhile changes only what it puts, and the checksum is always of the pool's bytes.
+  std::memcpy(res->bytes().data(), arena->bytes().data() + offset, size);
+  if (flags & kPutChecksumWhenSpilled) res->ChecksumWhenSpilled();
+  return store->Commit(std::move(res).value());
+}
+}  // namespace
+
+Result<Answer> AnswerArena(Store* store, Op op, BodyReader* r, std::shared_ptr<SharedArena>* arena,
+                           std::string* key, uint64_t* bytes_in) {
+  if (op == Op::kPutArena) {
+    uint64_t bytes;
+    if (!r->U64(&bytes)) return Status::InvalidArgument("malformed PUT_ARENA");
+    auto a = SharedArena::Create(bytes);
+    if (!a.ok()) return Answer{a.status(), Op::kError, {}};
+    *arena = std::move(a).value();  // blocks of the old one are committed as plain PUTs
+    BodyWriter w;
+    w.U64(bytes);
+    return Answer{Status::Ok(), Op::kPutArenaOk, w.data()};
+  }
+  auto k = ParseKeyBody(r);
+  if (!k.ok()) return k.status();
+  TensorMeta meta;
+  uint64_t offset, size;
+  uint8_t flags;
+  if (!r->Meta(&meta) || !r->U64(&offset) || !r->U64(&size) || !r->U8(&flags))
+    return Status::InvalidArgument("malformed PUT_SHM");
+  *key = k->key;
+  *bytes_in = size;
+  return Answer{PutFromArena(store, arena->get(), *k, meta, offset, size, flags), Op::kOk, {}};
+}
+
+// ---------------------------------------------------------- transports without arenas
+
+Result<ArenaReservation> Transport::ReservePut(Channel&, std::string, uint64_t) {
+  return Status::InvalidArgument(
+      "put arenas need a same-host server (the unix socket) that offers them; use Put");
+}
+
+Status Transport::CommitPut(Channel& ch, const ArenaReservation& r, bool) {
+  EC_RETURN_IF_ERROR(ch.SendRequest(Op::kPut, r.head(), r.bytes()));
+  return ch.ReadReply(Op::kOk).status();
+}
+
+}  // namespace ecstore::net

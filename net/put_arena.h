@@ -1,0 +1,106 @@
+// Put arenas: same-host puts that do not travel through the socket.
+//
+// A client on the unix socket may ask for a put arena (PUT_ARENA). The server makes a memfd,
+// seals it against shrinking and growing (so no client can make the server's reads of it
+// fault), maps it read-only and passes it with the reply; the client maps it writable. The
+// client fills a block of it -- a device->host copy lands there directly, with no staging
+// buffer and no copies into and out of socket buffers -- and sends PUT_SHM with the block's
+// offset and size. The server copies the block into a pool reservation, checksumming each
+// piece as it lands (or leaving the checksum to the spill), and commits. The stored bytes
+// are the server's copy, never memory a client can still write, so the pool stays sealed
+// against clients and a checksum always describes what readers get.
+//
+//   auto r = client->ReservePut("qwen", mm_hash, meta, bytes);  // Client (net/client.h)
+//   cudaMemcpy(r->bytes().data(), dev_ptr, bytes, cudaMemcpyDeviceToHost);
+//   EC_RETURN_IF_ERROR(client->CommitPut(std::move(r).value()));
+//
+// Thread rules: a SharedArena is shared (shared_ptr) by the transport that asked for it and
+// the reservations carved from it; Allocate and Free may be called from any thread. An
+// ArenaReservation is used by one thread at a time. PutFromArena runs on a connection's
+// thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "net/protocol.h"
+#include "net/socket.h"
+#include "store/store.h"
+
+namespace ecstore::net {
+
+// The most a server maps for one connection's arena (a client asks for at least twice its
+// largest put, at least kMinArenaBytes).
+inline constexpr uint64_t kMaxArenaBytes = 4ull << 30;
+inline constexpr uint64_t kMinArenaBytes = 64ull << 20;
+
+class SharedArena {
+ public:
+  // Server: a new memfd of `bytes`, sealed against shrinking and growing, mapped read-only.
+  static Result<std::shared_ptr<SharedArena>> Create(uint64_t bytes);
+  // Client: the arena passed with PUT_ARENA_OK, mapped writable; its size checked by fstat.
+  static Result<std::shared_ptr<SharedArena>> Map(int passed_fd, uint64_t bytes);
+  ~SharedArena();
+  SharedArena(const SharedArena&) = delete;
+  SharedArena& operator=(const SharedArena&) = delete;
+
+  int fd() const { return fd_.get(); }
+  std::span<uint8_t> bytes() const { return {base_, size_}; }
+  // Client: the offset of a free block of `size` bytes (64-byte aligned), or nullopt when
+  // the blocks in use leave no room; Free gives it back.
+  std::optional<uint64_t> Allocate(uint64_t size);
+  void Free(uint64_t offset);
+
+ private:
+  SharedArena(UniqueFd fd, uint8_t* base, uint64_t size)
+      : fd_(std::move(fd)), base_(base), size_(size) {}
+  UniqueFd fd_;
+  uint8_t* base_;
+  uint64_t size_;
+  std::mutex mu_;
+  std::vector<std::pair<uint64_t, uint64_t>> used_;  // (offset, size), by offset
+};
+
+// A block of a connection's put arena held for one put (Client::ReservePut): fill bytes(),
+// then Client::CommitPut. It keeps its arena mapped, so its bytes stay valid whatever
+// happens to the connection; if the connection was re-established meanwhile (the server
+// restarted, the arena was replaced by a larger one), the commit sends them as a plain PUT.
+// Dropped uncommitted, nothing is put.
+class ArenaReservation {
+ public:
+  ArenaReservation() = default;
+  ArenaReservation(std::shared_ptr<SharedArena> arena, uint64_t offset, uint64_t size,
+                   std::string head)
+      : arena_(std::move(arena)), offset_(offset), size_(size), head_(std::move(head)) {}
+  ArenaReservation(ArenaReservation&& o) noexcept { *this = std::move(o); }
+  ArenaReservation& operator=(ArenaReservation&& o) noexcept;
+  ~ArenaReservation();
+  std::span<uint8_t> bytes() const {
+    return arena_ ? arena_->bytes().subspan(offset_, size_) : std::span<uint8_t>();
+  }
+  const SharedArena* arena() const { return arena_.get(); }
+  uint64_t offset() const { return offset_; }
+  const std::string& head() const { return head_; }  // the PUT body before the bytes
+
+ private:
+  std::shared_ptr<SharedArena> arena_;
+  uint64_t offset_ = 0, size_ = 0;
+  std::string head_;
+};
+
+// The PUT_SHM body: the PUT head (ns, key, meta), then the block and the flags.
+std::string PutShmBody(const std::string& head, uint64_t offset, uint64_t size, uint8_t flags);
+// Server: answers PUT_ARENA (a new arena for the connection replaces *arena; the reply
+// passes (*arena)->fd()) or PUT_SHM (a block of *arena put into the store: a block outside
+// it, or no arena yet, is the answer's InvalidArgument). A malformed body is the outer
+// status: answer it, then close the connection. *key and *bytes_in are set for the log.
+Result<Answer> AnswerArena(Store* store, Op op, BodyReader* r, std::shared_ptr<SharedArena>* arena,
+                           std::string* key, uint64_t* bytes_in);
+
+}  // namespace ecstore::net

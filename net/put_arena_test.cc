@@ -1,0 +1,204 @@
+// Put arenas: same-host puts written into a shared arena and copied once by the server.
+// A store and its server in this process; clients over the real unix socket.
+#include "net/put_arena.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "disk/record.h"
+#include "net/client.h"
+#include "net/frame_stream.h"
+#include "net/server.h"
+#include "tests/test_util.h"
+
+namespace ecstore::net {
+namespace {
+
+using testing::Payload;
+constexpr uint64_t kMiB = 1 << 20;
+
+TensorMeta U8(uint64_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
+
+class PutArenaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Options o;
+    o.pool_bytes = 256 * kMiB;
+    o.memory_backend = NewSharedHostBackend;
+    o.write_back = false;  // nothing spills (and hashes) an entry before Flush
+    auto s = Store::Open(dir_.path(), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+    StartServer();
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+  void StartServer() {
+    ServerOptions so;
+    so.listen = "127.0.0.1:0";
+    so.shm_socket = dir_.sub("serve.sock");
+    auto srv = Server::Start(store_.get(), so);
+    ASSERT_TRUE(srv.ok()) << srv.status().ToString();
+    server_ = std::move(srv).value();
+  }
+  std::unique_ptr<Client> Connect(const std::string& transport = "auto") {
+    ClientOptions o;
+    o.transport = transport;
+    auto c = Client::Connect(transport == "tcp" ? "127.0.0.1:" + std::to_string(server_->port())
+                                                : "unix:" + dir_.sub("serve.sock"),
+                             o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+  // Reserves, fills with Payload(seed, n) and returns the reservation.
+  static ArenaReservation Filled(Client* c, const std::string& key, uint64_t seed, uint64_t n) {
+    auto r = c->ReservePut("ns", key, U8(n), n);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return {};
+    auto p = Payload(seed, n);
+    std::memcpy(r->bytes().data(), p.data(), n);
+    return std::move(r).value();
+  }
+  void ExpectStored(const std::string& key, uint64_t seed, uint64_t n) {
+    std::vector<uint8_t> got(n);
+    auto info = store_->Get("ns", key, {got.data(), got.size()});
+    ASSERT_TRUE(info.ok()) << key << ": " << info.status().ToString();
+    EXPECT_EQ(info->bytes, n);
+    EXPECT_EQ(got, Payload(seed, n)) << key;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Server> server_;
+};
+
+// A reservation filled in place and committed is stored byte for byte. Committed with
+// checksum_when_spilled it is readable at once with checksum 0 (only PUT_SHM can ask for
+// that: a PUT is always hashed), and hashed by the spill that gives it a disk copy.
+TEST_F(PutArenaTest, AReservationFilledInPlaceIsStoredByteForByte) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->CommitPut(Filled(c.get(), "hashed", 1, 3 * kMiB + 5)).ok());
+  ExpectStored("hashed", 1, 3 * kMiB + 5);
+  EXPECT_NE(store_->Lookup("ns", "hashed")->checksum, 0u);
+  ASSERT_TRUE(c->CommitPut(Filled(c.get(), "later", 2, 2 * kMiB), true).ok());
+  ExpectStored("later", 2, 2 * kMiB);
+  EXPECT_EQ(store_->Lookup("ns", "later")->checksum, 0u);
+  ASSERT_TRUE(store_->Flush().ok());
+  auto info = store_->Lookup("ns", "later");
+  ASSERT_TRUE(info.ok());
+  EXPECT_NE(info->checksum, 0u);
+  EXPECT_EQ(info->checksum, PayloadChecksum(Payload(2, 2 * kMiB).data(), 2 * kMiB));
+  // A reservation dropped uncommitted puts nothing, and its block is reused.
+  { auto dropped = Filled(c.get(), "dropped", 3, kMiB); }
+  EXPECT_TRUE(store_->Lookup("ns", "dropped").status().IsNotFound());
+  ASSERT_TRUE(c->CommitPut(Filled(c.get(), "after", 4, kMiB)).ok());
+  ExpectStored("after", 4, kMiB);
+}
+
+// Several blocks held at once get distinct parts of the arena; one that does not fit beside
+// them gets a larger arena, and those carved from the old one still commit (as plain PUTs)
+// with their own bytes.
+TEST_F(PutArenaTest, BlocksHeldTogetherAndAGrownArenaKeepTheirBytes) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  ArenaReservation a = Filled(c.get(), "a", 10, 20 * kMiB);
+  ArenaReservation b = Filled(c.get(), "b", 11, 20 * kMiB);
+  ASSERT_EQ(a.arena(), b.arena());
+  EXPECT_GE(b.offset(), a.offset() + 20 * kMiB);
+  const SharedArena* first = a.arena();
+  ArenaReservation big = Filled(c.get(), "big", 12, 40 * kMiB);  // beside a and b: no room
+  EXPECT_NE(big.arena(), first);
+  EXPECT_GE(big.arena()->bytes().size(), 80 * kMiB);
+  ASSERT_TRUE(c->CommitPut(std::move(b)).ok());
+  ASSERT_TRUE(c->CommitPut(std::move(big), true).ok());
+  ASSERT_TRUE(c->CommitPut(std::move(a)).ok());
+  ExpectStored("a", 10, 20 * kMiB);
+  ExpectStored("b", 11, 20 * kMiB);
+  ExpectStored("big", 12, 40 * kMiB);
+  EXPECT_EQ(store_->Lookup("ns", "big")->checksum, 0u);  // PUT_SHM from the new arena
+  EXPECT_NE(store_->Lookup("ns", "a")->checksum, 0u);
+}
+
+// A reservation outlives its connection: after the server restarts, the commit reconnects
+// and sends the bytes as a PUT. Nothing is lost.
+TEST_F(PutArenaTest, AReservationCommitsAcrossAServerRestart) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  ArenaReservation r = Filled(c.get(), "across", 20, 5 * kMiB);
+  server_->Stop();
+  StartServer();
+  ASSERT_TRUE(c->CommitPut(std::move(r), true).ok());
+  ExpectStored("across", 20, 5 * kMiB);
+  ASSERT_TRUE(c->CommitPut(Filled(c.get(), "next", 21, kMiB)).ok());  // a new arena
+  ExpectStored("next", 21, kMiB);
+}
+
+// Over TCP there is no arena: a clear error that says to use Put. Bad puts are refused
+// before anything is reserved.
+TEST_F(PutArenaTest, ReservingNeedsTheSameHostAndAGoodPut) {
+  auto tcp = Connect("tcp");
+  ASSERT_TRUE(tcp);
+  auto r = tcp->ReservePut("ns", "k", U8(kMiB), kMiB);
+  ASSERT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("use Put"), std::string::npos);
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->ReservePut("ns", "", U8(kMiB), kMiB).status().IsInvalidArgument());
+  EXPECT_TRUE(c->ReservePut("ns", "k", U8(kMiB), kMiB + 1).status().IsInvalidArgument());
+  EXPECT_TRUE(c->CommitPut(ArenaReservation()).IsInvalidArgument());
+}
+
+// The server's side, spoken raw: PUT_SHM before any arena, or of a block outside it, is
+// refused with a reason and the connection stays usable; the arena passed cannot be shrunk
+// or grown by the client (its reads would fault the server), but it can be written.
+TEST_F(PutArenaTest, TheServerRefusesBlocksOutsideTheArenaAndSealsItsSize) {
+  auto fd = ConnectUnix(dir_.sub("serve.sock"), std::chrono::milliseconds(2000));
+  ASSERT_TRUE(fd.ok());
+  FrameStream s;
+  s.Adopt(std::move(fd).value());
+  BodyWriter hello;
+  hello.Str("");
+  ASSERT_TRUE(s.Send(Op::kHello, hello.data()).ok());
+  int pool_fd = -1;
+  auto hi = s.ReadReply(Op::kHelloOk, &pool_fd);
+  ASSERT_TRUE(hi.ok()) << hi.status().ToString();
+  close(pool_fd);
+  BodyReader hr(reinterpret_cast<const uint8_t*>(hi->data()), hi->size());
+  HelloInfo info;
+  ASSERT_TRUE(ParseHelloBody(&hr, &info));
+  EXPECT_EQ(info.features & kFeaturePutArena, kFeaturePutArena);
+  const std::string head = *PutHeadBody("ns", "raw", U8(kMiB), kMiB);
+  ASSERT_TRUE(s.Send(Op::kPutShm, PutShmBody(head, 0, kMiB, 0)).ok());
+  auto no_arena = s.ReadReply(Op::kOk);
+  EXPECT_NE(no_arena.status().message().find("before PUT_ARENA"), std::string::npos)
+      << no_arena.status().ToString();
+  BodyWriter want;
+  want.U64(8 * kMiB);
+  ASSERT_TRUE(s.Send(Op::kPutArena, want.data()).ok());
+  int arena_fd = -1;
+  ASSERT_TRUE(s.ReadReply(Op::kPutArenaOk, &arena_fd).ok());
+  ASSERT_GE(arena_fd, 0);
+  EXPECT_NE(ftruncate(arena_fd, 0), 0);          // sealed: no shrinking ...
+  EXPECT_NE(ftruncate(arena_fd, 16 * kMiB), 0);  // ... nor growing
+  auto arena = SharedArena::Map(arena_fd, 8 * kMiB);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  auto p = Payload(30, kMiB);
+  std::memcpy((*arena)->bytes().data() + 7 * kMiB, p.data(), kMiB);
+  ASSERT_TRUE(s.Send(Op::kPutShm, PutShmBody(head, 7 * kMiB + 1, kMiB, 0)).ok());
+  auto outside = s.ReadReply(Op::kOk);
+  EXPECT_TRUE(outside.status().IsInvalidArgument()) << outside.status().ToString();
+  EXPECT_NE(outside.status().message().find("outside"), std::string::npos);
+  ASSERT_TRUE(s.Send(Op::kPutShm, PutShmBody(head, ~0ull - 4, 8, 0)).ok());  // wraps around
+  EXPECT_TRUE(s.ReadReply(Op::kOk).status().IsInvalidArgument());
+  EXPECT_TRUE(store_->Lookup("ns", "raw").status().IsNotFound());
+  ASSERT_TRUE(s.Send(Op::kPutShm, PutShmBody(head, 7 * kMiB, kMiB, 0)).ok());
+  ASSERT_TRUE(s.ReadReply(Op::kOk).ok());
+  ExpectStored("raw", 30, kMiB);
+}
+
+}  // namespace
+}  // namespace ecstore::net

@@ -1,0 +1,112 @@
+#include "python/src/entries.h"
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+namespace ecstore::py {
+
+using namespace nb::literals;
+
+Info ToInfo(const EntryInfo& e) {
+  Info i;
+  i.ns = e.ns;
+  i.key = e.key;
+  i.dtype = DTypeName(e.meta.dtype);
+  i.tier = TierName(e.tier());
+  for (Tier t : kAllTiers)
+    if (e.tiers.has(t)) i.tiers.push_back(TierName(t));
+  i.shape = e.meta.shape;
+  i.bytes = e.bytes;
+  i.hits = e.hits;
+  i.created_us = e.created_us;
+  i.last_access_us = e.last_access_us;
+  i.checksum = e.checksum;
+  return i;
+}
+
+TensorMeta ToMeta(const std::string& dtype, const std::vector<int64_t>& shape) {
+  TensorMeta m;
+  m.dtype = Check(ParseDType(dtype));
+  m.shape = shape;
+  return m;
+}
+
+Reservation::Reservation(PutReservation r, std::shared_ptr<Core> core)
+    : r_(std::move(r)), core_(std::move(core)) {}
+Reservation::Reservation(net::ArenaReservation a, std::shared_ptr<Core> core)
+    : a_(std::move(a)), core_(std::move(core)) {}
+
+void Reservation::commit(bool checksum_when_spilled) {
+  Bytes();
+  if (a_) {
+    net::ArenaReservation a = std::move(*a_);
+    a_.reset();
+    nb::gil_scoped_release nogil;
+    auto lock = core_->Lock();
+    if (core_->closed) Check(Status::InvalidArgument("this cache is closed"));
+    Check(core_->client->CommitPut(std::move(a), checksum_when_spilled));
+    return;
+  }
+  PutReservation r = std::move(*r_);
+  r_.reset();
+  if (checksum_when_spilled) r.ChecksumWhenSpilled();
+  nb::gil_scoped_release nogil;
+  Check(core_->store->Commit(std::move(r)));
+}
+
+// Status errors raise the ecstore.errors class of their code, with the status's message.
+void BindErrors() {
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      nb::object errors = nb::module_::import_("ecstore.errors");
+      nb::object cls = errors.attr(ecstore::Status::CodeName(e.status.code()));
+      PyErr_SetString(cls.ptr(), e.status.message().c_str());
+    }
+  });
+}
+
+// What entries are and how their bytes are held: EntryInfo, Lease, Reservation.
+void BindEntries(nb::module_& m) {
+  nb::class_<Info>(m, "EntryInfo")
+      .def_ro("namespace", &Info::ns)
+      .def_ro("key", &Info::key)
+      .def_ro("dtype", &Info::dtype, "safetensors spelling: BF16, F16, F32, ...")
+      .def_ro("shape", &Info::shape)
+      .def_ro("bytes", &Info::bytes)
+      .def_ro("tier", &Info::tier, "the fastest tier holding it: device, pool or disk")
+      .def_ro("tiers", &Info::tiers, "every tier holding a copy")
+      .def_ro("hits", &Info::hits)
+      .def_ro("created_us", &Info::created_us)
+      .def_ro("last_access_us", &Info::last_access_us)
+      .def_ro("checksum", &Info::checksum)
+      .def("__repr__", [](const Info& i) {
+        return "EntryInfo(" + i.ns + "/" + i.key + ", " + i.dtype + ", " + std::to_string(i.bytes) +
+               " bytes, " + i.tier + ")";
+      });
+
+  nb::class_<Lease>(m, "Lease")
+      .def_prop_ro("info", &Lease::info)
+      .def_prop_ro("released", &Lease::released)
+      .def_prop_ro("pinned_only", &Lease::pinned_only)
+      .def_prop_ro("address", &Lease::address)
+      .def("view", &Lease::view, "the bytes in place (read-only uint8 array; keeps the lease)")
+      .def("torch_view", &Lease::torch_view, "the bytes in place as a torch uint8 tensor")
+      .def_prop_ro("on_device", &Lease::on_device, "whether the bytes are in device memory")
+      .def("release", &Lease::release);
+
+  nb::class_<Reservation>(m, "Reservation")
+      .def("view", &Reservation::view, nb::rv_policy::reference_internal,
+           "the reserved bytes, writable (uint8 array); not to be used after commit")
+      .def("commit", &Reservation::commit, "checksum_when_spilled"_a = false,
+           "installs the entry; with checksum_when_spilled it is readable at once and hashed "
+           "when first spilled (Store::PutReservation::ChecksumWhenSpilled)")
+      .def("arena", &Reservation::arena,
+           "(address, bytes) of the same-host put arena the block lies in, to register with "
+           "CUDA once; (0, 0) for an embedded store's pool")
+      .def("abandon", &Reservation::abandon);
+}
+
+}  // namespace ecstore::py

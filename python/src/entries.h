@@ -1,0 +1,159 @@
+// The Python handles the bindings hand out (python/src/bindings.cc binds the Cache): entry
+// info, a lease on an entry's bytes, a reservation to fill in place, and the Core a Cache
+// and its handles share; Status errors as Python exceptions.
+// Thread rules: a handle may be used from any Python thread; those of a remote Cache take
+// its Core's mutex for every client call (a Client serves one thread at a time).
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "net/client.h"
+#include "store/store.h"
+
+namespace ecstore::py {
+
+namespace nb = nanobind;
+
+// A failed call: translated into the ecstore.errors class named after its code.
+struct StatusError {
+  Status status;
+};
+
+inline void Check(const Status& st) {
+  if (!st.ok()) throw StatusError{st};
+}
+template <typename T>
+T Check(Result<T> r) {
+  if (!r.ok()) throw StatusError{r.status()};
+  return std::move(r).value();
+}
+
+// Entry metadata as Python sees it (ecstore.EntryInfo).
+struct Info {
+  std::string ns, key, dtype, tier;
+  std::vector<std::string> tiers;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0, hits = 0, created_us = 0, last_access_us = 0, checksum = 0;
+};
+
+Info ToInfo(const EntryInfo& e);
+
+TensorMeta ToMeta(const std::string& dtype, const std::vector<int64_t>& shape);
+
+// A block reserved for one put and filled in place (a device->host copy straight into it,
+// no staging buffer), then committed: pool memory of an embedded store, or a same-host
+// client's put arena (net/put_arena.h), which the server copies from once.
+class Reservation {
+ public:
+  Reservation(PutReservation r, std::shared_ptr<struct Core> core);
+  Reservation(net::ArenaReservation a, std::shared_ptr<struct Core> core);
+  nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> view() {
+    auto b = Bytes();
+    return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(b.data(), {b.size()}, nb::handle());
+  }
+  // (address, bytes) of the put arena the block lies in, to register it with CUDA once;
+  // (0, 0) for pool memory (Cache.register_with_cuda registers the pool).
+  std::pair<uint64_t, uint64_t> arena() {
+    Bytes();
+    if (!a_) return {0, 0};
+    auto m = a_->arena()->bytes();
+    return {reinterpret_cast<uint64_t>(m.data()), m.size()};
+  }
+  void commit(bool checksum_when_spilled);
+  void abandon() {
+    r_.reset();
+    a_.reset();
+  }
+
+ private:
+  std::span<uint8_t> Bytes() {
+    if (!r_ && !a_) Check(Status::InvalidArgument("this reservation was committed or abandoned"));
+    return r_ ? r_->bytes() : a_->bytes();
+  }
+  std::optional<PutReservation> r_;
+  std::optional<net::ArenaReservation> a_;
+  std::shared_ptr<struct Core> core_;
+};
+
+// What a Cache and its leases share: the store or client, and (for a client, which serves
+// one thread at a time) the mutex every call and every lease release takes. It lives until
+// the Cache is closed and the last lease is gone, so a lease outliving close() stays valid.
+struct Core {
+  std::mutex mu;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<net::Client> client;
+  bool closed = false;
+  std::unique_lock<std::mutex> Lock() {
+    return client ? std::unique_lock<std::mutex>(mu) : std::unique_lock<std::mutex>();
+  }
+  Cache* Live() {
+    if (closed) Check(Status::InvalidArgument("this cache is closed"));
+    return store ? static_cast<Cache*>(store.get()) : client.get();
+  }
+};
+
+// A lease shared by the Python Lease object and every array viewing its bytes: the entry
+// is released when the last of them goes (releasing the Lease early is safe). A remote
+// lease is released under its client's mutex, whatever thread drops it.
+class Lease {
+ public:
+  Lease(ReadLease l, std::shared_ptr<Core> core, int device = 0)
+      : device_(device), lease_(new ReadLease(std::move(l)), [core](ReadLease* p) {
+          nb::gil_scoped_release nogil;
+          auto lock = core->Lock();
+          delete p;
+        }) {}
+  Info info() const { return ToInfo(Held().info()); }
+  bool pinned_only() const { return Held().data() == nullptr; }
+  // The bytes, read-only, without a copy; the array keeps the lease alive.
+  nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>> view() const {
+    const ReadLease& l = Held();
+    if (!l.data()) Check(Status::InvalidArgument("a pin holds no bytes to view; use acquire"));
+    if (l.memory_kind() == MemoryKind::kDevice)
+      Check(Status::InvalidArgument("a device lease has no host view; use tensor()"));
+    auto* keep = new std::shared_ptr<ReadLease>(lease_);
+    nb::capsule owner(keep,
+                      [](void* p) noexcept { delete static_cast<std::shared_ptr<ReadLease>*>(p); });
+    return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(l.data(), {l.size()}, owner);
+  }
+  // The same bytes as a torch uint8 tensor (through DLPack; torch has no read-only tensors:
+  // writing to it is an error the store cannot stop -- a shared-memory mapping faults).
+  nb::ndarray<nb::pytorch, uint8_t, nb::ndim<1>> torch_view() const {
+    const ReadLease& l = Held();
+    if (!l.data()) Check(Status::InvalidArgument("a pin holds no bytes to view; use acquire"));
+    auto* keep = new std::shared_ptr<ReadLease>(lease_);
+    nb::capsule owner(keep,
+                      [](void* p) noexcept { delete static_cast<std::shared_ptr<ReadLease>*>(p); });
+    const bool dev = l.memory_kind() == MemoryKind::kDevice;
+    return nb::ndarray<nb::pytorch, uint8_t, nb::ndim<1>>(
+        const_cast<uint8_t*>(l.data()), {l.size()}, owner, {}, nb::dtype<uint8_t>(),
+        dev ? nb::device::cuda::value : nb::device::cpu::value, dev ? device_ : 0);
+  }
+  bool on_device() const { return Held().memory_kind() == MemoryKind::kDevice; }
+  uint64_t address() const { return reinterpret_cast<uint64_t>(Held().data()); }
+  void release() { lease_.reset(); }
+  bool released() const { return !lease_; }
+
+ private:
+  const ReadLease& Held() const {
+    if (!lease_) Check(Status::InvalidArgument("this lease was released"));
+    return *lease_;
+  }
+  int device_;
+  std::shared_ptr<ReadLease> lease_;
+};
+
+// Registers the translation of StatusError into ecstore.errors, and binds EntryInfo, Lease
+// and Reservation.
+void BindErrors();
+void BindEntries(nb::module_& m);
+
+}  // namespace ecstore::py
