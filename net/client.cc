@@ -62,7 +62,7 @@ Status Client::Hello(HelloInfo* info, int* pool_fd) {
 Status Client::ChooseTransport(const HelloInfo& info, int pool_fd) {
   transport_.reset();
   if (unix_) {
-    auto t = NewShmTransport(pool_fd, info.pool_bytes, info.features);
+    auto t = NewShmTransport(pool_fd, info.pool_bytes, info.features, arena_registrar_);
     if (!t.ok()) return t.status();
     transport_ = std::move(t).value();
   } else if (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&

@@ -92,6 +92,13 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   Result<ArenaReservation> ReservePut(std::string_view ns, std::string_view key,
                                       const TensorMeta& meta, uint64_t size);
   Status CommitPut(ArenaReservation r, bool checksum_when_spilled = false);
+  // Registers every put arena this client maps (the one mapped now too) with `registrar`
+  // (cuda::NewHostRegistrar: device->host copies into it at pinned speed), and deregisters
+  // each before it is unmapped; kept across reconnects.
+  Status RegisterArenasWith(std::shared_ptr<MemoryRegistrar> registrar) {
+    arena_registrar_ = std::move(registrar);
+    return transport_ ? transport_->SetArenaRegistrar(arena_registrar_) : Status::Ok();
+  }
   // Registers memory gets will land in (RDMA: the NIC writes it directly, no bounce copy);
   // kept across reconnects; a no-op for TCP and shared memory. Valid until UnregisterBuffer.
   Status RegisterBuffer(std::span<uint8_t> memory);
@@ -140,6 +147,7 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   std::string unix_path_;
   std::unique_ptr<Transport> transport_;        // set by each (re)connect
   std::vector<std::span<uint8_t>> registered_;  // RegisterBuffer's, re-registered on reconnect
+  std::shared_ptr<MemoryRegistrar> arena_registrar_;  // RegisterArenasWith's
 };
 
 }  // namespace ecstore::net

@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "base/copy_pool.h"
+#include "base/memory_backend.h"
 #include "base/status.h"
 #include "net/protocol.h"
 #include "net/socket.h"
@@ -49,6 +51,10 @@ class SharedArena {
   ~SharedArena();
   SharedArena(const SharedArena&) = delete;
   SharedArena& operator=(const SharedArena&) = delete;
+  // Client: registers the mapping (with CUDA, so device->host copies land at pinned speed)
+  // and deregisters it before it is unmapped -- a registration outliving its mapping would
+  // send later copies to pages nobody reads. Once; a second registrar is refused.
+  Status RegisterWith(std::shared_ptr<MemoryRegistrar> registrar);
 
   int fd() const { return fd_.get(); }
   std::span<uint8_t> bytes() const { return {base_, size_}; }
@@ -63,6 +69,7 @@ class SharedArena {
   UniqueFd fd_;
   uint8_t* base_;
   uint64_t size_;
+  std::shared_ptr<MemoryRegistrar> registrar_;  // registered with, until the unmap
   std::mutex mu_;
   std::vector<std::pair<uint64_t, uint64_t>> used_;  // (offset, size), by offset
 };
@@ -100,7 +107,9 @@ std::string PutShmBody(const std::string& head, uint64_t offset, uint64_t size, 
 // passes (*arena)->fd()) or PUT_SHM (a block of *arena put into the store: a block outside
 // it, or no arena yet, is the answer's InvalidArgument). A malformed body is the outer
 // status: answer it, then close the connection. *key and *bytes_in are set for the log.
-Result<Answer> AnswerArena(Store* store, Op op, BodyReader* r, std::shared_ptr<SharedArena>* arena,
-                           std::string* key, uint64_t* bytes_in);
+// The block is copied by `copier` (the caller's thread and its helpers).
+Result<Answer> AnswerArena(Store* store, CopyPool* copier, Op op, BodyReader* r,
+                           std::shared_ptr<SharedArena>* arena, std::string* key,
+                           uint64_t* bytes_in);
 
 }  // namespace ecstore::net

@@ -3,6 +3,7 @@
 #include "net/put_arena.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -135,6 +136,56 @@ TEST_F(PutArenaTest, AReservationCommitsAcrossAServerRestart) {
   ExpectStored("across", 20, 5 * kMiB);
   ASSERT_TRUE(c->CommitPut(Filled(c.get(), "next", 21, kMiB)).ok());  // a new arena
   ExpectStored("next", 21, kMiB);
+}
+
+// Counts registrations, and checks that each region is still mapped when deregistered.
+class CountingRegistrar : public MemoryRegistrar {
+ public:
+  const char* Name() const override { return "counting"; }
+  Status Register(const MemoryRegion& r) override {
+    registered.push_back(r.base);
+    return Status::Ok();
+  }
+  void Deregister(const MemoryRegion& r) override {
+    std::vector<unsigned char> pages((r.size + 4095) / 4096);
+    mapped_at_deregister &= mincore(r.base, r.size, pages.data()) == 0;  // ENOMEM: unmapped
+    deregistered.push_back(r.base);
+  }
+  std::vector<uint8_t*> registered, deregistered;
+  bool mapped_at_deregister = true;
+};
+
+// Every arena a client maps is registered (CUDA, for pinned-speed device->host copies), the
+// one mapped already when asked too, and deregistered while still mapped: a registration
+// that outlived its mapping would send later copies to pages no one reads.
+TEST_F(PutArenaTest, ArenasAreRegisteredAndDeregisteredBeforeTheyAreUnmapped) {
+  auto reg = std::make_shared<CountingRegistrar>();
+  {
+    auto c = Connect();
+    ASSERT_TRUE(c);
+    ArenaReservation a = Filled(c.get(), "a", 40, kMiB);  // an arena before registering
+    ASSERT_TRUE(c->RegisterArenasWith(reg).ok());
+    ASSERT_EQ(reg->registered.size(), 1u);
+    EXPECT_EQ(reg->registered[0], a.arena()->bytes().data());
+    ASSERT_TRUE(c->CommitPut(std::move(a)).ok());
+    ArenaReservation big = Filled(c.get(), "big", 41, 100 * kMiB);  // a larger arena
+    ASSERT_EQ(reg->registered.size(), 2u);
+    EXPECT_EQ(reg->registered[1], big.arena()->bytes().data());
+    EXPECT_EQ(reg->deregistered.size(), 1u);  // the first, no block of it held
+    ASSERT_TRUE(c->CommitPut(std::move(big)).ok());
+    server_->Stop();
+    StartServer();
+    // Reserved in the old arena (the client cannot know yet), committed as a PUT after the
+    // reconnect; the next reservation maps the new connection's arena, registered too.
+    ASSERT_TRUE(c->CommitPut(Filled(c.get(), "again", 42, kMiB)).ok());
+    ASSERT_TRUE(c->CommitPut(Filled(c.get(), "third", 43, kMiB)).ok());
+    EXPECT_EQ(reg->registered.size(), 3u);
+    ExpectStored("third", 43, kMiB);
+    ExpectStored("big", 41, 100 * kMiB);
+    ExpectStored("again", 42, kMiB);
+  }
+  EXPECT_EQ(reg->deregistered.size(), 3u);  // each once, the last with the client
+  EXPECT_TRUE(reg->mapped_at_deregister);
 }
 
 // Over TCP there is no arena: a clear error that says to use Put. Bad puts are refused

@@ -422,7 +422,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
 // passes the arena's memfd).
 Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) {
   auto a = h.op == Op::kPutArena || h.op == Op::kPutShm
-               ? AnswerArena(store_, h.op, r, &c->arena, &c->key, &c->bytes_in)
+               ? AnswerArena(store_, &copier_, h.op, r, &c->arena, &c->key, &c->bytes_in)
                : AnswerKeys(store_, h.op, r);
   if (!a.ok()) {  // malformed: answer, then close
     ReplyError(c, h, a.status());

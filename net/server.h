@@ -132,6 +132,9 @@ class Server {
   std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
   std::atomic<uint64_t> connections_{0};
   ServerMetrics metrics_;
+  // Splits PUT_SHM's copies out of put arenas (helpers only on 4+ cores; one copy at a time
+  // uses them, another connection's copies on its own thread meanwhile).
+  CopyPool copier_{CopyPool::DefaultThreads(std::thread::hardware_concurrency())};
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

@@ -20,8 +20,9 @@ namespace {
 
 class ShmTransport : public Transport {
  public:
-  ShmTransport(const uint8_t* map, size_t bytes, uint32_t features)
-      : map_(map), bytes_(bytes), features_(features) {}
+  ShmTransport(const uint8_t* map, size_t bytes, uint32_t features,
+               std::shared_ptr<MemoryRegistrar> registrar)
+      : map_(map), bytes_(bytes), features_(features), registrar_(std::move(registrar)) {}
   ~ShmTransport() override {
     munmap(const_cast<uint8_t*>(map_), bytes_);
     cuda::CloseIpcHandle(device_base_);
@@ -53,6 +54,11 @@ class ShmTransport : public Transport {
                                        " bytes is larger than a put arena can be");
     }
     return ArenaReservation(arena_, *at, size, std::move(head));
+  }
+
+  Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar> registrar) override {
+    registrar_ = std::move(registrar);
+    return arena_ ? arena_->RegisterWith(registrar_) : Status::Ok();
   }
 
   Status CommitPut(Channel& ch, const ArenaReservation& r, bool checksum_when_spilled) override {
@@ -164,6 +170,7 @@ class ShmTransport : public Transport {
     }
     auto arena = SharedArena::Map(fd, got);  // owns fd from here
     if (!arena.ok()) return arena.status().WithContext("mapping the server's put arena");
+    EC_RETURN_IF_ERROR((*arena)->RegisterWith(registrar_));
     arena_ = std::move(arena).value();
     return Status::Ok();
   }
@@ -172,20 +179,22 @@ class ShmTransport : public Transport {
   size_t bytes_;
   uint32_t features_;
   std::shared_ptr<SharedArena> arena_;  // this connection's put arena, asked for on first use
-  void* device_base_ = nullptr;         // the server's device pool, opened on first use
+  std::shared_ptr<MemoryRegistrar> registrar_;  // each arena registered with (CUDA), or none
+  void* device_base_ = nullptr;                 // the server's device pool, opened on first use
   uint64_t device_bytes_ = 0;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Transport>> NewShmTransport(int pool_fd, uint64_t pool_bytes,
-                                                   uint32_t features) {
+                                                   uint32_t features,
+                                                   std::shared_ptr<MemoryRegistrar> registrar) {
   if (pool_fd < 0 || pool_bytes == 0)
     return Status::Unavailable("server did not pass its shared pool");
   void* p = mmap(nullptr, pool_bytes, PROT_READ, MAP_SHARED, pool_fd, 0);
   if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap the server's pool");
-  return std::unique_ptr<Transport>(
-      std::make_unique<ShmTransport>(static_cast<const uint8_t*>(p), pool_bytes, features));
+  return std::unique_ptr<Transport>(std::make_unique<ShmTransport>(
+      static_cast<const uint8_t*>(p), pool_bytes, features, std::move(registrar)));
 }
 
 }  // namespace ecstore::net

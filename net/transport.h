@@ -82,12 +82,15 @@ class Transport {
   // PUT_SHM where the reservation lies in this connection's arena; otherwise (another
   // transport, a re-established connection) a PUT carrying its bytes (always hashed).
   virtual Status CommitPut(Channel& ch, const ArenaReservation& r, bool checksum_when_spilled);
+  // Put arenas are registered with `registrar` from now on (the one mapped now too).
+  virtual Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar>) { return Status::Ok(); }
 };
 
 std::unique_ptr<Transport> NewTcpTransport();
 // Maps the pool fd the server passed with HELLO_OK (read-only); `features` are HELLO_OK's.
-Result<std::unique_ptr<Transport>> NewShmTransport(int pool_fd, uint64_t pool_bytes,
-                                                   uint32_t features);
+Result<std::unique_ptr<Transport>> NewShmTransport(
+    int pool_fd, uint64_t pool_bytes, uint32_t features,
+    std::shared_ptr<MemoryRegistrar> arena_registrar = nullptr);
 // Connects an RC queue pair to the server's rdma_cm address; `bounce_bytes` of bounce
 // buffer registered once for destinations that are not registered.
 Result<std::unique_ptr<Transport>> NewRdmaTransport(const std::string& rdma_addr,

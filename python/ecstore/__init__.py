@@ -273,7 +273,9 @@ class Cache:
     def register_with_cuda(self) -> bool:
         """Registers the host pool with CUDA once (cudaHostRegister; read-only for a
         shared-memory client's mapping), so copies between it and the GPU run at pinned
-        speed. Undone at close(). False without CUDA, or over TCP/RDMA (no pool here)."""
+        speed. Undone at close(). A shared-memory client's put arenas (reserve) are
+        registered too, each deregistered before it is unmapped. False without CUDA, or
+        over TCP/RDMA (no pool here)."""
         if getattr(self, "_cuda_registered", None):
             return True
         try:
@@ -283,6 +285,8 @@ class Cache:
         addr, size, read_only = self.pool_region()
         if not torch.cuda.is_available() or size == 0:
             return False
+        if read_only:
+            self._c.register_arenas_with_cuda()
         flags = 8 if read_only else 0  # cudaHostRegisterReadOnly / cudaHostRegisterDefault
         err = torch.cuda.cudart().cudaHostRegister(addr, size, flags)
         if int(err) != 0:

@@ -45,9 +45,9 @@ class AsyncSaver:
     """save() returns at once: it records a CUDA event behind the tensor on the caller's
     stream and hands the rest to one worker thread, which (on its own stream, after that
     event) copies the bytes device->host straight into a reserved block -- pool memory of
-    an embedded store (registered with CUDA), or a same-host daemon's put arena (registered
-    here once; the daemon copies it into its pool) -- and commits; over TCP, into a reused
-    pinned buffer that it then puts. The tensor is kept alive until its copy has run; the
+    an embedded store, or a same-host daemon's put arena, which the daemon copies into its
+    pool (each registered with CUDA by Cache.register_with_cuda) -- and commits; over TCP,
+    into a reused pinned buffer that it then puts. The tensor is kept alive until its copy has run; the
     caller must not write to it afterwards (vLLM never changes an encoder output). A CPU
     tensor is put as it is."""
 
@@ -61,7 +61,6 @@ class AsyncSaver:
         # Reserve in place: an embedded store, or a same-host daemon (until one answers
         # that it has no put arenas: an older daemon).
         self._reserve = cache.transport in ("local", "shm")
-        self._arena = (0, 0)  # the put arena registered with CUDA
         self._stream = None
         self._buffers = _PinnedBuffers()
 
@@ -110,7 +109,6 @@ class AsyncSaver:
             self._put_staged(key, src, ready)
             return
         try:
-            self._register_arena(r.arena())
             import warnings
 
             with warnings.catch_warnings():
@@ -124,21 +122,6 @@ class AsyncSaver:
         except BaseException:
             r.abandon()
             raise
-
-    def _register_arena(self, arena: tuple[int, int]) -> None:
-        """A daemon's put arena registered with CUDA once (a new one, after a reconnect or
-        for a larger put, replaces it), so the device->host copy into it runs at pinned
-        speed; the embedded pool is registered by the cache ((0, 0) here)."""
-        if arena == (0, 0) or arena == self._arena:
-            return
-        cudart = torch.cuda.cudart()
-        if self._arena != (0, 0):
-            cudart.cudaHostUnregister(self._arena[0])  # its blocks are all committed
-        err = cudart.cudaHostRegister(arena[0], arena[1], 0)
-        if int(err) != 0:
-            raise ecstore.Error(f"cudaHostRegister of the {arena[1]}-byte put arena failed "
-                                f"(CUDA error {int(err)})")
-        self._arena = arena
 
     def _put_staged(self, key: str, src: torch.Tensor, ready: Any) -> None:
         nbytes = src.numel() * src.element_size()
@@ -171,9 +154,6 @@ class AsyncSaver:
     def close(self) -> None:
         self.wait()
         self._pool.shutdown(wait=True)
-        if self._arena != (0, 0):
-            torch.cuda.cudart().cudaHostUnregister(self._arena[0])
-            self._arena = (0, 0)
 
 
 def load(cache: ecstore.Cache, ns: str, key: str, device: Any) -> torch.Tensor:

@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "base/host_buffer.h"
+#include "cuda/cuda.h"
 #include "net/client.h"
 #include "python/src/entries.h"
 #include "store/stats_json.h"
@@ -256,6 +257,19 @@ class PyCache {
     return {reinterpret_cast<uint64_t>(m.data()), m.size(), true};
   }
 
+  // A same-host client's put arenas registered with CUDA (each, before it is unmapped,
+  // deregistered); false elsewhere, or without CUDA in this build.
+  bool register_arenas_with_cuda() {
+    core_->Live();
+    if (!core_->client || std::string(core_->client->transport()) != "shm") return false;
+    std::shared_ptr<MemoryRegistrar> reg = cuda::NewHostRegistrar();
+    if (!reg) return false;
+    nb::gil_scoped_release nogil;
+    auto lock = core_->Lock();
+    Check(core_->client->RegisterArenasWith(std::move(reg)));
+    return true;
+  }
+
   Reservation reserve(const std::string& ns, const std::string& key, const std::string& dtype,
                       const std::vector<int64_t>& shape) {
     TensorMeta meta = ToMeta(dtype, shape);
@@ -347,6 +361,7 @@ void BindCache(nb::module_& m) {
       .def("stats_json", &PyCache::stats_json)
       .def("pool_region", &PyCache::pool_region)
       .def("reserve", &PyCache::reserve, "ns"_a, "key"_a, "dtype"_a, "shape"_a)
+      .def("register_arenas_with_cuda", &PyCache::register_arenas_with_cuda)
       .def("flush", &PyCache::flush)
       .def("close", &PyCache::close);
 }

@@ -114,3 +114,22 @@ def test_same_host_daemon_device_pool_over_cuda_ipc(device_daemon):
     assert "device" in c.lookup("ns", "k").tiers
     assert c.stats()["leases"] == 0
     c.close()
+
+
+def test_async_saver_through_a_same_host_daemon_fills_its_put_arena(daemon):
+    """Saves through a same-host daemon land in the connection's put arena (registered
+    with CUDA), across a reconnect (a first device get asks the daemon for a device tier
+    it lacks, and the client reconnects: a new arena): every entry byte-exact. A
+    registration that outlived its arena once sent these copies to pages nobody read."""
+    c = ecstore.connect(daemon["tcp"])
+    assert c.transport == "shm" and c.register_with_cuda()
+    saver = AsyncSaver(c, "ns")
+    for i, shape in enumerate(SHAPES + SHAPES):
+        src = torch.randn(shape, device="cuda:0").to(torch.bfloat16)
+        saver.save(f"k{i}", src)
+        saver.wait()
+        got = c.get("ns", f"k{i}", device="cuda:0")
+        assert torch.equal(got.view(torch.int16), src.view(torch.int16)), (i, shape)
+        assert torch.equal(c.get("ns", f"k{i}").view(torch.int16), src.cpu().view(torch.int16))
+    saver.close()
+    c.close()
