@@ -550,12 +550,15 @@ void Server::RegisterDevicePool() {
         fd.ok() ? "" : fd.status().message() + "; ", st.message());
 }
 
-// The device pool's CUDA IPC handle, for a same-host reader to open once.
+// The device pool's CUDA IPC handle, for a same-host reader to open once. Having none is
+// InvalidArgument, not Unavailable: a client takes Unavailable for a broken connection and
+// reconnects, which would release every lease it holds.
 Status Server::HandleDevicePool(Conn* c, const FrameHeader& h) {
   if (device_ipc_.empty())
     return ReplyError(c, h,
-                      Status::Unavailable("this server has no device tier to share (serve with "
-                                          "--device-pool-size, on a CUDA build with a GPU)"));
+                      Status::InvalidArgument("this server has no device tier to share (serve "
+                                              "with --device-pool-size, on a CUDA build with a "
+                                              "GPU)"));
   BodyWriter w;
   w.U32(static_cast<uint32_t>(store_->device_ordinal()));
   w.U64(store_->device_region().size);

@@ -785,6 +785,26 @@ TEST(NetShm, EraseManyErasesABatchInOneRequestDurably) {
   EXPECT_EQ(0, std::memcmp(b.data(), Payload(1, kMiB + 1).data(), kMiB + 1));
 }
 
+// A server without a device tier says so, and the connection stays: the leases held over it
+// stay held (the client took the old answer, Unavailable, for a broken connection and
+// reconnected, which released them all: a reader's pins vanished at its first device get).
+TEST(NetShm, AskingAServerWithoutADeviceTierForItKeepsTheLeasesHeld) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
+  auto c = ConnectOrDie(server.shm_uri());
+  ASSERT_TRUE(c->Put("ns", "k", U8(kMiB), Span(Payload(5, kMiB))).ok());
+  auto lease = c->Acquire("ns", "k");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  auto dev = c->AcquireOnDevice("ns", "k");
+  ASSERT_FALSE(dev.ok());
+  EXPECT_TRUE(dev.status().IsInvalidArgument()) << dev.status().ToString();
+  EXPECT_NE(dev.status().message().find("no device tier"), std::string::npos);
+  auto stats = c->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->client_leases, 1u);
+  EXPECT_EQ(0, std::memcmp(lease->data(), Payload(5, kMiB).data(), kMiB));
+}
+
 // An older server refuses ERASE_MANY as an unknown opcode: that batch and every later one go
 // key by key (ERASE), with the same answers.
 TEST(NetShm, AnOlderServerWithoutEraseBatchesIsErasedKeyByKey) {
