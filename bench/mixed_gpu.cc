@@ -6,7 +6,8 @@
 //     batch), each copied host -> device straight from the CUDA-registered pool; a miss is a
 //     device -> host copy into a reserved pool block, then Commit.
 //   ec-store-daemon: the same through `ec-store serve` on this host, over shared memory
-//     (one GET_SHM_MANY a step), a miss staged in pinned memory and put over the socket.
+//     (one GET_SHM_MANY a step); a miss is a device -> host copy into a block of the
+//     connection's put arena (registered with CUDA), which the daemon copies into its pool.
 //   The baseline, as ECExampleConnector does it: load_file(device="cuda") -- read the file
 //     into pageable memory, then copy it to the device -- one item after another; a miss is
 //     tensor.cpu() then save_file. Its page cache is held to the same budget as the pool.
@@ -101,6 +102,7 @@ uint64_t StoreStep(Store* store, const MixedPlan& mp, size_t i, GpuSide& g, bool
     Die(r.status(), "mixed_gpu reserve");
     Check(cudaMemcpy(r->bytes().data(), g.out[e.shape], Bytes(e), cudaMemcpyDeviceToHost),
           "device -> host");
+    r->ChecksumWhenSpilled();  // as the connector's saver commits
     Die(store->Commit(std::move(r).value()), "mixed_gpu commit");
   });
 }
@@ -140,13 +142,16 @@ double StorePass(const Config& cfg, const MixedPlan& mp, GpuSide& g, bool batch)
 }
 
 // One step through a same-host daemon, as the connector does it: the step's items leased in
-// one GET_SHM_MANY and copied up from the mapped pool (registered with CUDA); a miss staged
-// device -> pinned host, then put over the socket. Returns the misses.
-uint64_t DaemonStep(net::Client* c, const MixedPlan& mp, size_t i, GpuSide& g, uint8_t* staging) {
+// one GET_SHM_MANY and copied up from the mapped pool (registered with CUDA); a miss copied
+// device -> host into a block of the put arena, then committed. Returns the misses.
+uint64_t DaemonStep(net::Client* c, const MixedPlan& mp, size_t i, GpuSide& g) {
   std::vector<Result<ReadLease> > leases = c->AcquireMany("bench", mp.Keys(i));
   return CopyUp(leases, mp, i, g, [&](const Entry& e) {
-    Check(cudaMemcpy(staging, g.out[e.shape], Bytes(e), cudaMemcpyDeviceToHost), "stage");
-    Die(c->Put("bench", e.key, Payloads::Meta(e.shape), {staging, Bytes(e)}), "daemon put");
+    auto r = c->ReservePut("bench", e.key, Payloads::Meta(e.shape), Bytes(e));
+    Die(r.status(), "daemon reserve");
+    Check(cudaMemcpy(r->bytes().data(), g.out[e.shape], Bytes(e), cudaMemcpyDeviceToHost),
+          "device -> host");
+    Die(c->CommitPut(std::move(r).value(), /*checksum_when_spilled=*/true), "daemon commit");
   });
 }
 
@@ -160,26 +165,24 @@ void DaemonPass(const Config& cfg, const MixedPlan& mp, GpuSide& g) {
   auto pool = client->shared_pool();
   Check(cudaHostRegister(const_cast<uint8_t*>(pool.data()), pool.size(), cudaHostRegisterReadOnly),
         "register the daemon's pool");
-  void* staging = nullptr;
-  Check(cudaMallocHost(&staging, 60 * kMiB), "staging");
+  Die(client->RegisterArenasWith(cuda::NewHostRegistrar()), "register put arenas with CUDA");
   Latencies lat;
   uint64_t misses = 0;
   auto t0 = Clock::now();
   for (size_t i = 0; i < mp.steps.size(); ++i) {
     auto t = Clock::now();
-    misses += DaemonStep(client, mp, i, g, static_cast<uint8_t*>(staging));
+    misses += DaemonStep(client, mp, i, g);
     lat.Add(t);
   }
   const double secs = Since(t0);
   const double ops = static_cast<double>(mp.steps.size()) * kMixedBatch;
   const std::string note =
       "a same-host daemon: AcquireMany (one GET_SHM_MANY a step) + host->device from its "
-      "mapped pool; misses staged and put over the socket; " +
+      "mapped pool; misses device->host into its put arena; " +
       daemon.Tally(misses);
   Add({"mixed_gpu", "ec-store-daemon", static_cast<double>(mp.Bytes()) / secs / 1e9, ops / secs,
        lat.P(0.5), lat.P(0.99), -1, note});
   cudaHostUnregister(const_cast<uint8_t*>(pool.data()));
-  cudaFreeHost(staging);
 }
 
 void BaselinePass(const Config& cfg, const MixedPlan& mp, GpuSide& g, double store_gbps) {
