@@ -16,6 +16,7 @@
 #include <optional>
 #include <string_view>
 #include <thread>
+#include <tuple>
 
 #include "bench/pinned_buffer.h"
 #include "net/client.h"
@@ -223,6 +224,33 @@ void TimePuts(const ServerProcess& sp, const std::vector<std::span<const uint8_t
   *upload = up.Finish();
 }
 
+// Same-host puts of new keys, value by value alternated between Client::Put as it is (through
+// the connection's put arena: a memcpy into it, the server's copy out of it) and with
+// ClientOptions::put_arena off (over the unix socket: a copy into the kernel, one out into
+// the pool block), so that drift hits both alike. Both are checksummed by the server.
+void TimeShmPuts(const std::string& dir, const std::vector<std::span<const uint8_t>>& values,
+                 int rounds, Sample* arena, Sample* socket) {
+  net::ClientOptions no_arena;
+  no_arena.put_arena = false;
+  auto a = net::Client::Connect("unix:" + dir + "/serve.sock");
+  auto b = net::Client::Connect("unix:" + dir + "/serve.sock", no_arena);
+  Timer ta, tb;
+  for (int r = -1; r < rounds && a.ok() && b.ok(); ++r)
+    for (uint32_t i = 0; i < values.size(); ++i) {
+      if (r == 0 && i == 0) ta = Timer(), tb = Timer(), ta.summed = tb.summed = true;
+      TensorMeta m{DType::kBF16, {static_cast<int64_t>(values[i].size() / 2)}};
+      const std::string key = std::to_string(r + 1) + "-" + std::to_string(i);
+      for (auto [c, t, prefix] : {std::tuple(a->get(), &ta, "a"), std::tuple(b->get(), &tb, "s")}) {
+        auto s = Clock::now();
+        if (!c->Put("bench", prefix + key, m, values[i]).ok()) return;
+        t->us.push_back(UsSince(s));
+        t->bytes += values[i].size();
+      }
+    }
+  *arena = ta.Finish();
+  *socket = tb.Finish();
+}
+
 // Starts Debian's redis-server on a free port, output to /dev/null (its banner would break
 // the bench's table), and connects to it; nullptr (with *pid set) if it did not come up.
 redisContext* StartRedis(pid_t* pid) {
@@ -349,6 +377,7 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
   TimePuts(*sp, values, rounds, false, &res.ecstore_tcp_reput, &upload_same);
   res.socket_upload = upload_new.gbps >= upload_same.gbps ? upload_new : upload_same;
   res.socket_upload_runs = {upload_new.gbps, upload_same.gbps};
+  TimeShmPuts(dir, values, rounds, &res.ecstore_shm_put, &res.ecstore_socket_put);
   kill(sp->pid, SIGTERM);
   waitpid(sp->pid, nullptr, 0);
   std::filesystem::remove_all(dir);

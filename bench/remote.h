@@ -1,7 +1,8 @@
 // The `remote` workload: gets of encoder-cache entries from a server in another process,
 // over TCP loopback, against a plain socket stream between the same two processes and
 // against Redis (Debian's redis-server, started here) on the same values; same-host gets
-// through shared memory against memcpy of the same values into the same destination.
+// through shared memory against memcpy of the same values into the same destination, and
+// same-host puts over the unix socket and through a put arena against the same memcpy.
 // Thread rules: RunRemote from one thread; it forks and stops its own server processes.
 #pragma once
 
@@ -26,7 +27,9 @@ struct RemoteResults {
   std::pair<double, double> socket_stream_runs;  // their GB/s, before and after
   Sample ecstore_tcp_put;                        // Client::Put over TCP loopback, new keys
   Sample ecstore_tcp_reput;                      // the same, of the keys and bytes the server holds
-  Sample socket_upload;  // the same bytes sent the other way on the plain stream: the faster
+  Sample ecstore_shm_put;     // same host, new keys: Client::Put (through the put arena)
+  Sample ecstore_socket_put;  // ... with ClientOptions::put_arena off: over the unix socket
+  Sample socket_upload;       // the same bytes sent the other way on the plain stream: the faster
   std::pair<double, double> socket_upload_runs;  // of the runs beside each (GB/s)
   std::optional<Sample> redis;
   std::string redis_note;  // why Redis did not run, when it did not

@@ -70,6 +70,14 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
   HoldToLimit("shm_get", "ec-store", "memcpy_values");
   Add(rec("shm_get", "ec-store", r.ecstore_shm,
           "same host: lease, copy out of the mapped pool, release (2 small unix-socket messages)"));
+  HoldToLimit("shm_put", "ec-store", "memcpy_values");
+  HoldToLimit("shm_put", "ec-store-socket", "memcpy_values");
+  Add(rec("shm_put", "ec-store", r.ecstore_shm_put,
+          "same host, new keys: Client::Put through the put arena (a memcpy into it, the "
+          "server's copy out of it into the pool block, then the checksum)"));
+  Add(rec("shm_put", "ec-store-socket", r.ecstore_socket_put,
+          "the same puts with ClientOptions::put_arena off, alternated: over the unix socket "
+          "(a copy into the kernel, one out into the pool block, checksummed as it lands)"));
 }
 
 // The device tier against cudaMemcpy of the same sizes (GPU machine; a row says why not

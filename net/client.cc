@@ -19,6 +19,12 @@ Result<EntryInfo> CopyOut(Result<ReadLease> lease, std::span<uint8_t> dst) {
   return lease->info();
 }
 
+const Status& StatusOf(const Status& s) { return s; }
+template <typename T>
+const Status& StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
@@ -62,7 +68,8 @@ Status Client::Hello(HelloInfo* info, int* pool_fd) {
 Status Client::ChooseTransport(const HelloInfo& info, int pool_fd) {
   transport_.reset();
   if (unix_) {
-    auto t = NewShmTransport(pool_fd, info.pool_bytes, info.features, arena_registrar_);
+    auto t = NewShmTransport(pool_fd, info.pool_bytes, opt_.put_arena ? info.features : 0,
+                             arena_registrar_);
     if (!t.ok()) return t.status();
     transport_ = std::move(t).value();
   } else if (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&
@@ -148,8 +155,9 @@ auto Client::WithRetry(Fn fn) -> decltype(fn()) {
       }
     }
     auto result = fn();
-    if (result.ok() || !result.status().IsUnavailable() || attempt >= opt_.retries) {
-      if (!result.ok() && result.status().IsUnavailable()) conn_.reset();
+    const bool broken = StatusOf(result).IsUnavailable();
+    if (!broken || attempt >= opt_.retries) {
+      if (broken) conn_.reset();
       return result;
     }
     conn_.reset();
@@ -444,11 +452,7 @@ Status Client::Put(std::string_view ns, std::string_view key, const TensorMeta& 
                    std::span<const uint8_t> bytes) {
   auto head = PutHeadBody(ns, key, meta, bytes.size());
   if (!head.ok()) return head.status();
-  return WithRetry([&]() -> Result<std::string> {
-           EC_RETURN_IF_ERROR(SendRequest(Op::kPut, *head, bytes));
-           return ReadReply(Op::kOk);
-         })
-      .status();
+  return WithRetry([&] { return transport_->Put(*this, *head, bytes); });
 }
 
 Result<ArenaReservation> Client::ReservePut(std::string_view ns, std::string_view key,
@@ -460,11 +464,7 @@ Result<ArenaReservation> Client::ReservePut(std::string_view ns, std::string_vie
 
 Status Client::CommitPut(ArenaReservation r, bool checksum_when_spilled) {
   if (!r.arena()) return Status::InvalidArgument("this reservation was committed or dropped");
-  return WithRetry([&]() -> Result<bool> {
-           EC_RETURN_IF_ERROR(transport_->CommitPut(*this, r, checksum_when_spilled));
-           return true;
-         })
-      .status();
+  return WithRetry([&] { return transport_->CommitPut(*this, r, checksum_when_spilled); });
 }
 
 Status Client::Erase(std::string_view ns, std::string_view key) {

@@ -35,6 +35,10 @@ struct ClientOptions {
   // Unavailable where it cannot be set up).
   std::string transport = "auto";
   size_t rdma_bounce_bytes = 64ull << 20;  // registered once per connection
+  // Same host: puts through the connection's put arena (net/put_arena.h), a shared memfd of
+  // at least 64 MiB and twice the largest put, asked for at the first put; false: puts
+  // cross the unix socket, and ReservePut is refused.
+  bool put_arena = true;
 };
 
 class Client : public Cache, private Channel, private ReadLease::Releaser {

@@ -173,7 +173,11 @@ Result<ArenaReservation> Transport::ReservePut(Channel&, std::string, uint64_t) 
 }
 
 Status Transport::CommitPut(Channel& ch, const ArenaReservation& r, bool) {
-  EC_RETURN_IF_ERROR(ch.SendRequest(Op::kPut, r.head(), r.bytes()));
+  return Transport::Put(ch, r.head(), r.bytes());
+}
+
+Status Transport::Put(Channel& ch, const std::string& head, std::span<const uint8_t> bytes) {
+  EC_RETURN_IF_ERROR(ch.SendRequest(Op::kPut, head, bytes));
   return ch.ReadReply(Op::kOk).status();
 }
 

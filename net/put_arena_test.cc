@@ -45,9 +45,10 @@ class PutArenaTest : public ::testing::Test {
     ASSERT_TRUE(srv.ok()) << srv.status().ToString();
     server_ = std::move(srv).value();
   }
-  std::unique_ptr<Client> Connect(const std::string& transport = "auto") {
+  std::unique_ptr<Client> Connect(const std::string& transport = "auto", bool put_arena = true) {
     ClientOptions o;
     o.transport = transport;
+    o.put_arena = put_arena;
     auto c = Client::Connect(transport == "tcp" ? "127.0.0.1:" + std::to_string(server_->port())
                                                 : "unix:" + dir_.sub("serve.sock"),
                              o);
@@ -201,6 +202,31 @@ TEST_F(PutArenaTest, ReservingNeedsTheSameHostAndAGoodPut) {
   EXPECT_TRUE(c->ReservePut("ns", "", U8(kMiB), kMiB).status().IsInvalidArgument());
   EXPECT_TRUE(c->ReservePut("ns", "k", U8(kMiB), kMiB + 1).status().IsInvalidArgument());
   EXPECT_TRUE(c->CommitPut(ArenaReservation()).IsInvalidArgument());
+  auto off = Connect("auto", /*put_arena=*/false);  // puts over the socket, no arena
+  ASSERT_TRUE(off);
+  EXPECT_TRUE(off->ReservePut("ns", "k", U8(kMiB), kMiB).status().IsInvalidArgument());
+  auto p = Payload(50, 3 * kMiB);
+  ASSERT_TRUE(off->Put("ns", "socket", U8(p.size()), {p.data(), p.size()}).ok());
+  ExpectStored("socket", 50, 3 * kMiB);
+}
+
+// Client::Put of host bytes goes through the arena on its own (measured faster than the
+// socket's two copies), and stays correct for many puts, large and small, in turn.
+TEST_F(PutArenaTest, PutGoesThroughTheArenaByItself) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  for (uint64_t i = 0; i < 12; ++i) {
+    const uint64_t n = (i % 3 == 0 ? 30 : 1) * kMiB + i * 4097;
+    auto p = Payload(60 + i, n);
+    ASSERT_TRUE(c->Put("ns", "p" + std::to_string(i), U8(n), {p.data(), n}).ok());
+  }
+  for (uint64_t i = 0; i < 12; ++i)
+    ExpectStored("p" + std::to_string(i), 60 + i, (i % 3 == 0 ? 30 : 1) * kMiB + i * 4097);
+  // One arena asked for (PUT_ARENA), then every put a block of it.
+  uint64_t arenas = 0;
+  for (const auto& q : server_->metrics().Snapshot().requests)
+    if (q.op == "put_arena") arenas += q.count;
+  EXPECT_EQ(arenas, 1u);
 }
 
 // The server's side, spoken raw: PUT_SHM before any arena, or of a block outside it, is

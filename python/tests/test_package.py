@@ -272,6 +272,12 @@ def test_a_same_host_reservation_fills_the_daemons_put_arena(daemon):
     c.reserve("ns", "gone", "F32", [10]).abandon()
     assert not c.contains("ns", "gone")
     c.close()
+    off = ecstore.connect(daemon["unix"], put_arena=False)  # puts over the socket instead
+    with pytest.raises(ecstore.InvalidArgument, match="use Put"):
+        off.reserve("ns", "k2", "F32", [4])
+    off.put("ns", "k2", u)
+    assert torch.equal(off.get("ns", "k2"), u)
+    off.close()
 
 
 def test_prefetch_reads_disk_entries_into_the_pool_in_one_batch(tmp_path):
