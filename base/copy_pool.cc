@@ -7,7 +7,10 @@ namespace ecstore {
 
 unsigned CopyPool::DefaultThreads(unsigned cores) { return std::min(3u, cores / 4); }
 
-CopyPool::CopyPool(unsigned threads) {
+unsigned CopyPool::ServerThreads(unsigned cores) { return std::min(7u, cores / 2 - (cores >= 2)); }
+
+CopyPool::CopyPool(unsigned threads, size_t piece_bytes)
+    : piece_bytes_(std::max<size_t>(piece_bytes, 4096)) {
   for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
 }
 
@@ -24,7 +27,7 @@ void CopyPool::Copy(const std::vector<Item>& items) {
   size_t total = 0;
   for (const Item& it : items) total += it.n;
   std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
-  if (threads_.empty() || total < 2 * kPieceBytes || !job.owns_lock()) {
+  if (threads_.empty() || total < 2 * piece_bytes_ || !job.owns_lock()) {
     for (const Item& it : items) std::memcpy(it.dst, it.src, it.n);
     return;
   }
@@ -32,10 +35,10 @@ void CopyPool::Copy(const std::vector<Item>& items) {
   done_cv_.wait(l, [&] { return active_ == 0; });  // a late helper of the last job has left
   pieces_.clear();
   for (const Item& it : items)
-    for (size_t off = 0; off < it.n; off += kPieceBytes)
+    for (size_t off = 0; off < it.n; off += piece_bytes_)
       pieces_.push_back({static_cast<uint8_t*>(it.dst) + off,
                          static_cast<const uint8_t*>(it.src) + off,
-                         std::min(kPieceBytes, it.n - off)});
+                         std::min(piece_bytes_, it.n - off)});
   next_ = 0;
   done_ = 0;
   ++gen_;

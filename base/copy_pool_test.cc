@@ -70,5 +70,29 @@ TEST(CopyPool, HelpersScaleWithCoresAndStayFew) {
   EXPECT_TRUE(dst == src);
 }
 
+// A daemon's pool: more helpers (it shares its process with no engine), none on 2 cores.
+TEST(CopyPool, ServerHelpersAreHalfTheCoresLessTheCaller) {
+  EXPECT_EQ(CopyPool::ServerThreads(0), 0u);
+  EXPECT_EQ(CopyPool::ServerThreads(1), 0u);
+  EXPECT_EQ(CopyPool::ServerThreads(2), 0u);
+  EXPECT_EQ(CopyPool::ServerThreads(4), 1u);
+  EXPECT_EQ(CopyPool::ServerThreads(16), 7u);
+  EXPECT_EQ(CopyPool::ServerThreads(128), 7u);
+}
+
+// Small pieces (a daemon's 1 MiB): a 2.9 MB copy is split, and every byte still lands, the
+// tail piece shorter than the rest; a piece size below a page is raised to one.
+TEST(CopyPool, SmallPiecesSplitSmallCopies) {
+  for (size_t piece : {size_t{1} << 20, size_t{1}}) {
+    CopyPool pool(3, piece);
+    for (size_t n : {size_t{2867200}, (size_t{1} << 20) * 2 - 1, size_t{8193}}) {
+      auto src = Bytes(n, n);
+      std::vector<uint8_t> dst(n);
+      pool.Copy({{dst.data(), src.data(), n}});
+      EXPECT_TRUE(dst == src) << n << " in pieces of " << piece;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ecstore

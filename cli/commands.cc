@@ -231,6 +231,12 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
       ->capture_default_str();
   serve->add_option("--max-connections", a.max_connections, "refuse clients beyond this many")
       ->capture_default_str();
+  serve
+      ->add_option("--copy-threads", a.copy_threads,
+                   "threads besides a connection's own that split each same-host put's copy "
+                   "into the pool (-1 = half the cores less one, at most 7)")
+      ->check(CLI::Range(-1, 64))
+      ->capture_default_str();
   local(serve, [&c] { return ServeCommand(c.g, c.serve); });
 }
 

@@ -16,6 +16,7 @@ struct ServeArgs {
   std::string lease_ttl = "30s", idle_timeout = "10m", io_timeout = "30s";
   std::string slow_request = "250ms", log_summary = "60s";
   size_t max_connections = 1024;
+  int copy_threads = -1;
 };
 
 int ServeCommand(const Globals& g, const ServeArgs& a);

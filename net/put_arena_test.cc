@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 #include "disk/record.h"
 #include "net/client.h"
@@ -37,9 +38,10 @@ class PutArenaTest : public ::testing::Test {
   void TearDown() override {
     if (server_) server_->Stop();
   }
-  void StartServer() {
+  void StartServer(int copy_threads = -1) {
     ServerOptions so;
     so.listen = "127.0.0.1:0";
+    so.copy_threads = copy_threads;
     so.shm_socket = dir_.sub("serve.sock");
     auto srv = Server::Start(store_.get(), so);
     ASSERT_TRUE(srv.ok()) << srv.status().ToString();
@@ -76,6 +78,31 @@ class PutArenaTest : public ::testing::Test {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Server> server_;
 };
+
+// A server whose copies are split across helpers (as on a 16-core host, whatever this
+// machine's cores) stores every byte, with pieces of 1 MiB and a shorter tail, and from
+// several connections committing at once (one copy uses the helpers, the others copy alone).
+TEST_F(PutArenaTest, CopiesSplitAcrossTheServersHelpersStoreEveryByte) {
+  server_->Stop();
+  StartServer(3);
+  EXPECT_EQ(server_->put_copy_threads(), 4u);
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 3; ++t)
+    clients.emplace_back([this, t] {
+      auto c = Connect();
+      ASSERT_TRUE(c);
+      for (int i = 0; i < 4; ++i) {
+        const uint64_t n = (i + 1) * 3 * kMiB + 4095 * t, seed = 10 * t + i;
+        const std::string key = "split-" + std::to_string(t) + "-" + std::to_string(i);
+        ASSERT_TRUE(c->CommitPut(Filled(c.get(), key, seed, n)).ok());
+      }
+    });
+  for (auto& th : clients) th.join();
+  for (int t = 0; t < 3; ++t)
+    for (int i = 0; i < 4; ++i)
+      ExpectStored("split-" + std::to_string(t) + "-" + std::to_string(i), 10 * t + i,
+                   (i + 1) * 3 * kMiB + 4095 * t);
+}
 
 // A reservation filled in place and committed is stored byte for byte. Committed with
 // checksum_when_spilled it is readable at once with checksum 0 (only PUT_SHM can ask for

@@ -49,6 +49,9 @@ struct ServerOptions {
   uint64_t max_leased_bytes_per_connection = 0;
   // A request that takes longer than this (header to reply) is logged as slow (0 = never).
   std::chrono::milliseconds slow_request{250};
+  // Threads besides the connection's own that split each copy out of a client's put arena
+  // (PUT_SHM) into the pool; -1: CopyPool::ServerThreads (7 on 16 cores, none on 2).
+  int copy_threads = -1;
 };
 
 class Server {
@@ -64,6 +67,8 @@ class Server {
     return rdma_ ? (shm_fd_.valid() ? "tcp+shm+rdma" : "tcp+rdma")
                  : (shm_fd_.valid() ? "tcp+shm" : "tcp");
   }
+  // Threads that copy one same-host put out of its arena: the connection's and the helpers.
+  unsigned put_copy_threads() const { return copier_.threads() + 1; }
   // Stops accepting, closes every connection and joins the threads. Idempotent.
   void Stop();
   // What it has served (ops/prometheus.h renders it), and who it serves now.
@@ -132,9 +137,12 @@ class Server {
   std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
   std::atomic<uint64_t> connections_{0};
   ServerMetrics metrics_;
-  // Splits PUT_SHM's copies out of put arenas (helpers only on 4+ cores; one copy at a time
-  // uses them, another connection's copies on its own thread meanwhile).
-  CopyPool copier_{CopyPool::DefaultThreads(std::thread::hardware_concurrency())};
+  // Splits PUT_SHM's copies out of put arenas, in 1 MiB pieces (one copy at a time uses the
+  // helpers, another connection's copies on its own thread meanwhile). After opt_.
+  CopyPool copier_{opt_.copy_threads >= 0
+                       ? static_cast<unsigned>(opt_.copy_threads)
+                       : CopyPool::ServerThreads(std::thread::hardware_concurrency()),
+                   1ull << 20};
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
