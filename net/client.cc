@@ -456,10 +456,10 @@ Status Client::Put(std::string_view ns, std::string_view key, const TensorMeta& 
 }
 
 Result<ArenaReservation> Client::ReservePut(std::string_view ns, std::string_view key,
-                                            const TensorMeta& meta, uint64_t size) {
+                                            const TensorMeta& meta, uint64_t size, bool landing) {
   auto head = PutHeadBody(ns, key, meta, size);
   if (!head.ok()) return head.status();
-  return WithRetry([&] { return transport_->ReservePut(*this, *head, size); });
+  return WithRetry([&] { return transport_->ReservePut(*this, *head, size, landing); });
 }
 
 Status Client::CommitPut(ArenaReservation r, bool checksum_when_spilled) {

@@ -92,9 +92,12 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   // put arena to fill in place (a device->host copy straight into it), then CommitPut --
   // the bytes cross no socket and the server copies them once. InvalidArgument over TCP or
   // RDMA, or from a server without arenas: use Put. checksum_when_spilled as
-  // PutReservation::ChecksumWhenSpilled.
+  // PutReservation::ChecksumWhenSpilled. With `landing` (a server offering
+  // kFeaturePutLanding), the reservation's Landing() counter lets CommitPut go out while the
+  // bytes are still being written, from another thread: raise it as pieces land and the
+  // server copies each as it does (net/put_arena.h). CommitPut holds this client meanwhile.
   Result<ArenaReservation> ReservePut(std::string_view ns, std::string_view key,
-                                      const TensorMeta& meta, uint64_t size);
+                                      const TensorMeta& meta, uint64_t size, bool landing = false);
   Status CommitPut(ArenaReservation r, bool checksum_when_spilled = false);
   // Registers every put arena this client maps (the one mapped now too) with `registrar`
   // (cuda::NewHostRegistrar: device->host copies into it at pinned speed), and deregisters

@@ -139,9 +139,14 @@ class BodyReader {
 // client may switch to; over that socket, pool_bytes is the size of the passed memfd.
 // HELLO_OK's feature bits: requests a server answers beyond those of kVersion (an older
 // server sends none, and a client then does without).
-inline constexpr uint32_t kFeaturePutArena = 1;  // PUT_ARENA and PUT_SHM
+inline constexpr uint32_t kFeaturePutArena = 1;    // PUT_ARENA and PUT_SHM
+inline constexpr uint32_t kFeaturePutLanding = 2;  // PUT_SHM's kPutLanding
 // PUT_SHM's flags.
 inline constexpr uint8_t kPutChecksumWhenSpilled = 1;  // PutReservation::ChecksumWhenSpilled
+// The block is still landing: the body ends with the arena offset of a u64 counting the
+// block's bytes landed so far (net/put_arena.h, LandingCounter); the server copies them as
+// they land.
+inline constexpr uint8_t kPutLanding = 2;
 
 struct HelloInfo {
   uint16_t version = kVersion;

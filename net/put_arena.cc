@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "net/transport.h"
 
@@ -15,8 +16,37 @@ namespace ecstore::net {
 namespace {
 
 constexpr uint64_t kBlockAlign = 4096;  // each block starts on a page, as DMA likes it
+// A landing block is copied once at least this much more of it has landed (or all of it):
+// smaller pieces cost more in hand-overs than they gain in overlap.
+constexpr uint64_t kLandingPiece = 1ull << 20;
+
+// Until ready() or the deadline: a short spin (pieces land every ~0.1-0.3 ms on a GPU host),
+// then 20 us sleeps, so a slow client costs the waiting thread no core.
+template <typename Ready>
+bool WaitUntil(Ready ready, std::chrono::steady_clock::time_point deadline) {
+  for (int spin = 0; spin < 256; ++spin) {
+    if (ready()) return true;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return true;
+}
+
+Status NotLanded(const char* why) {
+  return Status::InvalidArgument(std::string("the put's bytes ") + why +
+                                 "; nothing was stored: put it again");
+}
 
 }  // namespace
+
+LandingCounter::LandingCounter(std::shared_ptr<SharedArena> arena, uint64_t word_offset)
+    : arena_(std::move(arena)),
+      word_(reinterpret_cast<uint64_t*>(arena_->bytes().data() + word_offset)) {}
 
 // The client may write the memfd and map it as it likes, but not change its size: a shrunk
 // memfd would make the server's next read of it SIGBUS.
@@ -99,6 +129,7 @@ ArenaReservation& ArenaReservation::operator=(ArenaReservation&& o) noexcept {
   arena_ = std::move(o.arena_);
   offset_ = o.offset_;
   size_ = o.size_;
+  counter_offset_ = o.counter_offset_;
   head_ = std::move(o.head_);
   o.arena_.reset();
   return *this;
@@ -108,38 +139,90 @@ ArenaReservation::~ArenaReservation() {
   if (arena_) arena_->Free(offset_);
 }
 
-std::string PutShmBody(const std::string& head, uint64_t offset, uint64_t size, uint8_t flags) {
+LandingCounter ArenaReservation::Landing() const {
+  if (!arena_ || counter_offset_ == kNoCounter) return {};
+  return LandingCounter(arena_, counter_offset_);
+}
+
+Status ArenaReservation::AwaitLanded(std::chrono::milliseconds timeout) const {
+  LandingCounter c = Landing();
+  if (!c) return Status::Ok();
+  const bool in_time =
+      WaitUntil([&] { return c.Load() >= size_; }, std::chrono::steady_clock::now() + timeout);
+  if (c.Load() == LandingCounter::kFailed) return NotLanded("were given up by their writer");
+  return in_time ? Status::Ok() : NotLanded("did not land in time");
+}
+
+std::string PutShmBody(const std::string& head, uint64_t offset, uint64_t size, uint8_t flags,
+                       uint64_t counter_offset) {
   BodyWriter w;
   w.Raw(head.data(), head.size());
   w.U64(offset);
   w.U64(size);
   w.U8(flags);
+  if (flags & kPutLanding) w.U64(counter_offset);
   return w.data();
 }
 
 namespace {
-Status PutFromArena(Store* store, CopyPool* copier, const SharedArena* arena, const KeyRef& k,
-                    const TensorMeta& meta, uint64_t offset, uint64_t size, uint8_t flags) {
+// A landing block's bytes into dst, each piece as the client's counter passes it.
+Status CopyAsItLands(const ArenaContext& cx, const SharedArena& arena, uint64_t offset,
+                     uint64_t size, uint64_t counter_at, uint8_t* dst) {
+  const auto* word = reinterpret_cast<const uint64_t*>(arena.bytes().data() + counter_at);
+  const uint8_t* src = arena.bytes().data() + offset;
+  const auto deadline = std::chrono::steady_clock::now() + cx.landing_timeout;
+  uint64_t copied = 0, landed = 0;
+  while (copied < size) {
+    const uint64_t want = std::min(size, copied + kLandingPiece);
+    WaitUntil(
+        [&] {
+          landed = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+          return landed >= want;  // kFailed too
+        },
+        deadline);
+    if (landed == LandingCounter::kFailed) return NotLanded("were given up by the client");
+    landed = std::min(landed, size);
+    if (landed <= copied) return NotLanded("did not land within the server's io_timeout");
+    cx.copier->Copy({{dst + copied, src + copied, landed - copied}});
+    copied = landed;
+  }
+  return Status::Ok();
+}
+
+Status PutFromArena(const ArenaContext& cx, const SharedArena* arena, const KeyRef& k,
+                    const TensorMeta& meta, uint64_t offset, uint64_t size, uint8_t flags,
+                    uint64_t counter_at) {
   if (!arena) return Status::InvalidArgument("PUT_SHM before PUT_ARENA: ask for an arena first");
-  if (offset > arena->bytes().size() || size > arena->bytes().size() - offset)
+  const uint64_t arena_bytes = arena->bytes().size();
+  if (offset > arena_bytes || size > arena_bytes - offset)
     return Status::InvalidArgument("PUT_SHM of [" + std::to_string(offset) + ", +" +
                                    std::to_string(size) + ") lies outside the " +
-                                   std::to_string(arena->bytes().size()) + "-byte put arena");
-  auto res = store->Reserve(k.ns, k.key, meta, size);
+                                   std::to_string(arena_bytes) + "-byte put arena");
+  const bool landing = flags & kPutLanding;
+  if (landing && (counter_at % 8 != 0 || counter_at > arena_bytes - 8 ||
+                  (counter_at < offset + size && counter_at + 8 > offset)))
+    return Status::InvalidArgument("PUT_SHM's landing counter at " + std::to_string(counter_at) +
+                                   " is not an aligned u64 of the arena outside the block");
+  auto res = cx.store->Reserve(k.ns, k.key, meta, size);
   if (!res.ok()) return res.status();
+  if (landing) {  // dropped uncommitted on an error: nothing stored
+    EC_RETURN_IF_ERROR(CopyAsItLands(cx, *arena, offset, size, counter_at, res->bytes().data()));
+    if (flags & kPutChecksumWhenSpilled) res->ChecksumWhenSpilled();
+    return cx.store->Commit(std::move(res).value());
+  }
   // One copy of the whole block (split across the copier's threads where it has some: one
   // thread's memcpy moved 57.8 MB in ~12 ms on the H100 host), then the checksum (or none,
   // left to the spill): a large memcpy streams with non-temporal stores that piecewise
   // copy-and-hash gives up (as Store::Put measured). The stored bytes are this copy: a
   // client writing the block meanwhile changes only what it puts, and the checksum is
   // always of the pool's bytes.
-  copier->Copy({{res->bytes().data(), arena->bytes().data() + offset, size}});
+  cx.copier->Copy({{res->bytes().data(), arena->bytes().data() + offset, size}});
   if (flags & kPutChecksumWhenSpilled) res->ChecksumWhenSpilled();
-  return store->Commit(std::move(res).value());
+  return cx.store->Commit(std::move(res).value());
 }
 }  // namespace
 
-Result<Answer> AnswerArena(Store* store, CopyPool* copier, Op op, BodyReader* r,
+Result<Answer> AnswerArena(const ArenaContext& cx, Op op, BodyReader* r,
                            std::shared_ptr<SharedArena>* arena, std::string* key,
                            uint64_t* bytes_in) {
   if (op == Op::kPutArena) {
@@ -155,24 +238,27 @@ Result<Answer> AnswerArena(Store* store, CopyPool* copier, Op op, BodyReader* r,
   auto k = ParseKeyBody(r);
   if (!k.ok()) return k.status();
   TensorMeta meta;
-  uint64_t offset, size;
+  uint64_t offset, size, counter_at = 0;
   uint8_t flags;
-  if (!r->Meta(&meta) || !r->U64(&offset) || !r->U64(&size) || !r->U8(&flags))
+  if (!r->Meta(&meta) || !r->U64(&offset) || !r->U64(&size) || !r->U8(&flags) ||
+      ((flags & kPutLanding) && !r->U64(&counter_at)))
     return Status::InvalidArgument("malformed PUT_SHM");
   *key = k->key;
   *bytes_in = size;
   return Answer{
-      PutFromArena(store, copier, arena->get(), *k, meta, offset, size, flags), Op::kOk, {}};
+      PutFromArena(cx, arena->get(), *k, meta, offset, size, flags, counter_at), Op::kOk, {}};
 }
 
 // ---------------------------------------------------------- transports without arenas
 
-Result<ArenaReservation> Transport::ReservePut(Channel&, std::string, uint64_t) {
+Result<ArenaReservation> Transport::ReservePut(Channel&, std::string, uint64_t, bool) {
   return Status::InvalidArgument(
       "put arenas need a same-host server (the unix socket) that offers them; use Put");
 }
 
 Status Transport::CommitPut(Channel& ch, const ArenaReservation& r, bool) {
+  // A landing block whose arena is gone (a new connection): its bytes once they have landed.
+  EC_RETURN_IF_ERROR(r.AwaitLanded(std::chrono::seconds(30)));
   return Transport::Put(ch, r.head(), r.bytes());
 }
 

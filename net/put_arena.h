@@ -14,12 +14,19 @@
 //   cudaMemcpy(r->bytes().data(), dev_ptr, bytes, cudaMemcpyDeviceToHost);
 //   EC_RETURN_IF_ERROR(client->CommitPut(std::move(r).value()));
 //
+// A landing put overlaps the two copies: reserved with `landing`, the block has a counter
+// beside it (LandingCounter) that the filling thread raises as pieces land, and CommitPut
+// may be sent at once, from another thread -- the server copies each piece as the counter
+// passes it, so the device->host copy and the server's copy run together. A server without
+// kFeaturePutLanding gives no counter: fill, then commit.
+//
 // Thread rules: a SharedArena is shared (shared_ptr) by the transport that asked for it and
 // the reservations carved from it; Allocate and Free may be called from any thread. An
 // ArenaReservation is used by one thread at a time. PutFromArena runs on a connection's
 // thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -74,6 +81,25 @@ class SharedArena {
   std::vector<std::pair<uint64_t, uint64_t>> used_;  // (offset, size), by offset
 };
 
+// How much of a landing block has landed: a u64 in the arena beside the block, raised by the
+// client (release stores, never lowered) and read by the server as it copies. Fail() tells
+// the server the bytes will not come (it stores nothing). It keeps the arena mapped.
+// Thread rules: any thread may call Landed/Fail while another commits the reservation.
+class LandingCounter {
+ public:
+  static constexpr uint64_t kFailed = UINT64_MAX;
+  LandingCounter() = default;
+  LandingCounter(std::shared_ptr<SharedArena> arena, uint64_t word_offset);
+  explicit operator bool() const { return word_ != nullptr; }
+  void Landed(uint64_t bytes) const { __atomic_store_n(word_, bytes, __ATOMIC_RELEASE); }
+  void Fail() const { Landed(kFailed); }
+  uint64_t Load() const { return __atomic_load_n(word_, __ATOMIC_ACQUIRE); }
+
+ private:
+  std::shared_ptr<SharedArena> arena_;
+  uint64_t* word_ = nullptr;
+};
+
 // A block of a connection's put arena held for one put (Client::ReservePut): fill bytes(),
 // then Client::CommitPut. It keeps its arena mapped, so its bytes stay valid whatever
 // happens to the connection; if the connection was re-established meanwhile (the server
@@ -82,9 +108,14 @@ class SharedArena {
 class ArenaReservation {
  public:
   ArenaReservation() = default;
+  static constexpr uint64_t kNoCounter = UINT64_MAX;
   ArenaReservation(std::shared_ptr<SharedArena> arena, uint64_t offset, uint64_t size,
-                   std::string head)
-      : arena_(std::move(arena)), offset_(offset), size_(size), head_(std::move(head)) {}
+                   std::string head, uint64_t counter_offset = kNoCounter)
+      : arena_(std::move(arena)),
+        offset_(offset),
+        size_(size),
+        counter_offset_(counter_offset),
+        head_(std::move(head)) {}
   ArenaReservation(ArenaReservation&& o) noexcept { *this = std::move(o); }
   ArenaReservation& operator=(ArenaReservation&& o) noexcept;
   ~ArenaReservation();
@@ -94,21 +125,45 @@ class ArenaReservation {
   const SharedArena* arena() const { return arena_.get(); }
   uint64_t offset() const { return offset_; }
   const std::string& head() const { return head_; }  // the PUT body before the bytes
+  // A landing block's counter (reserved with `landing` from a server that offers it); a
+  // false one otherwise.
+  LandingCounter Landing() const;
+  uint64_t counter_offset() const { return counter_offset_; }
+  // Until the counter says every byte landed: Ok, or InvalidArgument if it was failed or
+  // `timeout` passed first. At once for a block without a counter.
+  Status AwaitLanded(std::chrono::milliseconds timeout) const;
 
  private:
   std::shared_ptr<SharedArena> arena_;
-  uint64_t offset_ = 0, size_ = 0;
+  uint64_t offset_ = 0, size_ = 0, counter_offset_ = kNoCounter;
   std::string head_;
 };
 
-// The PUT_SHM body: the PUT head (ns, key, meta), then the block and the flags.
-std::string PutShmBody(const std::string& head, uint64_t offset, uint64_t size, uint8_t flags);
+// Where a landing block's counter goes: the first 64-byte boundary after its bytes (the
+// block is allocated with room for it).
+inline uint64_t LandingCounterAt(uint64_t offset, uint64_t size) {
+  return offset + (size + 63) / 64 * 64;
+}
+inline uint64_t LandingBlockBytes(uint64_t size) { return (size + 63) / 64 * 64 + 64; }
+
+// The PUT_SHM body: the PUT head (ns, key, meta), then the block and the flags (with
+// kPutLanding, then the counter's offset).
+std::string PutShmBody(const std::string& head, uint64_t offset, uint64_t size, uint8_t flags,
+                       uint64_t counter_offset = ArenaReservation::kNoCounter);
+// What the server's arena requests use: its store, the copier that splits each block's
+// copy, and how long a landing block may take to land.
+struct ArenaContext {
+  Store* store;
+  CopyPool* copier;
+  std::chrono::milliseconds landing_timeout;
+};
 // Server: answers PUT_ARENA (a new arena for the connection replaces *arena; the reply
 // passes (*arena)->fd()) or PUT_SHM (a block of *arena put into the store: a block outside
 // it, or no arena yet, is the answer's InvalidArgument). A malformed body is the outer
 // status: answer it, then close the connection. *key and *bytes_in are set for the log.
-// The block is copied by `copier` (the caller's thread and its helpers).
-Result<Answer> AnswerArena(Store* store, CopyPool* copier, Op op, BodyReader* r,
+// The block is copied by cx.copier (the caller's thread and its helpers); a landing block
+// piece by piece as its counter passes them, waiting up to cx.landing_timeout for the rest.
+Result<Answer> AnswerArena(const ArenaContext& cx, Op op, BodyReader* r,
                            std::shared_ptr<SharedArena>* arena, std::string* key,
                            uint64_t* bytes_in);
 

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -38,10 +39,12 @@ class PutArenaTest : public ::testing::Test {
   void TearDown() override {
     if (server_) server_->Stop();
   }
-  void StartServer(int copy_threads = -1) {
+  void StartServer(int copy_threads = -1,
+                   std::chrono::milliseconds io_timeout = std::chrono::seconds(30)) {
     ServerOptions so;
     so.listen = "127.0.0.1:0";
     so.copy_threads = copy_threads;
+    so.io_timeout = io_timeout;
     so.shm_socket = dir_.sub("serve.sock");
     auto srv = Server::Start(store_.get(), so);
     ASSERT_TRUE(srv.ok()) << srv.status().ToString();
@@ -65,6 +68,22 @@ class PutArenaTest : public ::testing::Test {
     auto p = Payload(seed, n);
     std::memcpy(r->bytes().data(), p.data(), n);
     return std::move(r).value();
+  }
+  // Lands Payload(seed, n) in a landing block from another thread, `piece` bytes at a time
+  // `pause` apart, each written only just before the counter passes it (until then the
+  // block holds 0xEE: what the server would store if it copied too early).
+  static std::thread Land(const ArenaReservation& r, uint64_t seed, uint64_t piece,
+                          std::chrono::milliseconds pause) {
+    std::memset(r.bytes().data(), 0xEE, r.bytes().size());
+    return std::thread([bytes = r.bytes(), landing = r.Landing(), seed, piece, pause] {
+      auto p = Payload(seed, bytes.size());
+      for (uint64_t at = 0; at < bytes.size(); at += piece) {
+        std::this_thread::sleep_for(pause);
+        const uint64_t end = std::min<uint64_t>(bytes.size(), at + piece);
+        std::memcpy(bytes.data() + at, p.data() + at, end - at);
+        landing.Landed(end);
+      }
+    });
   }
   void ExpectStored(const std::string& key, uint64_t seed, uint64_t n) {
     std::vector<uint8_t> got(n);
@@ -256,6 +275,80 @@ TEST_F(PutArenaTest, PutGoesThroughTheArenaByItself) {
   EXPECT_EQ(arenas, 1u);
 }
 
+// A landing block's commit goes out before its bytes have landed, and the server copies each
+// piece only once the counter passes it: what is stored is every byte as it landed, never
+// the block's earlier contents. A plain reservation has no counter.
+TEST_F(PutArenaTest, ALandingBlockIsCopiedOnlyAsItsBytesLand) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  for (bool cws : {true, false}) {
+    const uint64_t n = 9 * kMiB + 77;
+    const std::string key = cws ? "landing-cws" : "landing";
+    auto r = c->ReservePut("ns", key, U8(n), n, true);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->Landing());
+    EXPECT_EQ(r->Landing().Load(), 0u);
+    std::thread writer = Land(*r, 5, 2 * kMiB, std::chrono::milliseconds(5));
+    Status st = c->CommitPut(std::move(r).value(), cws);
+    writer.join();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ExpectStored(key, 5, n);
+    EXPECT_EQ(store_->Lookup("ns", key)->checksum == 0, cws);
+  }
+  auto plain = c->ReservePut("ns", "plain", U8(kMiB), kMiB);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->Landing());
+}
+
+// A landing block its writer gives up on (LandingCounter::Fail), or one whose bytes do not
+// land within the server's io_timeout, stores nothing and says why; the connection stays
+// usable.
+TEST_F(PutArenaTest, ALandingBlockGivenUpOrLateStoresNothing) {
+  server_->Stop();
+  StartServer(-1, std::chrono::milliseconds(300));
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  auto r = c->ReservePut("ns", "given-up", U8(4 * kMiB), 4 * kMiB, true);
+  ASSERT_TRUE(r.ok() && r->Landing());
+  std::thread writer([landing = r->Landing()] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    landing.Landed(kMiB);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    landing.Fail();
+  });
+  Status st = c->CommitPut(std::move(r).value());
+  writer.join();
+  EXPECT_TRUE(st.IsInvalidArgument()) << st.ToString();
+  EXPECT_NE(st.message().find("given up"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(store_->Lookup("ns", "given-up").status().IsNotFound());
+  auto late = c->ReservePut("ns", "late", U8(kMiB), kMiB, true);
+  ASSERT_TRUE(late.ok());
+  st = c->CommitPut(std::move(late).value());  // nothing ever lands
+  EXPECT_TRUE(st.IsInvalidArgument()) << st.ToString();
+  EXPECT_NE(st.message().find("did not land"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(store_->Lookup("ns", "late").status().IsNotFound());
+  ASSERT_TRUE(c->CommitPut(Filled(c.get(), "after", 6, kMiB)).ok());
+  ExpectStored("after", 6, kMiB);
+}
+
+// A landing block whose arena was replaced (a larger put asked for a new one) is committed as
+// a plain PUT once its bytes have landed.
+TEST_F(PutArenaTest, ALandingBlockOfAReplacedArenaIsPutOnceItLands) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  auto r = c->ReservePut("ns", "old-arena", U8(5 * kMiB), 5 * kMiB, true);
+  ASSERT_TRUE(r.ok() && r->Landing());
+  ArenaReservation big = Filled(c.get(), "big", 7, 100 * kMiB);  // a new, larger arena
+  ASSERT_NE(big.arena(), r->arena());
+  std::thread writer = Land(*r, 8, kMiB, std::chrono::milliseconds(5));
+  Status st = c->CommitPut(std::move(r).value());
+  writer.join();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ExpectStored("old-arena", 8, 5 * kMiB);
+  ASSERT_TRUE(c->CommitPut(std::move(big)).ok());
+  ExpectStored("big", 7, 100 * kMiB);
+}
+
 // The server's side, spoken raw: PUT_SHM before any arena, or of a block outside it, is
 // refused with a reason and the connection stays usable; the arena passed cannot be shrunk
 // or grown by the client (its reads would fault the server), but it can be written.
@@ -275,6 +368,7 @@ TEST_F(PutArenaTest, TheServerRefusesBlocksOutsideTheArenaAndSealsItsSize) {
   HelloInfo info;
   ASSERT_TRUE(ParseHelloBody(&hr, &info));
   EXPECT_EQ(info.features & kFeaturePutArena, kFeaturePutArena);
+  EXPECT_EQ(info.features & kFeaturePutLanding, kFeaturePutLanding);
   const std::string head = *PutHeadBody("ns", "raw", U8(kMiB), kMiB);
   ASSERT_TRUE(s.Send(Op::kPutShm, PutShmBody(head, 0, kMiB, 0)).ok());
   auto no_arena = s.ReadReply(Op::kOk);
@@ -298,6 +392,13 @@ TEST_F(PutArenaTest, TheServerRefusesBlocksOutsideTheArenaAndSealsItsSize) {
   EXPECT_NE(outside.status().message().find("outside"), std::string::npos);
   ASSERT_TRUE(s.Send(Op::kPutShm, PutShmBody(head, ~0ull - 4, 8, 0)).ok());  // wraps around
   EXPECT_TRUE(s.ReadReply(Op::kOk).status().IsInvalidArgument());
+  // A landing counter inside the block, unaligned, or past the arena's end.
+  for (uint64_t counter : {7 * kMiB + 64, 2 * kMiB + 4, 8 * kMiB - 4, 8 * kMiB, ~uint64_t{0} - 3}) {
+    ASSERT_TRUE(s.Send(Op::kPutShm, PutShmBody(head, 7 * kMiB, kMiB, kPutLanding, counter)).ok());
+    auto bad = s.ReadReply(Op::kOk);
+    EXPECT_NE(bad.status().message().find("landing counter"), std::string::npos)
+        << counter << ": " << bad.status().ToString();
+  }
   EXPECT_TRUE(store_->Lookup("ns", "raw").status().IsNotFound());
   ASSERT_TRUE(s.Send(Op::kPutShm, PutShmBody(head, 7 * kMiB, kMiB, 0)).ok());
   ASSERT_TRUE(s.ReadReply(Op::kOk).ok());

@@ -317,7 +317,7 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   info.transport = c->shm ? "shm" : "tcp";
   if (c->shm) {  // hand over the pool once; gets then return offsets into it
     info.pool_bytes = store_->pool_region().size;
-    info.features = kFeaturePutArena;
+    info.features = kFeaturePutArena | kFeaturePutLanding;
     std::string b = HelloBody(info);
     uint8_t out[kHeaderBytes];
     EncodeHeader({kVersion, Op::kHelloOk, h.request_id, b.size()}, out);
@@ -422,7 +422,8 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
 // passes the arena's memfd).
 Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) {
   auto a = h.op == Op::kPutArena || h.op == Op::kPutShm
-               ? AnswerArena(store_, &copier_, h.op, r, &c->arena, &c->key, &c->bytes_in)
+               ? AnswerArena({store_, &copier_, opt_.io_timeout}, h.op, r, &c->arena, &c->key,
+                             &c->bytes_in)
                : AnswerKeys(store_, h.op, r);
   if (!a.ok()) {  // malformed: answer, then close
     ReplyError(c, h, a.status());

@@ -40,20 +40,27 @@ class ShmTransport : public Transport {
   }
   std::span<const uint8_t> shared_pool() const override { return {map_, bytes_}; }
 
-  Result<ArenaReservation> ReservePut(Channel& ch, std::string head, uint64_t size) override {
-    if (!(features_ & kFeaturePutArena)) return Transport::ReservePut(ch, std::move(head), size);
-    std::optional<uint64_t> at = arena_ ? arena_->Allocate(size) : std::nullopt;
+  Result<ArenaReservation> ReservePut(Channel& ch, std::string head, uint64_t size,
+                                      bool landing) override {
+    if (!(features_ & kFeaturePutArena))
+      return Transport::ReservePut(ch, std::move(head), size, landing);
+    landing = landing && (features_ & kFeaturePutLanding);
+    const uint64_t block = landing ? LandingBlockBytes(size) : size;
+    std::optional<uint64_t> at = arena_ ? arena_->Allocate(block) : std::nullopt;
     if (!at) {  // none yet, or too small for this block beside those still held: a larger one
       const uint64_t need = std::max<uint64_t>(2 * size, arena_ ? 2 * arena_->bytes().size() : 0);
       uint64_t want = kMinArenaBytes;
       while (want < need) want *= 2;
       EC_RETURN_IF_ERROR(NewArena(ch, std::min(want, kMaxArenaBytes)));
-      at = arena_->Allocate(size);
+      at = arena_->Allocate(block);
       if (!at)
         return Status::InvalidArgument("a put of " + std::to_string(size) +
                                        " bytes is larger than a put arena can be");
     }
-    return ArenaReservation(arena_, *at, size, std::move(head));
+    if (!landing) return ArenaReservation(arena_, *at, size, std::move(head));
+    ArenaReservation r(arena_, *at, size, std::move(head), LandingCounterAt(*at, size));
+    r.Landing().Landed(0);  // the word may hold an earlier block's bytes
+    return r;
   }
 
   // Through the arena where there is one: measured on the 2-core VM (bench remote, shm_put,
@@ -61,7 +68,7 @@ class ShmTransport : public Transport {
   // 2.41 GB/s against 1.45 through the unix socket's two copies.
   Status Put(Channel& ch, const std::string& head, std::span<const uint8_t> bytes) override {
     if (!(features_ & kFeaturePutArena)) return Transport::Put(ch, head, bytes);
-    auto r = ReservePut(ch, head, bytes.size());
+    auto r = ReservePut(ch, head, bytes.size(), false);
     if (!r.ok()) return r.status();
     std::memcpy(r->bytes().data(), bytes.data(), bytes.size());
     return CommitPut(ch, *r, false);
@@ -75,9 +82,11 @@ class ShmTransport : public Transport {
   Status CommitPut(Channel& ch, const ArenaReservation& r, bool checksum_when_spilled) override {
     if (!arena_ || r.arena() != arena_.get())
       return Transport::CommitPut(ch, r, checksum_when_spilled);
-    const uint8_t flags = checksum_when_spilled ? kPutChecksumWhenSpilled : 0;
-    EC_RETURN_IF_ERROR(
-        ch.SendRequest(Op::kPutShm, PutShmBody(r.head(), r.offset(), r.bytes().size(), flags)));
+    const uint8_t flags =
+        (checksum_when_spilled ? kPutChecksumWhenSpilled : 0) | (r.Landing() ? kPutLanding : 0);
+    EC_RETURN_IF_ERROR(ch.SendRequest(
+        Op::kPutShm,
+        PutShmBody(r.head(), r.offset(), r.bytes().size(), flags, r.counter_offset())));
     return ch.ReadReply(Op::kOk).status();
   }
 

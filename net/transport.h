@@ -77,8 +77,10 @@ class Transport {
   virtual Result<ReadLease> AcquireOnDevice(Channel& ch, std::string_view ns, std::string_view key);
   // Same host, a server offering put arenas (net/put_arena.h): a block of `size` bytes of
   // this connection's arena, asked for (or replaced by a larger one) as needed, for a put
-  // whose PUT body before the bytes is `head`. Unavailable elsewhere.
-  virtual Result<ArenaReservation> ReservePut(Channel& ch, std::string head, uint64_t size);
+  // whose PUT body before the bytes is `head`; with `landing`, and a server that offers it,
+  // with a LandingCounter beside it. InvalidArgument elsewhere.
+  virtual Result<ArenaReservation> ReservePut(Channel& ch, std::string head, uint64_t size,
+                                              bool landing);
   // PUT_SHM where the reservation lies in this connection's arena; otherwise (another
   // transport, a re-established connection) a PUT carrying its bytes (always hashed).
   virtual Status CommitPut(Channel& ch, const ArenaReservation& r, bool checksum_when_spilled);

@@ -262,13 +262,18 @@ class Cache:
         (0, 0, True) over TCP or RDMA."""
         return self._c.pool_region()
 
-    def reserve(self, ns: str, key: str, dtype: str, shape: Sequence[int]) -> Any:
+    def reserve(self, ns: str, key: str, dtype: str, shape: Sequence[int], *,
+                landing: bool = False) -> Any:
         """Space for one entry, to fill in place (reservation.view(), a writable uint8
         array) and then commit() -- e.g. a device->host copy straight into it: an embedded
         store's (CUDA-registered) pool, or a same-host daemon's put arena (shared memory the
         daemon copies from once; reservation.arena() gives its range, to register with
-        CUDA). Over TCP, or from a daemon without put arenas: InvalidArgument (use put)."""
-        return self._c.reserve(ns, key, dtype.upper(), list(shape))
+        CUDA). Over TCP, or from a daemon without put arenas: InvalidArgument (use put).
+        landing=True, through a same-host daemon that offers it: reservation.landing() is a
+        counter to set(n) as the block's first n bytes land, so that commit() can run at
+        once on another thread while they do -- the daemon copies each piece as it lands
+        (None elsewhere: fill, then commit)."""
+        return self._c.reserve(ns, key, dtype.upper(), list(shape), landing)
 
     def register_with_cuda(self) -> bool:
         """Registers the host pool with CUDA once (cudaHostRegister; read-only for a

@@ -271,7 +271,7 @@ class PyCache {
   }
 
   Reservation reserve(const std::string& ns, const std::string& key, const std::string& dtype,
-                      const std::vector<int64_t>& shape) {
+                      const std::vector<int64_t>& shape, bool landing) {
     TensorMeta meta = ToMeta(dtype, shape);
     uint64_t bytes = Check(meta.ByteSize());
     core_->Live();
@@ -279,7 +279,7 @@ class PyCache {
     if (core_->store) return Reservation(Check(core_->store->Reserve(ns, key, meta, bytes)), core_);
     auto lock = core_->Lock();
     core_->Live();  // closed meanwhile?
-    return Reservation(Check(core_->client->ReservePut(ns, key, meta, bytes)), core_);
+    return Reservation(Check(core_->client->ReservePut(ns, key, meta, bytes, landing)), core_);
   }
 
   void flush() {
@@ -362,7 +362,7 @@ void BindCache(nb::module_& m) {
       .def("list", &PyCache::list, "ns"_a = nb::none())
       .def("stats_json", &PyCache::stats_json)
       .def("pool_region", &PyCache::pool_region)
-      .def("reserve", &PyCache::reserve, "ns"_a, "key"_a, "dtype"_a, "shape"_a)
+      .def("reserve", &PyCache::reserve, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "landing"_a = false)
       .def("register_arenas_with_cuda", &PyCache::register_arenas_with_cuda)
       .def("flush", &PyCache::flush)
       .def("close", &PyCache::close);

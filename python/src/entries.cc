@@ -1,5 +1,6 @@
 #include "python/src/entries.h"
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -106,7 +107,18 @@ void BindEntries(nb::module_& m) {
       .def("arena", &Reservation::arena,
            "(address, bytes) of the same-host put arena the block lies in, to register with "
            "CUDA once; (0, 0) for an embedded store's pool")
+      .def("landing", &Reservation::landing,
+           "the counter of a block still landing (reserve(..., landing=True) through a "
+           "same-host daemon that offers it): set(n) as its first n bytes land, while "
+           "another thread's commit() has the daemon copy them as they do; None otherwise")
       .def("abandon", &Reservation::abandon);
+
+  nb::class_<net::LandingCounter>(m, "Landing")
+      .def("set", &net::LandingCounter::Landed, "n"_a,
+           "the block's first n bytes have landed (never lower it)")
+      .def("fail", &net::LandingCounter::Fail,
+           "the bytes will not land: the daemon stores nothing and commit() raises")
+      .def_prop_ro("landed", &net::LandingCounter::Load);
 }
 
 }  // namespace ecstore::py

@@ -67,6 +67,13 @@ class Reservation {
     auto m = a_->arena()->bytes();
     return {reinterpret_cast<uint64_t>(m.data()), m.size()};
   }
+  // A landing block's counter (reserve(..., landing=True) from a same-host daemon that
+  // offers it); None otherwise: fill the block, then commit.
+  std::optional<net::LandingCounter> landing() {
+    Bytes();
+    net::LandingCounter c = a_ ? a_->Landing() : net::LandingCounter();
+    return c ? std::optional<net::LandingCounter>(std::move(c)) : std::nullopt;
+  }
   void commit(bool checksum_when_spilled);
   void abandon() {
     r_.reset();

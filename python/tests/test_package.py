@@ -1,6 +1,8 @@
 """The ecstore package: embedded and remote caches behave alike (one Cache interface)."""
 
+import concurrent.futures
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -278,6 +280,47 @@ def test_a_same_host_reservation_fills_the_daemons_put_arena(daemon):
     off.put("ns", "k2", u)
     assert torch.equal(off.get("ns", "k2"), u)
     off.close()
+
+
+def test_a_landing_reservation_is_committed_while_its_bytes_land(daemon, tmp_path):
+    """reserve(..., landing=True) through a same-host daemon: commit() runs on another thread
+    at once, and the daemon copies each piece as landing.set() passes it -- what is stored is
+    every byte as written, never the block's earlier contents. fail() stores nothing. An
+    embedded store has no landing blocks (None: fill, then commit)."""
+    c = ecstore.connect(daemon["unix"])
+    t = torch.randn(1000, 1000)
+    src = t.view(-1).view(torch.uint8).numpy()
+    r = c.reserve("ns", "landed", "F32", [1000, 1000], landing=True)
+    landing = r.landing()
+    assert landing is not None and landing.landed == 0
+    view = r.view()
+    view[:] = 0xEE
+    with concurrent.futures.ThreadPoolExecutor(1) as committer:
+        done = committer.submit(r.commit, checksum_when_spilled=True)
+        piece = 1 << 20
+        for at in range(0, view.size, piece):
+            time.sleep(0.005)
+            view[at:at + piece] = src[at:at + piece]
+            landing.set(min(view.size, at + piece))
+        done.result(timeout=30)
+    assert torch.equal(c.get("ns", "landed"), t)
+    r2 = c.reserve("ns", "given-up", "F32", [1000, 1000], landing=True)
+    landing2 = r2.landing()  # before the commit takes the reservation
+    with concurrent.futures.ThreadPoolExecutor(1) as committer:
+        done = committer.submit(r2.commit)
+        time.sleep(0.01)
+        landing2.fail()
+        with pytest.raises(ecstore.InvalidArgument, match="given up"):
+            done.result(timeout=30)
+    assert not c.contains("ns", "given-up")
+    c.close()
+    local = ecstore.open(str(tmp_path / "emb"), "64MiB", "256MiB")
+    r3 = local.reserve("ns", "k", "F32", [4], landing=True)
+    assert r3.landing() is None
+    r3.view()[:] = torch.ones(4).view(torch.uint8).numpy()
+    r3.commit()
+    assert torch.equal(local.get("ns", "k"), torch.ones(4))
+    local.close()
 
 
 def test_prefetch_reads_disk_entries_into_the_pool_in_one_batch(tmp_path):
