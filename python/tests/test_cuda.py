@@ -38,6 +38,25 @@ def test_cuda_tensor_round_trip(cache, shape):
     assert torch.equal(got.view(torch.int16), src.view(torch.int16))
 
 
+def test_a_load_follows_the_work_queued_on_the_current_stream(cache):
+    """get(device=...) into a fresh tensor is ordered after the work already queued on the
+    current stream: the caching allocator may hand it a block that queued work still reads,
+    and that work must read its own bytes."""
+    shape = (400, 3584)
+    src = torch.randn(shape, device="cuda:0").to(torch.bfloat16)
+    cache.put("ns", "k", src)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        old = torch.full(shape, 7, dtype=torch.bfloat16, device="cuda:0")
+        torch.cuda._sleep(100_000_000)  # tens of ms of queued work before the read below
+        total = old.float().sum()
+        del old  # its block is free for the next allocation on this stream
+        got = cache.get("ns", "k", device="cuda:0")
+    side.synchronize()
+    assert total.item() == 7 * shape[0] * shape[1]
+    assert torch.equal(got.view(torch.int16), src.view(torch.int16))
+
+
 def test_load_many_brings_a_step_to_the_gpu(cache):
     srcs = [torch.randn(s, device="cuda:0").to(torch.bfloat16) for s in SHAPES[:2]]
     for i, src in enumerate(srcs):
