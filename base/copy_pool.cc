@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 
 namespace ecstore {
 
@@ -11,7 +12,13 @@ unsigned CopyPool::ServerThreads(unsigned cores) { return std::min(7u, cores / 2
 
 CopyPool::CopyPool(unsigned threads, size_t piece_bytes)
     : piece_bytes_(std::max<size_t>(piece_bytes, 4096)) {
-  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+  // A helper that cannot start (address space or thread limits) is done without: copies run
+  // on fewer threads (threads() says how many), never abort the process.
+  for (unsigned i = 0; i < threads; ++i) try {
+      threads_.emplace_back([this] { Work(); });
+    } catch (const std::system_error&) {
+      break;
+    }
 }
 
 CopyPool::~CopyPool() {

@@ -22,7 +22,8 @@ class CopyPool {
     const void* src;
     size_t n;
   };
-  // `threads` helpers besides the caller (0: every Copy runs on the caller alone); a copy is
+  // Up to `threads` helpers besides the caller (0: every Copy runs on the caller alone; fewer
+  // where a thread cannot be started); a copy is
   // split into pieces of `piece_bytes` (a thread's share of a small copy costs more to hand
   // over than to do below ~1 MiB: a helper's wake-up is ~10 us, a 1 MiB copy ~150-250 us).
   explicit CopyPool(unsigned threads, size_t piece_bytes = kDefaultPieceBytes);

@@ -1,7 +1,11 @@
 #include "base/copy_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -78,6 +82,34 @@ TEST(CopyPool, ServerHelpersAreHalfTheCoresLessTheCaller) {
   EXPECT_EQ(CopyPool::ServerThreads(4), 1u);
   EXPECT_EQ(CopyPool::ServerThreads(16), 7u);
   EXPECT_EQ(CopyPool::ServerThreads(128), 7u);
+}
+
+// Helpers that cannot start (here: an address-space limit leaves room for about two 8 MiB
+// stacks) are done without, and every byte still lands; the process does not abort.
+TEST(CopyPool, HelpersThatCannotStartAreDoneWithout) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "RLIMIT_AS cannot be lowered under a sanitizer (its shadow memory)";
+#endif
+  auto src = Bytes(9u << 20, 3);
+  std::vector<uint8_t> dst(src.size());
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    uint64_t vm = 0;
+    while (std::getline(f, line))
+      if (line.rfind("VmSize:", 0) == 0) vm = std::stoull(line.substr(7)) * 1024;
+    rlimit lim{vm + (20u << 20), vm + (20u << 20)};
+    setrlimit(RLIMIT_AS, &lim);
+    CopyPool pool(16, 1u << 20);
+    pool.Copy({{dst.data(), src.data(), src.size()}});
+    _exit(pool.threads() < 16 && dst == src ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 // Small pieces (a daemon's 1 MiB): a 2.9 MB copy is split, and every byte still lands, the

@@ -195,7 +195,10 @@ class Store : public Cache {
   virtual Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
                                const void* src, uint64_t bytes) = 0;
   // Copies the entry to device memory at `dst` (dst_bytes at least its size) from whichever
-  // tier holds it: device->device, pinned host->device, or disk -> host pool -> device.
+  // tier holds it: device->device, pinned host->device, or disk -> host pool -> device. The
+  // copy runs on the store's own stream: no work queued on another stream may still use dst
+  // (a caching allocator's fresh block can be; Python's get(device=...) waits for the
+  // current stream first).
   virtual Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
                                         uint64_t dst_bytes) = 0;
   // The entry's device copy, leased (memory_kind() kDevice): promoted host->device first if

@@ -20,6 +20,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -165,7 +166,7 @@ class EcStoreDirectHarness:
     """Where vLLM is absent: the connector's own data path (ecstore.transfer) and a pin
     set, as EcStoreConnector uses them."""
 
-    def __init__(self, kind: str, store: str):
+    def __init__(self, kind: str, store: str, landing: bool = True):
         import ecstore
         from ecstore.transfer import AsyncSaver
 
@@ -173,7 +174,7 @@ class EcStoreDirectHarness:
                       else ecstore.open(store, "2GiB", "64GiB"))
         if torch.cuda.is_available():  # as EcStoreConnector does
             self.cache.register_with_cuda()
-        self.saver = AsyncSaver(self.cache, "bench")
+        self.saver = AsyncSaver(self.cache, "bench", landing=landing)
         self.pins = {}
 
     def save(self, key, t):
@@ -202,7 +203,9 @@ class EcStoreDirectHarness:
 
 def run_connector(name: str, kind: str, store: str, device: str, reps: int,
                   cold: bool = False) -> dict:
-    if HAVE_VLLM:
+    if kind == "ecstore-fill":  # the saver without landing blocks (a GPU and a daemon)
+        harness = EcStoreDirectHarness(kind, store, landing=False)
+    elif HAVE_VLLM:
         harness = ConnectorHarness(kind, store)
     else:
         harness = (EcStoreDirectHarness if kind == "ecstore" else ExampleStepsHarness)(
@@ -295,12 +298,15 @@ def limit_save(device: str, reps: int) -> dict:
     return out
 
 
-def start_daemon(root: str):
+def start_daemon(root: str, copy_threads: int = -1, pool: str = "2GiB"):
+    """On a GPU its pool holds both daemon runs' entries (30 reps: 5.3 GB), so the second
+    run's saves do not make room while the first run's spill."""
     binary = os.environ.get("EC_STORE_BIN")
     if not binary:
         return None, None
     proc = subprocess.Popen([binary, "--dir", os.path.join(root, "daemon"), "--pool-size",
-                             "2GiB", "serve", "--listen", "127.0.0.1:0"],
+                             pool, "serve", "--listen", "127.0.0.1:0", "--copy-threads",
+                             str(copy_threads)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     m = re.search(r"port (\d+)", proc.stdout.readline())
     return proc, f"tcp://127.0.0.1:{m.group(1)}" if m else None
@@ -312,11 +318,15 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where the stores live (default: a temp dir)")
     ap.add_argument("--daemon", default=None, help="address of a running ec-store serve")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--daemon-copy-threads", type=int, default=-1,
+                    help="serve --copy-threads of the daemon this bench starts")
     args = ap.parse_args()
     global DEVICE
     device = DEVICE = "cuda:0" if torch.cuda.is_available() else "cpu"
     root = args.dir or tempfile.mkdtemp(prefix="ecstore-bench-")
-    proc, addr = (None, args.daemon) if args.daemon else start_daemon(root)
+    proc, addr = ((None, args.daemon) if args.daemon
+                  else start_daemon(root, args.daemon_copy_threads,
+                                    "8GiB" if device.startswith("cuda") else "2GiB"))
     results = {"device": device, "limit_load": limit(device, args.reps),
                "limit_save": limit_save(device, args.reps)}
     runs = [("example-warm", "example", os.path.join(root, "example"), False),
@@ -324,6 +334,8 @@ def main() -> None:
             ("ecstore-embedded", "ecstore", os.path.join(root, "embedded"), False)]
     if addr:
         runs.append(("ecstore-daemon", "ecstore", addr, False))
+        if device.startswith("cuda"):  # its saves fill the put arena first, then commit
+            runs.append(("daemon-fill-first", "ecstore-fill", addr, False))
     try:
         for name, kind, store, cold in runs:
             if kind == "example":
@@ -333,6 +345,8 @@ def main() -> None:
         if proc:
             proc.terminate()
             proc.wait()
+        if not args.dir:  # its own temp dir: several GB of stores and files
+            shutil.rmtree(root, ignore_errors=True)
     if HAVE_VLLM:
         how = "through vLLM's connector classes"
     else:

@@ -48,8 +48,9 @@ class AsyncSaver:
     an embedded store, or a same-host daemon's put arena, which the daemon copies into its
     pool (each registered with CUDA by Cache.register_with_cuda) -- and commits; over TCP,
     into a reused pinned buffer that it then puts. Through a daemon that offers landing
-    blocks the device->host copy goes in pieces and the commit at once, from a second
-    thread: the daemon copies each piece as it lands, so its copy overlaps the GPU's. The
+    blocks an entry of 32 MiB or more is copied device->host in pieces and committed at
+    once, from a second thread: the daemon copies each piece as it lands, so its copy
+    overlaps the GPU's. The
     tensor is kept alive until its copy has run; the caller must not write to it afterwards
     (vLLM never changes an encoder output). A CPU tensor is put as it is."""
 
@@ -58,11 +59,19 @@ class AsyncSaver:
     # pieces gained nothing at 10.6-16.5 MB).
     _MIN_PIECE = 4 << 20
     _MAX_PIECES = 16
+    # Entries below this fill their block first: the hand-over to the committer thread cost
+    # more than the overlap gained (H100 host, `python -m ecstore.bench`, ready p50 at 2.87 /
+    # 10.6 MB: 1.00-1.09 / 1.34-1.52 ms landing against 0.80-0.82 / 1.12-1.22 filling first;
+    # 57.8 MB: 3.28-3.33 against 3.55-3.88 ms).
+    _LANDING_MIN_BYTES = 32 << 20
 
     def __init__(self, cache: ecstore.Cache, ns: str,
                  on_error: Callable[[str, Exception], None] | None = None,
-                 on_saved: Callable[[str, int], None] | None = None):
+                 on_saved: Callable[[str, int], None] | None = None, landing: bool = True):
+        """landing=False: through a daemon, large entries too fill the block first, then
+        commit (one thread)."""
         self._cache, self._ns, self._on_error, self._on_saved = cache, ns, on_error, on_saved
+        self._landing = landing
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-save")
         self._pending: set[concurrent.futures.Future] = set()
         self._lock = threading.Lock()
@@ -110,7 +119,9 @@ class AsyncSaver:
     def _put_reserved(self, key: str, src: torch.Tensor, ready: Any) -> None:
         name = _tensors.dtype_name(src)
         try:
-            r = self._cache.reserve(self._ns, key, name, list(src.shape), landing=True)
+            nbytes = src.numel() * src.element_size()
+            landing = self._landing and nbytes >= self._LANDING_MIN_BYTES
+            r = self._cache.reserve(self._ns, key, name, list(src.shape), landing=landing)
         except ecstore.InvalidArgument as e:
             if "put arenas" not in str(e):
                 raise
