@@ -462,6 +462,10 @@ Result<ArenaReservation> Client::ReservePut(std::string_view ns, std::string_vie
   return WithRetry([&] { return transport_->ReservePut(*this, *head, size, landing); });
 }
 
+Status Client::PreparePutArena() {
+  return WithRetry([&] { return transport_->PreparePutArena(*this); });
+}
+
 Status Client::CommitPut(ArenaReservation r, bool checksum_when_spilled) {
   if (!r.arena()) return Status::InvalidArgument("this reservation was committed or dropped");
   return WithRetry([&] { return transport_->CommitPut(*this, r, checksum_when_spilled); });

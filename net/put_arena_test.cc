@@ -85,6 +85,12 @@ class PutArenaTest : public ::testing::Test {
       }
     });
   }
+  uint64_t ArenasAskedFor() const {  // PUT_ARENA requests the server answered
+    uint64_t arenas = 0;
+    for (const auto& q : server_->metrics().Snapshot().requests)
+      if (q.op == "put_arena") arenas += q.count;
+    return arenas;
+  }
   void ExpectStored(const std::string& key, uint64_t seed, uint64_t n) {
     std::vector<uint8_t> got(n);
     auto info = store_->Get("ns", key, {got.data(), got.size()});
@@ -269,10 +275,25 @@ TEST_F(PutArenaTest, PutGoesThroughTheArenaByItself) {
   for (uint64_t i = 0; i < 12; ++i)
     ExpectStored("p" + std::to_string(i), 60 + i, (i % 3 == 0 ? 30 : 1) * kMiB + i * 4097);
   // One arena asked for (PUT_ARENA), then every put a block of it.
-  uint64_t arenas = 0;
-  for (const auto& q : server_->metrics().Snapshot().requests)
-    if (q.op == "put_arena") arenas += q.count;
-  EXPECT_EQ(arenas, 1u);
+  EXPECT_EQ(ArenasAskedFor(), 1u);
+}
+
+// PreparePutArena maps the connection's arena before any put (once: again, it does nothing),
+// and the puts then use it; over TCP it does nothing.
+TEST_F(PutArenaTest, PreparePutArenaMapsTheArenaBeforeTheFirstPut) {
+  auto c = Connect();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->PreparePutArena().ok());
+  EXPECT_EQ(ArenasAskedFor(), 1u);
+  ASSERT_TRUE(c->PreparePutArena().ok());
+  auto p = Payload(70, 5 * kMiB);
+  ASSERT_TRUE(c->Put("ns", "prepared", U8(5 * kMiB), {p.data(), p.size()}).ok());
+  ExpectStored("prepared", 70, 5 * kMiB);
+  EXPECT_EQ(ArenasAskedFor(), 1u);
+  auto tcp = Connect("tcp");
+  ASSERT_TRUE(tcp);
+  EXPECT_TRUE(tcp->PreparePutArena().ok());
+  EXPECT_EQ(ArenasAskedFor(), 1u);
 }
 
 // A landing block's commit goes out before its bytes have landed, and the server copies each

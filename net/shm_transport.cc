@@ -74,6 +74,11 @@ class ShmTransport : public Transport {
     return CommitPut(ch, *r, false);
   }
 
+  Status PreparePutArena(Channel& ch) override {
+    if (!(features_ & kFeaturePutArena) || arena_) return Status::Ok();
+    return NewArena(ch, kMinArenaBytes);
+  }
+
   Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar> registrar) override {
     registrar_ = std::move(registrar);
     return arena_ ? arena_->RegisterWith(registrar_) : Status::Ok();

@@ -87,6 +87,9 @@ class Transport {
   // A PUT of `bytes` whose body before them is `head`: over the stream, or (same host, a
   // server with put arenas) copied into a block of the arena and committed with PUT_SHM.
   virtual Status Put(Channel& ch, const std::string& head, std::span<const uint8_t> bytes);
+  // Same host, a server offering put arenas: this connection's arena mapped now if it has
+  // none (Client::PreparePutArena). Ok and nothing done elsewhere.
+  virtual Status PreparePutArena(Channel&) { return Status::Ok(); }
   // Put arenas are registered with `registrar` from now on (the one mapped now too).
   virtual Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar>) { return Status::Ok(); }
 };
