@@ -199,7 +199,7 @@ Status PutFromArena(const ArenaContext& cx, const SharedArena* arena, const KeyR
                                    std::to_string(size) + ") lies outside the " +
                                    std::to_string(arena_bytes) + "-byte put arena");
   const bool landing = flags & kPutLanding;
-  if (landing && (counter_at % 8 != 0 || counter_at > arena_bytes - 8 ||
+  if (landing && (counter_at % 8 != 0 || arena_bytes < 8 || counter_at > arena_bytes - 8 ||
                   (counter_at < offset + size && counter_at + 8 > offset)))
     return Status::InvalidArgument("PUT_SHM's landing counter at " + std::to_string(counter_at) +
                                    " is not an aligned u64 of the arena outside the block");

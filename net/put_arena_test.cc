@@ -424,6 +424,18 @@ TEST_F(PutArenaTest, TheServerRefusesBlocksOutsideTheArenaAndSealsItsSize) {
   ASSERT_TRUE(s.Send(Op::kPutShm, PutShmBody(head, 7 * kMiB, kMiB, 0)).ok());
   ASSERT_TRUE(s.ReadReply(Op::kOk).ok());
   ExpectStored("raw", 30, kMiB);
+  // An arena smaller than a counter has room for none.
+  BodyWriter tiny;
+  tiny.U64(4);
+  ASSERT_TRUE(s.Send(Op::kPutArena, tiny.data()).ok());
+  int tiny_fd = -1;
+  ASSERT_TRUE(s.ReadReply(Op::kPutArenaOk, &tiny_fd).ok());
+  close(tiny_fd);
+  const std::string one = *PutHeadBody("ns", "tiny", U8(1), 1);
+  ASSERT_TRUE(s.Send(Op::kPutShm, PutShmBody(one, 0, 1, kPutLanding, 8)).ok());
+  auto no_room = s.ReadReply(Op::kOk);
+  EXPECT_NE(no_room.status().message().find("landing counter"), std::string::npos)
+      << no_room.status().ToString();
 }
 
 }  // namespace
