@@ -87,8 +87,9 @@ class ShmTransport : public Transport {
   Status CommitPut(Channel& ch, const ArenaReservation& r, bool checksum_when_spilled) override {
     if (!arena_ || r.arena() != arena_.get())
       return Transport::CommitPut(ch, r, checksum_when_spilled);
+    const bool landing = r.counter_offset() != ArenaReservation::kNoCounter;
     const uint8_t flags =
-        (checksum_when_spilled ? kPutChecksumWhenSpilled : 0) | (r.Landing() ? kPutLanding : 0);
+        (checksum_when_spilled ? kPutChecksumWhenSpilled : 0) | (landing ? kPutLanding : 0);
     EC_RETURN_IF_ERROR(ch.SendRequest(
         Op::kPutShm,
         PutShmBody(r.head(), r.offset(), r.bytes().size(), flags, r.counter_offset())));

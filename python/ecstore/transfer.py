@@ -50,9 +50,9 @@ class AsyncSaver:
     into a reused pinned buffer that it then puts. Through a daemon that offers landing
     blocks an entry of 32 MiB or more is copied device->host in pieces and committed at
     once, from a second thread: the daemon copies each piece as it lands, so its copy
-    overlaps the GPU's. The
-    tensor is kept alive until its copy has run; the caller must not write to it afterwards
-    (vLLM never changes an encoder output). A CPU tensor is put as it is."""
+    overlaps the GPU's. The tensor is kept alive until its copy has run; the caller must not
+    write to it afterwards (vLLM never changes an encoder output). A CPU tensor is put as it
+    is."""
 
     # A landing block's device->host copy: pieces of at least this, at most _MAX_PIECES
     # (each costs an event, a wake-up here and one in the daemon: on the H100 host 1 MiB
@@ -108,11 +108,15 @@ class AsyncSaver:
                 raise
             self._on_error(key, e)
 
-    def _device_to_host(self, dst: torch.Tensor, src: torch.Tensor, ready: Any) -> None:
+    def _side_stream(self, src: torch.Tensor, ready: Any) -> Any:
+        """The saver's own stream, made to wait for `ready` (the tensor computed)."""
         if self._stream is None:
             self._stream = torch.cuda.Stream(device=src.device)
-        with torch.cuda.stream(self._stream):
-            self._stream.wait_event(ready)
+        self._stream.wait_event(ready)
+        return self._stream
+
+    def _device_to_host(self, dst: torch.Tensor, src: torch.Tensor, ready: Any) -> None:
+        with torch.cuda.stream(self._side_stream(src, ready)):
             dst.copy_(src.contiguous().view(-1).view(torch.uint8), non_blocking=True)
         self._stream.synchronize()
 
@@ -152,11 +156,8 @@ class AsyncSaver:
         """The device->host copy in pieces, an event behind each; once the tensor is ready,
         the commit goes out on the committer thread and this one marks each piece landed as
         its event completes, for the daemon to copy while the next lands."""
-        if self._stream is None:
-            self._stream = torch.cuda.Stream(device=src.device)
         pieces = []
-        with torch.cuda.stream(self._stream):
-            self._stream.wait_event(ready)
+        with torch.cuda.stream(self._side_stream(src, ready)):
             flat = src.contiguous().view(-1).view(torch.uint8)
             n = flat.numel()
             step = max(self._MIN_PIECE, -(-n // self._MAX_PIECES))
