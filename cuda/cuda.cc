@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace ecstore::cuda {
 namespace {
@@ -13,6 +15,20 @@ namespace {
 Status Fail(cudaError_t err, const std::string& what) {
   return Status::IOError(what + ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
                          ")");
+}
+
+// A driver API function, through the runtime's entry point (nothing links libcuda); null
+// where this driver lacks it.
+template <typename Fn>
+Fn DriverEntry(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  cudaError_t err = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
+  if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(fn);
 }
 
 // Sets the calling thread's device for the scope of a call.
@@ -158,23 +174,67 @@ Result<std::unique_ptr<CopyStream>> CopyStream::Create(int device) {
 
 Result<int> DmaBufFd(const void* base, size_t bytes) {
   using Fn = CUresult (*)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  cudaError_t err = cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 12000,
-                                                     cudaEnableDefault, &found);
-  if (err != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn) {
-    cudaGetLastError();
+  auto fn = DriverEntry<Fn>("cuMemGetHandleForAddressRange");
+  if (!fn)
     return Status::Unavailable(
         "this CUDA driver cannot export dma-bufs "
         "(cuMemGetHandleForAddressRange not found)");
-  }
   int fd = -1;
-  CUresult r = reinterpret_cast<Fn>(fn)(&fd, reinterpret_cast<CUdeviceptr>(base), bytes,
-                                        CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  CUresult r =
+      fn(&fd, reinterpret_cast<CUdeviceptr>(base), bytes, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
   if (r != CUDA_SUCCESS || fd < 0)
     return Status::Unavailable("the GPU cannot export its memory as a dma-buf (CUresult " +
                                std::to_string(static_cast<int>(r)) + ")");
   return fd;
+}
+
+Result<DeviceAllocation> AllocationOf(const void* p) {
+  int device = -1;
+  if (!IsDevicePointer(p, &device))
+    return Status::InvalidArgument("not device memory of this process");
+  using RangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  using AttrFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+  auto range = DriverEntry<RangeFn>("cuMemGetAddressRange");
+  auto attr = DriverEntry<AttrFn>("cuPointerGetAttribute");
+  if (!range || !attr)
+    return Status::Unavailable("this CUDA driver lacks cuMemGetAddressRange/cuPointerGetAttribute");
+  // The driver calls need the device's context current on this thread, which a thread that
+  // has made no runtime call yet lacks (a saver's worker thread, say).
+  DeviceScope scope(device);
+  cudaFree(nullptr);
+  DeviceAllocation a;
+  CUdeviceptr base = 0;
+  unsigned long long id = 0;
+  const auto at = reinterpret_cast<CUdeviceptr>(p);
+  if (range(&base, &a.bytes, at) != CUDA_SUCCESS ||
+      attr(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, at) != CUDA_SUCCESS)
+    return Status::InvalidArgument("the allocation holding this device pointer is unknown");
+  a.base = reinterpret_cast<const uint8_t*>(base);
+  a.buffer_id = id;
+  a.device = device;
+  // Each device's bus id, asked once (it is asked for every put).
+  static std::mutex mu;
+  static std::map<int, std::string> bus_ids;
+  std::lock_guard<std::mutex> l(mu);
+  auto& bus_id = bus_ids[device];
+  if (bus_id.empty()) {
+    char bus[32] = {};
+    cudaError_t err = cudaDeviceGetPCIBusId(bus, sizeof bus, device);
+    if (err != cudaSuccess) return Fail(err, "cudaDeviceGetPCIBusId");
+    bus_id = bus;
+  }
+  a.bus_id = bus_id;
+  return a;
+}
+
+Result<int> DeviceByBusId(const std::string& bus_id) {
+  int device = -1;
+  cudaError_t err = cudaDeviceGetByPCIBusId(&device, bus_id.c_str());
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status::NotFound("no GPU at PCI bus id '" + bus_id + "' is visible to this process");
+  }
+  return device;
 }
 
 Result<std::string> ExportIpcHandle(const void* device_base) {

@@ -65,4 +65,20 @@ Result<std::string> ExportIpcHandle(const void* device_base);
 Result<void*> OpenIpcHandle(const std::string& handle, int device);
 void CloseIpcHandle(void* p);
 
+// The device allocation that holds `p` (cuMemGetAddressRange), its process-wide unique id
+// (CU_POINTER_ATTRIBUTE_BUFFER_ID: never reused while the process lives, so a block freed
+// and allocated again is told from the one before) and its GPU's PCI bus id (ordinals differ
+// between processes under CUDA_VISIBLE_DEVICES). InvalidArgument for memory that is not
+// device memory of this process.
+struct DeviceAllocation {
+  const uint8_t* base = nullptr;
+  size_t bytes = 0;
+  uint64_t buffer_id = 0;
+  int device = -1;
+  std::string bus_id;  // "0000:3B:00.0"
+};
+Result<DeviceAllocation> AllocationOf(const void* p);
+// This process's ordinal of the GPU at `bus_id`; NotFound where it is not visible here.
+Result<int> DeviceByBusId(const std::string& bus_id);
+
 }  // namespace ecstore::cuda

@@ -24,5 +24,7 @@ Result<int> DmaBufFd(const void*, size_t) { return NotBuilt(); }
 Result<std::string> ExportIpcHandle(const void*) { return NotBuilt(); }
 Result<void*> OpenIpcHandle(const std::string&, int) { return NotBuilt(); }
 void CloseIpcHandle(void*) {}
+Result<DeviceAllocation> AllocationOf(const void*) { return NotBuilt(); }
+Result<int> DeviceByBusId(const std::string&) { return NotBuilt(); }
 
 }  // namespace ecstore::cuda

@@ -466,6 +466,18 @@ Status Client::PreparePutArena() {
   return WithRetry([&] { return transport_->PreparePutArena(*this); });
 }
 
+Status Client::PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                             const void* src, uint64_t size, bool checksum_when_spilled) {
+  auto head = PutHeadBody(ns, key, meta, size);
+  if (!head.ok()) return head.status();
+  const uint8_t flags = checksum_when_spilled ? kPutChecksumWhenSpilled : 0;
+  return WithRetry([&] { return transport_->PutFromDevice(*this, *head, src, size, flags); });
+}
+
+Status Client::PrepareDevicePuts() {
+  return WithRetry([&] { return transport_->PrepareDevicePuts(*this); });
+}
+
 Status Client::CommitPut(ArenaReservation r, bool checksum_when_spilled) {
   if (!r.arena()) return Status::InvalidArgument("this reservation was committed or dropped");
   return WithRetry([&] { return transport_->CommitPut(*this, r, checksum_when_spilled); });

@@ -103,6 +103,17 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   // ReservePut or Put does not wait for it (and its registration: ~40 ms with CUDA on the
   // H100 host). A no-op elsewhere, or from a server without put arenas.
   Status PreparePutArena();
+  // Same host, a server offering kFeaturePutDevice (net/device_put.h): `size` bytes of this
+  // process's device memory at `src`, copied into the store by the server itself (one copy
+  // by the GPU's copy engine, opened over CUDA IPC); readable when this returns Ok. The
+  // memory must be written (its stream synchronized) and stay unchanged until then.
+  // InvalidArgument elsewhere, or for memory the server cannot open (a VMM allocation, a GPU
+  // it does not see): put through ReservePut instead. checksum_when_spilled as CommitPut's.
+  Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                       const void* src, uint64_t size, bool checksum_when_spilled = false);
+  // Has a server offering device puts register its pool with CUDA now, so the first
+  // PutFromDevice does not wait for it. A no-op elsewhere.
+  Status PrepareDevicePuts();
   // Registers every put arena this client maps (the one mapped now too) with `registrar`
   // (cuda::NewHostRegistrar: device->host copies into it at pinned speed), and deregisters
   // each before it is unmapped; kept across reconnects.

@@ -41,6 +41,8 @@ bool IsKnownOp(uint16_t op) {
     case Op::kPutArena:
     case Op::kPutArenaOk:
     case Op::kPutShm:
+    case Op::kPrepareDevicePuts:
+    case Op::kPutDevice:
     case Op::kError:
       return true;
   }
@@ -190,6 +192,8 @@ bool IsRequest(Op op, bool shm, bool rdma) {
     case Op::kGetDevice:
     case Op::kPutArena:
     case Op::kPutShm:
+    case Op::kPrepareDevicePuts:
+    case Op::kPutDevice:
       return shm;
     case Op::kGetRdma:
       return rdma && !shm;

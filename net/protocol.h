@@ -68,6 +68,13 @@ enum class Op : uint16_t {
   // reply); PUT_SHM puts [offset, offset + size) of it, copied by the server into the pool.
   kPutArena = 18,  // bytes u64      -> kPutArenaOk(bytes u64) + the memfd | kError
   kPutShm = 19,    // ns, key, meta, offset u64, size u64, flags u8 -> kOk | kError
+  // Same host, a server whose HELLO_OK offers kFeaturePutDevice: puts of a client's CUDA
+  // memory that the server copies itself, opening the allocation by its IPC handle
+  // (net/device_put.h). PREPARE_DEVICE_PUTS registers the server's pool with CUDA ahead of
+  // the first.
+  kPrepareDevicePuts = 20,  //       -> kOk | kError
+  kPutDevice = 21,          // ns, key, meta, bus id, handle, buffer id u64, offset u64, size u64,
+                            // flags u8 -> kOk | kError
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -141,7 +148,8 @@ class BodyReader {
 // server sends none, and a client then does without).
 inline constexpr uint32_t kFeaturePutArena = 1;    // PUT_ARENA and PUT_SHM
 inline constexpr uint32_t kFeaturePutLanding = 2;  // PUT_SHM's kPutLanding
-// PUT_SHM's flags.
+inline constexpr uint32_t kFeaturePutDevice = 4;   // PREPARE_DEVICE_PUTS and PUT_DEVICE
+// PUT_SHM's (and PUT_DEVICE's) flags.
 inline constexpr uint8_t kPutChecksumWhenSpilled = 1;  // PutReservation::ChecksumWhenSpilled
 // The block is still landing: the body ends with the arena offset of a u64 counting the
 // block's bytes landed so far (net/put_arena.h, LandingCounter); the server copies them as

@@ -262,6 +262,12 @@ Status Transport::CommitPut(Channel& ch, const ArenaReservation& r, bool) {
   return Transport::Put(ch, r.head(), r.bytes());
 }
 
+Status Transport::PutFromDevice(Channel&, const std::string&, const void*, uint64_t, uint8_t) {
+  return Status::InvalidArgument(
+      "device puts need a same-host server (the unix socket) that sees a GPU and offers them; "
+      "put through ReservePut");
+}
+
 Status Transport::Put(Channel& ch, const std::string& head, std::span<const uint8_t> bytes) {
   EC_RETURN_IF_ERROR(ch.SendRequest(Op::kPut, head, bytes));
   return ch.ReadReply(Op::kOk).status();

@@ -73,6 +73,7 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
     auto ufd = ListenUnix(options.shm_socket);
     if (!ufd.ok()) return ufd.status();
     s->shm_fd_ = std::move(ufd).value();
+    s->device_puts_.Offered();  // looks for a GPU now (~0.1 s on one), not in a HELLO
   }
   if (!options.rdma_listen.empty()) {
     auto at = ParseHostPort(options.rdma_listen);
@@ -317,7 +318,8 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   info.transport = c->shm ? "shm" : "tcp";
   if (c->shm) {  // hand over the pool once; gets then return offsets into it
     info.pool_bytes = store_->pool_region().size;
-    info.features = kFeaturePutArena | kFeaturePutLanding;
+    info.features =
+        kFeaturePutArena | kFeaturePutLanding | (device_puts_.Offered() ? kFeaturePutDevice : 0);
     std::string b = HelloBody(info);
     uint8_t out[kHeaderBytes];
     EncodeHeader({kVersion, Op::kHelloOk, h.request_id, b.size()}, out);
@@ -399,6 +401,8 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kEraseMany:
     case Op::kPutArena:
     case Op::kPutShm:
+    case Op::kPrepareDevicePuts:
+    case Op::kPutDevice:
       return HandleStoreRequest(c, h, &r);
     case Op::kList:
       return HandleList(c, h, &r);
@@ -418,12 +422,14 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
   }
 }
 
-// LOOKUP, ERASE and ERASE_MANY, and the put arena's requests (same host: PUT_ARENA's reply
-// passes the arena's memfd).
+// LOOKUP, ERASE and ERASE_MANY, and the same-host puts' requests (PUT_ARENA's reply passes
+// the arena's memfd).
 Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) {
   auto a = h.op == Op::kPutArena || h.op == Op::kPutShm
                ? AnswerArena({store_, &copier_, opt_.io_timeout}, h.op, r, &c->arena, &c->key,
                              &c->bytes_in)
+           : h.op == Op::kPrepareDevicePuts || h.op == Op::kPutDevice
+               ? AnswerDevicePut(&device_puts_, &c->imports, h.op, r, &c->key, &c->bytes_in)
                : AnswerKeys(store_, h.op, r);
   if (!a.ok()) {  // malformed: answer, then close
     ReplyError(c, h, a.status());

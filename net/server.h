@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/device_put.h"
 #include "net/lease_table.h"
 #include "net/list_cursor.h"
 #include "net/protocol.h"
@@ -94,8 +95,9 @@ class Server {
     std::atomic<bool> done{false};
     // The leases this reader holds (shared memory, RDMA, CUDA IPC, pins).
     LeaseTable leases;
-    ListCursor listing;                  // a LIST in progress
-    std::shared_ptr<SharedArena> arena;  // same host: this client's put arena, once asked for
+    ListCursor listing;                      // a LIST in progress
+    std::shared_ptr<SharedArena> arena;      // same host: this client's put arena, once asked for
+    std::unique_ptr<DeviceImports> imports;  // same host: its device memory opened here
   };
   Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
   void AcceptLoop();
@@ -133,6 +135,9 @@ class Server {
   std::mutex mu_;
   // Across connections (stats); declared before conns_, whose lease tables count into it.
   std::atomic<uint64_t> leases_held_{0};
+  // Same-host PUT_DEVICE (the pool's CUDA registration); declared before conns_, whose
+  // DeviceImports copy into the pool it registers.
+  DevicePuts device_puts_{store_};
   std::list<Conn> conns_;
   std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
   std::atomic<uint64_t> connections_{0};

@@ -38,9 +38,12 @@ const char* OpLabel(Op op) {
       return "lookup";
     case Op::kPut:
     case Op::kPutShm:
+    case Op::kPutDevice:
       return "put";
     case Op::kPutArena:
       return "put_arena";
+    case Op::kPrepareDevicePuts:
+      return "prepare_device_puts";
     case Op::kErase:
       return "erase";
     case Op::kStats:
@@ -71,9 +74,9 @@ const char* OpLabel(Op op) {
 namespace {
 constexpr Tier kTierOrder[] = {Tier::kDevice, Tier::kPool, Tier::kDisk};
 // GET, GET_SHM and GET_RDMA share one set of series (the transport label tells them apart),
-// and so do PUT and PUT_SHM.
+// and so do PUT, PUT_SHM and PUT_DEVICE.
 Op Canonical(Op op) {
-  if (op == Op::kPutShm) return Op::kPut;
+  if (op == Op::kPutShm || op == Op::kPutDevice) return Op::kPut;
   return op == Op::kGetShm || op == Op::kGetRdma ? Op::kGet : op;
 }
 

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "cuda/cuda.h"
+#include "net/device_put.h"
 #include "net/transport.h"
 
 namespace ecstore::net {
@@ -29,7 +30,9 @@ class ShmTransport : public Transport {
   }
   const char* name() const override { return "shm"; }
   TransportCaps caps() const override {
-    return {.same_host_zero_copy = true, .device_memory = cuda::Built()};
+    return {.same_host_zero_copy = true,
+            .device_memory = cuda::Built(),
+            .device_puts = cuda::Built() && (features_ & kFeaturePutDevice) != 0};
   }
 
   Result<ReadLease> AcquireOnDevice(Channel& ch, std::string_view ns,
@@ -77,6 +80,29 @@ class ShmTransport : public Transport {
   Status PreparePutArena(Channel& ch) override {
     if (!(features_ & kFeaturePutArena) || arena_) return Status::Ok();
     return NewArena(ch, kMinArenaBytes);
+  }
+
+  Status PutFromDevice(Channel& ch, const std::string& head, const void* src, uint64_t size,
+                       uint8_t flags) override {
+    if (!(features_ & kFeaturePutDevice))
+      return Transport::PutFromDevice(ch, head, src, size, flags);
+    auto a = cuda::AllocationOf(src);
+    if (!a.ok()) return a.status().WithContext("a device put");
+    const uint64_t offset = static_cast<const uint8_t*>(src) - a->base;
+    if (size > a->bytes - offset)
+      return Status::InvalidArgument("a device put of " + std::to_string(size) +
+                                     " bytes runs past its allocation's end");
+    auto handle = HandleOf(*a);
+    if (!handle.ok()) return handle.status().WithContext("a device put");
+    EC_RETURN_IF_ERROR(
+        ch.SendRequest(Op::kPutDevice, PutDeviceBody(head, *a, *handle, offset, size, flags)));
+    return ch.ReadReply(Op::kOk).status();
+  }
+
+  Status PrepareDevicePuts(Channel& ch) override {
+    if (!(features_ & kFeaturePutDevice)) return Status::Ok();
+    EC_RETURN_IF_ERROR(ch.SendRequest(Op::kPrepareDevicePuts, ""));
+    return ch.ReadReply(Op::kOk).status();
   }
 
   Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar> registrar) override {
@@ -201,6 +227,17 @@ class ShmTransport : public Transport {
     return Status::Ok();
   }
 
+  // The IPC handle of an allocation, exported once per buffer id (ids are never reused).
+  Result<std::string> HandleOf(const cuda::DeviceAllocation& a) {
+    for (const auto& [id, h] : handles_)
+      if (id == a.buffer_id) return h;
+    auto h = cuda::ExportIpcHandle(a.base);
+    if (!h.ok()) return h.status();
+    if (handles_.size() >= DeviceImports::kMaxImports) handles_.erase(handles_.begin());
+    handles_.emplace_back(a.buffer_id, *h);
+    return h;
+  }
+
   const uint8_t* map_;
   size_t bytes_;
   uint32_t features_;
@@ -208,6 +245,7 @@ class ShmTransport : public Transport {
   std::shared_ptr<MemoryRegistrar> registrar_;  // each arena registered with (CUDA), or none
   void* device_base_ = nullptr;                 // the server's device pool, opened on first use
   uint64_t device_bytes_ = 0;
+  std::vector<std::pair<uint64_t, std::string>> handles_;  // (buffer id, IPC handle)
 };
 
 }  // namespace

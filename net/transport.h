@@ -24,6 +24,7 @@ struct TransportCaps {
   bool same_host_zero_copy = false;  // reads the server's memory in place (same host)
   bool one_sided_read = false;       // the NIC reads the server's memory (no server copy)
   bool device_memory = false;        // reads the server's GPU pool in place (same host)
+  bool device_puts = false;          // PutFromDevice: the server copies device memory itself
 };
 
 // The Client's control connection, as transports see it.
@@ -90,6 +91,12 @@ class Transport {
   // Same host, a server offering put arenas: this connection's arena mapped now if it has
   // none (Client::PreparePutArena). Ok and nothing done elsewhere.
   virtual Status PreparePutArena(Channel&) { return Status::Ok(); }
+  // Same host, a server offering kFeaturePutDevice: PUT_DEVICE of the device memory at src
+  // (net/device_put.h), `head` as Put's. InvalidArgument elsewhere.
+  virtual Status PutFromDevice(Channel& ch, const std::string& head, const void* src, uint64_t size,
+                               uint8_t flags);
+  // PREPARE_DEVICE_PUTS where the server offers them; Ok and nothing done elsewhere.
+  virtual Status PrepareDevicePuts(Channel&) { return Status::Ok(); }
   // Put arenas are registered with `registrar` from now on (the one mapped now too).
   virtual Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar>) { return Status::Ok(); }
 };

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "cuda/cuda.h"
@@ -204,8 +205,9 @@ std::string EcStoreBin() {
   return env ? env : EC_STORE_BIN_DEFAULT;
 }
 
-// `ec-store serve` with a device tier in `dir`; returns its pid once it listens.
-pid_t StartServer(const std::string& dir) {
+// `ec-store serve` in `dir` (with a device tier of `device_pool`, or none where empty);
+// returns its pid once it listens.
+pid_t StartServer(const std::string& dir, const std::string& device_pool = "32MiB") {
   int out[2];
   EXPECT_EQ(pipe(out), 0);
   pid_t pid = fork();
@@ -213,8 +215,9 @@ pid_t StartServer(const std::string& dir) {
     dup2(out[1], 1);
     close(out[0]);
     std::string bin = EcStoreBin();
+    const std::string pool = device_pool.empty() ? "0" : device_pool;
     execl(bin.c_str(), bin.c_str(), "--dir", dir.c_str(), "--pool-size", "64MiB",
-          "--device-pool-size", "32MiB", "serve", "--listen", "127.0.0.1:0",
+          "--device-pool-size", pool.c_str(), "serve", "--listen", "127.0.0.1:0",
           static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -306,6 +309,74 @@ TEST(DeviceIpc, ASecondProcessReadsDeviceEntriesAndACrashReleasesItsLeases) {
     if (left) usleep(20000);
   }
   EXPECT_EQ(left, 0u) << "a crashed consumer's lease was not released";
+  c.reset();
+  StopProcess(server, SIGTERM);
+}
+
+// PUT_DEVICE (net/device_put.h): the server opens this process's allocation over CUDA IPC
+// and copies from it itself -- device->host into its pool, or device->device into its
+// device tier. Puts from inside an allocation (an offset), the same allocation again (its
+// mapping reused) and a block freed and allocated again (a new buffer id: opened afresh,
+// never read through the old mapping) all store exactly the bytes written.
+void ExpectDevicePutsStoreWhatWasWritten(net::Client* c, Tier lands_in) {
+  ASSERT_TRUE(c->caps().device_puts);
+  ASSERT_TRUE(c->PrepareDevicePuts().ok());
+  const uint64_t n = 3 * kMiB + 4096;
+  for (uint64_t round = 0; round < 3; ++round) {
+    DeviceBuffer buf(n + 2 * kMiB);  // freed at the end of each round
+    auto bytes = Payload(40 + round, n);
+    ASSERT_EQ(cudaMemcpy(static_cast<uint8_t*>(buf.get()) + kMiB, bytes.data(), n,
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+    for (int again = 0; again < 2; ++again) {
+      const std::string key = "dev-" + std::to_string(round) + "-" + std::to_string(again);
+      Status st = c->PutFromDevice("ns", key, Bf16(n), static_cast<uint8_t*>(buf.get()) + kMiB, n,
+                                   again == 1);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      auto info = c->Lookup("ns", key);
+      ASSERT_TRUE(info.ok()) << info.status().ToString();
+      EXPECT_TRUE(info->tiers.has(lands_in));
+      std::vector<uint8_t> got(n);
+      ASSERT_TRUE(c->Get("ns", key, {got.data(), n}).ok());
+      EXPECT_TRUE(got == bytes) << key;
+    }
+  }
+  // From a thread that has made no CUDA call yet (an engine's saver thread, say).
+  DeviceBuffer fresh(kMiB);
+  fresh.Fill(50);
+  Status from_thread;
+  std::thread([&] {
+    from_thread = c->PutFromDevice("ns", "thread", Bf16(kMiB), fresh.get(), kMiB);
+  }).join();
+  ASSERT_TRUE(from_thread.ok()) << from_thread.ToString();
+  std::vector<uint8_t> got(kMiB);
+  ASSERT_TRUE(c->Get("ns", "thread", {got.data(), kMiB}).ok());
+  EXPECT_TRUE(got == fresh.Read());
+  // Past the allocation's end: refused here, nothing sent.
+  DeviceBuffer small(kMiB);
+  Status st = c->PutFromDevice("ns", "past-end", Bf16(2 * kMiB), small.get(), 2 * kMiB);
+  EXPECT_TRUE(st.IsInvalidArgument()) << st.ToString();
+  EXPECT_TRUE(c->Lookup("ns", "past-end").status().IsNotFound());
+}
+
+TEST(DevicePut, AServerCopiesAClientsDeviceMemoryIntoItsHostPool) {
+  REQUIRE_GPU();
+  TempDir dir;
+  pid_t server = StartServer(dir.path(), "");
+  auto c = ConnectUnix(dir.path());
+  ASSERT_NE(c, nullptr);
+  ExpectDevicePutsStoreWhatWasWritten(c.get(), Tier::kPool);
+  c.reset();
+  StopProcess(server, SIGTERM);
+}
+
+TEST(DevicePut, AServerWithADeviceTierCopiesDeviceToDevice) {
+  REQUIRE_GPU();
+  TempDir dir;
+  pid_t server = StartServer(dir.path());
+  auto c = ConnectUnix(dir.path());
+  ASSERT_NE(c, nullptr);
+  ExpectDevicePutsStoreWhatWasWritten(c.get(), Tier::kDevice);
   c.reset();
   StopProcess(server, SIGTERM);
 }

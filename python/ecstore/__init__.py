@@ -91,6 +91,13 @@ class Lease:
         self.release()
 
 
+def device_put_refused(e: Exception) -> bool:
+    """Whether a put_device failed because this client's device memory cannot be put that
+    way (no GPU in the daemon, a GPU it does not see, memory it cannot open), so that the
+    bytes should go through host memory instead."""
+    return isinstance(e, InvalidArgument) and ("device put" in str(e) or "put arena" in str(e))
+
+
 class Cache:
     """An ec-store cache: embedded (ecstore.open) or remote (ecstore.connect)."""
 
@@ -107,17 +114,29 @@ class Cache:
         """Stores a torch tensor (any device), a numpy array, or raw bytes (with dtype and
         shape) under (ns, key), replacing an older entry. A put of the bytes, dtype and shape
         the key already holds in the host pool keeps that entry: nothing is written again."""
-        if self._device_tier() and _tensors.is_tensor(value) and value.is_cuda:
+        if (_tensors.is_tensor(value) and value.is_cuda
+                and (self._device_tier() or self._device_puts())):
             import torch
 
             t = value.contiguous()
-            # The store copies on its own stream: the producer's work must be done first.
+            # The store (or a same-host daemon, through CUDA IPC) copies on its own stream:
+            # the producer's work must be done first.
             torch.cuda.current_stream(t.device).synchronize()
-            self._c.put_device(ns, key, _tensors.dtype_name(t), list(t.shape), t.data_ptr(),
-                               t.numel() * t.element_size())
-            return
+            try:
+                self._c.put_device(ns, key, _tensors.dtype_name(t), list(t.shape),
+                                   t.data_ptr(), t.numel() * t.element_size())
+                return
+            except InvalidArgument as e:
+                if self._device_tier() or not device_put_refused(e):
+                    raise
+                self._no_device_puts = True  # e.g. a GPU the daemon does not see: via host
         name, dims, flat = _tensors.host_bytes(value, dtype, shape)
         self._c.put(ns, key, name, dims, flat)
+
+    def _device_puts(self) -> bool:
+        """A same-host daemon that copies device memory itself (put_device)."""
+        return (self.transport == "shm" and not getattr(self, "_no_device_puts", False)
+                and bool(self._c.device_puts()))
 
     def _device_tier(self) -> bool:
         cached = getattr(self, "_has_device", None)

@@ -166,7 +166,7 @@ class EcStoreDirectHarness:
     """Where vLLM is absent: the connector's own data path (ecstore.transfer) and a pin
     set, as EcStoreConnector uses them."""
 
-    def __init__(self, kind: str, store: str, landing: bool = True):
+    def __init__(self, kind: str, store: str, landing: bool = True, device_puts: bool = True):
         import ecstore
         from ecstore.transfer import AsyncSaver
 
@@ -174,7 +174,7 @@ class EcStoreDirectHarness:
                       else ecstore.open(store, "2GiB", "64GiB"))
         if torch.cuda.is_available():  # as EcStoreConnector does
             self.cache.register_with_cuda()
-        self.saver = AsyncSaver(self.cache, "bench", landing=landing)
+        self.saver = AsyncSaver(self.cache, "bench", landing=landing, device_puts=device_puts)
         self.pins = {}
 
     def save(self, key, t):
@@ -204,7 +204,9 @@ class EcStoreDirectHarness:
 def run_connector(name: str, kind: str, store: str, device: str, reps: int,
                   cold: bool = False) -> dict:
     if kind == "ecstore-fill":  # the saver without landing blocks (a GPU and a daemon)
-        harness = EcStoreDirectHarness(kind, store, landing=False)
+        harness = EcStoreDirectHarness(kind, store, landing=False, device_puts=False)
+    elif kind == "ecstore-arena":  # through the put arena with landing blocks
+        harness = EcStoreDirectHarness(kind, store, device_puts=False)
     elif HAVE_VLLM:
         harness = ConnectorHarness(kind, store)
     else:
@@ -334,7 +336,8 @@ def main() -> None:
             ("ecstore-embedded", "ecstore", os.path.join(root, "embedded"), False)]
     if addr:
         runs.append(("ecstore-daemon", "ecstore", addr, False))
-        if device.startswith("cuda"):  # its saves fill the put arena first, then commit
+        if device.startswith("cuda"):  # the saver's other ways: through the put arena
+            runs.append(("daemon-arena", "ecstore-arena", addr, False))
             runs.append(("daemon-fill-first", "ecstore-fill", addr, False))
     try:
         for name, kind, store, cold in runs:

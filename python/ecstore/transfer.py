@@ -43,8 +43,10 @@ class _PinnedBuffers:
 
 class AsyncSaver:
     """save() returns at once: it records a CUDA event behind the tensor on the caller's
-    stream and hands the rest to one worker thread, which (on its own stream, after that
-    event) copies the bytes device->host straight into a reserved block -- pool memory of
+    stream and hands the rest to one worker thread. Through a same-host daemon that offers
+    device puts, that thread waits for the event and has the daemon copy the tensor itself,
+    device->host straight into its pool (one copy; net/device_put.h). Otherwise it (on its
+    own stream, after that event) copies the bytes device->host straight into a reserved block -- pool memory of
     an embedded store, or a same-host daemon's put arena, which the daemon copies into its
     pool (each registered with CUDA by Cache.register_with_cuda) -- and commits; over TCP,
     into a reused pinned buffer that it then puts. Through a daemon that offers landing
@@ -67,9 +69,11 @@ class AsyncSaver:
 
     def __init__(self, cache: ecstore.Cache, ns: str,
                  on_error: Callable[[str, Exception], None] | None = None,
-                 on_saved: Callable[[str, int], None] | None = None, landing: bool = True):
+                 on_saved: Callable[[str, int], None] | None = None, landing: bool = True,
+                 device_puts: bool = True):
         """landing=False: through a daemon, large entries too fill the block first, then
-        commit (one thread)."""
+        commit (one thread). device_puts=False: never hand the daemon a tensor to copy
+        (ecstore.net's PUT_DEVICE); reserve and fill put-arena blocks instead."""
         self._cache, self._ns, self._on_error, self._on_saved = cache, ns, on_error, on_saved
         self._landing = landing
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-save")
@@ -78,6 +82,10 @@ class AsyncSaver:
         # Reserve in place: an embedded store, or a same-host daemon (until one answers
         # that it has no put arenas: an older daemon).
         self._reserve = cache.transport in ("local", "shm")
+        # A same-host daemon that copies device memory itself (until it refuses this
+        # process's memory, say a GPU it does not see): one copy, the daemon's.
+        self._device_puts = device_puts and cache._device_puts()
+        self.device_puts = 0  # saves the daemon copied out of device memory
         self._stream = None
         self._committer: concurrent.futures.ThreadPoolExecutor | None = None
         self._buffers = _PinnedBuffers()
@@ -97,6 +105,8 @@ class AsyncSaver:
         try:
             if ready is None:
                 self._cache.put(self._ns, key, src)
+            elif self._device_puts and self._put_device(key, src, ready):
+                pass
             elif self._reserve:
                 self._put_reserved(key, src, ready)
             else:
@@ -107,6 +117,26 @@ class AsyncSaver:
             if self._on_error is None:
                 raise
             self._on_error(key, e)
+
+    def _put_device(self, key: str, src: torch.Tensor, ready: Any) -> bool:
+        """The daemon copies the tensor itself, device->host into its pool, once the tensor
+        is computed (over CUDA IPC: net/device_put.h). False where it cannot (the tensor is
+        not contiguous, or the daemon refused this process's memory: from then on, put
+        arenas)."""
+        if not src.is_contiguous():
+            return False
+        ready.synchronize()  # the daemon's copy engine reads what the encoder wrote
+        try:
+            self._cache._c.put_device(self._ns, key, _tensors.dtype_name(src), list(src.shape),
+                                      src.data_ptr(), src.numel() * src.element_size(),
+                                      checksum_when_spilled=True)
+        except ecstore.InvalidArgument as e:
+            if not ecstore.device_put_refused(e):
+                raise
+            self._device_puts = False
+            return False
+        self.device_puts += 1
+        return True
 
     def _side_stream(self, src: torch.Tensor, ready: Any) -> Any:
         """The saver's own stream, made to wait for `ready` (the tensor computed)."""

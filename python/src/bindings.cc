@@ -131,12 +131,26 @@ class PyCache {
     return core_->store && core_->store->device_region().base != nullptr;
   }
   // src/dst: device addresses (torch's data_ptr()); the copies are complete on return.
+  // Embedded: into the device tier. A same-host client of a server offering device puts:
+  // copied by the server out of this process's device memory (net/device_put.h).
   void put_device(const std::string& ns, const std::string& key, const std::string& dtype,
-                  const std::vector<int64_t>& shape, uint64_t src, uint64_t nbytes) {
+                  const std::vector<int64_t>& shape, uint64_t src, uint64_t nbytes,
+                  bool checksum_when_spilled) {
     TensorMeta meta = ToMeta(dtype, shape);
-    Store* s = EmbeddedStore("put_device");
+    const void* p = reinterpret_cast<const void*>(src);
+    core_->Live();
     nb::gil_scoped_release nogil;
-    Check(s->PutFromDevice(ns, key, meta, reinterpret_cast<const void*>(src), nbytes));
+    if (core_->client) {
+      auto l = core_->Lock();
+      Check(core_->client->PutFromDevice(ns, key, meta, p, nbytes, checksum_when_spilled));
+      return;
+    }
+    Check(core_->store->PutFromDevice(ns, key, meta, p, nbytes));
+  }
+  // A same-host client whose server copies device memory itself (put_device).
+  bool device_puts() {
+    core_->Live();
+    return core_->client && core_->client->caps().device_puts;
   }
   Info get_to_device(const std::string& ns, const std::string& key, uint64_t dst, uint64_t nbytes) {
     Store* s = EmbeddedStore("get_to_device");
@@ -268,8 +282,10 @@ class PyCache {
     auto lock = core_->Lock();
     Check(core_->client->RegisterArenasWith(std::move(reg)));
     // The arena mapped and registered now, not at the first save (~40 ms on the H100 host).
-    // Best effort: a failure here is the first reserve's to report, with its context.
+    // Best effort: a failure here is the first reserve's to report, with its context. So is
+    // the server's CUDA registration of its pool for device puts (put_device).
     core_->client->PreparePutArena();
+    core_->client->PrepareDevicePuts();
     return true;
   }
 
@@ -352,7 +368,8 @@ void BindCache(nb::module_& m) {
       .def("prefetch", &PyCache::prefetch, "ns"_a, "keys"_a)
       .def("has_device_tier", &PyCache::has_device_tier)
       .def("put_device", &PyCache::put_device, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "src"_a,
-           "nbytes"_a)
+           "nbytes"_a, "checksum_when_spilled"_a = false)
+      .def("device_puts", &PyCache::device_puts)
       .def("get_to_device", &PyCache::get_to_device, "ns"_a, "key"_a, "dst"_a, "nbytes"_a)
       .def("acquire_device", &PyCache::acquire_device, "ns"_a, "key"_a, "device"_a)
       .def("pin", &PyCache::pin, "ns"_a, "key"_a)

@@ -135,14 +135,16 @@ def test_same_host_daemon_device_pool_over_cuda_ipc(device_daemon):
     c.close()
 
 
-def test_async_saver_through_a_same_host_daemon_fills_its_put_arena(daemon):
-    """Saves through a same-host daemon land in the connection's put arena (registered
-    with CUDA), across a reconnect (a first device get asks the daemon for a device tier
-    it lacks, and the client reconnects: a new arena): every entry byte-exact. A
-    registration that outlived its arena once sent these copies to pages nobody read."""
+@pytest.mark.parametrize("device_puts", [False, True])
+def test_async_saver_through_a_same_host_daemon(daemon, device_puts):
+    """Saves through a same-host daemon: copied by the daemon out of this process's device
+    memory (device_puts), or landing in the connection's put arena (registered with CUDA),
+    across a reconnect (a first device get asks the daemon for a device tier it lacks, and
+    the client reconnects: a new arena): every entry byte-exact. A registration that
+    outlived its arena once sent these copies to pages nobody read."""
     c = ecstore.connect(daemon["tcp"])
     assert c.transport == "shm" and c.register_with_cuda()
-    saver = AsyncSaver(c, "ns")
+    saver = AsyncSaver(c, "ns", device_puts=device_puts)
     for i, shape in enumerate(SHAPES + SHAPES):
         src = torch.randn(shape, device="cuda:0").to(torch.bfloat16)
         saver.save(f"k{i}", src)
@@ -150,5 +152,29 @@ def test_async_saver_through_a_same_host_daemon_fills_its_put_arena(daemon):
         got = c.get("ns", f"k{i}", device="cuda:0")
         assert torch.equal(got.view(torch.int16), src.view(torch.int16)), (i, shape)
         assert torch.equal(c.get("ns", f"k{i}").view(torch.int16), src.cpu().view(torch.int16))
+    assert saver.device_puts == (2 * len(SHAPES) if device_puts else 0)
     saver.close()
+    c.close()
+
+
+def test_a_same_host_daemon_copies_cuda_tensors_itself(daemon):
+    """put() of a CUDA tensor through a same-host daemon that sees the GPU: the daemon opens
+    the tensor's allocation over CUDA IPC and copies it into its host pool, from the
+    middle of an allocation too (a view at an offset), and from a block the allocator
+    hands out again."""
+    c = ecstore.connect(daemon["unix"])
+    assert c._device_puts()
+    big = torch.randn(2, 1296, 4096, device="cuda:0").to(torch.bfloat16)
+    for i in range(2):
+        c.put("ns", f"half{i}", big[i])  # the second at an offset into the allocation
+        assert c.lookup("ns", f"half{i}").tiers == ["pool"]
+        assert torch.equal(c.get("ns", f"half{i}").view(torch.int16),
+                           big[i].cpu().view(torch.int16))
+    for r in range(3):  # freed and allocated again: the daemon must not read an old mapping
+        src = torch.full((1296, 4096), float(r), device="cuda:0", dtype=torch.bfloat16)
+        c.put("ns", f"again{r}", src)
+        del src
+        torch.cuda.empty_cache()
+    for r in range(3):
+        assert torch.all(c.get("ns", f"again{r}") == float(r))
     c.close()
