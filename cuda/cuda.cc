@@ -34,15 +34,18 @@ Fn DriverEntry(const char* name) {
 // Sets the calling thread's device for the scope of a call.
 class DeviceScope {
  public:
-  explicit DeviceScope(int device) {
+  // make_current: set it even where it is the thread's device already, which makes its
+  // primary context current on a thread that has none yet.
+  explicit DeviceScope(int device, bool make_current = false) : device_(device) {
     if (cudaGetDevice(&old_) != cudaSuccess) old_ = -1;
-    if (old_ != device) cudaSetDevice(device);
+    if (make_current || old_ != device) cudaSetDevice(device);
   }
   ~DeviceScope() {
-    if (old_ >= 0) cudaSetDevice(old_);
+    if (old_ >= 0 && old_ != device_) cudaSetDevice(old_);
   }
 
  private:
+  int device_;
   int old_ = -1;
 };
 
@@ -199,9 +202,9 @@ Result<DeviceAllocation> AllocationOf(const void* p) {
   if (!range || !attr)
     return Status::Unavailable("this CUDA driver lacks cuMemGetAddressRange/cuPointerGetAttribute");
   // The driver calls need the device's context current on this thread, which a thread that
-  // has made no runtime call yet lacks (a saver's worker thread, say).
-  DeviceScope scope(device);
-  cudaFree(nullptr);
+  // has made no runtime call yet lacks (a saver's worker thread, say): cudaSetDevice makes
+  // it current (CUDA 12 and later), without the device-wide wait a cudaFree would cost.
+  DeviceScope scope(device, /*make_current=*/true);
   DeviceAllocation a;
   CUdeviceptr base = 0;
   unsigned long long id = 0;
