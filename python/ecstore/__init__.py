@@ -114,7 +114,7 @@ class Cache:
         """Stores a torch tensor (any device), a numpy array, or raw bytes (with dtype and
         shape) under (ns, key), replacing an older entry. A put of the bytes, dtype and shape
         the key already holds in the host pool keeps that entry: nothing is written again."""
-        if (_tensors.is_tensor(value) and value.is_cuda
+        if (_tensors.is_tensor(value) and value.is_cuda and value.numel() > 0
                 and (self._device_tier() or self._device_puts())):
             import torch
 

@@ -123,7 +123,7 @@ class AsyncSaver:
         is computed (over CUDA IPC: net/device_put.h). False where it cannot (the tensor is
         not contiguous, or the daemon refused this process's memory: from then on, put
         arenas)."""
-        if not src.is_contiguous():
+        if not src.is_contiguous() or src.numel() == 0:
             return False
         ready.synchronize()  # the daemon's copy engine reads what the encoder wrote
         try:
