@@ -352,11 +352,19 @@ void GetsPairedWithRaw(HotData& d, RawReads& raw_reads, std::span<uint8_t> dst, 
   Companion raw;
   raw.read = [&](size_t i) { return raw_reads.Read(i); };
   Latencies lat;
-  double secs = TimeGets(d.store.get(), d.entries, dst, &lat, nullptr, {&raw});
+  TimedReads large;
+  double secs = TimeGets(d.store.get(), d.entries, dst, &lat, &large, {&raw});
   Add({"get_disk", system, d.total / secs / 1e9, d.entries.size() / secs, lat.P(0.5), lat.P(0.99),
        -1, note + raw.Paired("its record's raw read")});
   raw.all.Report(limit, "limit", limit_note);
   HoldToLimit("get_disk", system, limit);
+  // The target is on single entries of 10 MB or more: the same gets, only those.
+  const std::string large_system = std::string(system) + "-10MB+";
+  const std::string large_limit = std::string(limit) + "_10MB+";
+  large.Report("get_disk", large_system.c_str(), "the gets above of entries of 10 MB or more");
+  raw.large.Report(large_limit.c_str(), "limit",
+                   std::string(limit_note) + "; entries of 10 MB or more");
+  HoldToLimit("get_disk", large_system, large_limit);
 }
 
 // The same gets into a HostBuffer (the pool's kind of memory, as an engine's staging buffers

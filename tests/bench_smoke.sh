@@ -55,11 +55,13 @@ def need(w, s, limit=True, gbps=True):
     return r
 for w, s in [("put", "ec-store"), ("get_hot", "ec-store"), ("get_disk", "ec-store"),
              ("get_disk", "ec-store-10MB+"), ("get_disk", "ec-store-hostbuf"),
-             ("get_disk", "ec-store-promote"), ("get_disk", "ec-store-batch"),
+             ("get_disk", "ec-store-promote"), ("get_disk", "ec-store-promote-10MB+"),
+             ("get_disk", "ec-store-batch"),
              ("get_disk", "baseline")]:
     need(w, s)
 for w in ["memcpy", "memcpy_puts", "memcpy_entries", "disk_read", "disk_write",
-          "disk_read_entries", "disk_read_batches", "disk_read_entries_promote"]:
+          "disk_read_entries", "disk_read_batches", "disk_read_entries_promote",
+          "disk_read_entries_promote_10MB+"]:
     need(w, "limit", limit=w in ("disk_read", "disk_write"))
 assert need("get_hot", "ec-store-lease", limit=False, gbps=False)["ops_per_s"] > 0
 need("get_disk_during_spill", "ec-store")
