@@ -47,8 +47,18 @@ DeviceImports::~DeviceImports() {
   for (const Import& i : open_) cuda::CloseIpcHandle(i.base);
 }
 
+size_t DeviceImports::CloseIdle(std::chrono::steady_clock::time_point now) {
+  auto idle = [&](const Import& i) { return now - i.used >= kIdleClose; };
+  for (const Import& i : open_)
+    if (idle(i)) cuda::CloseIpcHandle(i.base);
+  std::erase_if(open_, idle);
+  return open_.size();
+}
+
 Result<const uint8_t*> DeviceImports::Open(const std::string& handle, uint64_t buffer_id,
                                            int device, uint64_t offset, uint64_t size) {
+  const auto now = std::chrono::steady_clock::now();
+  CloseIdle(now);
   auto it =
       std::find_if(open_.begin(), open_.end(), [&](const Import& i) { return i.handle == handle; });
   if (it != open_.end() && it->buffer_id != buffer_id) {  // freed and allocated again
@@ -70,11 +80,12 @@ Result<const uint8_t*> DeviceImports::Open(const std::string& handle, uint64_t b
       cuda::CloseIpcHandle(*base);
       return a.status().WithContext("sizing the client's device allocation");
     }
-    open_.push_back({handle, buffer_id, static_cast<uint8_t*>(*base), a->bytes});
+    open_.push_back({handle, buffer_id, static_cast<uint8_t*>(*base), a->bytes, now});
     it = open_.end() - 1;
   } else {
     std::rotate(it, it + 1, open_.end());  // the most recently used last
     it = open_.end() - 1;
+    it->used = now;
   }
   if (offset > it->bytes || size > it->bytes - offset)
     return Status::InvalidArgument("PUT_DEVICE of [" + std::to_string(offset) + ", +" +

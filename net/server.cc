@@ -242,6 +242,9 @@ void Server::Serve(Conn* c) {
                       : static_cast<int>(std::max<int64_t>(10, opt_.lease_ttl.count() / 4));
     int rc = poll(&p, 1, wait_ms);
     if (!c->leases.empty()) c->leases.Expire(std::chrono::steady_clock::now());
+    // Device memory the client opened to us and no longer puts from: let it go (it stays
+    // allocated while open here, even once the client frees it).
+    if (c->imports) c->imports->CloseIdle(std::chrono::steady_clock::now());
     if (rc == 0 && c->leases.empty() && opt_.idle_timeout.count() > 0 &&
         std::chrono::steady_clock::now() - last_request >= opt_.idle_timeout) {
       spdlog::debug("closing a connection idle for {} ms", opt_.idle_timeout.count());

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -12,6 +14,7 @@
 
 #include "cuda/cuda.h"
 #include "net/client.h"
+#include "net/device_put.h"
 #include "store/store.h"
 #include "tests/test_util.h"
 
@@ -366,6 +369,62 @@ TEST(DevicePut, AServerCopiesAClientsDeviceMemoryIntoItsHostPool) {
   auto c = ConnectUnix(dir.path());
   ASSERT_NE(c, nullptr);
   ExpectDevicePutsStoreWhatWasWritten(c.get(), Tier::kPool);
+  c.reset();
+  StopProcess(server, SIGTERM);
+}
+
+// Device memory the client freed (cudaFree, as PyTorch's empty_cache() does) while the
+// server had it open: CUDA keeps it allocated until the server closes its mapping, which it
+// does once the mapping has gone unused for DeviceImports::kIdleClose -- not when the
+// connection ends -- and the connection goes on working.
+TEST(DevicePut, AClientsFreedMemoryComesBackOnceTheServerLeavesItIdle) {
+  REQUIRE_GPU();
+  TempDir dir;
+  pid_t server = StartServer(dir.path(), "");
+  auto c = ConnectUnix(dir.path());
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->PrepareDevicePuts().ok());
+  DeviceBuffer warm(kMiB);  // the server's CUDA context made before the baseline is taken
+  warm.Fill(60);
+  ASSERT_TRUE(c->PutFromDevice("ns", "warm", Bf16(kMiB), warm.get(), kMiB).ok());
+  auto free_now = [] {
+    size_t free = 0, total = 0;
+    EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+    return static_cast<int64_t>(free);
+  };
+  const int64_t before = free_now();
+  const uint64_t big = 1024 * kMiB;
+  auto t_freed = std::chrono::steady_clock::now();
+  {
+    DeviceBuffer buf(big);
+    buf.Fill(61);
+    ASSERT_TRUE(c->PutFromDevice("ns", "big", Bf16(4 * kMiB), buf.get(), 4 * kMiB).ok());
+    t_freed = std::chrono::steady_clock::now();
+  }  // cudaFree while the server has it open
+  const int64_t pinned = before - free_now();
+  int64_t back = -1;
+  const auto deadline = t_freed + net::DeviceImports::kIdleClose + std::chrono::seconds(4);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (before - free_now() < static_cast<int64_t>(big / 4)) {
+      back = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - t_freed)
+                 .count();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::printf(
+      "[ measured ] freed 1 GiB the server had open: %.0f MiB still allocated at once; "
+      "back after %lld ms\n",
+      static_cast<double>(pinned) / kMiB, static_cast<long long>(back));
+  EXPECT_GE(back, 0) << "the client's freed device memory did not come back within "
+                     << net::DeviceImports::kIdleClose.count() + 4000 << " ms";
+  // The connection is still usable, and device puts still work on it.
+  warm.Fill(62);
+  ASSERT_TRUE(c->PutFromDevice("ns", "after", Bf16(kMiB), warm.get(), kMiB).ok());
+  std::vector<uint8_t> got(kMiB);
+  ASSERT_TRUE(c->Get("ns", "after", {got.data(), kMiB}).ok());
+  EXPECT_TRUE(got == warm.Read());
   c.reset();
   StopProcess(server, SIGTERM);
 }
