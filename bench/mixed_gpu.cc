@@ -142,11 +142,19 @@ double StorePass(const Config& cfg, const MixedPlan& mp, GpuSide& g, bool batch)
 }
 
 // One step through a same-host daemon, as the connector does it: the step's items leased in
-// one GET_SHM_MANY and copied up from the mapped pool (registered with CUDA); a miss copied
-// device -> host into a block of the put arena, then committed. Returns the misses.
-uint64_t DaemonStep(net::Client* c, const MixedPlan& mp, size_t i, GpuSide& g) {
+// one GET_SHM_MANY and copied up from the mapped pool (registered with CUDA); a miss put from
+// device memory (PUT_DEVICE: the daemon copies it into its pool itself) where the daemon
+// offers it, else copied device -> host into a block of the put arena and committed.
+// Returns the misses.
+uint64_t DaemonStep(net::Client* c, const MixedPlan& mp, size_t i, GpuSide& g, bool device_puts) {
   std::vector<Result<ReadLease> > leases = c->AcquireMany("bench", mp.Keys(i));
   return CopyUp(leases, mp, i, g, [&](const Entry& e) {
+    if (device_puts) {
+      Die(c->PutFromDevice("bench", e.key, Payloads::Meta(e.shape), g.out[e.shape], Bytes(e),
+                           /*checksum_when_spilled=*/true),
+          "daemon device put");
+      return;
+    }
     auto r = c->ReservePut("bench", e.key, Payloads::Meta(e.shape), Bytes(e));
     Die(r.status(), "daemon reserve");
     Check(cudaMemcpy(r->bytes().data(), g.out[e.shape], Bytes(e), cudaMemcpyDeviceToHost),
@@ -155,33 +163,40 @@ uint64_t DaemonStep(net::Client* c, const MixedPlan& mp, size_t i, GpuSide& g) {
   });
 }
 
-void DaemonPass(const Config& cfg, const MixedPlan& mp, GpuSide& g) {
+// With `device_puts` (where the daemon offers them: the connector's saver does so) the row
+// ec-store-daemon, else ec-store-daemon-arena: misses through the put arena.
+void DaemonPass(const Config& cfg, const MixedPlan& mp, GpuSide& g, bool want_device_puts) {
+  const char* row = want_device_puts ? "ec-store-daemon" : "ec-store-daemon-arena";
   Daemon daemon(cfg, cfg.dir + "/mixed-gpu-daemon", mp.pool);
   net::Client* client = daemon.client();
   if (!client) {
-    Add({"mixed_gpu", "ec-store-daemon", 0, 0, 0, 0, -1, "not run: " + daemon.why()});
+    Add({"mixed_gpu", row, 0, 0, 0, 0, -1, "not run: " + daemon.why()});
     return;
   }
   auto pool = client->shared_pool();
   Check(cudaHostRegister(const_cast<uint8_t*>(pool.data()), pool.size(), cudaHostRegisterReadOnly),
         "register the daemon's pool");
   Die(client->RegisterArenasWith(cuda::NewHostRegistrar()), "register put arenas with CUDA");
+  const bool device_puts = want_device_puts && client->caps().device_puts;
+  if (device_puts) Die(client->PrepareDevicePuts(), "the daemon's pool registered for device puts");
   Latencies lat;
   uint64_t misses = 0;
   auto t0 = Clock::now();
   for (size_t i = 0; i < mp.steps.size(); ++i) {
     auto t = Clock::now();
-    misses += DaemonStep(client, mp, i, g);
+    misses += DaemonStep(client, mp, i, g, device_puts);
     lat.Add(t);
   }
   const double secs = Since(t0);
   const double ops = static_cast<double>(mp.steps.size()) * kMixedBatch;
   const std::string note =
       "a same-host daemon: AcquireMany (one GET_SHM_MANY a step) + host->device from its "
-      "mapped pool; misses device->host into its put arena; " +
+      "mapped pool; misses " +
+      (device_puts ? std::string("put from device memory (PUT_DEVICE: copied by the daemon); ")
+                   : std::string("device->host into its put arena; ")) +
       daemon.Tally(misses);
-  Add({"mixed_gpu", "ec-store-daemon", static_cast<double>(mp.Bytes()) / secs / 1e9, ops / secs,
-       lat.P(0.5), lat.P(0.99), -1, note});
+  Add({"mixed_gpu", row, static_cast<double>(mp.Bytes()) / secs / 1e9, ops / secs, lat.P(0.5),
+       lat.P(0.99), -1, note});
   cudaHostUnregister(const_cast<uint8_t*>(pool.data()));
 }
 
@@ -241,7 +256,8 @@ void MixedGpuWorkload(const Config& cfg, Payloads& pl) {
   Progress("mixed_gpu: ec-store, the same steps key by key (Acquire)");
   StorePass(cfg, mp, g, false);
   Progress("mixed_gpu: ec-store serve on this host, over shared memory");
-  DaemonPass(cfg, mp, g);
+  DaemonPass(cfg, mp, g, /*want_device_puts=*/true);
+  DaemonPass(cfg, mp, g, /*want_device_puts=*/false);
   Progress("mixed_gpu: baseline, load_file(device=cuda) one after another");
   BaselinePass(cfg, mp, g, store_gbps);
 }
