@@ -362,15 +362,25 @@ void ExpectDevicePutsStoreWhatWasWritten(net::Client* c, Tier lands_in) {
   EXPECT_TRUE(c->Lookup("ns", "past-end").status().IsNotFound());
 }
 
+// `ec-store serve` in a fresh directory (a device tier of `device_pool`, none where empty)
+// and a client of it over shared memory; the server stopped with SIGTERM at the end.
+struct ServedDaemon {
+  explicit ServedDaemon(const std::string& device_pool)
+      : pid(StartServer(dir.path(), device_pool)), c(ConnectUnix(dir.path())) {}
+  ~ServedDaemon() {
+    c.reset();
+    StopProcess(pid, SIGTERM);
+  }
+  TempDir dir;
+  pid_t pid;
+  std::unique_ptr<net::Client> c;
+};
+
 TEST(DevicePut, AServerCopiesAClientsDeviceMemoryIntoItsHostPool) {
   REQUIRE_GPU();
-  TempDir dir;
-  pid_t server = StartServer(dir.path(), "");
-  auto c = ConnectUnix(dir.path());
-  ASSERT_NE(c, nullptr);
-  ExpectDevicePutsStoreWhatWasWritten(c.get(), Tier::kPool);
-  c.reset();
-  StopProcess(server, SIGTERM);
+  ServedDaemon d("");
+  ASSERT_NE(d.c, nullptr);
+  ExpectDevicePutsStoreWhatWasWritten(d.c.get(), Tier::kPool);
 }
 
 // Device memory the client freed (cudaFree, as PyTorch's empty_cache() does) while the
@@ -379,9 +389,8 @@ TEST(DevicePut, AServerCopiesAClientsDeviceMemoryIntoItsHostPool) {
 // connection ends -- and the connection goes on working.
 TEST(DevicePut, AClientsFreedMemoryComesBackOnceTheServerLeavesItIdle) {
   REQUIRE_GPU();
-  TempDir dir;
-  pid_t server = StartServer(dir.path(), "");
-  auto c = ConnectUnix(dir.path());
+  ServedDaemon d("");
+  net::Client* c = d.c.get();
   ASSERT_NE(c, nullptr);
   ASSERT_TRUE(c->PrepareDevicePuts().ok());
   DeviceBuffer warm(kMiB);  // the server's CUDA context made before the baseline is taken
@@ -425,19 +434,13 @@ TEST(DevicePut, AClientsFreedMemoryComesBackOnceTheServerLeavesItIdle) {
   std::vector<uint8_t> got(kMiB);
   ASSERT_TRUE(c->Get("ns", "after", {got.data(), kMiB}).ok());
   EXPECT_TRUE(got == warm.Read());
-  c.reset();
-  StopProcess(server, SIGTERM);
 }
 
 TEST(DevicePut, AServerWithADeviceTierCopiesDeviceToDevice) {
   REQUIRE_GPU();
-  TempDir dir;
-  pid_t server = StartServer(dir.path());
-  auto c = ConnectUnix(dir.path());
-  ASSERT_NE(c, nullptr);
-  ExpectDevicePutsStoreWhatWasWritten(c.get(), Tier::kDevice);
-  c.reset();
-  StopProcess(server, SIGTERM);
+  ServedDaemon d("32MiB");
+  ASSERT_NE(d.c, nullptr);
+  ExpectDevicePutsStoreWhatWasWritten(d.c.get(), Tier::kDevice);
 }
 #endif
 
