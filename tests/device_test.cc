@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -316,6 +317,27 @@ TEST(DeviceIpc, ASecondProcessReadsDeviceEntriesAndACrashReleasesItsLeases) {
   StopProcess(server, SIGTERM);
 }
 
+// The GPU's free memory, as every process on it sees it.
+int64_t FreeDeviceBytes() {
+  size_t free = 0, total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  return static_cast<int64_t>(free);
+}
+
+// Polls until the GPU's free memory is within `slack` of `before`, for at most `limit`;
+// returns how long that took in ms, or -1.
+int64_t MsUntilFreeAgain(int64_t before, int64_t slack, std::chrono::milliseconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < limit) {
+    if (before - FreeDeviceBytes() < slack)
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - t0)
+          .count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
 // PUT_DEVICE (net/device_put.h): the server opens this process's allocation over CUDA IPC
 // and copies from it itself -- device->host into its pool, or device->device into its
 // device tier. Puts from inside an allocation (an offset), the same allocation again (its
@@ -396,44 +418,101 @@ TEST(DevicePut, AClientsFreedMemoryComesBackOnceTheServerLeavesItIdle) {
   DeviceBuffer warm(kMiB);  // the server's CUDA context made before the baseline is taken
   warm.Fill(60);
   ASSERT_TRUE(c->PutFromDevice("ns", "warm", Bf16(kMiB), warm.get(), kMiB).ok());
-  auto free_now = [] {
-    size_t free = 0, total = 0;
-    EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
-    return static_cast<int64_t>(free);
-  };
-  const int64_t before = free_now();
+  const int64_t before = FreeDeviceBytes();
   const uint64_t big = 1024 * kMiB;
-  auto t_freed = std::chrono::steady_clock::now();
   {
     DeviceBuffer buf(big);
     buf.Fill(61);
     ASSERT_TRUE(c->PutFromDevice("ns", "big", Bf16(4 * kMiB), buf.get(), 4 * kMiB).ok());
-    t_freed = std::chrono::steady_clock::now();
   }  // cudaFree while the server has it open
-  const int64_t pinned = before - free_now();
-  int64_t back = -1;
-  const auto deadline = t_freed + net::DeviceImports::kIdleClose + std::chrono::seconds(4);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (before - free_now() < static_cast<int64_t>(big / 4)) {
-      back = std::chrono::duration_cast<std::chrono::milliseconds>(
-                 std::chrono::steady_clock::now() - t_freed)
-                 .count();
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const int64_t pinned = before - FreeDeviceBytes();
+  const auto limit = net::DeviceImports::kIdleClose + std::chrono::seconds(4);
+  const int64_t back = MsUntilFreeAgain(before, big / 4, limit);
   std::printf(
       "[ measured ] freed 1 GiB the server had open: %.0f MiB still allocated at once; "
       "back after %lld ms\n",
       static_cast<double>(pinned) / kMiB, static_cast<long long>(back));
   EXPECT_GE(back, 0) << "the client's freed device memory did not come back within "
-                     << net::DeviceImports::kIdleClose.count() + 4000 << " ms";
+                     << limit.count() << " ms";
   // The connection is still usable, and device puts still work on it.
   warm.Fill(62);
   ASSERT_TRUE(c->PutFromDevice("ns", "after", Bf16(kMiB), warm.get(), kMiB).ok());
   std::vector<uint8_t> got(kMiB);
   ASSERT_TRUE(c->Get("ns", "after", {got.data(), kMiB}).ok());
   EXPECT_TRUE(got == warm.Read());
+}
+
+constexpr uint64_t kProducerBytes = 256 * kMiB, kProducerSlice = 4 * kMiB;
+
+// Run as a child (EC_PUT_DIR set): puts 4 MiB slices of a 256 MiB allocation, one after
+// another, writing a byte on EC_PUT_ACK_FD for each put acknowledged, until it is killed.
+TEST(DevicePut, ProducerThatCrashes) {
+  const char* dir = std::getenv("EC_PUT_DIR");
+  if (!dir) GTEST_SKIP() << "the crashing producer of DevicePut.AProducerKilled... (a child)";
+  auto c = ConnectUnix(dir);
+  ASSERT_NE(c, nullptr);
+  DeviceBuffer buf(kProducerBytes);
+  buf.Fill(70);
+  const int fd = std::atoi(std::getenv("EC_PUT_ACK_FD"));
+  for (uint64_t i = 0;; ++i) {
+    const uint64_t at = i % (kProducerBytes / kProducerSlice) * kProducerSlice;
+    Status st = c->PutFromDevice("ns", "crash-" + std::to_string(i), Bf16(kProducerSlice),
+                                 static_cast<uint8_t*>(buf.get()) + at, kProducerSlice);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(write(fd, "1", 1), 1);
+  }
+}
+
+// A producer SIGKILLed while it puts from device memory: every put it was acknowledged is
+// stored byte for byte, the server goes on taking device puts (its CUDA context sound), and
+// the dead producer's device memory comes back (the server closed what it had opened when
+// the connection died).
+TEST(DevicePut, AProducerKilledMidPutLosesNothingAcknowledgedAndLeavesTheServerSound) {
+  REQUIRE_GPU();
+  ServedDaemon d("");
+  net::Client* c = d.c.get();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->PrepareDevicePuts().ok());
+  DeviceBuffer warm(kMiB);
+  warm.Fill(60);
+  ASSERT_TRUE(c->PutFromDevice("ns", "warm", Bf16(kMiB), warm.get(), kMiB).ok());
+  const int64_t before = FreeDeviceBytes();
+  int acks[2];
+  ASSERT_EQ(pipe(acks), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(acks[0]);
+    setenv("EC_PUT_DIR", d.dir.path().c_str(), 1);
+    setenv("EC_PUT_ACK_FD", std::to_string(acks[1]).c_str(), 1);
+    execl("/proc/self/exe", "ecstore_tests", "--gtest_filter=DevicePut.ProducerThatCrashes",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(acks[1]);
+  char b = 0;
+  ASSERT_EQ(read(acks[0], &b, 1), 1) << "the producer never put";
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));  // more puts under way
+  StopProcess(child, SIGKILL);
+  uint64_t acknowledged = 1;
+  while (read(acks[0], &b, 1) == 1) ++acknowledged;
+  close(acks[0]);
+  std::printf("[ measured ] %llu device puts acknowledged before the kill\n",
+              static_cast<unsigned long long>(acknowledged));
+  const auto all = Payload(70, kProducerBytes);
+  std::vector<uint8_t> got(kProducerSlice);
+  for (uint64_t i = 0; i < acknowledged; ++i) {
+    const uint64_t at = i % (kProducerBytes / kProducerSlice) * kProducerSlice;
+    auto info = c->Get("ns", "crash-" + std::to_string(i), {got.data(), got.size()});
+    ASSERT_TRUE(info.ok()) << "acknowledged put " << i << ": " << info.status().ToString();
+    ASSERT_TRUE(std::equal(got.begin(), got.end(), all.begin() + at)) << "put " << i;
+  }
+  warm.Fill(61);
+  ASSERT_TRUE(c->PutFromDevice("ns", "after", Bf16(kMiB), warm.get(), kMiB).ok());
+  std::vector<uint8_t> after(kMiB);
+  ASSERT_TRUE(c->Get("ns", "after", {after.data(), kMiB}).ok());
+  EXPECT_TRUE(after == warm.Read());
+  const int64_t back = MsUntilFreeAgain(before, kProducerBytes / 4, std::chrono::seconds(5));
+  EXPECT_GE(back, 0) << "the killed producer's device memory did not come back within 5 s";
 }
 
 TEST(DevicePut, AServerWithADeviceTierCopiesDeviceToDevice) {
