@@ -251,16 +251,36 @@ uint64_t Leases(net::Client* c) {
   return s.ok() ? s->leases : ~0ull;
 }
 
-// Run as a child (EC_IPC_DIR set): takes a device lease in the server, says so on
-// EC_IPC_READY_FD, and waits to be killed without releasing it.
+// This test binary run again as a child process for the one test `filter` (a test that skips
+// unless EC_CHILD_DIR is set), with EC_CHILD_DIR set to `dir` and EC_CHILD_FD to the write
+// end of a pipe whose read end is returned in *fd.
+pid_t StartChildTest(const std::string& filter, const std::string& dir, int* fd) {
+  int p[2];
+  EXPECT_EQ(pipe(p), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(p[0]);
+    setenv("EC_CHILD_DIR", dir.c_str(), 1);
+    setenv("EC_CHILD_FD", std::to_string(p[1]).c_str(), 1);
+    const std::string arg = "--gtest_filter=" + filter;
+    execl("/proc/self/exe", "ecstore_tests", arg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(p[1]);
+  *fd = p[0];
+  return child;
+}
+
+// Run as a child (EC_CHILD_DIR set): takes a device lease in the server, says so on
+// EC_CHILD_FD, and waits to be killed without releasing it.
 TEST(DeviceIpc, ConsumerThatCrashes) {
-  const char* dir = std::getenv("EC_IPC_DIR");
-  if (!dir) GTEST_SKIP() << "the crashing consumer of DeviceIpc.ACrashedConsumer... (a child)";
+  const char* dir = std::getenv("EC_CHILD_DIR");
+  if (!dir) GTEST_SKIP() << "the crashing consumer of DeviceIpc.ASecondProcess... (a child)";
   auto c = ConnectUnix(dir);
   ASSERT_NE(c, nullptr);
   auto lease = c->AcquireOnDevice("ns", "k");
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
-  int fd = std::atoi(std::getenv("EC_IPC_READY_FD"));
+  int fd = std::atoi(std::getenv("EC_CHILD_FD"));
   ASSERT_EQ(write(fd, "1", 1), 1);
   pause();
 }
@@ -290,21 +310,11 @@ TEST(DeviceIpc, ASecondProcessReadsDeviceEntriesAndACrashReleasesItsLeases) {
   EXPECT_EQ(Leases(c.get()), 0u);  // released when the lease went
 
   // A consumer that takes a lease and dies (SIGKILL) leaves none behind.
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  pid_t child = fork();
-  if (child == 0) {
-    close(ready[0]);
-    setenv("EC_IPC_DIR", served.c_str(), 1);
-    setenv("EC_IPC_READY_FD", std::to_string(ready[1]).c_str(), 1);
-    execl("/proc/self/exe", "ecstore_tests", "--gtest_filter=DeviceIpc.ConsumerThatCrashes",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(ready[1]);
+  int ready = -1;
+  pid_t child = StartChildTest("DeviceIpc.ConsumerThatCrashes", served, &ready);
   char b = 0;
-  ASSERT_EQ(read(ready[0], &b, 1), 1) << "the consumer never took its lease";
-  close(ready[0]);
+  ASSERT_EQ(read(ready, &b, 1), 1) << "the consumer never took its lease";
+  close(ready);
   EXPECT_EQ(Leases(c.get()), 1u);
   StopProcess(child, SIGKILL);
   uint64_t left = 1;
@@ -444,16 +454,16 @@ TEST(DevicePut, AClientsFreedMemoryComesBackOnceTheServerLeavesItIdle) {
 
 constexpr uint64_t kProducerBytes = 256 * kMiB, kProducerSlice = 4 * kMiB;
 
-// Run as a child (EC_PUT_DIR set): puts 4 MiB slices of a 256 MiB allocation, one after
-// another, writing a byte on EC_PUT_ACK_FD for each put acknowledged, until it is killed.
+// Run as a child (EC_CHILD_DIR set): puts 4 MiB slices of a 256 MiB allocation, one after
+// another, writing a byte on EC_CHILD_FD for each put acknowledged, until it is killed.
 TEST(DevicePut, ProducerThatCrashes) {
-  const char* dir = std::getenv("EC_PUT_DIR");
+  const char* dir = std::getenv("EC_CHILD_DIR");
   if (!dir) GTEST_SKIP() << "the crashing producer of DevicePut.AProducerKilled... (a child)";
   auto c = ConnectUnix(dir);
   ASSERT_NE(c, nullptr);
   DeviceBuffer buf(kProducerBytes);
   buf.Fill(70);
-  const int fd = std::atoi(std::getenv("EC_PUT_ACK_FD"));
+  const int fd = std::atoi(std::getenv("EC_CHILD_FD"));
   for (uint64_t i = 0;; ++i) {
     const uint64_t at = i % (kProducerBytes / kProducerSlice) * kProducerSlice;
     Status st = c->PutFromDevice("ns", "crash-" + std::to_string(i), Bf16(kProducerSlice),
@@ -477,25 +487,15 @@ TEST(DevicePut, AProducerKilledMidPutLosesNothingAcknowledgedAndLeavesTheServerS
   warm.Fill(60);
   ASSERT_TRUE(c->PutFromDevice("ns", "warm", Bf16(kMiB), warm.get(), kMiB).ok());
   const int64_t before = FreeDeviceBytes();
-  int acks[2];
-  ASSERT_EQ(pipe(acks), 0);
-  pid_t child = fork();
-  if (child == 0) {
-    close(acks[0]);
-    setenv("EC_PUT_DIR", d.dir.path().c_str(), 1);
-    setenv("EC_PUT_ACK_FD", std::to_string(acks[1]).c_str(), 1);
-    execl("/proc/self/exe", "ecstore_tests", "--gtest_filter=DevicePut.ProducerThatCrashes",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(acks[1]);
+  int acks = -1;
+  pid_t child = StartChildTest("DevicePut.ProducerThatCrashes", d.dir.path(), &acks);
   char b = 0;
-  ASSERT_EQ(read(acks[0], &b, 1), 1) << "the producer never put";
+  ASSERT_EQ(read(acks, &b, 1), 1) << "the producer never put";
   std::this_thread::sleep_for(std::chrono::milliseconds(40));  // more puts under way
   StopProcess(child, SIGKILL);
   uint64_t acknowledged = 1;
-  while (read(acks[0], &b, 1) == 1) ++acknowledged;
-  close(acks[0]);
+  while (read(acks, &b, 1) == 1) ++acknowledged;
+  close(acks);
   std::printf("[ measured ] %llu device puts acknowledged before the kill\n",
               static_cast<unsigned long long>(acknowledged));
   const auto all = Payload(70, kProducerBytes);
