@@ -89,9 +89,23 @@ Status Client::ChooseTransport(const HelloInfo& info, int pool_fd) {
   return Status::Ok();
 }
 
-Status Client::Reconnect() {
+void Client::EndConnection() {
   conn_.reset();
+  if (leases_ && leases_->outstanding() > 0) {
+    leases_->Retire(std::move(transport_));
+    retired_.push_back(std::move(leases_));
+  }
   transport_.reset();
+  ReadLease::Releaser* live = this;  // RELEASE on the connection while it is current
+  leases_ = std::make_unique<LeaseGeneration>(live, [this](LeaseGeneration* done) {
+    std::erase_if(retired_, [done](const auto& g) { return g.get() == done; });
+  });
+}
+
+ReadLease::Releaser* Client::lease_releaser() { return leases_->Count(); }
+
+Status Client::Reconnect() {
+  EndConnection();
   auto fd = unix_ ? ConnectUnix(unix_path_, opt_.timeout) : ConnectTcp(hp_, opt_.timeout);
   if (!fd.ok()) return fd.status();
   conn_.Adopt(std::move(fd).value());
@@ -101,8 +115,7 @@ Status Client::Reconnect() {
   UniqueFd pool_fd(passed);
   if (st.ok()) st = ChooseTransport(info, pool_fd.get());
   if (!st.ok()) {
-    conn_.reset();
-    transport_.reset();
+    EndConnection();
     return st;
   }
   // Same host (loopback) and the server offers shared memory: switch to it.
@@ -197,7 +210,7 @@ Result<ReadLease> Client::Pin(std::string_view ns, std::string_view key) {
       return Status::Unavailable("malformed PIN reply");
     info.ns = ns;
     info.key = key;
-    return ReadLease(this, reinterpret_cast<void*>(lease_id), nullptr, std::move(info));
+    return ReadLease(lease_releaser(), reinterpret_cast<void*>(lease_id), nullptr, std::move(info));
   });
 }
 

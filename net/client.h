@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "net/frame_stream.h"
+#include "net/lease_generation.h"
 #include "net/protocol.h"
 #include "net/socket.h"
 #include "net/transport.h"
@@ -142,8 +143,12 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr) override;
   Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                       EntryInfo* info) override;
-  ReadLease::Releaser* lease_releaser() override { return this; }
+  // Each new lease's releaser: counted in this connection's generation (net/lease_generation.h).
+  ReadLease::Releaser* lease_releaser() override;
   void Release(void* token) override;  // a server-side lease: RELEASE its id
+  // Ends the control connection; its transport goes too, unless leases from it are still
+  // held: then its generation is retired with it until they are released.
+  void EndConnection();
   template <typename Fn>
   auto WithRetry(Fn fn) -> decltype(fn());
   std::vector<Result<EntryInfo>> CopyOutOfLeases(std::string_view ns,
@@ -167,7 +172,9 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   bool no_lease_batches_ = false;  // the server answered GET_SHM_MANY "unknown opcode"
   bool no_erase_batches_ = false;  // ... and ERASE_MANY
   std::string unix_path_;
-  std::unique_ptr<Transport> transport_;        // set by each (re)connect
+  std::unique_ptr<Transport> transport_;                   // set by each (re)connect
+  std::unique_ptr<LeaseGeneration> leases_;                // the current connection's leases
+  std::vector<std::unique_ptr<LeaseGeneration>> retired_;  // earlier ones with leases out
   std::vector<std::span<uint8_t>> registered_;  // RegisterBuffer's, re-registered on reconnect
   std::shared_ptr<MemoryRegistrar> arena_registrar_;  // RegisterArenasWith's
 };

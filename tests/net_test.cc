@@ -557,6 +557,40 @@ TEST(NetShm, AcquireManyLeasesAStepInOneRequest) {
   EXPECT_EQ(c->Stats()->client_leases, 0u);
 }
 
+// A lease over shared memory outlives a reconnect: the server restarts while the reader holds
+// a lease, the reader's next request reconnects, and the lease's bytes are still readable
+// (its pool mapping stays until the last lease from it is gone) and still the entry's. Its
+// release then sends nothing: the new connection's own lease, which may have the same id,
+// stays held (net/lease_generation.h).
+TEST(NetShm, ALeaseOutlivesAReconnectToARestartedServer) {
+  testing::TempDir dir;
+  auto server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, true);
+  auto c = ConnectOrDie(server->shm_uri());
+  ASSERT_STREQ(c->transport(), "shm");
+  const auto p = Payload(9, 3 * kMiB);
+  ASSERT_TRUE(c->Put("ns", "k", U8(p.size()), Span(p)).ok());
+  auto lease = c->Acquire("ns", "k");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  const uint16_t port = server->port();
+  server->Stop();
+  server = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, port, true);
+  // Another entry first, so that it takes the new pool's first block: were the lease's
+  // mapping given back, the new one could lie at its address and show these bytes.
+  const auto q = Payload(10, 3 * kMiB);
+  ASSERT_TRUE(c->Put("ns", "other", U8(q.size()), Span(q)).ok());  // reconnects
+  auto fresh = c->Acquire("ns", "other");  // the new connection's first lease
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  ASSERT_EQ(lease->size(), p.size());
+  EXPECT_EQ(0, std::memcmp(lease->data(), p.data(), p.size()));
+  lease = Status::NotFound("released");  // RELEASEs nothing: its connection is gone
+  EXPECT_EQ(c->Stats()->client_leases, 1u) << "the new connection's lease was released";
+  EXPECT_EQ(0, std::memcmp(fresh->data(), q.data(), q.size()));
+  std::vector<uint8_t> buf(p.size());
+  auto got = c->Get("ns", "k", {buf.data(), buf.size()});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(buf == p);
+}
+
 // A unix-socket proxy in front of a real server that relays every frame, and the pool's
 // descriptor HELLO_OK carries, and counts the GET_SHM_MANY and ERASE_MANY requests. With
 // `older`, it is a server from before both, as a new client meets one during a rolling

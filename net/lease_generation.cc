@@ -1,0 +1,24 @@
+#include "net/lease_generation.h"
+
+#include <utility>
+
+namespace ecstore::net {
+
+void LeaseGeneration::Release(void* token) {
+  --outstanding_;
+  if (!retired_) {
+    live_->Release(token);
+    return;
+  }
+  if (outstanding_ == 0) {
+    auto dropped = dropped_;  // outlives *this, which it destroys: nothing may follow
+    dropped(this);
+  }
+}
+
+void LeaseGeneration::Retire(std::unique_ptr<Transport> transport) {
+  retired_ = true;
+  transport_ = std::move(transport);
+}
+
+}  // namespace ecstore::net

@@ -1,0 +1,59 @@
+// The server-side leases one control connection of a Client handed out.
+//
+// A lease from a same-host server points into memory its connection's transport mapped: the
+// server's shared pool, or its device pool opened over CUDA IPC. A reconnect (the server
+// restarted, a request timed out) used to drop that transport at once, unmapping the memory
+// under any lease still held; the next mapping could then land at the same address, and the
+// lease silently read another entry's bytes (NetShm.ALeaseOutlivesAReconnectToARestartedServer).
+// And a lease released after the reconnect sent its RELEASE on the new connection, where the
+// same id can name one of the new connection's own leases.
+//
+// So the Client counts its leases per connection. At a reconnect, a connection with leases
+// still out is retired: it keeps its transport (the memory its leases point into) until the
+// last of them is released, and releasing them sends nothing (the server dropped them when
+// the connection closed). The memory of a retired connection stays mapped that long.
+//
+//   ReadLease lease(generation->Count(), token, data, info);   // counted until released
+//   generation->Retire(std::move(transport));                  // the connection ended
+//
+// Thread rules: the Client's -- one thread at a time, leases released under the same rules.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "net/transport.h"
+#include "store/cache.h"
+
+namespace ecstore::net {
+
+class LeaseGeneration : public ReadLease::Releaser {
+ public:
+  // live: sends RELEASE of a lease id on the connection while it is current. dropped: called
+  // when a retired generation's last lease goes; it destroys this generation.
+  LeaseGeneration(ReadLease::Releaser* live, std::function<void(LeaseGeneration*)> dropped)
+      : live_(live), dropped_(std::move(dropped)) {}
+  LeaseGeneration(const LeaseGeneration&) = delete;
+  LeaseGeneration& operator=(const LeaseGeneration&) = delete;
+
+  // The releaser for one new lease, counted until its Release.
+  ReadLease::Releaser* Count() {
+    ++outstanding_;
+    return this;
+  }
+  void Release(void* token) override;
+  // The connection ended with leases out: keeps `transport` until the last is released.
+  void Retire(std::unique_ptr<Transport> transport);
+  size_t outstanding() const { return outstanding_; }
+  bool retired() const { return retired_; }
+
+ private:
+  ReadLease::Releaser* const live_;
+  const std::function<void(LeaseGeneration*)> dropped_;
+  size_t outstanding_ = 0;
+  bool retired_ = false;
+  std::unique_ptr<Transport> transport_;  // a retired connection's, kept for its leases
+};
+
+}  // namespace ecstore::net
