@@ -245,6 +245,27 @@ std::unique_ptr<net::Client> ConnectUnix(const std::string& dir) {
   return c.ok() ? std::move(c).value() : nullptr;
 }
 
+// The GPU's free memory, as every process on it sees it.
+int64_t FreeDeviceBytes() {
+  size_t free = 0, total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  return static_cast<int64_t>(free);
+}
+
+// Polls until the GPU's free memory is within `slack` of `before`, for at most `limit`;
+// returns how long that took in ms, or -1.
+int64_t MsUntilFreeAgain(int64_t before, int64_t slack, std::chrono::milliseconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < limit) {
+    if (before - FreeDeviceBytes() < slack)
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - t0)
+          .count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
 uint64_t Leases(net::Client* c) {
   auto s = c->Stats();
   EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -327,25 +348,44 @@ TEST(DeviceIpc, ASecondProcessReadsDeviceEntriesAndACrashReleasesItsLeases) {
   StopProcess(server, SIGTERM);
 }
 
-// The GPU's free memory, as every process on it sees it.
-int64_t FreeDeviceBytes() {
-  size_t free = 0, total = 0;
-  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
-  return static_cast<int64_t>(free);
-}
-
-// Polls until the GPU's free memory is within `slack` of `before`, for at most `limit`;
-// returns how long that took in ms, or -1.
-int64_t MsUntilFreeAgain(int64_t before, int64_t slack, std::chrono::milliseconds limit) {
-  const auto t0 = std::chrono::steady_clock::now();
-  while (std::chrono::steady_clock::now() - t0 < limit) {
-    if (before - FreeDeviceBytes() < slack)
-      return std::chrono::duration_cast<std::chrono::milliseconds>(
-                 std::chrono::steady_clock::now() - t0)
-          .count();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return -1;
+// A device lease outlives its client's reconnect to a restarted daemon (net/lease_generation.h):
+// the old daemon's device pool stays opened, and readable, until the lease goes, and then it
+// comes back to the GPU.
+TEST(DeviceIpc, ADeviceLeaseOutlivesAReconnectAndTheOldPoolComesBackWhenItGoes) {
+  REQUIRE_GPU();
+  TempDir dir;
+  const std::string served = dir.sub("served");
+  constexpr uint64_t kPool = 512 * kMiB;
+  pid_t server = StartServer(served, "512MiB");
+  auto c = ConnectUnix(served);
+  ASSERT_NE(c, nullptr);
+  const uint64_t n = 2 * kMiB + 4096;
+  auto bytes = Payload(12, n);
+  ASSERT_TRUE(c->Put("ns", "k", Bf16(n), {bytes.data(), n}).ok());
+  auto lease = c->AcquireOnDevice("ns", "k");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  StopProcess(server, SIGKILL);
+  server = StartServer(served, "512MiB");
+  auto other = Payload(13, n);
+  ASSERT_TRUE(c->Put("ns", "other", Bf16(n), {other.data(), n}).ok());  // reconnects
+  auto fresh = c->AcquireOnDevice("ns", "other");  // the new daemon's pool, opened here
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_TRUE(DeviceBuffer::ReadAt(lease->data(), n) == bytes) << "the old lease's bytes";
+  EXPECT_TRUE(DeviceBuffer::ReadAt(fresh->data(), n) == other);
+  const int64_t held = FreeDeviceBytes();
+  lease = Status::NotFound("released");
+  const int64_t back =
+      MsUntilFreeAgain(held + static_cast<int64_t>(kPool), kPool / 4, std::chrono::seconds(5));
+  std::printf(
+      "[ measured ] the dead daemon's %llu MiB device pool back %lld ms after its last "
+      "lease went\n",
+      static_cast<unsigned long long>(kPool / kMiB), static_cast<long long>(back));
+  EXPECT_GE(back, 0) << "the old daemon's device pool was not given back";
+  EXPECT_TRUE(DeviceBuffer::ReadAt(fresh->data(), n) == other);
+  fresh = Status::NotFound("released");
+  EXPECT_EQ(Leases(c.get()), 0u);
+  c.reset();
+  StopProcess(server, SIGTERM);
 }
 
 // PUT_DEVICE (net/device_put.h): the server opens this process's allocation over CUDA IPC
