@@ -12,6 +12,11 @@
 // still out is retired: it keeps its transport (the memory its leases point into) until the
 // last of them is released, and releasing them sends nothing (the server dropped them when
 // the connection closed). The memory of a retired connection stays mapped that long.
+// Where the server was restarted (or died), that memory is the old server's, which nothing
+// writes any more: a held lease reads its entry as it was. Where the same server is still
+// running (a reconnect after a timed-out request), it released the old connection's leases
+// when that connection closed and may reuse their blocks: the mapping stays valid, the
+// entry's bytes are no longer guaranteed. Copy out or acquire again after a reconnect.
 //
 //   ReadLease lease(generation->Count(), token, data, info);   // counted until released
 //   generation->Retire(std::move(transport));                  // the connection ended
