@@ -47,18 +47,16 @@ DeviceImports::~DeviceImports() {
   for (const Import& i : open_) cuda::CloseIpcHandle(i.base);
 }
 
-size_t DeviceImports::CloseIdle(std::chrono::steady_clock::time_point now) {
+void DeviceImports::CloseIdle(std::chrono::steady_clock::time_point now) {
   auto idle = [&](const Import& i) { return now - i.used >= kIdleClose; };
   for (const Import& i : open_)
     if (idle(i)) cuda::CloseIpcHandle(i.base);
   std::erase_if(open_, idle);
-  return open_.size();
 }
 
 Result<const uint8_t*> DeviceImports::Open(const std::string& handle, uint64_t buffer_id,
                                            int device, uint64_t offset, uint64_t size) {
   const auto now = std::chrono::steady_clock::now();
-  CloseIdle(now);
   auto it =
       std::find_if(open_.begin(), open_.end(), [&](const Import& i) { return i.handle == handle; });
   if (it != open_.end() && it->buffer_id != buffer_id) {  // freed and allocated again

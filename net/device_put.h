@@ -88,9 +88,9 @@ class DeviceImports {
   Result<cuda::CopyStream*> Stream(int device);
   // This process's ordinal of the GPU at `bus_id` (the last answer kept).
   Result<int> Device(const std::string& bus_id);
-  // Closes the mappings unused since now - kIdleClose; returns how many stay open.
-  size_t CloseIdle(std::chrono::steady_clock::time_point now);
-  size_t open_count() const { return open_.size(); }
+  // Closes the mappings unused since now - kIdleClose (Server::Serve, before each request
+  // and while it waits for one).
+  void CloseIdle(std::chrono::steady_clock::time_point now);
 
  private:
   struct Import {

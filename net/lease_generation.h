@@ -51,7 +51,6 @@ class LeaseGeneration : public ReadLease::Releaser {
   // The connection ended with leases out: keeps `transport` until the last is released.
   void Retire(std::unique_ptr<Transport> transport);
   size_t outstanding() const { return outstanding_; }
-  bool retired() const { return retired_; }
 
  private:
   ReadLease::Releaser* const live_;
