@@ -1,10 +1,7 @@
 #include "net/client.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstring>
 
-#include "rdma/verbs.h"
 #include "store/stats_json.h"
 
 namespace ecstore::net {
@@ -34,146 +31,41 @@ Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
     return Status::InvalidArgument("transport must be auto, tcp, shm or rdma");
   std::unique_ptr<Client> c;
   if (uri.rfind("unix:", 0) == 0) {
-    c.reset(new Client({}, options));
-    c->unix_ = true;
-    c->unix_path_ = uri.substr(5);
+    c.reset(new Client({}, uri.substr(5), options));
   } else {
     if (options.transport == "shm")
       return Status::InvalidArgument("transport shm needs a unix:/path/serve.sock address");
     auto hp = ParseHostPort(uri);
     if (!hp.ok()) return hp.status();
-    c.reset(new Client(*hp, options));
+    c.reset(new Client(*hp, "", options));
   }
-  EC_RETURN_IF_ERROR(c->Reconnect());
+  EC_RETURN_IF_ERROR(c->link_.Open());
   return c;
 }
 
 Client::~Client() = default;
 
-// HELLO; over the unix socket the reply carries the pool's memfd (*pool_fd, owned by the
-// caller).
-Status Client::Hello(HelloInfo* info, int* pool_fd) {
-  BodyWriter w;
-  w.Str(opt_.token);
-  EC_RETURN_IF_ERROR(SendRequest(Op::kHello, w.data()));
-  auto body = conn_.ReadReply(Op::kHelloOk, unix_ ? pool_fd : nullptr);
-  if (!body.ok()) return body.status();
-  BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
-  if (!ParseHelloBody(&r, info)) return Status::Unavailable("server sent a malformed HELLO_OK");
-  return Status::Ok();
-}
-
-// The data path, by capability: the server's memory in place when it is on this host and
-// passed its pool (shared memory); one-sided reads when both ends have RDMA; else TCP.
-Status Client::ChooseTransport(const HelloInfo& info, int pool_fd) {
-  transport_.reset();
-  if (unix_) {
-    auto t = NewShmTransport(pool_fd, info.pool_bytes, opt_.put_arena ? info.features : 0,
-                             arena_registrar_);
-    if (!t.ok()) return t.status();
-    transport_ = std::move(t).value();
-  } else if (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&
-                                          !info.rdma_addr.empty() && RdmaDevicePresent())) {
-    if (info.rdma_addr.empty())
-      return Status::Unavailable("server offers no RDMA (it has no ServerOptions::rdma_listen)");
-    auto t = NewRdmaTransport(info.rdma_addr, opt_.rdma_bounce_bytes, opt_.timeout);
-    if (t.ok())
-      transport_ = std::move(t).value();
-    else if (opt_.transport == "rdma")
-      return t.status();
-    else
-      spdlog::warn("RDMA unavailable ({}); using TCP", t.status().ToString());
-  }
-  if (!transport_) transport_ = NewTcpTransport();
-  for (auto m : registered_) EC_RETURN_IF_ERROR(transport_->RegisterBuffer(m));
-  return Status::Ok();
-}
-
-void Client::EndConnection() {
-  conn_.reset();
-  if (leases_ && leases_->outstanding() > 0) {
-    leases_->Retire(std::move(transport_));
-    retired_.push_back(std::move(leases_));
-  }
-  transport_.reset();
-  ReadLease::Releaser* live = this;  // RELEASE on the connection while it is current
-  leases_ = std::make_unique<LeaseGeneration>(live, [this](LeaseGeneration* done) {
-    std::erase_if(retired_, [done](const auto& g) { return g.get() == done; });
-  });
-}
-
-ReadLease::Releaser* Client::lease_releaser() { return leases_->Count(); }
-
-Status Client::Reconnect() {
-  EndConnection();
-  auto fd = unix_ ? ConnectUnix(unix_path_, opt_.timeout) : ConnectTcp(hp_, opt_.timeout);
-  if (!fd.ok()) return fd.status();
-  conn_.Adopt(std::move(fd).value());
-  HelloInfo info;
-  int passed = -1;
-  Status st = Hello(&info, &passed);
-  UniqueFd pool_fd(passed);
-  if (st.ok()) st = ChooseTransport(info, pool_fd.get());
-  if (!st.ok()) {
-    EndConnection();
-    return st;
-  }
-  // Same host (loopback) and the server offers shared memory: switch to it.
-  if (!unix_ && opt_.transport == "auto" && IsLoopback(hp_.host) && !info.shm_path.empty()) {
-    UniqueFd tcp = conn_.Take();
-    auto tcp_transport = std::move(transport_);
-    unix_ = true;
-    unix_path_ = info.shm_path;
-    if (Reconnect().ok()) return Status::Ok();
-    unix_ = false;  // not reachable from here after all: stay on TCP
-    conn_.Adopt(std::move(tcp));
-    transport_ = std::move(tcp_transport);
-  }
-  return Status::Ok();
-}
-
-Status Client::RegisterBuffer(std::span<uint8_t> memory) {
-  if (transport_) EC_RETURN_IF_ERROR(transport_->RegisterBuffer(memory));
-  registered_.push_back(memory);
-  return Status::Ok();
-}
-
-void Client::UnregisterBuffer(std::span<uint8_t> memory) {
-  if (transport_) transport_->UnregisterBuffer(memory);
-  std::erase_if(registered_, [&](std::span<uint8_t> m) {
-    return m.data() == memory.data() && m.size() == memory.size();
-  });
-}
-
-Status Client::SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload) {
-  return conn_.Send(op, body, payload);
-}
-Result<std::string> Client::ReadReply(Op expect, int* passed_fd) {
-  return conn_.ReadReply(expect, passed_fd);
-}
-Status Client::ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
-                            EntryInfo* info) {
-  return conn_.ReadGetReply(dst_for, info);
-}
+Status Client::RegisterBuffer(std::span<uint8_t> memory) { return link_.RegisterBuffer(memory); }
+void Client::UnregisterBuffer(std::span<uint8_t> memory) { link_.UnregisterBuffer(memory); }
 
 // Runs fn; on a transport failure (Unavailable) reconnects and tries again, boundedly.
 template <typename Fn>
 auto Client::WithRetry(Fn fn) -> decltype(fn()) {
   for (int attempt = 0;; ++attempt) {
-    if (!conn_.valid()) {
-      Status st = Reconnect();
+    if (!link_.valid()) {
+      Status st = link_.Open();
       if (!st.ok()) {
-        if (attempt >= opt_.retries) return st;
+        if (attempt >= link_.options().retries) return st;
         continue;
       }
     }
     auto result = fn();
     const bool broken = StatusOf(result).IsUnavailable();
-    if (!broken || attempt >= opt_.retries) {
-      if (broken) conn_.reset();
+    if (!broken || attempt >= link_.options().retries) {
+      if (broken) link_.Abandon();
       return result;
     }
-    conn_.reset();
+    link_.Abandon();
   }
 }
 
@@ -182,26 +74,18 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key, std::sp
   EC_RETURN_IF_ERROR(ValidateKey(key));
   const std::vector<std::string> keys{std::string(key)};
   return WithRetry([&]() -> Result<EntryInfo> {
-    if (transport_->caps().same_host_zero_copy)  // one GET_SHM, a copy out of the mapping
-      return CopyOut(transport_->AcquireInPlace(*this, ns, key), dst);
-    return std::move(transport_->GetMany(*this, ns, keys, {dst})[0]);
+    if (link_.transport()->caps().same_host_zero_copy)  // one GET_SHM, a copy out of the mapping
+      return CopyOut(link_.transport()->AcquireInPlace(link_, ns, key), dst);
+    return std::move(link_.transport()->GetMany(link_, ns, keys, {dst})[0]);
   });
-}
-
-void Client::Release(void* token) {
-  BodyWriter w;
-  w.U64(reinterpret_cast<uint64_t>(token));
-  // No reply; a lost RELEASE (the connection died) is covered by the server's lease TTL and
-  // by its dropping a connection's leases when the connection closes.
-  (void)SendRequest(Op::kRelease, w.data());
 }
 
 Result<ReadLease> Client::Pin(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
   return WithRetry([&]() -> Result<ReadLease> {
-    EC_RETURN_IF_ERROR(SendRequest(Op::kPin, KeyBody(ns, key)));
-    auto body = ReadReply(Op::kPinOk);
+    EC_RETURN_IF_ERROR(link_.SendRequest(Op::kPin, KeyBody(ns, key)));
+    auto body = link_.ReadReply(Op::kPinOk);
     if (!body.ok()) return body.status();
     BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
     uint64_t lease_id;
@@ -210,7 +94,8 @@ Result<ReadLease> Client::Pin(std::string_view ns, std::string_view key) {
       return Status::Unavailable("malformed PIN reply");
     info.ns = ns;
     info.key = key;
-    return ReadLease(lease_releaser(), reinterpret_cast<void*>(lease_id), nullptr, std::move(info));
+    return ReadLease(link_.lease_releaser(), reinterpret_cast<void*>(lease_id), nullptr,
+                     std::move(info));
   });
 }
 
@@ -225,23 +110,23 @@ OwnedBuffer owned_buffer;
 Result<ReadLease> Client::AcquireOnDevice(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
-  if (!conn_.valid()) EC_RETURN_IF_ERROR(Reconnect());
-  return WithRetry([&] { return transport_->AcquireOnDevice(*this, ns, key); });
+  if (!link_.valid()) EC_RETURN_IF_ERROR(link_.Open());
+  return WithRetry([&] { return link_.transport()->AcquireOnDevice(link_, ns, key); });
 }
 
 Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
-  if (!conn_.valid()) EC_RETURN_IF_ERROR(Reconnect());
-  if (transport_->caps().same_host_zero_copy)
-    return WithRetry([&] { return transport_->AcquireInPlace(*this, ns, key); });
+  if (!link_.valid()) EC_RETURN_IF_ERROR(link_.Open());
+  if (link_.transport()->caps().same_host_zero_copy)
+    return WithRetry([&] { return link_.transport()->AcquireInPlace(link_, ns, key); });
   std::unique_ptr<uint8_t[]> buf;
   auto alloc = [&](const EntryInfo& info) {
     buf.reset(new uint8_t[std::max<uint64_t>(info.bytes, 1)]);
     return std::span<uint8_t>(buf.get(), info.bytes);
   };
   Result<EntryInfo> got = Status::Unavailable("not attempted");
-  if (transport_->caps().one_sided_read) {
+  if (link_.transport()->caps().one_sided_read) {
     // A one-sided read needs the size first: look it up; a replaced entry of another size in
     // between shows as a too-small buffer, and is looked up once more.
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -252,9 +137,9 @@ Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
     }
   } else {
     got = WithRetry([&]() -> Result<EntryInfo> {
-      EC_RETURN_IF_ERROR(SendRequest(Op::kGet, KeyBody(ns, key)));
+      EC_RETURN_IF_ERROR(link_.SendRequest(Op::kGet, KeyBody(ns, key)));
       EntryInfo info;
-      EC_RETURN_IF_ERROR(ReadGetReply(alloc, &info));
+      EC_RETURN_IF_ERROR(link_.ReadGetReply(alloc, &info));
       info.ns = ns;
       info.key = key;
       return info;
@@ -268,8 +153,8 @@ Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
 std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
                                                    const std::vector<std::string>& keys) {
   Status st = ValidateNamespace(ns);
-  if (st.ok() && !conn_.valid()) st = Reconnect();
-  if (!st.ok() || no_lease_batches_ || !transport_->caps().same_host_zero_copy)
+  if (st.ok() && !link_.valid()) st = link_.Open();
+  if (!st.ok() || no_lease_batches_ || !link_.transport()->caps().same_host_zero_copy)
     return Cache::AcquireMany(ns, keys);  // each key answers for itself
   std::vector<std::optional<Result<ReadLease>>> slot(keys.size());
   std::vector<size_t> sent;  // the valid keys; a bad one is answered here
@@ -284,7 +169,7 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
     std::vector<std::string> chunk;
     for (size_t j = at; j < std::min(sent.size(), at + kMaxLeaseBatch); ++j)
       chunk.push_back(keys[sent[j]]);
-    auto got = WithRetry([&] { return transport_->AcquireManyInPlace(*this, ns, chunk); });
+    auto got = WithRetry([&] { return link_.transport()->AcquireManyInPlace(link_, ns, chunk); });
     if (!got.ok()) NoteRefusedBatch(got.status());
     for (size_t j = 0; j < chunk.size(); ++j)
       slot[sent[at + j]] = got.ok()            ? std::move((*got)[j])
@@ -301,7 +186,7 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
 // connection is dropped (the next request reconnects), and the caller goes key by key.
 bool Client::RefusedAsUnknown(const Status& st) {
   if (st.message().find("unknown opcode") == std::string::npos) return false;
-  conn_.reset();
+  link_.Abandon();
   return true;
 }
 
@@ -317,15 +202,15 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
     out.assign(keys.size(), Status::InvalidArgument("GetMany needs one buffer per key"));
     return out;
   }
-  Status st = conn_.valid() ? Status::Ok() : Reconnect();
+  Status st = link_.valid() ? Status::Ok() : link_.Open();
   if (!st.ok()) {
     out.assign(keys.size(), st);
     return out;
   }
-  if (transport_->caps().same_host_zero_copy) return CopyOutOfLeases(ns, keys, dsts);
-  out = transport_->GetMany(*this, ns, keys, dsts);
+  if (link_.transport()->caps().same_host_zero_copy) return CopyOutOfLeases(ns, keys, dsts);
+  out = link_.transport()->GetMany(link_, ns, keys, dsts);
   for (const auto& r : out)
-    if (!r.ok() && r.status().IsUnavailable()) conn_.reset();  // reconnect on the next call
+    if (!r.ok() && r.status().IsUnavailable()) link_.Abandon();  // reconnect on the next call
   return out;
 }
 
@@ -405,13 +290,14 @@ void Client::LeaseInTwo(
   Status sent;
   size_t in_flight = 0;
   for (; in_flight < groups.size(); ++in_flight)
-    if (!(sent = transport_->SendLeaseBatch(*this, ns, names[in_flight])).ok()) break;
+    if (!(sent = link_.transport()->SendLeaseBatch(link_, ns, names[in_flight])).ok()) break;
   for (size_t g = 0; g < groups.size(); ++g) {
-    auto got = g < in_flight && conn_.valid() ? transport_->ReadLeaseBatch(*this, ns, names[g])
-                                              : Result<std::vector<Result<ReadLease>>>(sent);
+    auto got = g < in_flight && link_.valid()
+                   ? link_.transport()->ReadLeaseBatch(link_, ns, names[g])
+                   : Result<std::vector<Result<ReadLease>>>(sent);
     if (!got.ok()) {
       NoteRefusedBatch(got.status());
-      conn_.reset();  // out of step
+      link_.Abandon();  // out of step
       sent = got.status();
       copy(groups[g], AcquireMany(ns, names[g]));
       continue;
@@ -440,8 +326,8 @@ Result<std::vector<std::optional<EntryInfo>>> Client::LookupMany(
     w.Str(k);
   }
   return WithRetry([&]() -> Result<std::vector<std::optional<EntryInfo>>> {
-    EC_RETURN_IF_ERROR(SendRequest(Op::kLookup, w.data()));
-    auto body = ReadReply(Op::kLookupOk);
+    EC_RETURN_IF_ERROR(link_.SendRequest(Op::kLookup, w.data()));
+    auto body = link_.ReadReply(Op::kLookupOk);
     if (!body.ok()) return body.status();
     BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
     uint32_t n;
@@ -465,18 +351,18 @@ Status Client::Put(std::string_view ns, std::string_view key, const TensorMeta& 
                    std::span<const uint8_t> bytes) {
   auto head = PutHeadBody(ns, key, meta, bytes.size());
   if (!head.ok()) return head.status();
-  return WithRetry([&] { return transport_->Put(*this, *head, bytes); });
+  return WithRetry([&] { return link_.transport()->Put(link_, *head, bytes); });
 }
 
 Result<ArenaReservation> Client::ReservePut(std::string_view ns, std::string_view key,
                                             const TensorMeta& meta, uint64_t size, bool landing) {
   auto head = PutHeadBody(ns, key, meta, size);
   if (!head.ok()) return head.status();
-  return WithRetry([&] { return transport_->ReservePut(*this, *head, size, landing); });
+  return WithRetry([&] { return link_.transport()->ReservePut(link_, *head, size, landing); });
 }
 
 Status Client::PreparePutArena() {
-  return WithRetry([&] { return transport_->PreparePutArena(*this); });
+  return WithRetry([&] { return link_.transport()->PreparePutArena(link_); });
 }
 
 Status Client::PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
@@ -484,24 +370,25 @@ Status Client::PutFromDevice(std::string_view ns, std::string_view key, const Te
   auto head = PutHeadBody(ns, key, meta, size);
   if (!head.ok()) return head.status();
   const uint8_t flags = checksum_when_spilled ? kPutChecksumWhenSpilled : 0;
-  return WithRetry([&] { return transport_->PutFromDevice(*this, *head, src, size, flags); });
+  return WithRetry(
+      [&] { return link_.transport()->PutFromDevice(link_, *head, src, size, flags); });
 }
 
 Status Client::PrepareDevicePuts() {
-  return WithRetry([&] { return transport_->PrepareDevicePuts(*this); });
+  return WithRetry([&] { return link_.transport()->PrepareDevicePuts(link_); });
 }
 
 Status Client::CommitPut(ArenaReservation r, bool checksum_when_spilled) {
   if (!r.arena()) return Status::InvalidArgument("this reservation was committed or dropped");
-  return WithRetry([&] { return transport_->CommitPut(*this, r, checksum_when_spilled); });
+  return WithRetry([&] { return link_.transport()->CommitPut(link_, r, checksum_when_spilled); });
 }
 
 Status Client::Erase(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
   auto r = WithRetry([&]() -> Result<std::string> {
-    EC_RETURN_IF_ERROR(SendRequest(Op::kErase, KeyBody(ns, key)));
-    return ReadReply(Op::kOk);
+    EC_RETURN_IF_ERROR(link_.SendRequest(Op::kErase, KeyBody(ns, key)));
+    return link_.ReadReply(Op::kOk);
   });
   return r.status();
 }
@@ -532,8 +419,8 @@ Status Client::EraseMany(const std::vector<std::pair<std::string, std::string>>&
         w.Str(ns_keys[i].second);
       }
       auto body = WithRetry([&]() -> Result<std::string> {
-        EC_RETURN_IF_ERROR(SendRequest(Op::kEraseMany, w.data()));
-        return ReadReply(Op::kEraseManyOk);
+        EC_RETURN_IF_ERROR(link_.SendRequest(Op::kEraseMany, w.data()));
+        return link_.ReadReply(Op::kEraseManyOk);
       });
       st = body.status();
       if (body.ok()) {
@@ -568,8 +455,8 @@ Status Client::ListPages(size_t page_size,
     w.U32(limit);
     bool more = false;
     auto page = WithRetry([&]() -> Result<std::vector<EntryInfo>> {
-      EC_RETURN_IF_ERROR(SendRequest(Op::kList, w.data()));
-      auto body = ReadReply(Op::kListOk);
+      EC_RETURN_IF_ERROR(link_.SendRequest(Op::kList, w.data()));
+      auto body = link_.ReadReply(Op::kListOk);
       if (!body.ok()) return body.status();
       std::vector<EntryInfo> out;
       EC_RETURN_IF_ERROR(ParseListReply(*body, limit, &out, &more));
@@ -583,8 +470,8 @@ Status Client::ListPages(size_t page_size,
 
 Result<StoreStats> Client::Stats() {
   return WithRetry([&]() -> Result<StoreStats> {
-    EC_RETURN_IF_ERROR(SendRequest(Op::kStats, {}));
-    auto body = ReadReply(Op::kStatsOk);
+    EC_RETURN_IF_ERROR(link_.SendRequest(Op::kStats, {}));
+    auto body = link_.ReadReply(Op::kStatsOk);
     if (!body.ok()) return body.status();
     auto js = JsonReplyText(*body);
     if (!js.ok()) return js.status();
@@ -596,11 +483,11 @@ Result<StoreStats> Client::Stats() {
 }
 
 Result<nlohmann::json> Client::Admin(Op op, Op expect) {
-  if (!conn_.valid()) EC_RETURN_IF_ERROR(Reconnect());
-  SetTimeouts(conn_.fd(), std::chrono::milliseconds(0));  // as long as the work takes
-  Status st = SendRequest(op, {});
-  auto body = st.ok() ? ReadReply(expect) : Result<std::string>(st);
-  if (conn_.valid()) SetTimeouts(conn_.fd(), opt_.timeout);
+  if (!link_.valid()) EC_RETURN_IF_ERROR(link_.Open());
+  SetTimeouts(link_.fd(), std::chrono::milliseconds(0));  // as long as the work takes
+  Status st = link_.SendRequest(op, {});
+  auto body = st.ok() ? link_.ReadReply(expect) : Result<std::string>(st);
+  if (link_.valid()) SetTimeouts(link_.fd(), link_.options().timeout);
   if (!body.ok()) return body.status();
   auto js = JsonReplyText(*body);
   if (!js.ok()) return js.status();

@@ -17,8 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "net/frame_stream.h"
-#include "net/lease_generation.h"
+#include "net/connection.h"
 #include "net/protocol.h"
 #include "net/socket.h"
 #include "net/transport.h"
@@ -26,30 +25,18 @@
 
 namespace ecstore::net {
 
-struct ClientOptions {
-  std::chrono::milliseconds timeout{5000};
-  int retries = 1;
-  std::string token;
-  // "auto": chosen by capability -- a loopback server that offers shared memory is read in
-  // place through it; a remote one that offers RDMA, from a host with an RDMA device, by
-  // one-sided reads; else TCP. "tcp", "shm" and "rdma" force one ("rdma" fails with
-  // Unavailable where it cannot be set up).
-  std::string transport = "auto";
-  size_t rdma_bounce_bytes = 64ull << 20;  // registered once per connection
-  // Same host: puts through the connection's put arena (net/put_arena.h), a shared memfd of
-  // at least 64 MiB and twice the largest put, asked for at the first put; false: puts
-  // cross the unix socket, and ReservePut is refused.
-  bool put_arena = true;
-};
-
-class Client : public Cache, private Channel, private ReadLease::Releaser {
+class Client : public Cache {
  public:
   // uri: "tcp://host:port", "host:port", or "unix:/path/serve.sock" (shared memory).
   static Result<std::unique_ptr<Client>> Connect(const std::string& uri,
                                                  const ClientOptions& options = {});
   ~Client() override;
-  const char* transport() const override { return transport_ ? transport_->name() : "tcp"; }
-  TransportCaps caps() const { return transport_ ? transport_->caps() : TransportCaps{}; }
+  const char* transport() const override {
+    return link_.transport() ? link_.transport()->name() : "tcp";
+  }
+  TransportCaps caps() const {
+    return link_.transport() ? link_.transport()->caps() : TransportCaps{};
+  }
 
   // The Cache interface. Acquire over shared memory reads the server's pool in place, pinned
   // by a server-side lease until the ReadLease is destroyed (or the server's lease TTL
@@ -83,7 +70,7 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   // with CUDA once so copies out of leases run at pinned speed; {nullptr, 0} otherwise. A
   // reconnect to a restarted server maps a new pool.
   std::span<const uint8_t> shared_pool() const {
-    return transport_ ? transport_->shared_pool() : std::span<const uint8_t>();
+    return link_.transport() ? link_.transport()->shared_pool() : std::span<const uint8_t>();
   }
   // Same host, a server with a device tier: the entry in the server's device pool, read in
   // place (a CUDA device pointer; memory_kind() kDevice) under a server lease -- the pool's
@@ -119,8 +106,7 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   // (cuda::NewHostRegistrar: device->host copies into it at pinned speed), and deregisters
   // each before it is unmapped; kept across reconnects.
   Status RegisterArenasWith(std::shared_ptr<MemoryRegistrar> registrar) {
-    arena_registrar_ = std::move(registrar);
-    return transport_ ? transport_->SetArenaRegistrar(arena_registrar_) : Status::Ok();
+    return link_.SetArenaRegistrar(std::move(registrar));
   }
   // Registers memory gets will land in (RDMA: the NIC writes it directly, no bounce copy);
   // kept across reconnects; a no-op for TCP and shared memory. Valid until UnregisterBuffer.
@@ -133,22 +119,8 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
   Result<std::pair<uint64_t, uint64_t>> Compact();
 
  private:
-  Client(HostPort hp, ClientOptions o) : hp_(std::move(hp)), opt_(std::move(o)) {}
-  Status Reconnect();
-  Status Hello(HelloInfo* info, int* pool_fd);
-  Status ChooseTransport(const HelloInfo& info, int pool_fd);
-  // Channel: the control connection, as transports use it.
-  Status SendRequest(Op op, const std::string& body,
-                     std::span<const uint8_t> payload = {}) override;
-  Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr) override;
-  Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
-                      EntryInfo* info) override;
-  // Each new lease's releaser: counted in this connection's generation (net/lease_generation.h).
-  ReadLease::Releaser* lease_releaser() override;
-  void Release(void* token) override;  // a server-side lease: RELEASE its id
-  // Ends the control connection; its transport goes too, unless leases from it are still
-  // held: then its generation is retired with it until they are released.
-  void EndConnection();
+  Client(HostPort hp, std::string unix_path, ClientOptions o)
+      : link_(std::move(hp), std::move(unix_path), std::move(o)) {}
   template <typename Fn>
   auto WithRetry(Fn fn) -> decltype(fn());
   std::vector<Result<EntryInfo>> CopyOutOfLeases(std::string_view ns,
@@ -165,18 +137,9 @@ class Client : public Cache, private Channel, private ReadLease::Releaser {
       const std::function<void(const std::vector<size_t>&, std::vector<Result<ReadLease>>)>& copy);
   Result<nlohmann::json> Admin(Op op, Op expect);
 
-  HostPort hp_;
-  ClientOptions opt_;
-  FrameStream conn_;               // the control connection
-  bool unix_ = false;              // the control connection is the unix socket (same host)
+  Connection link_;                // the server: control connection, data path, leases
   bool no_lease_batches_ = false;  // the server answered GET_SHM_MANY "unknown opcode"
   bool no_erase_batches_ = false;  // ... and ERASE_MANY
-  std::string unix_path_;
-  std::unique_ptr<Transport> transport_;                   // set by each (re)connect
-  std::unique_ptr<LeaseGeneration> leases_;                // the current connection's leases
-  std::vector<std::unique_ptr<LeaseGeneration>> retired_;  // earlier ones with leases out
-  std::vector<std::span<uint8_t>> registered_;  // RegisterBuffer's, re-registered on reconnect
-  std::shared_ptr<MemoryRegistrar> arena_registrar_;  // RegisterArenasWith's
 };
 
 }  // namespace ecstore::net

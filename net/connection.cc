@@ -1,0 +1,128 @@
+#include "net/connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include "rdma/verbs.h"
+
+namespace ecstore::net {
+
+Connection::~Connection() = default;
+
+// HELLO; over the unix socket the reply carries the pool's memfd (*pool_fd, owned by the
+// caller).
+Status Connection::Hello(HelloInfo* info, int* pool_fd) {
+  BodyWriter w;
+  w.Str(opt_.token);
+  EC_RETURN_IF_ERROR(SendRequest(Op::kHello, w.data()));
+  auto body = conn_.ReadReply(Op::kHelloOk, unix_ ? pool_fd : nullptr);
+  if (!body.ok()) return body.status();
+  BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+  if (!ParseHelloBody(&r, info)) return Status::Unavailable("server sent a malformed HELLO_OK");
+  return Status::Ok();
+}
+
+// The data path, by capability: the server's memory in place when it is on this host and
+// passed its pool (shared memory); one-sided reads when both ends have RDMA; else TCP.
+Status Connection::ChooseTransport(const HelloInfo& info, int pool_fd) {
+  transport_.reset();
+  if (unix_) {
+    auto t = NewShmTransport(pool_fd, info.pool_bytes, opt_.put_arena ? info.features : 0,
+                             arena_registrar_);
+    if (!t.ok()) return t.status();
+    transport_ = std::move(t).value();
+  } else if (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&
+                                          !info.rdma_addr.empty() && RdmaDevicePresent())) {
+    if (info.rdma_addr.empty())
+      return Status::Unavailable("server offers no RDMA (it has no ServerOptions::rdma_listen)");
+    auto t = NewRdmaTransport(info.rdma_addr, opt_.rdma_bounce_bytes, opt_.timeout);
+    if (t.ok())
+      transport_ = std::move(t).value();
+    else if (opt_.transport == "rdma")
+      return t.status();
+    else
+      spdlog::warn("RDMA unavailable ({}); using TCP", t.status().ToString());
+  }
+  if (!transport_) transport_ = NewTcpTransport();
+  for (auto m : registered_) EC_RETURN_IF_ERROR(transport_->RegisterBuffer(m));
+  return Status::Ok();
+}
+
+void Connection::End() {
+  conn_.reset();
+  if (leases_ && leases_->outstanding() > 0) {
+    leases_->Retire(std::move(transport_));
+    retired_.push_back(std::move(leases_));
+  }
+  transport_.reset();
+  ReadLease::Releaser* live = this;  // RELEASE on the connection while it is current
+  leases_ = std::make_unique<LeaseGeneration>(live, [this](LeaseGeneration* done) {
+    std::erase_if(retired_, [done](const auto& g) { return g.get() == done; });
+  });
+}
+
+Status Connection::Open() {
+  End();
+  auto fd = unix_ ? ConnectUnix(unix_path_, opt_.timeout) : ConnectTcp(hp_, opt_.timeout);
+  if (!fd.ok()) return fd.status();
+  conn_.Adopt(std::move(fd).value());
+  HelloInfo info;
+  int passed = -1;
+  Status st = Hello(&info, &passed);
+  UniqueFd pool_fd(passed);
+  if (st.ok()) st = ChooseTransport(info, pool_fd.get());
+  if (!st.ok()) {
+    End();
+    return st;
+  }
+  // Same host (loopback) and the server offers shared memory: switch to it.
+  if (!unix_ && opt_.transport == "auto" && IsLoopback(hp_.host) && !info.shm_path.empty()) {
+    UniqueFd tcp = conn_.Take();
+    auto tcp_transport = std::move(transport_);
+    unix_ = true;
+    unix_path_ = info.shm_path;
+    if (Open().ok()) return Status::Ok();
+    unix_ = false;  // not reachable from here after all: stay on TCP
+    conn_.Adopt(std::move(tcp));
+    transport_ = std::move(tcp_transport);
+  }
+  return Status::Ok();
+}
+
+Status Connection::RegisterBuffer(std::span<uint8_t> memory) {
+  if (transport_) EC_RETURN_IF_ERROR(transport_->RegisterBuffer(memory));
+  registered_.push_back(memory);
+  return Status::Ok();
+}
+
+void Connection::UnregisterBuffer(std::span<uint8_t> memory) {
+  if (transport_) transport_->UnregisterBuffer(memory);
+  std::erase_if(registered_, [&](std::span<uint8_t> m) {
+    return m.data() == memory.data() && m.size() == memory.size();
+  });
+}
+
+Status Connection::SetArenaRegistrar(std::shared_ptr<MemoryRegistrar> registrar) {
+  arena_registrar_ = std::move(registrar);
+  return transport_ ? transport_->SetArenaRegistrar(arena_registrar_) : Status::Ok();
+}
+
+Status Connection::SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload) {
+  return conn_.Send(op, body, payload);
+}
+Result<std::string> Connection::ReadReply(Op expect, int* passed_fd) {
+  return conn_.ReadReply(expect, passed_fd);
+}
+Status Connection::ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
+                                EntryInfo* info) {
+  return conn_.ReadGetReply(dst_for, info);
+}
+
+void Connection::Release(void* token) {
+  BodyWriter w;
+  w.U64(reinterpret_cast<uint64_t>(token));
+  // No reply; a lost RELEASE (the connection died) is covered by the server's lease TTL and
+  // by its dropping a connection's leases when the connection closes.
+  (void)SendRequest(Op::kRelease, w.data());
+}
+
+}  // namespace ecstore::net

@@ -1,0 +1,109 @@
+// Connection: a Client's link to its server -- the control connection (FrameStream), the data
+// path chosen for it (a Transport: shared memory, RDMA or TCP), and the server-side leases
+// handed out over it (net/lease_generation.h). The Client asks; this connects, says HELLO,
+// picks the transport by capability, and on a reconnect retires the old link's leases with
+// the memory they point into.
+//
+//   Connection link(hp, /*unix_path=*/"", options);
+//   EC_RETURN_IF_ERROR(link.Open());                   // HELLO, then the data path
+//   EC_RETURN_IF_ERROR(link.SendRequest(Op::kStats, {}));
+//   auto body = link.ReadReply(Op::kStatsOk);
+//   link.Abandon();  // out of step (a reply timed out): the next Open starts afresh
+//
+// Thread rules: owned by one Client and used under its rules (one thread at a time); leases
+// from it are released under the same rules.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "net/frame_stream.h"
+#include "net/lease_generation.h"
+#include "net/socket.h"
+#include "net/transport.h"
+#include "store/cache.h"
+
+namespace ecstore::net {
+
+struct ClientOptions {
+  std::chrono::milliseconds timeout{5000};
+  int retries = 1;
+  std::string token;
+  // "auto": chosen by capability -- a loopback server that offers shared memory is read in
+  // place through it; a remote one that offers RDMA, from a host with an RDMA device, by
+  // one-sided reads; else TCP. "tcp", "shm" and "rdma" force one ("rdma" fails with
+  // Unavailable where it cannot be set up).
+  std::string transport = "auto";
+  size_t rdma_bounce_bytes = 64ull << 20;  // registered once per connection
+  // Same host: puts through the connection's put arena (net/put_arena.h), a shared memfd of
+  // at least 64 MiB and twice the largest put, asked for at the first put; false: puts
+  // cross the unix socket, and ReservePut is refused.
+  bool put_arena = true;
+};
+
+class Connection : public Channel, private ReadLease::Releaser {
+ public:
+  // A TCP server at hp, or with a unix_path, the same-host server's unix socket.
+  Connection(HostPort hp, std::string unix_path, ClientOptions options)
+      : hp_(std::move(hp)),
+        opt_(std::move(options)),
+        unix_(!unix_path.empty()),
+        unix_path_(std::move(unix_path)) {}
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() override;
+
+  // Ends the current link, if any (its leases' generation retired while any is held), and
+  // opens a new one: connect, HELLO, the data path by capability. A loopback TCP address of
+  // a server offering shared memory moves to its unix socket.
+  Status Open();
+  // Whether requests may go out: opened, and not abandoned since.
+  bool valid() const { return conn_.valid(); }
+  // The link is out of step or broken (a reply timed out, the server hung up): no more
+  // requests on it; the next Open starts a new one.
+  void Abandon() { conn_.reset(); }
+  int fd() const { return conn_.fd(); }
+  const ClientOptions& options() const { return opt_; }
+  // The data path of the open link (null before the first Open succeeds).
+  Transport* transport() const { return transport_.get(); }
+
+  // Kept across reconnects: memory gets land in (RDMA), and the registrar put arenas are
+  // registered with.
+  Status RegisterBuffer(std::span<uint8_t> memory);
+  void UnregisterBuffer(std::span<uint8_t> memory);
+  Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar> registrar);
+
+  // Channel: the control connection, as transports use it.
+  Status SendRequest(Op op, const std::string& body,
+                     std::span<const uint8_t> payload = {}) override;
+  Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr) override;
+  Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
+                      EntryInfo* info) override;
+  // Each new lease's releaser: counted in this link's generation.
+  ReadLease::Releaser* lease_releaser() override { return leases_->Count(); }
+
+ private:
+  Status Hello(HelloInfo* info, int* pool_fd);
+  Status ChooseTransport(const HelloInfo& info, int pool_fd);
+  // Ends the control connection; its transport goes too, unless leases from it are still
+  // held: then its generation is retired with it until they are released.
+  void End();
+  void Release(void* token) override;  // a lease of the open link: RELEASE its id
+
+  HostPort hp_;
+  const ClientOptions opt_;
+  bool unix_ = false;  // the control connection is the unix socket (same host)
+  std::string unix_path_;
+  FrameStream conn_;                                       // the control connection
+  std::unique_ptr<Transport> transport_;                   // set by each Open
+  std::unique_ptr<LeaseGeneration> leases_;                // the open link's leases
+  std::vector<std::unique_ptr<LeaseGeneration>> retired_;  // earlier ones with leases out
+  std::vector<std::span<uint8_t>> registered_;  // RegisterBuffer's, re-registered on reconnect
+  std::shared_ptr<MemoryRegistrar> arena_registrar_;  // SetArenaRegistrar's
+};
+
+}  // namespace ecstore::net
