@@ -47,10 +47,17 @@ Status Connection::ChooseTransport(const HelloInfo& info, int pool_fd) {
   return Status::Ok();
 }
 
-void Connection::End() {
+void Connection::Abandon() {
+  if (conn_.valid() && conn_.sends_whole()) parked_ = conn_.Take();
   conn_.reset();
+}
+
+void Connection::End() {
+  UniqueFd control = conn_.valid() && conn_.sends_whole() ? conn_.Take() : std::move(parked_);
+  conn_.reset();
+  parked_.reset();
   if (leases_ && leases_->outstanding() > 0) {
-    leases_->Retire(std::move(transport_));
+    leases_->Retire(std::move(transport_), std::move(control));
     retired_.push_back(std::move(leases_));
   }
   transport_.reset();
@@ -118,11 +125,9 @@ Status Connection::ReadGetReply(const std::function<std::span<uint8_t>(const Ent
 }
 
 void Connection::Release(void* token) {
-  BodyWriter w;
-  w.U64(reinterpret_cast<uint64_t>(token));
   // No reply; a lost RELEASE (the connection died) is covered by the server's lease TTL and
   // by its dropping a connection's leases when the connection closes.
-  (void)SendRequest(Op::kRelease, w.data());
+  (void)conn_.SendRelease(token);
 }
 
 }  // namespace ecstore::net

@@ -64,8 +64,9 @@ class Connection : public Channel, private ReadLease::Releaser {
   // Whether requests may go out: opened, and not abandoned since.
   bool valid() const { return conn_.valid(); }
   // The link is out of step or broken (a reply timed out, the server hung up): no more
-  // requests on it; the next Open starts a new one.
-  void Abandon() { conn_.reset(); }
+  // requests on it; the next Open starts a new one. Where every request went out whole, its
+  // socket stays open until then, and on past it while leases from it are held.
+  void Abandon();
   int fd() const { return conn_.fd(); }
   const ClientOptions& options() const { return opt_; }
   // The data path of the open link (null before the first Open succeeds).
@@ -98,7 +99,8 @@ class Connection : public Channel, private ReadLease::Releaser {
   const ClientOptions opt_;
   bool unix_ = false;  // the control connection is the unix socket (same host)
   std::string unix_path_;
-  FrameStream conn_;                                       // the control connection
+  FrameStream conn_;  // the control connection
+  UniqueFd parked_;   // an abandoned one's socket, until the next Open retires or closes it
   std::unique_ptr<Transport> transport_;                   // set by each Open
   std::unique_ptr<LeaseGeneration> leases_;                // the open link's leases
   std::vector<std::unique_ptr<LeaseGeneration>> retired_;  // earlier ones with leases out

@@ -11,7 +11,15 @@ Status FrameStream::Send(Op op, const std::string& body, std::span<const uint8_t
   iovec iov[3] = {{hdr, kHeaderBytes},
                   {const_cast<char*>(body.data()), body.size()},
                   {const_cast<uint8_t*>(payload.data()), payload.size()}};
-  return SendAll(fd_.get(), iov, payload.empty() ? 2 : 3, "server");
+  Status st = SendAll(fd_.get(), iov, payload.empty() ? 2 : 3, "server");
+  if (!st.ok()) sends_whole_ = false;
+  return st;
+}
+
+Status FrameStream::SendRelease(void* lease_token) {
+  BodyWriter w;
+  w.U64(reinterpret_cast<uint64_t>(lease_token));
+  return Send(Op::kRelease, w.data());
 }
 
 Status FrameStream::ReadHeader(FrameHeader* h, int* passed_fd) {

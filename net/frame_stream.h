@@ -28,11 +28,20 @@ class FrameStream {
   bool valid() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
   void reset() { fd_.reset(); }
-  void Adopt(UniqueFd fd) { fd_ = std::move(fd); }
+  void Adopt(UniqueFd fd) {
+    fd_ = std::move(fd);
+    sends_whole_ = true;
+  }
   UniqueFd Take() { return std::move(fd_); }
+  // Every request frame went out whole: the server reads the stream at a frame boundary,
+  // so more frames may still follow on it (a timed-out reply leaves the reading side out of
+  // step, never the sending side). False once a Send failed, maybe partway.
+  bool sends_whole() const { return sends_whole_; }
 
   // One request frame: header, body, then an optional payload, in one gather write.
   Status Send(Op op, const std::string& body, std::span<const uint8_t> payload = {});
+  // RELEASE of a server-side lease: no reply follows.
+  Status SendRelease(void* lease_token);
   // The whole body of a small reply of opcode `expect`. With passed_fd, a descriptor sent
   // with the reply's first bytes (HELLO_OK over a unix socket) lands there, else -1.
   Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr);
@@ -44,6 +53,7 @@ class FrameStream {
  private:
   Status ReadHeader(FrameHeader* h, int* passed_fd = nullptr);
   UniqueFd fd_;
+  bool sends_whole_ = true;
   uint64_t next_id_ = 1;  // kept across reconnects
 };
 

@@ -9,17 +9,20 @@
 // same id can name one of the new connection's own leases.
 //
 // So the Client counts its leases per connection. At a reconnect, a connection with leases
-// still out is retired: it keeps its transport (the memory its leases point into) until the
-// last of them is released, and releasing them sends nothing (the server dropped them when
-// the connection closed). The memory of a retired connection stays mapped that long.
+// still out is retired: it keeps its transport (the memory its leases point into) and its
+// control socket until the last of them is released, and their RELEASEs go out on that old
+// socket, never the new one. The memory of a retired connection stays mapped that long.
 // Where the server was restarted (or died), that memory is the old server's, which nothing
-// writes any more: a held lease reads its entry as it was. Where the same server is still
-// running (a reconnect after a timed-out request), it released the old connection's leases
-// when that connection closed and may reuse their blocks: the mapping stays valid, the
-// entry's bytes are no longer guaranteed. Copy out or acquire again after a reconnect.
+// writes any more: a held lease reads its entry as it was (its RELEASE just fails). Where
+// the same server is still running (a reconnect after a timed-out request), the old socket
+// still being open keeps the server's leases on it, so their entries stay in place
+// (NetShm.ALeaseOutlivesAReconnectToTheSameRunningServer; before, the client closed it and
+// the server reused the blocks). The socket is kept only where every request went out whole
+// (the server reads it at a frame boundary); a send that failed partway closes it, and then
+// a held lease keeps its mapping but not its bytes.
 //
 //   ReadLease lease(generation->Count(), token, data, info);   // counted until released
-//   generation->Retire(std::move(transport));                  // the connection ended
+//   generation->Retire(std::move(transport), std::move(fd));   // the connection ended
 //
 // Thread rules: the Client's -- one thread at a time, leases released under the same rules.
 #pragma once
@@ -28,6 +31,7 @@
 #include <functional>
 #include <memory>
 
+#include "net/frame_stream.h"
 #include "net/transport.h"
 #include "store/cache.h"
 
@@ -48,8 +52,10 @@ class LeaseGeneration : public ReadLease::Releaser {
     return this;
   }
   void Release(void* token) override;
-  // The connection ended with leases out: keeps `transport` until the last is released.
-  void Retire(std::unique_ptr<Transport> transport);
+  // The connection ended with leases out: keeps `transport` until the last is released, and
+  // `control`, the old control socket where it is still in step (else invalid), to send
+  // their RELEASEs on.
+  void Retire(std::unique_ptr<Transport> transport, UniqueFd control);
   size_t outstanding() const { return outstanding_; }
 
  private:
@@ -58,6 +64,7 @@ class LeaseGeneration : public ReadLease::Releaser {
   size_t outstanding_ = 0;
   bool retired_ = false;
   std::unique_ptr<Transport> transport_;  // a retired connection's, kept for its leases
+  FrameStream control_;                   // ... and its control socket
 };
 
 }  // namespace ecstore::net

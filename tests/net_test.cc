@@ -560,7 +560,7 @@ TEST(NetShm, AcquireManyLeasesAStepInOneRequest) {
 // A lease over shared memory outlives a reconnect: the server restarts while the reader holds
 // a lease, the reader's next request reconnects, and the lease's bytes are still readable
 // (its pool mapping stays until the last lease from it is gone) and still the entry's. Its
-// release then sends nothing: the new connection's own lease, which may have the same id,
+// release then never goes out on the new connection: its own lease, which may have the same id,
 // stays held (net/lease_generation.h).
 TEST(NetShm, ALeaseOutlivesAReconnectToARestartedServer) {
   testing::TempDir dir;
@@ -582,13 +582,53 @@ TEST(NetShm, ALeaseOutlivesAReconnectToARestartedServer) {
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
   ASSERT_EQ(lease->size(), p.size());
   EXPECT_EQ(0, std::memcmp(lease->data(), p.data(), p.size()));
-  lease = Status::NotFound("released");  // RELEASEs nothing: its connection is gone
+  lease = Status::NotFound("released");  // its RELEASE goes to the dead server only
   EXPECT_EQ(c->Stats()->client_leases, 1u) << "the new connection's lease was released";
   EXPECT_EQ(0, std::memcmp(fresh->data(), q.data(), q.size()));
   std::vector<uint8_t> buf(p.size());
   auto got = c->Get("ns", "k", {buf.data(), buf.size()});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(buf == p);
+}
+
+// A lease held across a reconnect to the same, still-running server (a request timed out
+// while the server was stalled) keeps its entry: the old control socket stays open while the
+// lease is held, so the server keeps the lease. Erasing the entry and filling the pool over
+// the new connection then cannot reuse its block (before, the server released the lease when
+// the client closed the old connection, and the block went to the next put). Releasing it
+// goes out on the old socket, and the server's lease count comes back to zero.
+TEST(NetShm, ALeaseOutlivesAReconnectToTheSameRunningServer) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 64 * kMiB, 0, true);
+  ClientOptions opt;
+  opt.timeout = std::chrono::milliseconds(300);
+  auto c = ConnectOrDie(server.shm_uri(), opt);
+  ASSERT_STREQ(c->transport(), "shm");
+  const auto p = Payload(9, 3 * kMiB);
+  ASSERT_TRUE(c->Put("ns", "k", U8(p.size()), Span(p)).ok());
+  auto lease = c->Acquire("ns", "k");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  server.Kill(SIGSTOP);
+  auto stalled = c->Stats();  // times out, and so does its one retry's HELLO
+  server.Continue();
+  ASSERT_FALSE(stalled.ok());
+  EXPECT_TRUE(stalled.status().IsUnavailable()) << stalled.status().ToString();
+  ASSERT_TRUE(c->Erase("ns", "k").ok());  // reconnects
+  for (int i = 0; i < 30; ++i) {          // 90 MiB through a 64 MiB pool
+    const auto q = Payload(100 + i, 3 * kMiB);
+    ASSERT_TRUE(c->Put("ns", "fill" + std::to_string(i), U8(q.size()), Span(q)).ok()) << i;
+  }
+  ASSERT_EQ(lease->size(), p.size());
+  EXPECT_EQ(0, std::memcmp(lease->data(), p.data(), p.size())) << "the leased block was reused";
+  lease = Status::NotFound("released");  // RELEASE on the old socket
+  uint64_t held = 1;
+  for (int i = 0; i < 200 && held > 0; ++i) {  // the old connection is not ordered with this one
+    auto st = c->Stats();
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    held = st->client_leases;
+    if (held > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(held, 0u);
 }
 
 // A unix-socket proxy in front of a real server that relays every frame, and the pool's
