@@ -60,7 +60,6 @@ Result<std::unique_ptr<DurableTier>> DurableTier::Open(const std::string& dir, E
     t->segments_dev_ = st.st_dev;
     t->segments_ino_ = st.st_ino;
   }
-  t->ResetAccounting();
   return t;
 }
 
@@ -90,15 +89,6 @@ Status DurableTier::CheckDirectory() const {
   return Status::Ok();
 }
 
-void DurableTier::ResetAccounting() {
-  MutexLock l(&mu_);
-  segment_live_.clear();
-  record_bytes_ = 0;
-  stats_ = {};
-  stats_.tier = Tier::kDisk;
-  corrupt_ = 0;
-}
-
 // ---------------------------------------------------------------- recovery
 
 Status DurableTier::Recover(Owner* owner) {
@@ -113,7 +103,7 @@ Status DurableTier::Recover(Owner* owner) {
   Status st = RecoverOnce(rebuild, owner);
   if (st.IsCorruption() && !rebuild) {  // a damaged page turned up while loading
     owner->RecoveryRestarts();
-    ResetAccounting();
+    acct_.Reset();
     index_.reset();
     EC_RETURN_IF_ERROR(Index::SetAside(index_path_, env_, st));
     auto index = Index::OpenOrReplace(index_path_, env_, false, false, &index_damaged_);
@@ -138,10 +128,7 @@ Status DurableTier::RecoverOnce(bool rebuild, Owner* owner) {
   if (!rebuild) EC_RETURN_IF_ERROR(scan.LoadIndex(segs));
   for (uint32_t seg : segs)
     EC_RETURN_IF_ERROR(scan.ScanTail(seg, tails.count(seg) ? tails[seg] : 0, rebuild));
-  {
-    MutexLock l(&mu_);
-    corrupt_ += scan.corrupt();
-  }
+  acct_.Corrupt(scan.corrupt());
   next_seq_ = scan.max_seq() + 1;
   if (scan.tail_clean() && !opt_.read_only) disk_->ReopenTail();  // the last segment ends whole
   return index_->Flush();
@@ -149,48 +136,15 @@ Status DurableTier::RecoverOnce(bool rebuild, Owner* owner) {
 
 // ---------------------------------------------------------------- accounting
 
-void DurableTier::Track(uint64_t bytes, const DiskLocation& loc) {
-  MutexLock l(&mu_);
-  segment_live_[loc.segment] += loc.record_bytes();
-  record_bytes_ += loc.record_bytes();
-  ++stats_.entries;
-  stats_.bytes += bytes;
-}
-
-void DurableTier::Untrack(uint64_t bytes, const DiskLocation& loc) {
-  MutexLock l(&mu_);
-  segment_live_[loc.segment] -= loc.record_bytes();
-  record_bytes_ -= loc.record_bytes();
-  --stats_.entries;
-  stats_.bytes -= bytes;
-}
-
 void DurableTier::Adopt(const EntryRecord& rec, const DiskLocation& loc, bool spilled) {
   Track(rec.bytes, loc);
-  if (spilled) {
-    MutexLock l(&mu_);
-    ++stats_.spills;
-  }
+  if (spilled) acct_.Spilled();
   index_->EnqueuePut(IndexRow(rec, loc));
 }
 
 void DurableTier::Moved(const EntryRecord& rec, const DiskLocation& from, const DiskLocation& to) {
-  {
-    MutexLock l(&mu_);
-    segment_live_[from.segment] -= from.record_bytes();
-    segment_live_[to.segment] += to.record_bytes();
-  }
+  acct_.Moved(from, to);
   index_->EnqueuePut(IndexRow(rec, to));
-}
-
-void DurableTier::NoteHit() {
-  MutexLock l(&mu_);
-  ++stats_.hits;
-}
-
-void DurableTier::NoteCorrupt() {
-  MutexLock l(&mu_);
-  ++corrupt_;
 }
 
 void DurableTier::SaveAccess(const EntryRecord& rec) {
@@ -201,20 +155,11 @@ void DurableTier::Forget(const EntryRecord& rec) {
   index_->EnqueueDelete(rec.ns, rec.key, rec.seq);
 }
 
-bool DurableTier::OverQuota(uint64_t incoming) const {
-  MutexLock l(&mu_);
-  return record_bytes_ + incoming > opt_.quota_bytes;
-}
-
 void DurableTier::FillStats(TierStats* disk, uint64_t* segments, uint64_t* compactions,
                             uint64_t* corrupt) const {
-  MutexLock l(&mu_);
-  *disk = stats_;
-  disk->capacity = opt_.quota_bytes;
+  acct_.Fill(disk, compactions, corrupt);
   disk->used = disk_->file_bytes();
   *segments = disk_->Segments().size();
-  *compactions = compactions_;
-  *corrupt = corrupt_;
 }
 
 // ---------------------------------------------------------------- reads
@@ -462,8 +407,7 @@ std::vector<Tombstone> DurableTier::EnforceQuota(uint64_t incoming) {
   std::vector<Tombstone> tombs;
   while (OverQuota(incoming) && owner_->YieldForQuota(incoming, &tombs)) {
   }
-  MutexLock l(&mu_);
-  stats_.evictions += tombs.size();
+  acct_.Evicted(tombs.size());
   return tombs;
 }
 
@@ -512,11 +456,7 @@ Status DurableTier::ReclaimFileSpace(uint64_t incoming) {
 
 void DurableTier::MaybeCompact() {
   uint64_t files = disk_->file_bytes();
-  uint64_t live;
-  {
-    MutexLock l(&mu_);
-    live = record_bytes_;
-  }
+  const uint64_t live = acct_.live_bytes();
   // Compact once dead bytes exceed a segment's worth and half of what is live.
   if (files > live + opt_.segment_bytes && files - live > live / 2) {
     Status st = Compact(opt_.compact_live_ratio);
@@ -534,13 +474,9 @@ Status DurableTier::Compact(double threshold) {
 }
 
 std::vector<SegmentUse> DurableTier::Uses(const std::vector<uint32_t>& segs) {
-  std::vector<SegmentUse> uses;
-  MutexLock l(&mu_);
-  for (uint32_t seg : segs) {
-    auto live = segment_live_.find(seg);
-    uses.push_back({seg, disk_->SegmentSize(seg), live == segment_live_.end() ? 0 : live->second});
-  }
-  return uses;
+  std::vector<std::pair<uint32_t, uint64_t>> sizes;
+  for (uint32_t seg : segs) sizes.emplace_back(seg, disk_->SegmentSize(seg));
+  return acct_.Uses(sizes);
 }
 
 // Moves a segment's live records and still-needed tombstones to the tail, then deletes it.
@@ -566,9 +502,7 @@ Status DurableTier::CompactSegment(uint32_t seg, bool oldest) {
   index_->EnqueueDropSegment(seg);
   EC_RETURN_IF_ERROR(index_->Flush());
   EC_RETURN_IF_ERROR(disk_->DropSegment(seg));
-  MutexLock l(&mu_);
-  segment_live_.erase(seg);
-  ++compactions_;
+  acct_.Compacted(seg);
   return Status::Ok();
 }
 

@@ -14,7 +14,8 @@
 // Thread rules: thread-safe. Three locks, always taken in this order:
 //   append_mu_ (one spill or compaction at a time: they share the segment tail)
 //   -> the owner's lock (Owner callbacks run with append_mu_ held and never with mu_)
-//   -> mu_ (the disk accounting: a leaf, taken inside the owner's lock by Track/Untrack...).
+//   -> the disk accounting's lock (DiskAccounting, taken inside the owner's lock by
+//      Track/Untrack...) and mu_ (tombstones a full disk held back): leaves.
 // Leaf locks below those: DiskTier's, Index's, IoService's.
 #pragma once
 
@@ -38,6 +39,7 @@
 #include "index/index.h"
 #include "store/cache.h"
 #include "store/compaction_picker.h"
+#include "store/disk_accounting.h"
 
 namespace ecstore {
 
@@ -114,17 +116,18 @@ class DurableTier {
 
   // ---- accounting: called under the owner's lock, as its entries gain or lose disk copies
   // An entry's record is at `loc`: its bytes count against the quota and its segment.
-  void Track(uint64_t bytes, const DiskLocation& loc);  // bytes: the entry's raw payload
-  void Untrack(uint64_t bytes, const DiskLocation& loc);
+  // bytes: the entry's raw payload
+  void Track(uint64_t bytes, const DiskLocation& loc) { acct_.Track(bytes, loc); }
+  void Untrack(uint64_t bytes, const DiskLocation& loc) { acct_.Untrack(bytes, loc); }
   // Track, and the index learns the row; `spilled` counts it as a spill.
   void Adopt(const EntryRecord& rec, const DiskLocation& loc, bool spilled);
   // Compaction moved the entry's record (Owner::Relocate calls it); the index learns it.
   void Moved(const EntryRecord& rec, const DiskLocation& from, const DiskLocation& to);
-  void NoteHit();                           // a read served from disk
-  void NoteCorrupt();                       // a corrupt record dropped
+  void NoteHit() { acct_.Hit(); }           // a read served from disk
+  void NoteCorrupt() { acct_.Corrupt(1); }  // a corrupt record dropped
   void SaveAccess(const EntryRecord& rec);  // access statistics to the index
   void Forget(const EntryRecord& rec);      // the index forgets the row (no tombstone)
-  bool OverQuota(uint64_t incoming) const;
+  bool OverQuota(uint64_t incoming) const { return acct_.OverQuota(incoming); }
 
   // ---- I/O: never under the owner's lock
   struct SpillItem {
@@ -188,9 +191,8 @@ class DurableTier {
   static Status CheckPayload(const EntryRecord& e, const DiskLocation& loc, const uint8_t* dst,
                              const PayloadHasher* hash);
   DurableTier(std::string dir, Env* env, DurableOptions o)
-      : dir_(std::move(dir)), env_(env), opt_(std::move(o)) {}
+      : dir_(std::move(dir)), env_(env), opt_(std::move(o)), acct_(opt_.quota_bytes) {}
   Status RecoverOnce(bool rebuild, Owner* owner);
-  void ResetAccounting() EXCLUDES(mu_);
 
   struct Plan;
   Plan PlanSpill(const std::vector<SpillItem>& items);
@@ -201,7 +203,7 @@ class DurableTier {
   Status ReclaimFileSpace(uint64_t incoming) REQUIRES(append_mu_);
   Status CompactSegment(uint32_t seg, bool oldest) REQUIRES(append_mu_);
   // Each segment's size and live bytes, for the choice (store/compaction_picker.h).
-  std::vector<SegmentUse> Uses(const std::vector<uint32_t>& segs) EXCLUDES(mu_);
+  std::vector<SegmentUse> Uses(const std::vector<uint32_t>& segs);
   Status MoveRecords(std::vector<IndexRow>& live, std::vector<RecordInfo>& tombs)
       REQUIRES(append_mu_);
 
@@ -221,12 +223,9 @@ class DurableTier {
 
   Mutex append_mu_;  // one spill or compaction at a time (they share the segment tail)
 
-  mutable Mutex mu_;                                           // the accounting below: a leaf
-  std::map<uint32_t, uint64_t> segment_live_ GUARDED_BY(mu_);  // record bytes referenced
-  uint64_t record_bytes_ GUARDED_BY(mu_) = 0;                  // of live records
-  TierStats stats_ GUARDED_BY(mu_);
-  uint64_t compactions_ GUARDED_BY(mu_) = 0;
-  uint64_t corrupt_ GUARDED_BY(mu_) = 0;
+  DiskAccounting acct_;  // what the segments hold, against the quota: a leaf lock
+
+  mutable Mutex mu_;  // unwritten_: a leaf
   // Tombstones a full disk kept from being written (their index rows are already gone):
   // the next append that succeeds carries them.
   std::vector<Tombstone> unwritten_ GUARDED_BY(mu_);
