@@ -145,6 +145,8 @@ inline uint64_t LandingCounterAt(uint64_t offset, uint64_t size) {
   return offset + (size + 63) / 64 * 64;
 }
 inline uint64_t LandingBlockBytes(uint64_t size) { return (size + 63) / 64 * 64 + 64; }
+// A host put through the arena (ShmTransport::Put) lands its bytes this much at a time.
+inline constexpr uint64_t kPutLandingPiece = 1ull << 20;
 
 // The PUT_SHM body: the PUT head (ns, key, meta), then the block and the flags (with
 // kPutLanding, then the counter's offset).
