@@ -11,7 +11,7 @@
 //   read:     Read(record, loc, dst, ...)  -- header checked against the record, checksum
 //   maintain: MaybeCompact(), Compact(threshold)
 //
-// Thread rules: thread-safe. Three locks, always taken in this order:
+// Thread rules: thread-safe. Its locks, always taken in this order:
 //   append_mu_ (one spill or compaction at a time: they share the segment tail)
 //   -> the owner's lock (Owner callbacks run with append_mu_ held and never with mu_)
 //   -> the disk accounting's lock (DiskAccounting, taken inside the owner's lock by
@@ -225,7 +225,7 @@ class DurableTier {
 
   DiskAccounting acct_;  // what the segments hold, against the quota: a leaf lock
 
-  mutable Mutex mu_;  // unwritten_: a leaf
+  Mutex mu_;  // unwritten_: a leaf
   // Tombstones a full disk kept from being written (their index rows are already gone):
   // the next append that succeeds carries them.
   std::vector<Tombstone> unwritten_ GUARDED_BY(mu_);
