@@ -147,9 +147,10 @@ double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, Mix
 }
 
 // The same plan through `ec-store serve` on this host, as a CPU engine's connector reads a
-// same-host daemon: a step's GetMany over shared memory (its keys leased in one GET_SHM_MANY,
-// the disk-only ones read back in one batch, each copied out of the mapped pool), the misses
-// put through the connection's put arena. Returns GB/s, or 0 where the daemon did not start.
+// same-host daemon: a step's GetMany over shared memory (its keys leased in one
+// GET_SHM_STREAM, the disk-only ones read back in one batch, each piece copied out of the
+// mapped pool as the daemon tells of it landing), the misses put through the connection's
+// put arena. Returns GB/s, or 0 where the daemon did not start.
 double MixedDaemon(const Config& cfg, MixedRun& run) {
   Daemon daemon(cfg, cfg.dir + "/mixed-daemon", run.mp.pool);
   net::Client* c = daemon.client();
@@ -169,9 +170,9 @@ double MixedDaemon(const Config& cfg, MixedRun& run) {
   const double secs = Since(t0);
   const double ops = static_cast<double>(plan.size()) * kMixedBatch;
   const std::string note =
-      "a same-host daemon: GetMany over shared memory (GET_SHM_MANY, the pool's entries "
-      "copied out of the mapping while the daemon reads the rest), misses put through the "
-      "put arena; " +
+      "a same-host daemon: GetMany over shared memory (GET_SHM_STREAM: the pool's entries "
+      "and each disk read's pieces copied out of the mapping as the daemon tells of them, "
+      "while it reads the rest), misses put through the put arena; " +
       daemon.Tally(misses) + "; p50/p99 per step";
   const double gbps = static_cast<double>(run.mp.Bytes()) / secs / 1e9;
   Add({"mixed", "ec-store-daemon", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});

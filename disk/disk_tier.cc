@@ -206,7 +206,7 @@ Status DiskTier::ReadMany(std::vector<StoredRead>& reads, bool with_headers,
       batch.push_back({IoOp::kRead, seg->fd.get(), reads[i].dst, RoundUpBlock(loc.stored_len),
                        loc.offset + kBlockSize, 0});
       payload_of.push_back(i);
-      watching |= reads[i].hash != nullptr || reads[i].tee != nullptr;
+      watching |= reads[i].hash != nullptr || reads[i].tee != nullptr || reads[i].landed;
     }
     keep.push_back(std::move(seg));
   }
@@ -219,6 +219,7 @@ Status DiskTier::ReadMany(std::vector<StoredRead>& reads, bool with_headers,
       if (r.hash) r.hash->Update(r.dst + from, n);
       if (r.tee && from < r.tee_len)
         std::memcpy(r.tee + from, r.dst + from, std::min(n, r.tee_len - from));
+      if (r.landed) r.landed(from + n);
     };
   EC_RETURN_IF_ERROR(io_->Run(batch, progress, meanwhile));
   if (with_headers)

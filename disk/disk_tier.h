@@ -58,6 +58,9 @@ class DiskTier {
     // uncompressed record; what it holds is only checked once the whole read is.
     uint8_t* tee = nullptr;
     uint64_t tee_len = 0;
+    // Told, on the same thread, how much of the payload has landed (after `hash` took it):
+    // [0, landed) of dst, in order, each call a larger figure. Unchecked, as the tee.
+    std::function<void(uint64_t landed)> landed = nullptr;
   };
   Status ReadStoredMany(std::vector<StoredRead>& reads, const IoMeanwhile& meanwhile = nullptr);
 

@@ -219,10 +219,11 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
 // at once. A batch asks for at most a quarter of the pool in destination bytes, so that it
 // stays within the server's leased-bytes share (half the pool by default) and does not
 // evict the rest of the step to promote it; a key still refused for that share (Busy) is
-// asked again alone once the batch's leases are released. A batch holding both pool and
-// disk-only entries goes as two requests in flight, the pool's first (SplitByTier): their
-// copies run while the server reads the others from disk, as an embedded GetMany copies its
-// pool hits while its reads are in flight.
+// asked again alone once the batch's leases are released. A server that streams leases
+// answers each batch in one GET_SHM_STREAM (StreamInto). From an older one, a batch holding
+// both pool and disk-only entries goes as two requests in flight, the pool's first
+// (SplitByTier): their copies run while the server reads the others from disk, as an
+// embedded GetMany copies its pool hits while its reads are in flight.
 std::vector<Result<EntryInfo>> Client::CopyOutOfLeases(
     std::string_view ns, const std::vector<std::string>& keys,
     const std::vector<std::span<uint8_t>>& dsts) {
@@ -241,8 +242,10 @@ std::vector<Result<EntryInfo>> Client::CopyOutOfLeases(
     for (uint64_t bytes = dsts[at].size();
          end < keys.size() && end - at < kMaxLeaseBatch && bytes + dsts[end].size() <= budget;)
       bytes += dsts[end++].size();
-    std::vector<std::vector<size_t>> groups = SplitByTier(ns, keys, at, end);
-    if (groups.size() == 2) {
+    std::vector<std::vector<size_t>> groups;
+    if (link_.transport()->caps().streamed_leases && !no_lease_batches_) {
+      StreamInto(ns, keys, dsts, at, end, &out, &refused);
+    } else if ((groups = SplitByTier(ns, keys, at, end)).size() == 2) {
       LeaseInTwo(ns, keys, groups, copy);
     } else {
       std::vector<std::string> batch(keys.begin() + at, keys.begin() + end);
@@ -253,6 +256,33 @@ std::vector<Result<EntryInfo>> Client::CopyOutOfLeases(
     at = end;
   }
   return out;
+}
+
+// keys[at, end) in one GET_SHM_STREAM: the server tells of each pool hit at once and of each
+// disk read's pieces as they land, and they are copied out meanwhile, so only the copies of
+// what landed last follow the reads (as in process, where GetMany copies pieces as they
+// land). The leases of entries so copied are released unread; the rest are copied out.
+// A key refused for the leased-bytes share (Busy) goes to *refused; a reply that cannot be
+// read leaves the connection out of step: it is reset, and the batch goes through AcquireMany.
+void Client::StreamInto(std::string_view ns, const std::vector<std::string>& keys,
+                        const std::vector<std::span<uint8_t>>& dsts, size_t at, size_t end,
+                        std::vector<Result<EntryInfo>>* out, std::vector<size_t>* refused) {
+  const std::vector<std::string> batch(keys.begin() + at, keys.begin() + end);
+  const std::vector<std::span<uint8_t>> into(dsts.begin() + at, dsts.begin() + end);
+  std::vector<bool> copied;
+  auto got = link_.transport()->AcquireManyStreamed(link_, ns, batch, into, &copied);
+  if (!got.ok()) {
+    NoteRefusedBatch(got.status());
+    link_.Abandon();  // out of step
+    got = AcquireMany(ns, batch);
+    copied.assign(batch.size(), false);
+  }
+  for (size_t j = 0; j < batch.size(); ++j) {
+    Result<ReadLease>& lease = (*got)[j];
+    if (lease.status().IsBusy()) refused->push_back(at + j);
+    (*out)[at + j] = copied[j] ? Result<EntryInfo>(lease->info())  // released on return
+                               : CopyOut(std::move(lease), dsts[at + j]);
+  }
 }
 
 // keys[at, end) as the pool's entries (and absent keys: answered at once) and the rest, where

@@ -128,6 +128,9 @@ class Client : public Cache {
                                                  const std::vector<std::span<uint8_t>>& dsts);
   bool RefusedAsUnknown(const Status& st);  // "unknown opcode": an older server
   void NoteRefusedBatch(const Status& st);
+  void StreamInto(std::string_view ns, const std::vector<std::string>& keys,
+                  const std::vector<std::span<uint8_t>>& dsts, size_t at, size_t end,
+                  std::vector<Result<EntryInfo>>* out, std::vector<size_t>* refused);
   std::vector<std::vector<size_t>> SplitByTier(std::string_view ns,
                                                const std::vector<std::string>& keys, size_t at,
                                                size_t end);

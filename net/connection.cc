@@ -119,6 +119,10 @@ Status Connection::SendRequest(Op op, const std::string& body, std::span<const u
 Result<std::string> Connection::ReadReply(Op expect, int* passed_fd) {
   return conn_.ReadReply(expect, passed_fd);
 }
+
+Result<std::string> Connection::ReadReplyOrNote(Op expect, Op note, bool* is_note) {
+  return conn_.ReadReplyOrNote(expect, note, is_note);
+}
 Status Connection::ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                                 EntryInfo* info) {
   return conn_.ReadGetReply(dst_for, info);

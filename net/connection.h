@@ -82,6 +82,7 @@ class Connection : public Channel, private ReadLease::Releaser {
   Status SendRequest(Op op, const std::string& body,
                      std::span<const uint8_t> payload = {}) override;
   Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr) override;
+  Result<std::string> ReadReplyOrNote(Op expect, Op note, bool* is_note) override;
   Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                       EntryInfo* info) override;
   // Each new lease's releaser: counted in this link's generation.

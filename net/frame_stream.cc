@@ -33,6 +33,14 @@ Status FrameStream::ReadHeader(FrameHeader* h, int* passed_fd) {
 }
 
 Result<std::string> FrameStream::ReadReply(Op expect, int* passed_fd) {
+  return ReadFrame(expect, expect, nullptr, passed_fd);
+}
+
+Result<std::string> FrameStream::ReadReplyOrNote(Op expect, Op note, bool* is_note) {
+  return ReadFrame(expect, note, is_note, nullptr);
+}
+
+Result<std::string> FrameStream::ReadFrame(Op expect, Op note, bool* is_note, int* passed_fd) {
   FrameHeader h;
   EC_RETURN_IF_ERROR(ReadHeader(&h, passed_fd));
   std::string body(h.body_len, '\0');
@@ -41,7 +49,9 @@ Result<std::string> FrameStream::ReadReply(Op expect, int* passed_fd) {
     BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
     return ParseErrorBody(&r);
   }
-  if (h.op != expect) return Status::Unavailable("server answered with an unexpected frame");
+  if (is_note) *is_note = h.op == note && note != expect;
+  if (h.op != expect && h.op != note)
+    return Status::Unavailable("server answered with an unexpected frame");
   return body;
 }
 

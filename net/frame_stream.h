@@ -45,6 +45,9 @@ class FrameStream {
   // The whole body of a small reply of opcode `expect`. With passed_fd, a descriptor sent
   // with the reply's first bytes (HELLO_OK over a unix socket) lands there, else -1.
   Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr);
+  // The same where a frame of opcode `note` may come first (GET_SHM_LANDED before its
+  // GET_SHM_MANY_OK): *is_note says which came.
+  Result<std::string> ReadReplyOrNote(Op expect, Op note, bool* is_note);
   // A GET reply's info, then its bytes into dst_for(info); a destination too small is
   // refused after the bytes are drained, so the stream stays in step.
   Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
@@ -52,6 +55,7 @@ class FrameStream {
 
  private:
   Status ReadHeader(FrameHeader* h, int* passed_fd = nullptr);
+  Result<std::string> ReadFrame(Op expect, Op note, bool* is_note, int* passed_fd);
   UniqueFd fd_;
   bool sends_whole_ = true;
   uint64_t next_id_ = 1;  // kept across reconnects

@@ -36,6 +36,8 @@ bool IsKnownOp(uint16_t op) {
     case Op::kCompactOk:
     case Op::kGetShmMany:
     case Op::kGetShmManyOk:
+    case Op::kGetShmStream:
+    case Op::kGetShmLanded:
     case Op::kEraseMany:
     case Op::kEraseManyOk:
     case Op::kPutArena:
@@ -188,6 +190,7 @@ bool IsRequest(Op op, bool shm, bool rdma) {
       return true;
     case Op::kGetShm:
     case Op::kGetShmMany:
+    case Op::kGetShmStream:
     case Op::kDevicePool:
     case Op::kGetDevice:
     case Op::kPutArena:

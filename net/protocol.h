@@ -75,6 +75,12 @@ enum class Op : uint16_t {
   kPrepareDevicePuts = 20,  //       -> kOk | kError
   kPutDevice = 21,          // ns, key, meta, bus id, handle, buffer id u64, offset u64, size u64,
                             // flags u8 -> kOk | kError
+  // Same host, a server whose HELLO_OK offers kFeatureStreamedLeases: GET_SHM_MANY whose disk
+  // reads are told as they land, so the client copies each piece out while the rest are
+  // read. Zero or more GET_SHM_LANDED frames (key index u32, pool offset u64, bytes landed
+  // u64: in order per key, not yet checked), then GET_SHM_MANY_OK, where an item's ok byte is
+  // kLeaseStreamed for a lease of exactly the bytes its GET_SHM_LANDED frames told of.
+  kGetShmStream = 22,  // ns, n, n x key -> n x kGetShmLanded ... then kGetShmManyOk | kError
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -91,6 +97,7 @@ enum class Op : uint16_t {
   kGetShmManyOk = 116,
   kEraseManyOk = 117,
   kPutArenaOk = 118,
+  kGetShmLanded = 119,
   kError = 200,  // code u16, message
 };
 bool IsKnownOp(uint16_t op);
@@ -146,9 +153,13 @@ class BodyReader {
 // client may switch to; over that socket, pool_bytes is the size of the passed memfd.
 // HELLO_OK's feature bits: requests a server answers beyond those of kVersion (an older
 // server sends none, and a client then does without).
-inline constexpr uint32_t kFeaturePutArena = 1;    // PUT_ARENA and PUT_SHM
-inline constexpr uint32_t kFeaturePutLanding = 2;  // PUT_SHM's kPutLanding
-inline constexpr uint32_t kFeaturePutDevice = 4;   // PREPARE_DEVICE_PUTS and PUT_DEVICE
+inline constexpr uint32_t kFeaturePutArena = 1;        // PUT_ARENA and PUT_SHM
+inline constexpr uint32_t kFeaturePutLanding = 2;      // PUT_SHM's kPutLanding
+inline constexpr uint32_t kFeaturePutDevice = 4;       // PREPARE_DEVICE_PUTS and PUT_DEVICE
+inline constexpr uint32_t kFeatureStreamedLeases = 8;  // GET_SHM_STREAM
+// A GET_SHM_MANY_OK item's ok byte: 0 an error follows, 1 a lease, kLeaseStreamed a lease of
+// the bytes GET_SHM_LANDED told of (GET_SHM_STREAM only).
+inline constexpr uint8_t kLeaseStreamed = 2;
 // PUT_SHM's (and PUT_DEVICE's) flags.
 inline constexpr uint8_t kPutChecksumWhenSpilled = 1;  // PutReservation::ChecksumWhenSpilled
 // The block is still landing: the body ends with the arena offset of a u64 counting the

@@ -14,6 +14,7 @@
 
 #include "cuda/cuda.h"
 #include "net/admin_requests.h"
+#include "net/lease_batch.h"
 #include "net/protocol.h"
 #include "net/put_arena.h"
 
@@ -321,8 +322,8 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   info.transport = c->shm ? "shm" : "tcp";
   if (c->shm) {  // hand over the pool once; gets then return offsets into it
     info.pool_bytes = store_->pool_region().size;
-    info.features =
-        kFeaturePutArena | kFeaturePutLanding | (device_puts_.Offered() ? kFeaturePutDevice : 0);
+    info.features = kFeaturePutArena | kFeaturePutLanding | kFeatureStreamedLeases |
+                    (device_puts_.Offered() ? kFeaturePutDevice : 0);
     std::string b = HelloBody(info);
     uint8_t out[kHeaderBytes];
     EncodeHeader({kVersion, Op::kHelloOk, h.request_id, b.size()}, out);
@@ -390,6 +391,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kGetDevice:
       return HandleGet(c, h, &r);
     case Op::kGetShmMany:
+    case Op::kGetShmStream:
       return HandleGetShmMany(c, h, &r);
     case Op::kDevicePool:
       return HandleDevicePool(c, h);
@@ -509,39 +511,20 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
                    w.data());
 }
 
-// GET_SHM_MANY: a step's entries leased together (Store::AcquireMany reads the disk-only ones
-// in one batch), each answered as GET_SHM answers, or with its own error.
+// GET_SHM_MANY and GET_SHM_STREAM (net/lease_batch.h), the leases kept in the connection's
+// table. A key that is not found does not make the request an error.
 Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
-  auto req = ParseKeysBody(r);
-  if (!req.ok()) {  // malformed: answer, then close
-    ReplyError(c, h, req.status());
-    return req.status();
+  bool failed = false;
+  auto tell = [&](const std::string& body) {
+    return SendFrame(c->fd.get(), Op::kGetShmLanded, h.request_id, body);
+  };
+  auto a = AnswerLeaseBatch(store_, &c->leases, h.op, r, tell, &c->bytes_out, &failed);
+  if (!a.ok()) {  // malformed: answer, then close
+    ReplyError(c, h, a.status());
+    return a.status();
   }
-  std::vector<Result<ReadLease>> got = store_->AcquireMany(req->ns, req->keys);
-  BodyWriter w;
-  w.U32(static_cast<uint32_t>(got.size()));
-  for (Result<ReadLease>& g : got) {
-    Status st = g.status();
-    if (g.ok()) {
-      const EntryInfo e = g->info();  // a copy: the lease moves into the table below
-      const uint64_t offset = static_cast<uint64_t>(g->data() - store_->pool_region().base);
-      c->bytes_out += g->size();
-      auto id = c->leases.Add(std::move(g).value());  // Busy when the table is full
-      if (id.ok()) {
-        w.U8(1);
-        w.U64(*id);
-        w.U64(offset);
-        WriteInfo(&w, e);
-        continue;
-      }
-      st = id.status();
-    }
-    if (!st.IsNotFound()) c->outcome = Outcome::kError;
-    w.U8(0);
-    const std::string err = ErrorBody(st);
-    w.Raw(err.data(), err.size());
-  }
-  return SendFrame(c->fd.get(), Op::kGetShmManyOk, h.request_id, w.data());
+  if (failed) c->outcome = Outcome::kError;
+  return SendFrame(c->fd.get(), a->op, h.request_id, a->body);
 }
 
 // GPUDirect RDMA: the device pool registered with the NIC once, so RDMA reads of device

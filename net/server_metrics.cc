@@ -63,6 +63,7 @@ const char* OpLabel(Op op) {
     case Op::kCompact:
       return "compact";
     case Op::kGetShmMany:
+    case Op::kGetShmStream:
       return "get_many";
     case Op::kEraseMany:
       return "erase_many";

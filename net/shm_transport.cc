@@ -32,7 +32,8 @@ class ShmTransport : public Transport {
   TransportCaps caps() const override {
     return {.same_host_zero_copy = true,
             .device_memory = cuda::Built(),
-            .device_puts = cuda::Built() && (features_ & kFeaturePutDevice) != 0};
+            .device_puts = cuda::Built() && (features_ & kFeaturePutDevice) != 0,
+            .streamed_leases = (features_ & kFeatureStreamedLeases) != 0};
   }
 
   Result<ReadLease> AcquireOnDevice(Channel& ch, std::string_view ns,
@@ -151,19 +152,38 @@ class ShmTransport : public Transport {
       Channel& ch, std::string_view ns, const std::vector<std::string>& keys) override {
     auto body = ch.ReadReply(Op::kGetShmManyOk);
     if (!body.ok()) return body.status();
-    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
-    uint32_t n;
-    if (!r.U32(&n) || n != keys.size()) return Malformed(Op::kGetShmManyOk);
-    std::vector<Result<ReadLease>> out;
-    for (const std::string& key : keys) {
-      uint8_t ok;
-      if (!r.U8(&ok)) return Malformed(Op::kGetShmManyOk);
-      auto lease = ok ? LeaseFrom(ch, &r, ns, key, map_, bytes_, MemoryKind::kHost)
-                      : Result<ReadLease>(ParseErrorBody(&r));
-      if (lease.status().IsUnavailable() && ok) return lease.status();
-      out.push_back(std::move(lease));
+    return Leases(ch, *body, ns, keys, nullptr);
+  }
+
+  // GET_SHM_STREAM: each GET_SHM_LANDED frame's new bytes copied into their destination at
+  // once (while the server reads the rest), then the leases. Where the server marks a lease
+  // as of the bytes told, and every one of them was copied from where the lease lies, that
+  // destination is done.
+  Result<std::vector<Result<ReadLease>>> AcquireManyStreamed(
+      Channel& ch, std::string_view ns, const std::vector<std::string>& keys,
+      const std::vector<std::span<uint8_t>>& dsts, std::vector<bool>* copied) override {
+    if (!(features_ & kFeatureStreamedLeases) || dsts.size() != keys.size())
+      return Transport::AcquireManyStreamed(ch, ns, keys, dsts, copied);
+    EC_RETURN_IF_ERROR(ch.SendRequest(Op::kGetShmStream, KeysBody(ns, keys)));
+    std::vector<Told> told(keys.size());
+    for (;;) {
+      bool landed = false;
+      auto body = ch.ReadReplyOrNote(Op::kGetShmManyOk, Op::kGetShmLanded, &landed);
+      if (!body.ok()) return body.status();
+      if (!landed) {
+        std::vector<uint8_t> oks;
+        auto leases = Leases(ch, *body, ns, keys, &oks);
+        if (!leases.ok()) return leases;
+        copied->assign(keys.size(), false);
+        for (size_t i = 0; i < keys.size(); ++i) {
+          const auto& l = (*leases)[i];
+          (*copied)[i] = oks[i] == kLeaseStreamed && l.ok() && l->data() == map_ + told[i].offset &&
+                         told[i].copied == l->size();
+        }
+        return leases;
+      }
+      EC_RETURN_IF_ERROR(CopyLanded(*body, dsts, &told));
     }
-    return out;
   }
 
  private:
@@ -185,6 +205,53 @@ class ShmTransport : public Transport {
     BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
     auto lease = LeaseFrom(ch, &r, ns, key, base, bytes, kind);
     return lease.ok() ? std::move(lease) : Malformed(reply);
+  }
+
+  // Where a streamed entry lies in the pool, and how much of it is in its destination.
+  struct Told {
+    uint64_t offset = UINT64_MAX;
+    uint64_t copied = 0;
+  };
+  // A GET_SHM_LANDED frame: the key's bytes from what was copied up to what has landed (as
+  // much as its destination holds) copied out of the mapping.
+  Status CopyLanded(const std::string& frame, const std::vector<std::span<uint8_t>>& dsts,
+                    std::vector<Told>* told) const {
+    BodyReader r(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
+    uint32_t key;
+    uint64_t offset, landed;
+    if (!r.U32(&key) || !r.U64(&offset) || !r.U64(&landed) || key >= dsts.size() ||
+        offset > bytes_ || landed > bytes_ - offset)
+      return Malformed(Op::kGetShmLanded);
+    Told& t = (*told)[key];
+    if (t.offset != offset) t = {offset, 0};  // read again elsewhere: from the start
+    const uint64_t upto = std::min<uint64_t>(landed, dsts[key].size());
+    if (upto > t.copied) {
+      std::memcpy(dsts[key].data() + t.copied, map_ + offset + t.copied, upto - t.copied);
+      t.copied = upto;
+    }
+    return Status::Ok();
+  }
+
+  // A GET_SHM_MANY_OK body: per key a lease or its error (Unavailable if malformed); each
+  // item's ok byte into *oks.
+  Result<std::vector<Result<ReadLease>>> Leases(Channel& ch, const std::string& body,
+                                                std::string_view ns,
+                                                const std::vector<std::string>& keys,
+                                                std::vector<uint8_t>* oks) const {
+    BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+    uint32_t n;
+    if (!r.U32(&n) || n != keys.size()) return Malformed(Op::kGetShmManyOk);
+    std::vector<Result<ReadLease>> out;
+    for (const std::string& key : keys) {
+      uint8_t ok;
+      if (!r.U8(&ok)) return Malformed(Op::kGetShmManyOk);
+      if (oks) oks->push_back(ok);
+      auto lease = ok ? LeaseFrom(ch, &r, ns, key, map_, bytes_, MemoryKind::kHost)
+                      : Result<ReadLease>(ParseErrorBody(&r));
+      if (lease.status().IsUnavailable() && ok) return lease.status();
+      out.push_back(std::move(lease));
+    }
+    return out;
   }
 
   static Status Malformed(Op reply) {

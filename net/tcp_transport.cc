@@ -42,6 +42,12 @@ Result<std::vector<Result<ReadLease>>> Transport::ReadLeaseBatch(Channel&, std::
   return Status::InvalidArgument(std::string("the ") + name() +
                                  " transport cannot read the server's memory in place");
 }
+Result<std::vector<Result<ReadLease>>> Transport::AcquireManyStreamed(
+    Channel&, std::string_view, const std::vector<std::string>&,
+    const std::vector<std::span<uint8_t>>&, std::vector<bool>*) {
+  return Status::InvalidArgument(std::string("the ") + name() +
+                                 " transport cannot stream leased reads");
+}
 Result<ReadLease> Transport::AcquireOnDevice(Channel&, std::string_view, std::string_view) {
   return Status::InvalidArgument(std::string("the ") + name() +
                                  " transport cannot read the server's device pool: that needs "

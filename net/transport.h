@@ -25,6 +25,7 @@ struct TransportCaps {
   bool one_sided_read = false;       // the NIC reads the server's memory (no server copy)
   bool device_memory = false;        // reads the server's GPU pool in place (same host)
   bool device_puts = false;          // PutFromDevice: the server copies device memory itself
+  bool streamed_leases = false;      // AcquireManyStreamed (same host, GET_SHM_STREAM)
 };
 
 // The Client's control connection, as transports see it.
@@ -35,6 +36,8 @@ class Channel {
                              std::span<const uint8_t> payload = {}) = 0;
   // The whole body of a small reply; with passed_fd, a descriptor sent with it, else -1.
   virtual Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr) = 0;
+  // The same where a frame of opcode `note` may come first; *is_note says which came.
+  virtual Result<std::string> ReadReplyOrNote(Op expect, Op note, bool* is_note) = 0;
   // Reads a GET reply's info, then its bytes into dst_for(info).
   virtual Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                               EntryInfo* info) = 0;
@@ -66,6 +69,12 @@ class Transport {
                                 const std::vector<std::string>& keys);
   virtual Result<std::vector<Result<ReadLease>>> ReadLeaseBatch(
       Channel& ch, std::string_view ns, const std::vector<std::string>& keys);
+  // As AcquireManyInPlace, with each entry's bytes copied into dsts[i] as the server reads
+  // them (streamed_leases): copied[i] says dsts[i] holds lease i's bytes, so only the
+  // others are left to copy. InvalidArgument where the server does not offer it.
+  virtual Result<std::vector<Result<ReadLease>>> AcquireManyStreamed(
+      Channel& ch, std::string_view ns, const std::vector<std::string>& keys,
+      const std::vector<std::span<uint8_t>>& dsts, std::vector<bool>* copied);
   // Registers caller memory that gets will land in, so they need no bounce copy (RDMA);
   // a no-op where the transport copies anyway. The memory must stay valid until
   // UnregisterBuffer or the Client's end.

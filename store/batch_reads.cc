@@ -37,7 +37,7 @@ std::vector<Result<EntryInfo>> BatchReads::GetMany(std::string_view ns,
     if (!std::exchange(copied, true)) copy_out(hot);
   };
   std::vector<Status> pre(keys.size());
-  HostEvictor::KeyDelivery got{dsts, {}, {}};
+  HostEvictor::KeyDelivery got(dsts);
   if (keys.size() > 1 && promote_) pre = ev_->PromoteKeys(ns, keys, copy_hot, &got);
   copy_hot();                                    // no disk read went out
   std::vector<bool> again(got.promoted.size());  // promoted, but their bytes are not in dsts
@@ -65,21 +65,34 @@ std::vector<Result<EntryInfo>> BatchReads::GetMany(std::string_view ns,
 }
 
 std::vector<Result<ReadLease>> BatchReads::AcquireMany(std::string_view ns,
-                                                       const std::vector<std::string>& keys) {
+                                                       const std::vector<std::string>& keys,
+                                                       Store::LandingWatch* watch) {
   // As GetMany without the copies: an engine that reads in place (a host -> device copy
   // straight from the pool) takes a step's entries together, its disk reads in one batch.
   // A lease needs the bytes in the pool, so this promotes whatever promote_on_get says, as
-  // Acquire does.
+  // Acquire does; each promoted entry is leased as it is installed. A watch is told of the
+  // pool hits at once (before the disk reads go out), and of each disk read's pieces as they
+  // land; a watched batch goes this way for a single disk entry too.
   std::vector<std::optional<ReadLease>> got = LeasePooled(ns, keys, nullptr, nullptr);
   std::vector<Status> pre(keys.size());
+  if (watch) watch->streamed.assign(keys.size(), false);
+  for (size_t i = 0; watch && watch->landed && i < keys.size(); ++i)
+    if (got[i]) {  // a pool hit: all there, and leased
+      watch->landed(i, got[i]->data(), got[i]->size());
+      watch->streamed[i] = true;
+    }
   const auto missing = std::count_if(got.begin(), got.end(), [](auto& l) { return !l; });
-  if (missing > 1) {
+  if (missing > 1 || (watch && missing == 1)) {
     static const std::vector<std::span<uint8_t>> kNoCopies;  // promoted into the pool only
-    HostEvictor::KeyDelivery promoted{kNoCopies, {}, {}};
+    HostEvictor::KeyDelivery promoted(kNoCopies);
+    promoted.lease = true;
+    if (watch && watch->landed) promoted.watch = &watch->landed;
     pre = ev_->PromoteKeys(ns, keys, nullptr, &promoted);
-    std::vector<bool> only(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) only[i] = !got[i] && promoted.promoted[i];
-    Adopt(LeasePooled(ns, keys, nullptr, &only), got);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (got[i] || !promoted.leased[i]) continue;
+      got[i] = std::move(promoted.leased[i]);
+      if (watch) watch->streamed[i] = promoted.streamed[i];
+    }
   }
   std::vector<Result<ReadLease>> out;
   out.reserve(keys.size());
@@ -88,7 +101,7 @@ std::vector<Result<ReadLease>> BatchReads::AcquireMany(std::string_view ns,
       out.push_back(std::move(*got[i]));
     else if (!pre[i].ok() && !pre[i].IsBusy())
       out.push_back(pre[i]);
-    else  // absent, bad input, on the device only, or evicted again before its lease
+    else  // absent, bad input, on the device only, or not promoted here
       out.push_back(single_->Acquire(ns, keys[i]));
   }
   return out;

@@ -31,9 +31,10 @@ class BatchReads {
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts)
       EXCLUDES(kd_->mu);
+  // With a watch, as Store's: the disk reads told as they land.
   std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
-                                             const std::vector<std::string>& keys)
-      EXCLUDES(kd_->mu);
+                                             const std::vector<std::string>& keys,
+                                             Store::LandingWatch* watch) EXCLUDES(kd_->mu);
 
  private:
   // Leases on the keys in the pool (that fit their buffer, given `dsts`). Without `only`:

@@ -220,9 +220,19 @@ void DurableTier::ReadMany(std::vector<ReadItem>& items, const IoMeanwhile& mean
     const bool direct = it.loc.codec == Codec::kNone &&
                         reinterpret_cast<uintptr_t>(it.dst) % kBlockSize == 0 &&
                         it.dst_cap >= RoundUpBlock(it.loc.stored_len);
-    if (!direct || (items.size() == 1 && !meanwhile && !it.tee)) continue;
-    batch.push_back({it.loc, it.dst, Status::NotFound("not read"),
-                     &hashes.emplace_back(it.rec->bytes), it.tee, it.tee ? it.rec->bytes : 0});
+    if (!direct || (items.size() == 1 && !meanwhile && !it.tee && !it.landed)) continue;
+    DiskTier::StoredRead& r = batch.emplace_back();
+    r = {it.loc,
+         it.dst,
+         Status::NotFound("not read"),
+         &hashes.emplace_back(it.rec->bytes),
+         it.tee,
+         it.tee ? it.rec->bytes : 0,
+         nullptr};
+    if (it.landed)
+      r.landed = [item = &items[i]](uint64_t n) {
+        item->landed(std::min<uint64_t>(n, item->rec->bytes));
+      };
     in_batch.push_back(i);
   }
   std::vector<bool> done(items.size());
@@ -234,6 +244,7 @@ void DurableTier::ReadMany(std::vector<ReadItem>& items, const IoMeanwhile& mean
       done[in_batch[k]] = true;
       it.status = CheckPayload(*it.rec, it.loc, it.dst, batch[k].hash);
       it.teed = it.tee && it.status.ok();
+      it.streamed = it.landed && it.status.ok();
     }
   }
   for (size_t i = 0; i < items.size(); ++i)

@@ -169,6 +169,11 @@ class DurableTier {
     // teed says it holds the checked payload (false: read on its own, or failed).
     uint8_t* tee = nullptr;
     bool teed = false;
+    // A watched read: told how much of dst has landed as the pieces do (DiskTier's
+    // `landed`, capped at the entry's bytes); `streamed` says dst's checked payload is the
+    // bytes it was told of (false: read again on its own, or failed).
+    std::function<void(uint64_t landed)> landed = nullptr;
+    bool streamed = false;
   };
   // `meanwhile` (if any) runs on this thread while the batch is in flight -- unless no read
   // went into the batch: the caller runs it afterwards then.

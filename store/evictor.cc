@@ -403,7 +403,9 @@ Status HostEvictor::Flush() {
 
 Status HostEvictor::Promote(const EntryPtr& e, bool wait, uint8_t* tee,
                             std::optional<EntryInfo>* delivered) {
-  std::vector<PromoteItem> one{{e, tee, Status(), std::nullopt}};
+  std::vector<PromoteItem> one(1);
+  one[0].e = e;
+  one[0].tee = tee;
   PromoteMany(one, wait, PromoteFor::kRead);
   if (delivered) *delivered = std::move(one[0].delivered);
   return one[0].status;
@@ -430,8 +432,11 @@ void HostEvictor::PromoteMany(std::vector<PromoteItem>& items, bool wait, Promot
     }
     e->loading = true;
     started.push_back({i, blk});
-    reads.push_back(
-        {e.get(), *e->disk, kd_->pool().Ptr(blk), blk.length, Status(), false, items[i].tee});
+    uint8_t* at = kd_->pool().Ptr(blk);
+    std::function<void(uint64_t)> landed;
+    if (items[i].landed) landed = [fn = &items[i].landed, at](uint64_t n) { (*fn)(at, n); };
+    reads.push_back({e.get(), *e->disk, at, blk.length, Status(), false, items[i].tee, false,
+                     std::move(landed), false});
   }
   kd_->durable().ReadMany(reads, meanwhile);  // every read of the batch in flight together
   for (size_t k = 0; k < started.size(); ++k)
@@ -457,6 +462,10 @@ Status HostEvictor::FinishPromote(PromoteItem& item, const PoolBlock& blk,
         kd_->TouchLocked(e.get());
         kd_->pool().Touch(e->id());
         item.delivered = kd_->InfoLocked(*e);
+      }
+      if (item.lease) {
+        item.leased = kd_->LeaseLocked(e, false, MemoryKind::kHost, Tier::kDisk);
+        item.streamed = read.streamed;
       }
       return Status::Ok();
     }
@@ -486,7 +495,12 @@ std::vector<Status> HostEvictor::PromoteKeys(std::string_view ns,
       const EntryPtr& e = *found;
       if (e->pool || e->device || !e->disk) continue;
       const bool tee = get && i < get->dsts.size() && get->dsts[i].size() >= e->bytes;
-      items.push_back({e, tee ? get->dsts[i].data() : nullptr, Status(), std::nullopt});
+      PromoteItem& item = items.emplace_back();
+      item.e = e;
+      item.tee = tee ? get->dsts[i].data() : nullptr;
+      if (get && get->watch)
+        item.landed = [w = get->watch, i](const uint8_t* at, uint64_t n) { (*w)(i, at, n); };
+      item.lease = get && get->lease;
       key_of.push_back(i);
     }
   }
@@ -494,12 +508,16 @@ std::vector<Status> HostEvictor::PromoteKeys(std::string_view ns,
   if (get) {
     get->promoted.assign(keys.size(), false);
     get->delivered.assign(keys.size(), std::nullopt);
+    get->leased.resize(keys.size());
+    get->streamed.assign(keys.size(), false);
   }
   for (size_t k = 0; k < items.size(); ++k) {
     out[key_of[k]] = items[k].status;
     if (!get) continue;
     get->promoted[key_of[k]] = items[k].status.ok();
     get->delivered[key_of[k]] = std::move(items[k].delivered);
+    get->leased[key_of[k]] = std::move(items[k].leased);
+    get->streamed[key_of[k]] = items[k].streamed;
   }
   return out;
 }

@@ -112,6 +112,14 @@ class HostEvictor : public Evictor {
     uint8_t* tee = nullptr;  // at least e->bytes, or none
     Status status;
     std::optional<EntryInfo> delivered;  // the entry whose payload tee holds, counted as read
+    // A watched read: told where the payload lands in the pool and how much has (in order,
+    // unchecked) as the pieces land, on the promoting thread.
+    std::function<void(const uint8_t* at, uint64_t landed)> landed = nullptr;
+    // Leased as it is installed (no eviction between), not counted as a hit: AcquireMany's.
+    // `streamed` then says the lease holds the bytes `landed` was told of, in place.
+    bool lease = false;
+    std::optional<ReadLease> leased = std::nullopt;
+    bool streamed = false;
   };
   // `meanwhile` as DurableTier::ReadMany's.
   enum class PromoteFor { kRead, kPrefetch };
@@ -120,9 +128,17 @@ class HostEvictor : public Evictor {
   // GetMany's part in PromoteKeys: its destinations (a tee each, where large enough) and,
   // per key, what became of it.
   struct KeyDelivery {
+    explicit KeyDelivery(const std::vector<std::span<uint8_t>>& d) : dsts(d) {}
     const std::vector<std::span<uint8_t>>& dsts;
     std::vector<bool> promoted;                       // into the pool
     std::vector<std::optional<EntryInfo>> delivered;  // and its bytes into dsts[i], checked
+    // AcquireMany's part: each promoted entry leased as it is installed (into leased[i]),
+    // and with `watch`, its pieces told as they land (Store::LandingWatch); streamed[i]
+    // as PromoteItem's.
+    bool lease = false;
+    const std::function<void(size_t key, const uint8_t* at, uint64_t landed)>* watch = nullptr;
+    std::vector<std::optional<ReadLease>> leased;
+    std::vector<bool> streamed;
   };
   // The keys' entries that are on disk only, promoted as one batch without waiting for room.
   // Per key; Ok where there was nothing to do. A prefetch (no `get`) is not counted as a

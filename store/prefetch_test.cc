@@ -54,17 +54,14 @@ TEST(Prefetch, BringsDiskEntriesIntoThePoolInOneBatch) {
   }
 }
 
-TEST(Prefetch, GetManyReadsABatchAndACorruptRecordFailsOnlyItsKey) {
-  TempDir dir;
-  const uint64_t n = 512 * 1024;
-  { auto s = OnDisk(dir.path(), 5, n); }
-  // Damage k3's payload on disk (its header stays sound): find it by its bytes (the payload
-  // follows its 4 KiB header block) and flip one byte.
+// Damages key k's payload (n bytes) on disk, its header left sound: found by its bytes (the
+// payload follows its 4 KiB header block), one byte flipped.
+bool DamagePayload(const TempDir& dir, int k, uint64_t n) {
   bool damaged = false;
   for (auto& f : std::filesystem::directory_iterator(dir.sub("segments"))) {
     std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
     std::vector<char> all((std::istreambuf_iterator<char>(io)), {});
-    auto want = Payload(3, n);
+    auto want = Payload(k, n);
     auto at = std::search(all.begin(), all.end(), want.begin(), want.begin() + 64,
                           [](char a, uint8_t b) { return static_cast<uint8_t>(a) == b; });
     if (at == all.end()) continue;
@@ -73,7 +70,14 @@ TEST(Prefetch, GetManyReadsABatchAndACorruptRecordFailsOnlyItsKey) {
     io.put(static_cast<char>(~want[100]));
     damaged = true;
   }
-  ASSERT_TRUE(damaged);
+  return damaged;
+}
+
+TEST(Prefetch, GetManyReadsABatchAndACorruptRecordFailsOnlyItsKey) {
+  TempDir dir;
+  const uint64_t n = 512 * 1024;
+  { auto s = OnDisk(dir.path(), 5, n); }
+  ASSERT_TRUE(DamagePayload(dir, 3, n));
   Options o;
   o.pool_bytes = 64 * kMiB;
   auto s = Store::Open(dir.path(), o);
@@ -136,6 +140,72 @@ TEST(Prefetch, AcquireManyLeasesPoolAndDiskEntriesAndAnswersEachKey) {
   EXPECT_EQ(st.pool().hits, 1u);
   EXPECT_EQ(st.leases, 4u);
   got.clear();
+  EXPECT_EQ(s->Stats()->leases, 0u);
+}
+
+// A watched AcquireMany (what a server streams to a same-host reader): the pool hit is told
+// whole before any read goes out; each disk entry's pieces are told in order as they land
+// (how many calls that takes depends on how the disk completes them), in the block its
+// lease then holds, and the lease is marked streamed. A corrupt record is
+// told of as it lands but answers Corruption, unmarked; an absent key is never told of. A
+// single disk entry is watched too.
+TEST(Prefetch, AWatchedAcquireManyTellsEachPieceAsItLandsAndWhichLeasesHoldThem) {
+  TempDir dir;
+  const uint64_t n = 3 * kMiB + 4096;
+  { auto s = OnDisk(dir.path(), 6, n); }
+  ASSERT_TRUE(DamagePayload(dir, 3, n));
+  Options o;
+  o.pool_bytes = 64 * kMiB;
+  auto s = std::move(Store::Open(dir.path(), o)).value();
+  ASSERT_TRUE(s->Acquire("ns", "k1").ok());  // k1 is now in the pool too
+  struct Told {
+    const uint8_t* at = nullptr;
+    uint64_t landed = 0;
+    int calls = 0;
+  };
+  std::vector<Told> told(6);
+  std::vector<size_t> order;
+  Store::LandingWatch watch;
+  watch.landed = [&](size_t i, const uint8_t* at, uint64_t landed) {
+    ASSERT_LT(i, told.size());
+    Told& t = told[i];
+    if (t.calls++ > 0) {
+      EXPECT_EQ(at, t.at) << i;
+    }
+    EXPECT_GT(landed, t.landed) << i << ": in order, each call more";
+    EXPECT_LE(landed, n) << i;
+    t.at = at;
+    t.landed = landed;
+    order.push_back(i);
+  };
+  std::vector<std::string> keys = {"k0", "k1", "k2", "k3", "absent", "k4"};
+  auto got = s->AcquireMany("ns", keys, &watch);
+  ASSERT_EQ(watch.streamed.size(), keys.size());
+  ASSERT_FALSE(order.empty());
+  EXPECT_EQ(order[0], 1u) << "the pool hit first";
+  EXPECT_EQ(told[1].calls, 1);
+  for (int i : {0, 1, 2, 5}) {
+    ASSERT_TRUE(got[i].ok()) << keys[i] << ": " << got[i].status().ToString();
+    EXPECT_TRUE(watch.streamed[i]) << keys[i];
+    EXPECT_EQ(got[i]->data(), told[i].at) << keys[i];
+    EXPECT_EQ(told[i].landed, n) << keys[i];
+    const int k = keys[i][1] - '0';
+    EXPECT_TRUE(std::equal(got[i]->data(), got[i]->data() + n, Payload(k, n).begin()));
+  }
+  EXPECT_TRUE(got[3].status().IsCorruption()) << got[3].status().ToString();
+  EXPECT_FALSE(watch.streamed[3]);
+  EXPECT_TRUE(got[4].status().IsNotFound()) << got[4].status().ToString();
+  EXPECT_FALSE(watch.streamed[4]);
+  EXPECT_EQ(told[4].calls, 0);
+  got.clear();
+  told.assign(6, Told{});
+  auto one = s->AcquireMany("ns", {"k5"}, &watch);
+  ASSERT_TRUE(one[0].ok()) << one[0].status().ToString();
+  EXPECT_TRUE(watch.streamed[0]);
+  EXPECT_EQ(one[0]->data(), told[0].at);
+  EXPECT_EQ(told[0].landed, n);
+  EXPECT_TRUE(std::equal(one[0]->data(), one[0]->data() + n, Payload(5, n).begin()));
+  one.clear();
   EXPECT_EQ(s->Stats()->leases, 0u);
 }
 

@@ -477,7 +477,13 @@ std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
 
 std::vector<Result<ReadLease>> StoreImpl::AcquireMany(std::string_view ns,
                                                       const std::vector<std::string>& keys) {
-  return batch_->AcquireMany(ns, keys);
+  return batch_->AcquireMany(ns, keys, nullptr);
+}
+
+std::vector<Result<ReadLease>> StoreImpl::AcquireMany(std::string_view ns,
+                                                      const std::vector<std::string>& keys,
+                                                      LandingWatch* watch) {
+  return batch_->AcquireMany(ns, keys, watch);
 }
 
 Status StoreImpl::Prefetch(std::string_view ns, const std::vector<std::string>& keys) {

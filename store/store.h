@@ -178,6 +178,24 @@ class Store : public Cache {
   // entries that do not fit there now. GetMany does this first for its keys, evicting clean
   // entries where it must.
   virtual Status Prefetch(std::string_view ns, const std::vector<std::string>& keys) = 0;
+  // AcquireMany, telling `watch` of its disk reads as they land: a server streams them to a
+  // same-host client, who copies each piece out while the rest are read (net/server.h).
+  // Called on this thread: watch.landed(i, at, n) says [0, n) of key i's entry has landed
+  // in pool memory at `at` -- in order, not yet checked. On return streamed[i] is true where
+  // key i's lease is of exactly those bytes, at `at`, checked (its block was leased as it
+  // was installed: nothing wrote it between); elsewhere the lease (if any) came another way.
+  struct LandingWatch {
+    std::function<void(size_t key, const uint8_t* at, uint64_t landed)> landed;
+    std::vector<bool> streamed;
+  };
+  // (A store that cannot watch its reads answers as AcquireMany, streamed all false.)
+  using Cache::AcquireMany;
+  virtual std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
+                                                     const std::vector<std::string>& keys,
+                                                     LandingWatch* watch) {
+    if (watch) watch->streamed.assign(keys.size(), false);
+    return AcquireMany(ns, keys);
+  }
   // EraseMany writes all the tombstones in one durable write (one fdatasync, not one per
   // entry). ListPages pages through one snapshot taken at the call.
   // Writes every entry without a disk copy to disk (device entries through the host pool)

@@ -52,6 +52,9 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
                                          const std::vector<std::span<uint8_t>>& dsts) override;
   std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
                                              const std::vector<std::string>& keys) override;
+  std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
+                                             const std::vector<std::string>& keys,
+                                             LandingWatch* watch) override;
   using Store::Lookup;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key,
                            const ReadOptions& ro) override;

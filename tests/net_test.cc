@@ -531,6 +531,100 @@ std::unique_ptr<ServerProcess> ServeFromDiskOnly(const std::string& dir, int n) 
   return std::make_unique<ServerProcess>(dir, "", 64 * kMiB, port, true);
 }
 
+// GET_SHM_STREAM, spoken raw: the pool hit is told whole before anything else; each disk
+// entry's pieces are told in order as they land (in as many frames as the disk's
+// completions make), at the pool offset its lease then has,
+// until every byte is told; the reply marks those leases kLeaseStreamed, and the bytes told
+// are the entry's. An absent key answers for itself.
+TEST(NetShm, GetShmStreamTellsOfEachPieceAsItLandsThenLeasesIt) {
+  testing::TempDir dir;
+  const uint64_t sizes[] = {12 * kMiB + 5, kMiB, 5 * kMiB + 3};
+  auto first = std::make_unique<ServerProcess>(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
+  const uint16_t port = first->port();
+  {
+    auto producer = ConnectOrDie(first->uri(), TcpOnly());
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(
+          producer->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i])))
+              .ok());
+  }
+  first->Stop();  // reopened with an empty pool: every entry on disk only
+  ServerProcess server(dir.path(), "", 64 * kMiB, port, true);
+  auto fd = ConnectUnix(server.shm_uri().substr(5), std::chrono::milliseconds(2000));
+  ASSERT_TRUE(fd.ok());
+  FrameStream s;
+  s.Adopt(std::move(fd).value());
+  BodyWriter hello;
+  hello.Str("");
+  ASSERT_TRUE(s.Send(Op::kHello, hello.data()).ok());
+  int pool_fd = -1;
+  auto hi = s.ReadReply(Op::kHelloOk, &pool_fd);
+  ASSERT_TRUE(hi.ok()) << hi.status().ToString();
+  BodyReader hr(reinterpret_cast<const uint8_t*>(hi->data()), hi->size());
+  HelloInfo info;
+  ASSERT_TRUE(ParseHelloBody(&hr, &info));
+  ASSERT_EQ(info.features & kFeatureStreamedLeases, kFeatureStreamedLeases);
+  void* map = mmap(nullptr, info.pool_bytes, PROT_READ, MAP_SHARED, pool_fd, 0);
+  close(pool_fd);
+  ASSERT_NE(map, MAP_FAILED);
+  const auto* pool = static_cast<const uint8_t*>(map);
+  ASSERT_TRUE(s.Send(Op::kGetShm, KeyBody("ns", "k1")).ok());  // k1 back in the pool
+  ASSERT_TRUE(s.ReadReply(Op::kGetShmOk).ok());
+  ASSERT_TRUE(s.Send(Op::kGetShmStream, KeysBody("ns", {"k0", "k1", "absent", "k2"})).ok());
+  struct Told {
+    uint64_t offset = UINT64_MAX, landed = 0;
+    int frames = 0;
+  };
+  std::vector<Told> told(4);
+  std::vector<uint32_t> order;
+  for (;;) {
+    bool landed = false;
+    auto body = s.ReadReplyOrNote(Op::kGetShmManyOk, Op::kGetShmLanded, &landed);
+    ASSERT_TRUE(body.ok()) << body.status().ToString();
+    BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+    if (!landed) {
+      uint32_t n;
+      ASSERT_TRUE(r.U32(&n));
+      ASSERT_EQ(n, 4u);
+      for (uint32_t i = 0; i < n; ++i) {
+        uint8_t ok;
+        ASSERT_TRUE(r.U8(&ok));
+        if (i == 2) {
+          EXPECT_EQ(ok, 0);
+          EXPECT_TRUE(ParseErrorBody(&r).IsNotFound());
+          EXPECT_EQ(told[i].frames, 0);
+          continue;
+        }
+        uint64_t id, offset;
+        EntryInfo e;
+        ASSERT_TRUE(r.U64(&id) && r.U64(&offset) && ReadInfo(&r, &e));
+        const int k = i == 3 ? 2 : static_cast<int>(i);
+        EXPECT_EQ(ok, kLeaseStreamed) << i;
+        EXPECT_EQ(offset, told[i].offset) << i;
+        EXPECT_EQ(e.bytes, sizes[k]);
+        EXPECT_EQ(told[i].landed, sizes[k]) << i;
+        EXPECT_EQ(0, std::memcmp(pool + offset, Payload(k, sizes[k]).data(), sizes[k])) << i;
+      }
+      break;
+    }
+    uint32_t key;
+    uint64_t offset, n;
+    ASSERT_TRUE(r.U32(&key) && r.U64(&offset) && r.U64(&n));
+    ASSERT_LT(key, 4u);
+    Told& t = told[key];
+    if (t.frames++ > 0) {
+      EXPECT_EQ(offset, t.offset) << key;
+    }
+    EXPECT_GT(n, t.landed) << key << ": told in order, each frame more";
+    t = {offset, n, t.frames};
+    order.push_back(key);
+  }
+  ASSERT_FALSE(order.empty());
+  EXPECT_EQ(order[0], 1u) << "the pool hit is told first";
+  EXPECT_EQ(told[1].frames, 1);
+  munmap(map, info.pool_bytes);
+}
+
 // AcquireMany over shared memory: one GET_SHM_MANY leases a pool hit and the entries the
 // server read back from disk in one batch; an absent key and a bad one answer for themselves.
 TEST(NetShm, AcquireManyLeasesAStepInOneRequest) {
@@ -636,10 +730,17 @@ TEST(NetShm, ALeaseOutlivesAReconnectToTheSameRunningServer) {
 // `older`, it is a server from before both, as a new client meets one during a rolling
 // upgrade: it answers those opcodes as an older server answers one it does not know, with an
 // error, then a closed connection. One connection at a time.
+// What a FrameProxy makes of the server behind it: itself, one of the release before
+// GET_SHM_STREAM (its HELLO_OK offers no kFeatureStreamedLeases), or an older one still,
+// which answers GET_SHM_MANY, GET_SHM_STREAM and ERASE_MANY "unknown opcode" and hangs up.
+enum class ProxyAs { kCurrent, kWithoutStreams, kOlder };
+
 class FrameProxy {
  public:
-  FrameProxy(std::string server_sock, const std::string& path, bool older)
-      : server_sock_(std::move(server_sock)), older_(older) {
+  FrameProxy(std::string server_sock, const std::string& path, ProxyAs as)
+      : server_sock_(std::move(server_sock)),
+        older_(as == ProxyAs::kOlder),
+        no_streams_(as != ProxyAs::kCurrent) {
     auto l = ListenUnix(path);
     EXPECT_TRUE(l.ok()) << l.status().ToString();
     if (l.ok()) listen_ = std::move(l).value();
@@ -650,6 +751,7 @@ class FrameProxy {
     thread_.join();
   }
   int lease_batches() const { return lease_batches_; }  // GET_SHM_MANY requests seen
+  int streams() const { return streams_; }              // GET_SHM_STREAM requests seen
   int erase_batches() const { return erase_batches_; }  // ERASE_MANY requests seen
 
  private:
@@ -659,7 +761,7 @@ class FrameProxy {
       if (!client.valid()) return;
       auto server = ConnectUnix(server_sock_, std::chrono::milliseconds(2000));
       if (!server.ok()) return;
-      std::thread down([&] { Down(server->get(), client.get()); });
+      std::thread down([&] { Down(server->get(), client.get(), no_streams_); });
       Up(client.get(), server->get());
       shutdown(client.get(), SHUT_RDWR);
       shutdown(server->get(), SHUT_RDWR);
@@ -676,8 +778,10 @@ class FrameProxy {
       std::string body(d->body_len, '\0');
       if (!RecvAll(from, body.data(), body.size(), "client").ok()) return;
       if (d->op == Op::kGetShmMany) ++lease_batches_;
+      if (d->op == Op::kGetShmStream) ++streams_;
       if (d->op == Op::kEraseMany) ++erase_batches_;
-      const bool batch = d->op == Op::kGetShmMany || d->op == Op::kEraseMany;
+      const bool batch =
+          d->op == Op::kGetShmMany || d->op == Op::kGetShmStream || d->op == Op::kEraseMany;
       if (batch && older_) {  // no reply is pending: the client waits for it
         const std::string err = ErrorBody(
             Status::InvalidArgument("unknown opcode " + std::to_string(static_cast<int>(d->op))));
@@ -690,10 +794,12 @@ class FrameProxy {
       if (!SendAll(to, iov, 2, "server").ok()) return;
     }
   }
-  // Server to client, bytes as they come, with a passed descriptor passed on.
-  static void Down(int from, int to) {
+  // Server to client, bytes as they come, with a passed descriptor passed on; without
+  // streams, HELLO_OK (the first frame, which comes whole with the pool's descriptor) offers
+  // no kFeatureStreamedLeases.
+  static void Down(int from, int to, bool no_streams) {
     std::vector<uint8_t> buf(1 << 16);
-    for (;;) {
+    for (bool first = true;; first = false) {
       iovec iov{buf.data(), buf.size()};
       alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
       msghdr msg{};
@@ -707,6 +813,16 @@ class FrameProxy {
       if (cmsghdr* c = CMSG_FIRSTHDR(&msg); c && c->cmsg_type == SCM_RIGHTS)
         std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
       iov.iov_len = static_cast<size_t>(n);
+      if (first && no_streams) {
+        auto h = DecodeHeader(buf.data());
+        HelloInfo hello;
+        BodyReader r(buf.data() + kHeaderBytes, static_cast<size_t>(n) - kHeaderBytes);
+        ASSERT_TRUE(h.ok() && h->op == Op::kHelloOk && ParseHelloBody(&r, &hello));
+        hello.features &= ~kFeatureStreamedLeases;
+        const std::string body = HelloBody(hello);
+        ASSERT_EQ(body.size(), h->body_len);
+        std::memcpy(buf.data() + kHeaderBytes, body.data(), body.size());
+      }
       Status st = fd >= 0 ? SendWithFd(to, &iov, 1, fd, "client") : SendAll(to, &iov, 1, "client");
       if (fd >= 0) close(fd);
       if (!st.ok()) return;
@@ -714,26 +830,33 @@ class FrameProxy {
   }
 
   std::string server_sock_;
-  const bool older_;
+  const bool older_, no_streams_;
   UniqueFd listen_;
   std::atomic<int> lease_batches_{0};
+  std::atomic<int> streams_{0};
   std::atomic<int> erase_batches_{0};
   std::thread thread_;
 };
 
 // GetMany over shared memory copies out of leases: the entries on disk only are read back in
-// one batch, each copied into its buffer, and every lease is released.
-TEST(NetShm, GetManyCopiesAStepOutOfOneBatchOfLeases) {
+// one batch, each copied into its buffer, and every lease is released. Against this server,
+// in one GET_SHM_STREAM (the pool hit and each disk read's pieces copied out as the server
+// tells of them); against one without it, as a GET_SHM_MANY of the pool's entries and one of
+// the rest, both in flight.
+void GetManyCopiesAStepOutOfLeases(ProxyAs as) {
   testing::TempDir dir;
   auto server = ServeFromDiskOnly(dir.path(), 3);
-  FrameProxy proxy(server->shm_uri().substr(5), dir.path() + "/proxy.sock", /*older=*/false);
+  FrameProxy proxy(server->shm_uri().substr(5), dir.path() + "/proxy.sock", as);
   auto c = ConnectOrDie("unix:" + dir.path() + "/proxy.sock");
   ASSERT_STREQ(c->transport(), "shm");
   std::vector<std::vector<uint8_t>> bufs(4, std::vector<uint8_t>(2 * kMiB));
   bufs[3].resize(kMiB);                                                    // too small for k2
   ASSERT_TRUE(c->Get("ns", "k1", {bufs[2].data(), bufs[2].size()}).ok());  // k1 in the pool
   std::vector<std::span<uint8_t>> dsts;
-  for (auto& b : bufs) dsts.push_back({b.data(), b.size()});
+  for (auto& b : bufs) {
+    std::fill(b.begin(), b.end(), 0xEE);
+    dsts.push_back({b.data(), b.size()});
+  }
   auto got = c->GetMany("ns", {"k0", "absent", "k1", "k2"}, dsts);
   ASSERT_EQ(got.size(), 4u);
   for (int i : {0, 2}) {
@@ -741,18 +864,27 @@ TEST(NetShm, GetManyCopiesAStepOutOfOneBatchOfLeases) {
     ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
     ASSERT_EQ(got[i]->bytes, kMiB + k);
     EXPECT_EQ(0, std::memcmp(bufs[i].data(), Payload(k, kMiB + k).data(), kMiB + k)) << i;
+    EXPECT_EQ(bufs[i][kMiB + k], 0xEE) << i << ": nothing written past the entry";
   }
   EXPECT_TRUE(got[1].status().IsNotFound()) << got[1].status().ToString();
   EXPECT_TRUE(got[3].status().IsInvalidArgument()) << got[3].status().ToString();
   EXPECT_NE(got[3].status().message().find("destination buffer"), std::string::npos);
   auto st = c->Stats();
   ASSERT_TRUE(st.ok());
-  // k1 by its Get; then k0 and k2 read back in one batch, requested while k1 and the absent
-  // key were answered from the pool (two requests in flight).
+  // k1 by its Get; then k0 and k2 read back in one batch.
   EXPECT_EQ(st->pool().promotions, 3u);
-  EXPECT_EQ(proxy.lease_batches(), 2);
+  EXPECT_EQ(proxy.streams(), as == ProxyAs::kCurrent ? 1 : 0);
+  EXPECT_EQ(proxy.lease_batches(), as == ProxyAs::kCurrent ? 0 : 2);
   EXPECT_EQ(st->client_leases, 0u);  // each released once copied
   c.reset();                         // before the proxy: its connection ends first
+}
+
+TEST(NetShm, GetManyCopiesAStepOutOfOneStreamOfLeases) {
+  GetManyCopiesAStepOutOfLeases(ProxyAs::kCurrent);
+}
+
+TEST(NetShm, GetManyCopiesAStepOutOfTwoBatchesOfLeasesFromAServerWithoutStreams) {
+  GetManyCopiesAStepOutOfLeases(ProxyAs::kWithoutStreams);
 }
 
 // A batch that would pass the reader's leased-bytes share is not refused as a whole: the
@@ -788,7 +920,7 @@ TEST(NetShm, GetManyWithinTheLeaseShareAsksRefusedKeysAgainAlone) {
 TEST(NetShm, AnOlderServerWithoutLeaseBatchesIsReadKeyByKey) {
   testing::TempDir dir;
   auto server = ServeFromDiskOnly(dir.path(), 2);
-  FrameProxy older(server->shm_uri().substr(5), dir.path() + "/older.sock", /*older=*/true);
+  FrameProxy older(server->shm_uri().substr(5), dir.path() + "/older.sock", ProxyAs::kOlder);
   auto c = ConnectOrDie("unix:" + dir.path() + "/older.sock");
   ASSERT_STREQ(c->transport(), "shm");
   std::vector<uint8_t> b0(2 * kMiB), b1(2 * kMiB), b2(2 * kMiB);
@@ -823,7 +955,7 @@ TEST(NetShm, EraseManyErasesABatchInOneRequestDurably) {
   auto server = ServeFromDiskOnly(dir.path(), 3);  // k0..k2 on disk only
   const uint16_t port = server->port();
   {
-    FrameProxy proxy(server->shm_uri().substr(5), dir.path() + "/proxy.sock", /*older=*/false);
+    FrameProxy proxy(server->shm_uri().substr(5), dir.path() + "/proxy.sock", ProxyAs::kCurrent);
     auto c = ConnectOrDie("unix:" + dir.path() + "/proxy.sock");
     ASSERT_TRUE(c->Put("ns", "k3", U8(kMiB), Span(Payload(3, kMiB))).ok());  // in the pool
     ASSERT_TRUE(c->Put("other", "k1", U8(kMiB), Span(Payload(9, kMiB))).ok());
@@ -884,7 +1016,7 @@ TEST(NetShm, AskingAServerWithoutADeviceTierForItKeepsTheLeasesHeld) {
 TEST(NetShm, AnOlderServerWithoutEraseBatchesIsErasedKeyByKey) {
   testing::TempDir dir;
   auto server = ServeFromDiskOnly(dir.path(), 3);
-  FrameProxy older(server->shm_uri().substr(5), dir.path() + "/older.sock", /*older=*/true);
+  FrameProxy older(server->shm_uri().substr(5), dir.path() + "/older.sock", ProxyAs::kOlder);
   auto c = ConnectOrDie("unix:" + dir.path() + "/older.sock");
   std::vector<bool> erased;
   ASSERT_TRUE(c->EraseMany(NsKeys{{"ns", "k0"}, {"ns", "absent"}}, &erased).ok());
