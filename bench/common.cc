@@ -135,6 +135,10 @@ Daemon::Daemon(const Config& cfg, std::string dir, uint64_t pool) : dir_(std::mo
     why_ = c.ok() ? "the daemon offered no shared memory" : c.status().ToString();
 }
 
+Result<std::unique_ptr<net::Client>> Daemon::Connect() const {
+  return net::Client::Connect("unix:" + dir_ + "/serve.sock");
+}
+
 std::string Daemon::Tally(uint64_t misses) const {
   auto st = client_ ? client_->Stats() : Result<StoreStats>(Status::Unavailable(why_));
   if (!st.ok()) return std::to_string(misses) + " misses; stats: " + st.status().ToString();

@@ -119,6 +119,8 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
   net::Client* client() const { return client_.get(); }
   const std::string& why() const { return why_; }
+  // Another client of the daemon (a scheduler's, beside the worker's client()).
+  Result<std::unique_ptr<net::Client>> Connect() const;
   // "N misses, pool hits H, disk hits D": the pass's misses and the daemon's hit counts.
   std::string Tally(uint64_t misses) const;
 

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include "bench/baseline.h"
@@ -86,39 +88,56 @@ uint64_t Step(Cache* c, MixedRun& run, size_t i) {
   return misses;
 }
 
-// One ec-store pass over the plan. With `prefetch`, a second thread calls Prefetch with the
-// next step's items while this step is fetched, as the connector does when the scheduler
-// first sees an item (before the step that uses it runs): its disk reads are then in flight
-// while the current step's are. Returns GB/s.
+// A second thread that hints the next step's items while this step is fetched, as the
+// connector's scheduler side does when it first sees an item (before the step that uses it
+// runs): their disk reads are then in flight while the current step's are. hint(keys) is
+// Store::Prefetch, or a daemon's PREFETCH on a second connection.
+class NextStepHints {
+ public:
+  NextStepHints(const MixedPlan& mp, std::function<void(const std::vector<std::string>&)> hint)
+      : thread_([this, &mp, hint = std::move(hint)] {
+          for (size_t seen = 0; !done_;) {
+            size_t next = step_now_.load() + 1;
+            if (next >= mp.steps.size()) break;
+            if (next == seen) {  // the next step's items are in: wait for the step to move on
+              std::this_thread::sleep_for(std::chrono::microseconds(200));
+              continue;
+            }
+            hint(mp.Keys(next));
+            seen = next;
+          }
+        }) {}
+  ~NextStepHints() {
+    done_ = true;
+    thread_.join();
+  }
+  void Now(size_t step) { step_now_ = step; }
+
+ private:
+  std::atomic<size_t> step_now_{0};
+  std::atomic<bool> done_{false};
+  std::thread thread_;  // last: it reads the two above
+};
+
+// One ec-store pass over the plan, with `prefetch` hints of the next step's items
+// (NextStepHints). Returns GB/s.
 double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, MixedRun& run,
                   bool prefetch) {
   std::filesystem::remove_all(sdir);
   auto store = OpenStore(cfg, sdir, pool);
   const auto& plan = run.mp.steps;
   const double ops = static_cast<double>(plan.size()) * kMixedBatch;
-  std::atomic<size_t> step_now{0};
-  std::atomic<bool> done{false};
-  std::thread prefetcher;
-  if (prefetch)
-    prefetcher = std::thread([&] {
-      for (size_t seen = 0; !done;) {
-        size_t next = step_now.load() + 1;
-        if (next >= plan.size()) break;
-        if (next == seen) {  // the next step's items are in: wait for the step to move on
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
-          continue;
-        }
-        store->Prefetch("bench", run.mp.Keys(next)).ok();  // absent items: nothing to promote
-        seen = next;
-      }
-    });
+  std::optional<NextStepHints> hints;
+  if (prefetch)  // absent items: nothing to promote
+    hints.emplace(run.mp,
+                  [&](const std::vector<std::string>& k) { store->Prefetch("bench", k).ok(); });
   Latencies lat;
   uint64_t misses = 0;
   const DiskCounters disk0 = SampleDisk(sdir);
   double fill = 0;  // the pool's use after each step, as a fraction of its budget
   auto t0 = Clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
-    step_now = i;
+    if (hints) hints->Now(i);
     auto t = Clock::now();
     misses += Step(store.get(), run, i);
     lat.Add(t);
@@ -126,8 +145,7 @@ double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, Mix
     fill += static_cast<double>(p.used) / static_cast<double>(p.capacity);
   }
   double secs = Since(t0);
-  done = true;
-  if (prefetcher.joinable()) prefetcher.join();
+  hints.reset();
   const std::string disk = DiskNote(sdir, disk0, secs, ops);
   StoreStats st = *store->Stats();
   char note[320];
@@ -150,32 +168,45 @@ double MixedStore(const Config& cfg, const std::string& sdir, uint64_t pool, Mix
 // same-host daemon: a step's GetMany over shared memory (its keys leased in one
 // GET_SHM_STREAM, the disk-only ones read back in one batch, each piece copied out of the
 // mapped pool as the daemon tells of it landing), the misses put through the connection's
-// put arena. Returns GB/s, or 0 where the daemon did not start.
-double MixedDaemon(const Config& cfg, MixedRun& run) {
+// put arena. With `prefetch`, NextStepHints sends PREFETCH on a second connection, as the
+// connector's scheduler side does through its own client. Returns GB/s, or 0 where the
+// daemon did not start.
+double MixedDaemon(const Config& cfg, MixedRun& run, bool prefetch) {
+  const char* system = prefetch ? "ec-store-daemon-prefetch" : "ec-store-daemon";
   Daemon daemon(cfg, cfg.dir + "/mixed-daemon", run.mp.pool);
   net::Client* c = daemon.client();
-  if (!c) {
-    Add({"mixed", "ec-store-daemon", 0, 0, 0, 0, -1, "not run: " + daemon.why()});
+  auto scheduler = prefetch ? daemon.Connect() : Result<std::unique_ptr<net::Client>>(nullptr);
+  if (!c || !scheduler.ok()) {
+    Add({"mixed", system, 0, 0, 0, 0, -1,
+         "not run: " + (c ? scheduler.status().ToString() : daemon.why())});
     return 0;
   }
   const auto& plan = run.mp.steps;
+  std::optional<NextStepHints> hints;
+  if (prefetch)
+    hints.emplace(run.mp, [&](const std::vector<std::string>& k) {
+      Die((*scheduler)->Prefetch("bench", k).status(), "daemon prefetch");
+    });
   Latencies lat;
   uint64_t misses = 0;
   auto t0 = Clock::now();
   for (size_t i = 0; i < plan.size(); ++i) {
+    if (hints) hints->Now(i);
     auto t = Clock::now();
     misses += Step(c, run, i);
     lat.Add(t);
   }
   const double secs = Since(t0);
+  hints.reset();
   const double ops = static_cast<double>(plan.size()) * kMixedBatch;
   const std::string note =
+      std::string(prefetch ? "PREFETCH of the next step's items on a second connection; " : "") +
       "a same-host daemon: GetMany over shared memory (GET_SHM_STREAM: the pool's entries "
       "and each disk read's pieces copied out of the mapping as the daemon tells of them, "
       "while it reads the rest), misses put through the put arena; " +
       daemon.Tally(misses) + "; p50/p99 per step";
   const double gbps = static_cast<double>(run.mp.Bytes()) / secs / 1e9;
-  Add({"mixed", "ec-store-daemon", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
+  Add({"mixed", system, gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
   return gbps;
 }
 
@@ -252,7 +283,9 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
   Progress("mixed: ec-store with Prefetch one step ahead");
   const double prefetch_gbps = MixedStore(cfg, sdir, pool, run, true);
   Progress("mixed: ec-store serve on this host, GetMany over shared memory");
-  const double daemon_gbps = MixedDaemon(cfg, run);
+  const double daemon_gbps = MixedDaemon(cfg, run, false);
+  Progress("mixed: ec-store serve, with PREFETCH one step ahead");
+  const double daemon_prefetch_gbps = MixedDaemon(cfg, run, true);
   {
     Progress("mixed: baseline, files one after another, page cache held to the same budget");
     FileBaseline base(bdir);
@@ -279,12 +312,13 @@ void MixedWorkload(const Config& cfg, Payloads& pl) {
     double secs = Since(t0);
     const std::string disk = DiskNote(cfg.dir, disk0, secs, ops);
     double gbps = bytes / secs / 1e9;
-    char note[400];
+    char note[480];
     std::snprintf(note, sizeof(note),
                   "%s; ec-store/baseline %.2fx, with prefetch "
-                  "%.2fx, through a daemon %.2fx; LRU files beyond the budget dropped "
-                  "(fadvise DONTNEED)",
-                  disk.c_str(), store_gbps / gbps, prefetch_gbps / gbps, daemon_gbps / gbps);
+                  "%.2fx, through a daemon %.2fx, with PREFETCH %.2fx; LRU files beyond the "
+                  "budget dropped (fadvise DONTNEED)",
+                  disk.c_str(), store_gbps / gbps, prefetch_gbps / gbps, daemon_gbps / gbps,
+                  daemon_prefetch_gbps / gbps);
     Add({"mixed", "baseline", gbps, ops / secs, lat.P(0.5), lat.P(0.99), -1, note});
   }
   std::filesystem::remove_all(bdir);

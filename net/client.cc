@@ -182,6 +182,27 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
   return out;
 }
 
+Result<bool> Client::Prefetch(std::string_view ns, const std::vector<std::string>& keys) {
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  for (const std::string& k : keys) EC_RETURN_IF_ERROR(ValidateKey(k));
+  bool queued = true;
+  for (size_t at = 0; at < keys.size(); at += kMaxLeaseBatch) {
+    const std::vector<std::string> chunk(keys.begin() + at,
+                                         keys.begin() + std::min(keys.size(), at + kMaxLeaseBatch));
+    auto got = WithRetry([&]() -> Result<bool> {
+      if (!(link_.server_features() & kFeaturePrefetch)) return false;
+      EC_RETURN_IF_ERROR(link_.SendRequest(Op::kPrefetch, KeysBody(ns, chunk)));
+      auto body = link_.ReadReply(Op::kOk);
+      if (!body.ok()) return body.status();
+      if (body->size() != 1) return Status::Unavailable("malformed PREFETCH reply");
+      return (*body)[0] != 0;
+    });
+    if (!got.ok()) return got.status();
+    queued = queued && *got;
+  }
+  return queued;
+}
+
 // An older server answers a batch opcode it lacks "unknown opcode" and hangs up: the
 // connection is dropped (the next request reconnects), and the caller goes key by key.
 bool Client::RefusedAsUnknown(const Status& st) {

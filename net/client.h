@@ -56,6 +56,12 @@ class Client : public Cache {
   // key.
   std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
                                              const std::vector<std::string>& keys) override;
+  // A hint that the keys will be read soon: PREFETCH, kMaxLeaseBatch keys a request. The
+  // server queues it and answers at once; its prefetcher then reads the disk-only entries
+  // into its pool in one batch (evicting nothing). True where every request was queued;
+  // false where the server does not offer it (an older one) or its queue was full. A bad
+  // key is InvalidArgument, and nothing is sent.
+  Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys);
   Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(

@@ -25,9 +25,12 @@ Status Connection::Hello(HelloInfo* info, int* pool_fd) {
 // passed its pool (shared memory); one-sided reads when both ends have RDMA; else TCP.
 Status Connection::ChooseTransport(const HelloInfo& info, int pool_fd) {
   transport_.reset();
+  features_ = info.features;
   if (unix_) {
-    auto t = NewShmTransport(pool_fd, info.pool_bytes, opt_.put_arena ? info.features : 0,
-                             arena_registrar_);
+    const uint32_t arena = kFeaturePutArena | kFeaturePutLanding | kFeaturePutDevice;
+    auto t =
+        NewShmTransport(pool_fd, info.pool_bytes,
+                        opt_.put_arena ? info.features : info.features & ~arena, arena_registrar_);
     if (!t.ok()) return t.status();
     transport_ = std::move(t).value();
   } else if (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&

@@ -71,6 +71,8 @@ class Connection : public Channel, private ReadLease::Releaser {
   const ClientOptions& options() const { return opt_; }
   // The data path of the open link (null before the first Open succeeds).
   Transport* transport() const { return transport_.get(); }
+  // The kFeature* bits the open link's server offered in its HELLO_OK.
+  uint32_t server_features() const { return features_; }
 
   // Kept across reconnects: memory gets land in (RDMA), and the registrar put arenas are
   // registered with.
@@ -103,6 +105,7 @@ class Connection : public Channel, private ReadLease::Releaser {
   FrameStream conn_;  // the control connection
   UniqueFd parked_;   // an abandoned one's socket, until the next Open retires or closes it
   std::unique_ptr<Transport> transport_;                   // set by each Open
+  uint32_t features_ = 0;                                  // and these
   std::unique_ptr<LeaseGeneration> leases_;                // the open link's leases
   std::vector<std::unique_ptr<LeaseGeneration>> retired_;  // earlier ones with leases out
   std::vector<std::span<uint8_t>> registered_;  // RegisterBuffer's, re-registered on reconnect

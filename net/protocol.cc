@@ -38,6 +38,7 @@ bool IsKnownOp(uint16_t op) {
     case Op::kGetShmManyOk:
     case Op::kGetShmStream:
     case Op::kGetShmLanded:
+    case Op::kPrefetch:
     case Op::kEraseMany:
     case Op::kEraseManyOk:
     case Op::kPutArena:
@@ -187,6 +188,7 @@ bool IsRequest(Op op, bool shm, bool rdma) {
     case Op::kRelease:
     case Op::kVerify:
     case Op::kCompact:
+    case Op::kPrefetch:
       return true;
     case Op::kGetShm:
     case Op::kGetShmMany:

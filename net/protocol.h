@@ -81,6 +81,11 @@ enum class Op : uint16_t {
   // u64: in order per key, not yet checked), then GET_SHM_MANY_OK, where an item's ok byte is
   // kLeaseStreamed for a lease of exactly the bytes its GET_SHM_LANDED frames told of.
   kGetShmStream = 22,  // ns, n, n x key -> n x kGetShmLanded ... then kGetShmManyOk | kError
+  // A server whose HELLO_OK offers kFeaturePrefetch, on any connection: a hint that these
+  // keys will be read soon. Queued (the server's prefetcher reads their disk-only entries
+  // into the pool in one batch, as Store::Prefetch does) and answered at once: queued u8
+  // (0: the queue was full and the hint was dropped). A bad key queues nothing.
+  kPrefetch = 23,  // ns, n, n x key -> kOk(queued u8) | kError
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -157,6 +162,7 @@ inline constexpr uint32_t kFeaturePutArena = 1;        // PUT_ARENA and PUT_SHM
 inline constexpr uint32_t kFeaturePutLanding = 2;      // PUT_SHM's kPutLanding
 inline constexpr uint32_t kFeaturePutDevice = 4;       // PREPARE_DEVICE_PUTS and PUT_DEVICE
 inline constexpr uint32_t kFeatureStreamedLeases = 8;  // GET_SHM_STREAM
+inline constexpr uint32_t kFeaturePrefetch = 16;       // PREFETCH (any connection)
 // A GET_SHM_MANY_OK item's ok byte: 0 an error follows, 1 a lease, kLeaseStreamed a lease of
 // the bytes GET_SHM_LANDED told of (GET_SHM_STREAM only).
 inline constexpr uint8_t kLeaseStreamed = 2;

@@ -105,6 +105,7 @@ void Server::Stop() {
   for (Conn& c : conns_)
     if (c.thread.joinable()) c.thread.join();
   conns_.clear();
+  prefetcher_.Stop();                               // before the store closes
   if (rdma_) store_->RemoveRegistrar(rdma_.get());  // before the listener (and its PD) goes
 }
 
@@ -320,10 +321,11 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   }
   HelloInfo info;
   info.transport = c->shm ? "shm" : "tcp";
+  info.features = kFeaturePrefetch;
   if (c->shm) {  // hand over the pool once; gets then return offsets into it
     info.pool_bytes = store_->pool_region().size;
-    info.features = kFeaturePutArena | kFeaturePutLanding | kFeatureStreamedLeases |
-                    (device_puts_.Offered() ? kFeaturePutDevice : 0);
+    info.features |= kFeaturePutArena | kFeaturePutLanding | kFeatureStreamedLeases |
+                     (device_puts_.Offered() ? kFeaturePutDevice : 0);
     std::string b = HelloBody(info);
     uint8_t out[kHeaderBytes];
     EncodeHeader({kVersion, Op::kHelloOk, h.request_id, b.size()}, out);
@@ -408,6 +410,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kPutShm:
     case Op::kPrepareDevicePuts:
     case Op::kPutDevice:
+    case Op::kPrefetch:
       return HandleStoreRequest(c, h, &r);
     case Op::kList:
       return HandleList(c, h, &r);
@@ -427,15 +430,16 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
   }
 }
 
-// LOOKUP, ERASE and ERASE_MANY, and the same-host puts' requests (PUT_ARENA's reply passes
-// the arena's memfd).
+// LOOKUP, ERASE and ERASE_MANY, PREFETCH, and the same-host puts' requests (PUT_ARENA's reply
+// passes the arena's memfd).
 Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) {
   auto a = h.op == Op::kPutArena || h.op == Op::kPutShm
                ? AnswerArena({store_, &copier_, opt_.io_timeout}, h.op, r, &c->arena, &c->key,
                              &c->bytes_in)
            : h.op == Op::kPrepareDevicePuts || h.op == Op::kPutDevice
                ? AnswerDevicePut(&device_puts_, &c->imports, h.op, r, &c->key, &c->bytes_in)
-               : AnswerKeys(store_, h.op, r);
+           : h.op == Op::kPrefetch ? AnswerPrefetch(&prefetcher_, r)
+                                   : AnswerKeys(store_, h.op, r);
   if (!a.ok()) {  // malformed: answer, then close
     ReplyError(c, h, a.status());
     return a.status();

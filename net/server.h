@@ -18,6 +18,7 @@
 #include "net/device_put.h"
 #include "net/lease_table.h"
 #include "net/list_cursor.h"
+#include "net/prefetcher.h"
 #include "net/protocol.h"
 #include "net/put_arena.h"
 #include "net/server_metrics.h"
@@ -138,6 +139,8 @@ class Server {
   // Same-host PUT_DEVICE (the pool's CUDA registration); declared before conns_, whose
   // DeviceImports copy into the pool it registers.
   DevicePuts device_puts_{store_};
+  // PREFETCH hints, acted on by its own thread; declared before conns_, which queue to it.
+  Prefetcher prefetcher_{store_};
   std::list<Conn> conns_;
   std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
   std::atomic<uint64_t> connections_{0};

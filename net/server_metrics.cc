@@ -67,6 +67,8 @@ const char* OpLabel(Op op) {
       return "get_many";
     case Op::kEraseMany:
       return "erase_many";
+    case Op::kPrefetch:
+      return "prefetch";
     default:
       return "";
   }

@@ -731,8 +731,8 @@ TEST(NetShm, ALeaseOutlivesAReconnectToTheSameRunningServer) {
 // upgrade: it answers those opcodes as an older server answers one it does not know, with an
 // error, then a closed connection. One connection at a time.
 // What a FrameProxy makes of the server behind it: itself, one of the release before
-// GET_SHM_STREAM (its HELLO_OK offers no kFeatureStreamedLeases), or an older one still,
-// which answers GET_SHM_MANY, GET_SHM_STREAM and ERASE_MANY "unknown opcode" and hangs up.
+// GET_SHM_STREAM and PREFETCH (its HELLO_OK offers neither), or an older one still, which
+// answers GET_SHM_MANY, GET_SHM_STREAM and ERASE_MANY "unknown opcode" and hangs up.
 enum class ProxyAs { kCurrent, kWithoutStreams, kOlder };
 
 class FrameProxy {
@@ -818,7 +818,7 @@ class FrameProxy {
         HelloInfo hello;
         BodyReader r(buf.data() + kHeaderBytes, static_cast<size_t>(n) - kHeaderBytes);
         ASSERT_TRUE(h.ok() && h->op == Op::kHelloOk && ParseHelloBody(&r, &hello));
-        hello.features &= ~kFeatureStreamedLeases;
+        hello.features &= ~(kFeatureStreamedLeases | kFeaturePrefetch);
         const std::string body = HelloBody(hello);
         ASSERT_EQ(body.size(), h->body_len);
         std::memcpy(buf.data() + kHeaderBytes, body.data(), body.size());
@@ -885,6 +885,42 @@ TEST(NetShm, GetManyCopiesAStepOutOfOneStreamOfLeases) {
 
 TEST(NetShm, GetManyCopiesAStepOutOfTwoBatchesOfLeasesFromAServerWithoutStreams) {
   GetManyCopiesAStepOutOfLeases(ProxyAs::kWithoutStreams);
+}
+
+// PREFETCH, over TCP and the same host: queued and answered at once, and the server's
+// prefetcher reads the disk-only entries into its pool (an absent key is skipped). A bad key
+// is refused before anything is sent. A server of the release before it offers no PREFETCH:
+// the hint is not sent, and the answer says so.
+TEST(NetShm, APrefetchIsQueuedAndTheServerReadsTheEntriesIntoItsPool) {
+  testing::TempDir dir;
+  auto server = ServeFromDiskOnly(dir.path(), 5);
+  auto in_pool = [](Client* c, const char* key) {
+    auto e = c->Lookup("ns", key);
+    return e.ok() && e->tiers.has(Tier::kPool);
+  };
+  int k = 0;
+  for (const std::string& uri : {server->uri(), server->shm_uri()}) {
+    auto c = ConnectOrDie(uri);
+    const std::string a = "k" + std::to_string(k++), b = "k" + std::to_string(k++);
+    auto queued = c->Prefetch("ns", {a, "absent", b});
+    ASSERT_TRUE(queued.ok()) << queued.status().ToString();
+    EXPECT_TRUE(*queued);
+    for (int i = 0; i < 500 && !(in_pool(c.get(), a.c_str()) && in_pool(c.get(), b.c_str())); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_TRUE(in_pool(c.get(), a.c_str())) << uri;
+    EXPECT_TRUE(in_pool(c.get(), b.c_str())) << uri;
+    EXPECT_TRUE(c->Prefetch("ns", {"k4", ""}).status().IsInvalidArgument());
+  }
+  FrameProxy before(server->shm_uri().substr(5), dir.path() + "/before.sock",
+                    ProxyAs::kWithoutStreams);
+  {
+    auto c = ConnectOrDie("unix:" + dir.path() + "/before.sock");
+    auto queued = c->Prefetch("ns", {"k4"});
+    ASSERT_TRUE(queued.ok()) << queued.status().ToString();
+    EXPECT_FALSE(*queued);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(in_pool(c.get(), "k4"));
+  }
 }
 
 // A batch that would pass the reader's leased-bytes share is not refused as a whole: the

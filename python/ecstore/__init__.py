@@ -233,9 +233,10 @@ class Cache:
 
     def prefetch(self, ns: str, keys: Sequence[str]) -> bool:
         """A hint that `keys` will be read soon: an embedded store reads those only on disk
-        into its pool in one batch (all reads in flight together). It evicts nothing: an
-        entry that does not fit the pool's free room now stays on disk until it is read.
-        False where it does nothing (a daemon promotes on its own when read)."""
+        into its pool in one batch (all reads in flight together); a daemon queues the hint
+        (PREFETCH, answered at once) and does the same on its own thread. It evicts nothing:
+        an entry that does not fit the pool's free room now stays on disk until it is read.
+        False where it does nothing (an older daemon, or its queue of hints was full)."""
         return self._c.prefetch(ns, list(keys))
 
     def acquire_on_device(self, ns: str, key: str) -> Lease:

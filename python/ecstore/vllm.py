@@ -216,7 +216,10 @@ class EcStoreConnector(ECConnectorBase):
         decided = self._decided.setdefault(request.request_id, {})
         ready = True
         fresh = [f.identifier for f in request.mm_features if f.identifier not in decided]
-        if len(fresh) > 1:  # the scheduler's first look: their disk reads go out together
+        # The scheduler's first look: their disk reads go out together, ahead of the step that
+        # loads them. A daemon queues the hint and answers at once, so one item is worth it;
+        # an embedded store reads on this thread, so only a batch is.
+        if len(fresh) > 1 or (fresh and self._cache.transport != "local"):
             try:
                 self._cache.prefetch(self._ns, fresh)
             except ecstore.Error as e:  # a hint; the pins below decide

@@ -169,12 +169,16 @@ class PyCache {
     return Lease(Check(core_->store->AcquireOnDevice(ns, key)), core_, device);
   }
 
-  // A hint: an embedded store reads the keys' disk-only entries into its pool in one batch
-  // (a server promotes on its own when asked). True when it was acted on.
+  // A hint: an embedded store reads the keys' disk-only entries into its pool in one batch;
+  // a server offering PREFETCH queues it and does the same on its own thread. True when it
+  // was acted on (or queued).
   bool prefetch(const std::string& ns, const std::vector<std::string>& keys) {
     core_->Live();
-    if (!core_->store) return false;
     nb::gil_scoped_release nogil;
+    if (core_->client) {
+      auto l = core_->Lock();
+      return Check(core_->client->Prefetch(ns, keys));
+    }
     Status st = core_->store->Prefetch(ns, keys);
     if (!st.ok() && !st.IsBusy()) Check(st);
     return true;

@@ -335,6 +335,33 @@ def test_prefetch_reads_disk_entries_into_the_pool_in_one_batch(tmp_path):
     c.close()
 
 
+def test_a_daemon_queues_a_prefetch_and_reads_the_entries_into_its_pool(daemon):
+    """Through a daemon (TCP and same host), prefetch is PREFETCH: queued and answered at once,
+    the daemon's own thread then reads the disk-only entries into its pool. A bad key is
+    refused and nothing is queued."""
+    arrays = [np.arange(i, i + 256 * 1024, dtype=np.float32) for i in range(96)]
+    w = ecstore.connect(daemon["unix"])
+    for i, a in enumerate(arrays):  # 96 MiB through a 64 MiB pool: the first ones leave it
+        w.put("ns", f"k{i}", a)
+    cold = [f"k{i}" for i in range(96) if w.lookup("ns", f"k{i}").tiers == ["disk"]]
+    assert len(cold) >= 4
+    w.erase_many("ns", [f"k{i}" for i in range(88, 96)])  # room: a prefetch evicts nothing
+    for uri, keys in ((daemon["tcp"], cold[:2]), (daemon["unix"], cold[2:4])):
+        c = ecstore.connect(uri)
+        assert c.prefetch("ns", keys) is True
+        for _ in range(500):  # the daemon's prefetcher reads them (within 10 s, sanitizers too)
+            if all("pool" in c.lookup("ns", k).tiers for k in keys):
+                break
+            time.sleep(0.02)
+        assert all("pool" in c.lookup("ns", k).tiers for k in keys), keys
+        with pytest.raises(ecstore.InvalidArgument):
+            c.prefetch("ns", ["ok", ""])
+        c.close()
+    for k in cold[:4]:
+        assert np.array_equal(w.get("ns", k, like="numpy"), arrays[int(k[1:])])
+    w.close()
+
+
 def test_a_second_put_of_the_same_entry_keeps_it(cache):
     # Embedded and through a daemon (whose PUT fills a reserved block, then commits): the store
     # compares the bytes and keeps its entry, with nothing written to disk again.
