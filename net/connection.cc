@@ -1,5 +1,6 @@
 #include "net/connection.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
 
 #include "rdma/verbs.h"
@@ -126,6 +127,11 @@ Result<std::string> Connection::ReadReply(Op expect, int* passed_fd) {
 Result<std::string> Connection::ReadReplyOrNote(Op expect, Op note, bool* is_note) {
   return conn_.ReadReplyOrNote(expect, note, is_note);
 }
+bool Connection::InputWaiting() {
+  pollfd p{conn_.fd(), POLLIN, 0};
+  return conn_.valid() && ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
 Status Connection::ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                                 EntryInfo* info) {
   return conn_.ReadGetReply(dst_for, info);

@@ -85,6 +85,7 @@ class Connection : public Channel, private ReadLease::Releaser {
                      std::span<const uint8_t> payload = {}) override;
   Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr) override;
   Result<std::string> ReadReplyOrNote(Op expect, Op note, bool* is_note) override;
+  bool InputWaiting() override;
   Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                       EntryInfo* info) override;
   // Each new lease's releaser: counted in this link's generation.

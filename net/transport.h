@@ -38,6 +38,8 @@ class Channel {
   virtual Result<std::string> ReadReply(Op expect, int* passed_fd = nullptr) = 0;
   // The same where a frame of opcode `note` may come first; *is_note says which came.
   virtual Result<std::string> ReadReplyOrNote(Op expect, Op note, bool* is_note) = 0;
+  // Whether bytes of another frame are already waiting to be read (no wait).
+  virtual bool InputWaiting() = 0;
   // Reads a GET reply's info, then its bytes into dst_for(info).
   virtual Status ReadGetReply(const std::function<std::span<uint8_t>(const EntryInfo&)>& dst_for,
                               EntryInfo* info) = 0;
