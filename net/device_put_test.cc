@@ -12,6 +12,7 @@
 #include "net/client.h"
 #include "net/frame_stream.h"
 #include "net/server.h"
+#include "tests/raw_hello.h"
 #include "tests/test_util.h"
 
 namespace ecstore::net {
@@ -43,20 +44,10 @@ class DevicePutTest : public ::testing::Test {
   // A raw connection on the unix socket, past HELLO; *features set from HELLO_OK.
   FrameStream Raw(uint32_t* features) {
     FrameStream s;
-    auto fd = ConnectUnix(dir_.sub("serve.sock"), std::chrono::milliseconds(2000));
-    EXPECT_TRUE(fd.ok());
-    if (!fd.ok()) return s;
-    s.Adopt(std::move(fd).value());
-    BodyWriter hello;
-    hello.Str("");
-    EXPECT_TRUE(s.Send(Op::kHello, hello.data()).ok());
-    int pool_fd = -1;
-    auto hi = s.ReadReply(Op::kHelloOk, &pool_fd);
-    EXPECT_TRUE(hi.ok()) << hi.status().ToString();
-    if (pool_fd >= 0) close(pool_fd);
-    BodyReader r(reinterpret_cast<const uint8_t*>(hi->data()), hi->size());
     HelloInfo info;
-    EXPECT_TRUE(ParseHelloBody(&r, &info));
+    UniqueFd pool_fd;
+    Status st = testing::RawHello(dir_.sub("serve.sock"), &s, &info, &pool_fd);
+    EXPECT_TRUE(st.ok()) << st.ToString();
     *features = info.features;
     return s;
   }

@@ -14,6 +14,7 @@
 #include "net/client.h"
 #include "net/frame_stream.h"
 #include "net/server.h"
+#include "tests/raw_hello.h"
 #include "tests/test_util.h"
 
 namespace ecstore::net {
@@ -381,20 +382,11 @@ TEST_F(PutArenaTest, ALandingBlockOfAReplacedArenaIsPutOnceItLands) {
 // refused with a reason and the connection stays usable; the arena passed cannot be shrunk
 // or grown by the client (its reads would fault the server), but it can be written.
 TEST_F(PutArenaTest, TheServerRefusesBlocksOutsideTheArenaAndSealsItsSize) {
-  auto fd = ConnectUnix(dir_.sub("serve.sock"), std::chrono::milliseconds(2000));
-  ASSERT_TRUE(fd.ok());
   FrameStream s;
-  s.Adopt(std::move(fd).value());
-  BodyWriter hello;
-  hello.Str("");
-  ASSERT_TRUE(s.Send(Op::kHello, hello.data()).ok());
-  int pool_fd = -1;
-  auto hi = s.ReadReply(Op::kHelloOk, &pool_fd);
-  ASSERT_TRUE(hi.ok()) << hi.status().ToString();
-  close(pool_fd);
-  BodyReader hr(reinterpret_cast<const uint8_t*>(hi->data()), hi->size());
   HelloInfo info;
-  ASSERT_TRUE(ParseHelloBody(&hr, &info));
+  UniqueFd pool_fd;
+  Status hello = testing::RawHello(dir_.sub("serve.sock"), &s, &info, &pool_fd);
+  ASSERT_TRUE(hello.ok()) << hello.ToString();
   EXPECT_EQ(info.features & kFeaturePutArena, kFeaturePutArena);
   EXPECT_EQ(info.features & kFeaturePutLanding, kFeaturePutLanding);
   const std::string head = *PutHeadBody("ns", "raw", U8(kMiB), kMiB);

@@ -15,6 +15,7 @@
 
 #include "net/client.h"
 #include "net/server.h"
+#include "tests/raw_hello.h"
 #include "tests/test_util.h"
 
 namespace ecstore::net {
@@ -550,22 +551,14 @@ TEST(NetShm, GetShmStreamTellsOfEachPieceAsItLandsThenLeasesIt) {
   }
   first->Stop();  // reopened with an empty pool: every entry on disk only
   ServerProcess server(dir.path(), "", 64 * kMiB, port, true);
-  auto fd = ConnectUnix(server.shm_uri().substr(5), std::chrono::milliseconds(2000));
-  ASSERT_TRUE(fd.ok());
   FrameStream s;
-  s.Adopt(std::move(fd).value());
-  BodyWriter hello;
-  hello.Str("");
-  ASSERT_TRUE(s.Send(Op::kHello, hello.data()).ok());
-  int pool_fd = -1;
-  auto hi = s.ReadReply(Op::kHelloOk, &pool_fd);
-  ASSERT_TRUE(hi.ok()) << hi.status().ToString();
-  BodyReader hr(reinterpret_cast<const uint8_t*>(hi->data()), hi->size());
   HelloInfo info;
-  ASSERT_TRUE(ParseHelloBody(&hr, &info));
+  UniqueFd pool_fd;
+  Status hello = testing::RawHello(server.shm_uri().substr(5), &s, &info, &pool_fd);
+  ASSERT_TRUE(hello.ok()) << hello.ToString();
   ASSERT_EQ(info.features & kFeatureStreamedLeases, kFeatureStreamedLeases);
-  void* map = mmap(nullptr, info.pool_bytes, PROT_READ, MAP_SHARED, pool_fd, 0);
-  close(pool_fd);
+  void* map = mmap(nullptr, info.pool_bytes, PROT_READ, MAP_SHARED, pool_fd.get(), 0);
+  pool_fd.reset();
   ASSERT_NE(map, MAP_FAILED);
   const auto* pool = static_cast<const uint8_t*>(map);
   ASSERT_TRUE(s.Send(Op::kGetShm, KeyBody("ns", "k1")).ok());  // k1 back in the pool
