@@ -59,9 +59,9 @@ class Lifecycle {
     if (!store_ || !server_) return "# ec-store is " + phase_ + "\n";
     auto stats = store_->Stats();
     if (!stats.ok()) return "# stats unavailable: " + stats.status().ToString() + "\n";
-    return ops::RenderPrometheus(
-        *stats, server_->metrics().Snapshot(),
-        {server_->connections(), server_->client_leases(), server_->uptime_seconds()});
+    return ops::RenderPrometheus(*stats, server_->metrics().Snapshot(),
+                                 {server_->connections(), server_->client_leases(),
+                                  server_->uptime_seconds(), server_->prefetches()});
   }
   // One line every `every`: what moved since the last one.
   void Summaries(milliseconds every, const std::atomic<bool>& stop) {

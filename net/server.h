@@ -77,6 +77,7 @@ class Server {
   const ServerMetrics& metrics() const { return metrics_; }
   uint64_t connections() const { return connections_.load(); }
   uint64_t client_leases() const { return leases_held_.load(); }
+  Prefetcher::Counters prefetches() const { return prefetcher_.counters(); }
   double uptime_seconds() const;
 
  private:

@@ -80,6 +80,7 @@ constexpr Tier kTierOrder[] = {Tier::kDevice, Tier::kPool, Tier::kDisk};
 // and so do PUT, PUT_SHM and PUT_DEVICE.
 Op Canonical(Op op) {
   if (op == Op::kPutShm || op == Op::kPutDevice) return Op::kPut;
+  if (op == Op::kGetShmStream) return Op::kGetShmMany;
   return op == Op::kGetShm || op == Op::kGetRdma ? Op::kGet : op;
 }
 

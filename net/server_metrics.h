@@ -67,7 +67,9 @@ class ServerMetrics {
   MetricsSnapshot Snapshot() const;
 
  private:
-  static constexpr size_t kOps = 22, kWires = 3, kOutcomes = 3, kTiers = 4;
+  // kOps: one past the largest request opcode (PREFETCH).
+  static constexpr size_t kOps = static_cast<size_t>(Op::kPrefetch) + 1, kWires = 3, kOutcomes = 3,
+                          kTiers = 4;
   struct Histogram {
     std::array<std::atomic<uint64_t>, kLatencyBounds.size() + 1> buckets{};
     std::atomic<uint64_t> count{0}, sum_ns{0};

@@ -151,6 +151,14 @@ void Served(Writer& w, const net::MetricsSnapshot& m, const ServerState& st) {
            static_cast<double>(st.client_leases));
   w.Metric("ecstore_uptime_seconds", "gauge", "Seconds since the server started.",
            st.uptime_seconds);
+  w.Family("ecstore_prefetch_hints_total", "counter",
+           "PREFETCH hints queued, dropped (the queue was full) and acted on.");
+  w.Sample("ecstore_prefetch_hints_total", Label("outcome", "queued"),
+           static_cast<double>(st.prefetch.hints));
+  w.Sample("ecstore_prefetch_hints_total", Label("outcome", "dropped"),
+           static_cast<double>(st.prefetch.dropped));
+  w.Sample("ecstore_prefetch_hints_total", Label("outcome", "done"),
+           static_cast<double>(st.prefetch.done));
   w.Family("ecstore_build_info", "gauge", "The ec-store version serving.");
   w.Sample("ecstore_build_info", Label("version", EC_STORE_VERSION), 1);
 }

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "net/prefetcher.h"
 #include "net/server_metrics.h"
 #include "store/cache.h"
 
@@ -16,6 +17,7 @@ struct ServerState {
   uint64_t connections = 0;
   uint64_t client_leases = 0;
   double uptime_seconds = 0;
+  net::Prefetcher::Counters prefetch;  // PREFETCH hints queued, dropped, acted on
 };
 
 std::string RenderPrometheus(const StoreStats& stats, const net::MetricsSnapshot& served,

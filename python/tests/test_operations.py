@@ -53,6 +53,13 @@ def test_metrics_move_under_load_and_parse(served):
         over_tcp.get_into("ops", "absent", np.empty(16, dtype=np.uint8))
     assert not over_tcp.contains("ops", "absent-too")
     assert over_shm.contains("ops", "k0")
+    many = over_shm.get_many("ops", ["k0", "k1"], like="numpy")  # one GET_SHM_STREAM
+    assert all(np.array_equal(a, payload) for a in many)
+    assert over_tcp.prefetch("ops", ["k0", "absent"])  # a hint: queued, then acted on
+    deadline = time.monotonic() + 10
+    while _value(_scrape(base), "ecstore_prefetch_hints_total", outcome="done") < 1:
+        assert time.monotonic() < deadline, "the daemon did not act on a queued prefetch"
+        time.sleep(0.02)
     after = _scrape(base)
 
     def moved(name, **labels):
@@ -62,7 +69,7 @@ def test_metrics_move_under_load_and_parse(served):
     assert moved("ecstore_requests_total", op="get", transport="tcp", outcome="ok") == 8
     assert moved("ecstore_requests_total", op="get", transport="shm", outcome="ok") == 8
     assert moved("ecstore_requests_total", op="get", transport="tcp", outcome="not_found") == 1
-    assert moved("ecstore_bytes_total", direction="out") == 16 * payload.nbytes
+    assert moved("ecstore_bytes_total", direction="out") == 18 * payload.nbytes
     assert moved("ecstore_bytes_total", direction="in") >= 8 * payload.nbytes
     assert moved("ecstore_request_duration_seconds_count", op="get", transport="tcp") == 9
     assert moved("ecstore_get_duration_seconds_count", transport="tcp", tier="pool") == 8
@@ -70,10 +77,14 @@ def test_metrics_move_under_load_and_parse(served):
     inf = _value(after, "ecstore_request_duration_seconds_bucket", op="get", transport="shm",
                  le="+Inf")
     assert inf == _value(after, "ecstore_request_duration_seconds_count", op="get", transport="shm")
-    assert moved("ecstore_tier_hits_total", tier="pool") == 16
+    assert moved("ecstore_tier_hits_total", tier="pool") == 18
     assert moved("ecstore_misses_total") == 1
     assert moved("ecstore_lookups_total", outcome="miss") >= 1
     assert moved("ecstore_lookups_total", outcome="hit") >= 1
+    assert moved("ecstore_requests_total", op="prefetch", transport="tcp", outcome="ok") == 1
+    assert moved("ecstore_requests_total", op="get_many", transport="shm", outcome="ok") == 1
+    assert moved("ecstore_prefetch_hints_total", outcome="queued") == 1
+    assert moved("ecstore_prefetch_hints_total", outcome="dropped") == 0
     assert _value(after, "ecstore_tier_entries", tier="pool") == 8
     assert _value(after, "ecstore_tier_capacity_bytes", tier="pool") == 64 << 20
     assert _value(after, "ecstore_connections") >= 2
