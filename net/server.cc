@@ -519,8 +519,11 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
 // table. A key that is not found does not make the request an error.
 Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
   bool failed = false;
+  // A reader that stops reading holds up the batch's reads (and other readers waiting on
+  // their entries) for at most io_timeout: then no more frames are sent to it.
   auto tell = [&](const std::string& body) {
-    return SendFrame(c->fd.get(), Op::kGetShmLanded, h.request_id, body);
+    return SendFrame(c->fd.get(), Op::kGetShmLanded, h.request_id, body, {},
+                     FrameDeadline(opt_.io_timeout, body.size()));
   };
   auto a = AnswerLeaseBatch(store_, &c->leases, h.op, r, tell, &c->bytes_out, &failed);
   if (!a.ok()) {  // malformed: answer, then close
