@@ -60,7 +60,7 @@ void Prefetcher::Loop() {
 Result<Answer> AnswerPrefetch(Prefetcher* prefetcher, BodyReader* r) {
   auto req = ParseKeysBody(r);
   if (!req.ok()) return req.status();
-  Status bad = ValidateNamespace(req->ns);
+  Status bad;  // the namespace was checked by ParseKeysBody
   for (size_t i = 0; bad.ok() && i < req->keys.size(); ++i) bad = ValidateKey(req->keys[i]);
   if (!bad.ok()) return Answer{bad, Op::kOk, ""};
   BodyWriter w;

@@ -173,7 +173,7 @@ class ShmTransport : public Transport {
       bool landed = false;
       auto body = ch.ReadReplyOrNote(Op::kGetShmManyOk, Op::kGetShmLanded, &landed);
       if (!body.ok()) return body.status();
-      if (landed) EC_RETURN_IF_ERROR(CopyLanded(*body, dsts, &told, &copies));
+      if (landed) EC_RETURN_IF_ERROR(TakeLanded(*body, dsts, &told, &copies));
       if (!copies.empty() && (!landed || !ch.InputWaiting())) {
         copier_.Copy(copies);  // what was told together (a step's pool hits) goes together
         copies.clear();
@@ -221,7 +221,7 @@ class ShmTransport : public Transport {
   };
   // A GET_SHM_LANDED frame: the key's bytes from what was copied up to what has landed (as
   // much as its destination holds), to be copied out of the mapping (into *copies).
-  Status CopyLanded(const std::string& frame, const std::vector<std::span<uint8_t>>& dsts,
+  Status TakeLanded(const std::string& frame, const std::vector<std::span<uint8_t>>& dsts,
                     std::vector<Told>* told, std::vector<CopyPool::Item>* copies) const {
     BodyReader r(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
     uint32_t key;
