@@ -122,14 +122,25 @@ class StreamImpl : public CopyStream {
 
 Status CopyOnStream(void* dst, const void* src, size_t bytes, Direction d, int device,
                     uintptr_t stream) {
+  EC_RETURN_IF_ERROR(EnqueueCopy(dst, src, bytes, d, device, stream));
+  return WaitForStream(device, stream);
+}
+
+Status EnqueueCopy(void* dst, const void* src, size_t bytes, Direction d, int device,
+                   uintptr_t stream) {
   DeviceScope scope(device);
   cudaMemcpyKind kind = d == Direction::kHostToDevice   ? cudaMemcpyHostToDevice
                         : d == Direction::kDeviceToHost ? cudaMemcpyDeviceToHost
                                                         : cudaMemcpyDeviceToDevice;
-  auto* s = reinterpret_cast<cudaStream_t>(stream);
-  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, s);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, reinterpret_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) return Fail(err, "copying " + std::to_string(bytes) + " bytes");
+  return Status::Ok();
+}
+
+Status WaitForStream(int device, uintptr_t stream) {
+  DeviceScope scope(device);
+  cudaError_t err = cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) return Fail(err, "waiting for the copies");
   return Status::Ok();
 }
 

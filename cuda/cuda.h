@@ -53,6 +53,12 @@ class CopyStream {
 // by it). One call, no events: what a load into a fresh tensor needs.
 Status CopyOnStream(void* dst, const void* src, size_t bytes, Direction d, int device,
                     uintptr_t stream);
+// The two halves of CopyOnStream: a copy enqueued on the caller's stream (no wait; the
+// bytes at src must stay as they are until the stream has run it), and the wait for that
+// stream.
+Status EnqueueCopy(void* dst, const void* src, size_t bytes, Direction d, int device,
+                   uintptr_t stream);
+Status WaitForStream(int device, uintptr_t stream);
 
 // GPUDirect RDMA: a dma-buf fd for device memory [base, base+bytes)
 // (cuMemGetHandleForAddressRange, through the runtime's driver entry point: nothing links

@@ -20,6 +20,8 @@ std::unique_ptr<MemoryBackend> NewDeviceBackend(int) { return nullptr; }
 std::unique_ptr<MemoryRegistrar> NewHostRegistrar() { return nullptr; }
 Result<std::unique_ptr<CopyStream>> CopyStream::Create(int) { return NotBuilt(); }
 Status CopyOnStream(void*, const void*, size_t, Direction, int, uintptr_t) { return NotBuilt(); }
+Status EnqueueCopy(void*, const void*, size_t, Direction, int, uintptr_t) { return NotBuilt(); }
+Status WaitForStream(int, uintptr_t) { return NotBuilt(); }
 Result<int> DmaBufFd(const void*, size_t) { return NotBuilt(); }
 Result<std::string> ExportIpcHandle(const void*) { return NotBuilt(); }
 Result<void*> OpenIpcHandle(const std::string&, int) { return NotBuilt(); }

@@ -1,6 +1,7 @@
 #include "net/client.h"
 
 #include <cstring>
+#include <thread>
 
 #include "store/stats_json.h"
 
@@ -152,12 +153,22 @@ Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
 
 std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
                                                    const std::vector<std::string>& keys) {
+  return AcquireMany(ns, keys, nullptr);
+}
+
+// Batches of kMaxLeaseBatch valid keys (a bad key is answered here), each one GET_SHM_MANY,
+// or with a watch and a server that streams, one GET_SHM_STREAM. A stream that breaks is
+// asked again unwatched (its told copies were finished at the watch's last batch_end).
+std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
+                                                   const std::vector<std::string>& keys,
+                                                   LandingWatch* watch) {
+  if (watch) watch->streamed.assign(keys.size(), false);
   Status st = ValidateNamespace(ns);
   if (st.ok() && !link_.valid()) st = link_.Open();
-  if (!st.ok() || no_lease_batches_ || !link_.transport()->caps().same_host_zero_copy)
+  if (!st.ok() || no_lease_batches_ || !caps().same_host_zero_copy)
     return Cache::AcquireMany(ns, keys);  // each key answers for itself
   std::vector<std::optional<Result<ReadLease>>> slot(keys.size());
-  std::vector<size_t> sent;  // the valid keys; a bad one is answered here
+  std::vector<size_t> sent;  // the valid keys
   for (size_t i = 0; i < keys.size(); ++i) {
     Status valid = ValidateKey(keys[i]);
     if (valid.ok())
@@ -169,12 +180,31 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
     std::vector<std::string> chunk;
     for (size_t j = at; j < std::min(sent.size(), at + kMaxLeaseBatch); ++j)
       chunk.push_back(keys[sent[j]]);
-    auto got = WithRetry([&] { return link_.transport()->AcquireManyInPlace(link_, ns, chunk); });
+    LandingWatch told;  // the watch, told in the caller's key numbers
+    Result<std::vector<Result<ReadLease>>> got = Status::Unavailable("not asked");
+    if (watch && caps().streamed_leases) {
+      if (watch->landed)
+        told.landed = [&](size_t k, const uint8_t* p, uint64_t n) {
+          watch->landed(sent[at + k], p, n);
+        };
+      told.batch_end = watch->batch_end;
+      got = link_.transport()->AcquireManyStreamed(link_, ns, chunk, &told);
+      if (!got.ok()) {
+        if (told.batch_end) told.batch_end();
+        told.streamed.clear();
+        NoteRefusedBatch(got.status());
+        link_.Abandon();  // out of step
+      }
+    }
+    if (!got.ok() && !no_lease_batches_)
+      got = WithRetry([&] { return link_.transport()->AcquireManyInPlace(link_, ns, chunk); });
     if (!got.ok()) NoteRefusedBatch(got.status());
-    for (size_t j = 0; j < chunk.size(); ++j)
+    for (size_t j = 0; j < chunk.size(); ++j) {
       slot[sent[at + j]] = got.ok()            ? std::move((*got)[j])
                            : no_lease_batches_ ? Acquire(ns, chunk[j])
                                                : Result<ReadLease>(got.status());
+      if (j < told.streamed.size()) watch->streamed[sent[at + j]] = told.streamed[j];
+    }
   }
   std::vector<Result<ReadLease>> out;
   out.reserve(keys.size());
@@ -279,30 +309,45 @@ std::vector<Result<EntryInfo>> Client::CopyOutOfLeases(
   return out;
 }
 
-// keys[at, end) in one GET_SHM_STREAM: the server tells of each pool hit at once and of each
-// disk read's pieces as they land, and they are copied out meanwhile, so only the copies of
-// what landed last follow the reads (as in process, where GetMany copies pieces as they
-// land). The leases of entries so copied are released unread; the rest are copied out.
-// A key refused for the leased-bytes share (Busy) goes to *refused; a reply that cannot be
-// read leaves the connection out of step: it is reset, and the batch goes through AcquireMany.
+// keys[at, end) in one GET_SHM_STREAM (AcquireMany with a watch): the server tells of each
+// pool hit at once and of each disk read's pieces as they land, and they are copied out
+// meanwhile -- what was told together goes together, over the copy helpers -- so only the
+// copies of what landed last follow the reads (as in process, where GetMany copies pieces
+// as they land). The leases of entries so copied whole are released unread; the rest are
+// copied out. A key refused for the leased-bytes share (Busy) goes to *refused.
 void Client::StreamInto(std::string_view ns, const std::vector<std::string>& keys,
                         const std::vector<std::span<uint8_t>>& dsts, size_t at, size_t end,
                         std::vector<Result<EntryInfo>>* out, std::vector<size_t>* refused) {
   const std::vector<std::string> batch(keys.begin() + at, keys.begin() + end);
-  const std::vector<std::span<uint8_t>> into(dsts.begin() + at, dsts.begin() + end);
-  std::vector<bool> copied;
-  auto got = link_.transport()->AcquireManyStreamed(link_, ns, batch, into, &copied);
-  if (!got.ok()) {
-    NoteRefusedBatch(got.status());
-    link_.Abandon();  // out of step
-    got = AcquireMany(ns, batch);
-    copied.assign(batch.size(), false);
-  }
+  struct Told {
+    const uint8_t* at = nullptr;
+    uint64_t copied = 0;
+  };
+  std::vector<Told> told(batch.size());
+  std::vector<CopyPool::Item> copies;  // told, not yet copied
+  if (!copier_)
+    copier_ =
+        std::make_unique<CopyPool>(CopyPool::DefaultThreads(std::thread::hardware_concurrency()));
+  LandingWatch watch;
+  watch.landed = [&](size_t k, const uint8_t* p, uint64_t landed) {
+    Told& t = told[k];
+    if (t.at != p) t = {p, 0};  // read again elsewhere: from the start
+    const uint64_t upto = std::min<uint64_t>(landed, dsts[at + k].size());
+    if (upto <= t.copied) return;
+    copies.push_back({dsts[at + k].data() + t.copied, p + t.copied, upto - t.copied});
+    t.copied = upto;
+  };
+  watch.batch_end = [&] {
+    copier_->Copy(copies);
+    copies.clear();
+  };
+  auto got = AcquireMany(ns, batch, &watch);
   for (size_t j = 0; j < batch.size(); ++j) {
-    Result<ReadLease>& lease = (*got)[j];
+    Result<ReadLease>& lease = got[j];
     if (lease.status().IsBusy()) refused->push_back(at + j);
-    (*out)[at + j] = copied[j] ? Result<EntryInfo>(lease->info())  // released on return
-                               : CopyOut(std::move(lease), dsts[at + j]);
+    const bool copied = watch.streamed[j] && lease.ok() && told[j].copied == lease->size();
+    (*out)[at + j] = copied ? Result<EntryInfo>(lease->info())  // released on return
+                            : CopyOut(std::move(lease), dsts[at + j]);
   }
 }
 

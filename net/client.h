@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/copy_pool.h"
 #include "net/connection.h"
 #include "net/protocol.h"
 #include "net/socket.h"
@@ -56,6 +57,12 @@ class Client : public Cache {
   // key.
   std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
                                              const std::vector<std::string>& keys) override;
+  // With a watch (Cache::LandingWatch), from a server that streams leases (same host,
+  // caps().streamed_leases): one GET_SHM_STREAM per batch, each GET_SHM_LANDED frame told as
+  // it comes, batch_end before each wait for the next. Elsewhere as AcquireMany.
+  std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
+                                             const std::vector<std::string>& keys,
+                                             LandingWatch* watch) override;
   // A hint that the keys will be read soon: PREFETCH, kMaxLeaseBatch keys a request. The
   // server queues it and answers at once; its prefetcher then reads the disk-only entries
   // into its pool in one batch (evicting nothing). True where every request was queued;
@@ -146,9 +153,10 @@ class Client : public Cache {
       const std::function<void(const std::vector<size_t>&, std::vector<Result<ReadLease>>)>& copy);
   Result<nlohmann::json> Admin(Op op, Op expect);
 
-  Connection link_;                // the server: control connection, data path, leases
-  bool no_lease_batches_ = false;  // the server answered GET_SHM_MANY "unknown opcode"
-  bool no_erase_batches_ = false;  // ... and ERASE_MANY
+  Connection link_;                   // the server: control connection, data path, leases
+  std::unique_ptr<CopyPool> copier_;  // StreamInto's copies (made at its first use)
+  bool no_lease_batches_ = false;     // the server answered GET_SHM_MANY "unknown opcode"
+  bool no_erase_batches_ = false;     // ... and ERASE_MANY
 };
 
 }  // namespace ecstore::net

@@ -6,7 +6,7 @@ Result<Answer> AnswerLeaseBatch(Store* store, LeaseTable* leases, Op op, BodyRea
                                 const TellLanded& tell, uint64_t* bytes_out, bool* failed) {
   auto req = ParseKeysBody(r);
   if (!req.ok()) return req.status();
-  Store::LandingWatch watch;
+  Cache::LandingWatch watch;
   Status told;
   const uint8_t* const pool = store->pool_region().base;
   if (op == Op::kGetShmStream)

@@ -11,9 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
-#include "base/copy_pool.h"
 #include "cuda/cuda.h"
 #include "net/device_put.h"
 #include "net/transport.h"
@@ -157,39 +155,34 @@ class ShmTransport : public Transport {
     return Leases(ch, *body, ns, keys, nullptr);
   }
 
-  // GET_SHM_STREAM: each GET_SHM_LANDED frame's new bytes copied into their destination at
-  // once (while the server reads the rest), then the leases. Where the server marks a lease
-  // as of the bytes told, and every one of them was copied from where the lease lies, that
-  // destination is done.
-  Result<std::vector<Result<ReadLease>>> AcquireManyStreamed(
-      Channel& ch, std::string_view ns, const std::vector<std::string>& keys,
-      const std::vector<std::span<uint8_t>>& dsts, std::vector<bool>* copied) override {
-    if (!(features_ & kFeatureStreamedLeases) || dsts.size() != keys.size())
-      return Transport::AcquireManyStreamed(ch, ns, keys, dsts, copied);
+  // GET_SHM_STREAM: each GET_SHM_LANDED frame told to the watch as it comes (where in the
+  // mapping, how much), batch_end where no other frame waits; then the leases. Where the
+  // server marks a lease as of the bytes told, and they were told whole, at the lease's
+  // place, the watch was told of exactly that lease's bytes (streamed).
+  Result<std::vector<Result<ReadLease>>> AcquireManyStreamed(Channel& ch, std::string_view ns,
+                                                             const std::vector<std::string>& keys,
+                                                             Cache::LandingWatch* watch) override {
+    if (!(features_ & kFeatureStreamedLeases))
+      return Transport::AcquireManyStreamed(ch, ns, keys, watch);
     EC_RETURN_IF_ERROR(ch.SendRequest(Op::kGetShmStream, KeysBody(ns, keys)));
     std::vector<Told> told(keys.size());
-    std::vector<CopyPool::Item> copies;  // told, not yet copied
     for (;;) {
       bool landed = false;
       auto body = ch.ReadReplyOrNote(Op::kGetShmManyOk, Op::kGetShmLanded, &landed);
       if (!body.ok()) return body.status();
-      if (landed) EC_RETURN_IF_ERROR(TakeLanded(*body, dsts, &told, &copies));
-      if (!copies.empty() && (!landed || !ch.InputWaiting())) {
-        copier_.Copy(copies);  // what was told together (a step's pool hits) goes together
-        copies.clear();
+      if (landed) EC_RETURN_IF_ERROR(Tell(*body, watch, &told));
+      if (watch->batch_end && (!landed || !ch.InputWaiting())) watch->batch_end();
+      if (landed) continue;
+      std::vector<uint8_t> oks;
+      auto leases = Leases(ch, *body, ns, keys, &oks);
+      if (!leases.ok()) return leases;
+      watch->streamed.assign(keys.size(), false);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const auto& l = (*leases)[i];
+        watch->streamed[i] = oks[i] == kLeaseStreamed && l.ok() &&
+                             l->data() == map_ + told[i].offset && told[i].landed == l->size();
       }
-      if (!landed) {
-        std::vector<uint8_t> oks;
-        auto leases = Leases(ch, *body, ns, keys, &oks);
-        if (!leases.ok()) return leases;
-        copied->assign(keys.size(), false);
-        for (size_t i = 0; i < keys.size(); ++i) {
-          const auto& l = (*leases)[i];
-          (*copied)[i] = oks[i] == kLeaseStreamed && l.ok() && l->data() == map_ + told[i].offset &&
-                         told[i].copied == l->size();
-        }
-        return leases;
-      }
+      return leases;
     }
   }
 
@@ -214,28 +207,21 @@ class ShmTransport : public Transport {
     return lease.ok() ? std::move(lease) : Malformed(reply);
   }
 
-  // Where a streamed entry lies in the pool, and how much of it is in its destination.
+  // Where a streamed entry lies in the pool, and how much of it was told.
   struct Told {
     uint64_t offset = UINT64_MAX;
-    uint64_t copied = 0;
+    uint64_t landed = 0;
   };
-  // A GET_SHM_LANDED frame: the key's bytes from what was copied up to what has landed (as
-  // much as its destination holds), to be copied out of the mapping (into *copies).
-  Status TakeLanded(const std::string& frame, const std::vector<std::span<uint8_t>>& dsts,
-                    std::vector<Told>* told, std::vector<CopyPool::Item>* copies) const {
+  // A GET_SHM_LANDED frame, checked against the mapping and told to the watch.
+  Status Tell(const std::string& frame, Cache::LandingWatch* watch, std::vector<Told>* told) const {
     BodyReader r(reinterpret_cast<const uint8_t*>(frame.data()), frame.size());
     uint32_t key;
     uint64_t offset, landed;
-    if (!r.U32(&key) || !r.U64(&offset) || !r.U64(&landed) || key >= dsts.size() ||
+    if (!r.U32(&key) || !r.U64(&offset) || !r.U64(&landed) || key >= told->size() ||
         offset > bytes_ || landed > bytes_ - offset)
       return Malformed(Op::kGetShmLanded);
-    Told& t = (*told)[key];
-    if (t.offset != offset) t = {offset, 0};  // read again elsewhere: from the start
-    const uint64_t upto = std::min<uint64_t>(landed, dsts[key].size());
-    if (upto > t.copied) {
-      copies->push_back({dsts[key].data() + t.copied, map_ + offset + t.copied, upto - t.copied});
-      t.copied = upto;
-    }
+    (*told)[key] = {offset, landed};
+    if (watch->landed) watch->landed(key, map_ + offset, landed);
     return Status::Ok();
   }
 
@@ -344,7 +330,6 @@ class ShmTransport : public Transport {
   uint64_t device_bytes_ = 0;
   std::vector<std::pair<uint64_t, std::string>> handles_;  // (buffer id, IPC handle)
   // Splits a stream's copies out of the mapping, as an embedded GetMany's (none on 2 cores).
-  CopyPool copier_{CopyPool::DefaultThreads(std::thread::hardware_concurrency())};
 };
 
 }  // namespace

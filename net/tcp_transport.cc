@@ -43,8 +43,7 @@ Result<std::vector<Result<ReadLease>>> Transport::ReadLeaseBatch(Channel&, std::
                                  " transport cannot read the server's memory in place");
 }
 Result<std::vector<Result<ReadLease>>> Transport::AcquireManyStreamed(
-    Channel&, std::string_view, const std::vector<std::string>&,
-    const std::vector<std::span<uint8_t>>&, std::vector<bool>*) {
+    Channel&, std::string_view, const std::vector<std::string>&, Cache::LandingWatch*) {
   return Status::InvalidArgument(std::string("the ") + name() +
                                  " transport cannot stream leased reads");
 }

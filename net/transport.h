@@ -71,12 +71,12 @@ class Transport {
                                 const std::vector<std::string>& keys);
   virtual Result<std::vector<Result<ReadLease>>> ReadLeaseBatch(
       Channel& ch, std::string_view ns, const std::vector<std::string>& keys);
-  // As AcquireManyInPlace, with each entry's bytes copied into dsts[i] as the server reads
-  // them (streamed_leases): copied[i] says dsts[i] holds lease i's bytes, so only the
-  // others are left to copy. InvalidArgument where the server does not offer it.
+  // As AcquireManyInPlace, telling `watch` of each entry's bytes as the server reads them
+  // (streamed_leases; Cache::LandingWatch says how), watch->streamed set on return.
+  // InvalidArgument where the server does not offer it.
   virtual Result<std::vector<Result<ReadLease>>> AcquireManyStreamed(
       Channel& ch, std::string_view ns, const std::vector<std::string>& keys,
-      const std::vector<std::span<uint8_t>>& dsts, std::vector<bool>* copied);
+      Cache::LandingWatch* watch);
   // Registers caller memory that gets will land in, so they need no bounce copy (RDMA);
   // a no-op where the transport copies anyway. The memory must stay valid until
   // UnregisterBuffer or the Client's end.

@@ -66,7 +66,7 @@ std::vector<Result<EntryInfo>> BatchReads::GetMany(std::string_view ns,
 
 std::vector<Result<ReadLease>> BatchReads::AcquireMany(std::string_view ns,
                                                        const std::vector<std::string>& keys,
-                                                       Store::LandingWatch* watch) {
+                                                       Cache::LandingWatch* watch) {
   // As GetMany without the copies: an engine that reads in place (a host -> device copy
   // straight from the pool) takes a step's entries together, its disk reads in one batch.
   // A lease needs the bytes in the pool, so this promotes whatever promote_on_get says, as

@@ -34,7 +34,7 @@ class BatchReads {
   // With a watch, as Store's: the disk reads told as they land.
   std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
                                              const std::vector<std::string>& keys,
-                                             Store::LandingWatch* watch) EXCLUDES(kd_->mu);
+                                             Cache::LandingWatch* watch) EXCLUDES(kd_->mu);
 
  private:
   // Leases on the keys in the pool (that fit their buffer, given `dsts`). Without `only`:

@@ -204,6 +204,28 @@ class Cache {
   // together (by default: Acquire, key by key).
   virtual std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
                                                      const std::vector<std::string>& keys);
+  // AcquireMany, telling `watch` of each entry's bytes as they become readable where its
+  // lease will lie, so that a reader copies them out (into its buffer, to a GPU) while the
+  // rest are read: an embedded store tells of its pool hits at once and of each disk read's
+  // pieces as they land; a same-host client relays what its server tells (GET_SHM_STREAM).
+  // Told on the calling thread: landed(i, at, n) says [0, n) of key i's entry lies at `at`
+  // -- in order, not yet checked; a read redone elsewhere starts again at 0 at another
+  // `at`. batch_end (optional) is called where nothing more is told at once, so that what
+  // was told together can be acted on together. On return streamed[i] is true where key i's
+  // lease is of exactly the bytes told, at `at`, checked (nothing wrote them in between);
+  // elsewhere the lease (if any) came another way and is to be read whole.
+  struct LandingWatch {
+    std::function<void(size_t key, const uint8_t* at, uint64_t landed)> landed;
+    std::function<void()> batch_end;
+    std::vector<bool> streamed;
+  };
+  // (By default: AcquireMany, nothing told, streamed all false.)
+  virtual std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
+                                                     const std::vector<std::string>& keys,
+                                                     LandingWatch* watch) {
+    if (watch) watch->streamed.assign(keys.size(), false);
+    return AcquireMany(ns, keys);
+  }
   // Keeps the entry resident in memory (never evicted, never overwritten in place) until the
   // returned lease is destroyed, without moving its bytes (a remote pin's data() is null). A
   // scheduler pins what it has promised a worker will find. Remote pins also end when the

@@ -133,7 +133,7 @@ class HostEvictor : public Evictor {
     std::vector<bool> promoted;                       // into the pool
     std::vector<std::optional<EntryInfo>> delivered;  // and its bytes into dsts[i], checked
     // AcquireMany's part: each promoted entry leased as it is installed (into leased[i]),
-    // and with `watch`, its pieces told as they land (Store::LandingWatch); streamed[i]
+    // and with `watch`, its pieces told as they land (Cache::LandingWatch); streamed[i]
     // as PromoteItem's.
     bool lease = false;
     const std::function<void(size_t key, const uint8_t* at, uint64_t landed)>* watch = nullptr;

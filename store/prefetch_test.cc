@@ -165,7 +165,7 @@ TEST(Prefetch, AWatchedAcquireManyTellsEachPieceAsItLandsAndWhichLeasesHoldThem)
   };
   std::vector<Told> told(6);
   std::vector<size_t> order;
-  Store::LandingWatch watch;
+  Cache::LandingWatch watch;
   watch.landed = [&](size_t i, const uint8_t* at, uint64_t landed) {
     ASSERT_LT(i, told.size());
     Told& t = told[i];

@@ -178,24 +178,10 @@ class Store : public Cache {
   // entries that do not fit there now. GetMany does this first for its keys, evicting clean
   // entries where it must.
   virtual Status Prefetch(std::string_view ns, const std::vector<std::string>& keys) = 0;
-  // AcquireMany, telling `watch` of its disk reads as they land: a server streams them to a
+  // AcquireMany with a watch (Cache::LandingWatch): a server streams what it tells to a
   // same-host client, who copies each piece out while the rest are read (net/server.h).
-  // Called on this thread: watch.landed(i, at, n) says [0, n) of key i's entry has landed
-  // in pool memory at `at` -- in order, not yet checked. On return streamed[i] is true where
-  // key i's lease is of exactly those bytes, at `at`, checked (its block was leased as it
-  // was installed: nothing wrote it between); elsewhere the lease (if any) came another way.
-  struct LandingWatch {
-    std::function<void(size_t key, const uint8_t* at, uint64_t landed)> landed;
-    std::vector<bool> streamed;
-  };
   // (A store that cannot watch its reads answers as AcquireMany, streamed all false.)
   using Cache::AcquireMany;
-  virtual std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
-                                                     const std::vector<std::string>& keys,
-                                                     LandingWatch* watch) {
-    if (watch) watch->streamed.assign(keys.size(), false);
-    return AcquireMany(ns, keys);
-  }
   // EraseMany writes all the tombstones in one durable write (one fdatasync, not one per
   // entry). ListPages pages through one snapshot taken at the call.
   // Writes every entry without a disk copy to disk (device entries through the host pool)
@@ -209,7 +195,10 @@ class Store : public Cache {
   // (threshold 1.0 compacts every sealed segment with any dead bytes).
   virtual Status Compact(double live_ratio_threshold) = 0;
   // ---- device memory (a CUDA build; the first three need Options::device_pool_bytes > 0)
-  // Stores `bytes` bytes at device pointer `src` into the device tier (device->device).
+  // Stores `bytes` bytes at device pointer `src` into the device tier (device->device). The
+  // copy runs on the store's own non-blocking stream, which waits for no other: src must be
+  // written already (synchronize the stream that wrote it; a cudaMemcpy from pageable memory
+  // may return before its bytes have landed).
   virtual Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
                                const void* src, uint64_t bytes) = 0;
   // Copies the entry to device memory at `dst` (dst_bytes at least its size) from whichever

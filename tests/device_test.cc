@@ -16,6 +16,7 @@
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "net/device_put.h"
+#include "store/device_load.h"
 #include "store/store.h"
 #include "tests/test_util.h"
 
@@ -28,6 +29,7 @@ namespace {
 
 using testing::Bf16;
 using testing::Payload;
+using testing::Span;
 using testing::TempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -54,6 +56,9 @@ class DeviceBuffer {
   void Fill(uint64_t seed) {
     auto h = Payload(seed, bytes_);
     EXPECT_EQ(cudaMemcpy(p_, h.data(), bytes_, cudaMemcpyHostToDevice), cudaSuccess);
+    // From pageable memory cudaMemcpy may return before its DMA has landed, and the store
+    // copies on a non-blocking stream of its own: the bytes are ready only after this.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   std::vector<uint8_t> Read() const { return ReadAt(p_, bytes_); }
   static std::vector<uint8_t> ReadAt(const void* p, uint64_t n) {
@@ -560,6 +565,99 @@ TEST(DevicePut, AServerWithADeviceTierCopiesDeviceToDevice) {
   ServedDaemon d("32MiB");
   ASSERT_NE(d.c, nullptr);
   ExpectDevicePutsStoreWhatWasWritten(d.c.get(), Tier::kDevice);
+}
+
+// ---- GetManyToDevice (store/device_load.h): each copy enqueued as its bytes become readable.
+
+constexpr uint64_t kLoadSizes[] = {12 * kMiB + 6, kMiB, 5 * kMiB + 4};  // bf16: even
+
+void PutLoadEntries(Cache* c) {
+  for (int i = 0; i < 3; ++i) {
+    Status st =
+        c->Put("ns", "k" + std::to_string(i), Bf16(kLoadSizes[i]), Span(Payload(i, kLoadSizes[i])));
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+}
+
+// k1 in the pool, k0 and k2 on disk only (the caller reopened the store): a step of them,
+// an absent key, and k2 again into a buffer too small for it, each into device memory
+// whose bytes past the entry must stay as they were.
+void ExpectAStepLandsOnTheGpu(Cache* c) {
+  ASSERT_TRUE(c->Acquire("ns", "k1").ok());  // k1 back in the pool, released at once
+  const std::vector<std::string> keys{"k0", "absent", "k1", "k2", "k2"};
+  const uint64_t room[] = {13 * kMiB, kMiB, 2 * kMiB, 6 * kMiB, kMiB};
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+  std::vector<std::span<uint8_t>> dsts;
+  for (uint64_t r : room) {
+    bufs.push_back(std::make_unique<DeviceBuffer>(r));
+    ASSERT_EQ(cudaMemset(bufs.back()->get(), 0xEE, r), cudaSuccess);
+    dsts.emplace_back(static_cast<uint8_t*>(bufs.back()->get()), r);
+  }
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto got = GetManyToDevice(*c, "ns", keys, dsts, 0, reinterpret_cast<uintptr_t>(stream));
+  cudaStreamDestroy(stream);
+  ASSERT_EQ(got.size(), keys.size());
+  for (size_t i : {0, 2, 3}) {
+    const int k = keys[i][1] - '0';
+    const uint64_t n = kLoadSizes[k];
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    ASSERT_EQ(got[i]->bytes, n);
+    auto on_gpu = bufs[i]->Read();
+    EXPECT_TRUE(std::equal(on_gpu.begin(), on_gpu.begin() + n, Payload(k, n).begin()))
+        << keys[i] << ": bytes differ on the device";
+    EXPECT_TRUE(std::all_of(on_gpu.begin() + n, on_gpu.end(), [](uint8_t b) { return b == 0xEE; }))
+        << keys[i] << ": written past the entry";
+  }
+  EXPECT_TRUE(got[1].status().IsNotFound()) << got[1].status().ToString();
+  EXPECT_TRUE(got[4].status().IsInvalidArgument()) << got[4].status().ToString();
+  auto small = bufs[4]->Read();
+  EXPECT_TRUE(std::all_of(small.begin(), small.end(), [](uint8_t b) { return b == 0xEE; }))
+      << "a buffer too small for its entry was written";
+  EXPECT_EQ(c->Stats()->pool().promotions, 3u);  // k1's Acquire, then k0 and k2 together
+}
+
+TEST(DeviceLoad, AStepOfPoolAndDiskEntriesLandsOnTheGpuFromAnEmbeddedStore) {
+  REQUIRE_GPU();
+  TempDir dir;
+  Options o;
+  o.pool_bytes = 64 * kMiB;
+  {
+    auto s = Store::Open(dir.path(), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    PutLoadEntries(s->get());
+  }
+  auto s = Store::Open(dir.path(), o);  // reopened: every entry on disk only
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ExpectAStepLandsOnTheGpu(s->get());
+  EXPECT_EQ((*s)->Stats()->leases, 0u);
+}
+
+// Through a same-host daemon (GET_SHM_STREAM), its pool mapping registered with CUDA as the
+// Python package registers it.
+TEST(DeviceLoad, AStepOfPoolAndDiskEntriesLandsOnTheGpuThroughADaemon) {
+  REQUIRE_GPU();
+  TempDir dir;
+  pid_t pid = StartServer(dir.path(), "");
+  {
+    auto c = ConnectUnix(dir.path());
+    ASSERT_NE(c, nullptr);
+    PutLoadEntries(c.get());
+  }
+  StopProcess(pid, SIGTERM);  // a clean close; started again with an empty pool
+  pid = StartServer(dir.path(), "");
+  auto c = ConnectUnix(dir.path());
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->caps().streamed_leases);
+  auto pool = c->shared_pool();
+  ASSERT_EQ(
+      cudaHostRegister(const_cast<uint8_t*>(pool.data()), pool.size(), cudaHostRegisterReadOnly),
+      cudaSuccess);
+  ExpectAStepLandsOnTheGpu(c.get());
+  EXPECT_EQ(c->Stats()->client_leases, 0u);
+  cudaHostUnregister(const_cast<uint8_t*>(pool.data()));
+  c.reset();
+  StopProcess(pid, SIGTERM);
 }
 #endif
 

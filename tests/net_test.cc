@@ -880,6 +880,75 @@ TEST(NetShm, GetManyCopiesAStepOutOfTwoBatchesOfLeasesFromAServerWithoutStreams)
   GetManyCopiesAStepOutOfLeases(ProxyAs::kWithoutStreams);
 }
 
+// A same-host client's AcquireMany with a watch (Cache::LandingWatch, what GetManyToDevice
+// copies to the GPU from): the server's GET_SHM_LANDED frames are told as they come, in the
+// caller's key numbers (a bad key is answered here, shifting nothing), pieces in order at the
+// place the lease then has, until the leases marked streamed are told whole; batch_end comes
+// before each wait, so nothing told is left after the last one. A server without streams tells
+// nothing: every lease is to be read whole.
+void WatchedAcquireMany(ProxyAs as) {
+  testing::TempDir dir;
+  auto server = ServeFromDiskOnly(dir.path(), 3);
+  FrameProxy proxy(server->shm_uri().substr(5), dir.path() + "/proxy.sock", as);
+  auto c = ConnectOrDie("unix:" + dir.path() + "/proxy.sock");
+  ASSERT_STREQ(c->transport(), "shm");
+  ASSERT_TRUE(c->Acquire("ns", "k1").ok());  // k1 back in the pool
+  const std::vector<std::string> keys{"k0", "", "k1", "absent", "k2"};
+  std::vector<std::vector<uint8_t>> seen(keys.size());
+  std::vector<const uint8_t*> where(keys.size(), nullptr);
+  int batch_ends = 0, out_of_order = 0, told_since_batch_end = 0;
+  Cache::LandingWatch watch;
+  watch.landed = [&](size_t k, const uint8_t* at, uint64_t landed) {
+    ASSERT_LT(k, keys.size());
+    if (where[k] != at) seen[k].clear();  // read again elsewhere: from the start
+    where[k] = at;
+    if (landed < seen[k].size()) ++out_of_order;
+    ++told_since_batch_end;
+    seen[k].insert(seen[k].end(), at + seen[k].size(),
+                   at + std::max<uint64_t>(landed, seen[k].size()));
+  };
+  watch.batch_end = [&] {
+    ++batch_ends;
+    told_since_batch_end = 0;
+  };
+  auto got = c->AcquireMany("ns", keys, &watch);
+  ASSERT_EQ(got.size(), keys.size());
+  ASSERT_EQ(watch.streamed.size(), keys.size());
+  for (size_t i : {0, 2, 4}) {
+    const int k = static_cast<int>(i / 2);
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    EXPECT_EQ(0, std::memcmp(got[i]->data(), Payload(k, kMiB + k).data(), kMiB + k)) << i;
+    if (as != ProxyAs::kCurrent) continue;
+    EXPECT_TRUE(watch.streamed[i]) << i;
+    EXPECT_EQ(where[i], got[i]->data()) << i << ": told where its lease lies";
+    EXPECT_TRUE(seen[i] == Payload(k, kMiB + k)) << i << ": the bytes told are the entry's";
+  }
+  EXPECT_TRUE(got[1].status().IsInvalidArgument()) << got[1].status().ToString();
+  EXPECT_TRUE(got[3].status().IsNotFound()) << got[3].status().ToString();
+  EXPECT_FALSE(watch.streamed[1] || watch.streamed[3]);
+  EXPECT_TRUE(seen[1].empty() && seen[3].empty());
+  EXPECT_EQ(out_of_order, 0);
+  if (as == ProxyAs::kCurrent) {
+    EXPECT_GE(batch_ends, 1);
+    EXPECT_EQ(told_since_batch_end, 0) << "told after the last batch_end";
+  } else {
+    EXPECT_EQ(std::count(watch.streamed.begin(), watch.streamed.end(), true), 0);
+    EXPECT_TRUE(seen[0].empty() && seen[2].empty() && seen[4].empty());
+  }
+  EXPECT_EQ(proxy.streams(), as == ProxyAs::kCurrent ? 1 : 0);
+  got.clear();
+  EXPECT_EQ(c->Stats()->client_leases, 0u);
+  c.reset();  // before the proxy: its connection ends first
+}
+
+TEST(NetShm, AWatchedAcquireManyTellsEachPieceTheServerReadsAndWhichLeasesHoldThem) {
+  WatchedAcquireMany(ProxyAs::kCurrent);
+}
+
+TEST(NetShm, AWatchedAcquireManyFromAServerWithoutStreamsTellsNothing) {
+  WatchedAcquireMany(ProxyAs::kWithoutStreams);
+}
+
 // PREFETCH, over TCP and the same host: queued and answered at once, and the server's
 // prefetcher reads the disk-only entries into its pool (an absent key is skipped). A bad key
 // is refused before anything is sent. A server of the release before it offers no PREFETCH:

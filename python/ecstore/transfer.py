@@ -265,7 +265,7 @@ def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any) -> li
     if dev.type == "cpu":
         got = cache.get_many(ns, keys)
     elif _host_leases(cache):
-        got = _to_device(cache.acquire_many(ns, keys), dev)
+        got = _get_many_to_device(cache, ns, keys, dev)
     else:
         return [load(cache, ns, k, device) for k in keys]
     missing = [k for k, t in zip(keys, got) if t is None]
@@ -283,20 +283,27 @@ def _host_leases(cache: ecstore.Cache) -> bool:
     return cache.transport == "shm" and getattr(cache, "_remote_device", True) is False
 
 
-def _to_device(leases: list[Any], dev: torch.device) -> list[torch.Tensor | None]:
-    out: list[torch.Tensor | None] = []
-    try:
-        for lease in leases:
-            if lease is None:
-                out.append(None)
-                continue
-            src = lease.tensor()
-            dst = torch.empty(src.shape, dtype=src.dtype, device=dev)
-            dst.copy_(src, non_blocking=True)  # from the CUDA-registered pool
-            out.append(dst)
-    finally:
-        torch.cuda.current_stream(dev).synchronize()  # every copy done before any release
-        for lease in leases:
-            if lease is not None:
-                lease.release()
-    return out
+def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str],
+                        dev: torch.device) -> list[torch.Tensor | None]:
+    """New device tensors of the entries' shapes (None where absent), filled on the current
+    stream, each host->device copy enqueued as its entry's bytes become readable in the pool:
+    a pool hit's while the step's disk reads are in flight, a disk read's piece by piece as
+    it lands (store/device_load.h). Returns once the stream has run them."""
+    if dev.index is None:
+        dev = torch.device(dev.type, torch.cuda.current_device())
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    for _ in range(3):  # an entry replaced by one of another size meanwhile: look again
+        infos = cache.lookup_many(ns, keys)
+        outs = [None if i is None else
+                torch.empty(list(i.shape), dtype=_tensors.torch_dtype(i.dtype), device=dev)
+                for i in infos]
+        present = [(k, o) for k, o in zip(keys, outs) if o is not None]
+        try:
+            got = cache._c.get_many_to_device(
+                ns, [k for k, _ in present], [o.data_ptr() for _, o in present],
+                [o.numel() * o.element_size() for _, o in present], dev.index, stream)
+        except ecstore.InvalidArgument:
+            continue
+        it = iter(got)
+        return [None if o is None or next(it) is None else o for o in outs]
+    raise ecstore.Busy(f"entries of {ns} kept changing size while being read")

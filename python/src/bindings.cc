@@ -21,6 +21,7 @@
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "python/src/entries.h"
+#include "store/device_load.h"
 #include "store/stats_json.h"
 #include "store/store.h"
 
@@ -115,6 +116,37 @@ class PyCache {
       out.emplace_back(std::nullopt);
     }
     Check(failed);
+    return out;
+  }
+
+  // A step's entries into device memory at ptrs[i] (torch data_ptr()s, sizes[i] bytes each)
+  // on `stream` (torch's current stream), each copy enqueued as its bytes become readable in
+  // the pool (store/device_load.h). None where absent; any other failure raises.
+  std::vector<std::optional<Info>> get_many_to_device(const std::string& ns,
+                                                      const std::vector<std::string>& keys,
+                                                      const std::vector<uint64_t>& ptrs,
+                                                      const std::vector<uint64_t>& sizes,
+                                                      int device, uint64_t stream) {
+    if (ptrs.size() != keys.size() || sizes.size() != keys.size())
+      Check(Status::InvalidArgument("get_many_to_device needs one pointer and size per key"));
+    std::vector<std::span<uint8_t>> dsts;
+    for (size_t i = 0; i < keys.size(); ++i)
+      dsts.emplace_back(reinterpret_cast<uint8_t*>(ptrs[i]), sizes[i]);
+    std::vector<Result<EntryInfo>> got;
+    {
+      nb::gil_scoped_release nogil;
+      auto l = core_->Lock();
+      got = GetManyToDevice(*core_->Live(), ns, keys, dsts, device, stream);
+    }
+    std::vector<std::optional<Info>> out;
+    for (auto& g : got) {
+      if (g.ok())
+        out.push_back(ToInfo(*g));
+      else if (g.status().IsNotFound())
+        out.push_back(std::nullopt);
+      else
+        Check(g.status());
+    }
     return out;
   }
 
@@ -369,6 +401,8 @@ void BindCache(nb::module_& m) {
       .def("get_many", &PyCache::get_many, "ns"_a, "keys"_a, "outs"_a)
       .def("acquire", &PyCache::acquire, "ns"_a, "key"_a)
       .def("acquire_many", &PyCache::acquire_many, "ns"_a, "keys"_a)
+      .def("get_many_to_device", &PyCache::get_many_to_device, "ns"_a, "keys"_a, "ptrs"_a,
+           "sizes"_a, "device"_a, "stream"_a)
       .def("prefetch", &PyCache::prefetch, "ns"_a, "keys"_a)
       .def("has_device_tier", &PyCache::has_device_tier)
       .def("put_device", &PyCache::put_device, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "src"_a,

@@ -68,6 +68,31 @@ def test_load_many_brings_a_step_to_the_gpu(cache):
         transfer.load_many(cache, "ns", ["k0", "absent"], "cuda:0")
 
 
+@pytest.mark.parametrize("where", ["embedded", "daemon"])
+def test_load_many_streams_a_step_of_pool_and_disk_entries(where, tmp_path, request):
+    """A step of entries only on disk and a pool hit, through the 64 MiB pool of an embedded
+    store or a same-host daemon: load_many enqueues each host->device copy as the entry's
+    bytes become readable (store/device_load.h); every tensor lands byte for byte."""
+    if where == "daemon":
+        c = ecstore.connect(request.getfixturevalue("daemon")["unix"])
+    else:
+        c = ecstore.open(str(tmp_path / "s"), "64MiB")
+    assert c.register_with_cuda()
+    srcs = [torch.randn(1296, 4096, device="cuda:0").to(torch.bfloat16) for _ in range(8)]
+    for i, src in enumerate(srcs):  # 85 MB through the 64 MiB pool: the first go to disk
+        c.put("ns", f"k{i}", src)
+    assert torch.equal(c.get("ns", "k7", device="cuda:0").view(torch.int16),
+                       srcs[7].view(torch.int16))  # a daemon now known to lack a device tier
+    assert c.lookup("ns", "k0").tier == "disk" and c.lookup("ns", "k1").tier == "disk"
+    keys = ["k0", "k7", "k1"]
+    got = transfer.load_many(c, "ns", keys, "cuda:0")
+    for key, g in zip(keys, got):
+        assert g.is_cuda and torch.equal(g.view(torch.int16), srcs[int(key[1])].view(torch.int16))
+    with pytest.raises(ecstore.NotFound, match="absent"):
+        transfer.load_many(c, "ns", ["k2", "absent"], "cuda:0")
+    c.close()
+
+
 def test_reserve_fills_pool_memory_in_place(tmp_path):
     c = ecstore.open(str(tmp_path / "r"), "64MiB")
     c.register_with_cuda()
