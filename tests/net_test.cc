@@ -831,16 +831,29 @@ class FrameProxy {
   std::thread thread_;
 };
 
+// Three entries on disk only (ServeFromDiskOnly) behind a FrameProxy speaking as `as`, and a
+// same-host client through it. The client goes first, before the proxy and the server.
+struct ProxiedDiskOnly {
+  explicit ProxiedDiskOnly(ProxyAs as)
+      : server(ServeFromDiskOnly(dir.path(), 3)),
+        proxy(std::make_unique<FrameProxy>(server->shm_uri().substr(5), dir.path() + "/proxy.sock",
+                                           as)),
+        c(ConnectOrDie("unix:" + dir.path() + "/proxy.sock")) {}
+  testing::TempDir dir;
+  std::unique_ptr<ServerProcess> server;
+  std::unique_ptr<FrameProxy> proxy;
+  std::unique_ptr<Client> c;
+};
+
 // GetMany over shared memory copies out of leases: the entries on disk only are read back in
 // one batch, each copied into its buffer, and every lease is released. Against this server,
 // in one GET_SHM_STREAM (the pool hit and each disk read's pieces copied out as the server
 // tells of them); against one without it, as a GET_SHM_MANY of the pool's entries and one of
 // the rest, both in flight.
 void GetManyCopiesAStepOutOfLeases(ProxyAs as) {
-  testing::TempDir dir;
-  auto server = ServeFromDiskOnly(dir.path(), 3);
-  FrameProxy proxy(server->shm_uri().substr(5), dir.path() + "/proxy.sock", as);
-  auto c = ConnectOrDie("unix:" + dir.path() + "/proxy.sock");
+  ProxiedDiskOnly p(as);
+  FrameProxy& proxy = *p.proxy;
+  auto& c = p.c;
   ASSERT_STREQ(c->transport(), "shm");
   std::vector<std::vector<uint8_t>> bufs(4, std::vector<uint8_t>(2 * kMiB));
   bufs[3].resize(kMiB);                                                    // too small for k2
@@ -887,10 +900,9 @@ TEST(NetShm, GetManyCopiesAStepOutOfTwoBatchesOfLeasesFromAServerWithoutStreams)
 // before each wait, so nothing told is left after the last one. A server without streams tells
 // nothing: every lease is to be read whole.
 void WatchedAcquireMany(ProxyAs as) {
-  testing::TempDir dir;
-  auto server = ServeFromDiskOnly(dir.path(), 3);
-  FrameProxy proxy(server->shm_uri().substr(5), dir.path() + "/proxy.sock", as);
-  auto c = ConnectOrDie("unix:" + dir.path() + "/proxy.sock");
+  ProxiedDiskOnly p(as);
+  FrameProxy& proxy = *p.proxy;
+  auto& c = p.c;
   ASSERT_STREQ(c->transport(), "shm");
   ASSERT_TRUE(c->Acquire("ns", "k1").ok());  // k1 back in the pool
   const std::vector<std::string> keys{"k0", "", "k1", "absent", "k2"};

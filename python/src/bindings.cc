@@ -66,6 +66,19 @@ class PyCache {
   }
 
   // Result i: the entry's info, or None where keys[i] is absent. Other errors raise.
+  static std::vector<std::optional<Info>> InfosOrNone(const std::vector<Result<EntryInfo>>& got) {
+    std::vector<std::optional<Info>> out;
+    for (auto& g : got) {
+      if (g.ok())
+        out.push_back(ToInfo(*g));
+      else if (g.status().IsNotFound())
+        out.push_back(std::nullopt);
+      else
+        Check(g.status());
+    }
+    return out;
+  }
+
   std::vector<std::optional<Info>> get_many(const std::string& ns,
                                             const std::vector<std::string>& keys,
                                             std::vector<OutBytes> outs) {
@@ -77,16 +90,7 @@ class PyCache {
       auto l = core_->Lock();
       got = core_->Live()->GetMany(ns, keys, dsts);
     }
-    std::vector<std::optional<Info>> out;
-    for (auto& g : got) {
-      if (g.ok())
-        out.push_back(ToInfo(*g));
-      else if (g.status().IsNotFound())
-        out.push_back(std::nullopt);
-      else
-        Check(g.status());
-    }
-    return out;
+    return InfosOrNone(got);
   }
 
   Lease acquire(const std::string& ns, const std::string& key) {
@@ -138,16 +142,7 @@ class PyCache {
       auto l = core_->Lock();
       got = GetManyToDevice(*core_->Live(), ns, keys, dsts, device, stream);
     }
-    std::vector<std::optional<Info>> out;
-    for (auto& g : got) {
-      if (g.ok())
-        out.push_back(ToInfo(*g));
-      else if (g.status().IsNotFound())
-        out.push_back(std::nullopt);
-      else
-        Check(g.status());
-    }
-    return out;
+    return InfosOrNone(got);
   }
 
   // ---- the device tier (an embedded store opened with device_pool_bytes > 0)
