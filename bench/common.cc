@@ -117,8 +117,9 @@ pid_t StartEcStore(const std::vector<std::string>& args) {
   return n > 0 ? pid : -1;
 }
 
-Daemon::Daemon(const Config& cfg, std::string dir, uint64_t pool) : dir_(std::move(dir)) {
-  std::filesystem::remove_all(dir_);
+Daemon::Daemon(const Config& cfg, std::string dir, uint64_t pool, bool fresh)
+    : dir_(std::move(dir)), fresh_(fresh) {
+  if (fresh_) std::filesystem::remove_all(dir_);
   std::vector<std::string> args{"--dir",        dir_,   "--pool-size", std::to_string(pool),
                                 "--disk-quota", "64GiB"};
   if (!cfg.policy.empty()) args.insert(args.end(), {"--eviction-policy", cfg.policy});
@@ -153,7 +154,7 @@ Daemon::~Daemon() {
     int status = 0;
     waitpid(pid_, &status, 0);
   }
-  std::filesystem::remove_all(dir_);
+  if (fresh_) std::filesystem::remove_all(dir_);
 }
 
 Zipf::Zipf(size_t n, double s) : cdf_(n) {

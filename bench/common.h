@@ -113,7 +113,9 @@ pid_t StartEcStore(const std::vector<std::string>& args);
 // it did not start; why() then says so.
 class Daemon {
  public:
-  Daemon(const Config& cfg, std::string dir, uint64_t pool);
+  // `ec-store serve` on `dir` with a pool of `pool` bytes. fresh: `dir` is emptied first and
+  // removed at the end; else the store there is served and left as it was made.
+  Daemon(const Config& cfg, std::string dir, uint64_t pool, bool fresh = true);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -126,6 +128,7 @@ class Daemon {
 
  private:
   std::string dir_, why_;
+  bool fresh_;
   pid_t pid_ = -1;
   std::unique_ptr<net::Client> client_;
 };

@@ -45,7 +45,7 @@ struct Companion {
 // With `large`, also the gets of entries of at least 10 MB. Each get is paired with each of
 // `with` reading the same entry (not counted in the seconds returned), in an order that
 // rotates from entry to entry, so none goes first throughout.
-double TimeGets(Store* store, const std::vector<Entry>& entries, std::span<uint8_t> dst,
+double TimeGets(Cache* store, const std::vector<Entry>& entries, std::span<uint8_t> dst,
                 Latencies* lat, TimedReads* large = nullptr,
                 const std::vector<Companion*>& with = {}) {
   double secs = 0;
@@ -347,13 +347,14 @@ void GetDiskOneByOne(HotData& d, RawReads& raw_reads) {
 
 // The one-at-a-time gets into `dst`, each paired with the raw read of its record: the row
 // (get_disk, system) held to the limit row `limit` made of those raw reads.
-void GetsPairedWithRaw(HotData& d, RawReads& raw_reads, std::span<uint8_t> dst, const char* system,
-                       const std::string& note, const char* limit, const char* limit_note) {
+void GetsPairedWithRaw(HotData& d, Cache* cache, RawReads& raw_reads, std::span<uint8_t> dst,
+                       const char* system, const std::string& note, const char* limit,
+                       const char* limit_note) {
   Companion raw;
   raw.read = [&](size_t i) { return raw_reads.Read(i); };
   Latencies lat;
   TimedReads large;
-  double secs = TimeGets(d.store.get(), d.entries, dst, &lat, &large, {&raw});
+  double secs = TimeGets(cache, d.entries, dst, &lat, &large, {&raw});
   Add({"get_disk", system, d.total / secs / 1e9, d.entries.size() / secs, lat.P(0.5), lat.P(0.99),
        -1, note + raw.Paired("its record's raw read")});
   raw.all.Report(limit, "limit", limit_note);
@@ -373,7 +374,7 @@ void GetDiskIntoHostBuffer(HotData& d, RawReads& raw_reads) {
   Progress("get_disk: ec-store into a HostBuffer");
   PinnedBuffer host_dst(60 * kMiB);
   GetsPairedWithRaw(
-      d, raw_reads, host_dst.span(0, host_dst.size()), "ec-store-hostbuf",
+      d, d.store.get(), raw_reads, host_dst.span(0, host_dst.size()), "ec-store-hostbuf",
       "the one-at-a-time gets again, into a HostBuffer (pinned huge pages, as the pool)",
       "disk_read_entries_hostbuf", "the raw reads again, paired with the gets into a HostBuffer");
 }
@@ -384,11 +385,35 @@ void GetDiskPromoted(HotData& d, RawReads& raw_reads) {
   Progress("get_disk: ec-store, promoting into the pool");
   d.Reopen(256 * kMiB, /*promote=*/true);
   raw_reads.Find();  // the spill phase may have compacted
-  GetsPairedWithRaw(d, raw_reads, {d.dst.data(), d.dst.size()}, "ec-store-promote",
+  GetsPairedWithRaw(d, d.store.get(), raw_reads, {d.dst.data(), d.dst.size()}, "ec-store-promote",
                     "Options' default: promoted into the pool, teed into the caller's buffer as "
                     "the pieces land",
                     "disk_read_entries_promote",
                     "the raw reads above again, paired with the promoting gets");
+}
+
+// The same one-at-a-time gets through `ec-store serve` on this host, over shared memory, with
+// the daemon's defaults (promoted into its pool, as the row above), into the same buffer:
+// the store is closed and the daemon serves its directory; afterwards it is opened again.
+void GetDiskThroughDaemon(HotData& d, RawReads& raw_reads) {
+  Progress("get_disk: through ec-store serve on this host");
+  Die(d.store->Close(), "close");
+  d.store.reset();
+  {
+    Daemon daemon(d.cfg, d.sdir, 256 * kMiB, /*fresh=*/false);
+    if (!daemon.client()) {
+      Add({"get_disk", "ec-store-daemon", 0, 0, 0, 0, -1, "not run: " + daemon.why()});
+    } else {
+      raw_reads.Find();
+      GetsPairedWithRaw(
+          d, daemon.client(), raw_reads, {d.dst.data(), d.dst.size()}, "ec-store-daemon",
+          "a same-host daemon's Get over shared memory: promoted into its pool "
+          "(a memfd: huge pages only where shmem_enabled allows), copied out of "
+          "the mapping",
+          "disk_read_entries_daemon", "the raw reads again, paired with the gets through a daemon");
+    }
+  }
+  d.store = OpenStore(d.cfg, d.sdir, 256 * kMiB, /*promote=*/true);
 }
 
 // The same entries fetched as an engine's step does: GetMany of 8 at a time, their disk reads
@@ -452,6 +477,7 @@ void HotAndDiskWorkloads(const Config& cfg, Payloads& pl) {
     GetDiskIntoHostBuffer(d, raw);
     GetDiskDuringSpill(d.store.get(), d.entries, d.total, d.dst, d.pl);
     GetDiskPromoted(d, raw);
+    GetDiskThroughDaemon(d, raw);
     GetDiskBatches(d, raw);
   }
   d.store.reset();

@@ -69,7 +69,8 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
           "destination"));
   HoldToLimit("shm_get", "ec-store", "memcpy_values");
   Add(rec("shm_get", "ec-store", r.ecstore_shm,
-          "same host: lease, copy out of the mapped pool, release (2 small unix-socket messages)"));
+          "same host: one GET_SHM_STREAM (the pool hit told at once, copied out of the mapped "
+          "pool), the lease released (small unix-socket messages)"));
   HoldToLimit("shm_put", "ec-store", "memcpy_values");
   HoldToLimit("shm_put", "ec-store-socket", "memcpy_values");
   Add(rec("shm_put", "ec-store", r.ecstore_shm_put,

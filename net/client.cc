@@ -74,6 +74,11 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key, std::sp
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
   const std::vector<std::string> keys{std::string(key)};
+  EC_RETURN_IF_ERROR(WithRetry([] { return Status::Ok(); }));  // connected, as a retry would
+  // Same host, a server that streams leases: one GET_SHM_STREAM, a disk entry's pieces copied
+  // out as they land (as GetMany's, which falls back and reconnects on its own).
+  if (link_.transport()->caps().streamed_leases && !no_lease_batches_)
+    return std::move(CopyOutOfLeases(ns, keys, {dst})[0]);
   return WithRetry([&]() -> Result<EntryInfo> {
     if (link_.transport()->caps().same_host_zero_copy)  // one GET_SHM, a copy out of the mapping
       return CopyOut(link_.transport()->AcquireInPlace(link_, ns, key), dst);

@@ -877,9 +877,9 @@ void GetManyCopiesAStepOutOfLeases(ProxyAs as) {
   EXPECT_NE(got[3].status().message().find("destination buffer"), std::string::npos);
   auto st = c->Stats();
   ASSERT_TRUE(st.ok());
-  // k1 by its Get; then k0 and k2 read back in one batch.
+  // k1 by its Get (itself one GET_SHM_STREAM); then k0 and k2 read back in one batch.
   EXPECT_EQ(st->pool().promotions, 3u);
-  EXPECT_EQ(proxy.streams(), as == ProxyAs::kCurrent ? 1 : 0);
+  EXPECT_EQ(proxy.streams(), as == ProxyAs::kCurrent ? 2 : 0);
   EXPECT_EQ(proxy.lease_batches(), as == ProxyAs::kCurrent ? 0 : 2);
   EXPECT_EQ(st->client_leases, 0u);  // each released once copied
   c.reset();                         // before the proxy: its connection ends first
@@ -891,6 +891,36 @@ TEST(NetShm, GetManyCopiesAStepOutOfOneStreamOfLeases) {
 
 TEST(NetShm, GetManyCopiesAStepOutOfTwoBatchesOfLeasesFromAServerWithoutStreams) {
   GetManyCopiesAStepOutOfLeases(ProxyAs::kWithoutStreams);
+}
+
+// A same-host Get is one GET_SHM_STREAM: a disk entry's pieces are copied out as they land,
+// byte for byte and nothing past the entry; a buffer too small and an absent key answer as
+// before, and nothing stays leased. From a server without streams, one GET_SHM each.
+void GetsOfDiskEntries(ProxyAs as) {
+  ProxiedDiskOnly p(as);
+  auto& c = p.c;
+  std::vector<uint8_t> buf(2 * kMiB, 0xEE);
+  auto got = c->Get("ns", "k0", {buf.data(), buf.size()});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->bytes, kMiB);
+  EXPECT_EQ(0, std::memcmp(buf.data(), Payload(0, kMiB).data(), kMiB));
+  EXPECT_EQ(buf[kMiB], 0xEE) << "nothing written past the entry";
+  auto small = c->Get("ns", "k2", {buf.data(), kMiB});  // k2 is kMiB + 2
+  EXPECT_TRUE(small.status().IsInvalidArgument()) << small.status().ToString();
+  EXPECT_TRUE(c->Get("ns", "absent", {buf.data(), buf.size()}).status().IsNotFound());
+  got = c->Get("ns", "k2", {buf.data(), buf.size()});  // again, now from the pool
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(0, std::memcmp(buf.data(), Payload(2, kMiB + 2).data(), kMiB + 2));
+  EXPECT_EQ(p.proxy->streams(), as == ProxyAs::kCurrent ? 4 : 0);
+  EXPECT_EQ(c->Stats()->client_leases, 0u);
+}
+
+TEST(NetShm, AGetOfADiskEntryIsOneStreamCopiedOutAsItLands) {
+  GetsOfDiskEntries(ProxyAs::kCurrent);
+}
+
+TEST(NetShm, AGetFromAServerWithoutStreamsLeasesAndCopies) {
+  GetsOfDiskEntries(ProxyAs::kWithoutStreams);
 }
 
 // A same-host client's AcquireMany with a watch (Cache::LandingWatch, what GetManyToDevice
