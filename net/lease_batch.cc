@@ -3,7 +3,7 @@
 namespace ecstore::net {
 
 Result<Answer> AnswerLeaseBatch(Store* store, LeaseTable* leases, Op op, BodyReader* r,
-                                const TellLanded& tell, uint64_t* bytes_out, bool* failed) {
+                                const TellLanded& tell, LeaseBatchTally* tally) {
   auto req = ParseKeysBody(r);
   if (!req.ok()) return req.status();
   Cache::LandingWatch watch;
@@ -22,13 +22,15 @@ Result<Answer> AnswerLeaseBatch(Store* store, LeaseTable* leases, Op op, BodyRea
       store->AcquireMany(req->ns, req->keys, watch.landed ? &watch : nullptr);
   BodyWriter w;
   w.U32(static_cast<uint32_t>(got.size()));
+  tally->keys = static_cast<uint32_t>(got.size());
   for (size_t i = 0; i < got.size(); ++i) {
     Result<ReadLease>& g = got[i];
     Status st = g.status();
     if (g.ok()) {
       const EntryInfo e = g->info();  // a copy: the lease moves into the table below
       const uint64_t offset = static_cast<uint64_t>(g->data() - pool);
-      *bytes_out += g->size();
+      tally->bytes_out += g->size();
+      tally->served_from = g->served_from();
       auto id = leases->Add(std::move(g).value());  // Busy when the table is full
       if (id.ok()) {
         w.U8(i < watch.streamed.size() && watch.streamed[i] ? kLeaseStreamed : 1);
@@ -39,7 +41,10 @@ Result<Answer> AnswerLeaseBatch(Store* store, LeaseTable* leases, Op op, BodyRea
       }
       st = id.status();
     }
-    if (!st.IsNotFound()) *failed = true;
+    if (st.IsNotFound())
+      ++tally->not_found;
+    else
+      tally->failed = true;
     w.U8(0);
     const std::string err = ErrorBody(st);
     w.Raw(err.data(), err.size());

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -30,13 +31,20 @@ namespace ecstore::net {
 
 // Sends one GET_SHM_LANDED frame of the request being answered, with this body.
 using TellLanded = std::function<Status(const std::string& body)>;
+// What a batch came to, for the request's metrics and log line.
+struct LeaseBatchTally {
+  uint64_t bytes_out = 0;  // leased
+  uint32_t keys = 0;
+  uint32_t not_found = 0;
+  bool failed = false;              // an item failed other than as not found
+  std::optional<Tier> served_from;  // the last leased item's tier before it was served
+};
 // Answers GET_SHM_MANY or GET_SHM_STREAM (op) with the GET_SHM_MANY_OK to send; the leases
 // go into *leases (an item answers Busy when the table is full). A stream's GET_SHM_LANDED
 // frames go out through `tell` meanwhile; once one fails no more are sent (the reply's send
-// then fails too, and the connection closes, its leases with it). *bytes_out grows by the
-// bytes leased; *failed is set where an item failed other than as not found. A malformed
-// body is the outer status: answer it, then close the connection.
+// then fails too, and the connection closes, its leases with it). A malformed body is the
+// outer status: answer it, then close the connection.
 Result<Answer> AnswerLeaseBatch(Store* store, LeaseTable* leases, Op op, BodyReader* r,
-                                const TellLanded& tell, uint64_t* bytes_out, bool* failed);
+                                const TellLanded& tell, LeaseBatchTally* tally);
 
 }  // namespace ecstore::net

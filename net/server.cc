@@ -147,16 +147,17 @@ void Server::Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::ti
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const Wire wire = h.op == Op::kGetRdma ? Wire::kRdma : c->shm ? Wire::kShm : Wire::kTcp;
   const uint64_t in = h.op == Op::kPut ? h.body_len : c->bytes_in;
-  metrics_.Record(h.op, wire, c->outcome, in, c->bytes_out, secs);
+  const Op op = c->one_key_stream ? Op::kGetShm : h.op;
+  metrics_.Record(op, wire, c->outcome, in, c->bytes_out, secs);
   const bool get =
-      h.op == Op::kGet || h.op == Op::kGetShm || h.op == Op::kGetRdma || h.op == Op::kGetDevice;
+      op == Op::kGet || op == Op::kGetShm || op == Op::kGetRdma || op == Op::kGetDevice;
   if (get)
     metrics_.RecordGet(wire, c->outcome == Outcome::kOk ? c->served_from : std::nullopt, secs);
   const bool slow = opt_.slow_request.count() > 0 && secs * 1000 > opt_.slow_request.count();
   if (slow || spdlog::should_log(spdlog::level::debug))
     spdlog::log(slow ? spdlog::level::warn : spdlog::level::debug,
                 "{}{} {} {} from {} over {}: {}, {} bytes in, {} out, {:.3f} ms",
-                slow ? "slow " : "", OpLabel(h.op), c->key.empty() ? "-" : c->key, h.request_id,
+                slow ? "slow " : "", OpLabel(op), c->key.empty() ? "-" : c->key, h.request_id,
                 c->peer, WireName(wire), OutcomeName(c->outcome), in, c->bytes_out, secs * 1e3);
 }
 
@@ -284,6 +285,7 @@ void Server::Serve(Conn* c) {
     c->bytes_in = 0;
     c->key.clear();
     c->served_from.reset();
+    c->one_key_stream = false;
     if (h->op == Op::kPut) {  // streamed straight into a reserved pool block
       Status st = HandlePut(c, *h, deadline);
       Finish(c, *h, start);
@@ -518,19 +520,24 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
 // GET_SHM_MANY and GET_SHM_STREAM (net/lease_batch.h), the leases kept in the connection's
 // table. A key that is not found does not make the request an error.
 Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
-  bool failed = false;
+  LeaseBatchTally tally;
   // A reader that stops reading holds up the batch's reads (and other readers waiting on
   // their entries) for at most io_timeout: then no more frames are sent to it.
   auto tell = [&](const std::string& body) {
     return SendFrame(c->fd.get(), Op::kGetShmLanded, h.request_id, body, {},
                      FrameDeadline(opt_.io_timeout, body.size()));
   };
-  auto a = AnswerLeaseBatch(store_, &c->leases, h.op, r, tell, &c->bytes_out, &failed);
+  auto a = AnswerLeaseBatch(store_, &c->leases, h.op, r, tell, &tally);
+  c->bytes_out = tally.bytes_out;
   if (!a.ok()) {  // malformed: answer, then close
     ReplyError(c, h, a.status());
     return a.status();
   }
-  if (failed) c->outcome = Outcome::kError;
+  if (tally.failed) c->outcome = Outcome::kError;
+  // A stream of one key is a client's Get: counted as one, its outcome and tier with it.
+  c->one_key_stream = h.op == Op::kGetShmStream && tally.keys == 1;
+  if (c->one_key_stream && tally.not_found) c->outcome = Outcome::kNotFound;
+  if (c->one_key_stream) c->served_from = tally.served_from;
   return SendFrame(c->fd.get(), a->op, h.request_id, a->body);
 }
 

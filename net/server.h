@@ -93,6 +93,7 @@ class Server {
     uint64_t bytes_in = 0;            // of a PUT_SHM (a PUT's are its body)
     std::string key;                  // of a GET or PUT
     std::optional<Tier> served_from;  // a GET's tier before it was served
+    bool one_key_stream = false;      // a GET_SHM_STREAM of one key: metered as a get
     std::thread thread;
     std::atomic<bool> done{false};
     // The leases this reader holds (shared memory, RDMA, CUDA IPC, pins).
