@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "store/stats_json.h"
+#include "store/told_copies.h"
 
 namespace ecstore::net {
 namespace {
@@ -154,11 +155,6 @@ Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {
   if (!got.ok()) return got.status();
   const uint8_t* data = buf.get();
   return ReadLease(&owned_buffer, buf.release(), data, std::move(got).value());
-}
-
-std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
-                                                   const std::vector<std::string>& keys) {
-  return AcquireMany(ns, keys, nullptr);
 }
 
 // Batches of kMaxLeaseBatch valid keys (a bad key is answered here), each one GET_SHM_MANY,
@@ -314,45 +310,36 @@ std::vector<Result<EntryInfo>> Client::CopyOutOfLeases(
   return out;
 }
 
-// keys[at, end) in one GET_SHM_STREAM (AcquireMany with a watch): the server tells of each
-// pool hit at once and of each disk read's pieces as they land, and they are copied out
-// meanwhile -- what was told together goes together, over the copy helpers -- so only the
-// copies of what landed last follow the reads (as in process, where GetMany copies pieces
-// as they land). The leases of entries so copied whole are released unread; the rest are
-// copied out. A key refused for the leased-bytes share (Busy) goes to *refused.
+// keys[at, end) in one GET_SHM_STREAM (AcquireMany watched by ToldCopies): each pool hit and
+// each disk read's pieces are copied out as the server tells of them (what was told together
+// goes together, over the copy helpers), as in process. Leases so copied whole are released
+// unread; the rest are copied out. A key refused for the leased-bytes share goes to *refused.
 void Client::StreamInto(std::string_view ns, const std::vector<std::string>& keys,
                         const std::vector<std::span<uint8_t>>& dsts, size_t at, size_t end,
                         std::vector<Result<EntryInfo>>* out, std::vector<size_t>* refused) {
   const std::vector<std::string> batch(keys.begin() + at, keys.begin() + end);
-  struct Told {
-    const uint8_t* at = nullptr;
-    uint64_t copied = 0;
-  };
-  std::vector<Told> told(batch.size());
-  std::vector<CopyPool::Item> copies;  // told, not yet copied
+  const std::vector<std::span<uint8_t>> into(dsts.begin() + at, dsts.begin() + end);
   if (!copier_)
     copier_ =
         std::make_unique<CopyPool>(CopyPool::DefaultThreads(std::thread::hardware_concurrency()));
-  LandingWatch watch;
-  watch.landed = [&](size_t k, const uint8_t* p, uint64_t landed) {
-    Told& t = told[k];
-    if (t.at != p) t = {p, 0};  // read again elsewhere: from the start
-    const uint64_t upto = std::min<uint64_t>(landed, dsts[at + k].size());
-    if (upto <= t.copied) return;
-    copies.push_back({dsts[at + k].data() + t.copied, p + t.copied, upto - t.copied});
-    t.copied = upto;
-  };
-  watch.batch_end = [&] {
-    copier_->Copy(copies);
-    copies.clear();
-  };
-  auto got = AcquireMany(ns, batch, &watch);
+  std::vector<CopyPool::Item> copies;  // told, not yet copied
+  ToldCopies told(
+      into,
+      [&](void* d, const uint8_t* p, uint64_t n) {
+        copies.push_back({d, p, n});
+        return true;
+      },
+      [&] {
+        copier_->Copy(copies);
+        copies.clear();
+      });
+  auto got = AcquireMany(ns, batch, told.watch());
   for (size_t j = 0; j < batch.size(); ++j) {
     Result<ReadLease>& lease = got[j];
     if (lease.status().IsBusy()) refused->push_back(at + j);
-    const bool copied = watch.streamed[j] && lease.ok() && told[j].copied == lease->size();
-    (*out)[at + j] = copied ? Result<EntryInfo>(lease->info())  // released on return
-                            : CopyOut(std::move(lease), dsts[at + j]);
+    (*out)[at + j] = lease.ok() && told.Whole(j, *lease)
+                         ? Result<EntryInfo>(lease->info())  // released on return
+                         : CopyOut(std::move(lease), dsts[at + j]);
   }
 }
 
@@ -513,14 +500,9 @@ Status Client::EraseMany(const std::vector<std::pair<std::string, std::string>>&
     Status durable;
     Status st = Status::Unavailable("key by key");
     if (!no_erase_batches_) {
-      BodyWriter w;
-      w.U32(static_cast<uint32_t>(n));
-      for (size_t i = at; i < at + n; ++i) {
-        w.Str(ns_keys[i].first);
-        w.Str(ns_keys[i].second);
-      }
+      const std::string request = EraseManyBody(ns_keys, at, n);
       auto body = WithRetry([&]() -> Result<std::string> {
-        EC_RETURN_IF_ERROR(link_.SendRequest(Op::kEraseMany, w.data()));
+        EC_RETURN_IF_ERROR(link_.SendRequest(Op::kEraseMany, request));
         return link_.ReadReply(Op::kEraseManyOk);
       });
       st = body.status();

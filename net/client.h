@@ -56,7 +56,9 @@ class Client : public Cache {
   // disk-only entries in one batch); elsewhere, or from a server without it, Acquire key by
   // key.
   std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
-                                             const std::vector<std::string>& keys) override;
+                                             const std::vector<std::string>& keys) override {
+    return AcquireMany(ns, keys, nullptr);
+  }
   // With a watch (Cache::LandingWatch), from a server that streams leases (same host,
   // caps().streamed_leases): one GET_SHM_STREAM per batch, each GET_SHM_LANDED frame told as
   // it comes, batch_end before each wait for the next. Elsewhere as AcquireMany.

@@ -159,6 +159,17 @@ std::string EraseManyReplyBody(const std::vector<bool>& erased, const Status& du
   return w.data();
 }
 
+std::string EraseManyBody(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                          size_t at, size_t n) {
+  BodyWriter w;
+  w.U32(static_cast<uint32_t>(n));
+  for (size_t i = at; i < at + n; ++i) {
+    w.Str(ns_keys[i].first);
+    w.Str(ns_keys[i].second);
+  }
+  return w.data();
+}
+
 Status ParseEraseManyReply(BodyReader* r, size_t n, std::vector<bool>* erased, Status* durable) {
   uint32_t got;
   uint8_t ok;

@@ -198,6 +198,9 @@ struct KeyRef {
 };
 Result<KeyRef> ParseKeyBody(BodyReader* r);                  // GET / ERASE
 Result<std::vector<KeyRef>> ParseLookupBody(BodyReader* r);  // LOOKUP / ERASE_MANY
+// ERASE_MANY of ns_keys[at, at + n): (namespace, key) pairs, as ParseLookupBody reads them.
+std::string EraseManyBody(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                          size_t at, size_t n);
 // ERASE_MANY_OK: which entries were erased, and whether their tombstones are durable.
 std::string EraseManyReplyBody(const std::vector<bool>& erased, const Status& durable);
 // Sets erased (n flags) and *durable; Unavailable when the body is malformed.

@@ -1,17 +1,10 @@
 #include "store/device_load.h"
 
-#include <algorithm>
-
 #include "cuda/cuda.h"
+#include "store/told_copies.h"
 
 namespace ecstore {
 namespace {
-
-// What one key's told pieces have put on the device so far.
-struct Sent {
-  const uint8_t* from = nullptr;  // where the bytes told lie
-  uint64_t copied = 0;            // [0, copied) enqueued
-};
 
 Status TooSmall(const std::string& key, uint64_t bytes, uint64_t room) {
   return Status::InvalidArgument("the device buffer for '" + key + "' holds " +
@@ -30,27 +23,23 @@ std::vector<Result<EntryInfo>> GetManyToDevice(Cache& cache, std::string_view ns
     out.assign(keys.size(), Status::InvalidArgument("GetManyToDevice needs one buffer per key"));
     return out;
   }
-  std::vector<Sent> sent(keys.size());
   Status failed;  // the first copy or wait the stream refused
-  Cache::LandingWatch watch;
-  watch.landed = [&](size_t k, const uint8_t* at, uint64_t landed) {
-    Sent& s = sent[k];
-    if (s.from != at) s = {at, 0};  // read again elsewhere: from the start
-    const uint64_t upto = std::min<uint64_t>(landed, dsts[k].size());
-    if (upto <= s.copied || !failed.ok()) return;
-    failed = cuda::EnqueueCopy(dsts[k].data() + s.copied, at + s.copied, upto - s.copied,
-                               cuda::Direction::kHostToDevice, device, stream);
-    if (failed.ok()) s.copied = upto;
-  };
   // Where the cache waits for more, the copies told so far are finished: a client's told
   // bytes lie in its server's mapping, which a broken connection takes away. The host->device
   // copies run ~10-30 x faster than the disk reads that feed them, so they are done before the
   // next piece lands.
-  watch.batch_end = [&] {
-    Status st = cuda::WaitForStream(device, stream);
-    if (failed.ok()) failed = st;
-  };
-  std::vector<Result<ReadLease>> leases = cache.AcquireMany(ns, keys, &watch);
+  ToldCopies told(
+      dsts,
+      [&](void* d, const uint8_t* p, uint64_t n) {
+        if (failed.ok())
+          failed = cuda::EnqueueCopy(d, p, n, cuda::Direction::kHostToDevice, device, stream);
+        return failed.ok();
+      },
+      [&] {
+        Status st = cuda::WaitForStream(device, stream);
+        if (failed.ok()) failed = st;
+      });
+  std::vector<Result<ReadLease>> leases = cache.AcquireMany(ns, keys, told.watch());
   out.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     Result<ReadLease>& l = leases[i];
@@ -62,7 +51,7 @@ std::vector<Result<EntryInfo>> GetManyToDevice(Cache& cache, std::string_view ns
       out.push_back(TooSmall(keys[i], l->size(), dsts[i].size()));
       continue;
     }
-    const bool done = watch.streamed[i] && sent[i].copied == l->size() && failed.ok();
+    const bool done = told.Whole(i, *l) && failed.ok();
     Status st;
     if (!done)  // came another way (or a copy failed): the lease's bytes whole
       st = cuda::EnqueueCopy(dsts[i].data(), l->data(), l->size(),
