@@ -19,8 +19,8 @@ ReadLease LeaseOf(uint64_t bytes) {
 // that key's buffer is not Whole. Whole also needs the watch's streamed mark.
 TEST(ToldCopies, HandsOverEachNewPieceOnceAndSaysWhichBuffersAreWhole) {
   std::vector<uint8_t> a(8, 0), b(4, 0), c(8, 0);
-  const std::vector<std::span<uint8_t>> dsts{{a.data(), a.size()}, {b.data(), b.size()},
-                                             {c.data(), c.size()}};
+  const std::vector<std::span<uint8_t>> dsts{
+      {a.data(), a.size()}, {b.data(), b.size()}, {c.data(), c.size()}};
   const std::vector<uint8_t> src1(8, 1), src2(8, 2), src3(8, 3);
   int batch_ends = 0;
   bool refuse = false;
