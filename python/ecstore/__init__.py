@@ -103,6 +103,9 @@ class Cache:
 
     def __init__(self, core: Any):
         self._c = core
+        # Namespace -> (dtype, dimensions after the first) of an entry loaded to a GPU, which
+        # transfer.load_many sizes its buffers by when told rows; False after a wrong guess.
+        self._row_layouts: dict[str, Any] = {}
 
     @property
     def transport(self) -> str:

@@ -253,19 +253,27 @@ def load(cache: ecstore.Cache, ns: str, key: str, device: Any) -> torch.Tensor:
     return cache.get(ns, key, device=device)
 
 
-def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any) -> list[torch.Tensor]:
+def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any,
+              rows: list[int] | None = None) -> list[torch.Tensor]:
     """The entries as new tensors on `device`, a step's loads together: their disk reads go
     out as one batch (get_many on the CPU; acquire_many, then host->device copies straight
     from the pool, for a CUDA device and a pool without a device tier above it: embedded, or
     a same-host daemon's). NotFound if one is absent. Elsewhere (a device tier, a daemon
-    not yet known to lack one, TCP) key by key, as load."""
+    not yet known to lack one, TCP) key by key, as load.
+
+    rows: each entry's expected first dimension, where the caller knows it (vLLM's scheduler
+    tells the worker each item's embed count). To the GPU, once this process has loaded an
+    entry of `ns` (its dtype and other dimensions learned), the buffers are sized from it
+    and the lookup before the read -- a round trip to a daemon -- is skipped; the store's
+    answer gives each entry's real shape, and a guess that proves wrong is looked up and
+    read again, then no longer made for `ns`."""
     if not keys:
         return []
     dev = torch.device(device if device is not None else "cpu")
     if dev.type == "cpu":
         got = cache.get_many(ns, keys)
     elif _host_leases(cache):
-        got = _get_many_to_device(cache, ns, keys, dev)
+        got = _get_many_to_device(cache, ns, keys, dev, rows)
     else:
         return [load(cache, ns, k, device) for k in keys]
     missing = [k for k, t in zip(keys, got) if t is None]
@@ -283,8 +291,8 @@ def _host_leases(cache: ecstore.Cache) -> bool:
     return cache.transport == "shm" and getattr(cache, "_remote_device", True) is False
 
 
-def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str],
-                        dev: torch.device) -> list[torch.Tensor | None]:
+def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str], dev: torch.device,
+                        rows: list[int] | None = None) -> list[torch.Tensor | None]:
     """New device tensors of the entries' shapes (None where absent), filled on the current
     stream, each host->device copy enqueued as its entry's bytes become readable in the pool:
     a pool hit's while the step's disk reads are in flight, a disk read's piece by piece as
@@ -292,6 +300,13 @@ def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str],
     if dev.index is None:
         dev = torch.device(dev.type, torch.cuda.current_device())
     stream = torch.cuda.current_stream(dev).cuda_stream
+    layouts = cache._row_layouts
+    layout = layouts.get(ns) if rows is not None and len(rows) == len(keys) else None
+    if layout:
+        got = _get_many_sized_by_rows(cache, ns, keys, dev, stream, rows, layout)
+        if got is not None:
+            return got
+        layouts[ns] = False  # a wrong guess: look entries of `ns` up from now on
     for _ in range(3):  # an entry replaced by one of another size meanwhile: look again
         infos = cache.lookup_many(ns, keys)
         outs = [None if i is None else
@@ -304,6 +319,32 @@ def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str],
                 [o.numel() * o.element_size() for _, o in present], dev.index, stream)
         except ecstore.InvalidArgument:
             continue
+        for i in got:
+            if i is not None and i.shape and ns not in layouts:
+                layouts[ns] = (i.dtype, tuple(i.shape[1:]))  # what later guesses are sized by
         it = iter(got)
         return [None if o is None or next(it) is None else o for o in outs]
     raise ecstore.Busy(f"entries of {ns} kept changing size while being read")
+
+
+def _get_many_sized_by_rows(cache: ecstore.Cache, ns: str, keys: list[str], dev: torch.device,
+                            stream: int, rows: list[int], layout: tuple[str, tuple[int, ...]]
+                            ) -> list[torch.Tensor | None] | None:
+    """_get_many_to_device into byte buffers of rows[i] rows of `layout`, without a lookup;
+    None where a guess was wrong (an entry larger than its buffer: nothing returned for any;
+    or one of another size), so that the caller looks the entries up."""
+    dtype, rest = layout
+    row_bytes = _tensors.torch_dtype(dtype).itemsize
+    for d in rest:
+        row_bytes *= d
+    bufs = [torch.empty(r * row_bytes, dtype=torch.uint8, device=dev) for r in rows]
+    try:
+        got = cache._c.get_many_to_device(ns, keys, [b.data_ptr() for b in bufs],
+                                          [b.numel() for b in bufs], dev.index, stream)
+    except ecstore.InvalidArgument:
+        return None
+    if any(i is not None and i.bytes != b.numel() for i, b in zip(got, bufs)):
+        return None
+    return [None if i is None else
+            b.view(_tensors.torch_dtype(i.dtype)).view(list(i.shape))
+            for i, b in zip(got, bufs)]

@@ -383,7 +383,10 @@ class EcStoreConnector(ECConnectorBase):
         assert isinstance(meta, EcStoreConnectorMetadata)
         device = _load_device()
         keys = [k for k in dict.fromkeys(meta.loads) if k not in encoder_cache]
-        for key, t in zip(keys, transfer.load_many(self._cache, self._ns, keys, device)):
+        # Each item's embed count is its encoder output's rows: the loads' buffers are sized
+        # from it (and checked against the store's answer) without a lookup first.
+        rows = [meta.loads[k] for k in keys]
+        for key, t in zip(keys, transfer.load_many(self._cache, self._ns, keys, device, rows)):
             encoder_cache[key] = t
             self._count("loads")
             self._count("load_bytes", t.numel() * t.element_size())

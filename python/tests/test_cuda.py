@@ -203,3 +203,49 @@ def test_a_same_host_daemon_copies_cuda_tensors_itself(daemon):
     for r in range(3):
         assert torch.all(c.get("ns", f"again{r}") == float(r))
     c.close()
+
+
+@pytest.mark.parametrize("where", ["embedded", "daemon"])
+def test_load_many_sized_by_rows_skips_the_lookup_and_checks_its_guess(where, tmp_path, request):
+    """Told each entry's rows (as the connector is, by the scheduler's embed counts), a load
+    of a namespace whose layout this process has seen sizes its buffers without looking the
+    entries up; a wrong guess is looked up and read again, byte-exact, and not made again."""
+    if where == "daemon":
+        c = ecstore.connect(request.getfixturevalue("daemon")["unix"])
+        c.put("warm", "k", torch.zeros(4, dtype=torch.bfloat16))
+        c.get("warm", "k", device="cuda:0")  # a daemon now known to lack a device tier
+    else:
+        c = ecstore.open(str(tmp_path / "s"), "256MiB")
+    assert c.register_with_cuda()
+    rows = {"k0": 400, "k1": 1296, "k2": 2016}
+    srcs = {k: torch.randn(r, 4096, device="cuda:0").to(torch.bfloat16) for k, r in rows.items()}
+    for ns in ("ns", "other"):
+        for k, src in srcs.items():
+            c.put(ns, k, src)
+    lookups = []
+    real = c.lookup_many
+    c.lookup_many = lambda ns, keys: lookups.append(list(keys)) or real(ns, keys)
+
+    def load(ns, keys, guess):
+        got = transfer.load_many(c, ns, keys, "cuda:0", rows=guess)
+        for k, g in zip(keys, got):
+            assert g.shape == srcs[k].shape and g.dtype == torch.bfloat16
+            assert torch.equal(g.view(torch.int16), srcs[k].view(torch.int16))
+
+    load("ns", ["k0"], [400])  # the layout is not known yet: looked up
+    assert lookups == [["k0"]]
+    load("ns", ["k1", "k2"], [1296, 2016])  # sized from the rows: no lookup
+    assert lookups == [["k0"]]
+    with pytest.raises(ecstore.NotFound, match="absent"):
+        transfer.load_many(c, "ns", ["k1", "absent"], "cuda:0", rows=[1296, 5])
+    lookups.clear()
+    load("ns", ["k1", "k2"], [100, 2016])  # one too small: looked up and read again
+    assert lookups == [["k1", "k2"]]
+    load("ns", ["k0"], [400])  # no more guesses for "ns"
+    assert lookups == [["k1", "k2"], ["k0"]]
+    load("other", ["k0"], [400])
+    lookups.clear()
+    load("other", ["k1"], [2000])  # too large: a guess of another size is not kept either
+    load("other", ["k2"], [2016])
+    assert lookups == [["k1"], ["k2"]]
+    c.close()
