@@ -31,6 +31,8 @@ struct RemoteResults {
   Sample ecstore_socket_put;  // ... with ClientOptions::put_arena off: over the unix socket
   Sample socket_upload;       // the same bytes sent the other way on the plain stream: the faster
   std::pair<double, double> socket_upload_runs;  // of the runs beside each (GB/s)
+  Sample ecstore_shm_lookup;  // same host: Client::Lookup of a held key, one round trip
+  Sample unix_ping_pong;      // its limit: frames of the same sizes over a unix socket pair
   std::optional<Sample> redis;
   std::string redis_note;  // why Redis did not run, when it did not
 };

@@ -71,6 +71,17 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
   Add(rec("shm_get", "ec-store", r.ecstore_shm,
           "same host: one GET_SHM_STREAM (the pool hit told at once, copied out of the mapped "
           "pool), the lease released (small unix-socket messages)"));
+  Add(rec("small_rtt", "limit", r.unix_ping_pong,
+          "39 bytes up and 98 down over a unix socket pair to another process, alternated "
+          "block by block with the lookups"));
+  char rtt[96];
+  std::snprintf(rtt, sizeof rtt, "; %.2fx the limit's p50",
+                r.unix_ping_pong.p50_us > 0 ? r.ecstore_shm_lookup.p50_us / r.unix_ping_pong.p50_us
+                                            : 0.0);
+  Add(rec("small_rtt", "ec-store", r.ecstore_shm_lookup,
+          std::string("same host: Client::Lookup of a held key through the daemon (one request "
+                      "of the same sizes over its unix socket)") +
+              rtt));
   HoldToLimit("shm_put", "ec-store", "memcpy_values");
   HoldToLimit("shm_put", "ec-store-socket", "memcpy_values");
   Add(rec("shm_put", "ec-store", r.ecstore_shm_put,
