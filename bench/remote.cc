@@ -413,8 +413,7 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
   res.memcpy_values = TimeMemcpy(values, rounds, buf);
   res.ecstore_shm = time_gets(net::Client::Connect("unix:" + dir + "/serve.sock"));
   if (auto c = net::Client::Connect("unix:" + dir + "/serve.sock"); c.ok())
-    TimeSmallRoundTrips(**c, std::max(rounds, 2) * 2, &res.ecstore_shm_lookup,
-                        &res.unix_ping_pong);
+    TimeSmallRoundTrips(**c, std::max(rounds, 2) * 2, &res.ecstore_shm_lookup, &res.unix_ping_pong);
   Sample upload_new, upload_same;
   TimePuts(*sp, values, rounds, true, &res.ecstore_tcp_put, &upload_new);
   TimePuts(*sp, values, rounds, false, &res.ecstore_tcp_reput, &upload_same);

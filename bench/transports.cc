@@ -75,9 +75,9 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
           "39 bytes up and 98 down over a unix socket pair to another process, alternated "
           "block by block with the lookups"));
   char rtt[96];
-  std::snprintf(rtt, sizeof rtt, "; %.2fx the limit's p50",
-                r.unix_ping_pong.p50_us > 0 ? r.ecstore_shm_lookup.p50_us / r.unix_ping_pong.p50_us
-                                            : 0.0);
+  std::snprintf(
+      rtt, sizeof rtt, "; %.2fx the limit's p50",
+      r.unix_ping_pong.p50_us > 0 ? r.ecstore_shm_lookup.p50_us / r.unix_ping_pong.p50_us : 0.0);
   Add(rec("small_rtt", "ec-store", r.ecstore_shm_lookup,
           std::string("same host: Client::Lookup of a held key through the daemon (one request "
                       "of the same sizes over its unix socket)") +
