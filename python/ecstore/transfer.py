@@ -330,21 +330,18 @@ def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str], dev: tor
 def _get_many_sized_by_rows(cache: ecstore.Cache, ns: str, keys: list[str], dev: torch.device,
                             stream: int, rows: list[int], layout: tuple[str, tuple[int, ...]]
                             ) -> list[torch.Tensor | None] | None:
-    """_get_many_to_device into byte buffers of rows[i] rows of `layout`, without a lookup;
-    None where a guess was wrong (an entry larger than its buffer: nothing returned for any;
-    or one of another size), so that the caller looks the entries up."""
+    """_get_many_to_device into tensors of rows[i] rows of `layout`, without a lookup; None
+    where a guess was wrong (an entry larger than its tensor: nothing returned for any; or
+    one of another dtype or shape), so that the caller looks the entries up."""
     dtype, rest = layout
-    row_bytes = _tensors.torch_dtype(dtype).itemsize
-    for d in rest:
-        row_bytes *= d
-    bufs = [torch.empty(r * row_bytes, dtype=torch.uint8, device=dev) for r in rows]
+    outs = [torch.empty((r, *rest), dtype=_tensors.torch_dtype(dtype), device=dev) for r in rows]
     try:
-        got = cache._c.get_many_to_device(ns, keys, [b.data_ptr() for b in bufs],
-                                          [b.numel() for b in bufs], dev.index, stream)
+        got = cache._c.get_many_to_device(ns, keys, [o.data_ptr() for o in outs],
+                                          [o.numel() * o.element_size() for o in outs],
+                                          dev.index, stream)
     except ecstore.InvalidArgument:
         return None
-    if any(i is not None and i.bytes != b.numel() for i, b in zip(got, bufs)):
+    if any(i is not None and (i.dtype != dtype or tuple(i.shape) != tuple(o.shape))
+           for i, o in zip(got, outs)):
         return None
-    return [None if i is None else
-            b.view(_tensors.torch_dtype(i.dtype)).view(list(i.shape))
-            for i, b in zip(got, bufs)]
+    return [None if i is None else o for i, o in zip(got, outs)]
