@@ -130,6 +130,25 @@ Result<int> SealForReaders(int fd) {
   return ro;
 }
 
+// A shared memory file of `bytes` (*fd), mapped writable, transparent huge pages asked for.
+Result<void*> MapShmem(size_t bytes, int* fd) {
+  *fd = memfd_create("ec-store-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (*fd < 0) return Status::FromErrno(errno, "memfd_create for the shared pool");
+  if (ftruncate(*fd, static_cast<off_t>(bytes)) != 0) {
+    int e = errno;
+    close(*fd);
+    return Status::FromErrno(e, "size the shared pool");
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    close(*fd);
+    return Status::FromErrno(e, "mmap the shared pool");
+  }
+  madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
+}
+
 class SharedHostBackend : public MemoryBackend {
  public:
   const char* Name() const override { return "host-pinned-shared"; }
@@ -138,22 +157,27 @@ class SharedHostBackend : public MemoryBackend {
   Result<MemoryRegion> Map(size_t bytes) override {
     MemoryRegion r;
     r.size = bytes;
-    int fd = memfd_create("ec-store-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) return Status::FromErrno(errno, "memfd_create for the shared pool");
-    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      int e = errno;
-      close(fd);
-      return Status::FromErrno(e, "size the shared pool");
+    // Huge pages where the kernel has them reserved (vm.nr_hugepages), as the private pool:
+    // a hugetlb memfd, its pages taken by the mapping. Otherwise shared memory in 4 KiB pages
+    // with transparent huge pages asked for, which the kernel grants only where shmem_enabled
+    // allows. Disk reads land in this pool: on the H200 host a daemon's single gets ran at
+    // 0.81 x raw in 4 KiB pages and 0.88 x in huge ones (0.88-0.90 x in process).
+    int fd = -1;
+    void* p = MAP_FAILED;
+    if (bytes % kHugePage == 0) {
+      fd = memfd_create("ec-store-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+      if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) == 0)
+        p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+      if (p == MAP_FAILED && fd >= 0) close(fd);  // none reserved (or too few): shmem
     }
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      int e = errno;
-      close(fd);
-      return Status::FromErrno(e, "mmap the shared pool");
+    r.hugetlb = p != MAP_FAILED;
+    if (!r.hugetlb) {
+      auto shm = MapShmem(bytes, &fd);
+      if (!shm.ok()) return shm.status();
+      p = *shm;
+      PrefaultParallel(static_cast<uint8_t*>(p), bytes, PrefaultThreads(), &r);
     }
-    madvise(p, bytes, MADV_HUGEPAGE);
     r.base = static_cast<uint8_t*>(p);
-    PrefaultParallel(r.base, bytes, PrefaultThreads(), &r);
     r.locked = mlock(p, bytes) == 0;
     NoteHugePages(&r);
     auto reader_fd = SealForReaders(fd);

@@ -1,7 +1,9 @@
 #include "base/memory_backend.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -57,6 +59,67 @@ TEST(MemoryBackend, APoolReportsTheHugePagesItWasGranted) {
     }
     backend->Unmap(*r);
   }
+}
+
+// Huge pages reserved and free (/proc/meminfo's HugePages_Free x Hugepagesize), in bytes.
+size_t FreeReservedHugePageBytes() {
+  std::ifstream in("/proc/meminfo");
+  size_t free_pages = 0, page_kib = 0;
+  for (std::string key; in >> key;) {
+    if (key == "HugePages_Free:") in >> free_pages;
+    if (key == "Hugepagesize:") in >> page_kib;
+  }
+  return free_pages * page_kib * 1024;
+}
+
+// Readers of a shared pool get its bytes and nothing else: the descriptor handed out maps
+// read-only, and neither it nor a reopen of it maps writable or shrinks the pool.
+void ExpectReadOnlyForReaders(MemoryRegion& r) {
+  for (size_t i = 0; i < r.size; i += 4096) r.base[i] = static_cast<uint8_t>(i >> 12);
+  ASSERT_GE(r.shm_fd, 0);
+  auto* ro = static_cast<uint8_t*>(mmap(nullptr, r.size, PROT_READ, MAP_SHARED, r.shm_fd, 0));
+  ASSERT_NE(ro, MAP_FAILED);
+  for (size_t i = 0; i < r.size; i += 4096)
+    ASSERT_EQ(ro[i], static_cast<uint8_t>(i >> 12)) << "at " << i;
+  munmap(ro, r.size);
+  EXPECT_EQ(mmap(nullptr, r.size, PROT_READ | PROT_WRITE, MAP_SHARED, r.shm_fd, 0), MAP_FAILED);
+  EXPECT_NE(ftruncate(r.shm_fd, 0), 0);
+  std::string self = "/proc/self/fd/" + std::to_string(r.shm_fd);
+  int rw = open(self.c_str(), O_RDWR | O_CLOEXEC);
+  if (rw >= 0) {
+    EXPECT_EQ(mmap(nullptr, r.size, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0), MAP_FAILED)
+        << "F_SEAL_FUTURE_WRITE: no writable mapping through a reopen either";
+    close(rw);
+  }
+}
+
+TEST(MemoryBackend, ASharedPoolIsReadOnlyForReaders) {
+  auto backend = NewSharedHostBackend();
+  auto r = backend->Map(64 * kMiB);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectReadOnlyForReaders(*r);
+  backend->Unmap(*r);
+}
+
+// Where huge pages are reserved, a daemon's shared pool takes them (a hugetlb memfd), sealed
+// for readers as the shared memory one is.
+TEST(MemoryBackend, ASharedPoolTakesReservedHugePages) {
+  const size_t bytes = 64 * kMiB;
+  if (FreeReservedHugePageBytes() < bytes)
+    GTEST_SKIP() << "fewer than 64 MiB of huge pages reserved and free here (vm.nr_hugepages); "
+                    "ASharedPoolIsReadOnlyForReaders covers the shared pool without them";
+  auto backend = NewSharedHostBackend();
+  auto r = backend->Map(bytes);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->hugetlb);
+  EXPECT_TRUE(r->huge_pages);
+  EXPECT_EQ(r->huge_page_bytes, bytes);
+  ExpectReadOnlyForReaders(*r);
+  backend->Unmap(*r);
+  auto odd = backend->Map(bytes + 4096);  // not a whole number of huge pages: shared memory
+  ASSERT_TRUE(odd.ok()) << odd.status().ToString();
+  EXPECT_FALSE(odd->hugetlb);
+  backend->Unmap(*odd);
 }
 
 }  // namespace
