@@ -158,20 +158,33 @@ bool Keydir::Holds(std::string_view ns, std::string_view key) {
   return !closed_ && (e = table_.Find(ns, key)) && !e->erased;
 }
 
+namespace {
+bool SameShape(const Entry& e, const TensorMeta& meta, uint64_t size) {
+  return !e.erased && e.pool && e.bytes == size && e.meta.dtype == meta.dtype &&
+         e.meta.shape == meta.shape && e.meta.recompute_cost == meta.recompute_cost;
+}
+}  // namespace
+
+std::optional<ReadLease> Keydir::QuietLeaseIfHolds(std::string_view ns, std::string_view key,
+                                                   const TensorMeta& meta, uint64_t size) {
+  MutexLock l(&mu);
+  EntryPtr e;
+  if (closed_ || !(e = table_.Find(ns, key)) || !SameShape(*e, meta, size)) return std::nullopt;
+  return QuietLeaseLocked(e);
+}
+
 bool Keydir::HoldsIdentical(std::string_view ns, std::string_view key, const TensorMeta& meta,
-                            const uint8_t* data, uint64_t size, uint64_t checksum) {
+                            const uint8_t* data, uint64_t size, uint64_t checksum,
+                            const uint8_t* compared) {
   EntryPtr e;
   ReadLease lease;
   {
     MutexLock l(&mu);
     if (closed_ || !(e = table_.Find(ns, key))) return false;
-    if (e->erased || !e->pool || e->bytes != size || e->checksum != checksum ||
-        e->meta.dtype != meta.dtype || e->meta.shape != meta.shape ||
-        e->meta.recompute_cost != meta.recompute_cost)
-      return false;
+    if (!SameShape(*e, meta, size) || e->checksum != checksum) return false;
     lease = QuietLeaseLocked(e);
   }
-  if (std::memcmp(lease.data(), data, size) != 0) return false;
+  if (lease.data() != compared && std::memcmp(lease.data(), data, size) != 0) return false;
   MutexLock l(&mu);
   if (e->erased || !e->pool) return false;  // erased meanwhile: the Put installs its own
   e->last_access_us = env_->NowMicros();

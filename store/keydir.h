@@ -123,8 +123,16 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   // entry stands in the pool's order as a new put of it would, and a Put keeps it instead of
   // replacing it: a replacement would cost a durable tombstone for the written-back copy (one
   // fdatasync) and a second write of the same bytes.
+  // `compared`: the pool copy a PutReservation already found byte-equal to data as its parts
+  // landed (its lease pinned that block, so the same address is the same entry); no second
+  // comparison then.
   bool HoldsIdentical(std::string_view ns, std::string_view key, const TensorMeta& meta,
-                      const uint8_t* data, uint64_t size, uint64_t checksum) EXCLUDES(mu);
+                      const uint8_t* data, uint64_t size, uint64_t checksum,
+                      const uint8_t* compared = nullptr) EXCLUDES(mu);
+  // A quiet lease on the pool copy of (ns, key) where it holds an entry of this size and
+  // meta (what a put of the same bytes would find identical); nullopt otherwise.
+  std::optional<ReadLease> QuietLeaseIfHolds(std::string_view ns, std::string_view key,
+                                             const TensorMeta& meta, uint64_t size) EXCLUDES(mu);
   void TouchLocked(Entry* e) REQUIRES(mu);
   void AwaitSpill(const EntryPtr& e) EXCLUDES(mu);
   // Up to `max` entries with a disk copy that nothing holds (no lease, load or spill), the

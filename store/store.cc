@@ -23,6 +23,8 @@ PutReservation& PutReservation::operator=(PutReservation&& o) noexcept {
     hasher_ = std::move(o.hasher_);
     hashed_ = std::exchange(o.hashed_, 0);
     checksum_when_spilled_ = std::exchange(o.checksum_when_spilled_, false);
+    same_ = std::move(o.same_);
+    o.same_.reset();
   }
   return *this;
 }
@@ -36,17 +38,24 @@ void PutReservation::Reset() {
   hasher_.reset();
   hashed_ = 0;
   checksum_when_spilled_ = false;
+  same_.reset();
 }
 void PutReservation::Filled(uint64_t n) {
   n = std::min(n, size_);
   if (n <= hashed_) return;
   if (!hasher_) hasher_ = std::make_unique<PayloadHasher>(size_);
   hasher_->Update(data_ + hashed_, n - hashed_);
+  if (same_ && std::memcmp(data_ + hashed_, same_->data() + hashed_, n - hashed_) != 0)
+    same_.reset();
   hashed_ = n;
 }
 uint64_t PutReservation::Checksum() {
-  if (!hasher_) return PayloadChecksum(data_, size_);
-  Filled(size_);
+  if (!hasher_ && !same_) return PayloadChecksum(data_, size_);
+  // With an entry to compare against, the rest goes in pieces: each is hashed and compared
+  // while it is in cache.
+  constexpr uint64_t kPiece = 256 << 10;
+  for (uint64_t at = hashed_; at < size_;) Filled(at = std::min(size_, at + kPiece));
+  if (!hasher_) hasher_ = std::make_unique<PayloadHasher>(size_);  // 0 bytes
   return hasher_->Digest();
 }
 namespace {
@@ -236,7 +245,9 @@ Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view 
   p->key = key;
   p->meta = meta;
   uint8_t* data = pool_->Ptr(p->block);
-  return PutReservation(this, p.release(), data, size);
+  PutReservation r(this, p.release(), data, size);
+  r.same_ = kd_->QuietLeaseIfHolds(ns, key, meta, size);
+  return r;
 }
 
 void StoreImpl::Abandon(void* token) {
@@ -265,7 +276,7 @@ Status StoreImpl::Commit(PutReservation r) {
   uint8_t* dst = pool_->Ptr(blk);
   const bool later = r.checksum_when_spilled_ && !kd_->Holds(p->ns, p->key);
   const uint64_t checksum = later ? 0 : r.Checksum();
-  if (!later && kd_->HoldsIdentical(p->ns, p->key, p->meta, dst, size, checksum)) {
+  if (!later && kd_->HoldsIdentical(p->ns, p->key, p->meta, dst, size, checksum, r.KnownSame())) {
     Abandon(p.release());  // the key already holds these bytes: keep that entry
     return Status::Ok();
   }

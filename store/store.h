@@ -121,6 +121,9 @@ class PutReservation {
  private:
   friend class StoreImpl;
   uint64_t Checksum();  // of all size_ bytes: what Filled hashed, then the rest
+  // The pool copy of the entry the key held at Reserve with this size and meta, while every
+  // byte filled so far matches it; nullptr otherwise (or until all bytes are compared).
+  const uint8_t* KnownSame() const { return same_ && hashed_ == size_ ? same_->data() : nullptr; }
   class Owner {
    public:
     virtual ~Owner() = default;
@@ -135,6 +138,11 @@ class PutReservation {
   std::unique_ptr<PayloadHasher> hasher_;  // bytes [0, hashed_) hashed by Filled
   uint64_t hashed_ = 0;
   bool checksum_when_spilled_ = false;
+  // Where the key already holds an entry of this size and meta in the pool, a quiet lease on
+  // it: Filled compares each new part with it while the part is still in cache, so a put of
+  // the bytes the store holds is known to be one when its last piece lands, instead of after
+  // another pass over both. Dropped at the first part that differs.
+  std::optional<ReadLease> same_;
 };
 
 class Store : public Cache {

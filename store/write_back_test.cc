@@ -2,9 +2,12 @@
 // pool makes room at once; and GetMany copies its pool hits out while its disk reads run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
+#include "disk/record.h"
 #include "store/store.h"
 #include "tests/test_util.h"
 
@@ -154,6 +157,53 @@ TEST(WriteBack, APutOfTheBytesAKeyHoldsKeepsTheStoredEntry) {
   std::vector<uint8_t> got(kMiB);
   ASSERT_TRUE((*s)->Get("ns", "k0", {got.data(), got.size()}).ok());
   EXPECT_TRUE(got == Payload(7, kMiB));
+}
+
+// A reservation for a key the pool holds at its size and meta (a daemon's PUT lands in one)
+// is compared with the held entry piece by piece as Filled is told, and committed without a
+// second pass where every piece matched: the held entry stays. A piece that differs -- the
+// first or the very last byte -- makes the put replace it, and an entry erased meanwhile
+// leaves the put to install its own.
+TEST(WriteBack, AReservationIsComparedWithTheHeldEntryAsItsPiecesLand) {
+  TempDir dir;
+  Options o;
+  o.pool_bytes = 64 * kMiB;
+  auto s = Store::Open(dir.path(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const auto held = Payload(7, kMiB);
+  auto fill = [&](const std::vector<uint8_t>& bytes) {
+    auto r = (*s)->Reserve("ns", "k0", Bf16(kMiB), kMiB);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    for (uint64_t at = 0; at < kMiB;) {  // as a socket read lands: piece by piece
+      const uint64_t n = std::min<uint64_t>(300'000, kMiB - at);
+      std::memcpy(r->bytes().data() + at, bytes.data() + at, n);
+      r->Filled(at += n);
+    }
+    return std::move(r).value();
+  };
+  ASSERT_TRUE(PutSeeded(s->get(), "k0", 7, kMiB).ok());
+  ASSERT_TRUE((*s)->Flush().ok());
+  const auto before = (*s)->Lookup("ns", "k0");
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE((*s)->Commit(fill(held)).ok());
+  EXPECT_EQ((*s)->Lookup("ns", "k0")->created_us, before->created_us);  // kept
+  std::vector<uint8_t> got(kMiB);
+  for (size_t at : {size_t{0}, size_t{kMiB - 1}}) {
+    auto other = held;
+    other[at] ^= 1;
+    ASSERT_TRUE((*s)->Commit(fill(other)).ok());
+    const auto now = (*s)->Lookup("ns", "k0");
+    EXPECT_EQ(now->checksum, PayloadChecksum(other.data(), kMiB)) << "differs at " << at;
+    ASSERT_TRUE((*s)->Get("ns", "k0", {got.data(), got.size()}).ok());
+    EXPECT_TRUE(got == other) << "differs at " << at;
+  }
+  ASSERT_TRUE((*s)->Commit(fill(held)).ok());  // back to the first bytes
+  auto r = fill(held);                         // compared equal, then the entry goes
+  ASSERT_TRUE((*s)->Erase("ns", "k0").ok());
+  ASSERT_TRUE((*s)->Commit(std::move(r)).ok());
+  ASSERT_TRUE((*s)->Get("ns", "k0", {got.data(), got.size()}).ok());
+  EXPECT_TRUE(got == held);
+  EXPECT_EQ((*s)->Stats()->pool().entries, 1u);
 }
 
 // Other bytes of the same size, or the same bytes with other meta, still replace the entry,
