@@ -66,7 +66,7 @@ void RemoteWorkload(const Config& cfg, Payloads& pl) {
           "the same puts of the keys and bytes the server holds: checked equal, entry kept"));
   Add(rec("memcpy_values", "limit", r.memcpy_values,
           "memcpy of the same values (same sizes, same order) from pinned memory into the same "
-          "destination"));
+          "destination, split over as many threads as a Client's copies out of the pool"));
   HoldToLimit("shm_get", "ec-store", "memcpy_values");
   Add(rec("shm_get", "ec-store", r.ecstore_shm,
           "same host: one GET_SHM_STREAM (the pool hit told at once, copied out of the mapped "
