@@ -159,6 +159,15 @@ TEST(WriteBack, APutOfTheBytesAKeyHoldsKeepsTheStoredEntry) {
   EXPECT_TRUE(got == Payload(7, kMiB));
 }
 
+// A store over `dir` whose 64 MiB pool stays far below its watermark: nothing is evicted.
+std::unique_ptr<Store> OpenWithPoolOf64MiB(const std::string& dir) {
+  Options o;
+  o.pool_bytes = 64 * kMiB;
+  auto s = Store::Open(dir, o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
 // A reservation for a key the pool holds at its size and meta (a daemon's PUT lands in one)
 // is compared with the held entry piece by piece as Filled is told, and committed without a
 // second pass where every piece matched: the held entry stays. A piece that differs -- the
@@ -166,13 +175,11 @@ TEST(WriteBack, APutOfTheBytesAKeyHoldsKeepsTheStoredEntry) {
 // leaves the put to install its own.
 TEST(WriteBack, AReservationIsComparedWithTheHeldEntryAsItsPiecesLand) {
   TempDir dir;
-  Options o;
-  o.pool_bytes = 64 * kMiB;
-  auto s = Store::Open(dir.path(), o);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::unique_ptr<Store> s = OpenWithPoolOf64MiB(dir.path());
+  ASSERT_TRUE(s);
   const auto held = Payload(7, kMiB);
   auto fill = [&](const std::vector<uint8_t>& bytes) {
-    auto r = (*s)->Reserve("ns", "k0", Bf16(kMiB), kMiB);
+    auto r = s->Reserve("ns", "k0", Bf16(kMiB), kMiB);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     for (uint64_t at = 0; at < kMiB;) {  // as a socket read lands: piece by piece
       const uint64_t n = std::min<uint64_t>(300'000, kMiB - at);
@@ -181,29 +188,29 @@ TEST(WriteBack, AReservationIsComparedWithTheHeldEntryAsItsPiecesLand) {
     }
     return std::move(r).value();
   };
-  ASSERT_TRUE(PutSeeded(s->get(), "k0", 7, kMiB).ok());
-  ASSERT_TRUE((*s)->Flush().ok());
-  const auto before = (*s)->Lookup("ns", "k0");
+  ASSERT_TRUE(PutSeeded(s.get(), "k0", 7, kMiB).ok());
+  ASSERT_TRUE(s->Flush().ok());
+  const auto before = s->Lookup("ns", "k0");
   ASSERT_TRUE(before.ok());
-  ASSERT_TRUE((*s)->Commit(fill(held)).ok());
-  EXPECT_EQ((*s)->Lookup("ns", "k0")->created_us, before->created_us);  // kept
+  ASSERT_TRUE(s->Commit(fill(held)).ok());
+  EXPECT_EQ(s->Lookup("ns", "k0")->created_us, before->created_us);  // kept
   std::vector<uint8_t> got(kMiB);
   for (size_t at : {size_t{0}, size_t{kMiB - 1}}) {
     auto other = held;
     other[at] ^= 1;
-    ASSERT_TRUE((*s)->Commit(fill(other)).ok());
-    const auto now = (*s)->Lookup("ns", "k0");
+    ASSERT_TRUE(s->Commit(fill(other)).ok());
+    const auto now = s->Lookup("ns", "k0");
     EXPECT_EQ(now->checksum, PayloadChecksum(other.data(), kMiB)) << "differs at " << at;
-    ASSERT_TRUE((*s)->Get("ns", "k0", {got.data(), got.size()}).ok());
+    ASSERT_TRUE(s->Get("ns", "k0", {got.data(), got.size()}).ok());
     EXPECT_TRUE(got == other) << "differs at " << at;
   }
-  ASSERT_TRUE((*s)->Commit(fill(held)).ok());  // back to the first bytes
-  auto r = fill(held);                         // compared equal, then the entry goes
-  ASSERT_TRUE((*s)->Erase("ns", "k0").ok());
-  ASSERT_TRUE((*s)->Commit(std::move(r)).ok());
-  ASSERT_TRUE((*s)->Get("ns", "k0", {got.data(), got.size()}).ok());
+  ASSERT_TRUE(s->Commit(fill(held)).ok());  // back to the first bytes
+  auto r = fill(held);                      // compared equal, then the entry goes
+  ASSERT_TRUE(s->Erase("ns", "k0").ok());
+  ASSERT_TRUE(s->Commit(std::move(r)).ok());
+  ASSERT_TRUE(s->Get("ns", "k0", {got.data(), got.size()}).ok());
   EXPECT_TRUE(got == held);
-  EXPECT_EQ((*s)->Stats()->pool().entries, 1u);
+  EXPECT_EQ(s->Stats()->pool().entries, 1u);
 }
 
 // Other bytes of the same size, or the same bytes with other meta, still replace the entry,
