@@ -17,17 +17,32 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
 #endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25  // Linux 6.1
+#endif
 
 namespace ecstore {
 
-void PrefaultParallel(uint8_t* p, size_t bytes, unsigned max_threads, MemoryRegion* r) {
+namespace {
+constexpr size_t kHugePage = 2u << 20;
+}  // namespace
+
+void PrefaultParallel(uint8_t* p, size_t bytes, unsigned max_threads, MemoryRegion* r,
+                      bool collapse) {
   constexpr size_t kPage = 4096, kMinSlice = 64u << 20;
   const auto t0 = std::chrono::steady_clock::now();
   const size_t threads = std::clamp<size_t>(std::min<size_t>(max_threads, bytes / kMinSlice), 1,
                                             std::max(1u, max_threads));
-  const size_t slice = (bytes / threads + kPage - 1) / kPage * kPage;
+  const size_t unit = collapse ? kHugePage : kPage;  // slices whole huge pages when collapsing
+  const size_t slice = (bytes / threads + unit - 1) / unit * unit;
   auto populate = [&](size_t from) {
     const size_t len = std::min(slice, bytes - from);
+    if (collapse) {
+      // One page touched per huge page is enough for the collapse to take (it fills the
+      // rest), and cheaper than faulting in all 512 first: the collapse copies them.
+      for (size_t off = 0; off < len; off += kHugePage) p[from + off] = 0;
+      madvise(p + from, len, MADV_COLLAPSE);  // refused: populated in 4 KiB pages below
+    }
     if (madvise(p + from, len, MADV_POPULATE_WRITE) == 0) return;
     for (size_t off = 0; off < len; off += kPage) p[from + off] = 0;  // older kernels
   };
@@ -64,8 +79,6 @@ size_t HugePageBytes(const void* p, size_t bytes) {
 }
 
 namespace {
-
-constexpr size_t kHugePage = 2u << 20;
 
 // What the kernel granted, after the fault-in: a MADV_HUGEPAGE is only a request.
 void NoteHugePages(MemoryRegion* r) {
@@ -130,7 +143,8 @@ Result<int> SealForReaders(int fd) {
   return ro;
 }
 
-// A shared memory file of `bytes` (*fd), mapped writable, transparent huge pages asked for.
+// A shared memory file of `bytes` (*fd), mapped writable at a 2 MiB-aligned address (a huge
+// page is mapped whole only there), transparent huge pages asked for.
 Result<void*> MapShmem(size_t bytes, int* fd) {
   *fd = memfd_create("ec-store-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (*fd < 0) return Status::FromErrno(errno, "memfd_create for the shared pool");
@@ -139,7 +153,22 @@ Result<void*> MapShmem(size_t bytes, int* fd) {
     close(*fd);
     return Status::FromErrno(e, "size the shared pool");
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  void* p = MAP_FAILED;
+  void* span = mmap(nullptr, bytes + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (span != MAP_FAILED) {  // the aligned address inside the span, the slack given back
+    auto* lo = static_cast<uint8_t*>(span);
+    auto* at = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(lo) + kHugePage - 1) &
+                                          ~uintptr_t{kHugePage - 1});
+    p = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, *fd, 0);
+    if (p == MAP_FAILED) {
+      munmap(span, bytes + kHugePage);
+    } else {
+      if (at > lo) munmap(lo, static_cast<size_t>(at - lo));
+      if (at + bytes < lo + bytes + kHugePage)
+        munmap(at + bytes, static_cast<size_t>(lo + bytes + kHugePage - (at + bytes)));
+    }
+  }
+  if (p == MAP_FAILED) p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
   if (p == MAP_FAILED) {
     int e = errno;
     close(*fd);
@@ -158,10 +187,12 @@ class SharedHostBackend : public MemoryBackend {
     MemoryRegion r;
     r.size = bytes;
     // Huge pages where the kernel has them reserved (vm.nr_hugepages), as the private pool:
-    // a hugetlb memfd, its pages taken by the mapping. Otherwise shared memory in 4 KiB pages
-    // with transparent huge pages asked for, which the kernel grants only where shmem_enabled
-    // allows. Disk reads land in this pool: on the H200 host a daemon's single gets ran at
-    // 0.81 x raw in 4 KiB pages and 0.88 x in huge ones (0.88-0.90 x in process).
+    // a hugetlb memfd, its pages taken by the mapping. Otherwise shared memory, which the
+    // kernel faults in in 4 KiB pages unless shmem_enabled allows more (it is "never" on
+    // this VM and the GPU hosts); MADV_COLLAPSE makes them huge pages anyway. Disk reads land
+    // in this pool: on the H200 host a daemon's single gets ran at 0.81 x raw in 4 KiB pages
+    // and 0.88 x in huge ones (0.88-0.90 x in process). The collapse costs time at open:
+    // on this VM one thread took 1.2 s per GiB, against 0.6 s to fault in 4 KiB pages.
     int fd = -1;
     void* p = MAP_FAILED;
     if (bytes % kHugePage == 0) {
@@ -175,7 +206,7 @@ class SharedHostBackend : public MemoryBackend {
       auto shm = MapShmem(bytes, &fd);
       if (!shm.ok()) return shm.status();
       p = *shm;
-      PrefaultParallel(static_cast<uint8_t*>(p), bytes, PrefaultThreads(), &r);
+      PrefaultParallel(static_cast<uint8_t*>(p), bytes, PrefaultThreads(), &r, /*collapse=*/true);
     }
     r.base = static_cast<uint8_t*>(p);
     r.locked = mlock(p, bytes) == 0;

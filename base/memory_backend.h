@@ -37,7 +37,11 @@ struct MemoryRegion {
 // Faults in [p, p + bytes) for writing with up to `max_threads` threads, each populating a
 // slice (MADV_POPULATE_WRITE, or a write per page on kernels before 5.14); records how in *r.
 // A 4 GiB pool took 2-15 s to open under load when one thread (MAP_POPULATE, mlock) did it.
-void PrefaultParallel(uint8_t* p, size_t bytes, unsigned max_threads, MemoryRegion* r);
+// With `collapse` (shared memory, p 2 MiB-aligned), each slice is first touched once per
+// 2 MiB and made huge pages with MADV_COLLAPSE (Linux 6.1+), which the kernel does whatever
+// shmem_enabled says short of "deny"; a slice it refuses is populated in 4 KiB pages.
+void PrefaultParallel(uint8_t* p, size_t bytes, unsigned max_threads, MemoryRegion* r,
+                      bool collapse = false);
 
 // How many bytes of [p, p + bytes) the kernel backs with huge pages, hugetlb or transparent
 // (AnonHugePages, ShmemPmdMapped, FilePmdMapped and *_Hugetlb of the mappings it overlaps in

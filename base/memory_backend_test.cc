@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -99,6 +101,43 @@ TEST(MemoryBackend, ASharedPoolIsReadOnlyForReaders) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ExpectReadOnlyForReaders(*r);
   backend->Unmap(*r);
+}
+
+// Whether this kernel can make shared memory huge pages where shmem_enabled does not allow
+// them at fault: MADV_COLLAPSE (Linux 6.1) and shmem_enabled short of "deny".
+std::string WhyNoShmemCollapse() {
+  struct utsname u;
+  int major = 0, minor = 0;
+  if (uname(&u) != 0 || std::sscanf(u.release, "%d.%d", &major, &minor) != 2)
+    return "the kernel's version is unknown";
+  if (major < 6 || (major == 6 && minor < 1))
+    return std::string("Linux ") + u.release + " has no MADV_COLLAPSE (6.1+)";
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string line;
+  std::getline(in, line);
+  if (line.empty()) return "no transparent huge pages for shared memory here";
+  if (line.find("[deny]") != std::string::npos) return "shmem_enabled is 'deny'";
+  return "";
+}
+
+// Without reserved huge pages a daemon's shared pool is made huge pages anyway (faulted in
+// once per huge page, then MADV_COLLAPSE), whatever shmem_enabled says, and stays sealed for
+// readers. A pool that is not a whole number of huge pages gets them for the whole ones.
+TEST(MemoryBackend, ASharedPoolIsCollapsedIntoHugePagesWithoutReservedOnes) {
+  if (const std::string why = WhyNoShmemCollapse(); !why.empty()) GTEST_SKIP() << why;
+  const size_t bytes = 64 * kMiB;
+  auto backend = NewSharedHostBackend();
+  for (size_t size : {bytes, bytes + 4096}) {
+    if (size == bytes && FreeReservedHugePageBytes() >= bytes) continue;  // hugetlb: below
+    auto r = backend->Map(size);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_FALSE(r->hugetlb);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(r->base) % (2 * kMiB), 0u) << "aligned for huge pages";
+    EXPECT_EQ(r->huge_page_bytes, bytes) << "of " << size << " bytes";
+    EXPECT_EQ(r->huge_pages, size == bytes);
+    ExpectReadOnlyForReaders(*r);
+    backend->Unmap(*r);
+  }
 }
 
 // Where huge pages are reserved, a daemon's shared pool takes them (a hugetlb memfd), sealed

@@ -119,10 +119,12 @@ void LogStartup(const Store& store, const StoreStats& s, double open_secs) {
                store.device_region().base ? HumanBytes(store.device_region().size) : "none");
   if (PoolPages(s) != "huge pages")  // the daemon's pool is a memfd: shared memory
     spdlog::info(
-        "the pool's pages are not all huge ones, and disk reads into 4 KiB pages run slower: "
-        "reserve huge pages for it (vm.nr_hugepages: the pool's size / 2 MiB), or let shared "
-        "memory have transparent ones (/sys/kernel/mm/transparent_hugepage/shmem_enabled, "
-        "'{}' here; 'advise' grants them to the pool, which asks for them)",
+        "the pool's pages are not all huge ones (the kernel did not collapse them: Linux "
+        "6.1+ does, unless shmem_enabled is 'deny'; or the pool is not a whole number of "
+        "2 MiB pages), and disk reads into 4 KiB pages run slower: reserve huge pages for it "
+        "(vm.nr_hugepages: the pool's size / 2 MiB), or let shared memory have transparent "
+        "ones (/sys/kernel/mm/transparent_hugepage/shmem_enabled, '{}' here; 'advise' grants "
+        "them to the pool, which asks for them)",
         ThpSetting("shmem_enabled"));
   spdlog::info(
       "recovered {} entries ({}) from {} segment(s) in {:.3f} s{}", s.disk().entries,
