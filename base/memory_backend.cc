@@ -55,6 +55,26 @@ void PrefaultParallel(uint8_t* p, size_t bytes, unsigned max_threads, MemoryRegi
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void* MapSharedAligned(int fd, size_t bytes, int prot) {
+  void* span = mmap(nullptr, bytes + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (span == MAP_FAILED) return mmap(nullptr, bytes, prot, MAP_SHARED, fd, 0);
+  // The aligned address inside the span; the slack on either side is given back.
+  auto* lo = static_cast<uint8_t*>(span);
+  auto* at = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(lo) + kHugePage - 1) &
+                                        ~uintptr_t{kHugePage - 1});
+  void* p = mmap(at, bytes, prot, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    munmap(span, bytes + kHugePage);
+    errno = e;
+    return MAP_FAILED;
+  }
+  if (at > lo) munmap(lo, static_cast<size_t>(at - lo));
+  uint8_t* const end = lo + bytes + kHugePage;
+  if (at + bytes < end) munmap(at + bytes, static_cast<size_t>(end - (at + bytes)));
+  return p;
+}
+
 size_t HugePageBytes(const void* p, size_t bytes) {
   std::ifstream smaps("/proc/self/smaps");
   const auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + bytes;
@@ -153,22 +173,7 @@ Result<void*> MapShmem(size_t bytes, int* fd) {
     close(*fd);
     return Status::FromErrno(e, "size the shared pool");
   }
-  void* p = MAP_FAILED;
-  void* span = mmap(nullptr, bytes + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (span != MAP_FAILED) {  // the aligned address inside the span, the slack given back
-    auto* lo = static_cast<uint8_t*>(span);
-    auto* at = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(lo) + kHugePage - 1) &
-                                          ~uintptr_t{kHugePage - 1});
-    p = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, *fd, 0);
-    if (p == MAP_FAILED) {
-      munmap(span, bytes + kHugePage);
-    } else {
-      if (at > lo) munmap(lo, static_cast<size_t>(at - lo));
-      if (at + bytes < lo + bytes + kHugePage)
-        munmap(at + bytes, static_cast<size_t>(lo + bytes + kHugePage - (at + bytes)));
-    }
-  }
-  if (p == MAP_FAILED) p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  void* p = MapSharedAligned(*fd, bytes, PROT_READ | PROT_WRITE);
   if (p == MAP_FAILED) {
     int e = errno;
     close(*fd);

@@ -43,6 +43,11 @@ struct MemoryRegion {
 void PrefaultParallel(uint8_t* p, size_t bytes, unsigned max_threads, MemoryRegion* r,
                       bool collapse = false);
 
+// Maps `bytes` of the shared memory file `fd` (MAP_SHARED, `prot`) at a 2 MiB-aligned
+// address, where the kernel can map a huge page of it whole (a reader's mapping of a pool
+// made of huge pages takes them as it does); MAP_FAILED with errno as mmap's.
+void* MapSharedAligned(int fd, size_t bytes, int prot);
+
 // How many bytes of [p, p + bytes) the kernel backs with huge pages, hugetlb or transparent
 // (AnonHugePages, ShmemPmdMapped, FilePmdMapped and *_Hugetlb of the mappings it overlaps in
 // /proc/self/smaps, at most `bytes`); 0 where that file cannot be read. Asking for

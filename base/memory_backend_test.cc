@@ -135,6 +135,12 @@ TEST(MemoryBackend, ASharedPoolIsCollapsedIntoHugePagesWithoutReservedOnes) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(r->base) % (2 * kMiB), 0u) << "aligned for huge pages";
     EXPECT_EQ(r->huge_page_bytes, bytes) << "of " << size << " bytes";
     EXPECT_EQ(r->huge_pages, size == bytes);
+    auto* seen = static_cast<const uint8_t*>(MapSharedAligned(r->shm_fd, size, PROT_READ));
+    ASSERT_NE(seen, MAP_FAILED);
+    unsigned sum = 0;
+    for (size_t at = 0; at < size; at += 4096) sum += seen[at];  // a reader's faults
+    EXPECT_EQ(HugePageBytes(seen, size), bytes) << "a reader maps them whole too; " << sum;
+    munmap(const_cast<uint8_t*>(seen), size);
     ExpectReadOnlyForReaders(*r);
     backend->Unmap(*r);
   }

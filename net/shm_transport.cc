@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/memory_backend.h"
 #include "cuda/cuda.h"
 #include "net/device_put.h"
 #include "net/transport.h"
@@ -339,7 +340,7 @@ Result<std::unique_ptr<Transport>> NewShmTransport(int pool_fd, uint64_t pool_by
                                                    std::shared_ptr<MemoryRegistrar> registrar) {
   if (pool_fd < 0 || pool_bytes == 0)
     return Status::Unavailable("server did not pass its shared pool");
-  void* p = mmap(nullptr, pool_bytes, PROT_READ, MAP_SHARED, pool_fd, 0);
+  void* p = MapSharedAligned(pool_fd, pool_bytes, PROT_READ);  // its huge pages whole
   if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap the server's pool");
   return std::unique_ptr<Transport>(std::make_unique<ShmTransport>(
       static_cast<const uint8_t*>(p), pool_bytes, features, std::move(registrar)));
