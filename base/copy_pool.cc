@@ -6,7 +6,9 @@
 
 namespace ecstore {
 
-unsigned CopyPool::DefaultThreads(unsigned cores) { return std::min(3u, cores / 4); }
+unsigned CopyPool::DefaultThreads(unsigned cores) {
+  return cores < 2 ? 0 : std::clamp(cores / 4, 1u, 3u);
+}
 
 unsigned CopyPool::ServerThreads(unsigned cores) { return std::min(7u, cores / 2 - (cores >= 2)); }
 

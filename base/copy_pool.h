@@ -35,10 +35,14 @@ class CopyPool {
   void Copy(const std::vector<Item>& items);
   unsigned threads() const { return static_cast<unsigned>(threads_.size()); }
 
-  // Helpers for a machine with `cores`: one per four cores, at most 3 (the engine that embeds
-  // the store needs its cores too). Measured (bench mixed, GetMany of 4): on the 16-core GPU
-  // host 3 helpers took ec-store from 3.1 to 3.7-5.1 GB/s; on the 2-core VM one helper
-  // gained nothing without prefetch and lost 3-5 % with it, so below 4 cores there is none.
+  // Helpers for a machine with `cores`: one per four cores, at least 1 where there are two or
+  // more, at most 3 (the engine that embeds the store needs its cores too; a helper works
+  // only while its caller waits on the copy). Measured (bench mixed, GetMany of 4): on the
+  // 16-core GPU host 3 helpers took ec-store from 3.1 to 3.7-5.1 GB/s; on the 2-core VM
+  // (two threads' memcpy 9.8-10.3 GB/s against one's 5.3-5.6) one helper took it from
+  // 3.75-4.21 to 4.54-4.80 GB/s in four alternated pairs, with prefetch from 3.85-4.19 to
+  // 4.44-4.63, and a same-host client's shm gets from 6.2-6.3 to 13.1 GB/s. (A first try
+  // on that VM, before GetMany overlapped its copies with its disk reads, gained nothing.)
   static unsigned DefaultThreads(unsigned cores);
   // Helpers for a daemon's copies out of its clients' put arenas on a machine with `cores`:
   // half the cores less the caller, at most 7. The daemon has no engine to share its process

@@ -63,8 +63,10 @@ TEST(CopyPool, ConcurrentCallersEachGetTheirOwnBytes) {
 }
 
 TEST(CopyPool, HelpersScaleWithCoresAndStayFew) {
+  EXPECT_EQ(CopyPool::DefaultThreads(0), 0u);
   EXPECT_EQ(CopyPool::DefaultThreads(1), 0u);
-  EXPECT_EQ(CopyPool::DefaultThreads(2), 0u);
+  EXPECT_EQ(CopyPool::DefaultThreads(2), 1u);
+  EXPECT_EQ(CopyPool::DefaultThreads(3), 1u);
   EXPECT_EQ(CopyPool::DefaultThreads(4), 1u);
   EXPECT_EQ(CopyPool::DefaultThreads(8), 2u);
   EXPECT_EQ(CopyPool::DefaultThreads(64), 3u);

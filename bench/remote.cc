@@ -172,8 +172,9 @@ Sample TimeRounds(size_t n, int rounds, const std::function<std::optional<uint64
 // shm_get's limit, the same copies done the simplest way: the same values, in the same
 // order, memcpy'd from pinned memory mapped as the pool is into the same destination, split
 // over as many threads as a Client copies out of the mapped pool with (CopyPool's default
-// for this machine: the caller alone on 2 cores, 4 threads on 16). A limit of one thread's
-// memcpy read 3.2-3.5 x below the shm gets on the H200 machine's 16-core host (2026-11-26).
+// for this machine: the caller and one helper on 2 cores, 4 threads on 16). A limit of one
+// thread's memcpy read 3.2-3.5 x below the shm gets on the H200 machine's 16-core host
+// (2026-11-26).
 Sample TimeMemcpy(const std::vector<std::span<const uint8_t>>& values, int rounds,
                   std::vector<uint8_t>& buf) {
   CopyPool split(CopyPool::DefaultThreads(std::thread::hardware_concurrency()));
