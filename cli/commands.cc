@@ -237,6 +237,12 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
                    "into the pool (-1 = half the cores less one, at most 7)")
       ->check(CLI::Range(-1, 64))
       ->capture_default_str();
+  serve
+      ->add_option("--check-put-pieces", a.check_put_pieces,
+                   "checksum a TCP put's pieces on a helper thread per connection while the "
+                   "next is received (1 yes, 0 no, -1 = where there are 4 or more cores)")
+      ->check(CLI::Range(-1, 1))
+      ->capture_default_str();
   local(serve, [&c] { return ServeCommand(c.g, c.serve); });
 }
 

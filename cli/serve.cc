@@ -146,6 +146,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a) {
   so.slow_request = Millis(a.slow_request);
   so.max_connections = a.max_connections;
   so.copy_threads = a.copy_threads;
+  so.check_put_pieces = a.check_put_pieces;
   const milliseconds summary = Millis(a.log_summary);
   // Refused before a long recovery, not after it (Server::Start decides again on the
   // address it binds).
@@ -180,8 +181,11 @@ int ServeCommand(const Globals& g, const ServeArgs& a) {
   so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
   auto server = Check(net::Server::Start(store.get(), so));
   life.Up(store.get(), server.get());
-  spdlog::info("same-host puts are copied out of their put arenas by {} thread(s) each",
-               server->put_copy_threads());
+  spdlog::info(
+      "same-host puts are copied out of their put arenas by {} thread(s) each; TCP puts' "
+      "pieces are checksummed {}",
+      server->put_copy_threads(),
+      server->checks_put_pieces_behind() ? "on a helper thread per connection" : "as they land");
   std::printf(
       "serving %s on %s (port %u, transport %s)%s; SIGINT/SIGTERM to stop, SIGHUP to "
       "persist the pool\n",

@@ -17,6 +17,7 @@ struct ServeArgs {
   std::string slow_request = "250ms", log_summary = "60s";
   size_t max_connections = 1024;
   int copy_threads = -1;
+  int check_put_pieces = -1;
 };
 
 int ServeCommand(const Globals& g, const ServeArgs& a);

@@ -364,13 +364,13 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
   }
   // Each piece checksummed as it lands, while the client sends the next: on the H100 host's
   // 16 cores, new-key puts 0.80-0.93 x the upload stream, against 0.70-0.73 x hashed after.
-  uint8_t* dst = res->bytes().data();
-  std::memcpy(dst, r.position(), in_prefix);
-  for (uint64_t got = in_prefix; got < size;) {
-    const uint64_t n = std::min<uint64_t>(kPutPieceBytes, size - got);
-    EC_RETURN_IF_ERROR(RecvAll(fd, dst + got, n, "client", deadline));
-    res->Filled(got += n);
-  }
+  // Where there are cores to spare, a helper checks a piece while this thread receives the
+  // next (PieceChecker).
+  std::memcpy(res->bytes().data(), r.position(), in_prefix);
+  PieceChecker* checker = CheckerFor(c->checker, check_behind_, size, kPutPieceBytes);
+  EC_RETURN_IF_ERROR(ReceivePieces(
+      *res, in_prefix, kPutPieceBytes, checker,
+      [&](uint8_t* dst, uint64_t n) { return RecvAll(fd, dst, n, "client", deadline); }));
   Status st = store_->Commit(std::move(res).value());
   return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : ReplyError(c, h, st);
 }

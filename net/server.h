@@ -18,6 +18,7 @@
 #include "net/device_put.h"
 #include "net/lease_table.h"
 #include "net/list_cursor.h"
+#include "net/piece_checker.h"
 #include "net/prefetcher.h"
 #include "net/protocol.h"
 #include "net/put_arena.h"
@@ -54,6 +55,10 @@ struct ServerOptions {
   // Threads besides the connection's own that split each copy out of a client's put arena
   // (PUT_SHM) into the pool; -1: CopyPool::ServerThreads (7 on 16 cores, none on 2).
   int copy_threads = -1;
+  // A TCP put's pieces checksummed (and compared with the entry the key holds) on a helper
+  // thread per connection while the connection's thread receives the next (net/
+  // piece_checker.h): 1 yes, 0 no, -1 where the machine has 4 or more cores.
+  int check_put_pieces = -1;
 };
 
 class Server {
@@ -71,6 +76,8 @@ class Server {
   }
   // Threads that copy one same-host put out of its arena: the connection's and the helpers.
   unsigned put_copy_threads() const { return copier_.threads() + 1; }
+  // Whether a connection's TCP puts are checked on a helper (ServerOptions::check_put_pieces).
+  bool checks_put_pieces_behind() const { return check_behind_; }
   // Stops accepting, closes every connection and joins the threads. Idempotent.
   void Stop();
   // What it has served (ops/prometheus.h renders it), and who it serves now.
@@ -101,6 +108,7 @@ class Server {
     ListCursor listing;                      // a LIST in progress
     std::shared_ptr<SharedArena> arena;      // same host: this client's put arena, once asked for
     std::unique_ptr<DeviceImports> imports;  // same host: its device memory opened here
+    std::unique_ptr<PieceChecker> checker;   // checks its large TCP puts, once it has had one
   };
   Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
   void AcceptLoop();
@@ -154,6 +162,8 @@ class Server {
                        : CopyPool::ServerThreads(std::thread::hardware_concurrency()),
                    1ull << 20};
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  const bool check_behind_ =
+      CheckPiecesBehind(opt_.check_put_pieces, std::thread::hardware_concurrency());
 };
 
 }  // namespace ecstore::net

@@ -188,6 +188,53 @@ TEST_P(NetP, RemoteProducerAndConsumerAreByteExact) {
   EXPECT_TRUE(consumer->Lookup("ns", "k0").status().IsNotFound());
 }
 
+// TCP puts whose pieces a connection's helper checks (the default on 4 or more cores, forced
+// here): new keys byte exact, the same bytes again keep the entry, other bytes replace it,
+// and puts from several connections at once each get their own helper.
+TEST(Net, TcpPutsCheckedOnAHelperAreByteExact) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 256 * kMiB, 0, false, 30000, 30000,
+                       [](ServerOptions* so) { so->check_put_pieces = 1; });
+  auto c = ConnectOrDie(server.uri(), TcpOnly());
+  const size_t sizes[] = {kMiB - 1, 2 * kMiB + 3, 10616832, 57802752};
+  for (size_t i = 0; i < 4; ++i)
+    ASSERT_TRUE(
+        c->Put("ns", "k" + std::to_string(i), U8(sizes[i]), Span(Payload(i, sizes[i]))).ok());
+  auto held = c->Lookup("ns", "k3");
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  ASSERT_TRUE(c->Put("ns", "k3", U8(sizes[3]), Span(Payload(3, sizes[3]))).ok());
+  EXPECT_EQ(c->Lookup("ns", "k3")->created_us, held->created_us);  // the same bytes: kept
+  auto other = Payload(3, sizes[3]);
+  other.back() ^= 1;
+  ASSERT_TRUE(c->Put("ns", "k3", U8(sizes[3]), Span(other)).ok());
+  EXPECT_NE(c->Lookup("ns", "k3")->checksum, held->checksum);
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 3; ++t)
+    writers.emplace_back([&, t] {
+      auto w = Client::Connect(server.uri(), TcpOnly());
+      for (int i = 0; w.ok() && i < 4; ++i)
+        if (!(*w)->Put("w", std::to_string(t * 4 + i), U8(sizes[2]), Span(Payload(t, sizes[2])))
+                 .ok())
+          ++failures;
+      if (!w.ok()) ++failures;
+    });
+  for (auto& w : writers) w.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::vector<uint8_t> buf(60 * kMiB);
+  for (size_t i = 0; i < 4; ++i) {
+    auto info = c->Get("ns", "k" + std::to_string(i), {buf.data(), buf.size()});
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    ASSERT_EQ(info->bytes, sizes[i]);
+    const auto want = i == 3 ? other : Payload(i, sizes[i]);
+    EXPECT_EQ(0, std::memcmp(buf.data(), want.data(), sizes[i])) << "k" << i;
+  }
+  for (int k = 0; k < 12; ++k) {
+    ASSERT_TRUE(c->Get("w", std::to_string(k), {buf.data(), buf.size()}).ok());
+    EXPECT_EQ(0, std::memcmp(buf.data(), Payload(k / 4, sizes[2]).data(), sizes[2])) << k;
+  }
+}
+
 TEST_P(NetP, ConcurrentClients) {
   testing::TempDir dir;
   ServerProcess server(dir.path(), "", 64 * kMiB, 0, /*shm=*/true);
