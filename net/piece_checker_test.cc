@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "disk/record.h"
+#include "tests/store_util.h"
 #include "tests/test_util.h"
 
 namespace ecstore::net {
@@ -19,11 +20,14 @@ constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kSize = 5 * kMiB + 124;  // six pieces, the last one short
 
 std::unique_ptr<Store> OpenStore(const std::string& dir) {
-  Options o;
-  o.pool_bytes = 64 * kMiB;
-  auto s = Store::Open(dir, o);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? std::move(s).value() : nullptr;
+  return testing::OpenWithPool(dir, 64 * kMiB);
+}
+
+// The entry under "k" reads back as `bytes`.
+void ExpectHolds(Store* s, const std::vector<uint8_t>& bytes) {
+  std::vector<uint8_t> got(bytes.size());
+  ASSERT_TRUE(s->Get("ns", "k", {got.data(), got.size()}).ok());
+  EXPECT_TRUE(got == bytes);
 }
 
 // Puts `bytes` as a server receives a PUT: a reservation filled piece by piece (a memcpy
@@ -55,16 +59,12 @@ TEST(PieceChecker, PiecesCheckedBehindGiveTheChecksumOfAWholePut) {
   auto info = s->Lookup("ns", "k");
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->checksum, PayloadChecksum(bytes.data(), kSize));
-  std::vector<uint8_t> got(kSize);
-  ASSERT_TRUE(s->Get("ns", "k", {got.data(), got.size()}).ok());
-  EXPECT_TRUE(got == bytes);
+  ExpectHolds(s.get(), bytes);
   ASSERT_TRUE(s->Flush().ok());  // the disk copy's record checks out too
   ASSERT_TRUE(s->Close().ok());
   s = OpenStore(dir.path());
   ASSERT_TRUE(s);
-  std::fill(got.begin(), got.end(), 0);
-  ASSERT_TRUE(s->Get("ns", "k", {got.data(), got.size()}).ok());
-  EXPECT_TRUE(got == bytes);
+  ExpectHolds(s.get(), bytes);
 }
 
 // The comparison with the entry the key holds runs on the helper too: the same bytes keep the
@@ -83,9 +83,7 @@ TEST(PieceChecker, AReputIsComparedBehindAsItsPiecesLand) {
   other.back() ^= 1;
   ASSERT_TRUE(PutInPieces(s.get(), &checker, other).ok());
   EXPECT_EQ(s->Lookup("ns", "k")->checksum, PayloadChecksum(other.data(), kSize));
-  std::vector<uint8_t> got(kSize);
-  ASSERT_TRUE(s->Get("ns", "k", {got.data(), got.size()}).ok());
-  EXPECT_TRUE(got == other);
+  ExpectHolds(s.get(), other);
 }
 
 // A client that hangs up mid-put: the error is the answer, the entry the key held stays, and
@@ -105,6 +103,7 @@ TEST(PieceChecker, AFailedReceiveLeavesTheHeldEntryAndTheCheckerReusable) {
   EXPECT_EQ(s->Stats()->pool().entries, 1u);
   ASSERT_TRUE(PutInPieces(s.get(), &checker, next).ok());
   EXPECT_EQ(s->Lookup("ns", "k")->checksum, PayloadChecksum(next.data(), kSize));
+  ExpectHolds(s.get(), next);
 }
 
 TEST(PieceChecker, AConnectionStartsOneForItsFirstPutOfSeveralPieces) {

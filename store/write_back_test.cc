@@ -9,12 +9,14 @@
 
 #include "disk/record.h"
 #include "store/store.h"
+#include "tests/store_util.h"
 #include "tests/test_util.h"
 
 namespace ecstore {
 namespace {
 
 using testing::Bf16;
+using testing::OpenWithPool;
 using testing::Payload;
 using testing::TempDir;
 
@@ -159,15 +161,6 @@ TEST(WriteBack, APutOfTheBytesAKeyHoldsKeepsTheStoredEntry) {
   EXPECT_TRUE(got == Payload(7, kMiB));
 }
 
-// A store over `dir` whose 64 MiB pool stays far below its watermark: nothing is evicted.
-std::unique_ptr<Store> OpenWithPoolOf64MiB(const std::string& dir) {
-  Options o;
-  o.pool_bytes = 64 * kMiB;
-  auto s = Store::Open(dir, o);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? std::move(s).value() : nullptr;
-}
-
 // A reservation for a key the pool holds at its size and meta (a daemon's PUT lands in one)
 // is compared with the held entry piece by piece as Filled is told, and committed without a
 // second pass where every piece matched: the held entry stays. A piece that differs -- the
@@ -175,7 +168,7 @@ std::unique_ptr<Store> OpenWithPoolOf64MiB(const std::string& dir) {
 // leaves the put to install its own.
 TEST(WriteBack, AReservationIsComparedWithTheHeldEntryAsItsPiecesLand) {
   TempDir dir;
-  std::unique_ptr<Store> s = OpenWithPoolOf64MiB(dir.path());
+  std::unique_ptr<Store> s = OpenWithPool(dir.path(), 64 * kMiB);  // far below its watermark
   ASSERT_TRUE(s);
   const auto held = Payload(7, kMiB);
   auto fill = [&](const std::vector<uint8_t>& bytes) {
