@@ -3,7 +3,8 @@
 // A GET is answered under a read lease, straight from pool memory (one sendmsg), so an
 // eviction can never overwrite bytes in flight.
 // Thread rules: Start/Stop from the owner; one acceptor thread and one thread per
-// connection inside.
+// connection inside, plus, on 4 or more cores, a PieceChecker helper for each connection
+// that has sent a PUT of two or more pieces.
 #pragma once
 
 #include <atomic>
