@@ -32,7 +32,7 @@ void PieceChecker::Landed(uint64_t n) {
 
 void PieceChecker::Finish() {
   UniqueLock l(&mu_);
-  while (busy_ || (r_ && checked_to_ < landed_)) checked_.Wait(l);
+  while (r_ && checked_to_ < landed_) checked_.Wait(l);
   r_ = nullptr;
 }
 
@@ -43,11 +43,9 @@ void PieceChecker::Loop() {
     if (stop_) return;
     PutReservation* r = r_;
     const uint64_t to = landed_;
-    busy_ = true;
     l.unlock();
     r->Filled(to);  // outside the lock: the owner goes on receiving meanwhile
     l.lock();
-    busy_ = false;
     checked_to_ = to;
     checked_.NotifyOne();
   }

@@ -49,8 +49,7 @@ class PieceChecker {
   CondVar work_, checked_;
   PutReservation* r_ GUARDED_BY(mu_) = nullptr;
   uint64_t landed_ GUARDED_BY(mu_) = 0;
-  uint64_t checked_to_ GUARDED_BY(mu_) = 0;
-  bool busy_ GUARDED_BY(mu_) = false;  // the helper is inside Filled
+  uint64_t checked_to_ GUARDED_BY(mu_) = 0;  // below landed_: the helper is at work
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: it reads the members above
 };
