@@ -52,6 +52,12 @@ class Index {
   Result<std::vector<IndexRow>> LoadAll();
   // Streams every row to fn (in no particular order) without holding them all.
   Status ForEach(const std::function<void(IndexRow&&)>& fn);
+  // Streams the rows in key order, from the first or (from_the_end) from the last, until fn
+  // returns false. From the end it reads over a connection of its own, so two threads can
+  // read the two ends at once (a recovery's load: SQLite decodes ~1 M rows/s a thread).
+  Status ForEachInOrder(bool from_the_end, const std::function<bool(IndexRow&&)>& fn);
+  // Whether ForEachInOrder can read from the end: not for an index held in memory.
+  bool CanReadFromBothEnds() const { return !reader_uri_.empty(); }
   Result<uint64_t> Count();
   Result<std::map<uint32_t, uint64_t>> SegmentTails();  // segment -> bytes indexed
   Status Reset();                                       // drop every row (before a rebuild)
@@ -96,6 +102,8 @@ class Index {
   void WriterLoop();
 
   sqlite3* db_ = nullptr;
+  std::string reader_uri_;  // how a second, read-only connection opens the file
+  int reader_flags_ = 0;
   int version_ = 0;
   bool read_only_ = false;
   std::mutex db_mu_;  // the connection

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "tests/test_util.h"
 
 namespace ecstore {
@@ -45,6 +48,61 @@ TEST(Index, PutLoadDeleteBySeq) {
   EXPECT_EQ((*rows)[0].meta.shape, (std::vector<int64_t>{10, 10}));
   EXPECT_EQ((*rows)[0].meta.recompute_cost, 3.5);
   EXPECT_EQ((*(*idx)->SegmentTails())[1], 65536u);
+}
+
+TEST(Index, ReadsInKeyOrderFromEitherEndAndStopsWhenTold) {
+  testing::TempDir dir;
+  auto idx = Index::Open(dir.sub("i.sqlite"));
+  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+  for (uint64_t i = 1; i <= 300; ++i) (*idx)->EnqueuePut(Row("k" + std::to_string(i), i));
+  ASSERT_TRUE((*idx)->Flush().ok());
+  ASSERT_TRUE((*idx)->CanReadFromBothEnds());
+  for (bool from_the_end : {false, true}) {
+    std::vector<std::string> keys;
+    ASSERT_TRUE((*idx)
+                    ->ForEachInOrder(from_the_end,
+                                     [&](IndexRow&& r) {
+                                       EXPECT_EQ(r.meta.shape, (std::vector<int64_t>{10, 10}));
+                                       keys.push_back(r.key);
+                                       return true;
+                                     })
+                    .ok());
+    ASSERT_EQ(keys.size(), 300u);
+    EXPECT_TRUE(from_the_end ? std::is_sorted(keys.rbegin(), keys.rend())
+                             : std::is_sorted(keys.begin(), keys.end()));
+  }
+  // Both ends at once, each on its own thread, stopping after 100 rows.
+  std::vector<std::string> first, last;
+  std::thread end([&] {
+    EXPECT_TRUE((*idx)
+                    ->ForEachInOrder(true,
+                                     [&](IndexRow&& r) {
+                                       last.push_back(r.key);
+                                       return last.size() < 100;
+                                     })
+                    .ok());
+  });
+  EXPECT_TRUE((*idx)
+                  ->ForEachInOrder(false,
+                                   [&](IndexRow&& r) {
+                                     first.push_back(r.key);
+                                     return first.size() < 100;
+                                   })
+                  .ok());
+  end.join();
+  ASSERT_EQ(first.size(), 100u);
+  ASSERT_EQ(last.size(), 100u);
+  EXPECT_LT(first.back(), last.back());
+}
+
+TEST(Index, AnIndexHeldInMemoryIsReadFromTheStartOnly) {
+  testing::TempDir dir;
+  auto idx = Index::Open(dir.sub("missing.sqlite"), /*read_only=*/true);
+  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+  EXPECT_FALSE((*idx)->CanReadFromBothEnds());
+  Status st = (*idx)->ForEachInOrder(true, [](IndexRow&&) { return true; });
+  EXPECT_TRUE(st.IsInvalidArgument()) << st.ToString();
+  EXPECT_TRUE((*idx)->ForEachInOrder(false, [](IndexRow&&) { return true; }).ok());
 }
 
 TEST(Index, MigratesVersion1Schema) {

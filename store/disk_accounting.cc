@@ -19,6 +19,14 @@ void DiskAccounting::Track(uint64_t bytes, const DiskLocation& loc) {
   stats_.bytes += bytes;
 }
 
+void DiskAccounting::Track(uint32_t segment, const Tally& records) {
+  MutexLock l(&mu_);
+  segment_live_[segment] += records.record_bytes;
+  record_bytes_ += records.record_bytes;
+  stats_.entries += records.entries;
+  stats_.bytes += records.bytes;
+}
+
 void DiskAccounting::Untrack(uint64_t bytes, const DiskLocation& loc) {
   MutexLock l(&mu_);
   segment_live_[loc.segment] -= loc.record_bytes();

@@ -29,10 +29,19 @@ class DiskAccounting {
  public:
   explicit DiskAccounting(uint64_t quota_bytes) : quota_(quota_bytes) { Reset(); }
 
+  // Records of one segment counted together (recovery counts each segment's once).
+  struct Tally {
+    uint64_t entries = 0, bytes = 0, record_bytes = 0;
+    void Add(uint64_t entry_bytes, const DiskLocation& loc) {
+      ++entries, bytes += entry_bytes, record_bytes += loc.record_bytes();
+    }
+  };
+
   void Reset() EXCLUDES(mu_);  // recovery starts over
   // A record referenced by the keydir (bytes: the entry's raw payload), and no longer.
   void Track(uint64_t bytes, const DiskLocation& loc) EXCLUDES(mu_);
   void Untrack(uint64_t bytes, const DiskLocation& loc) EXCLUDES(mu_);
+  void Track(uint32_t segment, const Tally& records) EXCLUDES(mu_);
   void Moved(const DiskLocation& from, const DiskLocation& to) EXCLUDES(mu_);
   void Compacted(uint32_t segment) EXCLUDES(mu_);  // its file deleted
   void Spilled() EXCLUDES(mu_);

@@ -119,6 +119,9 @@ class DurableTier {
   // bytes: the entry's raw payload
   void Track(uint64_t bytes, const DiskLocation& loc) { acct_.Track(bytes, loc); }
   void Untrack(uint64_t bytes, const DiskLocation& loc) { acct_.Untrack(bytes, loc); }
+  void Track(uint32_t segment, const DiskAccounting::Tally& records) {
+    acct_.Track(segment, records);
+  }
   // Track, and the index learns the row; `spilled` counts it as a spill.
   void Adopt(const EntryRecord& rec, const DiskLocation& loc, bool spilled);
   // Compaction moved the entry's record (Owner::Relocate calls it); the index learns it.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "disk/aligned_buffer.h"
 #include "disk/record.h"
@@ -15,12 +16,26 @@ namespace ecstore {
 // tier's accounting, in the table's order (a sequential walk).
 Status Keydir::Recover() {
   EC_RETURN_IF_ERROR(durable_->Recover(this));
-  for (const KeydirSlot& s : table_.slots()) {
+  // Every entry's record counted per segment and handed over once a segment (a lock and a
+  // map lookup per entry before), the rows fetched a few slots ahead: they lie scattered.
+  // Measured at 1 M entries on the 2-core VM: this pass took 0.15-0.27 s entry by entry.
+  std::map<uint32_t, DiskAccounting::Tally> tallies;
+  const auto& slots = table_.slots();
+  auto ahead = slots.begin();
+  for (int i = 0; i < 8 && ahead != slots.end(); ++i) ++ahead;
+  for (const KeydirSlot& s : slots) {
+    if (ahead != slots.end()) {
+      const KeydirSlot& next = *ahead;
+      __builtin_prefetch(next.cold() ? static_cast<const void*>(next.row())
+                                     : static_cast<const void*>(next.entry()));
+      ++ahead;
+    }
     if (const ColdRow* r = s.row())
-      durable_->Track(r->bytes, r->loc());
+      tallies[r->loc().segment].Add(r->bytes, r->loc());
     else if (s.entry()->disk)
-      durable_->Track(s.entry()->bytes, *s.entry()->disk);
+      tallies[s.entry()->disk->segment].Add(s.entry()->bytes, *s.entry()->disk);
   }
+  for (const auto& [segment, records] : tallies) durable_->Track(segment, records);
   return Status::Ok();
 }
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -11,55 +12,73 @@
 
 namespace ecstore {
 
-// Loads every index row. Decoding SQLite rows and building entries overlap: a reader thread
-// hands batches of rows over.
+// Loads every index row. Decoding SQLite rows and building entries overlap: reader threads
+// hand batches of rows over. A large index is read from both ends at once, each reader
+// claiming rows until all `count` are claimed: with nothing written to the index meanwhile
+// (the dropped rows' deletes wait until both are done), the two runs of keys are disjoint and
+// together every row. Measured on the 2-core VM (1 M rows): SQLite alone decoded them in
+// 0.88-0.95 s on one thread, most of the open.
 Status RecoveryScan::LoadIndex(const std::vector<uint32_t>& segs) {
   auto count = index_->Count();
   if (!count.ok()) return count.status();
   owner_->RecoveryExpects(*count);
+  const int readers = *count >= kBothEndsRows && index_->CanReadFromBothEnds() ? 2 : 1;
   std::mutex qmu;
   std::condition_variable qcv;
   std::deque<std::vector<IndexRow>> batches;
-  bool reader_done = false;
+  int readers_done = 0;
   Status read_status;
-  std::thread reader([&] {
+  std::atomic<uint64_t> claimed{0};
+  auto read = [&](bool from_the_end) {
     std::vector<IndexRow> batch;
     auto hand_over = [&] {
       std::lock_guard<std::mutex> ql(qmu);
       batches.push_back(std::exchange(batch, {}));
       qcv.notify_one();
     };
-    Status st = index_->ForEach([&](IndexRow&& row) {
+    Status st = index_->ForEachInOrder(from_the_end, [&](IndexRow&& row) {
+      if (readers == 2 && claimed.fetch_add(1, std::memory_order_relaxed) >= *count) return false;
       batch.push_back(std::move(row));
       if (batch.size() == 4096) hand_over();
+      return true;
     });
     hand_over();
+    if (from_the_end && st.IsUnavailable()) {  // it read nothing: the first reader reads all
+      spdlog::warn("{}; reading the index from one end", st.message());
+      st = Status::Ok();
+    }
     std::lock_guard<std::mutex> ql(qmu);
-    read_status = st;
-    reader_done = true;
+    if (read_status.ok()) read_status = st;
+    ++readers_done;
     qcv.notify_one();
-  });
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < readers; ++r) threads.emplace_back(read, r == 1);
+  std::vector<IndexRow> dropped;
   for (;;) {
     std::vector<IndexRow> batch;
     {
       std::unique_lock<std::mutex> ql(qmu);
-      qcv.wait(ql, [&] { return reader_done || !batches.empty(); });
+      qcv.wait(ql, [&] { return readers_done == readers || !batches.empty(); });
       if (batches.empty()) break;
       batch = std::move(batches.front());
       batches.pop_front();
     }
     for (IndexRow& row : batch) {
       if (!std::binary_search(segs.begin(), segs.end(), row.loc.segment)) {
-        spdlog::warn("index entry {}/{} points at missing segment {}; dropped", row.ns, row.key,
-                     row.loc.segment);
-        index_->EnqueueDelete(row.ns, row.key, row.seq);
+        dropped.push_back(std::move(row));
         continue;
       }
       max_seq_ = std::max(max_seq_, row.seq);
       owner_->Recovered(std::move(row));
     }
   }
-  reader.join();
+  for (std::thread& t : threads) t.join();
+  for (IndexRow& row : dropped) {
+    spdlog::warn("index entry {}/{} points at missing segment {}; dropped", row.ns, row.key,
+                 row.loc.segment);
+    index_->EnqueueDelete(std::move(row.ns), std::move(row.key), row.seq);
+  }
   return read_status;
 }
 

@@ -11,8 +11,8 @@
 //   for (seg : segments) scan.ScanTail(seg, indexed_tail(seg), rebuild);
 //   next_seq = scan.max_seq() + 1;
 //
-// Thread rules: one thread (the opener's), under the owner's lock; LoadIndex runs one reader
-// thread of its own and joins it before it returns.
+// Thread rules: one thread (the opener's), under the owner's lock; LoadIndex runs one or two
+// reader threads of its own and joins them before it returns.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,9 @@ namespace ecstore {
 
 class RecoveryScan {
  public:
+  // From this many rows on, LoadIndex reads the index from both ends at once.
+  static constexpr uint64_t kBothEndsRows = 1 << 16;
+
   RecoveryScan(DiskTier* disk, Index* index, DurableTier::Owner* owner, bool read_only)
       : disk_(disk), index_(index), owner_(owner), read_only_(read_only) {}
 
