@@ -1,9 +1,10 @@
 // Index: the durable SQLite index of the disk tier (WAL mode, versioned schema with
 // migrations). One writer thread batches every change into transactions; Flush() waits
 // until everything enqueued so far is committed.
-// Thread rules: Enqueue*/Flush from any thread. LoadAll/SegmentTails/Reset before the
-// store starts serving (they use the connection the writer thread owns afterwards, under
-// the same mutex).
+// Thread rules: Enqueue*/Flush from any thread. LoadAll/ForEach*/SegmentTails/Reset before
+// the store starts serving (they use the connection the writer thread owns afterwards, under
+// the same mutex); ForEachInOrder from the end opens a read-only connection of its own for
+// the call, so it may run beside one from the start on another thread.
 #pragma once
 
 #include <condition_variable>
