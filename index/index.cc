@@ -49,18 +49,15 @@ class Stmt {
   sqlite3_stmt* s_ = nullptr;
 };
 
-constexpr const char* kSelectRows =
-    "SELECT ns, key, seq, segment, offset, stored_len, codec, raw_len, checksum, dtype,"
-    " shape, created_us, last_access_us, hits, recompute_cost FROM entries";
+#define EC_SELECT_ROWS                                                                        \
+  "SELECT ns, key, seq, segment, offset, stored_len, codec, raw_len, checksum, dtype, shape," \
+  " created_us, last_access_us, hits, recompute_cost FROM entries"
+constexpr const char* kSelectRows = EC_SELECT_ROWS;
 // The primary key's order, either way: a scan of its b-tree, no sort (EXPLAIN QUERY PLAN:
 // SCAN entries).
-constexpr const char* kSelectRowsAscending =
-    "SELECT ns, key, seq, segment, offset, stored_len, codec, raw_len, checksum, dtype,"
-    " shape, created_us, last_access_us, hits, recompute_cost FROM entries ORDER BY ns, key";
-constexpr const char* kSelectRowsDescending =
-    "SELECT ns, key, seq, segment, offset, stored_len, codec, raw_len, checksum, dtype,"
-    " shape, created_us, last_access_us, hits, recompute_cost FROM entries"
-    " ORDER BY ns DESC, key DESC";
+constexpr const char* kSelectRowsAscending = EC_SELECT_ROWS " ORDER BY ns, key";
+constexpr const char* kSelectRowsDescending = EC_SELECT_ROWS " ORDER BY ns DESC, key DESC";
+#undef EC_SELECT_ROWS
 
 IndexRow RowOf(sqlite3_stmt* s) {
   IndexRow r;

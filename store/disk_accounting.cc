@@ -12,11 +12,9 @@ void DiskAccounting::Reset() {
 }
 
 void DiskAccounting::Track(uint64_t bytes, const DiskLocation& loc) {
-  MutexLock l(&mu_);
-  segment_live_[loc.segment] += loc.record_bytes();
-  record_bytes_ += loc.record_bytes();
-  ++stats_.entries;
-  stats_.bytes += bytes;
+  Tally one;
+  one.Add(bytes, loc);
+  Track(loc.segment, one);
 }
 
 void DiskAccounting::Track(uint32_t segment, const Tally& records) {
