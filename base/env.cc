@@ -60,10 +60,20 @@ class PosixEnv : public Env {
     if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return Status::FromErrno(errno, "truncate");
     return Status::Ok();
   }
+  // A fallocate that fails for want of space keeps the blocks it got (ext4 does): on a
+  // nearly full disk those were the last free ones, and the index could not commit nor the
+  // store restart. They are given back: the file is cut to its length before the call.
   Status Preallocate(int fd, uint64_t size) override {
-    if (::fallocate(fd, 0, 0, static_cast<off_t>(size)) != 0)
-      return Status::FromErrno(errno, "fallocate");
-    return Status::Ok();
+    struct stat before {};
+    if (fstat(fd, &before) != 0) return Status::FromErrno(errno, "stat");
+    if (::fallocate(fd, 0, 0, static_cast<off_t>(size)) == 0) return Status::Ok();
+    const int err = errno;
+    if (static_cast<uint64_t>(before.st_size) < size) {
+      (void)!::ftruncate(fd, before.st_size);
+      (void)::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, before.st_size,
+                        static_cast<off_t>(size - before.st_size));
+    }
+    return Status::FromErrno(err, "fallocate");
   }
   Status SyncData(int fd) override {
     if (::fdatasync(fd) != 0) return Status::FromErrno(errno, "fdatasync");

@@ -70,6 +70,9 @@ class Env {
   // Returns 0 to let the op run, or an errno (ENOSPC, EIO, ...) to fail it with. A return of
   // -N for a write means "torn write": only the first N bytes are written, then EIO.
   virtual int BeforeIo(IoOp /*op*/, int /*fd*/, uint64_t /*offset*/, size_t /*len*/) { return 0; }
+  // Fault point consulted before the index commits a transaction (SQLite does its own I/O):
+  // 0 to commit, or an errno (ENOSPC, EIO) to fail the commit with, as a full disk would.
+  virtual int BeforeIndexCommit() { return 0; }
 };
 
 // Forwards everything to a target Env; subclass it to override a few methods in tests.
@@ -97,6 +100,7 @@ class EnvWrapper : public Env {
   int BeforeIo(IoOp op, int fd, uint64_t off, size_t len) override {
     return target_->BeforeIo(op, fd, off, len);
   }
+  int BeforeIndexCommit() override { return target_->BeforeIndexCommit(); }
 
  protected:
   Env* target_;

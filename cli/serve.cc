@@ -210,8 +210,17 @@ int ServeCommand(const Globals& g, const ServeArgs& a) {
   life.Wake();
   if (summaries.joinable()) summaries.join();
   server->Stop();
-  Check(store->Close());
+  Status closed = store->Close();
   if (http) http->Stop();
+  // A full disk at the stop costs the entries only the pool held (never acknowledged as
+  // durable: what was on disk stays, and the index catches up at the next open). That is a
+  // cache losing what it could not keep, not a failed stop: the restart must not be refused.
+  if (closed.IsNoSpace()) {
+    spdlog::error("stopped; entries held only in the pool were not persisted: {}",
+                  closed.ToString());
+    return 0;
+  }
+  Check(closed);
   spdlog::info("stopped cleanly");
   return 0;
 }

@@ -63,9 +63,14 @@ DiskTier::~DiskTier() {
 // when it becomes the append target, and what it did not use is given back when it stops
 // being one (Release). A crash leaves the zeros past the last record; the recovery scan finds
 // nothing valid there and cuts them off like a torn tail.
+// Not on a nearly full disk: a preallocation that fails takes every free block until it is
+// given back, and the index's commit beside it then fails for want of space.
 void DiskTier::Preallocate(Segment& seg) {
   if (seg.size >= opt_.segment_bytes) return;
-  Status st = env_->Preallocate(seg.fd.get(), opt_.segment_bytes);
+  auto free_bytes = env_->FreeBytes(dir_);
+  Status st = free_bytes.ok() && *free_bytes < 2 * (opt_.segment_bytes - seg.size)
+                  ? Status::NoSpace(std::to_string(*free_bytes) + " bytes free")
+                  : env_->Preallocate(seg.fd.get(), opt_.segment_bytes);
   if (st.ok()) seg.preallocated = opt_.segment_bytes;
   if (!st.ok() && !prealloc_warned_.exchange(true))
     spdlog::info("{}: segments are not preallocated ({}); appends extend them as they go", dir_,

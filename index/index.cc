@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace ecstore {
 namespace {
@@ -98,8 +99,9 @@ Status Scan(sqlite3* db, const char* sql, const std::function<bool(IndexRow&&)>&
 
 }  // namespace
 
-Result<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_only) {
+Result<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_only, Env* env) {
   std::unique_ptr<Index> idx(new Index());
+  idx->env_ = env;
   idx->read_only_ = read_only;
   if (read_only) return OpenReadOnly(path, std::move(idx));
   idx->reader_uri_ = path;
@@ -120,13 +122,15 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_on
   return idx;
 }
 
-// Read-only (a full disk): the file is opened immutable -- no -shm or -wal is created, no
-// lock taken -- and changes are dropped; a missing index is an empty in-memory one.
 Result<std::unique_ptr<Index>> Index::OpenOrReplace(const std::string& path, Env* env,
                                                     bool read_only, bool check, bool* damaged) {
   // Read-only: nothing set aside or rebuilt on disk; a missing index is rebuilt in memory.
-  if (read_only) return Index::Open(path, true);
-  auto index = Index::Open(path);
+  if (read_only) {
+    auto index = Index::Open(path, true, env);
+    if (index.ok() && (*index)->stands_in() && env->FileExists(path)) *damaged = true;
+    return index;
+  }
+  auto index = Index::Open(path, false, env);
   Status bad = index.ok() ? Status::Ok() : index.status();
   if (index.ok() && check) {
     bad = (*index)->Check();
@@ -135,7 +139,7 @@ Result<std::unique_ptr<Index>> Index::OpenOrReplace(const std::string& path, Env
   if (!bad.ok() && !bad.IsCorruption()) return bad;
   if (bad.IsCorruption()) {
     EC_RETURN_IF_ERROR(SetAside(path, env, bad));
-    index = Index::Open(path);
+    index = Index::Open(path, false, env);
     *damaged = true;
   }
   return index;
@@ -159,22 +163,45 @@ Status Index::SetAside(const std::string& path, Env* env, const Status& why) {
   return Status::Ok();
 }
 
+// Read-only (a full disk, or asked): mode=ro reads what the WAL holds too (a crash leaves
+// committed changes there, a young store's whole schema included); it needs the -shm file,
+// which a full disk may not let SQLite create, and then the file alone is read (immutable).
+// What neither can read is left alone and stood in for by an empty index in memory, which the
+// caller fills from the segment files (stands_in()).
 Result<std::unique_ptr<Index>> Index::OpenReadOnly(const std::string& path,
                                                    std::unique_ptr<Index> idx) {
-  bool exists = ::access(path.c_str(), F_OK) == 0;
-  std::string uri = exists ? "file:" + path + "?immutable=1" : ":memory:";
-  int flags = (exists ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-              SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
-  if (sqlite3_open_v2(uri.c_str(), &idx->db_, flags, nullptr) != SQLITE_OK)
-    return SqlError(idx->db_, "open read-only");
-  if (exists) idx->reader_uri_ = uri, idx->reader_flags_ = flags;
-  if (!exists) EC_RETURN_IF_ERROR(idx->Migrate());
-  Stmt q(idx->db_, "PRAGMA user_version");
-  if (!q.ok() || sqlite3_step(q.get()) != SQLITE_ROW) return SqlError(idx->db_, "read version");
-  idx->version_ = sqlite3_column_int(q.get(), 0);
-  if (idx->version_ != kSchemaVersion)
-    return Status::NoSpace("index schema version " + std::to_string(idx->version_) +
-                           " needs a migration, which needs free disk space");
+  std::string why = "no index file";
+  if (::access(path.c_str(), F_OK) == 0) {
+    for (const char* how : {"?mode=ro", "?immutable=1"}) {
+      const std::string uri = "file:" + path + how;
+      const int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
+      sqlite3* db = nullptr;
+      int version = -1;
+      if (sqlite3_open_v2(uri.c_str(), &db, flags, nullptr) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        Stmt q(db, "PRAGMA user_version");
+        if (q.ok() && sqlite3_step(q.get()) == SQLITE_ROW) version = sqlite3_column_int(q.get(), 0);
+      }
+      if (version == kSchemaVersion) {
+        idx->db_ = db;
+        idx->reader_uri_ = uri, idx->reader_flags_ = flags;
+        idx->version_ = version;
+        return idx;
+      }
+      why = version < 0 ? std::string(db ? sqlite3_errmsg(db) : "out of memory")
+                        : "schema version " + std::to_string(version);
+      sqlite3_close(db);
+    }
+    spdlog::warn(
+        "index {} cannot be read without writing to its disk ({}); reading the entries from "
+        "the segment files into memory instead",
+        path, why);
+  }
+  idx->stands_in_ = true;
+  if (sqlite3_open_v2(":memory:", &idx->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK)
+    return SqlError(idx->db_, "open in memory");
+  EC_RETURN_IF_ERROR(idx->Migrate());
   return idx;
 }
 
@@ -320,10 +347,12 @@ void Index::EnqueueDropSegment(uint32_t segment) { Enqueue(DropSegment{segment})
 
 Status Index::Flush() {
   std::unique_lock<std::mutex> l(mu_);
-  uint64_t target = enqueued_;
-  committed_cv_.wait(l, [&] { return committed_ >= target || stop_; });
-  Status st = last_error_;
-  return st;
+  const uint64_t target = enqueued_;
+  retry_now_ = true;
+  cv_.notify_one();  // a batch waiting to be retried is tried now, not after its back-off
+  committed_cv_.wait(l, [&] { return attempted_ >= target || stop_; });
+  if (committed_ >= target) return Status::Ok();
+  return last_error_.ok() ? Status::IOError("index closed with changes not written") : last_error_;
 }
 
 Status Index::Apply(const std::vector<Op>& ops) {
@@ -398,30 +427,71 @@ Status Index::Apply(const std::vector<Op>& ops) {
       return st;
     }
   }
-  return Exec("COMMIT");
+  if (int err = env_->BeforeIndexCommit(); err != 0) {
+    Exec("ROLLBACK");
+    return Status::FromErrno(err, "index commit");
+  }
+  Status st = Exec("COMMIT");
+  if (!st.ok()) Exec("ROLLBACK");  // a failed COMMIT can leave the transaction open
+  return st;
 }
 
+// A batch that fails to commit (a full disk, an I/O error) is kept and retried, with the
+// ops enqueued since appended behind it, until it commits: every change is committed in the
+// order it was enqueued, so a segment's tail is never recorded past a put or delete that is
+// not. Were a failed batch dropped, a later tail would tell the next recovery that the
+// segment was indexed past records the index never learned, and acknowledged puts would
+// vanish and erases come back. Touches (access statistics only) are dropped on failure.
 void Index::WriterLoop() {
+  std::vector<Op> batch;
+  auto backoff = std::chrono::milliseconds(50);
   for (;;) {
-    std::vector<Op> batch;
     uint64_t upto;
+    bool stopping;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
+      if (batch.empty())
+        cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+      else
+        cv_.wait_for(l, backoff, [&] { return stop_ || retry_now_; });
+      retry_now_ = false;
+      if (queue_.empty() && batch.empty()) return;
       while (!queue_.empty()) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
-      upto = committed_ + batch.size();
+      upto = enqueued_;
+      stopping = stop_;
     }
     Status st = Apply(batch);
     {
       std::lock_guard<std::mutex> l(mu_);
-      committed_ = upto;
-      if (!st.ok()) last_error_ = st;
+      attempted_ = upto;
+      if (st.ok()) committed_ = upto;
+      if (st.ok() && !last_error_.ok())
+        spdlog::info("index: the changes held back by \"{}\" are written", last_error_.message());
+      last_error_ = st;
     }
     committed_cv_.notify_all();
+    if (st.ok()) {
+      batch.clear();
+      backoff = std::chrono::milliseconds(50);
+      continue;
+    }
+    batch.erase(std::remove_if(batch.begin(), batch.end(),
+                               [](const Op& op) { return std::holds_alternative<Touch>(op); }),
+                batch.end());
+    if (error_log_.Allow())
+      spdlog::error("index: {} change(s) not written ({}); kept and retried", batch.size(),
+                    st.ToString());
+    if (stopping) {
+      spdlog::error(
+          "index: closing with {} change(s) not written ({}); the next open reads them back "
+          "from the segment files",
+          batch.size(), st.ToString());
+      return;
+    }
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
 }
 

@@ -21,6 +21,7 @@
 
 #include "base/entry_record.h"
 #include "base/env.h"
+#include "base/log_limiter.h"
 #include "base/status.h"
 #include "base/tensor_meta.h"
 #include "disk/record.h"
@@ -40,10 +41,13 @@ class Index {
  public:
   static constexpr int kSchemaVersion = 2;
   // read_only: for a store on a full disk; reads work, Enqueue* are dropped.
-  static Result<std::unique_ptr<Index>> Open(const std::string& path, bool read_only = false);
+  // env: its BeforeIndexCommit fault point is consulted before each commit.
+  static Result<std::unique_ptr<Index>> Open(const std::string& path, bool read_only = false,
+                                             Env* env = Env::Default());
   // Opens the index; a damaged file (or, with `check`, one failing quick_check) is moved
   // aside -- never deleted -- and a fresh one made: the segments are the source of truth,
-  // so *damaged tells the caller to rebuild the rows from them. Read-only: opened as is.
+  // so *damaged tells the caller to rebuild the rows from them. Read-only: opened as is, and
+  // *damaged when it cannot be read without writing (an empty one in memory stands in).
   static Result<std::unique_ptr<Index>> OpenOrReplace(const std::string& path, Env* env,
                                                       bool read_only, bool check, bool* damaged);
   // Renames the file (and its -wal, -shm) to <path>.broken-<time>, saying why in the log.
@@ -59,6 +63,9 @@ class Index {
   Status ForEachInOrder(bool from_the_end, const std::function<bool(IndexRow&&)>& fn);
   // Whether ForEachInOrder can read from the end: not for an index held in memory.
   bool CanReadFromBothEnds() const { return !reader_uri_.empty(); }
+  // Read-only, and the file was missing or unreadable without writing: an empty index in
+  // memory stands in, and the entries must be read from the segment files.
+  bool stands_in() const { return stands_in_; }
   Result<uint64_t> Count();
   Result<std::map<uint32_t, uint64_t>> SegmentTails();  // segment -> bytes indexed
   Status Reset();                                       // drop every row (before a rebuild)
@@ -72,7 +79,9 @@ class Index {
   void EnqueueTouch(std::string ns, std::string key, uint64_t last_access_us, uint64_t hits);
   void EnqueueTail(uint32_t segment, uint64_t tail);
   void EnqueueDropSegment(uint32_t segment);
-  // Waits for every op enqueued before the call to be committed; returns a commit error.
+  // Waits until every op enqueued before the call has been tried; Ok when all are committed,
+  // else the commit's error (the ops are kept and retried in order: nothing is dropped, and
+  // a later Flush is Ok once they commit).
   Status Flush();
 
  private:
@@ -102,19 +111,24 @@ class Index {
   void Enqueue(Op op);
   void WriterLoop();
 
+  Env* env_ = Env::Default();
   sqlite3* db_ = nullptr;
   std::string reader_uri_;  // how a second, read-only connection opens the file
   int reader_flags_ = 0;
   int version_ = 0;
   bool read_only_ = false;
+  bool stands_in_ = false;
   std::mutex db_mu_;  // the connection
   std::mutex mu_;     // the queue
   std::condition_variable cv_;
   std::condition_variable committed_cv_;
   std::deque<Op> queue_;
   uint64_t enqueued_ = 0;
-  uint64_t committed_ = 0;
-  Status last_error_;
+  uint64_t attempted_ = 0;  // ops the writer has tried to commit (committed or not)
+  uint64_t committed_ = 0;  // ops committed: a prefix of those enqueued
+  bool retry_now_ = false;  // a Flush waits: retry a failed batch without backing off
+  Status last_error_;       // of the latest commit: Ok once a retry succeeds
+  LogLimiter error_log_;
   bool stop_ = false;
   std::thread writer_;
 };

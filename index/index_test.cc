@@ -4,6 +4,10 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "tests/test_util.h"
@@ -144,6 +148,92 @@ TEST(Index, RefusesNewerSchema) {
   auto idx = Index::Open(path);
   ASSERT_FALSE(idx.ok());
   EXPECT_NE(idx.status().message().find("upgrade"), std::string::npos);
+}
+
+// The index cannot commit (a full disk): its changes are kept and retried in order, never
+// dropped, and a segment's tail is never committed past a row that is not.
+class CommitFaultEnv : public EnvWrapper {
+ public:
+  CommitFaultEnv() : EnvWrapper(Env::Default()) {}
+  std::atomic<int> error{0};
+  int BeforeIndexCommit() override { return error; }
+};
+
+TEST(Index, AFailedCommitIsRetriedInOrderNotDropped) {
+  testing::TempDir dir;
+  CommitFaultEnv env;
+  auto idx = Index::Open(dir.sub("i.sqlite"), false, &env);
+  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+  env.error = ENOSPC;
+  (*idx)->EnqueuePut(Row("a", 1));
+  (*idx)->EnqueueTouch("ns", "a", 7, 1);
+  Status st = (*idx)->Flush();
+  EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
+  (*idx)->EnqueueTail(1, 8192);  // after the put it covers, as the store enqueues it
+  EXPECT_TRUE((*idx)->Flush().IsNoSpace());
+  EXPECT_TRUE((*(*idx)->SegmentTails()).empty());  // nothing committed past the failed put
+  env.error = 0;                                   // room again
+  (*idx)->EnqueuePut(Row("b", 2));
+  ASSERT_TRUE((*idx)->Flush().ok());
+  auto rows = (*idx)->LoadAll();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].key, "a");
+  EXPECT_EQ((*(*idx)->SegmentTails())[1], 8192u);
+  ASSERT_TRUE((*idx)->Flush().ok());  // the error is gone with the retry that committed
+}
+
+TEST(Index, ClosingWithChangesNotWrittenLeavesTheTailBeforeThem) {
+  testing::TempDir dir;
+  CommitFaultEnv env;
+  {
+    auto idx = Index::Open(dir.sub("i.sqlite"), false, &env);
+    ASSERT_TRUE(idx.ok());
+    (*idx)->EnqueuePut(Row("a", 1));
+    (*idx)->EnqueueTail(1, 4096);
+    ASSERT_TRUE((*idx)->Flush().ok());
+    env.error = EIO;
+    (*idx)->EnqueuePut(Row("b", 2));
+    (*idx)->EnqueueDelete("ns", "a", 1);
+    (*idx)->EnqueueTail(1, 12288);
+    EXPECT_FALSE((*idx)->Flush().ok());
+  }  // closed while the disk still fails
+  auto idx = Index::Open(dir.sub("i.sqlite"));
+  ASSERT_TRUE(idx.ok());
+  // The tail stayed where the committed rows end: the next recovery scans the segment from
+  // there and finds b's record and a's tombstone.
+  EXPECT_EQ((*(*idx)->SegmentTails())[1], 4096u);
+  EXPECT_EQ((*idx)->LoadAll()->size(), 1u);
+}
+
+// A crash leaves a young store's schema in the WAL: a read-only open (a full disk) reads it.
+TEST(Index, AReadOnlyOpenReadsWhatTheWalHolds) {
+  testing::TempDir dir;
+  const std::string path = dir.sub("i.sqlite");
+  auto writer = Index::Open(path);
+  ASSERT_TRUE(writer.ok());
+  (*writer)->EnqueuePut(Row("a", 1));
+  ASSERT_TRUE((*writer)->Flush().ok());
+  ASSERT_GT(std::filesystem::file_size(path + "-wal"), 0u);  // not checkpointed yet
+  bool damaged = false;
+  auto ro = Index::OpenOrReplace(path, Env::Default(), true, false, &damaged);
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  EXPECT_FALSE(damaged);
+  EXPECT_FALSE((*ro)->stands_in());
+  EXPECT_EQ((*ro)->LoadAll()->size(), 1u);
+}
+
+// An index file that cannot be read at all read-only: an empty one in memory stands in and
+// the caller is told to read the segments (never "needs a migration").
+TEST(Index, AnUnreadableIndexOpenedReadOnlyIsStoodInFor) {
+  testing::TempDir dir;
+  const std::string path = dir.sub("i.sqlite");
+  { std::ofstream(path) << "not a database"; }
+  bool damaged = false;
+  auto ro = Index::OpenOrReplace(path, Env::Default(), true, false, &damaged);
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  EXPECT_TRUE(damaged);
+  EXPECT_TRUE((*ro)->stands_in());
 }
 
 }  // namespace

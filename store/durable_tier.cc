@@ -64,10 +64,7 @@ Result<std::unique_ptr<DurableTier>> DurableTier::Open(const std::string& dir, E
 }
 
 DurableTier::~DurableTier() {
-  if (index_) {
-    Status st = index_->Flush();
-    if (!st.ok()) spdlog::error("index flush at close failed: {}", st.ToString());
-  }
+  if (index_) FlushIndex();
 }
 
 Status DurableTier::CheckWritable() const {
@@ -131,7 +128,8 @@ Status DurableTier::RecoverOnce(bool rebuild, Owner* owner) {
   acct_.Corrupt(scan.corrupt());
   next_seq_ = scan.max_seq() + 1;
   if (scan.tail_clean() && !opt_.read_only) disk_->ReopenTail();  // the last segment ends whole
-  return index_->Flush();
+  FlushIndex();
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------- accounting
@@ -341,10 +339,22 @@ Status DurableTier::WriteTombstones(std::vector<Tombstone> tombs) {
   return st.IsNoSpace() ? Status::NoSpace(why) : Status::IOError(why);
 }
 
+// Durable means in the segments: a change the index could not commit yet (a full disk) is
+// kept and retried by the index, and never recorded as indexed past (Index::WriterLoop), so
+// the next open reads it back from the segment files; it does not fail the flush.
 Status DurableTier::Flush() {
   Status st = opt_.read_only ? Status::Ok() : WriteTombstones({});
-  Status ist = index_->Flush();
-  return st.ok() ? ist : st;
+  FlushIndex();
+  return st;
+}
+
+void DurableTier::FlushIndex() {
+  Status st = index_->Flush();
+  if (!st.ok() && index_lag_warnings_.Allow())
+    spdlog::warn(
+        "the index lags the segment files ({}); what it lacks is read back from them "
+        "at the next open",
+        st.ToString());
 }
 
 // The records of a spill: straight from pool memory, or LZ4 output where it pays.
@@ -396,8 +406,6 @@ Status DurableTier::Spill(const std::vector<SpillItem>& spill, const InstallFn& 
   std::move(plan.items.begin(), plan.items.end(), std::back_inserter(all));
   std::vector<DiskLocation> locs;
   Status st = !reclaimed.ok() ? reclaimed : all.empty() ? Status::Ok() : disk_->Append(all, &locs);
-  if (st.ok() && !locs.empty())
-    index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
   if (!st.ok()) {  // the quota's evictions stand; their tombstones wait for the next write
     std::move(evicted.begin(), evicted.end(), std::back_inserter(owed));
     KeepUnwritten(std::move(owed));
@@ -409,6 +417,10 @@ Status DurableTier::Spill(const std::vector<SpillItem>& spill, const InstallFn& 
     if (st.ok()) outcome[plan.item_of[k]].loc = locs[tombs + k];
   }
   install(st, outcome);
+  // After the rows install enqueued: the index commits in order, so it never records the
+  // segment as indexed past records whose rows it has not committed.
+  if (st.ok() && !locs.empty())
+    index_->EnqueueTail(locs.back().segment, locs.back().offset + locs.back().record_bytes());
   return st;
 }
 
@@ -548,9 +560,9 @@ Status DurableTier::MoveRecords(std::vector<IndexRow>& live, std::vector<RecordI
     if (items.empty()) break;
     std::vector<DiskLocation> out;
     EC_RETURN_IF_ERROR(disk_->Append(items, &out));
-    index_->EnqueueTail(out.back().segment, out.back().offset + out.back().record_bytes());
     for (size_t k = 0; k < moved.size(); ++k)
       owner_->Relocate(live[moved[k]], live[moved[k]].loc, out[k]);
+    index_->EnqueueTail(out.back().segment, out.back().offset + out.back().record_bytes());
   } while (next < live.size());
   return Status::Ok();
 }

@@ -191,6 +191,9 @@ class DurableTier {
   Status Compact(double threshold);
   // Writes the tombstones still owed (see WriteTombstones), then the index.
   Status Flush();
+  // Waits for the index to commit what is enqueued; where it cannot (a full disk) it keeps
+  // and retries the changes, and the segments hold them: logged, not an error.
+  void FlushIndex();
 
   void FillStats(TierStats* disk, uint64_t* segments, uint64_t* compactions,
                  uint64_t* corrupt) const;
@@ -221,7 +224,7 @@ class DurableTier {
   std::string index_path_;
   bool index_existed_ = false;
   bool index_damaged_ = false;
-  LogLimiter compaction_warnings_, tombstone_warnings_;
+  LogLimiter compaction_warnings_, tombstone_warnings_, index_lag_warnings_;
   dev_t segments_dev_ = 0;  // the segments folder at Open (CheckDirectory)
   ino_t segments_ino_ = 0;
   std::unique_ptr<DiskTier> disk_;

@@ -21,6 +21,8 @@ class FaultEnv : public EnvWrapper {
   std::atomic<int64_t> write_budget{INT64_MAX};  // bytes that may still be written
   std::atomic<bool> fail_reads{false};
   std::atomic<int> torn_writes{0};  // the next N payload writes stop half way
+  std::atomic<int> index_error{0};  // the index's commits fail with it (0: they succeed)
+  int BeforeIndexCommit() override { return index_error; }
   int BeforeIo(IoOp op, int, uint64_t, size_t len) override {
     if (op == IoOp::kRead) return fail_reads ? EIO : 0;
     if (op != IoOp::kWrite) return 0;
@@ -104,6 +106,48 @@ TEST(Faults, AnEraseOnAFullDiskIsMadeDurableOnceThereIsRoom) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_FALSE(*(*again)->Contains("ns", "gone"));
   EXPECT_TRUE(*(*again)->Contains("ns", "kept"));
+}
+
+// The disk fills while the current segment still has preallocated room: records are
+// appended and acknowledged but the index cannot commit their rows. Whether room comes back
+// before the store closes or not, every acknowledged put is there after a restart and every
+// acknowledged erase stays erased (the index's failed batches were once dropped, and a later
+// tail marked the segment indexed past them).
+TEST(Faults, PutsAndErasesAcknowledgedWhileTheIndexCannotCommitSurviveARestart) {
+  for (bool room_comes_back : {true, false}) {
+    SCOPED_TRACE(room_comes_back ? "room comes back before the close" : "closed still full");
+    testing::TempDir dir;
+    FaultEnv env;
+    auto s = Store::Open(dir.path(), WithEnv(&env));
+    ASSERT_TRUE(s.ok());
+    for (int i = 0; i < 6; ++i)
+      ASSERT_TRUE(
+          (*s)->Put("ns", "old" + std::to_string(i), U8(kMiB), Span(Payload(i, kMiB))).ok());
+    ASSERT_TRUE((*s)->Flush().ok());
+    env.index_error = ENOSPC;
+    for (int i = 0; i < 12; ++i)
+      ASSERT_TRUE(
+          (*s)->Put("ns", "new" + std::to_string(i), U8(kMiB), Span(Payload(50 + i, kMiB))).ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*s)->Erase("ns", "old" + std::to_string(i)).ok());
+    ASSERT_TRUE((*s)->Flush().ok());  // durable in the segments, whatever the index says
+    if (room_comes_back) {
+      env.index_error = 0;
+      ASSERT_TRUE((*s)->Put("ns", "later", U8(kMiB), Span(Payload(99, kMiB))).ok());
+      ASSERT_TRUE((*s)->Flush().ok());
+    }
+    ASSERT_TRUE((*s)->Close().ok());
+    env.index_error = 0;
+    auto again = Store::Open(dir.path(), WithEnv(&env));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    for (int i = 0; i < 12; ++i) {
+      std::vector<uint8_t> got(kMiB);
+      auto r = (*again)->Get("ns", "new" + std::to_string(i), {got.data(), got.size()});
+      ASSERT_TRUE(r.ok()) << i << ": " << r.status().ToString();
+      EXPECT_TRUE(got == Payload(50 + i, kMiB)) << i;
+    }
+    for (int i = 0; i < 6; ++i)
+      EXPECT_EQ(*(*again)->Contains("ns", "old" + std::to_string(i)), i >= 3) << i;
+  }
 }
 
 // A store whose directory is removed under it (a cleaned /tmp, an unmounted volume) says so
