@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -205,12 +206,39 @@ int PutCommand(const Globals& g, const PutArgs& a) {
   return 0;
 }
 
+// Reads an entry into *buf sized first by `expected` (a lookup's answer), then by what the
+// read says it holds: a row whose length was wrong (corrected from the record) or a key
+// replaced meanwhile by another size must not leave a tail the read never wrote.
+static Result<EntryInfo> ReadSized(const std::function<Result<EntryInfo>(std::string*)>& get,
+                                   const std::function<Result<EntryInfo>()>& lookup,
+                                   uint64_t expected, std::string* buf) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    buf->assign(expected, '\0');
+    Result<EntryInfo> info = get(buf);
+    if (info.ok()) {
+      if (info->bytes <= buf->size()) {
+        buf->resize(info->bytes);
+        return info;
+      }
+      expected = info->bytes;
+      continue;
+    }
+    if (!info.status().IsInvalidArgument()) return info;
+    auto now = lookup();  // larger now than the buffer: sized again
+    if (!now.ok()) return now.status();
+    expected = now->bytes;
+  }
+  return Status::Busy("the entry kept changing size while being read; try again");
+}
+
 int GetCommand(const Globals& g, const std::string& ns, const std::string& key,
                const std::string& out) {
   Target t = Target::Open(g, Use::kInspect);
   EntryInfo info = ResolveKey(t.cache(), ns, key);
-  std::string buf(info.bytes, '\0');
-  info = Check(t.cache().Get(ns, info.key, Bytes(buf)));
+  const std::string k = info.key;
+  std::string buf;
+  info = Check(ReadSized([&](std::string* b) { return t.cache().Get(ns, k, Bytes(*b)); },
+                         [&] { return t.cache().Lookup(ns, k); }, info.bytes, &buf));
   WriteGetOutput(out, info.meta, buf);
   t.Close();
   // With `-o -` stdout carries the bytes: the report goes to stderr.
@@ -363,14 +391,18 @@ int ExportCommand(const Globals& g, const std::string& out_dir, const std::strin
     Status st = ValidateNewKey(e.key);
     if (st.ok() && nested) st = ValidateNewNamespace(ns_dir);
     std::string dir = out_dir + (nested ? "/" + ns_dir : "") + "/" + e.key;
-    std::string buf(e.bytes, '\0');
+    std::string buf;
     std::error_code ec;
     if (st.ok() && !fs::create_directories(dir, ec) && ec)
       st = Status::IOError("cannot create " + dir + ": " + ec.message());
     Result<EntryInfo> info = st;
     if (st.ok())
-      info = t.local() ? t.local()->Get(e.ns, e.key, Bytes(buf), quiet)
-                       : t.cache().Get(e.ns, e.key, Bytes(buf));
+      info = ReadSized(
+          [&](std::string* b) {
+            return t.local() ? t.local()->Get(e.ns, e.key, Bytes(*b), quiet)
+                             : t.cache().Get(e.ns, e.key, Bytes(*b));
+          },
+          [&] { return t.cache().Lookup(e.ns, e.key); }, e.bytes, &buf);
     st = info.ok() ? safetensors::SaveDurable(dir + "/encoder_cache.safetensors", info->meta,
                                               Bytes(std::as_const(buf)))
                    : info.status();

@@ -232,6 +232,17 @@ $EC --dir "$T/srv" get hup-a -o hup.raw >/dev/null
 check "put acknowledged before SIGHUP survives SIGKILL" cmp <(tensor_bytes a.safetensors) hup.raw
 expect_error "cannot connect" $EC $R stats
 expect_error "needs a shared-secret token" $EC --dir "$T/srv2" serve --listen 0.0.0.0:0
+# an index row claiming 64 MiB more than its record: the store corrects it from the record,
+# and get writes the record's bytes, not the row's length
+$EC --dir "$T/row" put row-a a.safetensors >/dev/null
+$PY - "$T/row/index.sqlite" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("UPDATE entries SET raw_len = raw_len + 67108864 WHERE key = 'row-a'")
+db.commit()
+PY
+$EC --dir "$T/row" get row-a -o row.raw >/dev/null 2>row.err
+check "get after a wrong index row writes the record's bytes, no tail" cmp <(tensor_bytes a.safetensors) row.raw
 # one-shot commands append to the open tail segment, and inspection pins no pool
 mk one.safetensors 64 64
 for k in one-a one-b one-c; do $EC --dir "$T/tail" put $k one.safetensors >/dev/null; done

@@ -98,6 +98,14 @@ def device_put_refused(e: Exception) -> bool:
     return isinstance(e, InvalidArgument) and ("device put" in str(e) or "put arena" in str(e))
 
 
+def _same_layout(got: Any, expected: Any) -> bool:
+    """Whether the entry read (`got`, the info the read returned) is laid out as the buffer
+    sized for it (`expected`): otherwise the buffer holds another entry's bytes and a tail
+    the read never wrote."""
+    return (got.dtype == expected.dtype and list(got.shape) == list(expected.shape)
+            and got.bytes == expected.bytes)
+
+
 class Cache:
     """An ec-store cache: embedded (ecstore.open) or remote (ecstore.connect)."""
 
@@ -152,24 +160,27 @@ class Cache:
         array (like="numpy"), dtype and shape restored. Raises NotFound when absent."""
         if device is not None and str(device) != "cpu":
             return self._get_to_device(ns, key, device)
-        for _ in range(3):  # a replacement of another size between lookup and get: retry
-            info = self.lookup(ns, key)
+        info = self.lookup(ns, key)
+        for _ in range(3):  # replaced by an entry of another size since the lookup: again
             if info is None:
                 raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
             out = _tensors.empty(info.dtype, list(info.shape), like)
             try:
-                self._c.get_into(ns, key, _tensors.flat_bytes(out))
-                return out
-            except InvalidArgument:
+                got = self._c.get_into(ns, key, _tensors.flat_bytes(out))
+            except InvalidArgument:  # larger now: sized again
+                info = self.lookup(ns, key)
                 continue
+            if _same_layout(got, info):
+                return out
+            info = got  # smaller now: the bytes read are the new entry's, read at its size
         raise Busy(f"{ns}/{key} kept changing size while being read")
 
     def _get_to_device(self, ns: str, key: str, device: Any) -> Any:
         import torch
 
         if self._device_tier():  # from any tier straight into a new device tensor
+            info = self.lookup(ns, key)
             for _ in range(3):
-                info = self.lookup(ns, key)
                 if info is None:
                     raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
                 dst = torch.empty(list(info.shape), dtype=_tensors.torch_dtype(info.dtype),
@@ -178,11 +189,14 @@ class Cache:
                 # current one finish (it may still read the block dst was given).
                 torch.cuda.current_stream(dst.device).synchronize()
                 try:
-                    self._c.get_to_device(ns, key, dst.data_ptr(),
-                                          dst.numel() * dst.element_size())
-                    return dst
+                    got = self._c.get_to_device(ns, key, dst.data_ptr(),
+                                                dst.numel() * dst.element_size())
                 except InvalidArgument:
+                    info = self.lookup(ns, key)
                     continue
+                if _same_layout(got, info):
+                    return dst
+                info = got
             raise Busy(f"{ns}/{key} kept changing size while being read")
         if self.transport == "shm" and getattr(self, "_remote_device", True):
             try:  # the server's device pool over CUDA IPC: one device -> device copy
@@ -219,8 +233,15 @@ class Cache:
         got = self._c.get_many(ns, [k for k, _ in present],
                                [_tensors.flat_bytes(o) for _, o in present])
         result, it = [], iter(got)
-        for o in outs:
-            result.append(None if o is None or next(it) is None else o)
+        for k, i, o in zip(keys, infos, outs):
+            g = None if o is None else next(it)
+            if g is not None and not _same_layout(g, i):
+                # Replaced by an entry of another size since the lookup: read on its own.
+                try:
+                    o = self.get(ns, k, like=like)
+                except NotFound:
+                    o = None
+            result.append(None if g is None else o)
         return result
 
     def acquire(self, ns: str, key: str) -> Lease:

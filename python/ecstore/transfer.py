@@ -319,6 +319,9 @@ def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str], dev: tor
                 [o.numel() * o.element_size() for _, o in present], dev.index, stream)
         except ecstore.InvalidArgument:
             continue
+        if any(g is not None and not ecstore._same_layout(g, i)
+               for g, i in zip(got, [i for i in infos if i is not None])):
+            continue  # smaller now: its tensor would hold a tail the read never wrote
         for i in got:
             if i is not None and i.shape and ns not in layouts:
                 layouts[ns] = (i.dtype, tuple(i.shape[1:]))  # what later guesses are sized by

@@ -337,13 +337,23 @@ class PyCache {
     if (core_->Live() && core_->store) Check(core_->store->Flush());
   }
 
-  // Persists an embedded store and stops using it; leases still held stay valid.
+  // Persists an embedded store and stops using it; leases still held (and arrays viewing
+  // them) stay valid: the store is shut when the last of them goes.
   void close() {
     if (core_->closed) return;
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
     core_->closed = true;
-    if (core_->store) Check(core_->store->Close());
+    if (!core_->store) return;
+    {
+      std::lock_guard<std::mutex> g(core_->leases_mu);
+      if (core_->leases > 0) {
+        core_->shut_when_released = true;
+        Check(core_->store->Flush());
+        return;
+      }
+    }
+    Check(core_->store->Close());
   }
 
  private:

@@ -4,6 +4,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <spdlog/spdlog.h>
 
 #include "cuda/cuda.h"
 
@@ -35,10 +36,58 @@ TensorMeta ToMeta(const std::string& dtype, const std::vector<int64_t>& shape) {
   return m;
 }
 
-Reservation::Reservation(PutReservation r, std::shared_ptr<Core> core)
-    : r_(std::move(r)), core_(std::move(core)) {}
+Lease::Lease(ReadLease l, std::shared_ptr<Core> core, int device) : device_(device) {
+  {
+    std::lock_guard<std::mutex> g(core->leases_mu);
+    ++core->leases;
+  }
+  lease_.reset(new ReadLease(std::move(l)), [core](ReadLease* p) {
+    nb::gil_scoped_release nogil;
+    {
+      auto lock = core->Lock();
+      delete p;
+    }
+    std::lock_guard<std::mutex> g(core->leases_mu);
+    if (--core->leases > 0 || !core->shut_when_released) return;
+    core->shut_when_released = false;
+    Status st = core->store->Close();  // close() deferred it to the last lease
+    if (!st.ok()) spdlog::error("closing the store after its last lease: {}", st.ToString());
+  });
+}
+
+Reservation::Reservation(PutReservation r, std::shared_ptr<Core> core) : core_(std::move(core)) {
+  held_->r = std::move(r);
+}
 Reservation::Reservation(net::ArenaReservation a, std::shared_ptr<Core> core)
-    : a_(std::move(a)), core_(std::move(core)) {}
+    : core_(std::move(core)) {
+  held_->a = std::move(a);
+}
+
+nb::object Reservation::view() {
+  auto b = Bytes();
+  auto* keep = new std::shared_ptr<Held>(held_);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<Held>*>(p); });
+  nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> arr(b.data(), {b.size()}, owner);
+  nb::object obj = nb::cast(arr, nb::rv_policy::reference);
+  views_.emplace_back(obj);
+  return obj;
+}
+
+void Reservation::EndViews() {
+  ended_ = true;
+  for (nb::weakref& w : views_) {
+    nb::object v = w();
+    if (!v.is_none()) nb::setattr(v.attr("flags"), "writeable", nb::bool_(false));
+  }
+  views_.clear();
+}
+
+void Reservation::abandon() {
+  if (ended_) return;
+  EndViews();
+  // Freed now unless a view still holds it; then with the last view.
+  held_.reset();
+}
 
 void Lease::copy_to_device(uint64_t dst, uint64_t dst_bytes, int device, uint64_t stream) const {
   const ReadLease& l = Held();
@@ -55,17 +104,32 @@ void Lease::copy_to_device(uint64_t dst, uint64_t dst_bytes, int device, uint64_
 
 void Reservation::commit(bool checksum_when_spilled) {
   Bytes();
-  if (a_) {
-    net::ArenaReservation a = std::move(*a_);
-    a_.reset();
+  // The block is the entry's from now on: a write through a view would change it. A landing
+  // block's bytes still land through its views while the daemon copies them: read-only once
+  // the commit returns.
+  const bool landing = held_->a && static_cast<bool>(held_->a->Landing());
+  if (!landing) EndViews();
+  ended_ = true;
+  struct EndAfter {
+    Reservation* r;
+    ~EndAfter() {
+      try {
+        if (r) r->EndViews();
+      } catch (...) {  // unwinding already: the commit's own error is the one to raise
+      }
+    }
+  } end_after{landing ? this : nullptr};
+  if (held_->a) {
+    net::ArenaReservation a = std::move(*held_->a);
+    held_->a.reset();
     nb::gil_scoped_release nogil;
     auto lock = core_->Lock();
     if (core_->closed) Check(Status::InvalidArgument("this cache is closed"));
     Check(core_->client->CommitPut(std::move(a), checksum_when_spilled));
     return;
   }
-  PutReservation r = std::move(*r_);
-  r_.reset();
+  PutReservation r = std::move(*held_->r);
+  held_->r.reset();
   if (checksum_when_spilled) r.ChecksumWhenSpilled();
   nb::gil_scoped_release nogil;
   Check(core_->store->Commit(std::move(r)));
@@ -117,8 +181,9 @@ void BindEntries(nb::module_& m) {
       .def("release", &Lease::release);
 
   nb::class_<Reservation>(m, "Reservation")
-      .def("view", &Reservation::view, nb::rv_policy::reference_internal,
-           "the reserved bytes, writable (uint8 array); not to be used after commit")
+      .def("view", &Reservation::view,
+           "the reserved bytes, writable (uint8 array) until commit or abandon, read-only "
+           "after")
       .def("commit", &Reservation::commit, "checksum_when_spilled"_a = false,
            "installs the entry; with checksum_when_spilled it is readable at once and hashed "
            "when first spilled (Store::PutReservation::ChecksumWhenSpilled)")

@@ -50,54 +50,63 @@ TensorMeta ToMeta(const std::string& dtype, const std::vector<int64_t>& shape);
 
 // A block reserved for one put and filled in place (a device->host copy straight into it,
 // no staging buffer), then committed: pool memory of an embedded store, or a same-host
-// client's put arena (net/put_arena.h), which the server copies from once.
+// client's put arena (net/put_arena.h), which the server copies from once. Its views stop
+// being writable at commit or abandon (the block is then the entry's, or free); an
+// abandoned block goes back only once the last view of it is gone, so a view never points
+// at memory that another entry has taken.
 class Reservation {
  public:
   Reservation(PutReservation r, std::shared_ptr<struct Core> core);
   Reservation(net::ArenaReservation a, std::shared_ptr<struct Core> core);
-  nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>> view() {
-    auto b = Bytes();
-    return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(b.data(), {b.size()}, nb::handle());
-  }
+  nb::object view();  // a writable uint8 numpy array over the block
   // (address, bytes) of the put arena the block lies in, to register it with CUDA once;
   // (0, 0) for pool memory (Cache.register_with_cuda registers the pool).
   std::pair<uint64_t, uint64_t> arena() {
     Bytes();
-    if (!a_) return {0, 0};
-    auto m = a_->arena()->bytes();
+    if (!held_->a) return {0, 0};
+    auto m = held_->a->arena()->bytes();
     return {reinterpret_cast<uint64_t>(m.data()), m.size()};
   }
   // A landing block's counter (reserve(..., landing=True) from a same-host daemon that
   // offers it); None otherwise: fill the block, then commit.
   std::optional<net::LandingCounter> landing() {
     Bytes();
-    net::LandingCounter c = a_ ? a_->Landing() : net::LandingCounter();
+    net::LandingCounter c = held_->a ? held_->a->Landing() : net::LandingCounter();
     return c ? std::optional<net::LandingCounter>(std::move(c)) : std::nullopt;
   }
   void commit(bool checksum_when_spilled);
-  void abandon() {
-    r_.reset();
-    a_.reset();
-  }
+  void abandon();
 
  private:
+  // The reserved block, shared with the views: an abandoned one is freed with the last.
+  struct Held {
+    std::optional<PutReservation> r;
+    std::optional<net::ArenaReservation> a;
+  };
   std::span<uint8_t> Bytes() {
-    if (!r_ && !a_) Check(Status::InvalidArgument("this reservation was committed or abandoned"));
-    return r_ ? r_->bytes() : a_->bytes();
+    if (ended_) Check(Status::InvalidArgument("this reservation was committed or abandoned"));
+    return held_->r ? held_->r->bytes() : held_->a->bytes();
   }
-  std::optional<PutReservation> r_;
-  std::optional<net::ArenaReservation> a_;
+  void EndViews();  // every view made so far becomes read-only
+  std::shared_ptr<Held> held_ = std::make_shared<Held>();
+  std::vector<nb::weakref> views_;
+  bool ended_ = false;
   std::shared_ptr<struct Core> core_;
 };
 
 // What a Cache and its leases share: the store or client, and (for a client, which serves
 // one thread at a time) the mutex every call and every lease release takes. It lives until
 // the Cache is closed and the last lease is gone, so a lease outliving close() stays valid.
+// An embedded store closed while leases (or arrays viewing them) live is persisted at
+// close() and shut only when the last of them goes: their bytes stay mapped until then.
 struct Core {
   std::mutex mu;
   std::unique_ptr<Store> store;
   std::unique_ptr<net::Client> client;
   bool closed = false;
+  std::mutex leases_mu;  // leases and shut_when_released
+  int leases = 0;
+  bool shut_when_released = false;
   std::unique_lock<std::mutex> Lock() {
     return client ? std::unique_lock<std::mutex>(mu) : std::unique_lock<std::mutex>();
   }
@@ -112,12 +121,7 @@ struct Core {
 // lease is released under its client's mutex, whatever thread drops it.
 class Lease {
  public:
-  Lease(ReadLease l, std::shared_ptr<Core> core, int device = 0)
-      : device_(device), lease_(new ReadLease(std::move(l)), [core](ReadLease* p) {
-          nb::gil_scoped_release nogil;
-          auto lock = core->Lock();
-          delete p;
-        }) {}
+  Lease(ReadLease l, std::shared_ptr<Core> core, int device = 0);
   Info info() const { return ToInfo(Held().info()); }
   bool pinned_only() const { return Held().data() == nullptr; }
   // The bytes, read-only, without a copy; the array keeps the lease alive.

@@ -382,3 +382,87 @@ def test_a_second_put_of_the_same_entry_keeps_it(cache):
     cache.put("ns", "same", other)
     assert cache.lookup("ns", "same").created_us != first.created_us
     assert torch.equal(cache.get("ns", "same"), other)
+
+
+class _StaleLookups:
+    """The core with lookups answering what a key held before it was replaced: the race of a
+    re-put landing between a get's lookup and its read, made deterministic."""
+
+    def __init__(self, core, stale):
+        self._core, self._stale = core, stale
+
+    def lookup(self, ns, key):
+        return self._stale.pop(key, None) or self._core.lookup(ns, key)
+
+    def lookup_many(self, ns, keys):
+        return [self.lookup(ns, k) for k in keys]
+
+    def __getattr__(self, name):
+        return getattr(self._core, name)
+
+
+def test_a_get_sized_before_a_smaller_re_put_returns_the_new_entry(cache):
+    big, small = torch.randn(100, 64), torch.randn(10, 64)
+    cache.put("ns", "k", big)
+    cache.put("ns", "j", big)
+    stale = {"k": cache.lookup("ns", "k"), "j": cache.lookup("ns", "j")}
+    cache.put("ns", "k", small)  # replaced by a smaller entry after the "lookup"
+    cache.put("ns", "j", small)
+    core = cache._c
+    cache._c = _StaleLookups(core, dict(stale))
+    try:
+        got = cache.get("ns", "k")
+        assert got.shape == small.shape and torch.equal(got, small)
+        cache._c._stale = dict(stale)
+        many = cache.get_many("ns", ["j", "absent"])
+        assert many[1] is None
+        assert many[0].shape == small.shape and torch.equal(many[0], small)
+    finally:
+        cache._c = core
+
+
+@pytest.mark.parametrize("where", ["embedded", "shm"])
+def test_a_reservation_view_stops_being_writable_when_it_ends(tmp_path, where, request):
+    """After commit the block is the entry's, after abandon it is free: a view written then
+    would change the stored entry or another key's; it raises instead."""
+    if where == "embedded":
+        c = ecstore.open(str(tmp_path / "s"), "16MiB")
+    else:
+        c = ecstore.connect(request.getfixturevalue("daemon")["tcp"], transport="auto")
+        assert c.transport == "shm"
+    with c:
+        data = np.arange(1000, dtype=np.float32)
+        r = c.reserve("ns", "k", "F32", [1000])
+        v = r.view()
+        v[:] = data.view(np.uint8)
+        r.commit()
+        with pytest.raises(ValueError, match="read-only"):
+            v[0] = 7
+        np.testing.assert_array_equal(c.get("ns", "k", like="numpy"), data)
+        a = c.reserve("ns", "gone", "F32", [1000])
+        av = a.view()
+        a.abandon()
+        with pytest.raises(ValueError, match="read-only"):
+            av[:] = 1
+        c.put("ns", "other", data * 2)  # may take the abandoned block once the view is gone
+        del av
+        np.testing.assert_array_equal(c.get("ns", "other", like="numpy"), data * 2)
+        with pytest.raises(ecstore.InvalidArgument, match="committed or abandoned"):
+            r.view()
+
+
+def test_a_lease_outliving_close_stays_readable(tmp_path):
+    c = ecstore.open(str(tmp_path / "s"), "16MiB")
+    t = torch.randn(64, 64)
+    c.put("ns", "k", t)
+    lease = c.acquire("ns", "k")
+    arr = lease.view()
+    c.close()  # persisted; the pool stays mapped while the lease and its views live
+    assert torch.equal(lease.tensor(), t)
+    assert bytes(lease.view()) == t.numpy().tobytes()
+    lease.release()
+    assert bytes(arr) == t.numpy().tobytes()
+    del arr  # the last holder: the store is shut now
+    again = ecstore.open(str(tmp_path / "s"), "16MiB")  # its directory lock was let go
+    assert torch.equal(again.get("ns", "k"), t)
+    again.close()
