@@ -122,6 +122,8 @@ void AddGlobals(CLI::App& app, Globals& g) {
   app.add_option("--disk-quota", g.disk_quota, "disk tier quota (e.g. 4GiB)")
       ->capture_default_str();
   app.add_flag("--compress", g.compress, "LZ4-compress entries spilled to disk where it pays");
+  app.add_flag("--group-access", g.group_access,
+               "a new store directory is 0750 and its files 0640 (default 0700/0600)");
   app.add_option("--eviction-policy", g.eviction_policy,
                  "which entries leave first: freq (fewest recent requests; at the disk quota, "
                  "x recompute cost per byte), lru or gdsf")
@@ -217,19 +219,28 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
                     "IP:PORT of an RDMA (RoCE/IB) port to serve gets over verbs");
   serve->add_option("--metrics-listen", a.metrics_listen,
                     "HOST:PORT of the HTTP operator port: /metrics, /healthz, /readyz");
+  // A zero bound would fail every frame, a zero lease end every read at once: refused.
+  const auto positive_duration = [](const std::string& v) -> std::string {
+    auto d = ParseDuration(v);
+    if (!d.ok()) return d.status().message();
+    return *d >= 1000 ? "" : "must be at least 1ms (e.g. 30s)";
+  };
   serve->add_option("--lease-ttl", a.lease_ttl, "a client lease not released within this ends")
+      ->check(CLI::Validator(positive_duration, "DURATION>0"))
       ->capture_default_str();
   serve
       ->add_option("--idle-timeout", a.idle_timeout,
                    "close connections idle this long, holding no lease (0 = never)")
       ->capture_default_str();
   serve->add_option("--io-timeout", a.io_timeout, "bound on sending or receiving one frame")
+      ->check(CLI::Validator(positive_duration, "DURATION>0"))
       ->capture_default_str();
   serve->add_option("--slow-request", a.slow_request, "log requests slower than this (0 = off)")
       ->capture_default_str();
   serve->add_option("--log-summary", a.log_summary, "log a one-line summary this often (0 = off)")
       ->capture_default_str();
   serve->add_option("--max-connections", a.max_connections, "refuse clients beyond this many")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
       ->capture_default_str();
   serve
       ->add_option("--copy-threads", a.copy_threads,

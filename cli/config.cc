@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
 namespace ecstore::cli {
+namespace fs = std::filesystem;
 namespace {
 
 // Options a config file or the environment may set: named (not positional), not --help,
@@ -55,6 +57,11 @@ void ApplyEnvAndConfig(CLI::App& app, const std::vector<CLI::App*>& sections,
       SetFrom(opt, {v}, "environment variable " + EnvName(opt));
   }
   if (config_file.empty()) return;
+  std::error_code ec;
+  if (fs::exists(config_file, ec) && !fs::is_regular_file(config_file, ec))
+    throw CLI::ValidationError("config file " + config_file +
+                               " is not a regular file (a FIFO or device would be read "
+                               "forever); check --config / EC_STORE_CONFIG");
   if (!std::ifstream(config_file))
     throw CLI::ValidationError("config file " + config_file +
                                " cannot be read; check --config / EC_STORE_CONFIG");

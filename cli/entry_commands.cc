@@ -157,6 +157,7 @@ std::unique_ptr<Store> OpenStore(const Globals& g, Use use) {
   o.promote_on_get = !inspect;
   o.disk_quota_bytes = Check(ParseSize(g.disk_quota));
   o.compress = g.compress;
+  o.group_access = g.group_access;
   o.eviction_policy = g.eviction_policy;
   o.rebuild_index = use == Use::kRepair;
   if (!inspect) {  // a device tier only where entries are served

@@ -21,6 +21,7 @@ struct Globals {
   int device = 0;
   std::string disk_quota = "16GiB";
   bool compress = false;
+  bool group_access = false;
   std::string eviction_policy = "freq";  // Options::eviction_policy
   std::string server;                    // HOST:PORT of a running `ec-store serve`
   std::string timeout = "5s";            // a client's bound on one reply (not verify/compact)

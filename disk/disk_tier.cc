@@ -88,15 +88,15 @@ Result<std::shared_ptr<DiskTier::Segment>> DiskTier::OpenSegment(uint32_t id, bo
   seg->id = id;
   seg->path = SegmentPath(id);
   int flags = O_RDWR | O_DIRECT | (create ? O_CREAT | O_EXCL : 0);
-  auto fd = env_->OpenFile(seg->path, flags, 0644);
+  auto fd = env_->OpenFile(seg->path, flags, opt_.file_mode);
   if (!fd.ok() && create) {
     // Some filesystems (tmpfs, several FUSE ones) refuse O_DIRECT: fall back to buffered
     // I/O rather than refuse to store. The page cache then holds spilled entries too.
     env_->RemoveFile(seg->path);
-    fd = env_->OpenFile(seg->path, flags & ~O_DIRECT, 0644);
+    fd = env_->OpenFile(seg->path, flags & ~O_DIRECT, opt_.file_mode);
     if (fd.ok()) spdlog::warn("{}: O_DIRECT is not supported here; using buffered I/O", dir_);
   } else if (!fd.ok()) {
-    fd = env_->OpenFile(seg->path, flags & ~O_DIRECT, 0644);
+    fd = env_->OpenFile(seg->path, flags & ~O_DIRECT, opt_.file_mode);
   }
   if (!fd.ok()) return fd.status();
   seg->fd = std::move(fd).value();

@@ -21,6 +21,7 @@ namespace ecstore {
 
 struct DiskOptions {
   uint64_t segment_bytes = 256ull << 20;
+  unsigned file_mode = 0600;  // of new segment files
   unsigned queue_depth = 32;
   uint64_t io_chunk_bytes = 1ull << 20;
   unsigned followed_read_window = 12;  // IoService::Start's followed_window

@@ -305,13 +305,22 @@ void Server::Serve(Conn* c) {
   c->done = true;
 }
 
+// Whether two secrets are equal, in time that depends on their lengths only: where the first
+// difference lies must not be measurable by a client trying tokens.
+static bool SameSecret(const std::string& given, const std::string& secret) {
+  unsigned char diff = given.size() == secret.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i] ^ secret[i % std::max<size_t>(secret.size(), 1)]);
+  return diff == 0;
+}
+
 // Checks the token and answers HELLO; over the unix socket the pool's (read-only, sealed)
 // memfd goes with the reply. A non-OK return closes the connection.
 Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   const int fd = c->fd.get();
   BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
   std::string token;
-  if (!r.Str(&token, 4096) || (!opt_.token.empty() && token != opt_.token)) {
+  if (!r.Str(&token, 4096) || (!opt_.token.empty() && !SameSecret(token, opt_.token))) {
     SendFrame(fd, Op::kError, h.request_id,
               ErrorBody(Status::InvalidArgument(
                   "wrong or missing token: this server requires the shared secret "

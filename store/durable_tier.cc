@@ -44,7 +44,11 @@ Result<std::unique_ptr<DurableTier>> DurableTier::Open(const std::string& dir, E
                                     &t->index_damaged_);
   if (!index.ok()) return index.status();
   t->index_ = std::move(index).value();
+  // SQLite makes its files as the umask allows: made private here (the -wal and -shm take
+  // the database's mode).
+  if (!t->index_existed_ && !options.read_only) ::chmod(t->index_path_.c_str(), options.file_mode);
   DiskOptions dopt;
+  dopt.file_mode = options.file_mode;
   // Segments of at most an eighth of the quota, so that compacting dead bytes away (which
   // works a sealed segment at a time) can keep the files within the quota.
   dopt.segment_bytes = std::min(options.segment_bytes,

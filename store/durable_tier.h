@@ -64,6 +64,7 @@ struct DurableOptions {
   bool read_only = false;
   std::string read_only_reason;  // "as asked", "its disk was full"
   bool rebuild_index = false;    // asked for: the index is rebuilt from the segments
+  unsigned file_mode = 0600;     // of the files it creates (segments, the index)
 };
 
 class DurableTier {

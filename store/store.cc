@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
@@ -86,11 +87,15 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, const Options
 }
 
 Status StoreImpl::Init() {
+  const bool fresh = !env_->FileExists(dir_);
   Status st = env_->CreateDirs(dir_);
   if (!st.ok())
     return Status::IOError("cannot create store directory " + dir_ + ": " + st.message() +
                            "; choose a writable store directory");
-  auto lock = env_->OpenFile(dir_ + "/LOCK", O_RDWR | O_CREAT, 0644);
+  const int dir_mode = opt_.group_access ? 0750 : 0700;
+  if (fresh && ::chmod(dir_.c_str(), dir_mode) != 0)
+    spdlog::warn("could not make {} private (mode {:o}): {}", dir_, dir_mode, std::strerror(errno));
+  auto lock = env_->OpenFile(dir_ + "/LOCK", O_RDWR | O_CREAT, opt_.group_access ? 0640 : 0600);
   if (!lock.ok())
     return Status::IOError("cannot open " + dir_ + "/LOCK: " + lock.status().message() +
                            "; choose a writable store directory");
@@ -125,6 +130,7 @@ Status StoreImpl::Init() {
   dopt.min_compression_saving = opt_.min_compression_saving;
   dopt.compact_live_ratio = opt_.compact_live_ratio;
   dopt.rebuild_index = opt_.rebuild_index;
+  dopt.file_mode = opt_.group_access ? 0640 : 0600;
   if (dopt.read_only && dopt.rebuild_index)
     return Status::NoSpace("rebuilding the index of " + dir_ + " needs free disk space (" +
                            (opt_.read_only ? "opened read-only" : "the disk is full") + ")");

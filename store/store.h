@@ -76,6 +76,9 @@ struct Options {
   // Open without writing anything: reads work; Put, Erase, Flush and Compact fail with
   // NoSpace. Chosen automatically when the store's filesystem has less than 1 MiB free.
   bool read_only = false;
+  // A new store directory is made 0700 and its files 0600 (entries are other users'
+  // images); group_access makes them 0750/0640, for a group of operators or readers.
+  bool group_access = false;
   // The device tier: a pool of GPU memory above the host pool, allocated once at Open on GPU
   // `device` (0 bytes: none). Needs a CUDA build and that GPU; the host pool is then
   // registered with CUDA too. Entries put from device memory land there.

@@ -243,6 +243,18 @@ db.commit()
 PY
 $EC --dir "$T/row" get row-a -o row.raw >/dev/null 2>row.err
 check "get after a wrong index row writes the record's bytes, no tail" cmp <(tensor_bytes a.safetensors) row.raw
+# operator input that would start a daemon refusing every client, or hang it: refused at start
+expect_error "at least 1ms" $EC --dir "$T/bad" serve --io-timeout 0
+expect_error "at least 1ms" $EC --dir "$T/bad" serve --lease-ttl 0s
+expect_error "not in range" $EC --dir "$T/bad" serve --max-connections 0
+mkfifo cfg.fifo
+expect_error "not a regular file" timeout 10 $EC --config cfg.fifo ls
+# a new store is private to its user (0700/0600), or to its group with --group-access
+$EC --dir "$T/priv/st" put p-a a.safetensors >/dev/null
+check "a new store directory is 0700" test "$(stat -c %a "$T/priv/st")" = 700
+check "its files are 0600" test -z "$(find "$T/priv/st" -type f ! -perm 600)"
+$EC --dir "$T/grp" --group-access put g-a a.safetensors >/dev/null
+check "--group-access: 0750 and 0640" test "$(stat -c %a "$T/grp")/$(stat -c %a "$T/grp/index.sqlite")" = 750/640
 # one-shot commands append to the open tail segment, and inspection pins no pool
 mk one.safetensors 64 64
 for k in one-a one-b one-c; do $EC --dir "$T/tail" put $k one.safetensors >/dev/null; done

@@ -14,7 +14,8 @@ ec_connector_extra_config:
   namespace   default: derived from the model, revision, dtype and encoder settings, so two
               models never read each other's entries.
   pool_size, disk_quota   for an embedded store ("8GiB").
-  token       the daemon's shared secret (or EC_STORE_TOKEN).
+  token_file  a file holding the daemon's shared secret; else EC_STORE_TOKEN; else
+  token       the secret itself (visible in the engine's command line: prefer the others).
   fail_open   default true: a store that cannot be reached is a miss (the encoder runs)
               and a save that fails is logged, never an engine failure.
 
@@ -79,8 +80,7 @@ def _acquire_cache(extra: dict) -> tuple[str, ecstore.Cache]:
             _shared[spec] = (cache, users + 1)
             return spec, cache
         if _REMOTE.match(spec):
-            cache = ecstore.connect(spec, token=extra.get("token") or
-                                    os.environ.get("EC_STORE_TOKEN"))
+            cache = ecstore.connect(spec, token=_token(extra))
         else:
             cache = ecstore.open(spec, extra.get("pool_size", "1GiB"),
                                  extra.get("disk_quota", "64GiB"))
@@ -92,6 +92,21 @@ def _acquire_cache(extra: dict) -> tuple[str, ecstore.Cache]:
                 logger.warning("ec-store: %s", e)
         _shared[spec] = (cache, 1)
         return spec, cache
+
+
+def _token(extra: dict) -> str | None:
+    """The daemon's secret: from token_file (a file only the engine's user reads), else
+    EC_STORE_TOKEN, else token (visible in the engine's command line: discouraged)."""
+    if extra.get("token_file"):
+        path = str(extra["token_file"])
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read().strip()
+        except OSError as e:
+            raise ValueError(f"ec_connector_extra_config token_file {path!r} cannot be read "
+                             f"({e.strerror}); give a readable file holding the daemon's "
+                             "secret") from e
+    return os.environ.get("EC_STORE_TOKEN") or extra.get("token")
 
 
 def _release_cache(spec: str) -> None:

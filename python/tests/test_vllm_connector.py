@@ -321,3 +321,17 @@ def test_consumer_pulls_from_the_producers_store_named_in_the_params(tmp_path, d
     assert torch.equal(cache["img"], t)
     for c in (producer, sched, worker):
         c.shutdown()
+
+
+def test_the_token_comes_from_a_file_or_the_environment_before_the_command_line(tmp_path,
+                                                                              monkeypatch):
+    from ecstore import vllm as conn
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+    monkeypatch.setenv("EC_STORE_TOKEN", "from-env")
+    assert conn._token({"token_file": str(secret), "token": "cli"}) == "s3cret"
+    assert conn._token({"token": "cli"}) == "from-env"
+    monkeypatch.delenv("EC_STORE_TOKEN")
+    assert conn._token({"token": "cli"}) == "cli"
+    with pytest.raises(ValueError, match="cannot be read"):
+        conn._token({"token_file": str(tmp_path / "missing")})
