@@ -203,6 +203,13 @@ void Server::AcceptLoop() {
       continue;
     }
     SetTimeouts(fd, opt_.io_timeout);
+    if (ungreeted_ >= opt_.max_ungreeted) {
+      warn("too many connections (" + std::to_string(opt_.max_ungreeted) +
+           ") have not said HELLO: refusing new clients until they do or time out");
+      Refuse(fd, "server has too many connections that have not said HELLO; try again later");
+      ::close(fd);
+      continue;
+    }
     if (live >= opt_.max_connections) {
       warn("connection limit (" + std::to_string(opt_.max_connections) +
            ") reached: refusing new clients");
@@ -216,6 +223,7 @@ void Server::AcceptLoop() {
       break;
     }
     Conn& c = conns_.emplace_back(LeaseLimits(), &leases_held_);
+    ++ungreeted_;  // until its HELLO, or its end
     c.fd = UniqueFd(fd);
     c.shm = shm;
     c.peer = PeerName(fd, peer);
@@ -225,6 +233,7 @@ void Server::AcceptLoop() {
       warn(std::string("cannot start a connection thread: ") + e.what());
       Refuse(fd, "server cannot start a thread for this connection; try again later");
       conns_.pop_back();
+      --ungreeted_;
     }
   }
 }
@@ -235,12 +244,19 @@ void Server::Serve(Conn* c) {
   bool greeted = false;
   std::string body;
   auto last_request = std::chrono::steady_clock::now();
+  const auto hello_by = last_request + opt_.hello_timeout;
   while (!stop_) {
+    if (!greeted && std::chrono::steady_clock::now() >= hello_by) {
+      spdlog::debug("closing a connection from {}: no HELLO within {} ms", c->peer,
+                    opt_.hello_timeout.count());
+      break;
+    }
     // An idle client may wait as long as it likes for its next request (only a frame that
     // has begun is bounded by io_timeout); wake regularly to notice Stop and, while leases
     // are held, at least every ttl/4 so they still expire on time.
     pollfd p{fd, POLLIN, 0};
-    int wait_ms = c->leases.empty()
+    int wait_ms = !greeted ? 100
+                  : c->leases.empty()
                       ? 500
                       : static_cast<int>(std::max<int64_t>(10, opt_.lease_ttl.count() / 4));
     int rc = poll(&p, 1, wait_ms);
@@ -297,10 +313,12 @@ void Server::Serve(Conn* c) {
     Status st = hello ? Hello(c, *h, body) : Handle(c, *h, body);
     Finish(c, *h, start);
     if (!st.ok()) break;  // the connection itself failed or the request was malformed
+    if (!greeted) --ungreeted_;
     greeted = true;
   }
   ::shutdown(fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed when reaped
   c->leases.Clear();          // a reader that went away (or crashed) holds nothing
+  if (!greeted) --ungreeted_;
   --connections_;
   c->done = true;
 }

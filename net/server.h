@@ -49,6 +49,10 @@ struct ServerOptions {
   // Clients beyond this many connections are refused with a clear error (each connection
   // has a thread). A connection idle this long, holding no lease, is closed (0 = never).
   size_t max_connections = 1024;
+  // A connection must say HELLO within hello_timeout, and at most max_ungreeted may be
+  // waiting to: sockets that never speak cannot fill the connection limit.
+  std::chrono::milliseconds hello_timeout{5000};
+  size_t max_ungreeted = 64;
   std::chrono::milliseconds idle_timeout{600000};
   uint64_t max_leased_bytes_per_connection = 0;
   // A request that takes longer than this (header to reply) is logged as slow (0 = never).
@@ -155,6 +159,7 @@ class Server {
   std::list<Conn> conns_;
   std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
   std::atomic<uint64_t> connections_{0};
+  std::atomic<uint64_t> ungreeted_{0};  // accepted connections that have not said HELLO
   ServerMetrics metrics_;
   // Splits PUT_SHM's copies out of put arenas, in 1 MiB pieces (one copy at a time uses the
   // helpers, another connection's copies on its own thread meanwhile). After opt_.

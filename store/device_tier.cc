@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <unordered_set>
 
 #include "disk/record.h"
 
@@ -128,7 +129,9 @@ Status DeviceEvictor::CopyToHost(const EntryPtr& e) {
 
 Status DeviceEvictor::Promote(const EntryPtr& e, const ReadLease& host) {
   PoolBlock blk;
-  EC_RETURN_IF_ERROR(Allocate(host.size(), true, &blk));
+  // Without waiting: the entry is readable from the host pool now, and a reader should not
+  // stall for the device pool's leases to end (Busy: the caller copies from the host).
+  EC_RETURN_IF_ERROR(Allocate(host.size(), false, &blk));
   Status st = dev_->Copy(tier_->Ptr(blk), host.data(), host.size(), cuda::Direction::kHostToDevice);
   MutexLock l(&kd_->mu);
   if (st.ok() && !e->erased && !e->device && e->pool && host.data() == kd_->pool().Ptr(*e->pool)) {
@@ -142,14 +145,20 @@ Status DeviceEvictor::Promote(const EntryPtr& e, const ReadLease& host) {
   return st;
 }
 
+// Copies to the host pool every entry whose only copy is on the device, so that the host
+// evictor makes it durable. An entry already on disk is durable as it is: demoting it made
+// a host copy that the host evictor, finding it clean, dropped at once -- and the next pass
+// demoted it again, for ever (a daemon's stop never ended). Each entry goes once per call.
 Status DeviceEvictor::DemoteAll() {
+  std::unordered_set<const Entry*> demoted;
   for (;;) {
     std::vector<EntryPtr> batch;
     {
       MutexLock l(&kd_->mu);
       if (kd_->closed()) return Status::Unavailable("store is closed");
       kd_->ForEachLocked([&](const EntryPtr& e) {
-        if (e->device && !e->pool && !e->erased) batch.push_back(e);
+        if (e->device && !e->pool && !e->disk && !e->erased && demoted.insert(e.get()).second)
+          batch.push_back(e);
         return batch.size() < 64;
       });
       for (const EntryPtr& e : batch) kd_->PinLocked(e.get());

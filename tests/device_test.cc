@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -204,6 +205,43 @@ TEST(DeviceTier, AcquireOnDevicePromotesAHostEntry) {
   EXPECT_TRUE(lease->info().tiers.has(Tier::kPool));
   EXPECT_TRUE(DeviceBuffer::ReadAt(lease->data(), n) == bytes);
   EXPECT_EQ((*s)->Stats()->of(Tier::kDevice).promotions, 1u);
+}
+
+// Entries read from disk onto the device whose host copies were then evicted: durable on
+// disk already, so a close (a daemon's SIGTERM) has nothing to demote. Demoting them anyway
+// made host copies the host evictor dropped at once, and the close never ended.
+TEST(DeviceTier, CloseWithDiskEntriesOnTheDeviceEnds) {
+  REQUIRE_GPU();
+  TempDir dir;
+  const uint64_t n = 1 * kMiB;
+  auto s = Store::Open(dir.path(), WithDevice(8 * kMiB, 8 * kMiB));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (int i = 0; i < 6; ++i) {
+    auto bytes = Payload(i, n);
+    ASSERT_TRUE((*s)->Put("ns", "d" + std::to_string(i), Bf16(n), {bytes.data(), n}).ok());
+  }
+  ASSERT_TRUE((*s)->Flush().ok());
+  for (int i = 0; i < 6; ++i) {
+    auto lease = (*s)->AcquireOnDevice("ns", "d" + std::to_string(i));
+    ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  }
+  for (int i = 0; i < 12; ++i) {  // pushes the host copies out (clean: on disk already)
+    auto bytes = Payload(100 + i, n);
+    ASSERT_TRUE((*s)->Put("ns", "h" + std::to_string(i), Bf16(n), {bytes.data(), n}).ok());
+  }
+  std::promise<Status> closed;
+  std::future<Status> done = closed.get_future();
+  std::thread closer([&] { closed.set_value((*s)->Close()); });
+  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    ADD_FAILURE() << "Close did not end within 60 s";
+    std::fflush(stdout);
+    std::_Exit(1);  // the closing thread cannot be stopped: end here, saying why
+  }
+  closer.join();
+  EXPECT_TRUE(done.get().ok());
+  auto again = Store::Open(dir.path(), WithDevice(8 * kMiB, 8 * kMiB));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  for (int i = 0; i < 6; ++i) ExpectOnDevice(again->get(), "d" + std::to_string(i), i, n);
 }
 
 // ---- same-host consumers over CUDA IPC: the server is an `ec-store serve` process (a CUDA

@@ -1463,6 +1463,35 @@ TEST(Net, ConnectionLimitRefusesClearly) {
   EXPECT_TRUE(Client::Connect(server.uri(), o).ok());
 }
 
+// Sockets that connect and never say HELLO are closed after the HELLO deadline and, past a
+// small budget, refused at once: they can neither fill the connection limit nor hold it
+// for the idle timeout (1,024 of them once locked every client out for ten minutes).
+TEST(Net, ConnectionsThatNeverSayHelloCannotLockClientsOut) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000, [](ServerOptions* so) {
+    so->max_connections = 8;
+    so->max_ungreeted = 4;
+    so->hello_timeout = std::chrono::milliseconds(300);
+  });
+  std::vector<std::unique_ptr<RawConn>> silent;
+  for (int i = 0; i < 12; ++i) silent.push_back(std::make_unique<RawConn>(server.port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // past the HELLO deadline
+  for (auto& s : silent) {  // an error frame (refused at once) or nothing, then EOF
+    timeval tv{5, 0};
+    setsockopt(s->fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[256];
+    ssize_t n;
+    while ((n = recv(s->fd(), buf, sizeof(buf), 0)) > 0) {
+    }
+    EXPECT_EQ(n, 0) << "still open";
+  }
+  ClientOptions o = TcpOnly();
+  o.retries = 0;
+  auto c = Client::Connect(server.uri(), o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE((*c)->Put("ns", "k", U8(100), Span(Payload(1, 100))).ok());
+}
+
 TEST(Net, IdleConnectionsAreClosedAfterTheIdleTimeout) {
   testing::TempDir dir;
   ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000, [](ServerOptions* so) {

@@ -208,6 +208,8 @@ class Cache:
                 return dst
             except (Unavailable, InvalidArgument):
                 self._remote_device = False  # no device tier there: from its host pool
+            except Busy:
+                pass  # its device pool is full of leased entries now: this one from the host
 
         with self.acquire(ns, key) as lease:  # H2D straight from the pool (in place)
             i = lease.info
