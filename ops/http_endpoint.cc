@@ -23,7 +23,14 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& lis
   std::unique_ptr<HttpEndpoint> e(new HttpEndpoint());
   e->server_ = std::make_unique<httplib::Server>();
   auto& svr = *e->server_;
-  svr.new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // A scrape is answered in microseconds: the threads are for clients that are slow to send
+  // or read, each bounded by the timeouts, so that a few of them cannot hold every thread
+  // and stop /healthz (two slow connections once did, with two threads and the defaults).
+  svr.new_task_queue = [] { return new httplib::ThreadPool(8); };
+  svr.set_read_timeout(std::chrono::seconds(2));
+  svr.set_write_timeout(std::chrono::seconds(2));
+  svr.set_keep_alive_timeout(2);
+  svr.set_keep_alive_max_count(16);
   svr.Get("/metrics", [h = handlers](const httplib::Request&, httplib::Response& res) {
     res.set_content(h.metrics(), "text/plain; version=0.0.4; charset=utf-8");
   });

@@ -149,3 +149,23 @@ def test_library_and_cli_share_one_default_namespace(tmp_path):
     got = subprocess.run([binary, "get", "shared-key", "-o", "-", "--dir", store], check=True,
                          capture_output=True).stdout
     assert got == payload.tobytes()
+
+
+def test_slow_http_clients_do_not_stop_the_health_checks(served):
+    """Connections that send half a request and stall hold a handler only until its read
+    timeout: /healthz still answers while they hang on (two of them once stopped it)."""
+    import socket
+    _, _, base, _ = served
+    host, port = base.removeprefix("http://").split(":")
+    slow = []
+    for _ in range(6):
+        s = socket.create_connection((host, int(port)))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # never finished
+        slow.append(s)
+    try:
+        start = time.monotonic()
+        assert _http(base + "/healthz") == (200, "ok\n")
+        assert time.monotonic() - start < 5
+    finally:
+        for s in slow:
+            s.close()
