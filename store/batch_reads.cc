@@ -1,6 +1,7 @@
 #include "store/batch_reads.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 namespace ecstore {
@@ -82,16 +83,28 @@ std::vector<Result<ReadLease>> BatchReads::AcquireMany(std::string_view ns,
       watch->streamed[i] = true;
     }
   const auto missing = std::count_if(got.begin(), got.end(), [](auto& l) { return !l; });
+  std::vector<bool> over(keys.size());
   if (missing > 1 || (watch && missing == 1)) {
+    // Only what fits the lease budget is promoted: the batch holds every lease it takes, so
+    // one larger than the pool could free filled it with its own pins and kept every other
+    // put and get Busy until it gave up (two minutes for 40 MiB of keys over a 16 MiB pool).
+    std::vector<size_t> index;
+    std::vector<std::string> sub = WithinLeaseBudget(ns, keys, got, &over, &index);
     static const std::vector<std::span<uint8_t>> kNoCopies;  // promoted into the pool only
     HostEvictor::KeyDelivery promoted(kNoCopies);
     promoted.lease = true;
-    if (watch && watch->landed) promoted.watch = &watch->landed;
-    pre = ev_->PromoteKeys(ns, keys, nullptr, &promoted);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (got[i] || !promoted.leased[i]) continue;
-      got[i] = std::move(promoted.leased[i]);
-      if (watch) watch->streamed[i] = promoted.streamed[i];
+    std::function<void(size_t, const uint8_t*, uint64_t)> landed;
+    if (watch && watch->landed) {
+      landed = [&](size_t k, const uint8_t* at, uint64_t n) { watch->landed(index[k], at, n); };
+      promoted.watch = &landed;
+    }
+    std::vector<Status> sub_pre = ev_->PromoteKeys(ns, sub, nullptr, &promoted);
+    for (size_t k = 0; k < sub.size(); ++k) {
+      const size_t i = index[k];
+      pre[i] = sub_pre[k];
+      if (got[i] || !promoted.leased[k]) continue;
+      got[i] = std::move(promoted.leased[k]);
+      if (watch) watch->streamed[i] = promoted.streamed[k];
     }
   }
   std::vector<Result<ReadLease>> out;
@@ -99,12 +112,44 @@ std::vector<Result<ReadLease>> BatchReads::AcquireMany(std::string_view ns,
   for (size_t i = 0; i < keys.size(); ++i) {
     if (got[i])
       out.push_back(std::move(*got[i]));
+    else if (over[i])
+      out.push_back(Status::Busy(
+          "this batch would hold more than half the pool under lease at once; acquire the "
+          "rest once these leases are released (or raise the pool size)"));
     else if (!pre[i].ok() && !pre[i].IsBusy())
       out.push_back(pre[i]);
     else  // absent, bad input, on the device only, or not promoted here
       out.push_back(single_->Acquire(ns, keys[i]));
   }
   return out;
+}
+
+// The keys not leased yet whose entries the batch may read into the pool: in order, while
+// the batch's leased bytes stay within half the pool (what one reader may hold under lease;
+// the first key always goes). *over marks the others; (*index)[k] is the place of result k.
+std::vector<std::string> BatchReads::WithinLeaseBudget(
+    std::string_view ns, const std::vector<std::string>& keys,
+    const std::vector<std::optional<ReadLease>>& got, std::vector<bool>* over,
+    std::vector<size_t>* index) {
+  std::vector<std::string> sub;
+  MutexLock l(&kd_->mu);
+  const uint64_t budget = kd_->pool().capacity() / 2;
+  uint64_t leased = 0;
+  for (const auto& g : got)
+    if (g) leased += g->size();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (got[i]) continue;
+    auto found = kd_->FindLocked(ns, keys[i], false);
+    const uint64_t bytes = found.ok() && !(*found)->pool ? (*found)->bytes : 0;
+    if (bytes > 0 && leased > 0 && leased + bytes > budget) {
+      (*over)[i] = true;
+      continue;
+    }
+    leased += bytes;
+    sub.push_back(keys[i]);
+    index->push_back(i);
+  }
+  return sub;
 }
 
 std::vector<std::optional<ReadLease>> BatchReads::LeasePooled(

@@ -37,6 +37,11 @@ class BatchReads {
                                              Cache::LandingWatch* watch) EXCLUDES(kd_->mu);
 
  private:
+  std::vector<std::string> WithinLeaseBudget(std::string_view ns,
+                                             const std::vector<std::string>& keys,
+                                             const std::vector<std::optional<ReadLease>>& got,
+                                             std::vector<bool>* over, std::vector<size_t>* index)
+      EXCLUDES(kd_->mu);
   // Leases on the keys in the pool (that fit their buffer, given `dsts`). Without `only`:
   // pool hits, counted as Get counts them. With it: only the keys it marks, just promoted
   // (their hits were counted as disk hits).

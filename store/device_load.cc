@@ -12,17 +12,13 @@ Status TooSmall(const std::string& key, uint64_t bytes, uint64_t room) {
                                  std::to_string(bytes) + ": pass one at least its size");
 }
 
-}  // namespace
-
-std::vector<Result<EntryInfo>> GetManyToDevice(Cache& cache, std::string_view ns,
-                                               const std::vector<std::string>& keys,
-                                               const std::vector<std::span<uint8_t>>& dsts,
-                                               int device, uintptr_t stream) {
+// One round: the keys' leases taken together, their bytes copied, the copies waited for,
+// the leases released.
+std::vector<Result<EntryInfo>> LoadRound(Cache& cache, std::string_view ns,
+                                         const std::vector<std::string>& keys,
+                                         const std::vector<std::span<uint8_t>>& dsts, int device,
+                                         uintptr_t stream) {
   std::vector<Result<EntryInfo>> out;
-  if (dsts.size() != keys.size()) {
-    out.assign(keys.size(), Status::InvalidArgument("GetManyToDevice needs one buffer per key"));
-    return out;
-  }
   Status failed;  // the first copy or wait the stream refused
   // Where the cache waits for more, the copies told so far are finished: a client's told
   // bytes lie in its server's mapping, which a broken connection takes away. The host->device
@@ -65,6 +61,38 @@ std::vector<Result<EntryInfo>> GetManyToDevice(Cache& cache, std::string_view ns
   if (!waited.ok())
     for (auto& r : out)
       if (r.ok()) r = waited;
+  return out;
+}
+
+}  // namespace
+
+// A step larger than a batch may hold under lease comes back Busy for the keys past that
+// share (BatchReads::AcquireMany): those are loaded in further rounds, each after the last
+// one's leases are released, until a round makes no progress.
+std::vector<Result<EntryInfo>> GetManyToDevice(Cache& cache, std::string_view ns,
+                                               const std::vector<std::string>& keys,
+                                               const std::vector<std::span<uint8_t>>& dsts,
+                                               int device, uintptr_t stream) {
+  if (dsts.size() != keys.size())
+    return std::vector<Result<EntryInfo>>(
+        keys.size(), Status::InvalidArgument("GetManyToDevice needs one buffer per key"));
+  std::vector<Result<EntryInfo>> out(keys.size(), Status::Busy("not loaded"));
+  std::vector<size_t> pending(keys.size());
+  for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
+  while (!pending.empty()) {
+    std::vector<std::string> round_keys;
+    std::vector<std::span<uint8_t>> round_dsts;
+    for (size_t i : pending) round_keys.push_back(keys[i]), round_dsts.push_back(dsts[i]);
+    std::vector<Result<EntryInfo>> got =
+        LoadRound(cache, ns, round_keys, round_dsts, device, stream);
+    std::vector<size_t> again;
+    for (size_t k = 0; k < pending.size(); ++k) {
+      if (got[k].status().IsBusy()) again.push_back(pending[k]);
+      out[pending[k]] = std::move(got[k]);
+    }
+    if (again.size() == pending.size()) break;  // no progress: Busy stands
+    pending = std::move(again);
+  }
   return out;
 }
 

@@ -143,6 +143,39 @@ TEST(Prefetch, AcquireManyLeasesPoolAndDiskEntriesAndAnswersEachKey) {
   EXPECT_EQ(s->Stats()->leases, 0u);
 }
 
+// An AcquireMany of disk entries larger than the pool is served up to half the pool and
+// refuses the rest at once (Busy, saying what to do); it never holds the pool so that other
+// puts fail (40 MiB over a 16 MiB pool once kept every put Busy for two minutes).
+TEST(Prefetch, AnAcquireManyLargerThanThePoolIsServedInPartsAndHoldsNothingElseUp) {
+  TempDir dir;
+  const uint64_t n = 1 * kMiB;
+  OnDisk(dir.path(), 40, n).reset();
+  Options o;
+  o.pool_bytes = 16 * kMiB;
+  o.put_wait = std::chrono::milliseconds(2000);
+  auto s = Store::Open(dir.path(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<std::string> keys;
+  for (int i = 0; i < 40; ++i) keys.push_back("k" + std::to_string(i));
+  auto got = (*s)->AcquireMany("ns", keys);
+  ASSERT_EQ(got.size(), keys.size());
+  size_t granted = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].ok()) {
+      ++granted;
+      EXPECT_TRUE(std::equal(got[i]->data(), got[i]->data() + n, Payload(i, n).begin())) << i;
+      continue;
+    }
+    EXPECT_TRUE(got[i].status().IsBusy()) << i << ": " << got[i].status().ToString();
+    EXPECT_NE(got[i].status().message().find("half the pool"), std::string::npos);
+  }
+  EXPECT_GE(granted, 1u);
+  EXPECT_LE(granted, 8u);
+  auto p = Payload(99, n);  // while the batch's leases are held: room for others
+  Status put = (*s)->Put("ns", "other", Bf16(n), {p.data(), n});
+  EXPECT_TRUE(put.ok()) << put.ToString();
+}
+
 // A watched AcquireMany (what a server streams to a same-host reader): the pool hit is told
 // whole before any read goes out; each disk entry's pieces are told in order as they land
 // (how many calls that takes depends on how the disk completes them), in the block its

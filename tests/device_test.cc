@@ -671,6 +671,41 @@ TEST(DeviceLoad, AStepOfPoolAndDiskEntriesLandsOnTheGpuFromAnEmbeddedStore) {
   EXPECT_EQ((*s)->Stats()->leases, 0u);
 }
 
+// A step of disk entries larger than half the pool (what one batch may hold under lease) is
+// loaded in rounds: every entry lands, none is refused Busy.
+TEST(DeviceLoad, AStepLargerThanHalfThePoolLandsInRounds) {
+  REQUIRE_GPU();
+  TempDir dir;
+  Options o;
+  o.pool_bytes = 16 * kMiB;
+  const uint64_t n = 1 * kMiB;
+  const int count = 24;
+  {
+    auto s = Store::Open(dir.path(), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    for (int i = 0; i < count; ++i)
+      ASSERT_TRUE((*s)->Put("ns", "r" + std::to_string(i), Bf16(n), Span(Payload(i, n))).ok());
+  }
+  auto s = Store::Open(dir.path(), o);  // reopened: every entry on disk only
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  DeviceBuffer all(count * n);
+  std::vector<std::string> keys;
+  std::vector<std::span<uint8_t>> dsts;
+  for (int i = 0; i < count; ++i) {
+    keys.push_back("r" + std::to_string(i));
+    dsts.emplace_back(static_cast<uint8_t*>(all.get()) + i * n, n);
+  }
+  auto got = GetManyToDevice(**s, "ns", keys, dsts, 0, 0);
+  auto on_gpu = all.Read();
+  for (int i = 0; i < count; ++i) {
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    EXPECT_TRUE(
+        std::equal(on_gpu.begin() + i * n, on_gpu.begin() + (i + 1) * n, Payload(i, n).begin()))
+        << i;
+  }
+  EXPECT_EQ((*s)->Stats()->leases, 0u);
+}
+
 // Through a same-host daemon (GET_SHM_STREAM), its pool mapping registered with CUDA as the
 // Python package registers it.
 TEST(DeviceLoad, AStepOfPoolAndDiskEntriesLandsOnTheGpuThroughADaemon) {
