@@ -144,11 +144,12 @@ LandingCounter ArenaReservation::Landing() const {
   return LandingCounter(arena_, counter_offset_);
 }
 
-Status ArenaReservation::AwaitLanded(std::chrono::milliseconds timeout) const {
+Status ArenaReservation::AwaitLanded(std::chrono::milliseconds timeout, uint64_t at_least) const {
   LandingCounter c = Landing();
   if (!c) return Status::Ok();
+  const uint64_t want = std::min(at_least, size_);
   const bool in_time =
-      WaitUntil([&] { return c.Load() >= size_; }, std::chrono::steady_clock::now() + timeout);
+      WaitUntil([&] { return c.Load() >= want; }, std::chrono::steady_clock::now() + timeout);
   if (c.Load() == LandingCounter::kFailed) return NotLanded("were given up by their writer");
   return in_time ? Status::Ok() : NotLanded("did not land in time");
 }

@@ -129,9 +129,9 @@ class ArenaReservation {
   // false one otherwise.
   LandingCounter Landing() const;
   uint64_t counter_offset() const { return counter_offset_; }
-  // Until the counter says every byte landed: Ok, or InvalidArgument if it was failed or
-  // `timeout` passed first. At once for a block without a counter.
-  Status AwaitLanded(std::chrono::milliseconds timeout) const;
+  // Until the counter says every byte (or `at_least` of them) landed: Ok, or InvalidArgument
+  // if it was failed or `timeout` passed first. At once for a block without a counter.
+  Status AwaitLanded(std::chrono::milliseconds timeout, uint64_t at_least = UINT64_MAX) const;
 
  private:
   std::shared_ptr<SharedArena> arena_;

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -358,6 +359,35 @@ TEST_F(PutArenaTest, ALandingBlockGivenUpOrLateStoresNothing) {
   EXPECT_TRUE(store_->Lookup("ns", "late").status().IsNotFound());
   ASSERT_TRUE(c->CommitPut(Filled(c.get(), "after", 6, kMiB)).ok());
   ExpectStored("after", 6, kMiB);
+}
+
+// A landing put whose bytes never land holds only its own connection: other clients' puts
+// (same-host and TCP) go through while the server waits for it.
+TEST_F(PutArenaTest, ALandingPutThatNeverLandsHoldsUpNoOtherPut) {
+  server_->Stop();
+  StartServer(-1, std::chrono::milliseconds(3000));
+  auto stuck = Connect();
+  ASSERT_TRUE(stuck);
+  auto r = stuck->ReservePut("ns", "never", U8(4 * kMiB), 4 * kMiB, true);
+  ASSERT_TRUE(r.ok() && r->Landing());
+  std::atomic<bool> stuck_done{false};
+  std::thread committer([&] {
+    Status st = stuck->CommitPut(std::move(r).value());  // nothing ever lands
+    EXPECT_FALSE(st.ok());
+    stuck_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the server is waiting now
+  for (const char* transport : {"auto", "tcp"}) {
+    auto other = Connect(transport);
+    ASSERT_TRUE(other);
+    auto p = Payload(7, kMiB);
+    const std::string key = std::string("meanwhile-") + transport;
+    ASSERT_TRUE(other->Put("ns", key, U8(kMiB), {p.data(), kMiB}).ok());
+    EXPECT_FALSE(stuck_done) << transport << ": the put waited for the landing one to fail";
+    ExpectStored(key, 7, kMiB);
+  }
+  committer.join();
+  EXPECT_TRUE(store_->Lookup("ns", "never").status().IsNotFound());
 }
 
 // A landing block whose arena was replaced (a larger put asked for a new one) is committed as

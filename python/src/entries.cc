@@ -123,6 +123,10 @@ void Reservation::commit(bool checksum_when_spilled) {
     net::ArenaReservation a = std::move(*held_->a);
     held_->a.reset();
     nb::gil_scoped_release nogil;
+    // A landing block's commit holds the connection until its bytes land: not before the
+    // first piece has, waited for here without the connection, so that a block that never
+    // lands fails alone and the Cache's other calls (one connection) go on meanwhile.
+    if (landing) Check(a.AwaitLanded(std::chrono::seconds(30), net::kPutLandingPiece));
     auto lock = core_->Lock();
     if (core_->closed) Check(Status::InvalidArgument("this cache is closed"));
     Check(core_->client->CommitPut(std::move(a), checksum_when_spilled));

@@ -466,3 +466,25 @@ def test_a_lease_outliving_close_stays_readable(tmp_path):
     again = ecstore.open(str(tmp_path / "s"), "16MiB")  # its directory lock was let go
     assert torch.equal(again.get("ns", "k"), t)
     again.close()
+
+
+def test_a_landing_put_that_does_not_land_holds_up_no_other_call(daemon):
+    """A landing reservation committed on one thread while its bytes have not begun to land
+    does not hold the Cache's connection: a put on another thread goes through meanwhile."""
+    c = ecstore.connect(daemon["tcp"], transport="auto")
+    assert c.transport == "shm"
+    with c:
+        r = c.reserve("ns", "stalled", "U8", [4 << 20], landing=True)
+        landing = r.landing()
+        assert landing is not None
+        with concurrent.futures.ThreadPoolExecutor(1) as committer:
+            done = committer.submit(r.commit)
+            time.sleep(0.1)  # the commit is waiting for the first piece
+            c.put("ns", "meanwhile", np.arange(1000, dtype=np.float32))
+            assert not done.done()  # the put did not wait behind it
+            landing.fail()  # the writer gives up: the commit fails alone
+            with pytest.raises(ecstore.InvalidArgument, match="given up"):
+                done.result(timeout=30)
+        np.testing.assert_array_equal(c.get("ns", "meanwhile", like="numpy"),
+                                      np.arange(1000, dtype=np.float32))
+        assert c.lookup("ns", "stalled") is None
