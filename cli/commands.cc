@@ -239,6 +239,11 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
       ->capture_default_str();
   serve->add_option("--log-summary", a.log_summary, "log a one-line summary this often (0 = off)")
       ->capture_default_str();
+  serve
+      ->add_option("--arena-budget", a.arena_budget,
+                   "same-host clients' put arenas together at most this size (0 = the pool's "
+                   "size, at least 256MiB); past it their puts go through the socket")
+      ->capture_default_str();
   serve->add_option("--max-connections", a.max_connections, "refuse clients beyond this many")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20))
       ->capture_default_str();

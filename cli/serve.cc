@@ -145,6 +145,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a) {
   so.io_timeout = Millis(a.io_timeout);
   so.slow_request = Millis(a.slow_request);
   so.max_connections = a.max_connections;
+  so.max_arena_bytes = Check(ParseSize(a.arena_budget));
   so.copy_threads = a.copy_threads;
   so.check_put_pieces = a.check_put_pieces;
   const milliseconds summary = Millis(a.log_summary);

@@ -229,8 +229,22 @@ Result<Answer> AnswerArena(const ArenaContext& cx, Op op, BodyReader* r,
   if (op == Op::kPutArena) {
     uint64_t bytes;
     if (!r->U64(&bytes)) return Status::InvalidArgument("malformed PUT_ARENA");
+    const uint64_t old = *arena ? (*arena)->bytes().size() : 0;
+    const uint64_t held = cx.arena_bytes->fetch_add(bytes) + bytes - old;
+    if (bytes > old && held > cx.arena_budget) {
+      cx.arena_bytes->fetch_sub(bytes);
+      return Answer{Status::Busy("the server's put arenas hold " + std::to_string(held - bytes) +
+                                 " of their " + std::to_string(cx.arena_budget) +
+                                 " bytes; put through the socket (or raise --arena-budget)"),
+                    Op::kError,
+                    {}};
+    }
     auto a = SharedArena::Create(bytes);
-    if (!a.ok()) return Answer{a.status(), Op::kError, {}};
+    if (!a.ok()) {
+      cx.arena_bytes->fetch_sub(bytes);
+      return Answer{a.status(), Op::kError, {}};
+    }
+    cx.arena_bytes->fetch_sub(old);
     *arena = std::move(a).value();  // blocks of the old one are committed as plain PUTs
     BodyWriter w;
     w.U64(bytes);

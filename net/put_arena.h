@@ -26,6 +26,7 @@
 // thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -158,6 +159,11 @@ struct ArenaContext {
   Store* store;
   CopyPool* copier;
   std::chrono::milliseconds landing_timeout;
+  // Every connection's arena bytes together, and their bound: a PUT_ARENA past it is Busy
+  // (the client then puts through the socket), so that clients cannot make the daemon
+  // fault in gigabytes of shared memory each.
+  std::atomic<uint64_t>* arena_bytes;
+  uint64_t arena_budget;
 };
 // Server: answers PUT_ARENA (a new arena for the connection replaces *arena; the reply
 // passes (*arena)->fd()) or PUT_SHM (a block of *arena put into the store: a block outside

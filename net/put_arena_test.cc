@@ -42,8 +42,10 @@ class PutArenaTest : public ::testing::Test {
     if (server_) server_->Stop();
   }
   void StartServer(int copy_threads = -1,
-                   std::chrono::milliseconds io_timeout = std::chrono::seconds(30)) {
+                   std::chrono::milliseconds io_timeout = std::chrono::seconds(30),
+                   uint64_t max_arena_bytes = 0) {
     ServerOptions so;
+    so.max_arena_bytes = max_arena_bytes;
     so.listen = "127.0.0.1:0";
     so.copy_threads = copy_threads;
     so.io_timeout = io_timeout;
@@ -388,6 +390,30 @@ TEST_F(PutArenaTest, ALandingPutThatNeverLandsHoldsUpNoOtherPut) {
   }
   committer.join();
   EXPECT_TRUE(store_->Lookup("ns", "never").status().IsNotFound());
+}
+
+// Put arenas have a daemon-wide budget: a client whose arena would pass it puts through the
+// socket instead (Put), or is told so (ReservePut); the budget comes back as clients go.
+TEST_F(PutArenaTest, PutArenasTogetherStayWithinTheServersBudget) {
+  server_->Stop();
+  StartServer(-1, std::chrono::seconds(30), 128 * kMiB);
+  auto big = Connect();
+  ASSERT_TRUE(big);
+  auto held = big->ReservePut("ns", "big", U8(60 * kMiB), 60 * kMiB);  // a 128 MiB arena
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  auto other = Connect();
+  ASSERT_TRUE(other);
+  auto refused = other->ReservePut("ns", "r", U8(kMiB), kMiB);
+  ASSERT_TRUE(refused.status().IsBusy()) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("budget"), std::string::npos);
+  auto p = Payload(40, 3 * kMiB);
+  ASSERT_TRUE(other->Put("ns", "via-socket", U8(p.size()), {p.data(), p.size()}).ok());
+  ExpectStored("via-socket", 40, 3 * kMiB);
+  held = Status::NotFound("released");
+  big.reset();  // its arena goes with its connection
+  for (int i = 0; i < 100 && !other->ReservePut("ns", "r", U8(kMiB), kMiB).ok(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the server reaps it
+  EXPECT_TRUE(other->ReservePut("ns", "r2", U8(kMiB), kMiB).ok());
 }
 
 // A landing block whose arena was replaced (a larger put asked for a new one) is committed as

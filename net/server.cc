@@ -319,6 +319,7 @@ void Server::Serve(Conn* c) {
   ::shutdown(fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed when reaped
   c->leases.Clear();          // a reader that went away (or crashed) holds nothing
   if (!greeted) --ungreeted_;
+  if (c->arena) arena_bytes_ -= c->arena->bytes().size();
   --connections_;
   c->done = true;
 }
@@ -459,12 +460,17 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
   }
 }
 
+uint64_t Server::ArenaBudget() const {
+  if (opt_.max_arena_bytes > 0) return opt_.max_arena_bytes;
+  return std::max<uint64_t>(store_->pool_region().size, 256ull << 20);
+}
+
 // LOOKUP, ERASE and ERASE_MANY, PREFETCH, and the same-host puts' requests (PUT_ARENA's reply
 // passes the arena's memfd).
 Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) {
   auto a = h.op == Op::kPutArena || h.op == Op::kPutShm
-               ? AnswerArena({store_, &copier_, opt_.io_timeout}, h.op, r, &c->arena, &c->key,
-                             &c->bytes_in)
+               ? AnswerArena({store_, &copier_, opt_.io_timeout, &arena_bytes_, ArenaBudget()},
+                             h.op, r, &c->arena, &c->key, &c->bytes_in)
            : h.op == Op::kPrepareDevicePuts || h.op == Op::kPutDevice
                ? AnswerDevicePut(&device_puts_, &c->imports, h.op, r, &c->key, &c->bytes_in)
            : h.op == Op::kPrefetch ? AnswerPrefetch(&prefetcher_, r)

@@ -53,6 +53,9 @@ struct ServerOptions {
   // waiting to: sockets that never speak cannot fill the connection limit.
   std::chrono::milliseconds hello_timeout{5000};
   size_t max_ungreeted = 64;
+  // Same-host clients' put arenas together, at most this many bytes (0: the pool's size, at
+  // least 256 MiB); past it a client's puts go through the socket.
+  uint64_t max_arena_bytes = 0;
   std::chrono::milliseconds idle_timeout{600000};
   uint64_t max_leased_bytes_per_connection = 0;
   // A request that takes longer than this (header to reply) is logged as slow (0 = never).
@@ -124,6 +127,7 @@ class Server {
   Status ReplyError(Conn* c, const FrameHeader& h, const Status& st);
   Status HandleAdmin(Conn* c, const FrameHeader& h);
   Status HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r);
+  uint64_t ArenaBudget() const;  // ServerOptions::max_arena_bytes, or its default
   // Counts an answered request and logs it (debug; warn when slow).
   void Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::time_point start);
   Status Hello(Conn* c, const FrameHeader& h, const std::string& body);
@@ -159,7 +163,8 @@ class Server {
   std::list<Conn> conns_;
   std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
   std::atomic<uint64_t> connections_{0};
-  std::atomic<uint64_t> ungreeted_{0};  // accepted connections that have not said HELLO
+  std::atomic<uint64_t> ungreeted_{0};    // accepted connections that have not said HELLO
+  std::atomic<uint64_t> arena_bytes_{0};  // every connection's put arena together
   ServerMetrics metrics_;
   // Splits PUT_SHM's copies out of put arenas, in 1 MiB pieces (one copy at a time uses the
   // helpers, another connection's copies on its own thread meanwhile). After opt_.

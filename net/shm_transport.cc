@@ -79,6 +79,8 @@ class ShmTransport : public Transport {
     if (!(features_ & kFeaturePutArena)) return Transport::Put(ch, head, bytes);
     const bool landing = bytes.size() > kPutLandingPiece;
     auto r = ReservePut(ch, head, bytes.size(), landing);
+    // The server's arenas are at their budget: through the socket, as without an arena.
+    if (r.status().IsBusy()) return Transport::Put(ch, head, bytes);
     if (!r.ok()) return r.status();
     LandingCounter landed = r->Landing();
     if (!landed) {

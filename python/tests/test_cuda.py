@@ -249,3 +249,81 @@ def test_load_many_sized_by_rows_skips_the_lookup_and_checks_its_guess(where, tm
     load("other", ["k2"], [2016])
     assert lookups == [["k1"], ["k2"]]
     c.close()
+
+
+def test_a_daemon_with_a_device_tier_stops_after_gpu_reads_of_disk_entries(tmp_path):
+    """Entries read onto the GPU through a daemon whose host copies were then evicted: the
+    SIGTERM that follows persists nothing twice and ends (it once demoted them for ever)."""
+    import signal
+    import subprocess
+    import time
+
+    from conftest import _ec_store_bin
+    store = tmp_path / "st"
+    proc = subprocess.Popen([_ec_store_bin(), "serve", "--dir", str(store), "--pool-size",
+                             "64MiB", "--device-pool-size", "128MiB", "--listen",
+                             "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert "port" in proc.stdout.readline()
+    try:
+        c = ecstore.connect(f"unix:{store}/serve.sock")
+        tensors = [torch.randn(1024, 2048, device="cuda:0") for _ in range(24)]  # 8 MiB each
+        for i, t in enumerate(tensors):
+            c.put("ns", f"k{i}", t)
+        c.flush()
+        for i, t in enumerate(tensors):  # onto the GPU, from disk for most
+            got = c.get("ns", f"k{i}", device="cuda:0")
+            assert torch.equal(got, t)
+        c.close()
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+        assert rc == 0, proc.stderr.read()
+        assert time.monotonic() - start < 60
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with ecstore.open(str(store), "64MiB") as again:  # every entry there after the stop
+        for i, t in enumerate(tensors):
+            assert torch.equal(again.get("ns", f"k{i}").to("cuda:0"), t)
+
+
+def test_concurrent_device_gets_through_a_daemon_never_fail_busy(tmp_path):
+    """Two processes' worth of device gets of large entries over a small device pool: where
+    the device pool is full of leased entries, a get is served from the host pool instead of
+    failing Busy."""
+    import concurrent.futures
+    import subprocess
+
+    from conftest import _ec_store_bin
+    store = tmp_path / "st"
+    proc = subprocess.Popen([_ec_store_bin(), "serve", "--dir", str(store), "--pool-size",
+                             "512MiB", "--device-pool-size", "128MiB", "--listen",
+                             "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert "port" in proc.stdout.readline()
+    try:
+        setup = ecstore.connect(f"unix:{store}/serve.sock")
+        tensors = [torch.randn(1764, 8192, device="cuda:0").to(torch.bfloat16)
+                   for _ in range(6)]  # 28.9 MB each
+        for i, t in enumerate(tensors):
+            setup.put("ns", f"k{i}", t)
+        setup.close()
+
+        def reader(n):
+            c = ecstore.connect(f"unix:{store}/serve.sock")
+            for r in range(8):
+                i = (n + r) % len(tensors)
+                got = c.get("ns", f"k{i}", device="cuda:0")
+                assert torch.equal(got.view(torch.int16), tensors[i].view(torch.int16))
+            c.close()
+
+        with concurrent.futures.ThreadPoolExecutor(3) as ex:
+            for f in [ex.submit(reader, n) for n in range(3)]:
+                f.result(timeout=120)
+    finally:
+        proc.send_signal(2)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
