@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -50,5 +51,15 @@ inline std::vector<uint8_t> Payload(uint64_t seed, size_t bytes) {
 }
 
 inline std::span<const uint8_t> Span(const std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
+
+// A test's deadline for this machine: `ms` times EC_TEST_TIME_SCALE (default 1), which a run
+// under emulation (the Soft-RoCE VM) sets, so that a slow machine does not fail a test on
+// time alone.
+inline std::chrono::milliseconds Scaled(std::chrono::milliseconds ms) {
+  const char* s = std::getenv("EC_TEST_TIME_SCALE");
+  const double scale = s ? std::atof(s) : 1.0;
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(static_cast<double>(ms.count()) * (scale >= 1.0 ? scale : 1.0)));
+}
 
 }  // namespace ecstore::testing
