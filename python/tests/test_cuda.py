@@ -251,20 +251,26 @@ def test_load_many_sized_by_rows_skips_the_lookup_and_checks_its_guess(where, tm
     c.close()
 
 
+def _start_device_daemon(store, pool, device_pool):
+    """`ec-store serve` of `store` with a device tier, started and listening."""
+    import subprocess
+
+    from conftest import _ec_store_bin
+    proc = subprocess.Popen([_ec_store_bin(), "serve", "--dir", str(store), "--pool-size", pool,
+                             "--device-pool-size", device_pool, "--listen", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "port" in proc.stdout.readline()
+    return proc
+
+
 def test_a_daemon_with_a_device_tier_stops_after_gpu_reads_of_disk_entries(tmp_path):
     """Entries read onto the GPU through a daemon whose host copies were then evicted: the
     SIGTERM that follows persists nothing twice and ends (it once demoted them for ever)."""
     import signal
-    import subprocess
     import time
 
-    from conftest import _ec_store_bin
     store = tmp_path / "st"
-    proc = subprocess.Popen([_ec_store_bin(), "serve", "--dir", str(store), "--pool-size",
-                             "64MiB", "--device-pool-size", "128MiB", "--listen",
-                             "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    assert "port" in proc.stdout.readline()
+    proc = _start_device_daemon(store, "64MiB", "128MiB")
     try:
         c = ecstore.connect(f"unix:{store}/serve.sock")
         tensors = [torch.randn(1024, 2048, device="cuda:0") for _ in range(24)]  # 8 MiB each
@@ -289,19 +295,15 @@ def test_a_daemon_with_a_device_tier_stops_after_gpu_reads_of_disk_entries(tmp_p
 
 
 def test_concurrent_device_gets_through_a_daemon_never_fail_busy(tmp_path):
-    """Two processes' worth of device gets of large entries over a small device pool: where
-    the device pool is full of leased entries, a get is served from the host pool instead of
+    """Three clients' device gets of large entries over a small device pool: where the
+    device pool is full of leased entries, a get is served from the host pool instead of
     failing Busy."""
     import concurrent.futures
+    import signal
     import subprocess
 
-    from conftest import _ec_store_bin
     store = tmp_path / "st"
-    proc = subprocess.Popen([_ec_store_bin(), "serve", "--dir", str(store), "--pool-size",
-                             "512MiB", "--device-pool-size", "128MiB", "--listen",
-                             "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    assert "port" in proc.stdout.readline()
+    proc = _start_device_daemon(store, "512MiB", "128MiB")
     try:
         setup = ecstore.connect(f"unix:{store}/serve.sock")
         tensors = [torch.randn(1764, 8192, device="cuda:0").to(torch.bfloat16)
@@ -322,7 +324,7 @@ def test_concurrent_device_gets_through_a_daemon_never_fail_busy(tmp_path):
             for f in [ex.submit(reader, n) for n in range(3)]:
                 f.result(timeout=120)
     finally:
-        proc.send_signal(2)
+        proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
