@@ -19,7 +19,10 @@ cd "$T"
 truncate -s 64M disk.img
 mkfs.ext4 -q disk.img
 mkdir mnt
-mount -o loop disk.img mnt
+if ! mount -o loop disk.img mnt 2>mount.err; then
+  echo "skip - a real full disk needs a loop mount: $(cat mount.err)"
+  exit 77
+fi
 pass=0
 fail=0
 ok()  { pass=$((pass + 1)); echo "ok   - $*"; }
