@@ -47,7 +47,10 @@ def config(kind: str, store: str, producer: bool, consumer: bool):
     c.model_config = None
     ec = Mock()
     ec.is_ec_producer, ec.is_ec_consumer = producer, consumer
-    extra = ({"store": store, "namespace": "bench", "pool_size": "2GiB"} if kind == "ecstore"
+    # A directory of this harness's embeds a store; an address is passed as it is.
+    spec = (f"dir:{os.path.abspath(store)}" if kind == "ecstore" and os.sep in store
+            and not store.startswith(("unix:", "dir:", "tcp://")) else store)
+    extra = ({"store": spec, "namespace": "bench", "pool_size": "2GiB"} if kind == "ecstore"
              else {"shared_storage_path": store})
     ec.ec_connector_extra_config = extra
     ec.get_from_extra_config = lambda k, d=None: extra.get(k, d)

@@ -8,9 +8,11 @@ A drop-in for ECExampleConnector (one safetensors file per entry, never evicted)
         "ec_connector_extra_config": {"store": "unix:/var/cache/ec/serve.sock"}}'
 
 ec_connector_extra_config:
-  store       a directory (an embedded store, for one engine process) or the address of an
-              `ec-store serve` daemon -- "tcp://host:port", "host:port", "unix:/dir/serve.sock"
-              (the usual deployment: one daemon per host shared by every engine process).
+  store       the address of an `ec-store serve` daemon -- "unix:/dir/serve.sock" (the usual
+              deployment: one daemon per host shared by every engine process) or
+              "tcp://host:port" -- or "dir:/absolute/path", a store embedded in the engine
+              process. Anything else, and any unknown key, fails the engine's start saying
+              what to write (ecstore/config.py).
   namespace   default: derived from the model, revision, dtype and encoder settings, so two
               models never read each other's entries.
   pool_size, disk_quota   for an embedded store ("8GiB").
@@ -53,6 +55,7 @@ from vllm.logger import init_logger
 
 import ecstore
 from ecstore import transfer
+from ecstore.config import check_keys, parse_store
 from ecstore.transfer import AsyncSaver
 
 if TYPE_CHECKING:
@@ -62,7 +65,6 @@ if TYPE_CHECKING:
 
 logger = init_logger(__name__)
 
-_REMOTE = re.compile(r"^(tcp://|unix:|[^/]+:\d+$)")
 _shared: dict[str, tuple[ecstore.Cache, int]] = {}
 _shared_lock = threading.Lock()
 
@@ -70,19 +72,17 @@ _shared_lock = threading.Lock()
 def _acquire_cache(extra: dict) -> tuple[str, ecstore.Cache]:
     """One Cache per store per process: the scheduler's and the worker's connectors of a
     single-process engine share an embedded store (a directory opens once per process)."""
-    spec = str(extra.get("store") or "")
-    if not spec:
-        raise ValueError('EcStoreConnector needs ec_connector_extra_config["store"]: a '
-                         'directory, or an ec-store serve address (unix:/dir/serve.sock)')
+    where = parse_store(extra.get("store"))
+    spec = str(extra.get("store")).strip()
     with _shared_lock:
         if spec in _shared:
             cache, users = _shared[spec]
             _shared[spec] = (cache, users + 1)
             return spec, cache
-        if _REMOTE.match(spec):
-            cache = ecstore.connect(spec, token=_token(extra))
+        if where.remote:
+            cache = ecstore.connect(where.target, token=_token(extra))
         else:
-            cache = ecstore.open(spec, extra.get("pool_size", "1GiB"),
+            cache = ecstore.open(where.target, extra.get("pool_size", "1GiB"),
                                  extra.get("disk_quota", "64GiB"))
         # Host<->device copies from and into the pool at pinned speed: register it once.
         if torch.cuda.is_available():
@@ -194,6 +194,7 @@ class EcStoreConnector(ECConnectorBase):
         super().__init__(vllm_config=vllm_config, role=role)
         cfg = vllm_config.ec_transfer_config
         extra = dict(getattr(cfg, "ec_connector_extra_config", None) or {})
+        check_keys(extra)
         self._fail_open = bool(extra.get("fail_open", True))
         self._ns = extra.get("namespace") or default_namespace(vllm_config)
         self._spec, self._cache = _acquire_cache(extra)
@@ -276,8 +277,10 @@ class EcStoreConnector(ECConnectorBase):
         spec = str(source["store"])
         remote = self._remotes.get(spec)
         if remote is None:
+            where = parse_store(spec)
             remote = self._remotes[spec] = (
-                ecstore.connect(spec) if _REMOTE.match(spec) else _acquire_cache({"store": spec})[1])
+                ecstore.connect(where.target) if where.remote
+                else _acquire_cache({"store": spec})[1])
         with remote.acquire(str(source.get("namespace", self._ns)), key) as lease:
             self._cache.put(self._ns, key, lease.tensor())
         self._count("pulls")
@@ -422,7 +425,7 @@ class EcStoreConnector(ECConnectorBase):
     def shutdown(self) -> None:
         self._puller.shutdown(wait=True)
         for spec, remote in self._remotes.items():
-            if _REMOTE.match(spec):
+            if parse_store(spec).remote:
                 remote.close()
             else:
                 _release_cache(spec)

@@ -45,7 +45,7 @@ def make_config(kind, store, producer, consumer, extra=None):
     ec.is_ec_consumer = consumer
     extra = dict(extra or {})
     if kind == "ecstore":
-        extra.setdefault("store", store)
+        extra.setdefault("store", f"dir:{store}" if store.startswith("/") else store)
         extra.setdefault("namespace", "test")
     else:
         extra.setdefault("shared_storage_path", store)
@@ -204,7 +204,7 @@ def test_request_finished_reports_where_the_items_live(tmp_path):
     req = MockRequest("r", ["x"], [1])
     delay, params = e.producer.request_finished(req)
     assert delay is False
-    assert params["x"]["ec_store"] == {"store": str(tmp_path / "s"), "namespace": "test"}
+    assert params["x"]["ec_store"] == {"store": f"dir:{tmp_path / 's'}", "namespace": "test"}
     e.close()
 
 
@@ -335,3 +335,45 @@ def test_the_token_comes_from_a_file_or_the_environment_before_the_command_line(
     assert conn._token({"token": "cli"}) == "cli"
     with pytest.raises(ValueError, match="cannot be read"):
         conn._token({"token_file": str(tmp_path / "missing")})
+
+
+# ------------------------------------------------------------ configuration checked at start
+
+@pytest.mark.parametrize("spec, says", [
+    ("localhost", "is not a store address"),
+    ("127.0.0.1:7070", "tcp://HOST:PORT"),
+    ("relative/dir", "is not a store address"),
+    ("dir:relative", "must be an absolute path"),
+    ("tcp://host", "with a port number"),
+    ("unix:serve.sock", "must be absolute"),
+    ("etcd://127.0.0.1:2379/c", "not available in this version"),
+    ("", "needs ec_connector_extra_config"),
+])
+def test_a_store_in_no_explicit_form_is_refused_naming_the_forms(tmp_path, spec, says,
+                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may be created here
+    with pytest.raises(ValueError, match=says) as e:
+        EcStoreConnector(make_config("ecstore", spec, True, False), ECConnectorRole.WORKER)
+    assert "tcp://" in str(e.value) or says in str(e.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unix_naming_a_store_directory_names_its_socket(tmp_path, daemon):
+    served = daemon["dir"]
+    with pytest.raises(ValueError, match=f"listens on unix:{served}/serve.sock"):
+        EcStoreConnector(make_config("ecstore", f"unix:{served}", True, False),
+                         ECConnectorRole.WORKER)
+    with pytest.raises(ValueError, match="no daemon socket"):
+        EcStoreConnector(make_config("ecstore", f"unix:{tmp_path}", True, False),
+                         ECConnectorRole.WORKER)
+
+
+@pytest.mark.parametrize("key, near", [("namesapce", "namespace"), ("pool-size", "pool_size"),
+                                       ("tokenfile", "token_file"), ("colour", None)])
+def test_an_unknown_extra_config_key_is_refused_with_a_did_you_mean(tmp_path, key, near):
+    config = make_config("ecstore", str(tmp_path / "s"), True, False, {key: "x"})
+    with pytest.raises(ValueError, match="unknown key") as e:
+        EcStoreConnector(config, ECConnectorRole.WORKER)
+    assert (f"did you mean {near!r}" in str(e.value)) if near else "did you mean" not in str(e.value)
+    assert "known keys are" in str(e.value)
+    assert not (tmp_path / "s").exists()  # refused before anything was opened

@@ -109,7 +109,7 @@ def encoder_output(h):  # what "the encoder" computes for an item: distinct per 
 
 @pytest.fixture(params=["embedded", "daemon"])
 def store(request, tmp_path):
-    return str(tmp_path / "store") if request.param == "embedded" else \
+    return f"dir:{tmp_path / 'store'}" if request.param == "embedded" else \
         request.getfixturevalue("daemon")["unix"]
 
 
@@ -150,7 +150,7 @@ def test_producer_saves_become_consumer_hits_and_loads(tiny_llava, store):
 
 
 def test_eviction_between_hit_and_load_never_misses(tiny_llava, tmp_path):
-    store = str(tmp_path / "small")
+    store = f"dir:{tmp_path / 'small'}"
     small = {"pool_size": "8MiB", "disk_quota": "12MiB"}
     prod_sched, prod_worker = make_scheduler(tiny_llava, "ec_producer", store, small)
     cons_sched, cons_worker = make_scheduler(tiny_llava, "ec_consumer", store, small)

@@ -1,0 +1,86 @@
+"""The vLLM connector's configuration, checked before anything is opened: the store's address
+in one of its explicit forms, and only the extra-config keys the connector knows. A wrong
+value fails the engine's start with what was wrong and how to write it, never a store
+opened somewhere unexpected or a setting silently ignored."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+
+# ec_connector_extra_config keys, each with what it sets.
+KNOWN_KEYS = {
+    "store": "where the store is: tcp://HOST:PORT, unix:/PATH or dir:/ABSOLUTE/PATH",
+    "namespace": "the entries' namespace (default: derived from the model)",
+    "pool_size": "an embedded store's pool (dir:), e.g. 8GiB",
+    "disk_quota": "an embedded store's disk quota (dir:), e.g. 64GiB",
+    "token_file": "a file holding the daemon's shared secret",
+    "token": "the daemon's shared secret itself (prefer token_file or EC_STORE_TOKEN)",
+    "fail_open": "true (default): a store that cannot be reached is a miss",
+}
+
+FORMS = ("tcp://HOST:PORT (a daemon over TCP), unix:/PATH (a same-host daemon's socket, "
+         "e.g. unix:/var/cache/ec/serve.sock) or dir:/ABSOLUTE/PATH (a store embedded in "
+         "this engine process)")
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    kind: str    # "tcp", "unix" or "dir"
+    target: str  # what ecstore.connect (tcp, unix) or ecstore.open (dir) takes
+
+    @property
+    def remote(self) -> bool:
+        return self.kind != "dir"
+
+
+def check_keys(extra: dict) -> None:
+    """Refuses an extra-config key the connector does not know, naming the close ones."""
+    for key in extra:
+        if key in KNOWN_KEYS:
+            continue
+        near = difflib.get_close_matches(str(key).replace("-", "_"), list(KNOWN_KEYS), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ValueError(f"ec_connector_extra_config has an unknown key {key!r}{hint}; the "
+                         f"known keys are: {', '.join(sorted(KNOWN_KEYS))}")
+
+
+def parse_store(spec: object) -> StoreSpec:
+    """The store address, in one of the explicit forms; anything else is refused, saying
+    which forms there are."""
+    text = str(spec or "").strip()
+    example = 'e.g. {"store": "unix:/var/cache/ec/serve.sock"}'
+    if not text:
+        raise ValueError(f'EcStoreConnector needs ec_connector_extra_config["store"]: '
+                         f"{FORMS}; {example}")
+    if text.startswith("tcp://"):
+        hostport = text[len("tcp://"):]
+        host, _, port = hostport.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"store {text!r}: write tcp://HOST:PORT with a port number, "
+                             "e.g. tcp://10.0.0.5:7070")
+        return StoreSpec("tcp", text)
+    if text.startswith("unix:"):
+        path = text[len("unix:"):]
+        if not path.startswith("/"):
+            raise ValueError(f"store {text!r}: a unix socket's path must be absolute, "
+                             "e.g. unix:/var/cache/ec/serve.sock")
+        if os.path.isdir(path):
+            sock = os.path.join(path, "serve.sock")
+            there = (f"; the daemon serving it listens on unix:{sock}"
+                     if os.path.exists(sock) else
+                     "; no daemon socket (serve.sock) is there: start `ec-store serve` on it, "
+                     f"or embed it with dir:{path}")
+            raise ValueError(f"store {text!r} names a directory, not a socket{there}")
+        return StoreSpec("unix", text)
+    if text.startswith("dir:"):
+        path = text[len("dir:"):]
+        if not os.path.isabs(path):
+            raise ValueError(f"store {text!r}: an embedded store's directory must be an "
+                             f"absolute path, e.g. dir:{os.path.abspath(path or '.ec-store')}")
+        return StoreSpec("dir", path)
+    if text.startswith("etcd://"):
+        raise ValueError(f"store {text!r}: clusters (etcd://) are not available in this "
+                         f"version; use {FORMS}")
+    raise ValueError(f"store {text!r} is not a store address: use {FORMS}; {example}")
