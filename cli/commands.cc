@@ -101,6 +101,7 @@ struct Commands {
   Globals g;
   PutArgs put;
   std::string get_out;
+  std::string find_ns;  // get / inspect: empty = whichever namespace holds the key
   ListArgs ls;
   EvictArgs evict;
   std::string dir_arg;
@@ -159,13 +160,17 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
   get->add_option("-o,--output", c.get_out,
                   "output file (.safetensors gets a header); - writes raw bytes to stdout")
       ->required();
-  get->add_option("-n,--namespace", c.put.ns)->capture_default_str();
-  c.run.emplace_back(get, [&c] { return GetCommand(c.g, c.put.ns, c.put.key, c.get_out); });
+  const char* find_ns_help = "the key's namespace (default: whichever namespace holds it)";
+  get->add_option("-n,--namespace", c.find_ns, find_ns_help);
+  c.run.emplace_back(get, [&c] { return GetCommand(c.g, c.find_ns, c.put.key, c.get_out); });
 
   auto* inspect = app.add_subcommand("inspect", "show one entry");
   inspect->add_option("key", c.put.key)->required();
-  inspect->add_option("-n,--namespace", c.put.ns)->capture_default_str();
-  c.run.emplace_back(inspect, [&c] { return InspectCommand(c.g, c.put.ns, c.put.key); });
+  inspect->add_option("-n,--namespace", c.find_ns, find_ns_help);
+  c.run.emplace_back(inspect, [&c] { return InspectCommand(c.g, c.find_ns, c.put.key); });
+
+  auto* namespaces = app.add_subcommand("namespaces", "list namespaces, their entries and bytes");
+  c.run.emplace_back(namespaces, [&c] { return NamespacesCommand(c.g); });
 
   auto* ls = app.add_subcommand("ls", "list entries");
   ls->add_option("--tier", c.ls.tier, "pool or disk")->check(CLI::IsMember({"pool", "disk"}));
@@ -183,7 +188,8 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
   auto* evict = app.add_subcommand("evict", "remove entries from every tier");
   evict->add_option("keys", c.evict.keys, "keys to remove");
   evict->add_flag("--all", c.evict.all, "remove every entry (of --namespace, when given)");
-  evict->add_option("-n,--namespace", c.evict.ns, "only this namespace");
+  evict->add_option("-n,--namespace", c.evict.ns,
+                    "only this namespace (default: a KEY in whichever namespace holds it)");
   evict->add_option("--older-than", c.evict.older_than,
                     "entries not accessed for this long (2h, 7d)");
   evict->add_option("--to-bytes", c.evict.to_bytes,
@@ -268,10 +274,11 @@ int Dispatch(Commands& c) {
     const bool local_only =
         std::find(c.local_only.begin(), c.local_only.end(), sub) != c.local_only.end();
     if (local_only && !c.g.server.empty())
-      throw CliError("InvalidArgument: " + sub->get_name() +
-                     " is not available with --server (remote: put, get, inspect, ls, stats, "
-                     "evict, import, export, verify, compact); run it with --dir on the "
-                     "server's host after stopping the server");
+      throw CliError(
+          "InvalidArgument: " + sub->get_name() +
+          " is not available with --server (remote: put, get, inspect, ls, namespaces, stats, "
+          "evict, import, export, verify, compact); run it with --dir on the "
+          "server's host after stopping the server");
     return fn();
   }
   return 0;

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/safetensors.h"
 #include "cli/flags.h"
@@ -67,9 +69,45 @@ void WriteGetOutput(const std::string& out, const TensorMeta& meta, const std::s
   if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
 }
 
+std::string Candidates(const std::vector<EntryInfo>& matches) {
+  std::string some;
+  for (size_t i = 0; i < std::min<size_t>(matches.size(), 4); ++i)
+    some += (i ? ", " : " ") + matches[i].ns + "/" + matches[i].key;
+  return some + (matches.size() > 4 ? ", ..." : "");
+}
+
+// Without --namespace: the key in whichever namespace holds it (the vLLM connector's are
+// vllm-<model>-<hash>), else the one key of any namespace it is a prefix of. A key or prefix
+// found in several namespaces is an error listing them.
+EntryInfo ResolveKeyAnywhere(Cache& cache, const std::string& key) {
+  std::vector<EntryInfo> exact, prefixed;
+  Check(cache.ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+    for (EntryInfo& e : page) {
+      if (e.key == key)
+        exact.push_back(std::move(e));
+      else if (!key.empty() && prefixed.size() < 5 && e.key.rfind(key, 0) == 0)
+        prefixed.push_back(std::move(e));
+    }
+    return true;
+  }));
+  if (exact.size() == 1) return exact[0];
+  if (exact.size() > 1)
+    throw CliError("InvalidArgument: key '" + key + "' is in " + std::to_string(exact.size()) +
+                   " namespaces:" + Candidates(exact) + "; give one with --namespace");
+  if (prefixed.size() == 1) return prefixed[0];
+  if (prefixed.size() > 1)
+    throw CliError("InvalidArgument: key prefix '" + key + "' is ambiguous:" +
+                   Candidates(prefixed) + "; give more characters or --namespace");
+  throw CliError("NotFound: no entry for key '" + key +
+                 "' in any namespace; `ec-store ls` lists the keys, `ec-store namespaces` "
+                 "the namespaces");
+}
+
 // The entry a key names: the key itself, else the one key of the namespace it is a prefix of
-// (as git takes a short hash). Several matches are an error listing a few.
+// (as git takes a short hash). Several matches are an error listing a few. An empty `ns`
+// looks in every namespace.
 EntryInfo ResolveKey(Cache& cache, const std::string& ns, const std::string& key) {
+  if (ns.empty()) return ResolveKeyAnywhere(cache, key);
   auto exact = cache.Lookup(ns, key);
   if (exact.ok() || !exact.status().IsNotFound() || key.empty()) return Check(std::move(exact));
   std::vector<EntryInfo> matches;
@@ -95,9 +133,32 @@ std::vector<EntryInfo> EvictionVictims(Cache& cache, const EvictArgs& a,
   std::vector<EntryInfo> victims, entries;
   if (a.all || !a.older_than.empty() || !a.to_bytes.empty()) entries = Check(cache.List());
   if (!a.ns.empty()) std::erase_if(entries, [&](const EntryInfo& e) { return e.ns != a.ns; });
-  const std::string key_ns = a.ns.empty() ? kDefaultNamespace : a.ns;
+  // Without --namespace a key is looked for in every namespace, full keys only.
+  std::map<std::string, std::vector<EntryInfo>> anywhere;
+  if (a.ns.empty() && !a.keys.empty()) {
+    std::set<std::string> wanted(a.keys.begin(), a.keys.end());
+    Check(cache.ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+      for (EntryInfo& e : page)
+        if (wanted.count(e.key)) anywhere[e.key].push_back(std::move(e));
+      return true;
+    }));
+  }
   for (const std::string& k : a.keys) {
-    auto info = cache.Lookup(key_ns, k);
+    if (a.ns.empty()) {
+      auto found = anywhere.find(k);
+      if (found == anywhere.end()) {
+        missing->push_back(k);
+      } else if (found->second.size() > 1) {
+        throw CliError("InvalidArgument: key '" + k + "' is in " +
+                       std::to_string(found->second.size()) +
+                       " namespaces:" + Candidates(found->second) +
+                       "; give one with --namespace (nothing was evicted)");
+      } else {
+        victims.push_back(found->second[0]);
+      }
+      continue;
+    }
+    auto info = cache.Lookup(a.ns, k);
     if (info.ok())
       victims.push_back(std::move(info).value());
     else if (info.status().IsNotFound())
@@ -236,10 +297,10 @@ int GetCommand(const Globals& g, const std::string& ns, const std::string& key,
                const std::string& out) {
   Target t = Target::Open(g, Use::kInspect);
   EntryInfo info = ResolveKey(t.cache(), ns, key);
-  const std::string k = info.key;
+  const std::string k = info.key, at = info.ns;
   std::string buf;
-  info = Check(ReadSized([&](std::string* b) { return t.cache().Get(ns, k, Bytes(*b)); },
-                         [&] { return t.cache().Lookup(ns, k); }, info.bytes, &buf));
+  info = Check(ReadSized([&](std::string* b) { return t.cache().Get(at, k, Bytes(*b)); },
+                         [&] { return t.cache().Lookup(at, k); }, info.bytes, &buf));
   WriteGetOutput(out, info.meta, buf);
   t.Close();
   // With `-o -` stdout carries the bytes: the report goes to stderr.
@@ -293,6 +354,40 @@ int ListCommand(const Globals& g, const ListArgs& a) {
     PrintInfoTable(rows, a.wide || !IsTerminal(1));
     std::printf("%zu entries\n", rows.size());
   }
+  return 0;
+}
+
+// Every namespace with its entries and bytes, largest first.
+int NamespacesCommand(const Globals& g) {
+  Target t = Target::Open(g, Use::kInspect);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_ns;  // ns -> (entries, bytes)
+  Check(t.cache().ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+    for (const EntryInfo& e : page) {
+      auto& [n, bytes] = by_ns[e.ns];
+      ++n;
+      bytes += e.bytes;
+    }
+    return true;
+  }));
+  t.Close();
+  std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> rows(by_ns.begin(),
+                                                                          by_ns.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& x, const auto& y) { return x.second.second > y.second.second; });
+  if (g.json) {
+    json arr = json::array();
+    for (const auto& [ns, v] : rows)
+      arr.push_back({{"namespace", ns}, {"entries", v.first}, {"bytes", v.second}});
+    std::cout << arr.dump() << "\n";
+    return 0;
+  }
+  size_t width = 9;
+  for (const auto& r : rows) width = std::max(width, r.first.size());
+  std::printf("%-*s %10s %10s\n", static_cast<int>(width), "NAMESPACE", "ENTRIES", "BYTES");
+  for (const auto& [ns, v] : rows)
+    std::printf("%-*s %10llu %10s\n", static_cast<int>(width), ns.c_str(),
+                static_cast<unsigned long long>(v.first), HumanBytes(v.second).c_str());
+  std::printf("%zu namespaces\n", rows.size());
   return 0;
 }
 

@@ -79,6 +79,7 @@ int GetCommand(const Globals& g, const std::string& ns, const std::string& key,
                const std::string& out);
 int InspectCommand(const Globals& g, const std::string& ns, const std::string& key);
 int ListCommand(const Globals& g, const ListArgs& a);
+int NamespacesCommand(const Globals& g);
 int StatsCommand(const Globals& g);
 int EvictCommand(const Globals& g, const EvictArgs& a);
 int ImportCommand(const Globals& g, const std::string& src_dir, const std::string& ns);

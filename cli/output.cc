@@ -61,15 +61,18 @@ json InfoJson(const EntryInfo& e) {
 }
 
 void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys) {
-  size_t width = 20;
-  if (full_keys)
-    for (const EntryInfo& e : rows) width = std::max(width, e.key.size());
-  std::printf("%-*s %-12s %-6s %10s %-6s %-14s %6s %-20s\n", static_cast<int>(width), "KEY",
+  size_t width = 20, ns_width = 12;  // the namespace column fits the longest (never cut)
+  for (const EntryInfo& e : rows) {
+    if (full_keys) width = std::max(width, e.key.size());
+    ns_width = std::max(ns_width, e.ns.size());
+  }
+  const int nsw = static_cast<int>(ns_width);
+  std::printf("%-*s %-*s %-6s %10s %-6s %-14s %6s %-20s\n", static_cast<int>(width), "KEY", nsw,
               "NAMESPACE", "TIER", "BYTES", "DTYPE", "SHAPE", "HITS", "LAST ACCESS");
   for (const EntryInfo& e : rows) {
     std::string key = !full_keys && e.key.size() > 20 ? e.key.substr(0, 17) + "..." : e.key;
-    std::printf("%-*s %-12s %-6s %10s %-6s %-14s %6llu %-20s\n", static_cast<int>(width),
-                key.c_str(), e.ns.c_str(), TierName(e.tier()), HumanBytes(e.bytes).c_str(),
+    std::printf("%-*s %-*s %-6s %10s %-6s %-14s %6llu %-20s\n", static_cast<int>(width),
+                key.c_str(), nsw, e.ns.c_str(), TierName(e.tier()), HumanBytes(e.bytes).c_str(),
                 DTypeName(e.meta.dtype), e.meta.ShapeString().c_str(),
                 static_cast<unsigned long long>(e.hits), TimeString(e.last_access_us).c_str());
   }

@@ -255,6 +255,23 @@ check "a new store directory is 0700" test "$(stat -c %a "$T/priv/st")" = 700
 check "its files are 0600" test -z "$(find "$T/priv/st" -type f ! -perm 600)"
 $EC --dir "$T/grp" --group-access put g-a a.safetensors >/dev/null
 check "--group-access: 0750 and 0640" test "$(stat -c %a "$T/grp")/$(stat -c %a "$T/grp/index.sqlite")" = 750/640
+# namespaces an operator can find: a connector-written key without --namespace
+VNS=vllm-Qwen2.5-VL-7B-Instruct-0a1b2c3d
+$EC --dir "$T/nsf" put -n "$VNS" abcdef0123 a.safetensors >/dev/null
+$EC --dir "$T/nsf" put -n other-ns shared a.safetensors >/dev/null
+$EC --dir "$T/nsf" put -n "$VNS" shared a.safetensors >/dev/null
+check "inspect finds a key in its only namespace" test "$($EC --dir "$T/nsf" --json inspect abcdef0123 | jget namespace)" = "$VNS"
+check "inspect finds a prefix across namespaces" test "$($EC --dir "$T/nsf" --json inspect abcd | jget key)" = abcdef0123
+$EC --dir "$T/nsf" get abcdef0123 -o nsf.raw >/dev/null
+check "get finds it too" cmp <(tensor_bytes a.safetensors) nsf.raw
+expect_error "is in 2 namespaces" $EC --dir "$T/nsf" inspect shared
+expect_error "other-ns/shared" $EC --dir "$T/nsf" get shared -o x.raw
+expect_error "in any namespace" $EC --dir "$T/nsf" inspect nothing-like-it
+check "ls shows the whole namespace" grep -q -- "$VNS" <($EC --dir "$T/nsf" ls)
+check "namespaces lists entries per namespace" test "$($EC --dir "$T/nsf" --json namespaces | $PY -c 'import json,sys; print({r["namespace"]: r["entries"] for r in json.load(sys.stdin)})')" = "{'$VNS': 2, 'other-ns': 1}"
+expect_error "is in 2 namespaces" $EC --dir "$T/nsf" evict shared
+$EC --dir "$T/nsf" evict abcdef0123 >/dev/null
+check "evict finds a key in its only namespace" test "$($EC --dir "$T/nsf" --json namespaces | $PY -c 'import json,sys; print(sum(r["entries"] for r in json.load(sys.stdin)))')" = 2
 # one-shot commands append to the open tail segment, and inspection pins no pool
 mk one.safetensors 64 64
 for k in one-a one-b one-c; do $EC --dir "$T/tail" put $k one.safetensors >/dev/null; done
