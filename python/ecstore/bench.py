@@ -50,7 +50,8 @@ def config(kind: str, store: str, producer: bool, consumer: bool):
     # A directory of this harness's embeds a store; an address is passed as it is.
     spec = (f"dir:{os.path.abspath(store)}" if kind == "ecstore" and os.sep in store
             and not store.startswith(("unix:", "dir:", "tcp://")) else store)
-    extra = ({"store": spec, "namespace": "bench", "pool_size": "2GiB"} if kind == "ecstore"
+    extra = ({"store": spec, "namespace": "bench", "pool_size": "2GiB", "lookup_budget_ms": 10000}
+             if kind == "ecstore"
              else {"shared_storage_path": store})
     ec.ec_connector_extra_config = extra
     ec.get_from_extra_config = lambda k, d=None: extra.get(k, d)
@@ -112,7 +113,8 @@ class ConnectorHarness:
 
     def prepare(self, key, n):
         self.req = Request(key, n)
-        self.sched.ensure_cache_available(self.req, 0)
+        while not self.sched.ensure_cache_available(self.req, 0):  # once a step, as vLLM asks
+            time.sleep(0.0001)
 
     def has(self, key):
         return self.sched.has_cache_item(key)

@@ -18,6 +18,10 @@ KNOWN_KEYS = {
     "token_file": "a file holding the daemon's shared secret",
     "token": "the daemon's shared secret itself (prefer token_file or EC_STORE_TOKEN)",
     "fail_open": "true (default): a store that cannot be reached is a miss",
+    "timeout_ms": "a daemon's bound on each call, in ms (default 2000)",
+    "retries": "how often a failed daemon call is tried again on a new connection (default 1)",
+    "lookup_budget_ms": "how long a request may wait for the store's answer before its items "
+                        "are computed, in ms (default 50); the scheduler thread never waits",
 }
 
 FORMS = ("tcp://HOST:PORT (a daemon over TCP), unix:/PATH (a same-host daemon's socket, "

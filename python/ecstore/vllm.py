@@ -21,11 +21,14 @@ ec_connector_extra_config:
   fail_open   default true: a store that cannot be reached is a miss (the encoder runs)
               and a save that fails is logged, never an engine failure.
 
-How a hit stays a hit: the scheduler asks `ensure_cache_available` once per request, and
-the connector pins every item the store holds (Cache.pin: no bytes move; a daemon keeps a
-pin until released or its lease TTL, 30 s). `has_cache_item` then answers from the pinned
-set -- a dict lookup, no I/O -- so an item said to be a hit cannot be evicted before the
-worker loads it. Pins are dropped in `update_state_after_free` and `request_finished`.
+How a hit stays a hit: the scheduler asks `ensure_cache_available` for a waiting request,
+and the connector pins every item the store holds (Cache.pin: no bytes move; a daemon keeps
+a pin until released or its lease TTL, 30 s) on its lookup thread (ecstore/lookups.py): the
+request waits a step until the answer is back, and past lookup_budget_ms its items are
+misses. `has_cache_item` then answers from the pinned set -- a dict lookup, no I/O -- so an
+item said to be a hit cannot be evicted before the worker loads it. Pins are dropped in
+`update_state_after_free` and `request_finished`, released on a thread of their own. No
+scheduler hook waits on the store.
 
 Saves: only on tensor-parallel rank 0 (every rank holds the same output). A CUDA tensor is
 copied into pinned host memory with a non-blocking copy and an event; a background thread
@@ -56,6 +59,7 @@ from vllm.logger import init_logger
 import ecstore
 from ecstore import transfer
 from ecstore.config import check_keys, parse_store
+from ecstore.lookups import Lookups
 from ecstore.transfer import AsyncSaver
 
 if TYPE_CHECKING:
@@ -80,7 +84,9 @@ def _acquire_cache(extra: dict) -> tuple[str, ecstore.Cache]:
             _shared[spec] = (cache, users + 1)
             return spec, cache
         if where.remote:
-            cache = ecstore.connect(where.target, token=_token(extra))
+            cache = ecstore.connect(where.target, token=_token(extra),
+                                    timeout=float(extra.get("timeout_ms", 2000)) / 1000,
+                                    retries=int(extra.get("retries", 1)))
         else:
             cache = ecstore.open(where.target, extra.get("pool_size", "1GiB"),
                                  extra.get("disk_quota", "64GiB"))
@@ -202,8 +208,11 @@ class EcStoreConnector(ECConnectorBase):
         self._pins: dict[str, list[Any]] = {}  # identifier -> [lease, pin count]
         self._decided: dict[str, dict[str, bool]] = {}  # request id -> identifier -> pinned
         self._to_load: dict[str, int] = {}
+        self._lookups = Lookups(self._cache, self._ns,
+                                float(extra.get("lookup_budget_ms", 50)) / 1000)
         self._puller = concurrent.futures.ThreadPoolExecutor(1, "ecstore-pull")
         self._pulls: dict[str, concurrent.futures.Future] = {}
+        self._pulled_done: set[str] = set()
         self._remotes: dict[str, ecstore.Cache] = {}
         self._unavailable: set[str] = set()
         self._remote_pending = 0  # saves in flight on the workers, as last reported
@@ -227,28 +236,35 @@ class EcStoreConnector(ECConnectorBase):
     # ------------------------------------------------------------------ scheduler side
 
     def ensure_cache_available(self, request: "Request", num_computed_tokens: int) -> bool:
+        # Never a store call here (ecstore/lookups.py says why): the items are pinned on the
+        # lookup thread; until that answers the request waits a step, and past the lookup
+        # budget its items are misses.
         if not self.is_consumer:
             return True
         decided = self._decided.setdefault(request.request_id, {})
         ready = True
-        fresh = [f.identifier for f in request.mm_features if f.identifier not in decided]
-        # The scheduler's first look: their disk reads go out together, ahead of the step that
-        # loads them. A daemon queues the hint and answers at once, so one item is worth it;
-        # an embedded store reads on this thread, so only a batch is.
-        if len(fresh) > 1 or (fresh and self._cache.transport != "local"):
-            try:
-                self._cache.prefetch(self._ns, fresh)
-            except ecstore.Error as e:  # a hint; the pins below decide
-                logger.debug("ec-store: prefetch of %d items failed: %s", len(fresh), e)
+        fresh = []
         for feature in request.mm_features:
             key = feature.identifier
-            if key in decided:
+            if key in decided or key in fresh:
                 continue
             source = _remote_source(request, key, self._spec)
             if source is not None and not self._pulled(request.request_id, key, source):
                 ready = False  # staging from the producer's store: ask again next step
                 continue
-            decided[key] = self._pin(key)
+            fresh.append(key)
+        if not fresh:
+            return ready
+        got = self._lookups.ask(request.request_id, fresh)
+        if got is None:
+            return False  # not back yet: vLLM asks again next step
+        errors, self._lookups.errors = self._lookups.errors, 0
+        if errors and not self._fail_open:
+            raise ecstore.Unavailable(f"ec-store: {errors} item(s) of {request.request_id} "
+                                      "could not be looked up (fail_open is false)")
+        for key in fresh:
+            self._pulled_done.discard(key)
+            decided[key] = self._take_pin(key, got.get(key))
             self._count("hits" if decided[key] else "misses")
         return ready
 
@@ -257,7 +273,7 @@ class EcStoreConnector(ECConnectorBase):
         request's ec_transfer_params) into this one, in the background. True once there is
         nothing to wait for (present here, pulled, or failed: a failed pull fails this
         request through take_unavailable_requests -- retryable, the encode re-runs)."""
-        if self._cache.contains(self._ns, key):
+        if key in self._pulled_done:
             return True
         fut = self._pulls.get(key)
         if fut is None:
@@ -266,6 +282,7 @@ class EcStoreConnector(ECConnectorBase):
         if not fut.done():
             return False
         del self._pulls[key]
+        self._pulled_done.add(key)  # until its pin is decided
         try:
             fut.result()
         except Exception as e:  # noqa: BLE001 - every failure fails the one request
@@ -274,6 +291,8 @@ class EcStoreConnector(ECConnectorBase):
         return True
 
     def _pull(self, key: str, source: dict) -> None:
+        if self._cache.contains(self._ns, key):
+            return
         spec = str(source["store"])
         remote = self._remotes.get(spec)
         if remote is None:
@@ -289,21 +308,19 @@ class EcStoreConnector(ECConnectorBase):
         failed, self._unavailable = self._unavailable, set()
         return failed
 
-    def _pin(self, key: str) -> bool:
+    def _take_pin(self, key: str, lease: Any) -> bool:
+        """Counts a request's use of `key`'s pin, taking `lease` (the lookup thread's pin) as
+        it where the key has none yet; whether the key is a hit."""
         held = self._pins.get(key)
         if held is not None:
             held[1] += 1
+            if lease is not None:
+                self._lookups.release(lease)
             return True
-        try:
-            self._pins[key] = [self._cache.pin(self._ns, key), 1]
-            return True
-        except ecstore.NotFound:
+        if lease is None:
             return False
-        except ecstore.Error as e:
-            if not self._fail_open:
-                raise
-            logger.warning("ec-store: %s unavailable (%s); computing it", key, e)
-            return False
+        self._pins[key] = [lease, 1]
+        return True
 
     def _unpin(self, key: str) -> None:
         held = self._pins.get(key)
@@ -312,7 +329,7 @@ class EcStoreConnector(ECConnectorBase):
         held[1] -= 1
         if held[1] == 0:
             del self._pins[key]
-            held[0].release()
+            self._lookups.release(held[0])
 
     def has_cache_item(self, identifier: str) -> bool:
         # Pinned items only: what this says is a hit stays loadable until it is freed.
@@ -335,6 +352,7 @@ class EcStoreConnector(ECConnectorBase):
             self._unpin(key)
 
     def request_finished(self, request: "Request") -> tuple[bool, dict[str, Any] | None]:
+        self._lookups.forget(request.request_id)
         for key, pinned in self._decided.pop(request.request_id, {}).items():
             if pinned:
                 self._unpin(key)
@@ -423,6 +441,7 @@ class EcStoreConnector(ECConnectorBase):
         self._saver.wait(timeout)
 
     def shutdown(self) -> None:
+        self._lookups.close()
         self._puller.shutdown(wait=True)
         for spec, remote in self._remotes.items():
             if parse_store(spec).remote:

@@ -37,6 +37,17 @@ class MockRequest:  # as in vLLM's test
         return self._token_counts[input_id]
 
 
+def ask_until_ready(sched, request, steps=500):
+    """ensure_cache_available as vLLM's scheduler asks it: once a step until it is ready."""
+    import time
+
+    for _ in range(steps):
+        if sched.ensure_cache_available(request, 0):
+            return True
+        time.sleep(0.002)
+    return False
+
+
 def make_config(kind, store, producer, consumer, extra=None):
     config = Mock(spec=VllmConfig)
     config.model_config = None
@@ -47,6 +58,7 @@ def make_config(kind, store, producer, consumer, extra=None):
     if kind == "ecstore":
         extra.setdefault("store", f"dir:{store}" if store.startswith("/") else store)
         extra.setdefault("namespace", "test")
+        extra.setdefault("lookup_budget_ms", 10000)  # a loaded test machine: no timed misses
     else:
         extra.setdefault("shared_storage_path", store)
     ec.ec_connector_extra_config = extra
@@ -75,8 +87,9 @@ class Engine:
             self.producer.wait_for_saves()
 
     def schedule(self, request):
-        """What vLLM's scheduler does for a waiting request: ensure, has, alloc, meta."""
-        assert self.scheduler.ensure_cache_available(request, 0)
+        """What vLLM's scheduler does for a waiting request: ensure (step after step until
+        it is ready), has, alloc, meta."""
+        assert ask_until_ready(self.scheduler, request)
         hits = [self.scheduler.has_cache_item(f.identifier) for f in request.mm_features]
         for i, hit in enumerate(hits):
             if hit:
@@ -377,3 +390,73 @@ def test_an_unknown_extra_config_key_is_refused_with_a_did_you_mean(tmp_path, ke
     assert (f"did you mean {near!r}" in str(e.value)) if near else "did you mean" not in str(e.value)
     assert "known keys are" in str(e.value)
     assert not (tmp_path / "s").exists()  # refused before anything was opened
+
+
+# ------------------------------------------------------------ a sick daemon never stalls
+
+def test_a_hung_or_dead_daemon_costs_misses_never_a_scheduler_stall(tmp_path):
+    """The scheduler hooks with the daemon SIGSTOPped, then resumed, then SIGKILLed: every
+    call returns within a bound far below any store call's timeout (it never waits on the
+    store), the requests that needed the store see misses (recompute), and hits come back
+    once the daemon does, without a new connector."""
+    import re
+    import signal
+    import subprocess
+    import time
+
+    from conftest import _ec_store_bin
+    proc = subprocess.Popen([_ec_store_bin(), "serve", "--dir", str(tmp_path / "d"),
+                             "--pool-size", "64MiB", "--listen", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    port = re.search(r"port (\d+)", proc.stdout.readline()).group(1)
+    addr = f"tcp://127.0.0.1:{port}"
+    extra = {"lookup_budget_ms": 50, "timeout_ms": 2000, "retries": 0}
+    producer = EcStoreConnector(make_config("ecstore", addr, True, False, extra),
+                                ECConnectorRole.WORKER)
+    sched = EcStoreConnector(make_config("ecstore", addr, False, True, extra),
+                             ECConnectorRole.SCHEDULER)
+    try:
+        producer.save_caches(encoder_cache={"a": torch.ones(64, 64)}, mm_hash="a")
+        producer.wait_for_saves()
+
+        def schedule(req_id, keys):
+            """Asks as vLLM does, once a step; the longest call and whether "a" is a hit."""
+            req = MockRequest(req_id, keys, [64] * len(keys))
+            longest, start = 0.0, time.monotonic()
+            while True:
+                t = time.monotonic()
+                ready = sched.ensure_cache_available(req, 0)
+                longest = max(longest, time.monotonic() - t)
+                if ready:
+                    break
+                assert time.monotonic() - start < 5, "the request waited past the budget"
+                time.sleep(0.001)
+            hit = sched.has_cache_item("a")
+            sched.request_finished(req)
+            return longest, hit
+
+        longest, hit = schedule("healthy", ["a", "b"])
+        assert hit
+        held = MockRequest("held", ["a"], [64])
+        assert ask_until_ready(sched, held) and sched.has_cache_item("a")  # pinned
+        proc.send_signal(signal.SIGSTOP)
+        t = time.monotonic()
+        sched.request_finished(held)  # its pin is released off the scheduler thread
+        assert time.monotonic() - t < 0.025
+        longest, hit = schedule("hung", ["a", "b"])
+        assert not hit  # a miss: the encoder computes it
+        assert longest < 0.025, f"a hook call took {longest * 1e3:.1f} ms with the daemon hung"
+        proc.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 10
+        while not schedule("resumed", ["a"])[1]:  # the late answers drain, then hits again
+            assert time.monotonic() < deadline, "no hit after the daemon came back"
+        proc.kill()
+        proc.wait()
+        longest, hit = schedule("dead", ["a"])
+        assert not hit and longest < 0.025, f"{longest * 1e3:.1f} ms with the daemon dead"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+        for c in (producer, sched):
+            c.shutdown()

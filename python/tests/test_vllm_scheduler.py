@@ -66,11 +66,25 @@ def tiny_llava(tmp_path_factory):
     return d
 
 
+def schedule_until(sched, req_id, steps=500):
+    """Scheduler steps until `req_id` is scheduled: a consumer's request waits a step or two
+    while the connector looks its items up off the scheduler thread."""
+    import time
+
+    for _ in range(steps):
+        out = sched.schedule()
+        if req_id in out.num_scheduled_tokens:
+            return out
+        time.sleep(0.002)
+    raise AssertionError(f"{req_id} was never scheduled")
+
+
 def make_scheduler(model_dir, role, store, extra=None):
     model = ModelConfig(model=model_dir, dtype="float16", seed=42, max_model_len=8192)
     ec = ECTransferConfig(ec_connector="EcStoreConnector", ec_connector_module_path="ecstore.vllm",
                           ec_role=role,
                           ec_connector_extra_config={"store": store, "namespace": "llava",
+                                                     "lookup_budget_ms": 10000,
                                                      **(extra or {})})
     cache = CacheConfig(block_size=BLOCK, gpu_memory_utilization=0.9, cache_dtype="auto")
     config = VllmConfig(
@@ -133,7 +147,7 @@ def test_producer_saves_become_consumer_hits_and_loads(tiny_llava, store):
     # Consumer engine: both items are hits, nothing is encoded, the worker loads them.
     req = request("c1", hashes)
     cons_sched.add_request(req)
-    out = cons_sched.schedule()
+    out = schedule_until(cons_sched, "c1")
     assert "c1" not in out.scheduled_encoder_inputs, "a hit was scheduled for encoding"
     assert out.num_scheduled_tokens["c1"] == 400
     meta = out.ec_connector_metadata
@@ -159,7 +173,7 @@ def test_eviction_between_hit_and_load_never_misses(tiny_llava, tmp_path):
     prod_worker.save_caches(encoder_cache=computed, mm_hash=hit)
     prod_worker.wait_for_saves()
     cons_sched.add_request(request("c1", [hit]))
-    out = cons_sched.schedule()
+    out = schedule_until(cons_sched, "c1")
     assert hit in out.ec_connector_metadata.loads
     # Between the scheduler's "hit" and the worker's load, 40 MiB churn through an 8 MiB
     # pool and a 12 MiB disk quota: unpinned, the entry would be gone.

@@ -1,0 +1,127 @@
+"""Store lookups for vLLM's scheduler thread, answered off it.
+
+The scheduler asks `ensure_cache_available` for every waiting request on every step, on the
+thread that schedules the whole engine: a store call there that waits on the network (a
+hung, slow or dead daemon) stalls every request, not just the one that needed the store.
+So the connector's scheduler hooks never call the store themselves. A request's items are
+pinned on a thread of their own; until the answer is back the request is "not ready yet"
+(vLLM defers it a step), and when it has not come back within the budget its items are
+misses: the encoder computes them. An answer that comes back after that has its pins
+released at once.
+
+    lookups = Lookups(cache, ns, budget_s=0.05)
+    got = lookups.ask(request_id, keys)   # None: not back yet, ask again next step
+    ...                                    # else {key: Lease or None (absent, failed, late)}
+
+Thread rules: ask, release, forget and close from the scheduler thread; pins are taken on
+the lookup thread and released on the release thread, which own nothing else.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import ecstore
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Ask:
+    keys: tuple[str, ...]
+    started: float
+    future: concurrent.futures.Future
+
+
+class Lookups:
+    def __init__(self, cache: ecstore.Cache, ns: str, budget_s: float):
+        self._cache, self._ns, self._budget = cache, ns, budget_s
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-lookup")
+        # Prefetches read an embedded store's disk on their thread: not in the pins' way.
+        self._prefetcher = concurrent.futures.ThreadPoolExecutor(1, "ecstore-prefetch")
+        # A pin's release tells a daemon, which may be the one that hangs.
+        self._releaser = concurrent.futures.ThreadPoolExecutor(1, "ecstore-release")
+        self._asks: dict[str, _Ask] = {}
+        self.timeouts = 0  # asks answered by the budget, not the store
+        self.errors = 0    # keys whose pin failed (the store unreachable, ...)
+
+    def ask(self, req_id: str, keys: list[str]) -> dict[str, Any] | None:
+        """The request's pins once the store has answered: {key: Lease, or None where the
+        entry is absent or the store failed}; None while the answer is not back and the
+        budget not spent; every key None once it is."""
+        ask = self._asks.get(req_id)
+        if ask is None or ask.keys != tuple(keys):
+            if ask is not None:
+                self._abandon(ask)
+            ask = _Ask(tuple(keys), time.monotonic(),
+                       self._pool.submit(self._pin_all, list(keys)))
+            self._asks[req_id] = ask
+            # Their disk reads go out together ahead of the step that loads them. A daemon
+            # queues the hint and answers at once, so one item is worth it; an embedded store
+            # reads on the prefetch thread, so only a batch is.
+            if len(keys) > 1 or self._cache.transport != "local":
+                self._prefetcher.submit(self._prefetch, list(keys))
+        if ask.future.done():
+            del self._asks[req_id]
+            got, errors = ask.future.result()
+            self.errors += errors
+            return got
+        if time.monotonic() - ask.started < self._budget:
+            return None
+        del self._asks[req_id]
+        self._abandon(ask)
+        self.timeouts += 1
+        return {k: None for k in keys}
+
+    def forget(self, req_id: str) -> None:
+        """The request is gone: an answer still to come releases its pins."""
+        ask = self._asks.pop(req_id, None)
+        if ask is not None:
+            self._abandon(ask)
+
+    def close(self) -> None:
+        for req_id in list(self._asks):
+            self.forget(req_id)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._prefetcher.shutdown(wait=False, cancel_futures=True)
+        self._releaser.shutdown(wait=True)
+
+    def release(self, lease: Any) -> None:
+        """Releases a pin off the calling (scheduler) thread."""
+        self._releaser.submit(lease.release)
+
+    @staticmethod
+    def _abandon(ask: _Ask) -> None:
+        def release(f: concurrent.futures.Future) -> None:
+            if f.cancelled() or f.exception() is not None:
+                return
+            for lease in f.result()[0].values():
+                if lease is not None:
+                    lease.release()
+
+        if not ask.future.cancel():
+            ask.future.add_done_callback(release)
+
+    def _prefetch(self, keys: list[str]) -> None:
+        try:
+            self._cache.prefetch(self._ns, keys)
+        except ecstore.Error as e:  # a hint; the pins decide
+            logger.debug("ec-store: prefetch of %d items failed: %s", len(keys), e)
+
+    def _pin_all(self, keys: list[str]) -> tuple[dict[str, Any], int]:
+        got: dict[str, Any] = {}
+        errors = 0
+        for key in keys:
+            try:
+                got[key] = self._cache.pin(self._ns, key)
+            except ecstore.NotFound:
+                got[key] = None
+            except ecstore.Error as e:
+                logger.warning("ec-store: %s unavailable (%s); computing it", key, e)
+                got[key] = None
+                errors += 1
+        return got, errors
