@@ -94,6 +94,16 @@ class Lookups:
         """Releases a pin off the calling (scheduler) thread."""
         self._releaser.submit(lease.release)
 
+    def erase(self, key: str) -> None:
+        """Erases an entry off the calling thread (after the pins released before it)."""
+        def erase() -> None:
+            try:
+                self._cache.erase(self._ns, key)
+            except ecstore.Error as e:
+                logger.warning("ec-store: erasing %s failed: %s", key, e)
+
+        self._releaser.submit(erase)
+
     @staticmethod
     def _abandon(ask: _Ask) -> None:
         def release(f: concurrent.futures.Future) -> None:

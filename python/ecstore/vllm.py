@@ -213,6 +213,8 @@ class EcStoreConnector(ECConnectorBase):
         self._puller = concurrent.futures.ThreadPoolExecutor(1, "ecstore-pull")
         self._pulls: dict[str, concurrent.futures.Future] = {}
         self._pulled_done: set[str] = set()
+        self._layout: tuple[str, tuple[int, ...]] | None = None  # the namespace's entries'
+        self._rejected: set[str] = set()  # keys whose rejection was logged
         self._remotes: dict[str, ecstore.Cache] = {}
         self._unavailable: set[str] = set()
         self._remote_pending = 0  # saves in flight on the workers, as last reported
@@ -262,11 +264,41 @@ class EcStoreConnector(ECConnectorBase):
         if errors and not self._fail_open:
             raise ecstore.Unavailable(f"ec-store: {errors} item(s) of {request.request_id} "
                                       "could not be looked up (fail_open is false)")
+        rows = {f.identifier: request.get_num_encoder_embeds(i)
+                for i, f in enumerate(request.mm_features)}
         for key in fresh:
             self._pulled_done.discard(key)
-            decided[key] = self._take_pin(key, got.get(key))
+            lease = got.get(key)
+            if lease is not None and not self._fits(key, lease.info, rows.get(key)):
+                self._lookups.release(lease)  # a rejected hit: the encoder computes it
+                self._lookups.erase(key)
+                lease = None
+            decided[key] = self._take_pin(key, lease)
             self._count("hits" if decided[key] else "misses")
         return ready
+
+    def _fits(self, key: str, info: Any, rows: int | None) -> bool:
+        """Whether a stored entry is what the model runner expects for the item: `rows`
+        embeddings, and the dtype and width of the namespace's other entries (a namespace is
+        one model's encoder: one layout). A wrong one -- a cached item of the wrong length
+        once crashed a whole deployment (vLLM #55547) -- is erased and counted, its key
+        logged once, and the item is a miss."""
+        shape = list(info.shape)
+        layout = (info.dtype, tuple(shape[1:]))
+        why = ("no shape" if not shape else
+               f"{shape[0]} embeddings where the request has {rows}"
+               if rows is not None and shape[0] != rows else
+               f"layout {layout} where the namespace's entries have {self._layout}"
+               if self._layout is not None and layout != self._layout else "")
+        if not why:
+            self._layout = self._layout or layout
+            return True
+        self._count("rejected_hits")
+        if key not in self._rejected:
+            self._rejected.add(key)
+            logger.warning("ec-store: entry %s/%s rejected (%s); erased, the item is computed",
+                           self._ns, key, why)
+        return False
 
     def _pulled(self, req_id: str, key: str, source: dict) -> bool:
         """E->PD across hosts: copies `key` from the producer's store (named in the

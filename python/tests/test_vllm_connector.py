@@ -135,7 +135,7 @@ def test_saved_items_are_hits_and_load_byte_exact(engine):
     cache = tensors()
     for k in cache:
         engine.save(cache, k)
-    req = MockRequest("r1", list(cache), [100, 150, 200])
+    req = MockRequest("r1", list(cache), [150, 200, 250])  # their embed counts
     hits, meta = engine.schedule(req)
     assert hits == [True, True, True]
     loaded = engine.load(meta)
@@ -153,7 +153,7 @@ def test_no_items_exist(engine):
 def test_partial_hits_load_only_what_exists(engine):
     cache = tensors(2)
     engine.save(cache, "img_hash_1")
-    hits, meta = engine.schedule(MockRequest("r", ["img_hash_1", "img_hash_2"], [1, 2]))
+    hits, meta = engine.schedule(MockRequest("r", ["img_hash_1", "img_hash_2"], [150, 200]))
     assert hits == [True, False]
     assert list(engine.load(meta)) == ["img_hash_1"]
 
@@ -161,7 +161,7 @@ def test_partial_hits_load_only_what_exists(engine):
 def test_metadata_is_cleared_after_build(engine):
     cache = tensors(1)
     engine.save(cache, "img_hash_1")
-    _, meta = engine.schedule(MockRequest("r", ["img_hash_1"], [5]))
+    _, meta = engine.schedule(MockRequest("r", ["img_hash_1"], [150]))
     assert list(engine.load(meta)) == ["img_hash_1"]
     empty = engine.scheduler.build_connector_meta(SimpleNamespace())
     assert engine.load(empty) == {}
@@ -170,14 +170,14 @@ def test_metadata_is_cleared_after_build(engine):
 def test_consumer_does_not_save(engine):
     cache = tensors(1)
     engine.worker.save_caches(encoder_cache=cache, mm_hash="img_hash_1")
-    hits, _ = engine.schedule(MockRequest("r", ["img_hash_1"], [1]))
+    hits, _ = engine.schedule(MockRequest("r", ["img_hash_1"], [150]))
     assert hits == [False]
 
 
 def test_load_skips_keys_already_in_the_encoder_cache(engine):
     cache = tensors(1)
     engine.save(cache, "img_hash_1")
-    _, meta = engine.schedule(MockRequest("r", ["img_hash_1"], [1]))
+    _, meta = engine.schedule(MockRequest("r", ["img_hash_1"], [150]))
     sentinel = torch.zeros(1)
     loaded = engine.load(meta, {"img_hash_1": sentinel})
     assert loaded["img_hash_1"] is sentinel
@@ -199,7 +199,7 @@ def test_a_hit_survives_eviction_until_it_is_freed(tmp_path):
     e = Engine("ecstore", str(tmp_path / "s"), {"pool_size": "16MiB", "disk_quota": "20MiB"})
     big = {"hit": torch.randn(1024, 1024, dtype=torch.float32)}  # 4 MiB
     e.save(big, "hit")
-    req = MockRequest("r", ["hit"], [1])
+    req = MockRequest("r", ["hit"], [1024])
     hits, meta = e.schedule(req)
     assert hits == [True]
     for i in range(12):  # 48 MiB through a 16 MiB pool and a 20 MiB disk quota
@@ -460,3 +460,30 @@ def test_a_hung_or_dead_daemon_costs_misses_never_a_scheduler_stall(tmp_path):
             proc.kill()
         for c in (producer, sched):
             c.shutdown()
+
+
+def test_a_wrong_entry_under_a_scheduled_items_key_is_a_miss_and_is_erased(tmp_path):
+    """An entry whose length is not the request's embed count, or whose dtype or width is
+    not its namespace's: the item is a miss (computed), the entry erased and counted --
+    never an exception in the worker."""
+    import time
+
+    sched = EcStoreConnector(make_config("ecstore", str(tmp_path / "s"), True, True),
+                             ECConnectorRole.SCHEDULER)
+    cache = sched.cache
+    cache.put("test", "good", torch.randn(100, 64).to(torch.bfloat16))
+    cache.put("test", "short", torch.randn(90, 64).to(torch.bfloat16))  # 100 expected
+    cache.put("test", "wide", torch.randn(100, 128).to(torch.bfloat16))
+    cache.put("test", "f32", torch.randn(100, 64))
+    req = MockRequest("r", ["good", "short", "wide", "f32"], [100] * 4)
+    assert ask_until_ready(sched, req)
+    assert [sched.has_cache_item(k) for k in ("good", "short", "wide", "f32")] == \
+        [True, False, False, False]
+    assert sched.get_ec_connector_stats().reduce()["rejected_hits"] == 3
+    sched.request_finished(req)
+    deadline = time.monotonic() + 10
+    while any(cache.contains("test", k) for k in ("short", "wide", "f32")):
+        assert time.monotonic() < deadline, "the rejected entries were not erased"
+        time.sleep(0.01)
+    assert cache.contains("test", "good")
+    sched.shutdown()
