@@ -257,10 +257,15 @@ class EcStoreConnector(ECConnectorBase):
             fresh.append(key)
         if not fresh:
             return ready
+        timeouts = self._lookups.timeouts
         got = self._lookups.ask(request.request_id, fresh)
         if got is None:
             return False  # not back yet: vLLM asks again next step
+        if self._lookups.timeouts > timeouts:
+            self._count("lookup_timeouts")
         errors, self._lookups.errors = self._lookups.errors, 0
+        if errors:
+            self._count("lookup_errors", errors)
         if errors and not self._fail_open:
             raise ecstore.Unavailable(f"ec-store: {errors} item(s) of {request.request_id} "
                                       "could not be looked up (fail_open is false)")
@@ -437,6 +442,14 @@ class EcStoreConnector(ECConnectorBase):
     @classmethod
     def build_ec_connector_stats(cls, data: dict[str, Any] | None = None) -> ECConnectorStats:
         return EcStoreConnectorStats(dict(data or {}))
+
+    @classmethod
+    def build_prom_metrics(cls, vllm_config: "VllmConfig", metric_types: dict,
+                           labelnames: list[str],
+                           per_engine_labelvalues: dict[int, list[object]]) -> Any:
+        from ecstore.vllm_metrics import EcStorePromMetrics
+
+        return EcStorePromMetrics(vllm_config, metric_types, labelnames, per_engine_labelvalues)
 
     def _note_saved(self, key: str, nbytes: int) -> None:
         with self._saved_lock:

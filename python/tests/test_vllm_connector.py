@@ -487,3 +487,26 @@ def test_a_wrong_entry_under_a_scheduled_items_key_is_a_miss_and_is_erased(tmp_p
         time.sleep(0.01)
     assert cache.contains("test", "good")
     sched.shutdown()
+
+
+def test_the_connectors_counts_reach_vllms_prometheus_metrics(tmp_path):
+    """Through vLLM's own ECConnectorProm, as its Prometheus stat logger builds it: the
+    counts the scheduler's connector reports appear as vllm:ec_store_* counters per engine."""
+    from prometheus_client import REGISTRY, generate_latest
+    from vllm.distributed.ec_transfer.ec_connector.metrics import ECConnectorProm
+
+    config = make_config("ecstore", str(tmp_path / "s"), True, True)
+    config.ec_transfer_config.ec_connector = "EcStoreConnector"
+    config.ec_transfer_config.ec_connector_module_path = "ecstore.vllm"
+    prom = ECConnectorProm(config, ["model_name", "engine"], {0: ["m", "0"]})
+    assert prom.prom_metrics is not None, "build_prom_metrics gave nothing"
+    sched = EcStoreConnector(config, ECConnectorRole.SCHEDULER)
+    try:
+        sched.cache.put("test", "a", torch.randn(100, 64).to(torch.bfloat16))
+        assert ask_until_ready(sched, MockRequest("r", ["a", "b"], [100, 10]))
+        prom.observe(sched.get_ec_connector_stats().reduce(), 0)
+        text = generate_latest(REGISTRY).decode()
+        assert 'vllm:ec_store_hits_total{engine="0",model_name="m"} 1.0' in text
+        assert 'vllm:ec_store_misses_total{engine="0",model_name="m"} 1.0' in text
+    finally:
+        sched.shutdown()
