@@ -410,7 +410,8 @@ def test_a_hung_or_dead_daemon_costs_misses_never_a_scheduler_stall(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     port = re.search(r"port (\d+)", proc.stdout.readline()).group(1)
     addr = f"tcp://127.0.0.1:{port}"
-    extra = {"lookup_budget_ms": 50, "timeout_ms": 2000, "retries": 0}
+    # A budget a sanitized daemon answers a healthy lookup within; the hooks never wait on it.
+    extra = {"lookup_budget_ms": 1000, "timeout_ms": 2000, "retries": 0}
     producer = EcStoreConnector(make_config("ecstore", addr, True, False, extra),
                                 ECConnectorRole.WORKER)
     sched = EcStoreConnector(make_config("ecstore", addr, False, True, extra),
