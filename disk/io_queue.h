@@ -74,13 +74,11 @@ class IoService {
   // window's worth goes a third of a window at a time. On this VM's virtio disk every
   // request in flight completes together: with a whole 12 MB entry in flight its first byte
   // landed at 99 % of the read, so the caller's copy-out and checksum ran after the read
-  // instead of under it (a teed get 0.67-0.70 x its raw read; with a window of 12,
-  // 0.84-0.88 x, windows of 8-16 alike; with the smaller last waves 0.86-0.89 x, p50
-  // 0.86-0.90 x; GetMany 0.87 -> 0.91 -> 0.92-0.94 x; alternated runs, 2026-11-23).
+  // instead of under it; a window of about 12 pieces, sent a third at a time, lets them run
+  // under the read (`bench get_disk`: windows of 8-16 measured alike).
   // The service's thread only reaps and submits: copying a teed read's pieces here as they
-  // completed, to split the tail's work over two cores, left the disk idle meanwhile (a
-  // promoted get 0.81-0.86 -> 0.63-0.67 x, GetMany 0.90-0.93 -> 0.66-0.68 x; three
-  // alternated runs, 2026-11-24).
+  // completed, to split the tail's work over two cores, left the disk idle meanwhile and
+  // slowed promoted gets and GetMany by about a quarter.
   static Result<std::unique_ptr<IoService>> Start(Env* env, unsigned depth, uint64_t chunk_bytes,
                                                   unsigned followed_window = 0);
   static constexpr unsigned kFollowedWaves = 3;

@@ -102,11 +102,9 @@ class HostEvictor : public Evictor {
   // tee, an entry's payload is also copied there as its pieces land, and `delivered` is set
   // once it is checked (a reader's destination: the copy overlaps the rest of the batch's
   // reads instead of following them). A kPrefetch is not counted as a read and evicts
-  // nothing to make room: it takes free room or none (Busy). Measured (bench mixed, 1 GiB
-  // pool at 0.98/0.95, the H200 host, 2026-11-23): prefetches that evicted clean spans on
-  // demand read 3.04-3.08 MB/op back from disk and ran 1.73-1.83 x the baseline; the ones
-  // that did not, 2.81-2.87 MB/op and 1.95-2.12 x. What a prefetch evicts is often what the
-  // step being fetched now is about to lease.
+  // nothing to make room: it takes free room or none (Busy). What a prefetch evicts is often
+  // what the step being fetched now is about to lease: prefetches that evicted read more
+  // back from disk and ran slower in `bench mixed`.
   struct PromoteItem {
     EntryPtr e;
     uint8_t* tee = nullptr;  // at least e->bytes, or none

