@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace ecstore {
 namespace {
@@ -464,15 +465,16 @@ void Index::WriterLoop() {
       stopping = stop_;
     }
     Status st = Apply(batch);
+    Status held_back;
     {
       std::lock_guard<std::mutex> l(mu_);
       attempted_ = upto;
       if (st.ok()) committed_ = upto;
-      if (st.ok() && !last_error_.ok())
-        spdlog::info("index: the changes held back by \"{}\" are written", last_error_.message());
-      last_error_ = st;
+      held_back = std::exchange(last_error_, st);
     }
     committed_cv_.notify_all();
+    if (st.ok() && !held_back.ok())
+      spdlog::info("index: the changes held back by \"{}\" are written", held_back.message());
     if (st.ok()) {
       batch.clear();
       backoff = std::chrono::milliseconds(50);
