@@ -73,8 +73,10 @@ void Connection::End() {
 
 Status Connection::Open() {
   End();
-  auto fd = unix_ ? ConnectUnix(unix_path_, opt_.timeout) : ConnectTcp(hp_, opt_.timeout);
+  auto connect_timeout = opt_.connect_timeout.count() > 0 ? opt_.connect_timeout : opt_.timeout;
+  auto fd = unix_ ? ConnectUnix(unix_path_, opt_.timeout) : ConnectTcp(hp_, connect_timeout);
   if (!fd.ok()) return fd.status();
+  if (!unix_) SetTimeouts(fd->get(), opt_.timeout);
   conn_.Adopt(std::move(fd).value());
   HelloInfo info;
   int passed = -1;

@@ -30,7 +30,10 @@
 namespace ecstore::net {
 
 struct ClientOptions {
-  std::chrono::milliseconds timeout{5000};
+  std::chrono::milliseconds timeout{5000};  // each call's bound on the connection
+  // The bound on establishing a TCP connection (0: `timeout`). A host that is down answers
+  // nothing: a short one keeps a caller from waiting a whole call's timeout on a dead peer.
+  std::chrono::milliseconds connect_timeout{0};
   int retries = 1;
   std::string token;
   // "auto": chosen by capability -- a loopback server that offers shared memory is read in

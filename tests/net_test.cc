@@ -1,6 +1,8 @@
 // Client and server in separate processes on loopback, over real TCP sockets.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -294,6 +296,34 @@ TEST_P(NetP, DeadOrHungServerIsUnavailableWithinTheTimeout) {
   EXPECT_TRUE(got.status().IsUnavailable()) << got.status().ToString();
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
   EXPECT_TRUE(Client::Connect(server.uri(), o).status().IsUnavailable());
+}
+
+// A peer whose accept queue is full drops the SYNs: a connect to it waits as long as it is
+// let. The connect timeout bounds that wait, not the (longer) call timeout.
+TEST(Net, ConnectTimeoutBoundsAConnectThatIsNeverAnswered) {
+  UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), len), 0);
+  ASSERT_EQ(listen(listener.get(), 0), 0);
+  ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  std::vector<UniqueFd> queued;  // fill the accept queue (loopback handshakes end in connect)
+  for (int i = 0; i < 4; ++i) {
+    queued.emplace_back(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    connect(queued.back().get(), reinterpret_cast<sockaddr*>(&sa), len);
+  }
+  ClientOptions o = TcpOnly();
+  o.timeout = std::chrono::seconds(20);
+  o.connect_timeout = std::chrono::milliseconds(300);
+  o.retries = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = Client::Connect("tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port)), o);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(c.status().IsUnavailable()) << c.status().ToString();
+  EXPECT_LT(secs, 10.0) << c.status().ToString();  // bounded by 300 ms, not the 20 s timeout
 }
 
 TEST_P(NetP, EvictionRacingReadsNeverServesWrongBytes) {

@@ -401,9 +401,13 @@ def open(dir: str, pool_size: int | str = "256MiB", disk_quota: int | str = "16G
 
 
 def connect(uri: str, *, token: str | None = None, transport: str = "auto",
-            timeout: float = 5.0, retries: int = 1, put_arena: bool = True) -> Cache:
+            timeout: float = 5.0, retries: int = 1, put_arena: bool = True,
+            connect_timeout: float | None = None) -> Cache:
     """Connects to an `ec-store serve` daemon: "tcp://host:port", "host:port" or
     "unix:/dir/serve.sock". Same-host servers are read through shared memory, and put to
     through the connection's put arena (shared memory of at least 64 MiB and twice the
-    largest put; put_arena=False: over the socket, and reserve is refused)."""
-    return Cache(_ecstore.connect(uri, token or "", transport, timeout, retries, put_arena))
+    largest put; put_arena=False: over the socket, and reserve is refused). timeout bounds
+    each call (seconds, per attempt), connect_timeout a TCP connection's setup (default:
+    timeout); a failed call is tried `retries` more times on a new connection."""
+    return Cache(_ecstore.connect(uri, token or "", transport, timeout, retries, put_arena,
+                                  connect_timeout or 0.0))

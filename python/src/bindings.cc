@@ -383,12 +383,13 @@ std::unique_ptr<PyCache> Open(const std::string& dir, uint64_t pool_bytes,
 
 std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& token,
                                  const std::string& transport, double timeout_s, int retries,
-                                 bool put_arena) {
+                                 bool put_arena, double connect_timeout_s) {
   net::ClientOptions o;
   o.put_arena = put_arena;
   o.token = token;
   o.transport = transport;
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  o.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_s * 1000));
   o.retries = retries;
   std::unique_ptr<net::Client> c;
   {
@@ -448,7 +449,7 @@ void BindFunctions(nb::module_& m) {
         "compress"_a = false, "promote_on_get"_a = true, "device"_a = 0, "device_pool_bytes"_a = 0,
         "eviction_policy"_a = "freq");
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
-        "retries"_a = 1, "put_arena"_a = true);
+        "retries"_a = 1, "put_arena"_a = true, "connect_timeout_s"_a = 0.0);
 }
 
 }  // namespace
