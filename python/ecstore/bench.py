@@ -9,6 +9,8 @@ it measures, per entry size, p50 and p99 of:
   load    start_load_caches of one entry into the target device (cuda:0, else CPU; on the
           CPU every page is then touched once, as vLLM's use of the tensor would)
   has     has_cache_item for a present item
+and, with a daemon of its own, the scheduler thread's time per hook call with that daemon
+healthy, hung and dead, beside ECExampleConnector's os.path.exists;
 and the limit for load: the same bytes copied the simplest way into a fresh tensor on the
 target device (a pinned host->device copy on a GPU; a memcpy on the CPU).
 """
@@ -40,7 +42,7 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def config(kind: str, store: str, producer: bool, consumer: bool):
+def config(kind: str, store: str, producer: bool, consumer: bool, more: dict | None = None):
     from vllm.config import VllmConfig
 
     c = Mock(spec=VllmConfig)
@@ -53,6 +55,7 @@ def config(kind: str, store: str, producer: bool, consumer: bool):
     extra = ({"store": spec, "namespace": "bench", "pool_size": "2GiB", "lookup_budget_ms": 10000}
              if kind == "ecstore"
              else {"shared_storage_path": store})
+    extra.update(more or {})
     ec.ec_connector_extra_config = extra
     ec.get_from_extra_config = lambda k, d=None: extra.get(k, d)
     c.ec_transfer_config = ec
@@ -319,6 +322,87 @@ def limit_save(device: str, reps: int) -> dict:
     return out
 
 
+def hook_times(root: str, reps: int) -> dict:
+    """The scheduler thread's time in each hook call (ensure_cache_available once a step
+    until ready, has_cache_item per item, update_state_after_alloc, build_connector_meta,
+    request_finished) for requests of two items, one present, with the daemon healthy, hung
+    (SIGSTOP) and dead (SIGKILL), at the default lookup budget; beside ECExampleConnector's
+    has_cache_item (an os.path.exists per item), which is all it does on that thread."""
+    import signal
+
+    from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole
+    from vllm.distributed.ec_transfer.ec_connector.example_connector import (
+        ECExampleConnector)
+
+    from ecstore.vllm import EcStoreConnector
+
+    proc, addr = start_daemon(os.path.join(root, "hooks"), pool="256MiB")
+    if not addr:
+        return {}
+    out = {}
+    sched = EcStoreConnector(config("ecstore", addr, False, True, {"lookup_budget_ms": 50}),
+                             ECConnectorRole.SCHEDULER)
+    try:
+        sched.cache.put("bench", "present", torch.ones(400, 3584, dtype=torch.bfloat16))
+        for state in ("healthy", "hung", "dead"):
+            if state == "hung":
+                proc.send_signal(signal.SIGSTOP)
+            elif state == "dead":
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+            calls, waits, hits = [], [], 0
+            for i in range(reps):
+                req = Request("present", 400)
+                req.request_id = f"{state}-{i}"
+                req.mm_features.append(Request(f"absent-{state}-{i}", 400).mm_features[0])
+                w, h = _one_request(sched, req, calls)
+                waits.append(w)
+                hits += h
+            out[state] = {"p50_us": pct(calls, 0.5) * 1e6, "p99_us": pct(calls, 0.99) * 1e6,
+                          "max_us": max(calls) * 1e6, "calls": len(calls),
+                          "wait_p50_ms": pct(waits, 0.5) * 1e3, "hits": hits}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+        sched.shutdown()
+    files = os.path.join(root, "hooks-example")
+    os.makedirs(files, exist_ok=True)
+    example = ECExampleConnector(config("example", files, False, True), ECConnectorRole.SCHEDULER)
+    calls = []
+    for _ in range(reps * 10):
+        t = time.perf_counter()
+        example.has_cache_item("present")
+        calls.append(time.perf_counter() - t)
+    out["example-exists"] = {"p50_us": pct(calls, 0.5) * 1e6, "p99_us": pct(calls, 0.99) * 1e6,
+                             "max_us": max(calls) * 1e6, "calls": len(calls)}
+    return out
+
+
+def _one_request(sched, req, calls: list) -> tuple[float, int]:
+    """One request through the scheduler hooks, a step being 1 ms; appends each call's time
+    to `calls`; (how long the request waited to be ready, its hits)."""
+    start = time.perf_counter()
+
+    def timed(f, *a):
+        t = time.perf_counter()
+        r = f(*a)
+        calls.append(time.perf_counter() - t)
+        return r
+
+    while not timed(sched.ensure_cache_available, req, 0):
+        time.sleep(0.001)
+    waited = time.perf_counter() - start
+    hits = 0
+    for i, f in enumerate(req.mm_features):
+        if timed(sched.has_cache_item, f.identifier):
+            hits += 1
+            timed(sched.update_state_after_alloc, req, i)
+    timed(sched.build_connector_meta, SimpleNamespace())
+    timed(sched.request_finished, req)
+    return waited, hits
+
+
 def start_daemon(root: str, copy_threads: int = -1, pool: str = "2GiB"):
     """On a GPU its pool holds both daemon runs' entries (30 reps: 5.3 GB), so the second
     run's saves do not make room while the first run's spill."""
@@ -363,6 +447,8 @@ def main() -> None:
             if kind == "example":
                 os.makedirs(store, exist_ok=True)
             results[name] = run_connector(name, kind, store, device, args.reps, cold)
+        if HAVE_VLLM:
+            results["hooks"] = hook_times(root, max(args.reps, 20))
     finally:
         if proc:
             proc.terminate()
@@ -394,9 +480,24 @@ def main() -> None:
               f"{lim_save['p50_ms']:6.2f}/{lim_save['p99_ms']:6.2f} "
               f"{lim['p50_ms']:6.2f}/{lim['p99_ms']:6.2f}")
     print("ready's limit: the same bytes copied into pinned host memory (device->host on a GPU)")
+    print_hooks(results.get("hooks") or {})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
+
+
+def print_hooks(hooks: dict) -> None:
+    if not hooks:
+        return
+    print("the scheduler thread's time per hook call, requests of 2 items (1 present), "
+          "lookup budget 50 ms:")
+    print(f"{'daemon':16} {'p50 us':>8} {'p99 us':>8} {'max us':>8} {'calls':>6} "
+          f"{'ready after':>12} {'hits':>5}")
+    for state, r in hooks.items():
+        extra = (f"{r['wait_p50_ms']:9.2f} ms {r['hits']:5}" if "hits" in r
+                 else "   (os.path.exists per item: ECExampleConnector)")
+        print(f"{state:16} {r['p50_us']:8.1f} {r['p99_us']:8.1f} {r['max_us']:8.1f} "
+              f"{r['calls']:6} {extra}")
 
 
 if __name__ == "__main__":

@@ -18,11 +18,26 @@ KNOWN_KEYS = {
     "token_file": "a file holding the daemon's shared secret",
     "token": "the daemon's shared secret itself (prefer token_file or EC_STORE_TOKEN)",
     "fail_open": "true (default): a store that cannot be reached is a miss",
+    "tenant_salt": "true (default): a request's cache_salt scopes its items' entries, so two "
+                   "tenants' identical images are two entries and neither hits the other's",
     "timeout_ms": "a daemon's bound on each call, in ms (default 2000)",
+    "connect_timeout_ms": "a daemon's bound on setting up a TCP connection, in ms (default 500)",
+    "transport": "how a daemon is reached: auto (default: shared memory on the same host, "
+                 "else TCP or RDMA), tcp, shm or rdma",
     "retries": "how often a failed daemon call is tried again on a new connection (default 1)",
     "lookup_budget_ms": "how long a request may wait for the store's answer before its items "
                         "are computed, in ms (default 50); the scheduler thread never waits",
+    "saved_wait_ms": "how long a request waits for an item its producer reported saved "
+                     "(its ec_transfer_params) to land, in ms (default 5000)",
 }
+
+# key -> (default, kind); a value of the wrong kind fails the start naming the key
+DEFAULTS = {
+    "timeout_ms": (2000, "ms"), "connect_timeout_ms": (500, "ms"), "retries": (1, "count"),
+    "lookup_budget_ms": (50, "ms"), "saved_wait_ms": (5000, "ms"),
+    "fail_open": (True, "bool"), "tenant_salt": (True, "bool"), "transport": ("auto", "choice"),
+}
+_CHOICES = {"transport": ("auto", "tcp", "shm", "rdma")}
 
 FORMS = ("tcp://HOST:PORT (a daemon over TCP), unix:/PATH (a same-host daemon's socket, "
          "e.g. unix:/var/cache/ec/serve.sock) or dir:/ABSOLUTE/PATH (a store embedded in "
@@ -40,14 +55,44 @@ class StoreSpec:
 
 
 def check_keys(extra: dict) -> None:
-    """Refuses an extra-config key the connector does not know, naming the close ones."""
+    """Refuses an extra-config key the connector does not know, naming the close ones, and
+    a value of the wrong kind."""
     for key in extra:
+        if key in DEFAULTS:
+            setting(extra, key)
         if key in KNOWN_KEYS:
             continue
         near = difflib.get_close_matches(str(key).replace("-", "_"), list(KNOWN_KEYS), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise ValueError(f"ec_connector_extra_config has an unknown key {key!r}{hint}; the "
                          f"known keys are: {', '.join(sorted(KNOWN_KEYS))}")
+
+
+def setting(extra: dict, key: str):
+    """The extra config's value for `key`, or its default; a value that is not a number of
+    milliseconds, a count or a boolean, as the key takes, is refused naming the key."""
+    default, kind = DEFAULTS[key]
+    value = extra.get(key, default)
+    if kind == "choice":
+        if value not in _CHOICES[key]:
+            raise ValueError(f"ec_connector_extra_config {key}={value!r}: write one of "
+                             f"{', '.join(_CHOICES[key])} (default {default})")
+        return value
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("true", "false"):
+            return str(value).lower() == "true"
+        raise ValueError(f"ec_connector_extra_config {key}={value!r}: write true or false")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if number < 0 or (kind == "count" and number != int(number)) or isinstance(value, bool):
+        what = "a whole number, 0 or more" if kind == "count" else "milliseconds, 0 or more"
+        raise ValueError(f"ec_connector_extra_config {key}={value!r}: write {what} "
+                         f"(default {default})")
+    return int(number) if kind == "count" else number / 1000  # ms -> s
 
 
 def parse_store(spec: object) -> StoreSpec:

@@ -11,7 +11,7 @@ released at once.
 
     lookups = Lookups(cache, ns, budget_s=0.05)
     got = lookups.ask(request_id, keys)   # None: not back yet, ask again next step
-    ...                                    # else {key: Lease or None (absent, failed, late)}
+    ...                                    # else {key: Lease, or why not: ABSENT, ...}
 
 Thread rules: ask, release, forget and close from the scheduler thread; pins are taken on
 the lookup thread and released on the release thread, which own nothing else.
@@ -23,11 +23,16 @@ import concurrent.futures
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import ecstore
 
 logger = logging.getLogger(__name__)
+
+# Why a key has no pin: the store does not hold it, the store could not be asked, or its
+# answer did not come back within the budget.
+ABSENT, UNAVAILABLE, TIMEOUT = "absent", "unavailable", "timeout"
+_WARN_EVERY_S = 30.0
 
 
 @dataclass
@@ -38,8 +43,11 @@ class _Ask:
 
 
 class Lookups:
-    def __init__(self, cache: ecstore.Cache, ns: str, budget_s: float):
-        self._cache, self._ns, self._budget = cache, ns, budget_s
+    def __init__(self, cache: ecstore.Cache, ns: str, budget_s: float,
+                 on_answer: Callable[[float], None] | None = None):
+        """on_answer(seconds): called on the scheduler thread with each answered ask's time
+        from asked to answered."""
+        self._cache, self._ns, self._budget, self._on_answer = cache, ns, budget_s, on_answer
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-lookup")
         # Prefetches read an embedded store's disk on their thread: not in the pins' way.
         self._prefetcher = concurrent.futures.ThreadPoolExecutor(1, "ecstore-prefetch")
@@ -48,11 +56,13 @@ class Lookups:
         self._asks: dict[str, _Ask] = {}
         self.timeouts = 0  # asks answered by the budget, not the store
         self.errors = 0    # keys whose pin failed (the store unreachable, ...)
+        self._warned_at = -_WARN_EVERY_S  # a dead store fails every key: logged this often
+        self._unwarned = 0
 
     def ask(self, req_id: str, keys: list[str]) -> dict[str, Any] | None:
-        """The request's pins once the store has answered: {key: Lease, or None where the
-        entry is absent or the store failed}; None while the answer is not back and the
-        budget not spent; every key None once it is."""
+        """The request's pins once the store has answered: {key: Lease, or ABSENT or
+        UNAVAILABLE}; None while the answer is not back and the budget not spent; every key
+        TIMEOUT once it is."""
         ask = self._asks.get(req_id)
         if ask is None or ask.keys != tuple(keys):
             if ask is not None:
@@ -67,15 +77,17 @@ class Lookups:
                 self._prefetcher.submit(self._prefetch, list(keys))
         if ask.future.done():
             del self._asks[req_id]
-            got, errors = ask.future.result()
+            got, errors, answered = ask.future.result()
             self.errors += errors
+            if self._on_answer is not None:
+                self._on_answer(answered - ask.started)
             return got
         if time.monotonic() - ask.started < self._budget:
             return None
         del self._asks[req_id]
         self._abandon(ask)
         self.timeouts += 1
-        return {k: None for k in keys}
+        return {k: TIMEOUT for k in keys}
 
     def forget(self, req_id: str) -> None:
         """The request is gone: an answer still to come releases its pins."""
@@ -110,7 +122,7 @@ class Lookups:
             if f.cancelled() or f.exception() is not None:
                 return
             for lease in f.result()[0].values():
-                if lease is not None:
+                if not isinstance(lease, str):
                     lease.release()
 
         if not ask.future.cancel():
@@ -122,16 +134,25 @@ class Lookups:
         except ecstore.Error as e:  # a hint; the pins decide
             logger.debug("ec-store: prefetch of %d items failed: %s", len(keys), e)
 
-    def _pin_all(self, keys: list[str]) -> tuple[dict[str, Any], int]:
+    def _warn_unavailable(self, key: str, e: Exception) -> None:
+        now = time.monotonic()
+        if now - self._warned_at < _WARN_EVERY_S:
+            self._unwarned += 1
+            return
+        more = f" ({self._unwarned} more since the last report)" if self._unwarned else ""
+        logger.warning("ec-store: %s unavailable (%s); computing it%s", key, e, more)
+        self._warned_at, self._unwarned = now, 0
+
+    def _pin_all(self, keys: list[str]) -> tuple[dict[str, Any], int, float]:
         got: dict[str, Any] = {}
         errors = 0
         for key in keys:
             try:
                 got[key] = self._cache.pin(self._ns, key)
             except ecstore.NotFound:
-                got[key] = None
+                got[key] = ABSENT
             except ecstore.Error as e:
-                logger.warning("ec-store: %s unavailable (%s); computing it", key, e)
-                got[key] = None
+                self._warn_unavailable(key, e)
+                got[key] = UNAVAILABLE
                 errors += 1
-        return got, errors
+        return got, errors, time.monotonic()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from typing import Any, Callable
 
 import torch
@@ -69,7 +70,8 @@ class AsyncSaver:
 
     def __init__(self, cache: ecstore.Cache, ns: str,
                  on_error: Callable[[str, Exception], None] | None = None,
-                 on_saved: Callable[[str, int], None] | None = None, landing: bool = True,
+                 on_saved: Callable[[str, int, float], None] | None = None,
+                 landing: bool = True,
                  device_puts: bool = True):
         """landing=False: through a daemon, large entries too fill the block first, then
         commit (one thread). device_puts=False: never hand the daemon a tensor to copy
@@ -96,12 +98,12 @@ class AsyncSaver:
         if src.device.type == "cuda":
             ready = torch.cuda.Event()
             ready.record()
-        fut = self._pool.submit(self._put, key, src, ready)
+        fut = self._pool.submit(self._put, key, src, ready, time.monotonic())
         with self._lock:
             self._pending.add(fut)
         fut.add_done_callback(self._finished)
 
-    def _put(self, key: str, src: torch.Tensor, ready: Any) -> None:
+    def _put(self, key: str, src: torch.Tensor, ready: Any, handed: float) -> None:
         try:
             if ready is None:
                 self._cache.put(self._ns, key, src)
@@ -112,7 +114,8 @@ class AsyncSaver:
             else:
                 self._put_staged(key, src, ready)
             if self._on_saved is not None:
-                self._on_saved(key, src.numel() * src.element_size())
+                self._on_saved(key, src.numel() * src.element_size(),
+                               time.monotonic() - handed)
         except ecstore.Error as e:
             if self._on_error is None:
                 raise

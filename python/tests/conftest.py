@@ -15,11 +15,11 @@ def _ec_store_bin() -> str:
     return path
 
 
-def _serve(tmp_path, *extra):
+def _serve(tmp_path, *extra, pool_size="64MiB"):
     """A daemon on loopback (port chosen by the kernel); yields its tcp:// and unix: URIs, its
     directory and, with --metrics-listen among `extra`, its operator port's base URL."""
     proc = subprocess.Popen(
-        [_ec_store_bin(), "serve", "--dir", str(tmp_path / "served"), "--pool-size", "64MiB",
+        [_ec_store_bin(), "serve", "--dir", str(tmp_path / "served"), "--pool-size", pool_size,
          "--listen", "127.0.0.1:0", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
@@ -42,6 +42,12 @@ def _serve(tmp_path, *extra):
 @pytest.fixture
 def daemon(tmp_path):
     yield from _serve(tmp_path)
+
+
+@pytest.fixture
+def big_daemon(tmp_path):
+    """A daemon whose pool holds the largest encoder outputs several at a time."""
+    yield from _serve(tmp_path, pool_size="512MiB")
 
 
 @pytest.fixture
