@@ -15,20 +15,28 @@ def _ec_store_bin() -> str:
     return path
 
 
-def _serve(tmp_path, *extra, pool_size="64MiB"):
-    """A daemon on loopback (port chosen by the kernel); yields its tcp:// and unix: URIs, its
-    directory and, with --metrics-listen among `extra`, its operator port's base URL."""
+def start_serve(directory, *extra, port=0, pool_size="64MiB", stderr=subprocess.PIPE):
+    """`ec-store serve` on loopback (port 0: chosen by the kernel); (the process, its first
+    line of output, its port)."""
     proc = subprocess.Popen(
-        [_ec_store_bin(), "serve", "--dir", str(tmp_path / "served"), "--pool-size", pool_size,
-         "--listen", "127.0.0.1:0", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [_ec_store_bin(), "serve", "--dir", str(directory), "--pool-size", pool_size,
+         "--listen", f"127.0.0.1:{port}", *extra],
+        stdout=subprocess.PIPE, stderr=stderr, text=True)
     line = proc.stdout.readline()
     m = re.search(r"port (\d+)", line)
     if not m:
         proc.kill()
-        raise RuntimeError(f"ec-store serve did not start: {line!r} {proc.stderr.read()}")
+        why = proc.stderr.read() if proc.stderr else ""
+        raise RuntimeError(f"ec-store serve did not start: {line!r} {why}")
+    return proc, line, int(m.group(1))
+
+
+def _serve(tmp_path, *extra, pool_size="64MiB"):
+    """A daemon on loopback (port chosen by the kernel); yields its tcp:// and unix: URIs, its
+    directory and, with --metrics-listen among `extra`, its operator port's base URL."""
+    proc, line, port = start_serve(tmp_path / "served", *extra, pool_size=pool_size)
     metrics = re.search(r"metrics port (\d+)", line)
-    yield {"tcp": f"tcp://127.0.0.1:{m.group(1)}",
+    yield {"tcp": f"tcp://127.0.0.1:{port}",
            "unix": f"unix:{tmp_path / 'served' / 'serve.sock'}",
            "dir": tmp_path / "served",
            "metrics": f"http://127.0.0.1:{metrics.group(1)}" if metrics else None}

@@ -5,7 +5,6 @@ store call's timeout -- a bound on blocking, not a speed -- the requests that ne
 store see misses (the encoder computes them), and hits come back once the daemon does,
 without a new connector."""
 
-import re
 import signal
 import socket
 import subprocess
@@ -20,7 +19,7 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed (make python-te
 from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole  # noqa: E402
 
 import ecstore  # noqa: E402
-from conftest import _ec_store_bin  # noqa: E402
+from conftest import start_serve  # noqa: E402
 from ecstore.vllm import EcStoreConnector  # noqa: E402
 from test_vllm_connector import MockRequest, ask_until_ready, make_config  # noqa: E402
 
@@ -28,15 +27,8 @@ BOUND_S = 0.025  # a scheduler hook's longest call; a store call's timeout here 
 
 
 def start_daemon(directory, port=0):
-    proc = subprocess.Popen([_ec_store_bin(), "serve", "--dir", str(directory),
-                             "--pool-size", "64MiB", "--listen", f"127.0.0.1:{port}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    m = re.search(r"port (\d+)", line)
-    if not m:
-        proc.kill()
-        raise RuntimeError(f"ec-store serve did not start: {line!r}")
-    return proc, int(m.group(1))
+    proc, _, port = start_serve(directory, port=port, stderr=subprocess.DEVNULL)
+    return proc, port
 
 
 def schedule(sched, req_id, keys, hit_key="a", deadline_s=5):
