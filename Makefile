@@ -27,7 +27,7 @@ test: build
 # venv cached outside the tree (scripts/python-env.sh). The extension is built in build-py.
 PY_ENV = VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
 	EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store PYTHONPATH=$(CURDIR)/build-py/python
-# On the GPU machine, with a build made here and carried there (README, "GPU machine"): the
+# On the GPU machine, with a build made here and carried there (docs/development.md): the
 # device-tier tests, which fail instead of skipping when no GPU is found, and the CUDA
 # Python tests. BUILD there holds ecstore_tests, ec-store and python/ecstore.
 test-gpu:
@@ -56,7 +56,7 @@ test-rdma: build
 bench-rdma: build
 	tests/rdma-vm/run.sh $(BUILD)/rdma-vm tests/rdma-vm/bench.sh $(BUILD)/ec-store-bench
 
-# The soak test (README, "Operating the daemon"): SOAK_SECONDS of chaos against a daemon,
+# The soak test (docs/operations.md): SOAK_SECONDS of chaos against a daemon,
 # then every acknowledged-durable entry checked. Root runs the disk-full phase on a tmpfs.
 # `make test` runs it for 60 s.
 SOAK_SECONDS ?= 600

@@ -369,7 +369,7 @@ def main() -> int:
     ap.add_argument("--bin", required=True)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--no-disk-full", action="store_true",
-                    help="skip the disk-full (ENOSPC) phase (make test: see README, Limits)")
+                    help="skip the disk-full (ENOSPC) phase (without root there is no private tmpfs to fill)")
     ap.add_argument("--rss-slack-mib", type=int, default=224,
                     help="what the server may hold beyond its 32 MiB pool (make asan raises it: "
                          "ASan's shadow memory and quarantine count in the RSS)")

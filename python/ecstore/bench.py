@@ -33,7 +33,8 @@ import torch
 
 DEVICE = "cpu"
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
-SIZES = {"2.87MB": (400, 3584), "10.6MB": (1296, 4096), "16.5MB": (2016, 4096),
+# One width: a namespace holds one model's encoder outputs (the connector checks hits against it).
+SIZES = {"2.87MB": (350, 4096), "10.6MB": (1296, 4096), "16.5MB": (2016, 4096),
          "57.8MB": (7056, 4096)}
 
 

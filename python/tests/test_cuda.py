@@ -1,5 +1,5 @@
 """CUDA tensors in and out (byte-exact), on a machine with a GPU. CI has none: these skip
-there, saying so; they run on the GPU machine by hand (see README, Figures)."""
+there, saying so; they run on the GPU machine by hand (docs/development.md: `make test-gpu`)."""
 
 import pytest
 import torch
