@@ -2,11 +2,15 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#ifdef EC_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -29,6 +33,17 @@ milliseconds Millis(const std::string& text) {
   return milliseconds(Check(ParseDuration(text)) / 1000);
 }
 
+// Tells systemd (Type=notify units: NOTIFY_SOCKET is set) what the daemon is doing; without
+// libsystemd, or outside such a unit, nothing.
+void Notify(const std::string& state) {
+#ifdef EC_HAVE_SYSTEMD
+  int rc = sd_notify(0, state.c_str());
+  if (rc < 0) spdlog::warn("telling systemd '{}' failed: {}", state, std::strerror(-rc));
+#else
+  (void)state;
+#endif
+}
+
 // What the daemon is doing, for /readyz and /healthz. The store and server are set once
 // they are up and cleared before they go.
 class Lifecycle {
@@ -44,10 +59,11 @@ class Lifecycle {
     phase_ = phase;
     if (std::string(phase) != "serving") store_ = nullptr, server_ = nullptr;
   }
+  // Ready: serving, and healthy (a store that cannot persist should get no new traffic).
   Status Ready() {
     std::lock_guard<std::mutex> l(mu_);
-    if (server_) return Status::Ok();
-    return Status::Unavailable(std::string("not serving: ") + phase_);
+    if (!server_) return Status::Unavailable(std::string("not serving: ") + phase_);
+    return store_->Health();
   }
   // Alive: starting (recovering) counts as healthy; serving asks the store.
   Status Health() {
@@ -182,6 +198,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a) {
   so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
   auto server = Check(net::Server::Start(store.get(), so));
   life.Up(store.get(), server.get());
+  Notify("READY=1\nSTATUS=serving " + g.dir);
   spdlog::info(
       "same-host puts are copied out of their put arenas by {} thread(s) each; TCP puts' "
       "pieces are checksummed {}",
@@ -206,6 +223,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a) {
       spdlog::error("SIGHUP: persisting the pool failed: {}", st.ToString());
   }
   spdlog::info("signal {}: stopping, persisting the pool", sig);
+  Notify("STOPPING=1\nSTATUS=stopping: persisting the pool");
   life.Phase("stopping");
   stopping = true;
   life.Wake();

@@ -105,6 +105,10 @@ void Store(Writer& w, const StoreStats& s) {
   w.Metric("ecstore_pool_huge_page_bytes", "gauge",
            "Pool bytes the kernel put in huge pages (hugetlb or transparent).",
            static_cast<double>(s.pool_huge_page_bytes));
+  // 0 while the pool has capacity: RLIMIT_MEMLOCK refused the lock (the start-up log says
+  // how to raise it), and host<->device copies run at pageable speed.
+  w.Metric("ecstore_pool_pinned_bytes", "gauge", "Pool bytes locked in memory (mlock).",
+           s.pool_locked ? static_cast<double>(s.pool().capacity) : 0.0);
 }
 
 void Histogram(Writer& w, std::string_view name, const std::string& labels,

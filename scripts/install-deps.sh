@@ -4,7 +4,7 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config python3
       liburing-dev liblz4-dev libsqlite3-dev libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev
-      nlohmann-json3-dev libxxhash-dev libgtest-dev libbenchmark-dev
+      nlohmann-json3-dev libxxhash-dev libsystemd-dev libgtest-dev libbenchmark-dev systemd
       gnuplot-nox fio clang clang-format libclang-rt-14-dev redis-server libhiredis-dev
       libibverbs-dev librdmacm-dev ibverbs-providers rdma-core iproute2
       qemu-system-x86 busybox-static cpio kmod)

@@ -2,7 +2,12 @@
 parser (counters that move under load), /healthz and /readyz, remote stats equal to the
 scrape, and the version everywhere."""
 
+import os
+import re
 import shutil
+import signal
+import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -117,6 +122,8 @@ def test_remote_stats_equal_the_scrape(served):
     assert st["keydir"]["compact_rows"] == _value(m, "ecstore_keydir_compact_rows")
     assert st["pool"]["huge_page_bytes"] == _value(m, "ecstore_pool_huge_page_bytes")
     assert st["pool"]["huge_page_bytes"] <= st["pool"]["capacity"]
+    pinned = _value(m, "ecstore_pool_pinned_bytes")
+    assert pinned == (st["pool"]["capacity"] if st["pool"]["pinned"] else 0)
 
 
 def test_healthz_fails_when_the_store_is_unusable(served):
@@ -126,7 +133,9 @@ def test_healthz_fails_when_the_store_is_unusable(served):
     shutil.rmtree(store)  # the volume went away under a running server
     status, body = _http(base + "/healthz")
     assert status == 503 and "is gone" in body, body
-    assert _http(base + "/readyz")[0] == 200  # still serving what it holds
+    # Still serving what it holds, but a balancer should send it no new traffic.
+    status, body = _http(base + "/readyz")
+    assert status == 503 and "is gone" in body, body
 
 
 def test_library_and_cli_share_one_default_namespace(tmp_path):
@@ -169,3 +178,53 @@ def test_slow_http_clients_do_not_stop_the_health_checks(served):
     finally:
         for s in slow:
             s.close()
+
+
+# ------------------------------------------------------------ packaged for systemd
+
+PACKAGING = os.path.join(os.path.dirname(__file__), "..", "..", "packaging")
+
+
+def test_serve_tells_systemd_when_it_is_ready_and_stopping_with_the_packaged_config(tmp_path):
+    """A Type=notify unit's daemon sends READY=1 once it serves, STOPPING=1 at SIGTERM; the
+    packaged config is one `serve` takes (its directory and sizes overridden here)."""
+    from conftest import _ec_store_bin
+
+    sock_path = str(tmp_path / "notify")
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(sock_path)
+    notify.settimeout(60)
+    env = dict(os.environ, NOTIFY_SOCKET=sock_path)
+    proc = subprocess.Popen(
+        [_ec_store_bin(), "--config", os.path.join(PACKAGING, "ec-store.toml"), "--dir",
+         str(tmp_path / "d"), "--pool-size", "64MiB", "--disk-quota", "1GiB", "serve",
+         "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = notify.recv(4096).decode()
+        assert "READY=1" in ready and "STATUS=serving" in ready, ready
+        port = int(re.search(r"port (\d+)", proc.stdout.readline()).group(1))
+        with ecstore.connect(f"tcp://127.0.0.1:{port}", transport="tcp") as c:
+            c.put("ops", "k", np.ones(16, dtype=np.uint8))  # it serves once it said so
+        proc.send_signal(signal.SIGTERM)
+        assert "STOPPING=1" in notify.recv(4096).decode()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        notify.close()
+
+
+def test_the_packaged_unit_file_is_valid(tmp_path):
+    from conftest import _ec_store_bin
+
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (Debian's systemd package has it)")
+    with open(os.path.join(PACKAGING, "ec-store.service")) as f:
+        unit = f.read().replace("/usr/local/bin/ec-store", _ec_store_bin())
+    path = tmp_path / "ec-store.service"
+    path.write_text(unit)
+    out = subprocess.run([analyze, "verify", str(path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "LimitMEMLOCK=infinity" in unit and "Type=notify" in unit
