@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -43,7 +44,7 @@ int VerifyCommand(const Globals& g) {
                       {"bytes", report.bytes},
                       {"corrupt", report.corrupt},
                       {"errors", report.errors}}
-                     .dump(2)
+                     .dump(JsonIndent(g))
               << "\n";
   } else {
     std::printf("checked %llu entries (%s)%s: %zu corrupt, %zu unreadable\n",
@@ -111,16 +112,35 @@ struct Commands {
   std::vector<CLI::App*> local_only;
 };
 
+// Sizes and durations are checked as the command line is parsed: a bad one is a usage error
+// (exit 2) naming the flag, before any store is opened.
+const CLI::Validator kSize(
+    [](const std::string& v) {
+      auto n = ParseSize(v);
+      return n.ok() ? std::string() : n.status().message();
+    },
+    "SIZE");
+const CLI::Validator kDuration(
+    [](const std::string& v) {
+      auto d = ParseDuration(v);
+      return d.ok() ? std::string() : d.status().message();
+    },
+    "DURATION");
+
 void AddGlobals(CLI::App& app, Globals& g) {
   app.add_option("--dir", g.dir, "store directory")->capture_default_str();
-  app.add_flag("--json", g.json, "machine-readable output");
+  app.add_flag("--json", g.json, "machine-readable output: one JSON object per line");
+  app.add_flag("--pretty", g.pretty, "with --json: indented for humans");
   app.add_option("--pool-size", g.pool_size, "pinned pool size (e.g. 256MiB)")
+      ->check(kSize)
       ->capture_default_str();
   app.add_option("--device-pool-size", g.device_pool_size,
                  "GPU device tier size (e.g. 8GiB; 0 = none; needs a CUDA build and a GPU)")
+      ->check(kSize)
       ->capture_default_str();
   app.add_option("--device", g.device, "GPU of the device tier")->capture_default_str();
   app.add_option("--disk-quota", g.disk_quota, "disk tier quota (e.g. 4GiB)")
+      ->check(kSize)
       ->capture_default_str();
   app.add_flag("--compress", g.compress, "LZ4-compress entries spilled to disk where it pays");
   app.add_flag("--group-access", g.group_access,
@@ -133,6 +153,7 @@ void AddGlobals(CLI::App& app, Globals& g) {
   app.add_option("--server", g.server,
                  "talk to a running `ec-store serve` at HOST:PORT instead of opening --dir");
   app.add_option("--timeout", g.timeout, "a client's bound on each reply from --server")
+      ->check(kDuration)
       ->capture_default_str();
   app.add_option("--token-file", g.token_file,
                  "file holding the shared secret (serve: clients must present it, required for "
@@ -190,10 +211,14 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
   evict->add_flag("--all", c.evict.all, "remove every entry (of --namespace, when given)");
   evict->add_option("-n,--namespace", c.evict.ns,
                     "only this namespace (default: a KEY in whichever namespace holds it)");
-  evict->add_option("--older-than", c.evict.older_than,
-                    "entries not accessed for this long (2h, 7d)");
-  evict->add_option("--to-bytes", c.evict.to_bytes,
-                    "evict least recently used until the store holds this");
+  evict
+      ->add_option("--older-than", c.evict.older_than,
+                   "entries not accessed for this long (2h, 7d)")
+      ->check(kDuration);
+  evict
+      ->add_option("--to-bytes", c.evict.to_bytes,
+                   "evict least recently used until the store holds this")
+      ->check(kSize);
   c.run.emplace_back(evict, [&c] { return EvictCommand(c.g, c.evict); });
 
   auto* import = app.add_subcommand("import", "load DIR/<mm_hash>/encoder_cache.safetensors");
@@ -237,18 +262,22 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
   serve
       ->add_option("--idle-timeout", a.idle_timeout,
                    "close connections idle this long, holding no lease (0 = never)")
+      ->check(kDuration)
       ->capture_default_str();
   serve->add_option("--io-timeout", a.io_timeout, "bound on sending or receiving one frame")
       ->check(CLI::Validator(positive_duration, "DURATION>0"))
       ->capture_default_str();
   serve->add_option("--slow-request", a.slow_request, "log requests slower than this (0 = off)")
+      ->check(kDuration)
       ->capture_default_str();
   serve->add_option("--log-summary", a.log_summary, "log a one-line summary this often (0 = off)")
+      ->check(kDuration)
       ->capture_default_str();
   serve
       ->add_option("--arena-budget", a.arena_budget,
                    "same-host clients' put arenas together at most this size (0 = the pool's "
                    "size, at least 256MiB); past it their puts go through the socket")
+      ->check(kSize)
       ->capture_default_str();
   serve->add_option("--max-connections", a.max_connections, "refuse clients beyond this many")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20))
@@ -284,6 +313,58 @@ int Dispatch(Commands& c) {
   return 0;
 }
 
+// {"error": {"code": "NotFound", "message": "..."}} for --json readers: the status code
+// where the message starts with one ("NotFound: no store in ..."), else "Error".
+json ErrorJson(const std::string& msg) {
+  static const char* kCodes[] = {"NotFound", "Corruption",      "IOError",    "NoSpace",
+                                 "Busy",     "InvalidArgument", "Unavailable"};
+  for (const char* code : kCodes) {
+    std::string prefix = std::string(code) + ": ";
+    if (msg.rfind(prefix, 0) == 0)
+      return {{"error", {{"code", code}, {"message", msg.substr(prefix.size())}}}};
+  }
+  return {{"error", {{"code", "Error"}, {"message", msg}}}};
+}
+
+// What a parse error most likely meant: a misspelt command or option, said with the closest
+// real one. "" where there is nothing to add to CLI11's own message.
+std::string Misspelt(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> commands, options;
+  CLI::App* in = &app;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) == 0) {
+      std::string name = arg.substr(2, arg.find('=') - 2);
+      const CLI::Option* opt = in->get_option_no_throw("--" + name);
+      if (!opt && in != &app) opt = app.get_option_no_throw("--" + name);
+      if (!opt) {
+        for (const CLI::App* a : {&app, in})
+          for (const CLI::Option* o : a->get_options())
+            for (const auto& l : o->get_lnames()) options.push_back(l);
+        std::string near = ClosestOf(name, options);
+        return "unknown option '--" + name + "'" +
+               (near.empty() ? "" : " (did you mean '--" + near + "'?)") + "; see " +
+               (in == &app ? std::string("ec-store --help")
+                           : "ec-store " + in->get_name() + " --help");
+      }
+      if (opt->get_type_size() != 0 && arg.find('=') == std::string::npos) ++i;  // its value
+      continue;
+    }
+    if (arg.rfind("-", 0) == 0 || in != &app) continue;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+      commands.push_back(sub->get_name());
+    if (std::find(commands.begin(), commands.end(), arg) != commands.end()) {
+      in = app.get_subcommand(arg);
+      continue;
+    }
+    std::string near = ClosestOf(arg, commands);
+    return "unknown command '" + arg + "'" +
+           (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+           "; see ec-store --help for the commands";
+  }
+  return "";
+}
+
 }  // namespace
 
 // Exit codes: 0 success, 1 the command failed, 2 the command line (or config) was wrong.
@@ -310,14 +391,20 @@ int Run(int argc, char** argv) {
                       : env_config        ? env_config
                                           : "");
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::string misspelt = Misspelt(app, argc, argv);
+    if (misspelt.empty()) return app.exit(e) == 0 ? 0 : 2;
+    std::fprintf(stderr, "ec-store: error: %s\n", misspelt.c_str());
+    return 2;
   }
   c.g.log_level_given = app.get_option("--log-level")->count() > 0;
   if (c.g.log_level_given) spdlog::set_level(spdlog::level::from_str(c.g.log_level));
   try {
     return Dispatch(c);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ec-store: error: %s\n", WithFlagHints(e.what()).c_str());
+    std::string msg = WithFlagHints(e.what());
+    std::fprintf(stderr, "ec-store: error: %s\n", msg.c_str());
+    if (c.g.json) std::cout << ErrorJson(msg).dump(JsonIndent(c.g)) << std::endl;
     return 1;
   }
 }

@@ -319,7 +319,7 @@ int InspectCommand(const Globals& g, const std::string& ns, const std::string& k
   EntryInfo info = ResolveKey(t.cache(), ns, key);
   t.Close();
   if (g.json)
-    std::cout << InfoJson(info).dump(2) << "\n";
+    std::cout << InfoJson(info).dump(JsonIndent(g)) << "\n";
   else
     PrintInfo(info);
   return 0;
@@ -349,7 +349,7 @@ int ListCommand(const Globals& g, const ListArgs& a) {
   if (g.json) {
     json arr = json::array();
     for (auto& e : rows) arr.push_back(InfoJson(e));
-    std::cout << arr.dump(2) << "\n";
+    std::cout << arr.dump(JsonIndent(g)) << "\n";
   } else {
     PrintInfoTable(rows, a.wide || !IsTerminal(1));
     std::printf("%zu entries\n", rows.size());
@@ -396,7 +396,7 @@ int StatsCommand(const Globals& g) {
   StoreStats s = Check(t.cache().Stats());
   const std::string transport = t.cache().transport();
   t.Close();
-  PrintStats(s, transport, g.json);
+  PrintStats(s, transport, g.json, JsonIndent(g));
   return 0;
 }
 

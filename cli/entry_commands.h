@@ -16,6 +16,7 @@ namespace ecstore::cli {
 struct Globals {
   std::string dir = "./.ec-store";
   bool json = false;
+  bool pretty = false;  // --json indented for humans; else one object per line
   std::string pool_size = "64MiB";
   std::string device_pool_size = "0";  // the GPU tier: 0 = none
   int device = 0;
@@ -30,6 +31,9 @@ struct Globals {
   bool log_level_given = false;  // serve logs at info unless told
   std::string config;            // the config file read beneath the command line
 };
+
+// JSON output's indent: one object per line unless --pretty.
+inline int JsonIndent(const Globals& g) { return g.pretty ? 2 : -1; }
 
 // The shared secret: --token-file's first line, else EC_STORE_TOKEN, else none.
 std::string ClientToken(const Globals& g);

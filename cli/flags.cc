@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 namespace ecstore::cli {
 
@@ -76,6 +77,33 @@ Result<uint64_t> ParseDuration(const std::string& text) {
   if (v * mult > kMaxSeconds)
     return Status::InvalidArgument("duration '" + text + "' is out of range (at most 100 years)");
   return static_cast<uint64_t>(v * mult * 1e6);
+}
+
+namespace {
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+std::string ClosestOf(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = 3;  // more than two edits is another word, not a misspelling
+  for (const auto& c : candidates) {
+    size_t d = c.rfind(word, 0) == 0 && word.size() >= 2 ? 1 : EditDistance(word, c);
+    if (d < best_distance) best = c, best_distance = d;
+  }
+  return best;
 }
 
 std::string WithFlagHints(std::string msg) {

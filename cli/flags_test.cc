@@ -35,4 +35,14 @@ TEST(Cli, BadSizesAndDurationsAreRefused) {
 }
 
 }  // namespace
+// A misspelling names the command or flag meant; another word names nothing.
+TEST(Cli, TheClosestCandidateIsAMisspellingOrAPrefix) {
+  const std::vector<std::string> commands{"put", "get", "ls", "inspect", "serve", "stats"};
+  EXPECT_EQ(ClosestOf("lss", commands), "ls");
+  EXPECT_EQ(ClosestOf("servee", commands), "serve");
+  EXPECT_EQ(ClosestOf("insp", commands), "inspect");
+  EXPECT_EQ(ClosestOf("stast", commands), "stats");
+  EXPECT_EQ(ClosestOf("compile", commands), "");
+}
+
 }  // namespace ecstore::cli

@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <string_view>
+#include <vector>
 
 #include "store/stats_json.h"
 
@@ -42,6 +45,12 @@ std::string TimeString(uint64_t us) {
   return buf;
 }
 
+std::string HexString(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 json InfoJson(const EntryInfo& e) {
   json tiers = json::array();
   for (Tier t : kAllTiers)
@@ -57,20 +66,39 @@ json InfoJson(const EntryInfo& e) {
           {"created", TimeString(e.created_us)},
           {"last_access", TimeString(e.last_access_us)},
           {"hits", e.hits},
-          {"checksum", e.checksum}};
+          // 64 bits: a JSON number past 2^53 is rounded by most readers (jq among them).
+          {"checksum", HexString(e.checksum)}};
+}
+
+// How much of each key a terminal's table shows: at least 12 characters, and enough that no
+// two listed keys share the shown part, so it can be pasted back as a prefix (get, inspect).
+size_t ShownKeyLength(const std::vector<EntryInfo>& rows) {
+  std::vector<std::string_view> keys;
+  for (const EntryInfo& e : rows) keys.push_back(e.key);
+  std::sort(keys.begin(), keys.end());
+  size_t shown = 12;
+  for (size_t i = 1; i < keys.size(); ++i) {
+    size_t common = 0;
+    while (common < keys[i].size() && common < keys[i - 1].size() &&
+           keys[i][common] == keys[i - 1][common])
+      ++common;
+    shown = std::max(shown, common + 1);
+  }
+  return shown;
 }
 
 void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys) {
-  size_t width = 20, ns_width = 12;  // the namespace column fits the longest (never cut)
+  const size_t shown = full_keys ? SIZE_MAX : ShownKeyLength(rows);
+  size_t width = 12, ns_width = 12;  // the namespace column fits the longest (never cut)
   for (const EntryInfo& e : rows) {
-    if (full_keys) width = std::max(width, e.key.size());
+    width = std::max(width, std::min(shown, e.key.size()));
     ns_width = std::max(ns_width, e.ns.size());
   }
   const int nsw = static_cast<int>(ns_width);
   std::printf("%-*s %-*s %-6s %10s %-6s %-14s %6s %-20s\n", static_cast<int>(width), "KEY", nsw,
               "NAMESPACE", "TIER", "BYTES", "DTYPE", "SHAPE", "HITS", "LAST ACCESS");
   for (const EntryInfo& e : rows) {
-    std::string key = !full_keys && e.key.size() > 20 ? e.key.substr(0, 17) + "..." : e.key;
+    std::string key = e.key.substr(0, shown);
     std::printf("%-*s %-*s %-6s %10s %-6s %-14s %6llu %-20s\n", static_cast<int>(width),
                 key.c_str(), nsw, e.ns.c_str(), TierName(e.tier()), HumanBytes(e.bytes).c_str(),
                 DTypeName(e.meta.dtype), e.meta.ShapeString().c_str(),
@@ -91,9 +119,9 @@ void PrintInfo(const EntryInfo& info) {
       static_cast<unsigned long long>(info.hits));
 }
 
-void PrintStats(const StoreStats& s, const std::string& transport, bool as_json) {
+void PrintStats(const StoreStats& s, const std::string& transport, bool as_json, int indent) {
   if (as_json) {
-    std::cout << StatsToJson(s, 2, json{{"transport", transport}}.dump()) << "\n";
+    std::cout << StatsToJson(s, indent, json{{"transport", transport}}.dump()) << "\n";
     return;
   }
   std::printf("%-6s %8s %12s %8s %8s %10s %8s %10s\n", "TIER", "ENTRIES", "BYTES", "HITS", "MISSES",

@@ -38,7 +38,7 @@ nlohmann::json InfoJson(const EntryInfo& e);
 void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys);
 void PrintInfo(const EntryInfo& info);  // `inspect`'s text form
 // One stats writer for a local store and a server: the same fields, plus the transport.
-void PrintStats(const StoreStats& s, const std::string& transport, bool as_json);
+void PrintStats(const StoreStats& s, const std::string& transport, bool as_json, int indent);
 void ReportSkipped(const std::vector<std::string>& skipped);
 
 // A progress line on stderr -- "verify: 120/400 entries, 85.3/s" -- drawn only when enabled

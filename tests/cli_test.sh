@@ -20,6 +20,16 @@ expect_error() {
   else bad "error for $* lacks '$want': $(cat err.txt)"; fi
 }
 
+# expect_usage "substring" cmd...: a usage error: exit 2 and a one-line error naming it.
+expect_usage() {
+  local want=$1; shift
+  local rc=0
+  "$@" >out.txt 2>err.txt || rc=$?
+  if [ "$rc" -eq 2 ] && grep -q -- "$want" err.txt && [ "$(wc -l <err.txt)" -le 2 ]; then
+    ok "usage error (2): $* ($want)"
+  else bad "usage error for $* (exit $rc, want 2 and '$want'): $(cat err.txt)"; fi
+}
+
 # safetensors files like vLLM writes them, with random bf16 payloads
 mk() { # mk PATH ROWS COLS [truncate_by]
   $PY - "$@" <<'PY'
@@ -53,6 +63,12 @@ check "inspect tier" test "$(echo "$J" | jget tier)" = disk
 check "inspect bytes" test "$(echo "$J" | jget bytes)" = 2867200
 check "inspect dtype" test "$(echo "$J" | jget dtype)" = BF16
 check "inspect shape" test "$(echo "$J" | jget shape.1)" = 3584
+check "--json is one object on one line" test "$(echo "$J" | wc -l)" = 1
+check "--json checksum is 16 hex digits (no number past 2^53)" \
+  $PY -c 'import json,re,sys; c=json.loads(sys.argv[1])["checksum"]; sys.exit(not re.fullmatch("[0-9a-f]{16}", c))' "$J"
+check "--pretty indents it" test "$($EC $S --json --pretty inspect img-a | wc -l)" -gt 5
+ER=$($EC --dir $T/none --json stats 2>/dev/null || true)
+check "an error under --json is a JSON object" test "$(echo "$ER" | jget error.code)" = NotFound
 $EC $S get img-a -o out.safetensors >/dev/null
 check "get .safetensors is byte-exact" cmp <(tensor_bytes a.safetensors) <(tensor_bytes out.safetensors)
 $EC $S get img-a -o out.raw >/dev/null
@@ -62,6 +78,14 @@ check "get raw is byte-exact" cmp <(tensor_bytes a.safetensors) out.raw
 tensor_bytes b.safetensors > b.raw
 $EC $S put img-b b.raw --dtype bf16 --shape 324,1024 -n qwen3 >/dev/null
 check "put raw with --dtype/--shape" test "$($EC $S --json inspect img-b -n qwen3 | jget namespace)" = qwen3
+expect_usage "did you mean 'ls'" $EC lss
+expect_usage "did you mean 'serve'" $EC servee --listen 127.0.0.1:0
+expect_usage "did you mean '--json'" $EC ls --jsno
+expect_usage "did you mean '--pool-size'" $EC --pool-sise 1GiB ls
+expect_usage "bad size '4GB2'" $EC --dir $T/store --pool-size 4GB2 stats
+expect_usage "unknown size unit in '12X'" $EC $S --disk-quota=12X stats
+expect_usage "bad duration" $EC $S --timeout soon stats
+expect_usage "bad duration" $EC $S evict --older-than 3weeks
 expect_error "give --dtype and --shape" $EC $S put img-c b.raw
 expect_error "unknown dtype" $EC $S put img-c b.raw --dtype bf17 --shape 324,1024
 expect_error "describes" $EC $S put img-c b.raw --dtype bf16 --shape 324,1000

@@ -58,7 +58,7 @@ done
 # What the store says is on disk now must survive the stop.
 : >ondisk
 for k in $(grep -vxF -f erased acked || true); do
-  if "$EC" $R --json inspect "$k" 2>/dev/null | grep -q '"on_disk": true'; then echo "$k" >>ondisk; fi
+  if "$EC" $R --json inspect "$k" 2>/dev/null | grep -q '"on_disk":true'; then echo "$k" >>ondisk; fi
 done
 check "entries reported on disk ($(wc -l <ondisk))" test "$(wc -l <ondisk)" -ge 10
 kill -TERM $SRV
@@ -71,10 +71,10 @@ check "a daemon that filled its disk stops with status 0 (got $rc)" test $rc = 0
 # Restart on the still-full disk: it opens, every on-disk entry is there, erases stay.
 "$EC" --dir mnt/st --json ls >ls.json 2>ls.err || true
 missing=0
-for k in $(cat ondisk); do grep -q "\"key\": \"$k\"" ls.json || missing=$((missing + 1)); done
+for k in $(cat ondisk); do grep -q "\"key\":\"$k\"" ls.json || missing=$((missing + 1)); done
 check "every entry reported on disk is there after the restart ($missing missing)" test $missing = 0
 back=0
-for k in $(cat erased); do if grep -q "\"key\": \"$k\"" ls.json; then back=$((back + 1)); fi; done
+for k in $(cat erased); do if grep -q "\"key\":\"$k\"" ls.json; then back=$((back + 1)); fi; done
 check "acknowledged erases stay erased ($(wc -l <erased) erased, $back back)" test $back = 0
 "$EC" --dir mnt/st get "$(tail -n 1 ondisk)" -o got.bin >/dev/null 2>&1 || true
 check "an entry read back after the restart is byte-exact" cmp -s one.bin got.bin
