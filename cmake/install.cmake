@@ -3,7 +3,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS ecstore_base ecstore_cuda ecstore_store ecstore_rdma ecstore_net EXPORT ecstoreTargets
+install(TARGETS ecstore_base ecstore_cuda ecstore_store ecstore_rdma ecstore_net ecstore EXPORT ecstoreTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS ec-store RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -27,13 +27,27 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfigVersion.cmake
         DESTINATION ${EC_CMAKE_DIR})
 
-set(EC_PC_REQUIRES_PRIVATE "liburing liblz4 sqlite3 libxxhash spdlog")
+# Static libraries carry none of their dependencies: a plain `pkg-config --libs ecstore`
+# must name them (Requires), not only --static (Requires.private). Shared ones link their
+# own.
+set(EC_PC_DEPS "liburing liblz4 sqlite3 libxxhash spdlog")
 if(EC_WITH_RDMA)
-  string(APPEND EC_PC_REQUIRES_PRIVATE " libibverbs librdmacm")
+  string(APPEND EC_PC_DEPS " libibverbs librdmacm")
 endif()
-set(EC_PC_LIBS_PRIVATE "")
+if(BUILD_SHARED_LIBS)
+  set(EC_PC_REQUIRES "")
+  set(EC_PC_REQUIRES_PRIVATE "${EC_PC_DEPS}")
+else()
+  set(EC_PC_REQUIRES "${EC_PC_DEPS}")
+  set(EC_PC_REQUIRES_PRIVATE "")
+endif()
+# The CUDA runtime has no .pc file: its directory is a variable a consumer can override
+# (pkg-config --define-variable=cudalibdir=DIR), not a path inside Libs.
+set(EC_PC_CUDA_LIBDIR "")
+set(EC_PC_CUDA_LIBS "")
 if(EC_CUDA)
-  set(EC_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lrt")
+  set(EC_PC_CUDA_LIBDIR "${CUDAToolkit_LIBRARY_DIR}")
+  set(EC_PC_CUDA_LIBS "-L\${cudalibdir} -lcudart_static -ldl -lrt")
 endif()
 # Relocatable: the prefix is found from where the .pc file lies, whatever --prefix was.
 file(RELATIVE_PATH EC_PC_UP /x/${CMAKE_INSTALL_LIBDIR}/pkgconfig /x)

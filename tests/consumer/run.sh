@@ -17,6 +17,14 @@ cmake --build "$WORK/build" -j 2 >/dev/null
 "$WORK/build/consumer_net" "$WORK/store-net"
 export PKG_CONFIG_PATH="$WORK/prefix/lib/pkgconfig"
 # shellcheck disable=SC2046
-g++ -o "$WORK/consumer-pc" "$SRC/main.cc" $(pkg-config --cflags --libs --static ecstore)
+g++ -std=c++20 -o "$WORK/consumer-pc" "$SRC/main.cc" $(pkg-config --cflags --libs ecstore)
 "$WORK/consumer-pc" "$WORK/store-pc"
-echo "installed library: find_package(ecstore) and pkg-config consumers pass"
+# shellcheck disable=SC2046
+g++ -std=c++20 -o "$WORK/consumer-pc-static" "$SRC/main_net.cc" \
+  $(pkg-config --cflags --libs --static ecstore)
+"$WORK/consumer-pc-static" "$WORK/store-pc-static"
+if grep -q "^Cflags:.*-std=" "$PKG_CONFIG_PATH/ecstore.pc"; then
+  echo "ecstore.pc forces a language standard on its consumers" >&2
+  exit 1
+fi
+echo "installed library: find_package(ecstore), pkg-config and pkg-config --static consumers pass"
