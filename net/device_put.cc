@@ -153,7 +153,8 @@ Status PutFromClientDevice(DevicePuts* puts, DeviceImports* imports, const KeyRe
 }  // namespace
 
 Result<Answer> AnswerDevicePut(DevicePuts* puts, std::unique_ptr<DeviceImports>* imports, Op op,
-                               BodyReader* r, std::string* key, uint64_t* bytes_in) {
+                               BodyReader* r, std::string* ns, std::string* key,
+                               uint64_t* bytes_in) {
   if (!puts->Offered())
     return Answer{Status::InvalidArgument("this server sees no GPU: device puts are not offered; "
                                           "put through the put arena"),
@@ -169,6 +170,7 @@ Result<Answer> AnswerDevicePut(DevicePuts* puts, std::unique_ptr<DeviceImports>*
   if (!r->Meta(&meta) || !r->Str(&bus_id, 64) || !r->Str(&handle, 256) || !r->U64(&buffer_id) ||
       !r->U64(&offset) || !r->U64(&size) || !r->U8(&flags) || (flags & ~kPutChecksumWhenSpilled))
     return Status::InvalidArgument("malformed PUT_DEVICE");
+  *ns = k->ns;
   *key = k->key;
   *bytes_in = size;
   if (!*imports) *imports = std::make_unique<DeviceImports>();

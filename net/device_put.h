@@ -113,6 +113,7 @@ std::string PutDeviceBody(const std::string& head, const cuda::DeviceAllocation&
 // body is the outer status: answer it, then close the connection. *key and *bytes_in are set
 // for the log.
 Result<Answer> AnswerDevicePut(DevicePuts* puts, std::unique_ptr<DeviceImports>* imports, Op op,
-                               BodyReader* r, std::string* key, uint64_t* bytes_in);
+                               BodyReader* r, std::string* ns, std::string* key,
+                               uint64_t* bytes_in);
 
 }  // namespace ecstore::net

@@ -23,6 +23,8 @@ Result<Answer> AnswerLeaseBatch(Store* store, LeaseTable* leases, Op op, BodyRea
   BodyWriter w;
   w.U32(static_cast<uint32_t>(got.size()));
   tally->keys = static_cast<uint32_t>(got.size());
+  tally->ns = req->ns;
+  if (!req->keys.empty()) tally->first_key = req->keys[0];
   for (size_t i = 0; i < got.size(); ++i) {
     Result<ReadLease>& g = got[i];
     Status st = g.status();

@@ -38,6 +38,7 @@ struct LeaseBatchTally {
   uint32_t not_found = 0;
   bool failed = false;              // an item failed other than as not found
   std::optional<Tier> served_from;  // the last leased item's tier before it was served
+  std::string ns, first_key;        // the request's namespace and first key, for its log line
 };
 // Answers GET_SHM_MANY or GET_SHM_STREAM (op) with the GET_SHM_MANY_OK to send; the leases
 // go into *leases (an item answers Busy when the table is full). A stream's GET_SHM_LANDED

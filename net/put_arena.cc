@@ -224,7 +224,7 @@ Status PutFromArena(const ArenaContext& cx, const SharedArena* arena, const KeyR
 }  // namespace
 
 Result<Answer> AnswerArena(const ArenaContext& cx, Op op, BodyReader* r,
-                           std::shared_ptr<SharedArena>* arena, std::string* key,
+                           std::shared_ptr<SharedArena>* arena, std::string* ns, std::string* key,
                            uint64_t* bytes_in) {
   if (op == Op::kPutArena) {
     uint64_t bytes;
@@ -258,6 +258,7 @@ Result<Answer> AnswerArena(const ArenaContext& cx, Op op, BodyReader* r,
   if (!r->Meta(&meta) || !r->U64(&offset) || !r->U64(&size) || !r->U8(&flags) ||
       ((flags & kPutLanding) && !r->U64(&counter_at)))
     return Status::InvalidArgument("malformed PUT_SHM");
+  *ns = k->ns;
   *key = k->key;
   *bytes_in = size;
   return Answer{

@@ -172,7 +172,7 @@ struct ArenaContext {
 // The block is copied by cx.copier (the caller's thread and its helpers); a landing block
 // piece by piece as its counter passes them, waiting up to cx.landing_timeout for the rest.
 Result<Answer> AnswerArena(const ArenaContext& cx, Op op, BodyReader* r,
-                           std::shared_ptr<SharedArena>* arena, std::string* key,
+                           std::shared_ptr<SharedArena>* arena, std::string* ns, std::string* key,
                            uint64_t* bytes_in);
 
 }  // namespace ecstore::net

@@ -156,9 +156,10 @@ void Server::Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::ti
   const bool slow = opt_.slow_request.count() > 0 && secs * 1000 > opt_.slow_request.count();
   if (slow || spdlog::should_log(spdlog::level::debug))
     spdlog::log(slow ? spdlog::level::warn : spdlog::level::debug,
-                "{}{} {} {} from {} over {}: {}, {} bytes in, {} out, {:.3f} ms",
-                slow ? "slow " : "", OpLabel(op), c->key.empty() ? "-" : c->key, h.request_id,
-                c->peer, WireName(wire), OutcomeName(c->outcome), in, c->bytes_out, secs * 1e3);
+                "{}{} {}/{} (request {}) from {} over {}: {}, {} bytes in, {} out, {:.3f} ms",
+                slow ? "slow " : "", OpLabel(op), c->ns.empty() ? "-" : c->ns,
+                c->key.empty() ? "-" : c->key, h.request_id, c->peer, WireName(wire),
+                OutcomeName(c->outcome), in, c->bytes_out, secs * 1e3);
 }
 
 void Server::AcceptLoop() {
@@ -299,6 +300,7 @@ void Server::Serve(Conn* c) {
     c->outcome = Outcome::kOk;
     c->bytes_out = 0;
     c->bytes_in = 0;
+    c->ns.clear();
     c->key.clear();
     c->served_from.reset();
     c->one_key_stream = false;
@@ -382,6 +384,7 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
     ReplyError(c, h, st);
     return st;
   }
+  c->ns = k->ns;
   c->key = k->key;
   const uint64_t in_prefix = r.remaining();
   const uint64_t size = h.body_len - (n - in_prefix);
@@ -470,9 +473,9 @@ uint64_t Server::ArenaBudget() const {
 Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) {
   auto a = h.op == Op::kPutArena || h.op == Op::kPutShm
                ? AnswerArena({store_, &copier_, opt_.io_timeout, &arena_bytes_, ArenaBudget()},
-                             h.op, r, &c->arena, &c->key, &c->bytes_in)
+                             h.op, r, &c->arena, &c->ns, &c->key, &c->bytes_in)
            : h.op == Op::kPrepareDevicePuts || h.op == Op::kPutDevice
-               ? AnswerDevicePut(&device_puts_, &c->imports, h.op, r, &c->key, &c->bytes_in)
+               ? AnswerDevicePut(&device_puts_, &c->imports, h.op, r, &c->ns, &c->key, &c->bytes_in)
            : h.op == Op::kPrefetch ? AnswerPrefetch(&prefetcher_, r)
                                    : AnswerKeys(store_, h.op, r);
   if (!a.ok()) {  // malformed: answer, then close
@@ -510,6 +513,7 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   // GET_RDMA of an entry in the device tier reads GPU memory when the NIC has it registered.
   const bool on_device = h.op == Op::kGetDevice || (h.op == Op::kGetRdma && rdma_->device_rkey() &&
                                                     InDeviceTier(k->ns, k->key));
+  c->ns = k->ns;
   c->key = k->key;
   auto lease = on_device ? store_->AcquireOnDevice(k->ns, k->key) : store_->Acquire(k->ns, k->key);
   if (!lease.ok()) return reply_error(lease.status());
@@ -571,6 +575,9 @@ Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
   c->one_key_stream = h.op == Op::kGetShmStream && tally.keys == 1;
   if (c->one_key_stream && tally.not_found) c->outcome = Outcome::kNotFound;
   if (c->one_key_stream) c->served_from = tally.served_from;
+  c->ns = tally.ns;
+  c->key = tally.keys == 1 ? tally.first_key
+                           : tally.first_key + " and " + std::to_string(tally.keys - 1) + " more";
   return SendFrame(c->fd.get(), a->op, h.request_id, a->body);
 }
 

@@ -106,7 +106,7 @@ class Server {
     Outcome outcome = Outcome::kOk;
     uint64_t bytes_out = 0;
     uint64_t bytes_in = 0;            // of a PUT_SHM (a PUT's are its body)
-    std::string key;                  // of a GET or PUT
+    std::string ns, key;              // of a GET or PUT (a batch: its first key, and how many)
     std::optional<Tier> served_from;  // a GET's tier before it was served
     bool one_key_stream = false;      // a GET_SHM_STREAM of one key: metered as a get
     std::thread thread;

@@ -398,14 +398,16 @@ for _ in $(seq 50); do grep -q "port" log.out 2>/dev/null && break; sleep 0.1; d
 LR="--server 127.0.0.1:$(sed -n 's/.*(port \([0-9]*\).*/\1/p' log.out)"
 $EC $LR put big1 big.safetensors >/dev/null  # 32 MiB: well over 1 ms
 $EC $LR stats >/dev/null
+$EC $LR get big1 -n default -o /dev/null >/dev/null
 sleep 1.5
 check "start-up logs the pool: size, pinning, pages" \
   grep -qE "pool [0-9.]+ [KMG]iB \((pinned|NOT pinned), (huge pages|4 KiB pages)" log.err
 check "start-up logs the entries recovered and the time it took" \
   grep -qE "recovered [0-9]+ entries .* in [0-9.]+ s" log.err
 check "--log-level debug logs each request with its peer (one over 1 ms as a warning)" \
-  grep -qE "\[(debug|warning)\] (slow )?stats - [0-9]+ from (127\.0\.0\.1:[0-9]+|unix pid [0-9]+) over (tcp|shm): ok" log.err
-check "--slow-request warns of a request over it" grep -qE "\[warning\] slow put big1 " log.err
+  grep -qE "\[(debug|warning)\] (slow )?stats -/- \(request [0-9]+\) from (127\.0\.0\.1:[0-9]+|unix pid [0-9]+) over (tcp|shm): ok" log.err
+check "--slow-request warns of a request over it" grep -qE "\[warning\] slow put default/big1 " log.err
+check "a get's line names its namespace and key" grep -qE "\] (slow )?get default/big1 " log.err
 check "--log-summary logs a one-line summary" grep -qE "summary: [0-9.]+ req/s" log.err
 kill -TERM $LSRV; wait $LSRV
 echo "$pass passed, $fail failed"
