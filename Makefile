@@ -43,10 +43,16 @@ python-test: build
 	$(PY_ENV) $$VENV/bin/python -m pytest -q python/tests
 
 # `pip wheel .` through scikit-build-core: a wheel with the extension and the package.
+# The wheel as a package index takes it: the extension and the ec-store binary with their
+# shared libraries vendored by auditwheel (manylinux, the oldest tag this build's glibc
+# allows), then installed into a fresh venv offline and run (scripts/check-wheel.py).
 python-wheel: deps
-	@VENV=$$(scripts/python-env.sh) && rm -rf dist && \
-	$$VENV/bin/python -m pip wheel --no-build-isolation --no-deps -w dist . && \
-	$$VENV/bin/python scripts/check-wheel.py dist/ecstore-*.whl
+	@VENV=$$(scripts/python-env.sh) && rm -rf dist build-wheel/raw && \
+	$$VENV/bin/python -m pip wheel --no-build-isolation --no-deps -w build-wheel/raw . && \
+	PATH=$$VENV/bin:$$PATH $$VENV/bin/auditwheel repair --plat auto -w dist \
+	  build-wheel/raw/ecstore-*.whl >/dev/null && \
+	$$VENV/bin/python -m pip download -q --only-binary :all: -d build-wheel/deps numpy && \
+	$$VENV/bin/python scripts/check-wheel.py dist/ecstore-*.whl build-wheel/deps
 
 # Real RDMA verbs under Soft-RoCE in a QEMU VM (also part of `make test`).
 test-rdma: build

@@ -7,13 +7,12 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/units.h"
 
 namespace ecstore::cli {
 
-// "256MiB", "4GiB", "1.5G", "4096" -> bytes.
-Result<uint64_t> ParseSize(const std::string& text);
-// "250ms", "90s", "15m", "2h", "7d" -> microseconds.
-Result<uint64_t> ParseDuration(const std::string& text);
+using ecstore::ParseDuration;  // base/units.h
+using ecstore::ParseSize;
 // The candidate closest to `word` (a misspelling: at most two edits, or a prefix of it), or
 // "" when none is close.
 std::string ClosestOf(const std::string& word, const std::vector<std::string>& candidates);

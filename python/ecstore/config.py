@@ -13,8 +13,8 @@ from dataclasses import dataclass
 KNOWN_KEYS = {
     "store": "where the store is: tcp://HOST:PORT, unix:/PATH or dir:/ABSOLUTE/PATH",
     "namespace": "the entries' namespace (default: derived from the model)",
-    "pool_size": "an embedded store's pool (dir:), e.g. 8GiB",
-    "disk_quota": "an embedded store's disk quota (dir:), e.g. 64GiB",
+    "pool_size": "an embedded store's pool (dir:; default 256MiB), e.g. 8GiB",
+    "disk_quota": "an embedded store's disk quota (dir:; default 16GiB), e.g. 64GiB",
     "token_file": "a file holding the daemon's shared secret",
     "token": "the daemon's shared secret itself (prefer token_file or EC_STORE_TOKEN)",
     "fail_open": "true (default): a store that cannot be reached is a miss",

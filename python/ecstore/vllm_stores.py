@@ -36,8 +36,8 @@ def acquire(extra: dict) -> tuple[str, ecstore.Cache]:
                                     connect_timeout=setting(extra, "connect_timeout_ms"),
                                     retries=setting(extra, "retries"))
         else:
-            cache = ecstore.open(where.target, extra.get("pool_size", "1GiB"),
-                                 extra.get("disk_quota", "64GiB"))
+            cache = ecstore.open(where.target, extra.get("pool_size", "256MiB"),
+                                 extra.get("disk_quota", "16GiB"))
         _register_with_cuda(cache)
         _shared[spec] = (cache, 1)
         return spec, cache

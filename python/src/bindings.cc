@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "base/host_buffer.h"
+#include "base/units.h"
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "python/src/entries.h"
@@ -448,6 +449,9 @@ void BindFunctions(nb::module_& m) {
   m.def("open", &Open, "dir"_a, "pool_bytes"_a, "disk_quota_bytes"_a, "shareable"_a = false,
         "compress"_a = false, "promote_on_get"_a = true, "device"_a = 0, "device_pool_bytes"_a = 0,
         "eviction_policy"_a = "freq");
+  m.def(
+      "parse_size", [](const std::string& text) { return Check(ParseSize(text)); }, "text"_a,
+      "bytes from '256MiB', '4GiB', '1.5G' or '4096' (the CLI's parser, base/units.h)");
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
         "retries"_a = 1, "put_arena"_a = true, "connect_timeout_s"_a = 0.0);
 }

@@ -488,3 +488,14 @@ def test_a_landing_put_that_does_not_land_holds_up_no_other_call(daemon):
         np.testing.assert_array_equal(c.get("ns", "meanwhile", like="numpy"),
                                       np.arange(1000, dtype=np.float32))
         assert c.lookup("ns", "stalled") is None
+
+
+def test_sizes_parse_as_the_cli_parses_them():
+    """One parser for both (base/units.h): what the CLI refuses, the package refuses too."""
+    assert ecstore.parse_size("256MiB") == 256 << 20
+    assert ecstore.parse_size("1.5GiB") == 3 << 29
+    assert ecstore.parse_size("2gb") == 2_000_000_000
+    assert ecstore.parse_size(4096) == 4096
+    for bad in ("4 GiB", "1e3MiB", "0x10", "-1", "4GiBs", "", True):
+        with pytest.raises(ecstore.InvalidArgument):
+            ecstore.parse_size(bad)

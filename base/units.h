@@ -1,0 +1,19 @@
+// Sizes and durations as people write them, parsed one way for the CLI, its config file and
+// the Python package alike.
+// Thread rules: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace ecstore {
+
+// "256MiB", "4GiB", "1.5G", "2gb", "4096" -> bytes. Plain decimals only (no sign, exponent,
+// hex or spaces), at most 1 EiB; the error says how to write one.
+Result<uint64_t> ParseSize(const std::string& text);
+// "250ms", "90s", "15m", "2h", "7d" (a bare number is seconds) -> microseconds.
+Result<uint64_t> ParseDuration(const std::string& text);
+
+}  // namespace ecstore
