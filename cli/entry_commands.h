@@ -16,8 +16,8 @@ namespace ecstore::cli {
 struct Globals {
   std::string dir = "./.ec-store";
   bool json = false;
-  bool pretty = false;  // --json indented for humans; else one object per line
-  std::string pool_size = "256MiB";  // the one default: CLI, Python open, the vLLM connector
+  bool pretty = false;                 // --json indented for humans; else one object per line
+  std::string pool_size = "256MiB";    // the one default: CLI, Python open, the vLLM connector
   std::string device_pool_size = "0";  // the GPU tier: 0 = none
   int device = 0;
   std::string disk_quota = "16GiB";
