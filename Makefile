@@ -13,10 +13,16 @@ build: deps
 	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
-	$(BUILD)/ec-store-demo ./.ec-store
-	$(BUILD)/ec-store --dir ./.ec-store ls --limit 8
-	$(BUILD)/ec-store --dir ./.ec-store stats
+# The demo needs only the library, the CLI and the demo program, and only the packages that
+# build them: no test or bench targets, no test dependencies (QEMU, redis, fio, clang, ...).
+DEMO_BUILD ?= build-demo
+demo:
+	@scripts/install-deps.sh build
+	@cmake -S . -B $(DEMO_BUILD) $(CMAKE_FLAGS) -DEC_BUILD_TESTS=OFF -DEC_BUILD_BENCH=OFF >/dev/null
+	@cmake --build $(DEMO_BUILD) -j $(JOBS) --target ec-store ec-store-demo
+	$(DEMO_BUILD)/ec-store-demo ./.ec-store
+	$(DEMO_BUILD)/ec-store --dir ./.ec-store ls --limit 8
+	$(DEMO_BUILD)/ec-store --dir ./.ec-store stats
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 600
