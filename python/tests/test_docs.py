@@ -1,0 +1,95 @@
+"""The README's quick start, run as a user pastes it: its shell and Python blocks in order
+(the daemon's directory, pool and port swapped for the test's own, nothing else), and its
+vLLM flag parsed by vLLM's own ECTransferConfig and resolved to EcStoreConnector by vLLM's
+factory, which then serves a hit from that daemon."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import _ec_store_bin
+
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+
+
+def quick_start_blocks():
+    text = open(README, encoding="utf-8").read()
+    section = text[text.index("## Quick start"):text.index("## Documentation")]
+    return re.findall(r"```(sh|python)\n(.*?)```", section, re.S)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_readmes_quick_start_runs_as_written(tmp_path):
+    pytest.importorskip("torch", reason="the quick start's Python uses torch")
+    port = free_port()
+    where = str(tmp_path / "ec")
+
+    def adapt(code):
+        return (code.replace("/var/cache/ec", where).replace("8GiB", "64MiB")
+                .replace("127.0.0.1:7070", f"127.0.0.1:{port}")
+                .replace("serve &", f"serve --listen 127.0.0.1:{port} &"))
+
+    blocks = quick_start_blocks()
+    assert [kind for kind, _ in blocks] == ["sh", "python", "sh", "sh"], blocks
+    env = dict(os.environ, PATH=os.path.dirname(_ec_store_bin()) + os.pathsep + os.environ["PATH"])
+    daemon_line = adapt(blocks[0][1]).strip()
+    assert daemon_line.endswith("&") or "&    #" in daemon_line
+    daemon = subprocess.Popen(["bash", "-c", "exec " + daemon_line.split("&")[0]], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert "port" in daemon.stdout.readline()
+        subprocess.run([sys.executable, "-c", adapt(blocks[1][1])], env=env, check=True)
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", adapt(blocks[2][1])], env=env,
+                             check=True, capture_output=True, text=True).stdout
+        assert "img-1" in out and "qwen" in out, out
+        _the_vllm_flag_resolves_and_hits(blocks[3][1], f"unix:{where}/serve.sock")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=60) == 0
+
+
+def _the_vllm_flag_resolves_and_hits(block, store):
+    pytest.importorskip("vllm", reason="vLLM is not installed (make python-test installs it)")
+    from types import SimpleNamespace
+    from unittest.mock import Mock
+
+    from vllm.config import ECTransferConfig, VllmConfig
+    from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole
+    from vllm.distributed.ec_transfer.ec_connector.factory import ECConnectorFactory
+
+    flag = json.loads(re.search(r"--ec-transfer-config '(.*)'", block, re.S).group(1))
+    assert flag["ec_connector_extra_config"]["store"] == "unix:/var/cache/ec/serve.sock"
+    flag["ec_connector_extra_config"]["store"] = store
+    ec = ECTransferConfig(**flag)
+    cls = ECConnectorFactory.get_connector_class(ec)
+    assert cls.__name__ == "EcStoreConnector" and cls.__module__ == "ecstore.vllm"
+    config = Mock(spec=VllmConfig)
+    config.model_config = None
+    config.ec_transfer_config = ec
+    conn = cls(config, ECConnectorRole.SCHEDULER)
+    try:
+        import torch
+
+        conn.cache.put(conn.namespace, "img-2", torch.randn(10, 64).to(torch.bfloat16))
+        req = SimpleNamespace(request_id="r", mm_features=[SimpleNamespace(identifier="img-2", modality="image")],
+                              get_num_encoder_embeds=lambda i: 10)
+        deadline = time.monotonic() + 30
+        while not conn.ensure_cache_available(req, 0):
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        assert conn.has_cache_item("img-2")
+        conn.request_finished(req)
+    finally:
+        conn.shutdown()
