@@ -1,6 +1,6 @@
 // CopyPool: a few threads that split large copies with the caller. One thread's memcpy does
-// not reach the machine's memory bandwidth (the H100 host: 6.9-9.1 GB/s per thread), and a
-// GetMany copies out several entries of 3-60 MB at once.
+// not reach a machine's memory bandwidth, and a GetMany copies out several entries of
+// 3-60 MB at once.
 // Thread rules: thread-safe. One Copy at a time uses the threads; a Copy that finds them busy
 // copies on its caller's thread alone (never waits behind another caller's copy).
 #pragma once
@@ -37,17 +37,13 @@ class CopyPool {
 
   // Helpers for a machine with `cores`: one per four cores, at least 1 where there are two or
   // more, at most 3 (the engine that embeds the store needs its cores too; a helper works
-  // only while its caller waits on the copy). Measured (bench mixed, GetMany of 4): on the
-  // 16-core GPU host 3 helpers took ec-store from 3.1 to 3.7-5.1 GB/s; on the 2-core VM
-  // (two threads' memcpy 9.8-10.3 GB/s against one's 5.3-5.6) one helper took it from
-  // 3.75-4.21 to 4.54-4.80 GB/s in four alternated pairs, with prefetch from 3.85-4.19 to
-  // 4.44-4.63, and a same-host client's shm gets from 6.2-6.3 to 13.1 GB/s. (A first try
-  // on that VM, before GetMany overlapped its copies with its disk reads, gained nothing.)
+  // only while its caller waits on the copy). Bench `mixed` (GetMany of 4) gains with them
+  // on small and large hosts alike, and a same-host client's shared-memory gets about
+  // double with one helper.
   static unsigned DefaultThreads(unsigned cores);
   // Helpers for a daemon's copies out of its clients' put arenas on a machine with `cores`:
   // half the cores less the caller, at most 7. The daemon has no engine to share its process
-  // with, and a same-host save waits for this copy. Measured on the H100 host (16 cores,
-  // ~4.2 GB/s per thread's copy): a 57.8 MB commit took 3.5 ms with 3 helpers.
+  // with, and a same-host save waits for this copy.
   static unsigned ServerThreads(unsigned cores);
   static constexpr size_t kDefaultPieceBytes = 4ull << 20;
 

@@ -2,9 +2,9 @@
 // (NewHostPinnedBackend: pinned, huge pages where the kernel has free ones, else
 // MADV_HUGEPAGE) and faulted in when it is made, so neither a read nor a copy into it takes
 // a page fault. Where a get reads O_DIRECT straight into the caller's memory
-// (Options::promote_on_get = false), the kind of memory sets the speed on virtual disks: on
-// the development VM's virtio disk a read into 4 KiB pages ran at 0.35-0.4 x the speed of
-// one into huge pages (every page is one segment of a virtio request, 254 at most).
+// (Options::promote_on_get = false), the kind of memory sets the speed on virtual disks: a
+// virtio request holds at most 254 segments, one per page, so a read into 4 KiB pages is
+// split into many more requests than one into huge pages (see docs/limits.md).
 //
 //   auto buf = HostBuffer::Allocate(60 << 20);               // once, reused for every get
 //   store->Get(ns, key, buf->span(0, buf->size()));

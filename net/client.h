@@ -103,8 +103,8 @@ class Client : public Cache {
                                       const TensorMeta& meta, uint64_t size, bool landing = false);
   Status CommitPut(ArenaReservation r, bool checksum_when_spilled = false);
   // Same host: maps this connection's put arena now (64 MiB) if it has none, so the first
-  // ReservePut or Put does not wait for it (and its registration: ~40 ms with CUDA on the
-  // H100 host). A no-op elsewhere, or from a server without put arenas.
+  // ReservePut or Put does not wait for it (and its CUDA registration, tens of ms). A no-op
+  // elsewhere, or from a server without put arenas.
   Status PreparePutArena();
   // Same host, a server offering kFeaturePutDevice (net/device_put.h): `size` bytes of this
   // process's device memory at `src`, copied into the store by the server itself (one copy

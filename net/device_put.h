@@ -2,10 +2,10 @@
 //
 // Through a put arena (net/put_arena.h) a saved encoder output crosses host memory twice:
 // the client's device->host copy into the arena, then the server's CPU copy into its pool.
-// On the H100 host that pair made a 57.8 MB entry readable in 2.5-2.7 ms, 0.41-0.43 x the
-// speed of the one device->host copy (1.07-1.09 ms), however the two were overlapped.
-// PUT_DEVICE sends the tensor's CUDA IPC handle instead. The server opens the allocation
-// (once per connection: opening costs ~0.8 ms), then copies with the GPU's copy engine,
+// However the two are overlapped, the entry is readable at well under half the speed of the
+// one device->host copy. PUT_DEVICE sends the tensor's CUDA IPC handle instead. The server
+// opens the allocation (once per connection: opening a handle costs about as much as
+// copying tens of MB), then copies with the GPU's copy engine,
 // on a stream of the connection's own, straight into a pool reservation -- device->host into
 // the host pool, which it registers with CUDA once (PREPARE_DEVICE_PUTS, or the first
 // PUT_DEVICE) -- or device->device into its device tier, where it has one on that GPU. One
@@ -75,7 +75,7 @@ class DevicePuts {
 class DeviceImports {
  public:
   static constexpr size_t kMaxImports = 32;
-  // Reopening costs ~0.8 ms; an engine saving items step after step keeps its mappings open.
+  // Reopening is costly; an engine saving items step after step keeps its mappings open.
   static constexpr std::chrono::milliseconds kIdleClose{1000};
   DeviceImports() = default;
   ~DeviceImports();

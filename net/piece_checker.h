@@ -1,10 +1,8 @@
 // PieceChecker: a connection's helper thread that checks a TCP put's pieces -- runs its
 // reservation's Filled (each piece's checksum, and its comparison with the entry the key
 // holds) -- while the connection's thread receives the next piece. On one thread the two take
-// turns: on the 2-core VM a put over TCP loopback ran at 0.87-0.89 x the upload stream with
-// the checks and 0.98-1.07 x with them switched off. Measured on the H200 machine's 16-core
-// host (bench remote, alternated pairs): new keys 0.87-0.91 x the upload stream on one
-// thread, 1.00-1.04 x with the checker; re-puts of the bytes held 0.77-0.78 x, 0.94-0.96 x.
+// turns, and a put over TCP runs about a tenth below the upload stream; with the checker it
+// runs at the stream's speed where the machine has a core to spare (bench `remote`).
 //
 //   PieceChecker checker;                 // one per connection, its thread started here
 //   checker.Begin(&reservation);
@@ -57,8 +55,7 @@ class PieceChecker {
 // Whether a server's connections check TCP puts' pieces on a helper: `setting` 1 yes, 0 no,
 // -1 (the default) where the machine has 4 or more cores, as CopyPool's helpers: a helper
 // per connection is a core per putting client, which a small machine does not have to spare
-// (the 2-core VM, forced on: new keys 0.83-0.85 x the upload stream against 0.87-0.88 x
-// without, re-puts 0.74-0.75 x against 0.64-0.66 x).
+// (there, forced on, it slows new keys' puts and speeds re-puts of held bytes).
 bool CheckPiecesBehind(int setting, unsigned cores);
 
 // A connection's checker for a put of `size` bytes in pieces of `piece`: `slot`'s, started at
