@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/safetensors.h"
+#include "cli/completion.h"
 #include "cli/config.h"
 #include "cli/entry_commands.h"
 #include "cli/flags.h"
@@ -381,6 +382,25 @@ int Run(int argc, char** argv) {
   AddGlobals(app, c.g);
   AddEntryCommands(app, c);
   AddStoreCommands(app, c);
+  std::string shell;
+  auto* completion = app.add_subcommand("completion", "print a shell completion script");
+  completion->add_option("shell", shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+  c.run.emplace_back(completion, [&] {
+    std::fputs(CompletionScript(app, shell).c_str(), stdout);
+    return 0;
+  });
+  // A command's --help names the options every command takes, not only its own.
+  std::string globals;
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->get_lnames().empty()) continue;
+    const std::string& name = o->get_lnames()[0];
+    if (name != "help" && name != "version") globals += (globals.empty() ? "--" : ", --") + name;
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    sub->footer("Global options, before or after the command: " + globals +
+                " (ec-store --help says what each does)");
   try {
     app.parse(argc, argv);
     std::vector<CLI::App*> sections;

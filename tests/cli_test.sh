@@ -78,6 +78,15 @@ check "get raw is byte-exact" cmp <(tensor_bytes a.safetensors) out.raw
 tensor_bytes b.safetensors > b.raw
 $EC $S put img-b b.raw --dtype bf16 --shape 324,1024 -n qwen3 >/dev/null
 check "put raw with --dtype/--shape" test "$($EC $S --json inspect img-b -n qwen3 | jget namespace)" = qwen3
+complete_words() {  # complete_words WORD... : what bash completion offers for the last word
+  bash -c 'source <("$0" completion bash); COMP_WORDS=("ec-store" "$@"); COMP_CWORD=$#; _ec_store
+           echo "${COMPREPLY[*]}"' "$EC" "$@"
+}
+check "completion offers the commands" grep -qw ls <(complete_words l)
+check "completion offers a command's options" grep -qw -- --prefix <(complete_words ls --pre)
+check "completion offers the global options after a command" grep -qw -- --json <(complete_words ls --js)
+check "zsh completion loads through bashcompinit" grep -q bashcompinit <($EC completion zsh)
+check "a command's --help names the global options" grep -q "Global options.*--dir" <($EC ls --help)
 expect_usage "did you mean 'ls'" $EC lss
 expect_usage "did you mean 'serve'" $EC servee --listen 127.0.0.1:0
 expect_usage "did you mean '--json'" $EC ls --jsno
