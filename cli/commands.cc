@@ -108,6 +108,7 @@ struct Commands {
   EvictArgs evict;
   std::string dir_arg;
   ServeArgs serve;
+  std::function<Result<Settings>()> reread;  // serve's settings, read again (SIGHUP)
   std::vector<std::pair<CLI::App*, std::function<int()>>> run;
   // Commands that need the store itself (its files), not a connection to it.
   std::vector<CLI::App*> local_only;
@@ -295,7 +296,7 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
                    "next is received (1 yes, 0 no, -1 = where there are 4 or more cores)")
       ->check(CLI::Range(-1, 1))
       ->capture_default_str();
-  local(serve, [&c] { return ServeCommand(c.g, c.serve); });
+  local(serve, [&c] { return ServeCommand(c.g, c.serve, c.reread); });
 }
 
 int Dispatch(Commands& c) {
@@ -366,29 +367,20 @@ std::string Misspelt(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
-}  // namespace
-
-// Exit codes: 0 success, 1 the command failed, 2 the command line (or config) was wrong.
-int Run(int argc, char** argv) {
-  // Logs go to stderr: stdout carries results (and --json must stay parseable).
-  spdlog::set_default_logger(spdlog::stderr_color_mt("ec-store"));
-  spdlog::set_level(spdlog::level::warn);
-  spdlog::set_pattern("ec-store: %l: %v");
-  Commands c;
-  CLI::App app{"ec-store: inspect, fill and evict an encoder-cache store, or serve one"};
+// The whole command line's definition, on `app`, its values landing in `c`.
+void Define(CLI::App& app, Commands& c, std::string* shell) {
   app.require_subcommand(1);
   app.fallthrough();  // global options after the subcommand too: `ec-store ls --json`
   app.set_version_flag("--version", std::string("ec-store ") + EC_STORE_VERSION);
   AddGlobals(app, c.g);
   AddEntryCommands(app, c);
   AddStoreCommands(app, c);
-  std::string shell;
   auto* completion = app.add_subcommand("completion", "print a shell completion script");
-  completion->add_option("shell", shell, "bash or zsh")
+  completion->add_option("shell", *shell, "bash or zsh")
       ->required()
       ->check(CLI::IsMember({"bash", "zsh"}));
-  c.run.emplace_back(completion, [&] {
-    std::fputs(CompletionScript(app, shell).c_str(), stdout);
+  c.run.emplace_back(completion, [&app, shell] {
+    std::fputs(CompletionScript(app, *shell).c_str(), stdout);
     return 0;
   });
   // A command's --help names the options every command takes, not only its own.
@@ -401,15 +393,49 @@ int Run(int argc, char** argv) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     sub->footer("Global options, before or after the command: " + globals +
                 " (ec-store --help says what each does)");
+}
+
+// Parses the command line, then the environment and the config file beneath it. Throws
+// CLI::ParseError.
+void Parse(CLI::App& app, Commands& c, int argc, char** argv) {
+  app.parse(argc, argv);
+  std::vector<CLI::App*> sections;
+  for (auto* sub : app.get_subcommands({})) sections.push_back(sub);
+  const char* env_config = std::getenv("EC_STORE_CONFIG");
+  ApplyEnvAndConfig(app, sections, !c.g.config.empty() ? c.g.config : env_config ? env_config : "");
+  c.g.log_level_given = app.get_option("--log-level")->count() > 0;
+}
+
+const char* kAbout = "ec-store: inspect, fill and evict an encoder-cache store, or serve one";
+
+}  // namespace
+
+// Exit codes: 0 success, 1 the command failed, 2 the command line (or config) was wrong.
+int Run(int argc, char** argv) {
+  // Logs go to stderr: stdout carries results (and --json must stay parseable).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("ec-store"));
+  spdlog::set_level(spdlog::level::warn);
+  spdlog::set_pattern("ec-store: %l: %v");
+  Commands c;
+  CLI::App app{kAbout};
+  std::string shell;
+  Define(app, c, &shell);
+  // `serve` reads its settings again at SIGHUP: the same command line, over the environment
+  // and the config file as they are then.
+  c.reread = [argc, argv]() -> Result<Settings> {
+    Commands again;
+    CLI::App app2{kAbout};
+    std::string shell2;
+    Define(app2, again, &shell2);
+    try {
+      Parse(app2, again, argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return Status::InvalidArgument(e.what());
+    }
+    return Settings{again.g, again.serve};
+  };
   try {
-    app.parse(argc, argv);
-    std::vector<CLI::App*> sections;
-    for (auto* sub : app.get_subcommands({})) sections.push_back(sub);
-    const char* env_config = std::getenv("EC_STORE_CONFIG");
-    ApplyEnvAndConfig(app, sections,
-                      !c.g.config.empty() ? c.g.config
-                      : env_config        ? env_config
-                                          : "");
+    Parse(app, c, argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::string misspelt = Misspelt(app, argc, argv);
@@ -417,7 +443,6 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "ec-store: error: %s\n", misspelt.c_str());
     return 2;
   }
-  c.g.log_level_given = app.get_option("--log-level")->count() > 0;
   if (c.g.log_level_given) spdlog::set_level(spdlog::level::from_str(c.g.log_level));
   try {
     return Dispatch(c);

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "cli/flags.h"
 #include "cli/output.h"
@@ -42,6 +43,56 @@ void Notify(const std::string& state) {
 #else
   (void)state;
 #endif
+}
+
+// Takes the settings as they read now: the log level, the slow-request threshold and the
+// token apply at once; a change to anything else is logged as needing a restart.
+void Reload(const std::function<Result<Settings>()>& reread, net::Server* server, Settings* now) {
+  auto next = reread ? reread() : Result<Settings>(Status::Unavailable("nothing to read"));
+  if (!next.ok()) {
+    spdlog::error("SIGHUP: settings not reloaded, they do not parse: {}", next.status().ToString());
+    return;
+  }
+  const Globals& g = next->g;
+  const ServeArgs& a = next->serve;
+  spdlog::set_level(g.log_level_given ? spdlog::level::from_str(g.log_level) : spdlog::level::info);
+  auto slow = ParseDuration(a.slow_request);
+  if (slow.ok()) server->SetSlowRequest(milliseconds(*slow / 1000));
+  try {
+    server->SetToken(ClientToken(g));
+  } catch (const std::exception& e) {
+    spdlog::error("SIGHUP: the token was not reloaded: {}", e.what());
+  }
+  std::vector<std::string> fixed;
+  auto same = [&](const char* flag, const auto& was, const auto& is) {
+    if (!(was == is)) fixed.push_back(flag);
+  };
+  const Globals& w = now->g;
+  const ServeArgs& v = now->serve;
+  same("--dir", w.dir, g.dir);
+  same("--pool-size", w.pool_size, g.pool_size);
+  same("--device-pool-size", w.device_pool_size, g.device_pool_size);
+  same("--disk-quota", w.disk_quota, g.disk_quota);
+  same("--compress", w.compress, g.compress);
+  same("--eviction-policy", w.eviction_policy, g.eviction_policy);
+  same("--group-access", w.group_access, g.group_access);
+  same("--listen", v.listen, a.listen);
+  same("--rdma-listen", v.rdma_listen, a.rdma_listen);
+  same("--metrics-listen", v.metrics_listen, a.metrics_listen);
+  same("--lease-ttl", v.lease_ttl, a.lease_ttl);
+  same("--idle-timeout", v.idle_timeout, a.idle_timeout);
+  same("--io-timeout", v.io_timeout, a.io_timeout);
+  same("--log-summary", v.log_summary, a.log_summary);
+  same("--arena-budget", v.arena_budget, a.arena_budget);
+  same("--max-connections", v.max_connections, a.max_connections);
+  same("--copy-threads", v.copy_threads, a.copy_threads);
+  same("--check-put-pieces", v.check_put_pieces, a.check_put_pieces);
+  std::string list;
+  for (const auto& f : fixed) list += (list.empty() ? "" : ", ") + f;
+  spdlog::info("SIGHUP: log level {}, slow requests over {}, token reloaded",
+               spdlog::level::to_string_view(spdlog::get_level()), a.slow_request);
+  if (!list.empty()) spdlog::warn("SIGHUP: {} changed but take effect only at a restart", list);
+  *now = std::move(next).value();
 }
 
 // What the daemon is doing, for /readyz and /healthz. The store and server are set once
@@ -150,7 +201,8 @@ void LogStartup(const Store& store, const StoreStats& s, double open_secs) {
 
 }  // namespace
 
-int ServeCommand(const Globals& g, const ServeArgs& a) {
+int ServeCommand(const Globals& g, const ServeArgs& a,
+                 const std::function<Result<Settings>()>& reread) {
   const std::string token = ClientToken(g);
   net::ServerOptions so;
   so.listen = a.listen;
@@ -214,13 +266,16 @@ int ServeCommand(const Globals& g, const ServeArgs& a) {
   std::thread summaries;
   if (summary.count() > 0) summaries = std::thread([&] { life.Summaries(summary, stopping); });
   int sig = 0;
-  // SIGHUP (a closed terminal, or an operator's "sync now") persists and keeps serving.
+  // SIGHUP (`systemctl reload`, a closed terminal, an operator's "sync now") persists the
+  // pool, takes what may change while serving, and keeps serving.
+  Settings now{g, a};
   while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
     Status st = store->Flush();
     if (st.ok())
       spdlog::info("SIGHUP: the pool is persisted; still serving");
     else
       spdlog::error("SIGHUP: persisting the pool failed: {}", st.ToString());
+    Reload(reread, server.get(), &now);
   }
   spdlog::info("signal {}: stopping, persisting the pool", sig);
   Notify("STOPPING=1\nSTATUS=stopping: persisting the pool");

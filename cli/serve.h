@@ -5,6 +5,7 @@
 // and one summary thread.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "cli/entry_commands.h"
@@ -21,6 +22,16 @@ struct ServeArgs {
   int check_put_pieces = -1;
 };
 
-int ServeCommand(const Globals& g, const ServeArgs& a);
+// What `serve` was started with; read again at SIGHUP.
+struct Settings {
+  Globals g;
+  ServeArgs serve;
+};
+
+// `reread` gives the settings as the command line, environment and config file say now: at
+// SIGHUP the log level, the slow-request threshold and the token take effect, and any other
+// change is logged as needing a restart.
+int ServeCommand(const Globals& g, const ServeArgs& a,
+                 const std::function<Result<Settings>()>& reread);
 
 }  // namespace ecstore::cli

@@ -153,7 +153,8 @@ void Server::Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::ti
       op == Op::kGet || op == Op::kGetShm || op == Op::kGetRdma || op == Op::kGetDevice;
   if (get)
     metrics_.RecordGet(wire, c->outcome == Outcome::kOk ? c->served_from : std::nullopt, secs);
-  const bool slow = opt_.slow_request.count() > 0 && secs * 1000 > opt_.slow_request.count();
+  const int64_t slow_ms = slow_request_ms_.load();
+  const bool slow = slow_ms > 0 && secs * 1000 > static_cast<double>(slow_ms);
   if (slow || spdlog::should_log(spdlog::level::debug))
     spdlog::log(slow ? spdlog::level::warn : spdlog::level::debug,
                 "{}{} {}/{} (request {}) from {} over {}: {}, {} bytes in, {} out, {:.3f} ms",
@@ -340,8 +341,12 @@ static bool SameSecret(const std::string& given, const std::string& secret) {
 Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   const int fd = c->fd.get();
   BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
-  std::string token;
-  if (!r.Str(&token, 4096) || (!opt_.token.empty() && !SameSecret(token, opt_.token))) {
+  std::string token, required;
+  {
+    std::lock_guard<std::mutex> l(token_mu_);
+    required = token_;
+  }
+  if (!r.Str(&token, 4096) || (!required.empty() && !SameSecret(token, required))) {
     SendFrame(fd, Op::kError, h.request_id,
               ErrorBody(Status::InvalidArgument(
                   "wrong or missing token: this server requires the shared secret "

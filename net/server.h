@@ -94,6 +94,15 @@ class Server {
   uint64_t client_leases() const { return leases_held_.load(); }
   Prefetcher::Counters prefetches() const { return prefetcher_.counters(); }
   double uptime_seconds() const;
+  // What SIGHUP may change while serving: the slow-request threshold, and the shared secret
+  // new connections must present (connections already greeted keep theirs).
+  void SetSlowRequest(std::chrono::milliseconds threshold) {
+    slow_request_ms_.store(threshold.count());
+  }
+  void SetToken(std::string token) {
+    std::lock_guard<std::mutex> l(token_mu_);
+    token_ = std::move(token);
+  }
 
  private:
   struct Conn {
@@ -118,7 +127,11 @@ class Server {
     std::unique_ptr<DeviceImports> imports;  // same host: its device memory opened here
     std::unique_ptr<PieceChecker> checker;   // checks its large TCP puts, once it has had one
   };
-  Server(Store* s, ServerOptions o) : store_(s), opt_(std::move(o)) {}
+  Server(Store* s, ServerOptions o)
+      : store_(s),
+        opt_(std::move(o)),
+        slow_request_ms_(opt_.slow_request.count()),
+        token_(opt_.token) {}
   void AcceptLoop();
   size_t ReapLocked();  // joins finished connections; returns how many are live
   void Serve(Conn* c);
@@ -145,6 +158,9 @@ class Server {
 
   Store* store_;
   ServerOptions opt_;
+  std::atomic<int64_t> slow_request_ms_{0};  // opt_.slow_request, then SetSlowRequest
+  std::mutex token_mu_;
+  std::string token_;  // opt_.token, then SetToken; under token_mu_
   UniqueFd listen_fd_;
   UniqueFd shm_fd_;  // the unix listener
   std::unique_ptr<RdmaListener> rdma_;

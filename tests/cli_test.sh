@@ -419,5 +419,23 @@ check "--slow-request warns of a request over it" grep -qE "\[warning\] slow put
 check "a get's line names its namespace and key" grep -qE "\] (slow )?get default/big1 " log.err
 check "--log-summary logs a one-line summary" grep -qE "summary: [0-9.]+ req/s" log.err
 kill -TERM $LSRV; wait $LSRV
+
+# SIGHUP reloads what can change while serving, and names what needs a restart
+printf 'pool-size = "64MiB"\n[serve]\nslow-request = "10s"\n' >hup.toml
+$EC --dir "$T/hup" --config hup.toml serve --listen 127.0.0.1:0 >hup.out 2>hup.err &
+HSRV=$!
+for _ in $(seq 50); do grep -q "port" hup.out 2>/dev/null && break; sleep 0.1; done
+HR="--server 127.0.0.1:$(sed -n 's/.*(port \([0-9]*\).*/\1/p' hup.out)"
+$EC $HR put before big.safetensors >/dev/null
+printf 'pool-size = "128MiB"\nlog-level = "debug"\n[serve]\nslow-request = "1ms"\n' >hup.toml
+kill -HUP $HSRV
+for _ in $(seq 50); do grep -q "SIGHUP: log level" hup.err && break; sleep 0.1; done
+$EC $HR put after big.safetensors >/dev/null
+kill -TERM $HSRV; wait $HSRV
+check "before SIGHUP a 10s threshold logs no slow put" bash -c '! grep -q "slow put default/before" hup.err'
+check "SIGHUP reloads the slow-request threshold" grep -q "slow put default/after" hup.err
+check "SIGHUP reloads the log level" grep -q "SIGHUP: log level debug" hup.err
+check "SIGHUP names a change that needs a restart" \
+  grep -q "SIGHUP: --pool-size changed but take effect only at a restart" hup.err
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
