@@ -1,5 +1,5 @@
-// Server: serves a Store to remote and same-host consumers. Transport today: TCP (frames of
-// net/protocol.h); the verbs and shared-memory transports plug in beside it.
+// Server: serves a Store to remote and same-host consumers: TCP (frames of net/protocol.h),
+// shared memory over its unix socket, RDMA verbs (rdma/) and CUDA IPC (net/device_put.h).
 // A GET is answered under a read lease, straight from pool memory (one sendmsg), so an
 // eviction can never overwrite bytes in flight.
 // Thread rules: Start/Stop from the owner; one acceptor thread and one thread per

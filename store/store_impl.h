@@ -1,5 +1,5 @@
 // StoreImpl: the store behind the Store facade. It serves requests and moves payload bytes;
-// the state lives in the parts it owns, each with its own header and tests:
+// the state lives in the parts it owns, each with its own header:
 //   Keydir       (store/keydir.h)        every entry, the metadata lock, tier transitions
 //   MemoryTier   (store/memory_tier.h)   the pinned host pool: region, allocator, policy
 //   DurableTier  (store/durable_tier.h)  segments, index, quota, tombstones, recovery
