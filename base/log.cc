@@ -26,9 +26,9 @@ LogLevel Of(spdlog::level::level_enum l) {
 }
 
 spdlog::level::level_enum To(LogLevel l) {
-  static constexpr spdlog::level::level_enum kLevels[] = {
-      spdlog::level::trace, spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
-      spdlog::level::err};
+  static constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::trace,
+                                                          spdlog::level::debug, spdlog::level::info,
+                                                          spdlog::level::warn, spdlog::level::err};
   return kLevels[static_cast<int>(l)];
 }
 

@@ -269,6 +269,9 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
   serve->add_option("--io-timeout", a.io_timeout, "bound on sending or receiving one frame")
       ->check(CLI::Validator(positive_duration, "DURATION>0"))
       ->capture_default_str();
+  serve->add_option("--log-format", a.log_format, "text, or json: one object per log line")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   serve->add_option("--slow-request", a.slow_request, "log requests slower than this (0 = off)")
       ->check(kDuration)
       ->capture_default_str();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "cli/json_log.h"
 #include "cli/output.h"
 #include "net/server.h"
 #include "net/socket.h"
@@ -229,7 +230,10 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   sigemptyset(&stop);
   for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP}) sigaddset(&stop, sig);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ec-store] [%l] %v");
+  if (a.log_format == "json")
+    spdlog::set_formatter(JsonLogFormatter());
+  else
+    spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ec-store] [%l] %v");
   if (!g.log_level_given) spdlog::set_level(spdlog::level::info);
 
   Lifecycle life;

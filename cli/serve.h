@@ -16,6 +16,7 @@ struct ServeArgs {
   std::string listen = "127.0.0.1:7070", rdma_listen, metrics_listen;
   std::string lease_ttl = "30s", idle_timeout = "10m", io_timeout = "30s";
   std::string slow_request = "250ms", log_summary = "60s";
+  std::string log_format = "text";  // or "json": one object per line
   std::string arena_budget = "0";
   size_t max_connections = 1024;
   int copy_threads = -1;

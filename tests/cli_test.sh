@@ -420,6 +420,20 @@ check "a get's line names its namespace and key" grep -qE "\] (slow )?get defaul
 check "--log-summary logs a one-line summary" grep -qE "summary: [0-9.]+ req/s" log.err
 kill -TERM $LSRV; wait $LSRV
 
+# --log-format json: every line one JSON object with time, level and msg
+$EC --dir "$T/jlog" serve --listen 127.0.0.1:0 --log-format json >jlog.out 2>jlog.err &
+JSRV=$!
+for _ in $(seq 50); do grep -q "port" jlog.out 2>/dev/null && break; sleep 0.1; done
+kill -TERM $JSRV; wait $JSRV
+check "--log-format json writes one object per line" $PY -c '
+import json, sys
+lines = open("jlog.err").read().splitlines()
+assert len(lines) >= 3, lines
+for l in lines:
+    d = json.loads(l)
+    assert set(d) == {"time", "level", "msg"}, d
+assert any("stopped cleanly" in json.loads(l)["msg"] for l in lines)'
+
 # SIGHUP reloads what can change while serving, and names what needs a restart
 printf 'pool-size = "64MiB"\n[serve]\nslow-request = "10s"\n' >hup.toml
 $EC --dir "$T/hup" --config hup.toml serve --listen 127.0.0.1:0 >hup.out 2>hup.err &
