@@ -1,6 +1,7 @@
 #include "net/client.h"
 
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "store/stats_json.h"
@@ -565,7 +566,7 @@ Result<StoreStats> Client::Stats() {
   });
 }
 
-Result<nlohmann::json> Client::Admin(Op op, Op expect) {
+Result<std::string> Client::Admin(Op op, Op expect) {
   if (!link_.valid()) EC_RETURN_IF_ERROR(link_.Open());
   SetTimeouts(link_.fd(), std::chrono::milliseconds(0));  // as long as the work takes
   Status st = link_.SendRequest(op, {});
@@ -574,13 +575,18 @@ Result<nlohmann::json> Client::Admin(Op op, Op expect) {
   if (!body.ok()) return body.status();
   auto js = JsonReplyText(*body);
   if (!js.ok()) return js.status();
-  auto j = nlohmann::json::parse(*js, nullptr, false);
+  return std::string(*js);
+}
+
+static Result<nlohmann::json> ParseAdmin(const Result<std::string>& text) {
+  if (!text.ok()) return text.status();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::Unavailable("malformed admin reply");
   return j;
 }
 
 Result<VerifyReport> Client::Verify() {
-  auto j = Admin(Op::kVerify, Op::kVerifyOk);
+  auto j = ParseAdmin(Admin(Op::kVerify, Op::kVerifyOk));
   if (!j.ok()) return j.status();
   VerifyReport rep;
   rep.checked = j->value("checked", uint64_t{0});
@@ -591,7 +597,7 @@ Result<VerifyReport> Client::Verify() {
 }
 
 Result<std::pair<uint64_t, uint64_t>> Client::Compact() {
-  auto j = Admin(Op::kCompact, Op::kCompactOk);
+  auto j = ParseAdmin(Admin(Op::kCompact, Op::kCompactOk));
   if (!j.ok()) return j.status();
   return std::make_pair(j->value("before", uint64_t{0}), j->value("after", uint64_t{0}));
 }

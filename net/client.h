@@ -11,7 +11,6 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -153,7 +152,7 @@ class Client : public Cache {
       std::string_view ns, const std::vector<std::string>& keys,
       const std::vector<std::vector<size_t>>& groups,
       const std::function<void(const std::vector<size_t>&, std::vector<Result<ReadLease>>)>& copy);
-  Result<nlohmann::json> Admin(Op op, Op expect);
+  Result<std::string> Admin(Op op, Op expect);  // the reply's JSON text
 
   Connection link_;                   // the server: control connection, data path, leases
   std::unique_ptr<CopyPool> copier_;  // StreamInto's copies (made at its first use)

@@ -11,6 +11,11 @@ mkdir -p "$WORK"
 cmake --install "$BUILD" --prefix "$WORK/prefix" >/dev/null
 test -f "$WORK/prefix/include/ecstore/store/store.h"
 test -x "$WORK/prefix/bin/ec-store"
+# The public headers build with the library's own headers alone: no third-party ones.
+if grep -rlE '#include <(nlohmann|spdlog|fmt|CLI|liburing|sqlite3|httplib)' "$WORK/prefix/include"; then
+  echo "installed headers include third-party headers (above)" >&2
+  exit 1
+fi
 cmake -S "$SRC" -B "$WORK/build" -DCMAKE_PREFIX_PATH="$WORK/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$WORK/build" -j 2 >/dev/null
 "$WORK/build/consumer" "$WORK/store"
