@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "store/store.h"
+#include <ecstore/store.h>
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;

@@ -2,8 +2,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "net/client.h"
-#include "net/server.h"
+#include <ecstore/ecstore.h>
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;

@@ -9,7 +9,7 @@ SRC=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$WORK"
 mkdir -p "$WORK"
 cmake --install "$BUILD" --prefix "$WORK/prefix" >/dev/null
-test -f "$WORK/prefix/include/ecstore/store/store.h"
+test -f "$WORK/prefix/include/ecstore/store.h"
 test -x "$WORK/prefix/bin/ec-store"
 # The public headers build with the library's own headers alone: no third-party ones.
 if grep -rlE '#include <(nlohmann|spdlog|fmt|CLI|liburing|sqlite3|httplib)' "$WORK/prefix/include"; then
