@@ -1,8 +1,8 @@
 // Embeds the store through the installed headers: put, close, reopen, get byte-exact.
+#include <ecstore/store.h>
+
 #include <cstdio>
 #include <vector>
-
-#include <ecstore/store.h>
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;

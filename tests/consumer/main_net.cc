@@ -1,8 +1,8 @@
 // Serves a store and reads it back over TCP, through the installed ecstore::net.
+#include <ecstore/ecstore.h>
+
 #include <cstdio>
 #include <vector>
-
-#include <ecstore/ecstore.h>
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
