@@ -8,7 +8,7 @@ PKGS=(build-essential cmake pkg-config python3
       liburing-dev liblz4-dev libsqlite3-dev libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev
       nlohmann-json3-dev libxxhash-dev libsystemd-dev libibverbs-dev librdmacm-dev)
 if [ "${1:-all}" != build ]; then
-  PKGS+=(libgtest-dev libbenchmark-dev systemd
+  PKGS+=(libgtest-dev libbenchmark-dev systemd etcd-server etcd-client
          gnuplot-nox fio clang clang-format libclang-rt-14-dev redis-server libhiredis-dev
          ibverbs-providers rdma-core iproute2
          qemu-system-x86 busybox-static cpio kmod)
