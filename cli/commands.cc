@@ -13,12 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "base/safetensors.h"
+#include "cli/cluster_commands.h"
 #include "cli/completion.h"
 #include "cli/config.h"
 #include "cli/entry_commands.h"
 #include "cli/flags.h"
 #include "cli/output.h"
 #include "cli/serve.h"
+#include "cluster/etcd.h"
 
 namespace ecstore::cli {
 namespace {
@@ -108,6 +110,7 @@ struct Commands {
   EvictArgs evict;
   std::string dir_arg;
   ServeArgs serve;
+  std::string cluster_what;                  // `cluster status`
   std::function<Result<Settings>()> reread;  // serve's settings, read again (SIGHUP)
   std::vector<std::pair<CLI::App*, std::function<int()>>> run;
   // Commands that need the store itself (its files), not a connection to it.
@@ -152,6 +155,16 @@ void AddGlobals(CLI::App& app, Globals& g) {
                  "x recompute cost per byte), lru or gdsf")
       ->check(CLI::IsMember({"freq", "lru", "gdsf"}))
       ->capture_default_str();
+  app.add_option("--cluster", g.cluster,
+                 "etcd://HOST:PORT[,HOST:PORT...]/NAME: serve joins this cluster; `cluster "
+                 "status` lists its nodes")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            std::string name;
+            auto c = cluster::EtcdClient::Parse(v, &name);
+            return c.ok() ? std::string() : c.status().message();
+          },
+          "etcd://HOST:PORT/NAME"));
   app.add_option("--server", g.server,
                  "talk to a running `ec-store serve` at HOST:PORT instead of opening --dir");
   app.add_option("--timeout", g.timeout, "a client's bound on each reply from --server")
@@ -269,6 +282,15 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
   serve->add_option("--io-timeout", a.io_timeout, "bound on sending or receiving one frame")
       ->check(CLI::Validator(positive_duration, "DURATION>0"))
       ->capture_default_str();
+  serve->add_option("--node-id", a.node_id,
+                    "this node's id in --cluster (default: kept in the store directory)");
+  serve->add_option("--advertise", a.advertise,
+                    "HOST:PORT other hosts' clients reach this node at (default: --listen)");
+  serve
+      ->add_option("--cluster-ttl", a.cluster_ttl,
+                   "the etcd lease of this node's membership: a dead node leaves after it")
+      ->check(kDuration)
+      ->capture_default_str();
   serve->add_option("--log-format", a.log_format, "text, or json: one object per log line")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -300,6 +322,11 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
       ->check(CLI::Range(-1, 1))
       ->capture_default_str();
   local(serve, [&c] { return ServeCommand(c.g, c.serve, c.reread); });
+  auto* clusterc = app.add_subcommand("cluster", "a cluster's nodes (with --cluster)");
+  clusterc->add_option("what", c.cluster_what, "status: the live nodes, their addresses")
+      ->required()
+      ->check(CLI::IsMember({"status"}));
+  c.run.emplace_back(clusterc, [&c] { return ClusterStatusCommand(c.g); });
 }
 
 int Dispatch(Commands& c) {

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/cluster_commands.h"
 #include "cli/flags.h"
 #include "cli/json_log.h"
 #include "cli/output.h"
@@ -254,6 +255,11 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
   auto server = Check(net::Server::Start(store.get(), so));
   life.Up(store.get(), server.get());
+  // In a cluster: a member once it serves; it leaves first when it stops.
+  std::unique_ptr<cluster::Registration> member;
+  if (!g.cluster.empty())
+    member = JoinCluster(g, a.node_id, a.advertise, hp.host, server->port(), a.rdma_listen,
+                         a.cluster_ttl, store.get());
   Notify("READY=1\nSTATUS=serving " + g.dir);
   spdlog::info(
       "same-host puts are copied out of their put arenas by {} thread(s) each; TCP puts' "
@@ -287,6 +293,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   stopping = true;
   life.Wake();
   if (summaries.joinable()) summaries.join();
+  if (member) member->Stop();  // clients route elsewhere before the connections close
   server->Stop();
   Status closed = store->Close();
   if (http) http->Stop();

@@ -17,6 +17,8 @@ struct ServeArgs {
   std::string lease_ttl = "30s", idle_timeout = "10m", io_timeout = "30s";
   std::string slow_request = "250ms", log_summary = "60s";
   std::string log_format = "text";  // or "json": one object per line
+  std::string node_id, advertise;   // in the cluster (--cluster): this node's id and address
+  std::string cluster_ttl = "10s";  // its etcd lease
   std::string arena_budget = "0";
   size_t max_connections = 1024;
   int copy_threads = -1;

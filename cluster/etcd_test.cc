@@ -41,10 +41,10 @@ class Etcd {
     pid_ = fork();
     if (pid_ == 0) {
       freopen("/dev/null", "w", stderr);
-      execlp("etcd", "etcd", "--data-dir", (dir_.path() + "/etcd").c_str(),
-             "--listen-client-urls", c.c_str(), "--advertise-client-urls", c.c_str(),
-             "--listen-peer-urls", p.c_str(), "--initial-advertise-peer-urls", p.c_str(),
-             "--initial-cluster", ("default=" + p).c_str(), nullptr);
+      execlp("etcd", "etcd", "--data-dir", (dir_.path() + "/etcd").c_str(), "--listen-client-urls",
+             c.c_str(), "--advertise-client-urls", c.c_str(), "--listen-peer-urls", p.c_str(),
+             "--initial-advertise-peer-urls", p.c_str(), "--initial-cluster",
+             ("default=" + p).c_str(), nullptr);
       _exit(127);
     }
   }
@@ -87,12 +87,14 @@ TEST(Etcd, AClusterAddressNamesEndpointsAndAName) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(name, "prod");
   EXPECT_EQ(c->endpoints(), (std::vector<std::string>{"10.0.0.2:2379", "10.0.0.3:2379"}));
-  for (const char* bad : {"etcd://h:1", "etcd://h:1/", "tcp://h:1/x", "etcd://h/x", "etcd://h:1/a/b"})
+  for (const char* bad :
+       {"etcd://h:1", "etcd://h:1/", "tcp://h:1/x", "etcd://h/x", "etcd://h:1/a/b"})
     EXPECT_TRUE(EtcdClient::Parse(bad, &name).status().IsInvalidArgument()) << bad;
 }
 
 TEST(Etcd, KeysUnderALeaseAreReadByPrefixAndGoWithItsRevoke) {
-  if (!HaveEtcd()) GTEST_SKIP() << "etcd is not installed (scripts/install-deps.sh installs etcd-server)";
+  if (!HaveEtcd())
+    GTEST_SKIP() << "etcd is not installed (scripts/install-deps.sh installs etcd-server)";
   Etcd etcd;
   EtcdClient c = etcd.Client();
   auto lease = c.GrantLease(std::chrono::seconds(10));

@@ -17,7 +17,8 @@ std::vector<size_t> Ring::Choices(std::string_view ns, std::string_view key, siz
   // The key hashed once, seeded by its namespace's hash; each node's score mixes that with
   // the node's seed. Weighted: -w / ln(u) with u uniform in (0, 1), whose maximum picks each
   // node with probability w / sum(w) (Schindelhauer and Schomaker's weighted HRW).
-  const uint64_t h = XXH3_64bits_withSeed(key.data(), key.size(), XXH3_64bits(ns.data(), ns.size()));
+  const uint64_t h =
+      XXH3_64bits_withSeed(key.data(), key.size(), XXH3_64bits(ns.data(), ns.size()));
   std::vector<std::pair<double, size_t>> scored;
   scored.reserve(members_.size());
   for (size_t i = 0; i < members_.size(); ++i) {
@@ -26,8 +27,8 @@ std::vector<size_t> Ring::Choices(std::string_view ns, std::string_view key, siz
     scored.emplace_back(-members_[i].weight / std::log(u), i);
   }
   n = std::min(n, scored.size());
-  std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(n),
-                    scored.end(), [&](const auto& a, const auto& b) {
+  std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(n), scored.end(),
+                    [&](const auto& a, const auto& b) {
                       // Ties (never in practice) go by id, so every client orders alike.
                       return a.first != b.first ? a.first > b.first
                                                 : members_[a.second].id < members_[b.second].id;
