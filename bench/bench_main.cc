@@ -21,7 +21,8 @@ namespace {
   std::fprintf(
       stderr,
       "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,erase,"
-      "mixed_gpu,remote,rdma,device,policy,index,alloc] [--rdma-addr IP] [--dir DIR] [--json FILE] "
+      "mixed_gpu,remote,rdma,device,policy,index,alloc,cluster] [--rdma-addr IP] [--dir DIR] "
+      "[--json FILE] "
       "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf] [--watermarks H,L] "
       "[--drift EVERY,STEP]\n");
   std::exit(status);
@@ -104,7 +105,7 @@ Config ParseArgs(int argc, char** argv) {
   }
   const std::set<std::string> known = {"put",    "get_hot",   "get_disk", "spill",  "mixed",
                                        "remote", "rdma",      "device",   "policy", "index",
-                                       "alloc",  "mixed_gpu", "erase"};
+                                       "alloc",  "mixed_gpu", "erase",    "cluster"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
@@ -131,6 +132,7 @@ int main(int argc, char** argv) {
   if (cfg.Want("rdma")) RdmaWorkload(cfg, pl);
   if (cfg.Want("device")) DeviceWorkload(cfg, pl);
   if (cfg.Want("policy")) PolicyWorkload(cfg);
+  if (cfg.Want("cluster")) ClusterWorkload(cfg);
   if (cfg.Want("index")) IndexWorkload(cfg);
   if (cfg.Want("alloc")) AllocWorkload(cfg);
   if (cfg.Want("erase")) EraseWorkload(cfg);

@@ -27,6 +27,8 @@ void MixedGpuWorkload(const Config& cfg, Payloads& pl);
 void IndexWorkload(const Config& cfg);
 void AllocWorkload(const Config& cfg);
 void PolicyWorkload(const Config& cfg);
+// Placement over 3, 100 and 1000 nodes: balance, keys moved by a join, owners per second.
+void ClusterWorkload(const Config& cfg);
 
 // transports.cc: remote (TCP and shared memory, against a socket stream and Redis), rdma
 // (verbs against TCP), device (the GPU tier against cudaMemcpy).

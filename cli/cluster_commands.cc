@@ -13,9 +13,9 @@ namespace ecstore::cli {
 
 std::unique_ptr<cluster::Registration> JoinCluster(const Globals& g, const std::string& node_id,
                                                    const std::string& advertise,
-                                                   const std::string& listen_host,
-                                                   uint16_t port, const std::string& rdma,
-                                                   const std::string& ttl, Store* store) {
+                                                   const std::string& listen_host, uint16_t port,
+                                                   const std::string& rdma, const std::string& ttl,
+                                                   Store* store) {
   std::string name;
   auto etcd = Check(cluster::EtcdClient::Parse(g.cluster, &name));
   cluster::NodeInfo self;

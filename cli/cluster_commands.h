@@ -17,9 +17,9 @@ namespace ecstore::cli {
 // reach), its lease kept alive every third of `ttl`. Throws CliError on a bad setting.
 std::unique_ptr<cluster::Registration> JoinCluster(const Globals& g, const std::string& node_id,
                                                    const std::string& advertise,
-                                                   const std::string& listen_host,
-                                                   uint16_t port, const std::string& rdma,
-                                                   const std::string& ttl, Store* store);
+                                                   const std::string& listen_host, uint16_t port,
+                                                   const std::string& rdma, const std::string& ttl,
+                                                   Store* store);
 
 int ClusterStatusCommand(const Globals& g);
 

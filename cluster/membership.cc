@@ -12,8 +12,9 @@ namespace ecstore::cluster {
 using nlohmann::json;
 
 std::string NodeInfo::ToJson() const {
-  return json{{"id", id},           {"tcp", tcp},         {"rdma", rdma},
-              {"capacity", capacity}, {"version", version}, {"incarnation", incarnation}}
+  return json{{"id", id},           {"tcp", tcp},
+              {"rdma", rdma},       {"capacity", capacity},
+              {"version", version}, {"incarnation", incarnation}}
       .dump();
 }
 
@@ -39,8 +40,10 @@ Result<std::vector<NodeInfo>> Members(EtcdClient& etcd, const std::string& clust
   std::vector<NodeInfo> out;
   for (const auto& [key, value] : *kvs) {
     auto n = NodeInfo::FromJson(value);
-    if (n.ok()) out.push_back(std::move(n).value());
-    else spdlog::warn("cluster {}: skipping {}: {}", cluster, key, n.status().ToString());
+    if (n.ok())
+      out.push_back(std::move(n).value());
+    else
+      spdlog::warn("cluster {}: skipping {}: {}", cluster, key, n.status().ToString());
   }
   return out;
 }
@@ -75,9 +78,10 @@ void Registration::KeepAlive() {
     if (st.IsNotFound()) st = Register();  // it lapsed (etcd was away too long): join again
     if (st.ok() != registered_.load())
       st.ok() ? spdlog::info("cluster {}: registered again as {}", cluster_, self_.id)
-              : spdlog::warn("cluster {}: keeping the registration alive failed ({}); still "
-                             "serving, trying again",
-                             cluster_, st.ToString());
+              : spdlog::warn(
+                    "cluster {}: keeping the registration alive failed ({}); still "
+                    "serving, trying again",
+                    cluster_, st.ToString());
     registered_ = st.ok();
     l.lock();
   }
@@ -93,8 +97,8 @@ void Registration::Stop() {
   if (thread_.joinable()) thread_.join();
   Status st = etcd_.Revoke(lease_);
   if (!st.ok())
-    spdlog::warn("cluster {}: leaving failed ({}); the node leaves when its lease lapses",
-                 cluster_, st.ToString());
+    spdlog::warn("cluster {}: leaving failed ({}); the node leaves when its lease lapses", cluster_,
+                 st.ToString());
 }
 
 Result<std::string> NodeId(const std::string& dir, const std::string& given) {

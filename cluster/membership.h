@@ -28,8 +28,8 @@ namespace ecstore::cluster {
 // What a node says of itself in etcd (one JSON object).
 struct NodeInfo {
   std::string id;
-  std::string tcp;   // HOST:PORT its clients connect to
-  std::string rdma;  // IP:PORT of its RDMA listener, or empty
+  std::string tcp;        // HOST:PORT its clients connect to
+  std::string rdma;       // IP:PORT of its RDMA listener, or empty
   uint64_t capacity = 0;  // pool + disk quota, in bytes: its weight in placement
   std::string version;
   uint64_t incarnation = 0;  // how many times this id has started (from its store directory)
