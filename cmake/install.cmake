@@ -33,9 +33,6 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfig.cmake
 # must name them (Requires), not only --static (Requires.private). Shared ones link their
 # own.
 set(EC_PC_DEPS "liburing liblz4 sqlite3 libxxhash spdlog")
-if(EC_WITH_RDMA)
-  string(APPEND EC_PC_DEPS " libibverbs librdmacm")
-endif()
 if(BUILD_SHARED_LIBS)
   set(EC_PC_REQUIRES "")
   set(EC_PC_REQUIRES_PRIVATE "${EC_PC_DEPS}")

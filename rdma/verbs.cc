@@ -1,18 +1,28 @@
 #include "rdma/verbs.h"
 
 #include <arpa/inet.h>
-#include <infiniband/verbs.h>
 #include <poll.h>
-#include <rdma/rdma_cma.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <cstring>
 
+#include "rdma/verbs_api.h"
+
 namespace ecstore::net {
 namespace {
 
 constexpr int kMaxWr = 64;
+
+// The loaded verbs: only called once Loaded() said they are there (every object here is made
+// after that).
+const VerbsApi& V() { return *Verbs(); }
+
+Status Loaded() {
+  std::string why;
+  if (Verbs(&why)) return Status::Ok();
+  return Status::Unavailable("RDMA is unavailable: " + why);
+}
 constexpr int kDepth = 16;  // RDMA READs in flight per QP (initiator depth)
 
 Result<sockaddr_in> Addr(const HostPort& hp) {
@@ -32,12 +42,12 @@ Status WaitEvent(rdma_event_channel* ec, rdma_cm_event_type want, std::chrono::m
   if (poll(&p, 1, static_cast<int>(timeout.count())) <= 0)
     return Status::Unavailable(std::string("RDMA ") + step + " timed out");
   rdma_cm_event* ev = nullptr;
-  if (rdma_get_cm_event(ec, &ev) != 0) return Status::FromErrno(errno, "rdma_get_cm_event");
+  if (V().rdma_get_cm_event(ec, &ev) != 0) return Status::FromErrno(errno, "rdma_get_cm_event");
   rdma_cm_event_type got = ev->event;
   int status = ev->status;
-  rdma_ack_cm_event(ev);
+  V().rdma_ack_cm_event(ev);
   if (got != want)
-    return Status::Unavailable(std::string("RDMA ") + step + " failed: " + rdma_event_str(got) +
+    return Status::Unavailable(std::string("RDMA ") + step + " failed: " + V().rdma_event_str(got) +
                                " (status " + std::to_string(status) + ")");
   return Status::Ok();
 }
@@ -58,47 +68,50 @@ ibv_qp_init_attr QpAttr(ibv_cq* cq) {
 }  // namespace
 
 bool RdmaDevicePresent() {
+  if (!Verbs()) return false;
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list) ibv_free_device_list(list);
+  ibv_device** list = V().ibv_get_device_list(&n);
+  if (list) V().ibv_free_device_list(list);
   return n > 0;
 }
 
 Result<std::unique_ptr<RdmaListener>> RdmaListener::Start(const HostPort& at) {
   auto sa = Addr(at);
   if (!sa.ok()) return sa.status();
+  EC_RETURN_IF_ERROR(Loaded());
   std::unique_ptr<RdmaListener> l(new RdmaListener());
-  l->ec_ = rdma_create_event_channel();
+  l->ec_ = V().rdma_create_event_channel();
   if (!l->ec_) return Status::Unavailable("rdma_create_event_channel failed: no RDMA support");
-  if (rdma_create_id(l->ec_, &l->listen_id_, nullptr, RDMA_PS_TCP) != 0)
+  if (V().rdma_create_id(l->ec_, &l->listen_id_, nullptr, RDMA_PS_TCP) != 0)
     return Status::FromErrno(errno, "rdma_create_id");
-  if (rdma_bind_addr(l->listen_id_, reinterpret_cast<sockaddr*>(&*sa)) != 0)
+  if (V().rdma_bind_addr(l->listen_id_, reinterpret_cast<sockaddr*>(&*sa)) != 0)
     return Status::Unavailable("cannot bind RDMA to " + at.host + ": " + std::strerror(errno));
   if (!l->listen_id_->verbs)
     return Status::Unavailable(
         "no RDMA device serves " + at.host +
         "; give ServerOptions::rdma_listen an address of an RDMA (RoCE/IB) port");
-  if (rdma_listen(l->listen_id_, 64) != 0) return Status::FromErrno(errno, "rdma_listen");
-  l->port_ = ntohs(rdma_get_src_port(l->listen_id_));
-  l->pd_ = ibv_alloc_pd(l->listen_id_->verbs);
+  if (V().rdma_listen(l->listen_id_, 64) != 0) return Status::FromErrno(errno, "rdma_listen");
+  l->port_ = ntohs(V().rdma_get_src_port(l->listen_id_));
+  l->pd_ = V().ibv_alloc_pd(l->listen_id_->verbs);
   if (!l->pd_) return Status::Unavailable("ibv_alloc_pd failed");
   l->thread_ = std::thread([p = l.get()] { p->EventLoop(); });
   spdlog::info("RDMA verbs on {}:{} (device {})", at.host, l->port_,
-               ibv_get_device_name(l->listen_id_->verbs->device));
+               V().ibv_get_device_name(l->listen_id_->verbs->device));
   return l;
 }
 
 // The one registration of the pool: every get is a remote read of it.
 Status RdmaListener::Register(const MemoryRegion& pool) {
   if (pool_mr_) return Status::InvalidArgument("an RDMA listener registers one pool");
-  pool_mr_ = ibv_reg_mr(pd_, pool.base, pool.size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  pool_mr_ =
+      (V().ibv_reg_mr)(pd_, pool.base, pool.size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
   if (!pool_mr_) return Status::FromErrno(errno, "ibv_reg_mr");
   spdlog::info("RDMA: pool of {} bytes registered once (rkey {:#x})", pool.size, pool_mr_->rkey);
   return Status::Ok();
 }
 
 void RdmaListener::Deregister(const MemoryRegion&) {
-  if (pool_mr_) ibv_dereg_mr(pool_mr_);
+  if (pool_mr_) V().ibv_dereg_mr(pool_mr_);
   pool_mr_ = nullptr;
 }
 
@@ -108,12 +121,12 @@ Status RdmaListener::RegisterDevice(const MemoryRegion& pool, int dmabuf_fd) {
   if (device_mr_) return Status::InvalidArgument("an RDMA listener registers one device pool");
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
   std::string why;
-  if (dmabuf_fd >= 0) {
-    device_mr_ = ibv_reg_dmabuf_mr(pd_, 0, pool.size, reinterpret_cast<uint64_t>(pool.base),
-                                   dmabuf_fd, access);
+  if (dmabuf_fd >= 0 && V().ibv_reg_dmabuf_mr) {
+    device_mr_ = V().ibv_reg_dmabuf_mr(pd_, 0, pool.size, reinterpret_cast<uint64_t>(pool.base),
+                                       dmabuf_fd, access);
     if (!device_mr_) why = std::string("ibv_reg_dmabuf_mr: ") + std::strerror(errno) + "; ";
   }
-  if (!device_mr_) device_mr_ = ibv_reg_mr(pd_, pool.base, pool.size, access);  // peer memory
+  if (!device_mr_) device_mr_ = (V().ibv_reg_mr)(pd_, pool.base, pool.size, access);  // peer memory
   if (!device_mr_)
     return Status::Unavailable("the NIC cannot register GPU memory (" + why +
                                "ibv_reg_mr of device memory: " + std::strerror(errno) +
@@ -124,7 +137,7 @@ Status RdmaListener::RegisterDevice(const MemoryRegion& pool, int dmabuf_fd) {
 }
 
 void RdmaListener::DeregisterDevice() {
-  if (device_mr_) ibv_dereg_mr(device_mr_);
+  if (device_mr_) V().ibv_dereg_mr(device_mr_);
   device_mr_ = nullptr;
 }
 
@@ -135,33 +148,33 @@ void RdmaListener::EventLoop() {
     pollfd p{ec_->fd, POLLIN, 0};
     if (poll(&p, 1, 200) <= 0) continue;
     rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ec_, &ev) != 0) continue;
+    if (V().rdma_get_cm_event(ec_, &ev) != 0) continue;
     rdma_cm_id* id = ev->id;
     rdma_cm_event_type type = ev->event;
-    rdma_ack_cm_event(ev);
+    V().rdma_ack_cm_event(ev);
     if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-      ibv_cq* cq = ibv_create_cq(id->verbs, kMaxWr, nullptr, nullptr, 0);
+      ibv_cq* cq = V().ibv_create_cq(id->verbs, kMaxWr, nullptr, nullptr, 0);
       ibv_qp_init_attr qa = QpAttr(cq);
       rdma_conn_param cp{};
       cp.responder_resources = kDepth;
       cp.initiator_depth = kDepth;
       cp.rnr_retry_count = 7;
-      if (!cq || id->verbs != pd_->context || rdma_create_qp(id, pd_, &qa) != 0 ||
-          rdma_accept(id, &cp) != 0) {
+      if (!cq || id->verbs != pd_->context || V().rdma_create_qp(id, pd_, &qa) != 0 ||
+          V().rdma_accept(id, &cp) != 0) {
         spdlog::warn("RDMA: refusing a connection: {}", std::strerror(errno));
-        rdma_reject(id, nullptr, 0);
-        if (id->qp) rdma_destroy_qp(id);
-        if (cq) ibv_destroy_cq(cq);
-        rdma_destroy_id(id);
+        V().rdma_reject(id, nullptr, 0);
+        if (id->qp) V().rdma_destroy_qp(id);
+        if (cq) V().ibv_destroy_cq(cq);
+        V().rdma_destroy_id(id);
         continue;
       }
       peers_.push_back({id, cq});
     } else if (type == RDMA_CM_EVENT_DISCONNECTED) {
       for (auto it = peers_.begin(); it != peers_.end(); ++it) {
         if (it->id != id) continue;
-        rdma_destroy_qp(id);
-        ibv_destroy_cq(it->cq);
-        rdma_destroy_id(id);
+        V().rdma_destroy_qp(id);
+        V().ibv_destroy_cq(it->cq);
+        V().rdma_destroy_id(id);
         peers_.erase(it);
         break;
       }
@@ -173,16 +186,16 @@ RdmaListener::~RdmaListener() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
   for (Peer& p : peers_) {
-    rdma_disconnect(p.id);
-    rdma_destroy_qp(p.id);
-    ibv_destroy_cq(p.cq);
-    rdma_destroy_id(p.id);
+    V().rdma_disconnect(p.id);
+    V().rdma_destroy_qp(p.id);
+    V().ibv_destroy_cq(p.cq);
+    V().rdma_destroy_id(p.id);
   }
-  if (pool_mr_) ibv_dereg_mr(pool_mr_);
+  if (pool_mr_) V().ibv_dereg_mr(pool_mr_);
   DeregisterDevice();
-  if (pd_) ibv_dealloc_pd(pd_);
-  if (listen_id_) rdma_destroy_id(listen_id_);
-  if (ec_) rdma_destroy_event_channel(ec_);
+  if (pd_) V().ibv_dealloc_pd(pd_);
+  if (listen_id_) V().rdma_destroy_id(listen_id_);
+  if (ec_) V().rdma_destroy_event_channel(ec_);
 }
 
 Result<std::unique_ptr<RdmaConnection>> RdmaConnection::Connect(const HostPort& to,
@@ -190,55 +203,58 @@ Result<std::unique_ptr<RdmaConnection>> RdmaConnection::Connect(const HostPort& 
                                                                 std::chrono::milliseconds timeout) {
   auto sa = Addr(to);
   if (!sa.ok()) return sa.status();
+  EC_RETURN_IF_ERROR(Loaded());
   std::unique_ptr<RdmaConnection> c(new RdmaConnection());
   c->timeout_ = timeout;
-  c->ec_ = rdma_create_event_channel();
+  c->ec_ = V().rdma_create_event_channel();
   if (!c->ec_) return Status::Unavailable("rdma_create_event_channel failed: no RDMA support");
-  if (rdma_create_id(c->ec_, &c->id_, nullptr, RDMA_PS_TCP) != 0)
+  if (V().rdma_create_id(c->ec_, &c->id_, nullptr, RDMA_PS_TCP) != 0)
     return Status::FromErrno(errno, "rdma_create_id");
   int ms = static_cast<int>(timeout.count());
-  if (rdma_resolve_addr(c->id_, nullptr, reinterpret_cast<sockaddr*>(&*sa), ms) != 0)
+  if (V().rdma_resolve_addr(c->id_, nullptr, reinterpret_cast<sockaddr*>(&*sa), ms) != 0)
     return Status::Unavailable("rdma_resolve_addr " + to.host + ": " + std::strerror(errno));
   EC_RETURN_IF_ERROR(WaitEvent(c->ec_, RDMA_CM_EVENT_ADDR_RESOLVED, timeout, "address resolution"));
-  if (rdma_resolve_route(c->id_, ms) != 0) return Status::FromErrno(errno, "rdma_resolve_route");
+  if (V().rdma_resolve_route(c->id_, ms) != 0)
+    return Status::FromErrno(errno, "rdma_resolve_route");
   EC_RETURN_IF_ERROR(WaitEvent(c->ec_, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout, "route resolution"));
-  c->pd_ = ibv_alloc_pd(c->id_->verbs);
-  c->cq_ = c->pd_ ? ibv_create_cq(c->id_->verbs, kMaxWr, nullptr, nullptr, 0) : nullptr;
+  c->pd_ = V().ibv_alloc_pd(c->id_->verbs);
+  c->cq_ = c->pd_ ? V().ibv_create_cq(c->id_->verbs, kMaxWr, nullptr, nullptr, 0) : nullptr;
   if (!c->cq_) return Status::Unavailable("cannot allocate RDMA protection domain / CQ");
   ibv_qp_init_attr qa = QpAttr(c->cq_);
-  if (rdma_create_qp(c->id_, c->pd_, &qa) != 0) return Status::FromErrno(errno, "rdma_create_qp");
+  if (V().rdma_create_qp(c->id_, c->pd_, &qa) != 0)
+    return Status::FromErrno(errno, "rdma_create_qp");
   c->bounce_bytes_ = (bounce_bytes + 4095) / 4096 * 4096;
   c->bounce_ = static_cast<uint8_t*>(std::aligned_alloc(4096, c->bounce_bytes_));
   if (!c->bounce_) return Status::NoSpace("no memory for the RDMA bounce buffer");
-  c->mr_ = ibv_reg_mr(c->pd_, c->bounce_, c->bounce_bytes_, IBV_ACCESS_LOCAL_WRITE);
+  c->mr_ = (V().ibv_reg_mr)(c->pd_, c->bounce_, c->bounce_bytes_, IBV_ACCESS_LOCAL_WRITE);
   if (!c->mr_) return Status::FromErrno(errno, "registering the RDMA bounce buffer");
   rdma_conn_param cp{};
   cp.responder_resources = kDepth;
   cp.initiator_depth = kDepth;
   cp.retry_count = 7;
   cp.rnr_retry_count = 7;
-  if (rdma_connect(c->id_, &cp) != 0) return Status::FromErrno(errno, "rdma_connect");
+  if (V().rdma_connect(c->id_, &cp) != 0) return Status::FromErrno(errno, "rdma_connect");
   EC_RETURN_IF_ERROR(WaitEvent(c->ec_, RDMA_CM_EVENT_ESTABLISHED, timeout, "connection"));
   return c;
 }
 
 RdmaConnection::~RdmaConnection() {
-  for (ibv_mr* mr : user_mrs_) ibv_dereg_mr(mr);
+  for (ibv_mr* mr : user_mrs_) V().ibv_dereg_mr(mr);
   if (id_ && id_->qp) {
-    rdma_disconnect(id_);
-    rdma_destroy_qp(id_);
+    V().rdma_disconnect(id_);
+    V().rdma_destroy_qp(id_);
   }
-  if (mr_) ibv_dereg_mr(mr_);
+  if (mr_) V().ibv_dereg_mr(mr_);
   std::free(bounce_);
-  if (cq_) ibv_destroy_cq(cq_);
-  if (pd_) ibv_dealloc_pd(pd_);
-  if (id_) rdma_destroy_id(id_);
-  if (ec_) rdma_destroy_event_channel(ec_);
+  if (cq_) V().ibv_destroy_cq(cq_);
+  if (pd_) V().ibv_dealloc_pd(pd_);
+  if (id_) V().rdma_destroy_id(id_);
+  if (ec_) V().rdma_destroy_event_channel(ec_);
 }
 
 Status RdmaConnection::RegisterBuffer(std::span<uint8_t> m) {
   if (RegisteredFor(m.data(), m.size())) return Status::Ok();
-  ibv_mr* mr = ibv_reg_mr(pd_, m.data(), m.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = (V().ibv_reg_mr)(pd_, m.data(), m.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!mr) return Status::FromErrno(errno, "registering a destination buffer (ibv_reg_mr)");
   user_mrs_.push_back(mr);
   return Status::Ok();
@@ -247,7 +263,7 @@ Status RdmaConnection::RegisterBuffer(std::span<uint8_t> m) {
 void RdmaConnection::UnregisterBuffer(std::span<uint8_t> m) {
   for (auto it = user_mrs_.begin(); it != user_mrs_.end(); ++it)
     if ((*it)->addr == m.data() && (*it)->length == m.size()) {
-      ibv_dereg_mr(*it);
+      V().ibv_dereg_mr(*it);
       user_mrs_.erase(it);
       return;
     }
@@ -324,7 +340,7 @@ Status RdmaConnection::PostAndWait(const std::vector<RemoteRead>& reads,
     for (int k = 0; k < n; ++k)
       if (wc[k].status != IBV_WC_SUCCESS)
         return Status::Unavailable(std::string("RDMA READ failed: ") +
-                                   ibv_wc_status_str(wc[k].status));
+                                   V().ibv_wc_status_str(wc[k].status));
     done += static_cast<size_t>(n);
     if (n == 0) {
       if (std::chrono::steady_clock::now() > deadline)

@@ -26,6 +26,9 @@ assert not any(n.startswith(("include/", "lib/", "bin/")) for n in names), "C++ 
 show = subprocess.run([os.path.join(os.path.dirname(sys.executable), "auditwheel"), "show",
                        wheel], capture_output=True, text=True, check=True).stdout
 assert "manylinux_" in show, show
+# RDMA is loaded at run time (rdma/verbs_api.h): neither vendored nor needed, so the host's
+# own libibverbs loads the host's own NIC providers.
+assert not any("libibverbs" in n or "librdmacm" in n for n in names), "rdma-core vendored"
 
 with tempfile.TemporaryDirectory() as d:
     venv = os.path.join(d, "venv")
@@ -37,6 +40,11 @@ with tempfile.TemporaryDirectory() as d:
     version = subprocess.run([ec, "--version"], capture_output=True, text=True, check=True,
                              env=env).stdout
     assert version.startswith("ec-store "), version
+    site = subprocess.run([py, "-c", "import ecstore._ecstore as m; print(m.__file__)"],
+                          capture_output=True, text=True, check=True, env=env, cwd=d).stdout
+    for binary in (ec, site.strip()):
+        linked = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+        assert "libibverbs" not in linked and "librdmacm" not in linked, (binary, linked)
     daemon = subprocess.Popen([ec, "--dir", os.path.join(d, "store"), "--pool-size", "64MiB",
                                "serve", "--listen", "127.0.0.1:0"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "net/client.h"
@@ -23,8 +24,10 @@ TensorMeta U8(size_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
 class RdmaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!RdmaDevicePresent())
-      GTEST_SKIP() << "no RDMA device here: run `make test-rdma` (Soft-RoCE in a VM)";
+    if (RdmaDevicePresent()) return;
+    if (std::getenv("EC_REQUIRE_RDMA"))
+      FAIL() << "EC_REQUIRE_RDMA is set but no RDMA device (or no libibverbs) is usable";
+    GTEST_SKIP() << "no RDMA device here: run `make test-rdma` (Soft-RoCE in a VM)";
   }
   void StartServer(uint64_t pool, uint16_t port = 0) {
     Options o;

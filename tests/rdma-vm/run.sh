@@ -61,6 +61,12 @@ copy_with_libs "$(command -v ip)" "$ROOT/sbin/ip"
 for lib in "$PROVIDER" /lib/x86_64-linux-gnu/libgcc_s.so.1; do copy_with_libs "$lib" "$ROOT/tmp/provider.so"; done
 mkdir -p "$ROOT/lib/x86_64-linux-gnu" && cp -L /lib/x86_64-linux-gnu/libgcc_s.so.1 "$ROOT/lib/x86_64-linux-gnu/"
 rm -f "$ROOT/tmp/provider.so"
+# The binaries load libibverbs and librdmacm at run time (rdma/verbs_api.h): no ldd names them.
+for so in libibverbs.so.1 librdmacm.so.1; do
+  lib=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}')
+  [ -n "$lib" ] || skip "$so is not installed (make deps installs rdma-core)"
+  mkdir -p "$ROOT$(dirname "$lib")" && copy_with_libs "$lib" "$ROOT$lib"
+done
 for b in "${BINS[@]}"; do copy_with_libs "$b" "$ROOT/bin/$(basename "$b")"; done
 cp "$SCRIPT" "$ROOT/guest.sh"
 cat > "$ROOT/init" <<'INIT'
