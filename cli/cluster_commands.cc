@@ -2,12 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/flags.h"
 #include "cli/output.h"
+#include "cluster/cluster_cache.h"
 
 namespace ecstore::cli {
 
@@ -46,21 +48,50 @@ std::unique_ptr<cluster::Registration> JoinCluster(const Globals& g, const std::
 int ClusterStatusCommand(const Globals& g) {
   if (g.cluster.empty())
     throw CliError("InvalidArgument: say which cluster: --cluster etcd://HOST:PORT/NAME");
-  std::string name;
-  auto etcd = Check(cluster::EtcdClient::Parse(g.cluster, &name));
-  auto nodes = Check(cluster::Members(etcd, name));
+  net::ClientOptions co;
+  co.token = ClientToken(g);
+  co.timeout = std::chrono::milliseconds(Check(ParseDuration(g.timeout)) / 1000);
+  co.retries = 0;  // a node that does not answer is shown as such, not waited for twice
+  auto cache = Check(cluster::ClusterCache::Open(g.cluster, {.client = co}));
+  auto nodes = cache->StatsByNode();
+  // A node's entries, the bytes in its pool and on its disk, and its hits over every tier.
+  auto totals = [](const StoreStats& s) {
+    uint64_t hits = 0;
+    for (const TierStats& t : s.tiers) hits += t.hits;
+    return std::array<uint64_t, 4>{s.keydir_entries, s.pool().bytes, s.disk().bytes, hits};
+  };
   if (g.json) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const auto& n : nodes) arr.push_back(nlohmann::json::parse(n.ToJson()));
-    std::cout << nlohmann::json{{"cluster", name}, {"nodes", arr}}.dump(JsonIndent(g)) << "\n";
+    for (const auto& n : nodes) {
+      auto j = nlohmann::json::parse(n.node.ToJson());
+      j["answers"] = n.stats.ok();
+      if (n.stats.ok()) {
+        auto [entries, pool, disk, hits] = totals(*n.stats);
+        j["entries"] = entries, j["pool_bytes"] = pool, j["disk_bytes"] = disk, j["hits"] = hits;
+      } else {
+        j["error"] = n.stats.status().ToString();
+      }
+      arr.push_back(std::move(j));
+    }
+    std::cout << nlohmann::json{{"cluster", cache->name()}, {"nodes", arr}}.dump(JsonIndent(g))
+              << "\n";
     return 0;
   }
-  std::printf("cluster %s: %zu node(s)\n", name.c_str(), nodes.size());
-  std::printf("%-24s %-22s %10s %6s %s\n", "NODE", "ADDRESS", "CAPACITY", "INCARN", "VERSION");
-  for (const auto& n : nodes)
-    std::printf("%-24s %-22s %10s %6llu %s\n", n.id.c_str(), n.tcp.c_str(),
-                HumanBytes(n.capacity).c_str(), static_cast<unsigned long long>(n.incarnation),
-                n.version.c_str());
+  std::printf("cluster %s: %zu node(s)\n", cache->name().c_str(), nodes.size());
+  std::printf("%-20s %-21s %9s %8s %9s %9s %8s %6s %s\n", "NODE", "ADDRESS", "CAPACITY", "ENTRIES",
+              "POOL", "DISK", "HITS", "INCARN", "VERSION");
+  for (const auto& n : nodes) {
+    std::string entries = "-", pool = "-", disk = "-", hits = "down";
+    if (n.stats.ok()) {
+      auto t = totals(*n.stats);
+      entries = std::to_string(t[0]), pool = HumanBytes(t[1]), disk = HumanBytes(t[2]);
+      hits = std::to_string(t[3]);
+    }
+    std::printf("%-20s %-21s %9s %8s %9s %9s %8s %6llu %s\n", n.node.id.c_str(), n.node.tcp.c_str(),
+                HumanBytes(n.node.capacity).c_str(), entries.c_str(), pool.c_str(), disk.c_str(),
+                hits.c_str(), static_cast<unsigned long long>(n.node.incarnation),
+                n.node.version.c_str());
+  }
   return 0;
 }
 

@@ -29,7 +29,15 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 // Through --server the server verifies its own store (no progress: one reply at the end).
+void OneNodeOnly(const Globals& g, const char* what) {
+  if (!g.cluster.empty())
+    throw CliError(std::string("InvalidArgument: ") + what +
+                   " runs on one node's store: give --server HOST:PORT (`cluster status` lists "
+                   "the nodes' addresses)");
+}
+
 int VerifyCommand(const Globals& g) {
+  OneNodeOnly(g, "verify");
   VerifyReport report;
   if (!g.server.empty()) {
     Target t = Target::Open(g, Use::kInspect);
@@ -69,6 +77,7 @@ int VerifyCommand(const Globals& g) {
 }
 
 int CompactCommand(const Globals& g) {
+  OneNodeOnly(g, "compact");
   uint64_t before = 0, after = 0;
   if (!g.server.empty()) {
     Target t = Target::Open(g, Use::kInspect);

@@ -230,19 +230,33 @@ std::unique_ptr<Store> OpenStore(const Globals& g, Use use) {
 
 Target Target::Open(const Globals& g, Use use) {
   Target t;
-  if (g.server.empty()) {
+  if (!g.server.empty() && !g.cluster.empty())
+    throw CliError(
+        "InvalidArgument: give --server (one daemon) or --cluster (all of them), "
+        "not both");
+  if (g.server.empty() && g.cluster.empty()) {
     t.store_ = OpenStore(g, use);
     return t;
   }
   net::ClientOptions co;
   co.token = ClientToken(g);
   co.timeout = std::chrono::milliseconds(Check(ParseDuration(g.timeout)) / 1000);
+  if (!g.cluster.empty()) {
+    cluster::ClusterOptions o;
+    o.client = co;
+    t.cluster_ = Check(cluster::ClusterCache::Open(g.cluster, o));
+    t.server_ = "cluster " + t.cluster_->name();
+    return t;
+  }
   t.client_ = Check(net::Client::Connect(g.server, co));
   t.server_ = g.server;
   return t;
 }
 
-std::string Target::where() const { return server_.empty() ? "" : " on " + server_; }
+std::string Target::where() const {
+  if (server_.empty()) return "";
+  return (cluster_ ? " in " : " on ") + server_;
+}
 
 void Target::Close() {
   if (store_) Check(store_->Close());

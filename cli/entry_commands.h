@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/cluster_cache.h"
 #include "net/client.h"
 #include "store/store.h"
 
@@ -52,16 +53,21 @@ std::unique_ptr<Store> OpenStore(const Globals& g, Use use);
 class Target {
  public:
   static Target Open(const Globals& g, Use use);
-  Cache& cache() { return store_ ? static_cast<Cache&>(*store_) : *client_; }
+  Cache& cache() {
+    if (store_) return *store_;
+    if (cluster_) return *cluster_;
+    return *client_;
+  }
   Store* local() { return store_.get(); }
   net::Client* client() { return client_.get(); }
-  std::string where() const;  // "" locally, " on HOST:PORT" through a server
+  std::string where() const;  // "" locally, " on HOST:PORT" through a server, " in cluster NAME"
   // Closes a local store (persisting what the command put); nothing to do remotely.
   void Close();
 
  private:
   std::unique_ptr<Store> store_;
   std::unique_ptr<net::Client> client_;
+  std::unique_ptr<cluster::ClusterCache> cluster_;
   std::string server_;
 };
 

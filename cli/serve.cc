@@ -238,11 +238,22 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   if (!g.log_level_given) spdlog::set_level(spdlog::level::info);
 
   Lifecycle life;
+  // In a cluster: a member once it serves; it leaves first when it stops.
+  std::unique_ptr<cluster::Registration> member;
+  std::atomic<cluster::Registration*> registered{nullptr};  // for /healthz's thread
   std::unique_ptr<ops::HttpEndpoint> http;
   if (!a.metrics_listen.empty()) {  // up first: /healthz and /readyz answer during recovery
     http = Check(ops::HttpEndpoint::Start(
-        a.metrics_listen, {[&] { return life.Metrics(); }, [&] { return life.Health(); },
-                           [&] { return life.Ready(); }}));
+        a.metrics_listen,
+        {[&] { return life.Metrics(); }, [&] { return life.Health(); },
+         [&] { return life.Ready(); },
+         [&]() -> std::string {
+           cluster::Registration* r = registered.load();
+           return r && !r->registered()
+                      ? "etcd unreachable: serving, not registered in cluster (it registers "
+                        "again when etcd is back)"
+                      : "";
+         }}));
     spdlog::info("metrics on http://{}:{}/metrics (and /healthz, /readyz)",
                  a.metrics_listen.substr(0, a.metrics_listen.rfind(':')), http->port());
   }
@@ -255,11 +266,11 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
   auto server = Check(net::Server::Start(store.get(), so));
   life.Up(store.get(), server.get());
-  // In a cluster: a member once it serves; it leaves first when it stops.
-  std::unique_ptr<cluster::Registration> member;
-  if (!g.cluster.empty())
+  if (!g.cluster.empty()) {
     member = JoinCluster(g, a.node_id, a.advertise, hp.host, server->port(), a.rdma_listen,
                          a.cluster_ttl, store.get());
+    registered = member.get();
+  }
   Notify("READY=1\nSTATUS=serving " + g.dir);
   spdlog::info(
       "same-host puts are copied out of their put arenas by {} thread(s) each; TCP puts' "

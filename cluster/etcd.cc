@@ -140,19 +140,118 @@ Status EtcdClient::Delete(const std::string& key) {
 
 Result<std::vector<std::pair<std::string, std::string>>> EtcdClient::Prefix(
     const std::string& prefix) {
+  auto r = PrefixAt(prefix);
+  if (!r.ok()) return r.status();
+  return std::move(r->kvs);
+}
+
+Result<EtcdClient::Range> EtcdClient::PrefixAt(const std::string& prefix) {
   auto r = Call("/v3/kv/range",
                 json{{"key", Base64(prefix)}, {"range_end", Base64(RangeEnd(prefix))}}.dump());
   if (!r.ok()) return r.status();
   auto j = json::parse(*r, nullptr, false);
-  if (j.is_discarded()) return Status::Unavailable("etcd: malformed range reply");
-  std::vector<std::pair<std::string, std::string>> out;
+  if (j.is_discarded() || !j.contains("header"))
+    return Status::Unavailable("etcd: malformed range reply");
+  Range out;
+  out.revision = std::stoll(j["header"].value("revision", "0"));
   for (const json& kv : j.value("kvs", json::array())) {
     auto k = FromBase64(kv.value("key", ""));
     auto v = FromBase64(kv.value("value", ""));
     if (!k.ok() || !v.ok()) return Status::Unavailable("etcd: malformed key or value");
-    out.emplace_back(*k, *v);
+    out.kvs.emplace_back(*k, *v);
   }
   return out;
+}
+
+namespace {
+
+// One line of a watch stream ({"result": {...}}): its events told; Aborted where etcd
+// cancelled the watch: NotFound (it compacted past the watch's start).
+Status TellWatchReply(const std::string& line,
+                      const std::function<void(const EtcdClient::Event&)>& on_event) {
+  auto j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.contains("result"))
+    return Status::Unavailable("etcd watch: " + line.substr(0, 200));
+  const json& res = j["result"];
+  if (res.value("canceled", false) || res.contains("compact_revision"))
+    return Status::NotFound("etcd watch cancelled: " + res.value("cancel_reason", "compacted"));
+  for (const json& ev : res.value("events", json::array())) {
+    const json& kv = ev.value("kv", json::object());
+    EtcdClient::Event e;
+    e.deleted = ev.value("type", "PUT") == "DELETE";
+    auto k = FromBase64(kv.value("key", ""));
+    auto v = FromBase64(kv.value("value", ""));
+    if (!k.ok() || !v.ok()) return Status::Unavailable("etcd watch: malformed key or value");
+    e.key = std::move(k).value();
+    e.value = std::move(v).value();
+    e.revision = std::stoll(kv.value("mod_revision", "0"));
+    on_event(e);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void EtcdClient::WatchCancel::Cancel() {
+  MutexLock l(&mu_);
+  cancelled_ = true;
+  if (active_) active_->stop();  // shuts the stream's socket: the blocked read returns
+}
+
+Status EtcdClient::Watch(const std::string& prefix, int64_t from_revision,
+                         const std::function<void(const Event&)>& on_event, WatchCancel* cancel,
+                         std::chrono::milliseconds idle) {
+  const std::string hp = endpoints_[watch_at_ % endpoints_.size()];
+  const size_t colon = hp.rfind(':');
+  httplib::Client c(hp.substr(0, colon), std::stoi(hp.substr(colon + 1)));
+  const auto connect = std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count();
+  c.set_connection_timeout(connect / 1000000, connect % 1000000);
+  // A stream idle this long is watched again (a peer that vanished without a reset).
+  const auto quiet = std::chrono::duration_cast<std::chrono::microseconds>(idle).count();
+  c.set_read_timeout(quiet / 1000000, quiet % 1000000);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v3/watch";
+  req.headers.emplace("Content-Type", "application/json");
+  req.body = json{{"create_request",
+                   {{"key", Base64(prefix)},
+                    {"range_end", Base64(RangeEnd(prefix))},
+                    {"start_revision", std::to_string(from_revision)}}}}
+                 .dump();
+  std::string pending;
+  Status failed = Status::Ok();
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    pending.append(data, n);
+    for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+      Status st = TellWatchReply(pending.substr(0, nl), on_event);
+      pending.erase(0, nl + 1);
+      if (!st.ok()) {
+        failed = st;
+        return false;
+      }
+    }
+    return true;
+  };
+  {
+    MutexLock l(&cancel->mu_);
+    if (cancel->cancelled_) return Status::Ok();
+    cancel->active_ = &c;
+  }
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  const bool sent = c.send(req, res, err);
+  bool cancelled;
+  {
+    MutexLock l(&cancel->mu_);
+    cancel->active_ = nullptr;
+    cancelled = cancel->cancelled_;
+  }
+  if (cancelled) return Status::Ok();
+  if (!failed.ok()) return failed;
+  if (err == httplib::Error::Read) return Status::Ok();  // idle (or gone): watch again
+  ++watch_at_;                                           // the next watch tries the next endpoint
+  if (!sent) return Status::Unavailable("etcd " + hp + " watch: " + httplib::to_string(err));
+  return Status::Unavailable("etcd " + hp + " closed the watch");
 }
 
 }  // namespace ecstore::cluster

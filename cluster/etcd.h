@@ -12,13 +12,20 @@
 // the first endpoint that answers).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
+
+namespace httplib {
+class Client;
+}
 
 namespace ecstore::cluster {
 
@@ -38,6 +45,39 @@ class EtcdClient {
   Status Delete(const std::string& key);
   // Every key under `prefix` with its value, in key order.
   Result<std::vector<std::pair<std::string, std::string>>> Prefix(const std::string& prefix);
+  // Prefix, and the store's revision it was read at (a watch from revision + 1 misses nothing).
+  struct Range {
+    int64_t revision = 0;
+    std::vector<std::pair<std::string, std::string>> kvs;
+  };
+  Result<Range> PrefixAt(const std::string& prefix);
+
+  // One change under a watched prefix: a put of `value` at `key`, or its deletion (a lease
+  // that lapsed or was revoked deletes the keys put under it).
+  struct Event {
+    bool deleted = false;
+    std::string key, value;
+    int64_t revision = 0;
+  };
+  // Ends a Watch at once from another thread (it returns Ok), and every Watch after it.
+  class WatchCancel {
+   public:
+    void Cancel() EXCLUDES(mu_);
+
+   private:
+    friend class EtcdClient;
+    Mutex mu_;
+    httplib::Client* active_ GUARDED_BY(mu_) = nullptr;
+    bool cancelled_ GUARDED_BY(mu_) = false;
+  };
+  // Streams the changes under `prefix` from `from_revision` on (one etcd watch), telling
+  // on_event of each, until `cancel` is cancelled (Ok), the stream is idle for `idle` (Ok:
+  // watch again from the last revision told), or it
+  // fails: Unavailable (etcd went away; the next Watch tries the next endpoint), or NotFound
+  // when etcd compacted past from_revision (read the prefix again).
+  Status Watch(const std::string& prefix, int64_t from_revision,
+               const std::function<void(const Event&)>& on_event, WatchCancel* cancel,
+               std::chrono::milliseconds idle);
 
  private:
   EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout)
@@ -47,6 +87,7 @@ class EtcdClient {
 
   std::vector<std::string> endpoints_;
   std::chrono::milliseconds timeout_;
+  size_t watch_at_ = 0;  // the endpoint Watch uses
 };
 
 // Base64 as etcd's JSON gateway writes keys and values.

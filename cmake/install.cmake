@@ -3,7 +3,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS ecstore_base ecstore_cuda ecstore_store ecstore_rdma ecstore_net ecstore EXPORT ecstoreTargets
+install(TARGETS ecstore_base ecstore_cuda ecstore_store ecstore_rdma ecstore_net ecstore_cluster ecstore EXPORT ecstoreTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS ec-store RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -16,6 +16,8 @@ install(FILES store/cache.h store/store.h store/stats_json.h store/device_load.h
 install(FILES net/client.h net/connection.h net/frame_stream.h net/transport.h net/put_arena.h net/device_put.h net/lease_generation.h net/server.h net/lease_table.h net/prefetcher.h net/piece_checker.h net/list_cursor.h net/server_metrics.h net/protocol.h net/socket.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)
 install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)
+install(FILES cluster/cluster_cache.h cluster/etcd.h cluster/membership.h cluster/placement.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cluster)
 install(FILES cuda/cuda.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cuda)
 
 set(EC_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ecstore)
@@ -32,7 +34,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfig.cmake
 # Static libraries carry none of their dependencies: a plain `pkg-config --libs ecstore`
 # must name them (Requires), not only --static (Requires.private). Shared ones link their
 # own.
-set(EC_PC_DEPS "liburing liblz4 sqlite3 libxxhash spdlog")
+set(EC_PC_DEPS "liburing liblz4 sqlite3 libxxhash spdlog cpp-httplib")
 if(BUILD_SHARED_LIBS)
   set(EC_PC_REQUIRES "")
   set(EC_PC_REQUIRES_PRIVATE "${EC_PC_DEPS}")

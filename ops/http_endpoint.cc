@@ -7,9 +7,14 @@
 namespace ecstore::ops {
 namespace {
 
-void Answer(httplib::Response& res, const Status& st) {
+// 200 "ok" (or "degraded: ..." where something the data path does not need is away), or
+// 503 with the reason.
+void Answer(httplib::Response& res, const Status& st, const std::string& degraded = "") {
   res.status = st.ok() ? 200 : 503;
-  res.set_content(st.ok() ? "ok\n" : st.ToString() + "\n", "text/plain");
+  res.set_content(!st.ok()           ? st.ToString() + "\n"
+                  : degraded.empty() ? "ok\n"
+                                     : "degraded: " + degraded + "\n",
+                  "text/plain");
 }
 
 }  // namespace
@@ -35,7 +40,7 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& lis
     res.set_content(h.metrics(), "text/plain; version=0.0.4; charset=utf-8");
   });
   svr.Get("/healthz", [h = handlers](const httplib::Request&, httplib::Response& res) {
-    Answer(res, h.health());
+    Answer(res, h.health(), h.degraded ? h.degraded() : "");
   });
   svr.Get("/readyz", [h = handlers](const httplib::Request&, httplib::Response& res) {
     Answer(res, h.ready());

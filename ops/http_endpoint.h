@@ -1,10 +1,9 @@
 // HttpEndpoint: the daemon's operator port (--metrics-listen): GET /metrics (Prometheus
-// text), /healthz (liveness: 200 while the store can serve and persist, 503 with the
-// reason when it cannot) and /readyz (200 once the store is recovered and the server
-// accepts clients; 503 while starting or stopping). Served by cpp-httplib on two threads
-// of its own, apart from the data path.
-// Thread rules: Start/Stop from the owner; the handlers run on the endpoint's threads and
-// must be thread-safe.
+// text), /healthz (liveness: 200 while the store can serve and persist -- "ok", or
+// "degraded: ..." -- 503 with the reason when it cannot) and /readyz (200 once the store is
+// recovered and the server accepts clients; 503 while starting or stopping). Served by cpp-httplib
+// on two threads of its own, apart from the data path. Thread rules: Start/Stop from the owner; the
+// handlers run on the endpoint's threads and must be thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +24,9 @@ struct HttpHandlers {
   std::function<std::string()> metrics;
   std::function<Status()> health;
   std::function<Status()> ready;
+  // Optional: what is away without stopping the data path (e.g. "etcd unreachable"), said
+  // in /healthz's 200 answer as "degraded: ..."; empty when nothing is.
+  std::function<std::string()> degraded;
 };
 
 class HttpEndpoint {

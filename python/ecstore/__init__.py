@@ -303,6 +303,18 @@ class Cache:
         """The store's statistics: the same schema as `ec-store --json stats`."""
         return json.loads(self._c.stats_json())
 
+    def cluster(self) -> dict | None:
+        """A cluster client's view (connect("etcd://...")): its members as last seen
+        ("nodes"), whether that is etcd's current view ("current": false while etcd is away),
+        and its counts -- calls routed, misses found at a key's next choice
+        ("fallback_hits"), calls a node did not answer ("unavailable") and membership
+        changes. None for a store or a single daemon."""
+        return json.loads(self._c.cluster_json())
+
+    def owners(self, ns: str, key: str, n: int = 1) -> list[str]:
+        """A cluster client: the node ids a key is placed on, best first (its owner first)."""
+        return self._c.owners(ns, key, n)
+
     def pool_region(self) -> tuple[int, int, bool]:
         """(address, bytes, read_only) of the host pool as this process sees it: an embedded
         store's pool, or a shared-memory client's read-only mapping of the server's;
@@ -399,7 +411,8 @@ def connect(uri: str, *, token: str | None = None, transport: str = "auto",
             timeout: float = 5.0, retries: int = 1, put_arena: bool = True,
             connect_timeout: float | None = None) -> Cache:
     """Connects to an `ec-store serve` daemon: "tcp://host:port", "host:port" or
-    "unix:/dir/serve.sock". Same-host servers are read through shared memory, and put to
+    "unix:/dir/serve.sock"; or to a cluster of them, "etcd://host:port[,host:port]/NAME":
+    each call goes to its key's owner (a node that does not answer is a miss). Same-host servers are read through shared memory, and put to
     through the connection's put arena (shared memory of at least 64 MiB and twice the
     largest put; put_arena=False: over the socket, and reserve is refused). timeout bounds
     each call (seconds, per attempt), connect_timeout a TCP connection's setup (default:

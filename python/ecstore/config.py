@@ -40,14 +40,14 @@ DEFAULTS = {
 _CHOICES = {"transport": ("auto", "tcp", "shm", "rdma")}
 
 FORMS = ("tcp://HOST:PORT (a daemon over TCP), unix:/PATH (a same-host daemon's socket, "
-         "e.g. unix:/var/cache/ec/serve.sock) or dir:/ABSOLUTE/PATH (a store embedded in "
-         "this engine process)")
+         "e.g. unix:/var/cache/ec/serve.sock), etcd://HOST:PORT/NAME (a cluster of daemons "
+         "registered in etcd) or dir:/ABSOLUTE/PATH (a store embedded in this engine process)")
 
 
 @dataclass(frozen=True)
 class StoreSpec:
-    kind: str    # "tcp", "unix" or "dir"
-    target: str  # what ecstore.connect (tcp, unix) or ecstore.open (dir) takes
+    kind: str    # "tcp", "unix", "etcd" or "dir"
+    target: str  # what ecstore.connect (tcp, unix, etcd) or ecstore.open (dir) takes
 
     @property
     def remote(self) -> bool:
@@ -130,6 +130,11 @@ def parse_store(spec: object) -> StoreSpec:
                              f"absolute path, e.g. dir:{os.path.abspath(path or '.ec-store')}")
         return StoreSpec("dir", path)
     if text.startswith("etcd://"):
-        raise ValueError(f"store {text!r}: clusters (etcd://) are not available in this "
-                         f"version; use {FORMS}")
+        hosts, _, name = text[len("etcd://"):].partition("/")
+        if not name or "/" in name or not all(
+                h.rpartition(":")[0] and h.rpartition(":")[2].isdigit() for h in hosts.split(",")):
+            raise ValueError(f"store {text!r}: write etcd://HOST:PORT[,HOST:PORT...]/NAME, "
+                             "e.g. etcd://10.0.0.2:2379/prod (the name `ec-store serve "
+                             "--cluster` was given)")
+        return StoreSpec("etcd", text)
     raise ValueError(f"store {text!r} is not a store address: use {FORMS}; {example}")

@@ -43,6 +43,9 @@ class PyCache {
   explicit PyCache(std::unique_ptr<net::Client> c) : core_(std::make_shared<Core>()) {
     core_->client = std::move(c);
   }
+  explicit PyCache(std::unique_ptr<cluster::ClusterCache> c) : core_(std::make_shared<Core>()) {
+    core_->cluster = std::move(c);
+  }
   ~PyCache() {
     try {
       close();
@@ -173,6 +176,7 @@ class PyCache {
       Check(core_->client->PutFromDevice(ns, key, meta, p, nbytes, checksum_when_spilled));
       return;
     }
+    if (!core_->store) Check(Status::InvalidArgument("put_device: put host bytes to a cluster"));
     Check(core_->store->PutFromDevice(ns, key, meta, p, nbytes));
   }
   // A same-host client whose server copies device memory itself (put_device).
@@ -194,6 +198,7 @@ class PyCache {
       auto l = core_->Lock();
       return Lease(Check(core_->client->AcquireOnDevice(ns, key)), core_, device);
     }
+    if (!core_->store) Check(Status::InvalidArgument("acquire_device: acquire from a cluster"));
     return Lease(Check(core_->store->AcquireOnDevice(ns, key)), core_, device);
   }
 
@@ -207,6 +212,7 @@ class PyCache {
       auto l = core_->Lock();
       return Check(core_->client->Prefetch(ns, keys));
     }
+    if (core_->cluster) return Check(core_->cluster->Prefetch(ns, keys));
     Status st = core_->store->Prefetch(ns, keys);
     if (!st.ok() && !st.IsBusy()) Check(st);
     return true;
@@ -282,6 +288,28 @@ class PyCache {
     return out;
   }
 
+  // A cluster client's view: its members (as last seen), whether etcd is current, and what
+  // it routed; "null" for anything else.
+  std::string cluster_json() {
+    core_->Live();
+    if (!core_->cluster) return "null";
+    const cluster::ClusterCache& c = *core_->cluster;
+    std::string nodes;
+    for (const auto& n : c.Nodes()) nodes += (nodes.empty() ? "" : ",") + n.ToJson();
+    const cluster::ClusterCounters k = c.counters();
+    return "{\"cluster\":\"" + c.name() + "\",\"current\":" + (c.current() ? "true" : "false") +
+           ",\"nodes\":[" + nodes + "],\"routed\":" + std::to_string(k.routed) +
+           ",\"fallback_hits\":" + std::to_string(k.fallback_hits) +
+           ",\"unavailable\":" + std::to_string(k.unavailable) +
+           ",\"membership_changes\":" + std::to_string(k.membership_changes) + "}";
+  }
+  // The ids of the key's first n choices in a cluster, best first (its owner first).
+  std::vector<std::string> owners(const std::string& ns, const std::string& key, size_t n) {
+    core_->Live();
+    if (!core_->cluster) Check(Status::InvalidArgument("owners: not a cluster client"));
+    return core_->cluster->Owners(ns, key, n);
+  }
+
   std::string stats_json() {
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
@@ -299,6 +327,7 @@ class PyCache {
       MemoryRegion r = core_->store->pool_region();
       return {reinterpret_cast<uint64_t>(r.base), r.size, false};
     }
+    if (!core_->client) return {0, 0, true};
     auto m = core_->client->shared_pool();
     return {reinterpret_cast<uint64_t>(m.data()), m.size(), true};
   }
@@ -328,6 +357,10 @@ class PyCache {
     core_->Live();
     nb::gil_scoped_release nogil;
     if (core_->store) return Reservation(Check(core_->store->Reserve(ns, key, meta, bytes)), core_);
+    if (!core_->client)
+      Check(
+          Status::InvalidArgument("reserve is for an embedded store or a same-host daemon; "
+                                  "put to a cluster"));
     auto lock = core_->Lock();
     core_->Live();  // closed meanwhile?
     return Reservation(Check(core_->client->ReservePut(ns, key, meta, bytes, landing)), core_);
@@ -392,12 +425,13 @@ std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& toke
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   o.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_s * 1000));
   o.retries = retries;
-  std::unique_ptr<net::Client> c;
-  {
-    nb::gil_scoped_release nogil;
-    c = Check(net::Client::Connect(uri, o));
+  nb::gil_scoped_release nogil;
+  if (uri.rfind("etcd://", 0) == 0) {  // a cluster: each node reached with these options
+    cluster::ClusterOptions co;
+    co.client = o;
+    return std::make_unique<PyCache>(Check(cluster::ClusterCache::Open(uri, co)));
   }
-  return std::make_unique<PyCache>(std::move(c));
+  return std::make_unique<PyCache>(Check(net::Client::Connect(uri, o)));
 }
 
 void BindCache(nb::module_& m) {
@@ -426,6 +460,8 @@ void BindCache(nb::module_& m) {
       .def("erase_many", &PyCache::erase_many, "ns"_a, "keys"_a)
       .def("list", &PyCache::list, "ns"_a = nb::none())
       .def("stats_json", &PyCache::stats_json)
+      .def("cluster_json", &PyCache::cluster_json)
+      .def("owners", &PyCache::owners, "ns"_a, "key"_a, "n"_a = 1)
       .def("pool_region", &PyCache::pool_region)
       .def("reserve", &PyCache::reserve, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "landing"_a = false)
       .def("register_arenas_with_cuda", &PyCache::register_arenas_with_cuda)

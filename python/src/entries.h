@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/cluster_cache.h"
 #include "net/client.h"
 #include "store/store.h"
 
@@ -103,6 +104,7 @@ struct Core {
   std::mutex mu;
   std::unique_ptr<Store> store;
   std::unique_ptr<net::Client> client;
+  std::unique_ptr<cluster::ClusterCache> cluster;  // thread-safe: no mutex for its calls
   bool closed = false;
   std::mutex leases_mu;  // leases and shut_when_released
   int leases = 0;
@@ -112,7 +114,9 @@ struct Core {
   }
   Cache* Live() {
     if (closed) Check(Status::InvalidArgument("this cache is closed"));
-    return store ? static_cast<Cache*>(store.get()) : client.get();
+    if (store) return store.get();
+    if (client) return client.get();
+    return cluster.get();
   }
 };
 

@@ -366,7 +366,8 @@ def test_the_token_comes_from_a_file_or_the_environment_before_the_command_line(
     ("dir:relative", "must be an absolute path"),
     ("tcp://host", "with a port number"),
     ("unix:serve.sock", "must be absolute"),
-    ("etcd://127.0.0.1:2379/c", "not available in this version"),
+    ("etcd://127.0.0.1/c", "etcd://HOST:PORT"),
+    ("etcd://127.0.0.1:2379", "etcd://HOST:PORT"),
     ("", "needs ec_connector_extra_config"),
 ])
 def test_a_store_in_no_explicit_form_is_refused_naming_the_forms(tmp_path, spec, says,

@@ -1,0 +1,577 @@
+#include "cluster/cluster_cache.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <future>
+#include <map>
+
+#include "net/client.h"
+
+namespace ecstore::cluster {
+
+namespace {
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+const Status& StatusOf(const Status& s) { return s; }
+template <typename T>
+const Status& StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
+// A miss at one place: the entry may be at the next one.
+bool TryNext(const Status& s) { return s.IsNotFound() || s.IsUnavailable(); }
+
+// What a read that found the key nowhere returns: NotFound -- also where its owner did not
+// answer (a lost node costs misses, not errors; counted in `unavailable`, told in the log
+// once per node), saying so.
+Status AsMiss(std::string_view ns, std::string_view key, const std::optional<Status>& owner_down,
+              const Status& last) {
+  if (!owner_down) return last;
+  return Status::NotFound(std::string(ns) + "/" + std::string(key) + ": a miss, its node does not answer (" +
+                          owner_down->message() + ")");
+}
+
+std::string HostOf(const std::string& host_port) {
+  const size_t colon = host_port.rfind(':');
+  return colon == std::string::npos ? host_port : host_port.substr(0, colon);
+}
+
+}  // namespace
+
+// One member and this process's connection to it. A node that changes address or restarts
+// (a new incarnation) is a new Node; the old one lives on while leases on it do.
+struct ClusterCache::Node {
+  explicit Node(NodeInfo i) : info(std::move(i)) {}
+  const NodeInfo info;
+  std::mutex mu;                        // one call at a time on `client`
+  std::unique_ptr<net::Client> client;  // under mu; connected at the first call
+  std::atomic<int64_t> down_until_us{0};
+  std::atomic<bool> down{false};  // told in the log once per going and coming back
+};
+
+// The members one call routes by: ring.members()[i] is nodes[i].
+struct ClusterCache::View {
+  Ring ring{{}};
+  std::vector<std::shared_ptr<Node>> nodes;
+};
+
+// Releases a node's lease over that node's connection, under its mutex, from any thread.
+class ClusterCache::Leases : public ReadLease::Releaser {
+ public:
+  struct Held {
+    std::shared_ptr<Node> node;
+    ReadLease inner;
+  };
+  void Release(void* token) override {
+    auto* h = static_cast<Held*>(token);
+    std::shared_ptr<Node> node = h->node;
+    std::lock_guard<std::mutex> l(node->mu);
+    delete h;
+  }
+};
+
+ClusterCache::ClusterCache(EtcdClient etcd, std::string name, ClusterOptions o)
+    : etcd_(std::move(etcd)),
+      name_(std::move(name)),
+      opt_(std::move(o)),
+      leases_(std::make_unique<Leases>()),
+      view_(std::make_shared<View>()) {}
+
+Result<std::unique_ptr<ClusterCache>> ClusterCache::Open(const std::string& uri,
+                                                         ClusterOptions options) {
+  std::string name;
+  auto etcd = EtcdClient::Parse(uri, &name);
+  if (!etcd.ok()) return etcd.status();
+  if (options.replicas == 0) return Status::InvalidArgument("replicas must be at least 1");
+  std::unique_ptr<ClusterCache> c(
+      new ClusterCache(std::move(etcd).value(), name, std::move(options)));
+  auto range = c->etcd_.PrefixAt(NodesPrefix(name));
+  if (!range.ok())
+    return Status::Unavailable("cluster " + name + ": cannot read its members from etcd (" +
+                               range.status().message() + ")");
+  std::vector<NodeInfo> members;
+  for (const auto& [key, value] : range->kvs)
+    if (auto n = NodeInfo::FromJson(value); n.ok()) members.push_back(std::move(n).value());
+  c->Install(std::move(members));
+  c->watcher_ = std::thread([p = c.get(), rev = range->revision] { p->WatchLoop(rev); });
+  return c;
+}
+
+ClusterCache::~ClusterCache() {
+  stop_ = true;
+  cancel_.Cancel();
+  {
+    std::lock_guard<std::mutex> l(wait_mu_);
+  }
+  wait_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+}
+
+std::shared_ptr<const ClusterCache::View> ClusterCache::Snapshot() const {
+  MutexLock l(&view_mu_);
+  return view_;
+}
+
+// A new view from `members`, keeping the connections of nodes that did not change.
+void ClusterCache::Install(std::vector<NodeInfo> members) {
+  std::sort(members.begin(), members.end(),
+            [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; });
+  auto old = Snapshot();
+  std::map<std::string, std::shared_ptr<Node>> kept;
+  for (const auto& n : old->nodes) kept[n->info.id] = n;
+  auto v = std::make_shared<View>();
+  std::vector<Member> ring;
+  for (auto& m : members) {
+    auto it = kept.find(m.id);
+    const bool same = it != kept.end() && it->second->info.tcp == m.tcp &&
+                      it->second->info.incarnation == m.incarnation;
+    ring.push_back({m.id, m.capacity ? static_cast<double>(m.capacity) : 1.0});
+    v->nodes.push_back(same ? it->second : std::make_shared<Node>(m));
+  }
+  v->ring = Ring(std::move(ring));
+  members_ = std::move(members);
+  MutexLock l(&view_mu_);
+  view_ = std::move(v);
+}
+
+void ClusterCache::WatchLoop(int64_t revision) {
+  const std::string prefix = NodesPrefix(name_);
+  bool listed = true;
+  while (!stop_) {
+    if (!listed) {
+      auto range = etcd_.PrefixAt(prefix);
+      if (!range.ok()) {
+        if (current_.exchange(false))
+          spdlog::warn("cluster {}: etcd unreachable ({}); routing by the last {} member(s) seen",
+                       name_, range.status().message(), members_.size());
+        std::unique_lock<std::mutex> l(wait_mu_);
+        wait_cv_.wait_for(l, std::chrono::milliseconds(500), [&] { return stop_.load(); });
+        continue;
+      }
+      std::vector<NodeInfo> members;
+      for (const auto& [key, value] : range->kvs)
+        if (auto n = NodeInfo::FromJson(value); n.ok()) members.push_back(std::move(n).value());
+      Install(std::move(members));
+      ++changes_;
+      revision = range->revision;
+      listed = true;
+      if (!current_.exchange(true))
+        spdlog::info("cluster {}: etcd reachable again; {} member(s)", name_, members_.size());
+    }
+    Status st = etcd_.Watch(
+        prefix, revision + 1,
+        [&](const EtcdClient::Event& e) {
+          revision = std::max(revision, e.revision);
+          const std::string id = e.key.substr(prefix.size());
+          std::vector<NodeInfo> members = members_;
+          std::erase_if(members, [&](const NodeInfo& n) { return n.id == id; });
+          if (!e.deleted)
+            if (auto n = NodeInfo::FromJson(e.value); n.ok()) members.push_back(std::move(n).value());
+          spdlog::info("cluster {}: node {} {}", name_, id, e.deleted ? "left" : "joined");
+          Install(std::move(members));
+          ++changes_;
+        },
+        &cancel_, opt_.watch_idle);
+    if (!st.ok()) listed = false;  // etcd went away, or compacted: read the members again
+  }
+}
+
+void ClusterCache::MarkDown(Node& n, const Status& why) {
+  n.down_until_us = NowUs() + std::chrono::microseconds(opt_.down_for).count();
+  if (!n.down.exchange(true))
+    spdlog::warn("cluster {}: node {} at {} does not answer ({}); its keys are misses until it "
+                 "does or leaves",
+                 name_, n.info.id, n.info.tcp, why.message());
+}
+
+void ClusterCache::MarkUp(Node& n) {
+  if (n.down.exchange(false)) spdlog::info("cluster {}: node {} answers again", name_, n.info.id);
+}
+
+Status ClusterCache::Reach(Node& n, std::unique_lock<std::mutex>* l) {
+  if (n.down_until_us.load() > NowUs())
+    return Status::Unavailable("cluster node " + n.info.id + " at " + n.info.tcp +
+                               " did not answer a moment ago");
+  *l = std::unique_lock<std::mutex>(n.mu);
+  if (n.client) return Status::Ok();
+  auto c = net::Client::Connect("tcp://" + n.info.tcp, opt_.client);
+  if (!c.ok()) {
+    MarkDown(n, c.status());
+    return Status::Unavailable("cluster node " + n.info.id + ": " + c.status().message());
+  }
+  n.client = std::move(c).value();
+  return Status::Ok();
+}
+
+void ClusterCache::Observe(Node& n, const Status& st) {
+  if (st.IsUnavailable())
+    MarkDown(n, st);
+  else
+    MarkUp(n);
+}
+
+template <typename Fn>
+auto ClusterCache::OnNode(Node& n, Fn fn) -> decltype(fn(std::declval<net::Client&>())) {
+  std::unique_lock<std::mutex> l;
+  Status st = Reach(n, &l);
+  if (!st.ok()) return st;
+  auto r = fn(*n.client);
+  Observe(n, StatusOf(r));
+  return r;
+}
+
+ReadLease ClusterCache::Wrap(const std::shared_ptr<Node>& n, ReadLease inner) {
+  if (!inner.data() && inner.size() == 0) return inner;
+  const uint8_t* data = inner.data();
+  EntryInfo info = inner.info();
+  const MemoryKind kind = inner.memory_kind();
+  const Tier from = inner.served_from();
+  auto* held = new Leases::Held{n, std::move(inner)};
+  return ReadLease(leases_.get(), held, data, std::move(info), kind, from);
+}
+
+std::vector<size_t> ClusterCache::ReadChoices(const View& v, std::string_view ns,
+                                              std::string_view key) const {
+  return v.ring.Choices(ns, key, opt_.replicas + (opt_.fallback ? 1 : 0));
+}
+
+template <typename T, typename Fn>
+Result<T> ClusterCache::ReadFirst(std::string_view ns, std::string_view key, Fn fn) {
+  auto v = Snapshot();
+  if (v->ring.empty())
+    return Status::Unavailable("cluster " + name_ + " has no live node (ec-store --cluster ... "
+                               "cluster status lists them)");
+  std::optional<Status> owner_down;
+  Status last = Status::NotFound(std::string(ns) + "/" + std::string(key));
+  const auto choices = ReadChoices(*v, ns, key);
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const auto& node = v->nodes[choices[i]];
+    ++routed_;
+    Result<T> r = OnNode(*node, [&](net::Client& c) { return fn(c, node); });
+    if (r.ok()) {
+      if (i >= opt_.replicas) ++fallback_hits_;
+      return r;
+    }
+    if (!TryNext(r.status())) return r;
+    if (r.status().IsUnavailable()) {
+      ++unavailable_;
+      if (!owner_down) owner_down = r.status();
+    }
+    last = r.status();
+  }
+  return AsMiss(ns, key, owner_down, last);
+}
+
+Result<EntryInfo> ClusterCache::Get(std::string_view ns, std::string_view key,
+                                    std::span<uint8_t> dst) {
+  return ReadFirst<EntryInfo>(ns, key, [&](net::Client& c, auto&) { return c.Get(ns, key, dst); });
+}
+
+Result<ReadLease> ClusterCache::Acquire(std::string_view ns, std::string_view key) {
+  return ReadFirst<ReadLease>(
+      ns, key, [&](net::Client& c, const std::shared_ptr<Node>& n) -> Result<ReadLease> {
+        auto l = c.Acquire(ns, key);
+        if (!l.ok()) return l;
+        return Wrap(n, std::move(l).value());
+      });
+}
+
+Result<ReadLease> ClusterCache::Pin(std::string_view ns, std::string_view key) {
+  return ReadFirst<ReadLease>(
+      ns, key, [&](net::Client& c, const std::shared_ptr<Node>& n) -> Result<ReadLease> {
+        auto l = c.Pin(ns, key);
+        if (!l.ok()) return l;
+        return Wrap(n, std::move(l).value());
+      });
+}
+
+Result<EntryInfo> ClusterCache::Lookup(std::string_view ns, std::string_view key) {
+  return ReadFirst<EntryInfo>(ns, key, [&](net::Client& c, auto&) { return c.Lookup(ns, key); });
+}
+
+Status ClusterCache::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                         std::span<const uint8_t> bytes) {
+  auto v = Snapshot();
+  if (v->ring.empty())
+    return Status::Unavailable("cluster " + name_ + " has no live node to put to");
+  // The key's choices in order; replicas on distinct hosts first, the same host only when
+  // there are not enough hosts; a node that is down is passed over for the next.
+  auto all = v->ring.Choices(ns, key, v->ring.members().size());
+  std::vector<size_t> order, same_host;
+  std::vector<std::string> hosts;
+  for (size_t i : all) {
+    const std::string h = HostOf(v->nodes[i]->info.tcp);
+    (std::find(hosts.begin(), hosts.end(), h) == hosts.end() ? order : same_host).push_back(i);
+    hosts.push_back(h);
+  }
+  order.insert(order.end(), same_host.begin(), same_host.end());
+  size_t stored = 0;
+  Status first_failure = Status::Ok();
+  for (size_t k = 0; k < order.size() && stored < opt_.replicas; ++k) {
+    // A put that cannot reach its owner goes to the next choice, where a read looks next;
+    // past the first replicas + 1 choices a read would not find it: stop there.
+    if (k > opt_.replicas && stored == 0) break;
+    ++routed_;
+    Status st = OnNode(*v->nodes[order[k]],
+                       [&](net::Client& c) { return c.Put(ns, key, meta, bytes); });
+    if (st.ok()) {
+      ++stored;
+    } else {
+      if (st.IsUnavailable()) ++unavailable_;
+      if (!st.IsUnavailable()) return st;  // the entry itself is refused: every node would
+      if (first_failure.ok()) first_failure = st;
+    }
+  }
+  return stored > 0 ? Status::Ok() : first_failure;
+}
+
+template <typename T, typename Fn>
+std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
+                                             const std::vector<std::string>& keys, Fn fn) {
+  std::vector<Result<T>> out;
+  out.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(Status::NotFound(keys[i]));
+  auto v = Snapshot();
+  if (v->ring.empty()) {
+    for (auto& r : out) r = Status::Unavailable("cluster " + name_ + " has no live node");
+    return out;
+  }
+  std::vector<std::vector<size_t>> choices(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) choices[i] = ReadChoices(*v, ns, keys[i]);
+  std::vector<size_t> pending(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) pending[i] = i;
+  std::vector<std::optional<Status>> owner_down(keys.size());
+  for (size_t round = 0; !pending.empty(); ++round) {
+    std::map<size_t, std::vector<size_t>> by_node;  // node -> indices of keys
+    for (size_t i : pending)
+      if (round < choices[i].size()) by_node[choices[i][round]].push_back(i);
+    if (by_node.empty()) break;
+    auto ask = [&](size_t node, const std::vector<size_t>& idx) {
+      routed_ += idx.size();
+      Node& n = *v->nodes[node];
+      std::unique_lock<std::mutex> l;
+      Status st = Reach(n, &l);
+      if (!st.ok()) {
+        for (size_t i : idx) out[i] = st;
+        return;
+      }
+      std::vector<Result<T>> r = fn(*n.client, v->nodes[node], idx);
+      Status unavailable = Status::Ok();
+      for (size_t k = 0; k < idx.size(); ++k) {
+        if (r[k].status().IsUnavailable()) unavailable = r[k].status();
+        out[idx[k]] = std::move(r[k]);
+      }
+      Observe(n, unavailable);
+    };
+    std::vector<std::future<void>> parts;
+    for (auto it = std::next(by_node.begin()); it != by_node.end(); ++it)
+      parts.push_back(std::async(std::launch::async, ask, it->first, std::cref(it->second)));
+    ask(by_node.begin()->first, by_node.begin()->second);
+    for (auto& p : parts) p.get();
+    std::vector<size_t> again;
+    for (size_t i : pending) {
+      if (out[i].ok()) {
+        if (round >= opt_.replicas) ++fallback_hits_;
+      } else if (TryNext(out[i].status())) {
+        if (out[i].status().IsUnavailable()) {
+          ++unavailable_;
+          if (!owner_down[i]) owner_down[i] = out[i].status();
+        }
+        again.push_back(i);
+      }
+    }
+    pending = std::move(again);
+  }
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (!out[i].ok() && TryNext(out[i].status()))
+      out[i] = AsMiss(ns, keys[i], owner_down[i], out[i].status());
+  return out;
+}
+
+namespace {
+std::vector<std::string> Pick(const std::vector<std::string>& keys, const std::vector<size_t>& idx) {
+  std::vector<std::string> out;
+  out.reserve(idx.size());
+  for (size_t i : idx) out.push_back(keys[i]);
+  return out;
+}
+}  // namespace
+
+std::vector<Result<EntryInfo>> ClusterCache::GetMany(std::string_view ns,
+                                                     const std::vector<std::string>& keys,
+                                                     const std::vector<std::span<uint8_t>>& dsts) {
+  return Batched<EntryInfo>(ns, keys, [&](net::Client& c, auto&, const std::vector<size_t>& idx) {
+    std::vector<std::span<uint8_t>> d;
+    for (size_t i : idx) d.push_back(dsts[i]);
+    return c.GetMany(ns, Pick(keys, idx), d);
+  });
+}
+
+std::vector<Result<ReadLease>> ClusterCache::AcquireMany(std::string_view ns,
+                                                         const std::vector<std::string>& keys) {
+  return Batched<ReadLease>(
+      ns, keys,
+      [&](net::Client& c, const std::shared_ptr<Node>& n, const std::vector<size_t>& idx) {
+        auto got = c.AcquireMany(ns, Pick(keys, idx));
+        for (auto& r : got)
+          if (r.ok()) r = Wrap(n, std::move(r).value());
+        return got;
+      });
+}
+
+Result<std::vector<std::optional<EntryInfo>>> ClusterCache::LookupMany(
+    std::string_view ns, const std::vector<std::string>& keys) {
+  auto found = Batched<EntryInfo>(ns, keys, [&](net::Client& c, auto&, const std::vector<size_t>& idx) {
+    std::vector<Result<EntryInfo>> out;
+    auto r = c.LookupMany(ns, Pick(keys, idx));
+    for (size_t k = 0; k < idx.size(); ++k) {
+      if (!r.ok())
+        out.push_back(r.status());
+      else if ((*r)[k])
+        out.push_back(*(*r)[k]);
+      else
+        out.push_back(Status::NotFound(keys[idx[k]]));
+    }
+    return out;
+  });
+  std::vector<std::optional<EntryInfo>> out(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (found[i].ok())
+      out[i] = std::move(found[i]).value();
+    else if (!TryNext(found[i].status()))
+      return found[i].status();
+    // A node that does not answer: its keys are absent (misses), counted in unavailable.
+  }
+  return out;
+}
+
+Result<bool> ClusterCache::Prefetch(std::string_view ns, const std::vector<std::string>& keys) {
+  bool all = true;
+  auto r = Batched<bool>(ns, keys, [&](net::Client& c, auto&, const std::vector<size_t>& idx) {
+    auto q = c.Prefetch(ns, Pick(keys, idx));
+    // A hint goes to the owner only: a queued one is not asked again elsewhere.
+    return std::vector<Result<bool>>(idx.size(), q.ok() ? Result<bool>(true) : q.status());
+  });
+  for (auto& x : r) {
+    if (!x.ok() && x.status().IsInvalidArgument()) return x.status();
+    all = all && x.ok();
+  }
+  return all;
+}
+
+Status ClusterCache::Erase(std::string_view ns, std::string_view key) {
+  std::vector<bool> erased;
+  EC_RETURN_IF_ERROR(EraseMany({{std::string(ns), std::string(key)}}, &erased));
+  if (!erased[0]) return Status::NotFound(std::string(ns) + "/" + std::string(key));
+  return Status::Ok();
+}
+
+// Each entry at every place a read looks: an entry put while its owner was down, or before a
+// join, is erased too.
+Status ClusterCache::EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                               std::vector<bool>* erased) {
+  erased->assign(ns_keys.size(), false);
+  auto v = Snapshot();
+  std::map<size_t, std::vector<size_t>> by_node;
+  for (size_t i = 0; i < ns_keys.size(); ++i)
+    for (size_t node : ReadChoices(*v, ns_keys[i].first, ns_keys[i].second))
+      by_node[node].push_back(i);
+  Status failed = Status::Ok();
+  for (const auto& [node, idx] : by_node) {
+    std::vector<std::pair<std::string, std::string>> part;
+    for (size_t i : idx) part.push_back(ns_keys[i]);
+    std::vector<bool> here;
+    Status st = OnNode(*v->nodes[node], [&](net::Client& c) { return c.EraseMany(part, &here); });
+    if (!st.ok()) {
+      if (failed.ok()) failed = st;
+      continue;
+    }
+    for (size_t k = 0; k < idx.size(); ++k)
+      if (here[k]) (*erased)[idx[k]] = true;
+  }
+  return failed;
+}
+
+Status ClusterCache::ListPages(size_t page_size,
+                               const std::function<bool(std::vector<EntryInfo>&&)>& on_page) {
+  auto v = Snapshot();
+  bool more = true;
+  for (const auto& n : v->nodes) {
+    if (!more) break;
+    Status st = OnNode(*n, [&](net::Client& c) {
+      return c.ListPages(page_size, [&](std::vector<EntryInfo>&& page) {
+        return more = on_page(std::move(page));
+      });
+    });
+    if (!st.ok()) spdlog::warn("cluster {}: listing skips node {}: {}", name_, n->info.id, st.message());
+  }
+  return Status::Ok();
+}
+
+std::vector<ClusterCache::NodeStats> ClusterCache::StatsByNode() {
+  auto v = Snapshot();
+  std::vector<std::future<Result<StoreStats>>> asks;
+  for (const auto& n : v->nodes)
+    asks.push_back(std::async(std::launch::async, [this, n] {
+      return OnNode(*n, [](net::Client& c) { return c.Stats(); });
+    }));
+  std::vector<NodeStats> out;
+  for (size_t i = 0; i < asks.size(); ++i) out.push_back({v->nodes[i]->info, asks[i].get()});
+  return out;
+}
+
+Result<StoreStats> ClusterCache::Stats() {
+  StoreStats sum;
+  size_t answered = 0;
+  Status last = Status::Unavailable("cluster " + name_ + " has no live node");
+  for (auto& ns : StatsByNode()) {
+    if (!ns.stats.ok()) {
+      last = ns.stats.status();
+      continue;
+    }
+    const StoreStats& s = *ns.stats;
+    ++answered;
+    for (const TierStats& t : s.tiers) {
+      TierStats& to = sum.at(t.tier);
+      to.entries += t.entries, to.bytes += t.bytes, to.hits += t.hits, to.misses += t.misses;
+      to.evictions += t.evictions, to.spills += t.spills, to.promotions += t.promotions;
+      to.capacity += t.capacity, to.used += t.used;
+    }
+    sum.segments += s.segments, sum.corrupt_dropped += s.corrupt_dropped;
+    sum.spill_errors += s.spill_errors, sum.compactions += s.compactions;
+    sum.misses += s.misses, sum.lookup_hits += s.lookup_hits, sum.lookup_misses += s.lookup_misses;
+    sum.connections += s.connections, sum.client_leases += s.client_leases;
+    sum.leases += s.leases, sum.keydir_entries += s.keydir_entries;
+    sum.keydir_compact_rows += s.keydir_compact_rows;
+    sum.uptime_seconds = std::max(sum.uptime_seconds, s.uptime_seconds);
+    if (sum.version.empty()) sum.version = s.version;
+  }
+  if (answered == 0) return last;
+  return sum;
+}
+
+std::vector<NodeInfo> ClusterCache::Nodes() const {
+  std::vector<NodeInfo> out;
+  for (const auto& n : Snapshot()->nodes) out.push_back(n->info);
+  return out;
+}
+
+std::vector<std::string> ClusterCache::Owners(std::string_view ns, std::string_view key,
+                                              size_t n) const {
+  auto v = Snapshot();
+  std::vector<std::string> out;
+  for (size_t i : v->ring.Choices(ns, key, n)) out.push_back(v->nodes[i]->info.id);
+  return out;
+}
+
+ClusterCounters ClusterCache::counters() const {
+  return {routed_.load(), fallback_hits_.load(), unavailable_.load(), changes_.load()};
+}
+
+}  // namespace ecstore::cluster

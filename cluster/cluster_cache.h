@@ -1,0 +1,171 @@
+// ClusterCache: a whole cluster of `ec-store serve` nodes as one Cache. It reads the members
+// from etcd once, then follows them through an etcd watch; each call goes straight to the
+// key's owner -- weighted rendezvous placement (cluster/placement.h), computed here, so no
+// lookup RPC and no metadata server -- over a connection to that node (shared memory where
+// the node is on this host, else TCP or RDMA, as net::Client chooses).
+//
+//   auto c = ClusterCache::Open("etcd://10.0.0.2:2379/prod", {.client = {.token = secret}});
+//   c.value()->Put("qwen", mm_hash, meta, bytes);       // to the owner (and replicas)
+//   auto info = c.value()->Get("qwen", mm_hash, dst);    // from the owner
+//
+// What a user can count on:
+// - Misses, not errors, when a node is lost: a read from a dead or hung owner costs at most
+//   the call's deadline and is NotFound, saying the node did not answer (counted in
+//   counters().unavailable); the node is then skipped for `down_for` (one log line when it
+//   goes, one when it is back), and it leaves the ring when its etcd lease lapses. A put
+//   goes to the next choice meanwhile. Unavailable only where no node is known at all.
+// - A join costs no recomputes: a miss at a key's owner is asked once at its next choice,
+//   where it lived before the join (and where a put goes while the owner is down).
+// - Batches (GetMany, LookupMany, AcquireMany, Prefetch) are split by owner and the parts
+//   sent in parallel.
+// - etcd away: the last membership seen is kept and served from; current() turns false
+//   until the watch is back.
+//
+// Thread rules: thread-safe. Each node's connection serves one call at a time (its own
+// mutex); calls to different nodes run in parallel. One watch thread follows etcd. A
+// ReadLease may be destroyed on any thread, but before the ClusterCache.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "base/mutex.h"
+#include "cluster/etcd.h"
+#include "cluster/membership.h"
+#include "cluster/placement.h"
+#include "net/connection.h"
+#include "store/cache.h"
+
+namespace ecstore::net {
+class Client;
+}
+
+namespace ecstore::cluster {
+
+struct ClusterOptions {
+  net::ClientOptions client;  // each node's connection: token, deadlines, retries, transport
+  // A put goes to the key's first `replicas` live choices (distinct hosts while there are
+  // enough); a get reads the first of them that answers.
+  size_t replicas = 1;
+  // A miss at the owner is asked once at the key's next choice (its owner before a join).
+  bool fallback = true;
+  // After a call to a node fails, calls to it fail at once for this long.
+  std::chrono::milliseconds down_for{1000};
+  // How long a quiet etcd watch stays open before it is made again.
+  std::chrono::milliseconds watch_idle{30000};
+};
+
+// What this client did, for its metrics.
+struct ClusterCounters {
+  uint64_t routed = 0;            // calls (per key) sent to a node
+  uint64_t fallback_hits = 0;     // misses at the owner found at the next choice
+  uint64_t unavailable = 0;       // calls (per key) a dead or hung node answered with nothing
+  uint64_t membership_changes = 0;
+};
+
+class ClusterCache : public Cache {
+ public:
+  // uri: "etcd://HOST:PORT[,HOST:PORT...]/NAME". Unavailable where etcd cannot be read.
+  static Result<std::unique_ptr<ClusterCache>> Open(const std::string& uri,
+                                                    ClusterOptions options = {});
+  ~ClusterCache() override;
+  const char* transport() const override { return "cluster"; }
+  const std::string& name() const { return name_; }
+
+  Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
+             std::span<const uint8_t> bytes) override;
+  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst) override;
+  std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
+                                         const std::vector<std::span<uint8_t>>& dsts) override;
+  Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
+  std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
+                                             const std::vector<std::string>& keys) override;
+  Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
+  Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
+  Result<std::vector<std::optional<EntryInfo>>> LookupMany(
+      std::string_view ns, const std::vector<std::string>& keys) override;
+  // Erases the entry at each place a read looks (its owner, replicas and fallback).
+  Status Erase(std::string_view ns, std::string_view key) override;
+  Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
+                   std::vector<bool>* erased) override;
+  // Every node's entries, node by node (in id order); a node that does not answer is
+  // skipped, with a warning.
+  Status ListPages(size_t page_size,
+                   const std::function<bool(std::vector<EntryInfo>&&)>& on_page) override;
+  // The nodes' stats added up (tiers, counters); Unavailable only when no node answers.
+  Result<StoreStats> Stats() override;
+  // net::Client::Prefetch at each key's owner.
+  Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys);
+
+  struct NodeStats {
+    NodeInfo node;
+    Result<StoreStats> stats;
+  };
+  std::vector<NodeStats> StatsByNode();
+  // The members as last seen, in id order, and whether that is etcd's current view.
+  std::vector<NodeInfo> Nodes() const;
+  bool current() const { return current_.load(); }
+  // The ids of the key's first n choices, best first (its owner, then where it goes next).
+  std::vector<std::string> Owners(std::string_view ns, std::string_view key, size_t n) const;
+  ClusterCounters counters() const;
+
+ private:
+  struct Node;
+  struct View;
+  class Leases;
+  ClusterCache(EtcdClient etcd, std::string name, ClusterOptions o);
+
+  std::shared_ptr<const View> Snapshot() const EXCLUDES(view_mu_);
+  void Install(std::vector<NodeInfo> members) EXCLUDES(view_mu_);
+  void WatchLoop(int64_t revision);  // from the revision the members were read at
+  // Holds n's mutex in *l with its connection made; Unavailable at once while n is marked
+  // down, or when it cannot be reached (then marked down).
+  Status Reach(Node& n, std::unique_lock<std::mutex>* l);
+  void Observe(Node& n, const Status& st);  // down on Unavailable, else up
+  // Runs fn(client) on node n (Reach, then Observe of what it returned).
+  template <typename Fn>
+  auto OnNode(Node& n, Fn fn) -> decltype(fn(std::declval<net::Client&>()));
+  void MarkDown(Node& n, const Status& why);
+  void MarkUp(Node& n);
+  ReadLease Wrap(const std::shared_ptr<Node>& n, ReadLease inner);
+  // Where a key is read, best first: its replicas, then (fallback) one more choice.
+  std::vector<size_t> ReadChoices(const View& v, std::string_view ns, std::string_view key) const;
+  // The first of the key's read choices that has it (fn per node); the owner's failure when
+  // no node has it and the owner did not answer.
+  template <typename T, typename Fn>
+  Result<T> ReadFirst(std::string_view ns, std::string_view key, Fn fn);
+  // Per key, fn(client, the keys' indices) at each key's choice `round` of its read choices,
+  // the nodes in parallel; the keys still missing (NotFound / Unavailable) go round again.
+  template <typename T, typename Fn>
+  std::vector<Result<T>> Batched(std::string_view ns, const std::vector<std::string>& keys,
+                                 Fn fn);
+
+  EtcdClient etcd_;
+  const std::string name_;
+  const ClusterOptions opt_;
+  std::unique_ptr<Leases> leases_;
+
+  mutable Mutex view_mu_;
+  std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);
+  std::vector<NodeInfo> members_;  // the watch thread's (and Open's, before it starts)
+  std::atomic<bool> current_{true};
+
+  std::atomic<uint64_t> routed_{0}, fallback_hits_{0}, unavailable_{0}, changes_{0};
+
+  EtcdClient::WatchCancel cancel_;
+  std::atomic<bool> stop_{false};
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  std::thread watcher_;
+};
+
+}  // namespace ecstore::cluster

@@ -1,0 +1,311 @@
+"""A cluster of `ec-store serve` nodes on a real etcd (loopback, a temp data dir): clients
+that agree on every key's owner, batches split by owner, lost nodes as misses, a join that
+keeps hits, etcd away without the data plane noticing, and the vLLM connector through it."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+import ecstore
+from conftest import _ec_store_bin, start_serve
+
+pytestmark = pytest.mark.skipif(shutil.which("etcd") is None,
+                                reason="etcd is not installed (scripts/install-deps.sh "
+                                       "installs etcd-server)")
+
+TTL = 2  # seconds: each node's etcd lease
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Etcd:
+    """A one-member etcd on loopback, stoppable and restartable on the same ports and data."""
+
+    def __init__(self, directory):
+        self.dir, self.client, self.peer = directory, _port(), _port()
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["etcd", "--data-dir", str(self.dir), "--name", "default",
+             "--listen-client-urls", f"http://127.0.0.1:{self.client}",
+             "--advertise-client-urls", f"http://127.0.0.1:{self.client}",
+             "--listen-peer-urls", f"http://127.0.0.1:{self.peer}",
+             "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer}",
+             "--initial-cluster", f"default=http://127.0.0.1:{self.peer}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.client}/health", timeout=1)
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("etcd did not start")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+
+    def uri(self, name: str) -> str:
+        return f"etcd://127.0.0.1:{self.client}/{name}"
+
+
+class Cluster:
+    """Nodes of one cluster, each `ec-store serve --cluster` in its own directory."""
+
+    def __init__(self, tmp_path, etcd, name):
+        self.tmp, self.etcd, self.name, self.procs = tmp_path, etcd, name, {}
+
+    def start(self, node_id):
+        proc, _, port = start_serve(self.tmp / node_id, "--cluster", self.etcd.uri(self.name),
+                                    "--node-id", node_id, "--cluster-ttl", f"{TTL}s",
+                                    pool_size="32MiB", stderr=subprocess.DEVNULL)
+        self.procs[node_id] = proc
+        return port
+
+    def stop_all(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    e = Etcd(tmp_path / "etcd")
+    yield e
+    if e.proc.poll() is None:
+        e.proc.kill()
+        e.proc.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path, etcd):
+    c = Cluster(tmp_path, etcd, "c1")
+    for n in ("node-a", "node-b", "node-c"):
+        c.start(n)
+    yield c
+    c.stop_all()
+
+
+def _client(etcd, name="c1", **kw):
+    c = ecstore.connect(etcd.uri(name), timeout=1.0, retries=0, **kw)
+    _wait(lambda: len(c.cluster()["nodes"]) >= 1)
+    return c
+
+
+def _wait(cond, timeout=15.0, every=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(every)
+    return False
+
+
+def _value(i: int, n: int = 4096) -> np.ndarray:
+    return np.frombuffer((f"{i:08d}".encode() * (n // 8 + 1))[:n], dtype=np.uint8).copy()
+
+
+def _put(c, keys, ns="n"):
+    for i, k in enumerate(keys):
+        c.put(ns, k, _value(i), dtype="U8", shape=[4096])
+
+
+def _hits(c, keys, ns="n"):
+    return sum(g is not None for g in c.get_many(ns, keys, like="numpy"))
+
+
+def test_clients_agree_on_owners_and_a_put_through_one_is_a_byte_exact_get_through_another(
+        cluster, etcd, tmp_path):
+    a = _client(etcd)
+    assert _wait(lambda: len(a.cluster()["nodes"]) == 3)
+    keys = [f"img-{i}" for i in range(60)]
+    _put(a, keys)
+    # Another process, its own cluster client: the same owners, the same bytes.
+    script = (
+        "import ecstore, json, sys, numpy as np\n"
+        "c = ecstore.connect(sys.argv[1], timeout=2.0)\n"
+        "keys = [f'img-{i}' for i in range(60)]\n"
+        "got = c.get_many('n', keys, like='numpy')\n"
+        "print(json.dumps({'owners': [c.owners('n', k)[0] for k in keys],\n"
+        "                  'bytes': [bytes(o[:8]).decode() for o in got],\n"
+        "                  'hits': sum(g is not None for g in got)}))\n")
+    run = subprocess.run([sys.executable, "-c", script, etcd.uri("c1")], capture_output=True,
+                         text=True, env=os.environ)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen["owners"] == [a.owners("n", k)[0] for k in keys]
+    assert seen["hits"] == 60
+    assert seen["bytes"] == [f"{i:08d}" for i in range(60)]
+    # Each entry lies on its owner, and only there: the batch was split, not broadcast.
+    by_node = {}
+    for n in a.cluster()["nodes"]:
+        direct = ecstore.connect("tcp://" + n["tcp"])
+        by_node[n["id"]] = {e.key for e in direct.list("n")}
+    assert all(by_node[a.owners("n", k)[0]] == by_node[a.owners("n", k)[0]] | {k} for k in keys)
+    assert sum(len(v) for v in by_node.values()) == 60
+    assert all(len(v) > 5 for v in by_node.values()), {k: len(v) for k, v in by_node.items()}
+    # A second cluster on the same etcd sees none of it.
+    other = Cluster(tmp_path, etcd, "c2")
+    try:
+        other.start("node-x")
+        b = _client(etcd, "c2")
+        assert [n["id"] for n in b.cluster()["nodes"]] == ["node-x"]
+        assert _hits(b, keys) == 0
+    finally:
+        other.stop_all()
+
+
+def test_a_killed_node_costs_misses_never_errors_and_its_disk_entries_return_with_it(
+        cluster, etcd):
+    c = _client(etcd)
+    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
+    keys = [f"img-{i}" for i in range(60)]
+    _put(c, keys)
+    victim = "node-b"
+    lost = [k for k in keys if c.owners("n", k)[0] == victim]
+    kept = [k for k in keys if k not in lost]
+    # Its entries on its disk first (SIGHUP persists the pool): a SIGKILL may lose what is
+    # only in memory -- a cache's miss, never wrong bytes (docs/guarantees.md).
+    node = {n["id"]: n for n in c.cluster()["nodes"]}[victim]
+    direct = ecstore.connect("tcp://" + node["tcp"])
+    os.kill(cluster.procs[victim].pid, signal.SIGHUP)
+    assert _wait(lambda: direct.stats()["disk"]["entries"] == len(lost), 10)
+    direct.close()
+    cluster.procs[victim].kill()
+    cluster.procs[victim].wait()
+    t0 = time.monotonic()
+    assert _hits(c, lost) == 0          # misses, within the deadline, not an exception
+    assert time.monotonic() - t0 < 1.5
+    assert _hits(c, kept) == len(kept)  # the rest of the cluster is unaffected
+    with pytest.raises(ecstore.errors.NotFound):
+        c.get("n", lost[0])
+    assert c.cluster()["unavailable"] > 0
+    # After the lease TTL no client routes to it: its keys' puts land elsewhere and hit.
+    assert _wait(lambda: victim not in [n["id"] for n in c.cluster()["nodes"]], TTL + 3)
+    assert victim not in c.owners("n", lost[0], 2)
+    _put(c, lost[:3])
+    assert _hits(c, lost[:3]) == 3
+    # The same id and directory again: what it had on disk is served again.
+    cluster.start(victim)
+    assert _wait(lambda: victim in [n["id"] for n in c.cluster()["nodes"]])
+    assert _wait(lambda: _hits(c, lost[3:]) == len(lost) - 3, 5)
+
+
+def test_a_hung_node_costs_at_most_the_deadline_and_the_rest_keep_hitting(cluster, etcd):
+    c = _client(etcd)
+    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
+    keys = [f"img-{i}" for i in range(60)]
+    _put(c, keys)
+    victim = "node-c"
+    hung = [k for k in keys if c.owners("n", k)[0] == victim]
+    rest = [k for k in keys if k not in hung]
+    os.kill(cluster.procs[victim].pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        assert c.get_many("n", [hung[0]], like="numpy") == [None]
+        took = time.monotonic() - t0
+        assert took < 1.0 * 1.1 + 0.2, took  # the 1 s deadline (plus the fallback's ask)
+        t0 = time.monotonic()
+        assert _hits(c, rest) == len(rest)
+        assert time.monotonic() - t0 < 0.5  # the hung node is skipped, not waited on again
+    finally:
+        os.kill(cluster.procs[victim].pid, signal.SIGCONT)
+    assert _wait(lambda: _hits(c, hung) == len(hung), 5)
+
+
+def test_a_join_moves_about_a_quarter_of_the_keys_and_keeps_the_hit_rate(cluster, etcd):
+    c = _client(etcd)
+    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
+    keys = [f"img-{i}" for i in range(400)]
+    before = {k: c.owners("n", k)[0] for k in keys}
+    _put(c, keys[:300])  # the hot set; the last 100 are never put (true misses)
+    hit_before = _hits(c, keys) / len(keys)
+    cluster.start("node-d")
+    assert _wait(lambda: len(c.cluster()["nodes"]) == 4)
+    moved = [k for k in keys if c.owners("n", k)[0] != before[k]]
+    assert all(c.owners("n", k)[0] == "node-d" for k in moved)  # only to the joiner
+    share = len(moved) / len(keys)
+    assert abs(share - 0.25) < 0.07, share  # 1/4 within a binomial tolerance (~3 sigma)
+    hit_after = _hits(c, keys) / len(keys)
+    assert hit_after >= hit_before - 0.05, (hit_before, hit_after)
+    assert c.cluster()["fallback_hits"] > 0
+
+
+def _healthz(port):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_with_etcd_away_the_data_plane_serves_and_health_says_degraded(tmp_path, etcd):
+    c1 = Cluster(tmp_path, etcd, "c1")
+    metrics = {}
+    try:
+        for n in ("node-a", "node-b"):
+            proc, line, _ = start_serve(tmp_path / n, "--cluster", etcd.uri("c1"), "--node-id",
+                                        n, "--cluster-ttl", f"{TTL}s", "--metrics-listen",
+                                        "127.0.0.1:0", pool_size="32MiB",
+                                        stderr=subprocess.DEVNULL)
+            c1.procs[n] = proc
+            metrics[n] = int(line.split("metrics port ")[1].split()[0].rstrip(";,"))
+        c = _client(etcd)
+        assert _wait(lambda: len(c.cluster()["nodes"]) == 2)
+        keys = [f"img-{i}" for i in range(40)]
+        _put(c, keys)
+        etcd.stop()
+        time.sleep(TTL + 1.5)  # longer than the lease: the nodes' registrations lapse
+        assert _hits(c, keys) == 40  # served from the last membership seen
+        assert _wait(lambda: not c.cluster()["current"], 5)
+        assert _wait(lambda: _healthz(metrics["node-a"])[1].startswith("degraded"), 5)
+        assert _healthz(metrics["node-a"])[0] == 200
+        etcd.start()
+        assert _wait(lambda: c.cluster()["current"] and len(c.cluster()["nodes"]) == 2, 20)
+        assert _wait(lambda: _healthz(metrics["node-a"])[1] == "ok\n", 10)
+        assert _hits(c, keys) == 40
+    finally:
+        c1.stop_all()
+
+
+def test_the_cli_reaches_every_entry_through_the_cluster(cluster, etcd, tmp_path):
+    ec = _ec_store_bin()
+    c = _client(etcd)
+    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
+    src = tmp_path / "x.bin"
+    src.write_bytes(bytes(range(256)) * 16)
+    for i in range(12):
+        subprocess.run([ec, "--cluster", etcd.uri("c1"), "put", "-n", "n", f"k{i}", str(src),
+                        "--dtype", "u8", "--shape", "4096"], check=True, capture_output=True)
+    out = subprocess.run([ec, "--cluster", etcd.uri("c1"), "--json", "ls"], check=True,
+                         capture_output=True, text=True).stdout
+    assert out.count('"key"') == 12
+    got = tmp_path / "y.bin"
+    subprocess.run([ec, "--cluster", etcd.uri("c1"), "get", "-n", "n", "k7", "-o", str(got)],
+                   check=True, capture_output=True)
+    assert got.read_bytes() == src.read_bytes()
+    status = subprocess.run([ec, "--cluster", etcd.uri("c1"), "--json", "cluster", "status"],
+                            check=True, capture_output=True, text=True).stdout
+    nodes = json.loads(status)["nodes"]
+    assert sorted(n["id"] for n in nodes) == ["node-a", "node-b", "node-c"]
+    assert sum(n["entries"] for n in nodes) == 12
+    bad = subprocess.run([ec, "--cluster", etcd.uri("c1"), "--server", "127.0.0.1:1", "ls"],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "not both" in bad.stderr
