@@ -309,3 +309,56 @@ def test_the_cli_reaches_every_entry_through_the_cluster(cluster, etcd, tmp_path
     bad = subprocess.run([ec, "--cluster", etcd.uri("c1"), "--server", "127.0.0.1:1", "ls"],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "not both" in bad.stderr
+
+
+def test_the_vllm_connector_through_the_cluster_hits_what_another_engine_saved(cluster, etcd):
+    pytest.importorskip("vllm", reason="vLLM is not installed (make python-test installs it)")
+    import torch
+    from types import SimpleNamespace
+    from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole
+    from ecstore.vllm import EcStoreConnector
+    from test_vllm_connector import MockRequest, ask_until_ready, make_config
+
+    def engine(store):
+        """A scheduler and a worker connector, as one vLLM engine makes them."""
+        return [EcStoreConnector(make_config("ecstore", store, True, True), role)
+                for role in (ECConnectorRole.SCHEDULER, ECConnectorRole.WORKER)]
+
+    def run(sched, worker, req_id, image):
+        """One request for "img" through the hooks; whether it hit, and what it loaded."""
+        req = MockRequest(req_id, ["img"], [image.shape[0]])
+        assert ask_until_ready(sched, req)
+        hit = sched.has_cache_item("img")
+        sched.update_state_after_alloc(req, 0)
+        worker.bind_connector_metadata(sched.build_connector_meta(SimpleNamespace()))
+        cache = {}
+        if hit:
+            worker.start_load_caches(encoder_cache=cache)
+        else:
+            cache["img"] = image
+            worker.save_caches(encoder_cache=cache, mm_hash="img")
+            worker.wait_for_saves()
+        worker.clear_connector_metadata()
+        sched.update_state_after_free(req, 0)
+        sched.request_finished(req)
+        return hit, cache.get("img")
+
+    c = _client(etcd)
+    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
+    # Two engines, each with its own cluster client (two spellings of one etcd: two clients).
+    producer = engine(etcd.uri("c1"))
+    consumer = engine(etcd.uri("c1").replace("127.0.0.1", "localhost"))
+    image = torch.randn(400, 256).to(torch.bfloat16)
+    try:
+        assert producer[0].cache is not consumer[0].cache
+        hit, _ = run(*producer, "p1", image)
+        assert not hit
+        hit, loaded = run(*consumer, "c1", image)
+        assert hit and torch.equal(loaded, image)
+        # It lies on the owner node of its key, which both engines' clients route to.
+        key = next(e.key for e in c.list("test"))
+        owner = {n["id"]: n for n in c.cluster()["nodes"]}[c.owners("test", key)[0]]
+        assert [e.key for e in ecstore.connect("tcp://" + owner["tcp"]).list("test")] == [key]
+    finally:
+        for conn in producer + consumer:
+            conn.shutdown()
