@@ -132,7 +132,10 @@ int main(int argc, char** argv) {
   if (cfg.Want("rdma")) RdmaWorkload(cfg, pl);
   if (cfg.Want("device")) DeviceWorkload(cfg, pl);
   if (cfg.Want("policy")) PolicyWorkload(cfg);
-  if (cfg.Want("cluster")) ClusterWorkload(cfg);
+  if (cfg.Want("cluster")) {
+    ClusterWorkload(cfg);
+    ClusterLiveWorkload(cfg);
+  }
   if (cfg.Want("index")) IndexWorkload(cfg);
   if (cfg.Want("alloc")) AllocWorkload(cfg);
   if (cfg.Want("erase")) EraseWorkload(cfg);

@@ -29,6 +29,8 @@ void AllocWorkload(const Config& cfg);
 void PolicyWorkload(const Config& cfg);
 // Placement over 3, 100 and 1000 nodes: balance, keys moved by a join, owners per second.
 void ClusterWorkload(const Config& cfg);
+// The same on a live cluster: routed gets and failover (bench/cluster_live.cc).
+void ClusterLiveWorkload(const Config& cfg);
 
 // transports.cc: remote (TCP and shared memory, against a socket stream and Redis), rdma
 // (verbs against TCP), device (the GPU tier against cudaMemcpy).

@@ -184,6 +184,7 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
       chunk.push_back(keys[sent[j]]);
     LandingWatch told;  // the watch, told in the caller's key numbers
     Result<std::vector<Result<ReadLease>>> got = Status::Unavailable("not asked");
+    bool attempted = false;  // a streamed batch the server did not answer
     if (watch && caps().streamed_leases) {
       if (watch->landed)
         told.landed = [&](size_t k, const uint8_t* p, uint64_t n) {
@@ -191,6 +192,7 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
         };
       told.batch_end = watch->batch_end;
       got = link_.transport()->AcquireManyStreamed(link_, ns, chunk, &told);
+      attempted = !got.ok() && got.status().IsUnavailable();
       if (!got.ok()) {
         if (told.batch_end) told.batch_end();
         told.streamed.clear();
@@ -198,7 +200,9 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
         link_.Abandon();  // out of step
       }
     }
-    if (!got.ok() && !no_lease_batches_)
+    // A streamed batch the server did not answer was this call's attempt: asked again in
+    // place only where retries allow (else a hung server would cost two deadlines).
+    if (!got.ok() && !no_lease_batches_ && (!attempted || link_.options().retries > 0))
       got = WithRetry([&] { return link_.transport()->AcquireManyInPlace(link_, ns, chunk); });
     if (!got.ok()) NoteRefusedBatch(got.status());
     for (size_t j = 0; j < chunk.size(); ++j) {
