@@ -362,3 +362,32 @@ def test_the_vllm_connector_through_the_cluster_hits_what_another_engine_saved(c
     finally:
         for conn in producer + consumer:
             conn.shutdown()
+
+
+def test_the_readmes_cluster_section_runs_as_written(etcd, tmp_path):
+    """The README's Cluster block, pasted on one host: its etcd, directory and addresses
+    swapped for this test's."""
+    import re
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    section = readme[readme.index("## Cluster"):readme.index("## Documentation")]
+    block = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
+    port = _port()
+    script = (block.replace("etcd://10.0.0.2:2379", f"etcd://127.0.0.1:{etcd.client}")
+              .replace("/var/cache/ec", str(tmp_path / "ec"))
+              .replace("0.0.0.0:7070", f"127.0.0.1:{port}")
+              .replace("10.0.0.5:7070", f"127.0.0.1:{port}")
+              .replace("ec-store ", f"{_ec_store_bin()} "))
+    serve, rest = script.split("&\n", 1)
+    daemon = subprocess.Popen(["bash", "-c", "exec " + serve], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert "port" in daemon.stdout.readline()
+        c = ecstore.connect(f"etcd://127.0.0.1:{etcd.client}/prod")
+        assert _wait(lambda: len(c.cluster()["nodes"]) == 1)
+        c.put("n", "k", np.arange(16, dtype=np.uint8), dtype="U8", shape=[16])
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", rest], capture_output=True,
+                             text=True, check=True).stdout
+        assert f"127.0.0.1:{port}" in out and "1 entries" in out
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=30)
