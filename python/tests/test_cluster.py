@@ -369,7 +369,8 @@ def test_the_readmes_cluster_section_runs_as_written(etcd, tmp_path):
     swapped for this test's."""
     import re
     readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
-    section = readme[readme.index("## Cluster"):readme.index("## Documentation")]
+    start = readme.index("## Cluster")
+    section = readme[start:readme.index("\n## ", start)]
     block = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
     port = _port()
     script = (block.replace("etcd://10.0.0.2:2379", f"etcd://127.0.0.1:{etcd.client}")

@@ -21,7 +21,8 @@ README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 
 def quick_start_blocks():
     text = open(README, encoding="utf-8").read()
-    section = text[text.index("## Quick start"):text.index("## Documentation")]
+    start = text.index("## Quick start")
+    section = text[start:text.index("\n## ", start)]
     return re.findall(r"```(sh|python)\n(.*?)```", section, re.S)
 
 
