@@ -33,8 +33,8 @@ bool TryNext(const Status& s) { return s.IsNotFound() || s.IsUnavailable(); }
 Status AsMiss(std::string_view ns, std::string_view key, const std::optional<Status>& owner_down,
               const Status& last) {
   if (!owner_down) return last;
-  return Status::NotFound(std::string(ns) + "/" + std::string(key) + ": a miss, its node does not answer (" +
-                          owner_down->message() + ")");
+  return Status::NotFound(std::string(ns) + "/" + std::string(key) +
+                          ": a miss, its node does not answer (" + owner_down->message() + ")");
 }
 
 std::string HostOf(const std::string& host_port) {
@@ -106,9 +106,7 @@ Result<std::unique_ptr<ClusterCache>> ClusterCache::Open(const std::string& uri,
 ClusterCache::~ClusterCache() {
   stop_ = true;
   cancel_.Cancel();
-  {
-    std::lock_guard<std::mutex> l(wait_mu_);
-  }
+  { std::lock_guard<std::mutex> l(wait_mu_); }
   wait_cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
 }
@@ -172,7 +170,8 @@ void ClusterCache::WatchLoop(int64_t revision) {
           std::vector<NodeInfo> members = members_;
           std::erase_if(members, [&](const NodeInfo& n) { return n.id == id; });
           if (!e.deleted)
-            if (auto n = NodeInfo::FromJson(e.value); n.ok()) members.push_back(std::move(n).value());
+            if (auto n = NodeInfo::FromJson(e.value); n.ok())
+              members.push_back(std::move(n).value());
           spdlog::info("cluster {}: node {} {}", name_, id, e.deleted ? "left" : "joined");
           Install(std::move(members));
           ++changes_;
@@ -185,9 +184,10 @@ void ClusterCache::WatchLoop(int64_t revision) {
 void ClusterCache::MarkDown(Node& n, const Status& why) {
   n.down_until_us = NowUs() + std::chrono::microseconds(opt_.down_for).count();
   if (!n.down.exchange(true))
-    spdlog::warn("cluster {}: node {} at {} does not answer ({}); its keys are misses until it "
-                 "does or leaves",
-                 name_, n.info.id, n.info.tcp, why.message());
+    spdlog::warn(
+        "cluster {}: node {} at {} does not answer ({}); its keys are misses until it "
+        "does or leaves",
+        name_, n.info.id, n.info.tcp, why.message());
 }
 
 void ClusterCache::MarkUp(Node& n) {
@@ -245,7 +245,8 @@ template <typename T, typename Fn>
 Result<T> ClusterCache::ReadFirst(std::string_view ns, std::string_view key, Fn fn) {
   auto v = Snapshot();
   if (v->ring.empty())
-    return Status::Unavailable("cluster " + name_ + " has no live node (ec-store --cluster ... "
+    return Status::Unavailable("cluster " + name_ +
+                               " has no live node (ec-store --cluster ... "
                                "cluster status lists them)");
   std::optional<Status> owner_down;
   Status last = Status::NotFound(std::string(ns) + "/" + std::string(key));
@@ -318,8 +319,8 @@ Status ClusterCache::Put(std::string_view ns, std::string_view key, const Tensor
     // past the first replicas + 1 choices a read would not find it: stop there.
     if (k > opt_.replicas && stored == 0) break;
     ++routed_;
-    Status st = OnNode(*v->nodes[order[k]],
-                       [&](net::Client& c) { return c.Put(ns, key, meta, bytes); });
+    Status st =
+        OnNode(*v->nodes[order[k]], [&](net::Client& c) { return c.Put(ns, key, meta, bytes); });
     if (st.ok()) {
       ++stored;
     } else {
@@ -395,7 +396,8 @@ std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
 }
 
 namespace {
-std::vector<std::string> Pick(const std::vector<std::string>& keys, const std::vector<size_t>& idx) {
+std::vector<std::string> Pick(const std::vector<std::string>& keys,
+                              const std::vector<size_t>& idx) {
   std::vector<std::string> out;
   out.reserve(idx.size());
   for (size_t i : idx) out.push_back(keys[i]);
@@ -427,19 +429,20 @@ std::vector<Result<ReadLease>> ClusterCache::AcquireMany(std::string_view ns,
 
 Result<std::vector<std::optional<EntryInfo>>> ClusterCache::LookupMany(
     std::string_view ns, const std::vector<std::string>& keys) {
-  auto found = Batched<EntryInfo>(ns, keys, [&](net::Client& c, auto&, const std::vector<size_t>& idx) {
-    std::vector<Result<EntryInfo>> out;
-    auto r = c.LookupMany(ns, Pick(keys, idx));
-    for (size_t k = 0; k < idx.size(); ++k) {
-      if (!r.ok())
-        out.push_back(r.status());
-      else if ((*r)[k])
-        out.push_back(*(*r)[k]);
-      else
-        out.push_back(Status::NotFound(keys[idx[k]]));
-    }
-    return out;
-  });
+  auto found =
+      Batched<EntryInfo>(ns, keys, [&](net::Client& c, auto&, const std::vector<size_t>& idx) {
+        std::vector<Result<EntryInfo>> out;
+        auto r = c.LookupMany(ns, Pick(keys, idx));
+        for (size_t k = 0; k < idx.size(); ++k) {
+          if (!r.ok())
+            out.push_back(r.status());
+          else if ((*r)[k])
+            out.push_back(*(*r)[k]);
+          else
+            out.push_back(Status::NotFound(keys[idx[k]]));
+        }
+        return out;
+      });
   std::vector<std::optional<EntryInfo>> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (found[i].ok())
@@ -463,6 +466,20 @@ Result<bool> ClusterCache::Prefetch(std::string_view ns, const std::vector<std::
     all = all && x.ok();
   }
   return all;
+}
+
+Result<net::ClaimAnswer> ClusterCache::Claim(std::string_view ns, std::string_view key,
+                                             std::chrono::milliseconds ttl) {
+  auto v = Snapshot();
+  if (v->ring.empty()) return net::ClaimAnswer{};
+  ++routed_;
+  auto a = OnNode(*v->nodes[v->ring.Choices(ns, key, 1)[0]],
+                  [&](net::Client& c) { return c.Claim(ns, key, ttl); });
+  if (!a.ok() && a.status().IsUnavailable()) {
+    ++unavailable_;
+    return net::ClaimAnswer{};
+  }
+  return a;
 }
 
 Status ClusterCache::Erase(std::string_view ns, std::string_view key) {
@@ -509,7 +526,8 @@ Status ClusterCache::ListPages(size_t page_size,
         return more = on_page(std::move(page));
       });
     });
-    if (!st.ok()) spdlog::warn("cluster {}: listing skips node {}: {}", name_, n->info.id, st.message());
+    if (!st.ok())
+      spdlog::warn("cluster {}: listing skips node {}: {}", name_, n->info.id, st.message());
   }
   return Status::Ok();
 }

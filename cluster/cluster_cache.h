@@ -42,6 +42,7 @@
 #include "cluster/etcd.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
+#include "net/claim_table.h"
 #include "net/connection.h"
 #include "store/cache.h"
 
@@ -66,9 +67,9 @@ struct ClusterOptions {
 
 // What this client did, for its metrics.
 struct ClusterCounters {
-  uint64_t routed = 0;            // calls (per key) sent to a node
-  uint64_t fallback_hits = 0;     // misses at the owner found at the next choice
-  uint64_t unavailable = 0;       // calls (per key) a dead or hung node answered with nothing
+  uint64_t routed = 0;         // calls (per key) sent to a node
+  uint64_t fallback_hits = 0;  // misses at the owner found at the next choice
+  uint64_t unavailable = 0;    // calls (per key) a dead or hung node answered with nothing
   uint64_t membership_changes = 0;
 };
 
@@ -105,6 +106,12 @@ class ClusterCache : public Cache {
   Result<StoreStats> Stats() override;
   // net::Client::Prefetch at each key's owner.
   Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys);
+
+  // net::Client::Claim at the key's owner, so every engine asks the same place: granted
+  // (compute and put it), held by another engine (wait for its put), or present. Granted
+  // where the owner does not answer: the caller computes, as it would without claims.
+  Result<net::ClaimAnswer> Claim(std::string_view ns, std::string_view key,
+                                 std::chrono::milliseconds ttl);
 
   struct NodeStats {
     NodeInfo node;
@@ -146,8 +153,7 @@ class ClusterCache : public Cache {
   // Per key, fn(client, the keys' indices) at each key's choice `round` of its read choices,
   // the nodes in parallel; the keys still missing (NotFound / Unavailable) go round again.
   template <typename T, typename Fn>
-  std::vector<Result<T>> Batched(std::string_view ns, const std::vector<std::string>& keys,
-                                 Fn fn);
+  std::vector<Result<T>> Batched(std::string_view ns, const std::vector<std::string>& keys, Fn fn);
 
   EtcdClient etcd_;
   const std::string name_;

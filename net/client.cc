@@ -239,6 +239,22 @@ Result<bool> Client::Prefetch(std::string_view ns, const std::vector<std::string
   return queued;
 }
 
+Result<ClaimAnswer> Client::Claim(std::string_view ns, std::string_view key,
+                                  std::chrono::milliseconds ttl) {
+  EC_RETURN_IF_ERROR(ValidateNamespace(ns));
+  EC_RETURN_IF_ERROR(ValidateKey(key));
+  if (ttl.count() <= 0) return Status::InvalidArgument("a claim needs a TTL above 0 ms");
+  return WithRetry([&]() -> Result<ClaimAnswer> {
+    if (!(link_.server_features() & kFeatureClaims)) return ClaimAnswer{};
+    EC_RETURN_IF_ERROR(link_.SendRequest(
+        Op::kClaim,
+        ClaimBody(ns, key, static_cast<uint32_t>(std::min<int64_t>(ttl.count(), 60'000)))));
+    auto body = link_.ReadReply(Op::kOk);
+    if (!body.ok()) return body.status();
+    return ParseClaimReply(*body);
+  });
+}
+
 // An older server answers a batch opcode it lacks "unknown opcode" and hangs up: the
 // connection is dropped (the next request reconnects), and the caller goes key by key.
 bool Client::RefusedAsUnknown(const Status& st) {

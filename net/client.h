@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/copy_pool.h"
+#include "net/claim_table.h"
 #include "net/connection.h"
 #include "net/protocol.h"
 #include "net/socket.h"
@@ -70,6 +71,11 @@ class Client : public Cache {
   // false where the server does not offer it (an older one) or its queue was full. A bad
   // key is InvalidArgument, and nothing is sent.
   Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys);
+  // A claim on a key this caller found absent (net/claim_table.h): granted (compute and put
+  // it), held by another caller (wait for its put, ms_left at most), or present. A server
+  // without claims grants every one: each caller computes, as without claims.
+  Result<ClaimAnswer> Claim(std::string_view ns, std::string_view key,
+                            std::chrono::milliseconds ttl);
   Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(

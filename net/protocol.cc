@@ -39,6 +39,7 @@ bool IsKnownOp(uint16_t op) {
     case Op::kGetShmStream:
     case Op::kGetShmLanded:
     case Op::kPrefetch:
+    case Op::kClaim:
     case Op::kEraseMany:
     case Op::kEraseManyOk:
     case Op::kPutArena:
@@ -200,6 +201,7 @@ bool IsRequest(Op op, bool shm, bool rdma) {
     case Op::kVerify:
     case Op::kCompact:
     case Op::kPrefetch:
+    case Op::kClaim:
       return true;
     case Op::kGetShm:
     case Op::kGetShmMany:

@@ -86,6 +86,9 @@ enum class Op : uint16_t {
   // into the pool in one batch, as Store::Prefetch does) and answered at once: queued u8
   // (0: the queue was full and the hint was dropped). A bad key queues nothing.
   kPrefetch = 23,  // ns, n, n x key -> kOk(queued u8) | kError
+  // A server whose HELLO_OK offers kFeatureClaims, on any connection: a claim on a key not
+  // stored yet, so that one of several engines missing it computes it (net/claim_table.h).
+  kClaim = 24,  // ns, key, ttl ms u32 -> kOk(outcome u8: granted/held/present, ms left u32)
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -163,6 +166,7 @@ inline constexpr uint32_t kFeaturePutLanding = 2;      // PUT_SHM's kPutLanding
 inline constexpr uint32_t kFeaturePutDevice = 4;       // PREPARE_DEVICE_PUTS and PUT_DEVICE
 inline constexpr uint32_t kFeatureStreamedLeases = 8;  // GET_SHM_STREAM
 inline constexpr uint32_t kFeaturePrefetch = 16;       // PREFETCH (any connection)
+inline constexpr uint32_t kFeatureClaims = 32;         // CLAIM (any connection)
 // A GET_SHM_MANY_OK item's ok byte: 0 an error follows, 1 a lease, kLeaseStreamed a lease of
 // the bytes GET_SHM_LANDED told of (GET_SHM_STREAM only).
 inline constexpr uint8_t kLeaseStreamed = 2;

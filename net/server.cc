@@ -358,7 +358,7 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   }
   HelloInfo info;
   info.transport = c->shm ? "shm" : "tcp";
-  info.features = kFeaturePrefetch;
+  info.features = kFeaturePrefetch | kFeatureClaims;
   if (c->shm) {  // hand over the pool once; gets then return offsets into it
     info.pool_bytes = store_->pool_region().size;
     info.features |= kFeaturePutArena | kFeaturePutLanding | kFeatureStreamedLeases |
@@ -449,6 +449,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kPrepareDevicePuts:
     case Op::kPutDevice:
     case Op::kPrefetch:
+    case Op::kClaim:
       return HandleStoreRequest(c, h, &r);
     case Op::kList:
       return HandleList(c, h, &r);
@@ -473,8 +474,8 @@ uint64_t Server::ArenaBudget() const {
   return std::max<uint64_t>(store_->pool_region().size, 256ull << 20);
 }
 
-// LOOKUP, ERASE and ERASE_MANY, PREFETCH, and the same-host puts' requests (PUT_ARENA's reply
-// passes the arena's memfd).
+// LOOKUP, ERASE and ERASE_MANY, PREFETCH, CLAIM, and the same-host puts' requests (PUT_ARENA's
+// reply passes the arena's memfd).
 Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) {
   auto a = h.op == Op::kPutArena || h.op == Op::kPutShm
                ? AnswerArena({store_, &copier_, opt_.io_timeout, &arena_bytes_, ArenaBudget()},
@@ -482,6 +483,7 @@ Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) 
            : h.op == Op::kPrepareDevicePuts || h.op == Op::kPutDevice
                ? AnswerDevicePut(&device_puts_, &c->imports, h.op, r, &c->ns, &c->key, &c->bytes_in)
            : h.op == Op::kPrefetch ? AnswerPrefetch(&prefetcher_, r)
+           : h.op == Op::kClaim    ? AnswerClaim(&claims_, store_, r)
                                    : AnswerKeys(store_, h.op, r);
   if (!a.ok()) {  // malformed: answer, then close
     ReplyError(c, h, a.status());

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/claim_table.h"
 #include "net/device_put.h"
 #include "net/lease_table.h"
 #include "net/list_cursor.h"
@@ -93,6 +94,8 @@ class Server {
   uint64_t connections() const { return connections_.load(); }
   uint64_t client_leases() const { return leases_held_.load(); }
   Prefetcher::Counters prefetches() const { return prefetcher_.counters(); }
+  // CLAIMs answered: granted (the asker computes) and held (another asker is computing).
+  std::pair<uint64_t, uint64_t> claims() const { return {claims_.granted(), claims_.held()}; }
   double uptime_seconds() const;
   // What SIGHUP may change while serving: the slow-request threshold, and the shared secret
   // new connections must present (connections already greeted keep theirs).
@@ -176,6 +179,7 @@ class Server {
   DevicePuts device_puts_{store_};
   // PREFETCH hints, acted on by its own thread; declared before conns_, which queue to it.
   Prefetcher prefetcher_{store_};
+  ClaimTable claims_;
   std::list<Conn> conns_;
   std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
   std::atomic<uint64_t> connections_{0};

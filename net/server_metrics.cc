@@ -69,6 +69,8 @@ const char* OpLabel(Op op) {
       return "erase_many";
     case Op::kPrefetch:
       return "prefetch";
+    case Op::kClaim:
+      return "claim";
     default:
       return "";
   }

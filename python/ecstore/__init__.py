@@ -311,6 +311,15 @@ class Cache:
         changes. None for a store or a single daemon."""
         return json.loads(self._c.cluster_json())
 
+    def claim(self, ns: str, key: str, ttl: float = 2.0) -> tuple[str, float]:
+        """A claim on a key this caller found absent, so that of several engines missing it
+        at once one computes it: ("granted", 0) -- compute and put it; ("held", seconds) --
+        another caller is computing it, its put due within that long (then "present"), or
+        its claim lapses and the next asker is granted it; ("present", 0) -- read it. Asked
+        of the daemon (a cluster: the key's owner); an embedded store grants every claim."""
+        outcome, ms_left = self._c.claim(ns, key, max(1, int(ttl * 1000)))
+        return outcome, ms_left / 1000.0
+
     def owners(self, ns: str, key: str, n: int = 1) -> list[str]:
         """A cluster client: the node ids a key is placed on, best first (its owner first)."""
         return self._c.owners(ns, key, n)

@@ -218,6 +218,24 @@ class PyCache {
     return true;
   }
 
+  // A claim on a key found absent (net/claim_table.h): ("granted" | "held" | "present",
+  // ms left on a held claim). An embedded store grants every claim (nothing else computes
+  // for it).
+  std::pair<std::string, uint32_t> claim(const std::string& ns, const std::string& key,
+                                         uint32_t ttl_ms) {
+    core_->Live();
+    nb::gil_scoped_release nogil;
+    Result<net::ClaimAnswer> a = net::ClaimAnswer{};
+    if (core_->client) {
+      auto l = core_->Lock();
+      a = core_->client->Claim(ns, key, std::chrono::milliseconds(ttl_ms));
+    } else if (core_->cluster) {
+      a = core_->cluster->Claim(ns, key, std::chrono::milliseconds(ttl_ms));
+    }
+    net::ClaimAnswer got = Check(std::move(a));
+    return {net::ClaimOutcomeName(got.outcome), got.ms_left};
+  }
+
   Lease pin(const std::string& ns, const std::string& key) {
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
@@ -452,6 +470,7 @@ void BindCache(nb::module_& m) {
       .def("get_to_device", &PyCache::get_to_device, "ns"_a, "key"_a, "dst"_a, "nbytes"_a)
       .def("acquire_device", &PyCache::acquire_device, "ns"_a, "key"_a, "device"_a)
       .def("pin", &PyCache::pin, "ns"_a, "key"_a)
+      .def("claim", &PyCache::claim, "ns"_a, "key"_a, "ttl_ms"_a)
       .def("lookup", &PyCache::lookup, "ns"_a, "key"_a)
       .def("lookup_many", &PyCache::lookup_many, "ns"_a, "keys"_a)
       .def("contains", &PyCache::contains, "ns"_a, "key"_a)

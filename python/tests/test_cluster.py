@@ -392,3 +392,65 @@ def test_the_readmes_cluster_section_runs_as_written(etcd, tmp_path):
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=30)
+
+
+_CLAIMER = r"""
+import os, sys, time
+import numpy as np
+import ecstore
+uri, ns, key, start, die = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] == "1"
+c = ecstore.connect(uri, timeout=2.0)
+while not os.path.exists(start):
+    time.sleep(0.001)
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    got = c.get_many(ns, [key], like="numpy")[0]
+    if got is not None:
+        print("read", bytes(got[:8]).decode(), flush=True)
+        break
+    outcome, left = c.claim(ns, key, ttl=1.0)
+    if outcome == "granted":
+        if die:
+            print("died", flush=True)
+            os._exit(0)  # the claim is never put: it lapses
+        time.sleep(0.2)  # the encoder
+        c.put(ns, key, np.frombuffer(b"encoded!" * 512, np.uint8), dtype="U8", shape=[4096])
+        print("computed", flush=True)
+        break
+    time.sleep(min(max(left, 0.001), 0.01))
+"""
+
+
+def _claimers(etcd, tmp_path, n, key="new-img", die=False):
+    start = tmp_path / "go"
+    start.unlink(missing_ok=True)
+    procs = [subprocess.Popen([sys.executable, "-c", _CLAIMER, etcd.uri("c1"), "n", key,
+                               str(start), "1" if die else "0"],
+                              stdout=subprocess.PIPE, text=True) for i in range(n)]
+    time.sleep(1.0)  # every process connected and waiting
+    start.touch()
+    return [p.communicate(timeout=60)[0].strip() for p in procs]
+
+
+def test_claims_make_eight_engines_that_miss_one_key_at_once_compute_it_once(
+        cluster, etcd, tmp_path):
+    c = _client(etcd)
+    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
+    said = _claimers(etcd, tmp_path, 8)
+    assert said.count("computed") == 1, said
+    assert said.count("read encoded!") == 7, said
+
+
+def test_a_claim_whose_holder_dies_lapses_and_another_engine_computes(cluster, etcd, tmp_path):
+    c = _client(etcd)
+    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
+    assert c.claim("n", "lapsing", ttl=0.5) == ("granted", 0.0)
+    outcome, left = c.claim("n", "lapsing", ttl=0.5)
+    assert outcome == "held" and 0 < left <= 0.5
+    time.sleep(0.6)  # its holder never puts
+    assert c.claim("n", "lapsing", ttl=0.5)[0] == "granted"
+    # An engine claims a new key and dies before its put; the next engine that misses it
+    # hears the claim is held, waits, and computes it once the claim lapses.
+    assert _claimers(etcd, tmp_path, 1, key="orphan", die=True) == ["died"]
+    assert c.claim("n", "orphan", ttl=1.0)[0] == "held"
+    assert _claimers(etcd, tmp_path, 1, key="orphan") == ["computed"]
