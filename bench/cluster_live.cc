@@ -61,8 +61,8 @@ uint16_t FreePort() {
   std::string name;
   auto etcd = cluster::EtcdClient::Parse(uri, &name);
   if (!etcd.ok()) _exit(5);
-  cluster::NodeInfo self{id, "127.0.0.1:" + std::to_string((*server)->port()), "", o.pool_bytes,
-                         "bench", 1};
+  cluster::NodeInfo self{
+      id, "127.0.0.1:" + std::to_string((*server)->port()), "", o.pool_bytes, "bench", 1};
   auto reg = cluster::Registration::Start(std::move(etcd).value(), name, self,
                                           std::chrono::seconds(kTtlSeconds));
   if (!reg.ok()) _exit(6);
@@ -170,7 +170,8 @@ void ClusterLiveWorkload(const Config& cfg) {
   const std::string uri = "etcd://127.0.0.1:" + std::to_string(client) + "/bench";
   std::string name;
   auto probe = cluster::EtcdClient::Parse(uri, &name);
-  if (!WaitFor([&] { return probe->PrefixAt("/").ok(); }, 20)) Die(Status::Unavailable("etcd"), "start etcd");
+  if (!WaitFor([&] { return probe->PrefixAt("/").ok(); }, 20))
+    Die(Status::Unavailable("etcd"), "start etcd");
   std::vector<pid_t> nodes;
   for (int i = 0; i < 3; ++i)
     nodes.push_back(StartNode(uri, "node-" + std::to_string(i), dir + "/n" + std::to_string(i)));

@@ -30,8 +30,8 @@ Loaded Load() {
   void* verbs = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
   void* cm = verbs ? dlopen("librdmacm.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
   if (!verbs || !cm) {
-    l.why = std::string(verbs ? "librdmacm.so.1" : "libibverbs.so.1") +
-            " is not installed (" + dlerror() +
+    l.why = std::string(verbs ? "librdmacm.so.1" : "libibverbs.so.1") + " is not installed (" +
+            dlerror() +
             "); install rdma-core (Debian/Ubuntu: libibverbs1 librdmacm1 and the NIC's "
             "provider, ibverbs-providers) for RDMA";
     return l;

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 # ec_connector_extra_config keys, each with what it sets.
 KNOWN_KEYS = {
-    "store": "where the store is: tcp://HOST:PORT, unix:/PATH or dir:/ABSOLUTE/PATH",
+    "store": "where the store is: tcp://HOST:PORT, unix:/PATH, etcd://HOST:PORT/NAME or "
+             "dir:/ABSOLUTE/PATH",
     "namespace": "the entries' namespace (default: derived from the model)",
     "pool_size": "an embedded store's pool (dir:; default 256MiB), e.g. 8GiB",
     "disk_quota": "an embedded store's disk quota (dir:; default 16GiB), e.g. 64GiB",
@@ -29,12 +30,15 @@ KNOWN_KEYS = {
                         "are computed, in ms (default 50); the scheduler thread never waits",
     "saved_wait_ms": "how long a request waits for an item its producer reported saved "
                      "(its ec_transfer_params) to land, in ms (default 5000)",
+    "claim_ms": "a producer that misses an item claims it at the daemon for this long, in ms "
+                "(default 2000; 0: no claims): of engines that miss one new image at once, "
+                "one computes it and the others wait for its save",
 }
 
 # key -> (default, kind); a value of the wrong kind fails the start naming the key
 DEFAULTS = {
     "timeout_ms": (2000, "ms"), "connect_timeout_ms": (500, "ms"), "retries": (1, "count"),
-    "lookup_budget_ms": (50, "ms"), "saved_wait_ms": (5000, "ms"),
+    "lookup_budget_ms": (50, "ms"), "saved_wait_ms": (5000, "ms"), "claim_ms": (2000, "ms"),
     "fail_open": (True, "bool"), "tenant_salt": (True, "bool"), "transport": ("auto", "choice"),
 }
 _CHOICES = {"transport": ("auto", "tcp", "shm", "rdma")}

@@ -29,9 +29,10 @@ import ecstore
 
 logger = logging.getLogger(__name__)
 
-# Why a key has no pin: the store does not hold it, the store could not be asked, or its
-# answer did not come back within the budget.
-ABSENT, UNAVAILABLE, TIMEOUT = "absent", "unavailable", "timeout"
+# Why a key has no pin: the store does not hold it, the store could not be asked, its
+# answer did not come back within the budget, or another engine claimed it and is computing
+# it now (its save is due within the claim).
+ABSENT, UNAVAILABLE, TIMEOUT, CLAIMED = "absent", "unavailable", "timeout", "claimed"
 _WARN_EVERY_S = 30.0
 
 
@@ -44,10 +45,12 @@ class _Ask:
 
 class Lookups:
     def __init__(self, cache: ecstore.Cache, ns: str, budget_s: float,
-                 on_answer: Callable[[float], None] | None = None):
+                 on_answer: Callable[[float], None] | None = None, claim_s: float = 0.0):
         """on_answer(seconds): called on the scheduler thread with each answered ask's time
-        from asked to answered."""
+        from asked to answered. claim_s > 0: an absent key is claimed for that long (this
+        engine computes it: ABSENT), or found claimed by another engine (CLAIMED)."""
         self._cache, self._ns, self._budget, self._on_answer = cache, ns, budget_s, on_answer
+        self._claim = claim_s
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-lookup")
         # Prefetches read an embedded store's disk on their thread: not in the pins' way.
         self._prefetcher = concurrent.futures.ThreadPoolExecutor(1, "ecstore-prefetch")
@@ -143,6 +146,21 @@ class Lookups:
         logger.warning("ec-store: %s unavailable (%s); computing it%s", key, e, more)
         self._warned_at, self._unwarned = now, 0
 
+    def _claim_absent(self, key: str) -> Any:
+        """An absent key: ABSENT (this engine computes it: its claim was granted, or claims
+        are off), CLAIMED (another engine is computing it), or its pin once it has landed."""
+        if self._claim <= 0:
+            return ABSENT
+        outcome, _ = self._cache.claim(self._ns, key, self._claim)
+        if outcome == "held":
+            return CLAIMED
+        if outcome == "present":
+            try:
+                return self._cache.pin(self._ns, key)
+            except ecstore.NotFound:
+                return ABSENT
+        return ABSENT
+
     def _pin_all(self, keys: list[str]) -> tuple[dict[str, Any], int, float]:
         got: dict[str, Any] = {}
         errors = 0
@@ -150,7 +168,7 @@ class Lookups:
             try:
                 got[key] = self._cache.pin(self._ns, key)
             except ecstore.NotFound:
-                got[key] = ABSENT
+                got[key] = self._claim_absent(key)
             except ecstore.Error as e:
                 self._warn_unavailable(key, e)
                 got[key] = UNAVAILABLE

@@ -30,6 +30,7 @@ COUNTERS = {
     "lookup_timeouts": "requests whose lookup did not come back within lookup_budget_ms",
     "lookup_errors": "items whose lookup failed (the store unreachable)",
     "saved_waits": "items a producer reported saved that were waited for until they landed",
+    "claim_waits": "items another engine had claimed that were waited for until its save landed",
     "saves": "encoder outputs saved",
     "save_bytes": "bytes saved",
     "loads": "entries loaded by the worker",

@@ -31,7 +31,7 @@ from typing import Any
 import ecstore
 from ecstore import vllm_stores
 from ecstore.config import parse_store, setting
-from ecstore.lookups import ABSENT, Lookups
+from ecstore.lookups import ABSENT, CLAIMED, Lookups
 from ecstore.vllm_metrics import Recorder
 
 logger = logging.getLogger(__name__)
@@ -70,8 +70,11 @@ class SchedulerSide:
         self._fail_open = setting(extra, "fail_open")
         self._salted = setting(extra, "tenant_salt")
         self._saved_wait = setting(extra, "saved_wait_ms")
+        # Only a producer claims: the engine that is granted a claim must save what it computes.
+        self._claim = setting(extra, "claim_ms") if producer else 0.0
         self._lookups = Lookups(cache, ns, setting(extra, "lookup_budget_ms"),
-                                on_answer=lambda s: stats.observe("lookup_seconds", s))
+                                on_answer=lambda s: stats.observe("lookup_seconds", s),
+                                claim_s=self._claim)
         self._pins: dict[str, list[Any]] = {}  # store key -> [lease, uses]
         # request id -> identifier -> the store key pinned for it, or None (a miss)
         self._decided: dict[str, dict[str, str | None]] = {}
@@ -83,6 +86,7 @@ class SchedulerSide:
         self._layout: tuple[str, tuple[int, ...]] | None = None  # the namespace's entries'
         self._rejected: set[str] = set()  # keys whose rejection was logged
         self._late: set[str] = set()  # keys whose reported save was logged as never landing
+        self._claimed: set[str] = set()  # keys waited for while another engine computes them
         self._puller = concurrent.futures.ThreadPoolExecutor(1, "ecstore-pull")
         self._pulls: dict[str, _Pull] = {}
         self._pulled_done: set[str] = set()
@@ -145,6 +149,11 @@ class SchedulerSide:
             if why == ABSENT and self._awaits_save(request, ident, key, now):
                 ready = False
                 continue
+            if why == CLAIMED:
+                if self._awaits_claim(request, key, now):
+                    ready = False
+                    continue
+                why = ABSENT  # the claim outlived its bound: compute it here
             if why is None and not self._fits(key, lease.info, rows.get(ident)):
                 self._lookups.release(lease)  # a rejected hit: the encoder computes it
                 self._lookups.erase(key)
@@ -152,11 +161,20 @@ class SchedulerSide:
             hit = self._take_pin(key, None if why else lease)
             decided[ident] = key if hit else None
             if self._waits.pop((request.request_id, key), None) is not None and hit:
-                self._stats.count("saved_waits")
+                self._stats.count("claim_waits" if key in self._claimed else "saved_waits")
+            self._claimed.discard(key)
             self._stats.count("hits" if hit else "misses")
             if not hit and why != "rejected":
                 self._stats.count(f"misses_{why}")
         return ready
+
+    def _awaits_claim(self, request: Any, key: str, now: float) -> bool:
+        """Whether to wait for an item another engine claimed: within twice the claim's
+        length of first finding it claimed (a claim whose holder dies lapses within one, and
+        the next ask here is granted it)."""
+        self._claimed.add(key)
+        started = self._waits.setdefault((request.request_id, key), now)
+        return now - started < 2 * self._claim
 
     def _awaits_save(self, request: Any, ident: str, key: str, now: float) -> bool:
         """Whether an absent item is one the request's params name as saved in this store,

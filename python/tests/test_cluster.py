@@ -355,10 +355,31 @@ def test_the_vllm_connector_through_the_cluster_hits_what_another_engine_saved(c
         assert not hit
         hit, loaded = run(*consumer, "c1", image)
         assert hit and torch.equal(loaded, image)
+        # A new image both engines see at once: the one granted the claim computes it, the
+        # other waits (its request "not ready yet") and then loads what was saved.
+        fresh = torch.randn(400, 256).to(torch.bfloat16)
+        first, second = MockRequest("p2", ["new"], [400]), MockRequest("c2", ["new"], [400])
+        assert ask_until_ready(producer[0], first) and not producer[0].has_cache_item("new")
+        assert not any(consumer[0].ensure_cache_available(second, 0) or time.sleep(0.01)
+                       for _ in range(20))  # held: never ready while the claim's owner computes
+        producer[0].update_state_after_alloc(first, 0)
+        producer[1].bind_connector_metadata(producer[0].build_connector_meta(SimpleNamespace()))
+        producer[1].save_caches(encoder_cache={"new": fresh}, mm_hash="new")
+        producer[1].wait_for_saves()
+        producer[1].clear_connector_metadata()
+        producer[0].request_finished(first)
+        assert ask_until_ready(consumer[0], second) and consumer[0].has_cache_item("new")
+        consumer[0].update_state_after_alloc(second, 0)
+        consumer[1].bind_connector_metadata(consumer[0].build_connector_meta(SimpleNamespace()))
+        loaded = {}
+        consumer[1].start_load_caches(encoder_cache=loaded)
+        assert torch.equal(loaded["new"], fresh)
+        consumer[1].clear_connector_metadata()
+        consumer[0].request_finished(second)
         # It lies on the owner node of its key, which both engines' clients route to.
-        key = next(e.key for e in c.list("test"))
-        owner = {n["id"]: n for n in c.cluster()["nodes"]}[c.owners("test", key)[0]]
-        assert [e.key for e in ecstore.connect("tcp://" + owner["tcp"]).list("test")] == [key]
+        for key in (e.key for e in c.list("test")):
+            owner = {n["id"]: n for n in c.cluster()["nodes"]}[c.owners("test", key)[0]]
+            assert key in [e.key for e in ecstore.connect("tcp://" + owner["tcp"]).list("test")]
     finally:
         for conn in producer + consumer:
             conn.shutdown()
