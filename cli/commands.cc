@@ -165,8 +165,8 @@ void AddGlobals(CLI::App& app, Globals& g) {
       ->check(CLI::IsMember({"freq", "lru", "gdsf"}))
       ->capture_default_str();
   app.add_option("--cluster", g.cluster,
-                 "etcd://HOST:PORT[,HOST:PORT...]/NAME: serve joins this cluster; `cluster "
-                 "status` lists its nodes")
+                 "etcd://HOST:PORT[,HOST:PORT...]/NAME: serve joins this cluster; entry "
+                 "commands reach every node's entries; `cluster status` lists its nodes")
       ->check(CLI::Validator(
           [](const std::string& v) {
             std::string name;
@@ -174,6 +174,11 @@ void AddGlobals(CLI::App& app, Globals& g) {
             return c.ok() ? std::string() : c.status().message();
           },
           "etcd://HOST:PORT/NAME"));
+  app.add_option("--replicas", g.replicas,
+                 "through --cluster: a put goes to this many nodes (distinct hosts where there "
+                 "are enough), a get reads the first that answers")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   app.add_option("--server", g.server,
                  "talk to a running `ec-store serve` at HOST:PORT instead of opening --dir");
   app.add_option("--timeout", g.timeout, "a client's bound on each reply from --server")

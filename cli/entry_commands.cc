@@ -244,6 +244,7 @@ Target Target::Open(const Globals& g, Use use) {
   if (!g.cluster.empty()) {
     cluster::ClusterOptions o;
     o.client = co;
+    o.replicas = g.replicas;
     t.cluster_ = Check(cluster::ClusterCache::Open(g.cluster, o));
     t.server_ = "cluster " + t.cluster_->name();
     return t;

@@ -27,6 +27,7 @@ struct Globals {
   std::string eviction_policy = "freq";  // Options::eviction_policy
   std::string server;                    // HOST:PORT of a running `ec-store serve`
   std::string cluster;                   // etcd://HOST:PORT[,...]/NAME: serve joins it
+  size_t replicas = 1;                   // through a cluster: nodes a put goes to
   std::string timeout = "5s";            // a client's bound on one reply (not verify/compact)
   std::string token_file;  // the shared secret (serve: required of clients; else: presented)
   std::string log_level = "warn";

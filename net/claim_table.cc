@@ -73,13 +73,14 @@ Result<Answer> AnswerClaim(ClaimTable* claims, Store* store, BodyReader* r) {
   uint32_t ttl_ms = 0;
   if (k.ok() && !r->U32(&ttl_ms)) return Status::InvalidArgument("malformed CLAIM");
   if (!k.ok()) return Answer{k.status(), Op::kOk, ""};
-  if (ttl_ms == 0) return Answer{Status::InvalidArgument("a claim needs a TTL above 0 ms"), Op::kOk, ""};
+  if (ttl_ms == 0)
+    return Answer{Status::InvalidArgument("a claim needs a TTL above 0 ms"), Op::kOk, ""};
   const std::string& ns = k->ns;
   const std::string& key = k->key;
   auto present = store->Contains(ns, key);
   if (!present.ok()) return Answer{present.status(), Op::kOk, ""};
-  const ClaimAnswer a = claims->Claim(ns, key, *present,
-                                      std::chrono::milliseconds(std::min(ttl_ms, kMaxTtlMs)));
+  const ClaimAnswer a =
+      claims->Claim(ns, key, *present, std::chrono::milliseconds(std::min(ttl_ms, kMaxTtlMs)));
   BodyWriter w;
   w.U8(static_cast<uint8_t>(a.outcome));
   w.U32(a.ms_left);

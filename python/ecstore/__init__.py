@@ -418,13 +418,19 @@ def open(dir: str, pool_size: int | str = "256MiB", disk_quota: int | str = "16G
 
 def connect(uri: str, *, token: str | None = None, transport: str = "auto",
             timeout: float = 5.0, retries: int = 1, put_arena: bool = True,
-            connect_timeout: float | None = None) -> Cache:
+            connect_timeout: float | None = None, replicas: int = 1) -> Cache:
     """Connects to an `ec-store serve` daemon: "tcp://host:port", "host:port" or
     "unix:/dir/serve.sock"; or to a cluster of them, "etcd://host:port[,host:port]/NAME":
-    each call goes to its key's owner (a node that does not answer is a miss). Same-host servers are read through shared memory, and put to
+    each call goes to its key's owner (a node that does not answer is a miss); with
+    replicas=R a put goes to the key's first R nodes and a get reads the first that answers. Same-host servers are read through shared memory, and put to
     through the connection's put arena (shared memory of at least 64 MiB and twice the
     largest put; put_arena=False: over the socket, and reserve is refused). timeout bounds
     each call (seconds, per attempt), connect_timeout a TCP connection's setup (default:
     timeout); a failed call is tried `retries` more times on a new connection."""
+    if not 1 <= replicas <= 16:
+        raise InvalidArgument(f"replicas={replicas!r}: write 1 to 16")
+    if replicas != 1 and not uri.startswith("etcd://"):
+        raise InvalidArgument(f"replicas={replicas} is for a cluster (etcd://HOST:PORT/NAME); "
+                              f"{uri!r} is one daemon")
     return Cache(_ecstore.connect(uri, token or "", transport, timeout, retries, put_arena,
-                                  connect_timeout or 0.0))
+                                  connect_timeout or 0.0, replicas))

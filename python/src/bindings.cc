@@ -435,7 +435,7 @@ std::unique_ptr<PyCache> Open(const std::string& dir, uint64_t pool_bytes,
 
 std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& token,
                                  const std::string& transport, double timeout_s, int retries,
-                                 bool put_arena, double connect_timeout_s) {
+                                 bool put_arena, double connect_timeout_s, size_t replicas) {
   net::ClientOptions o;
   o.put_arena = put_arena;
   o.token = token;
@@ -447,6 +447,7 @@ std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& toke
   if (uri.rfind("etcd://", 0) == 0) {  // a cluster: each node reached with these options
     cluster::ClusterOptions co;
     co.client = o;
+    co.replicas = replicas;
     return std::make_unique<PyCache>(Check(cluster::ClusterCache::Open(uri, co)));
   }
   return std::make_unique<PyCache>(Check(net::Client::Connect(uri, o)));
@@ -508,7 +509,7 @@ void BindFunctions(nb::module_& m) {
       "parse_size", [](const std::string& text) { return Check(ParseSize(text)); }, "text"_a,
       "bytes from '256MiB', '4GiB', '1.5G' or '4096' (the CLI's parser, base/units.h)");
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
-        "retries"_a = 1, "put_arena"_a = true, "connect_timeout_s"_a = 0.0);
+        "retries"_a = 1, "put_arena"_a = true, "connect_timeout_s"_a = 0.0, "replicas"_a = 1);
 }
 
 }  // namespace

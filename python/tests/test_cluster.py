@@ -475,3 +475,22 @@ def test_a_claim_whose_holder_dies_lapses_and_another_engine_computes(cluster, e
     assert _claimers(etcd, tmp_path, 1, key="orphan", die=True) == ["died"]
     assert c.claim("n", "orphan", ttl=1.0)[0] == "held"
     assert _claimers(etcd, tmp_path, 1, key="orphan") == ["computed"]
+
+
+def test_with_two_replicas_a_killed_owner_costs_no_miss(cluster, etcd):
+    c = _client(etcd, replicas=2)
+    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
+    keys = [f"img-{i}" for i in range(30)]
+    _put(c, keys)
+    # Each entry on its first two choices (three nodes, three hosts' worth of ids).
+    held = {}
+    for n in c.cluster()["nodes"]:
+        held[n["id"]] = {e.key for e in ecstore.connect("tcp://" + n["tcp"]).list("n")}
+    for k in keys:
+        assert {i for i, ks in held.items() if k in ks} == set(c.owners("n", k, 2)), k
+    victim = "node-a"
+    cluster.procs[victim].kill()
+    cluster.procs[victim].wait()
+    assert _hits(c, keys) == len(keys)  # its keys read from their second replica at once
+    with pytest.raises(ecstore.errors.InvalidArgument, match="is for a cluster"):
+        ecstore.connect("tcp://127.0.0.1:1", replicas=2)
