@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/flags.h"
@@ -54,6 +55,15 @@ int ClusterStatusCommand(const Globals& g) {
   co.retries = 0;  // a node that does not answer is shown as such, not waited for twice
   auto cache = Check(cluster::ClusterCache::Open(g.cluster, {.client = co}));
   auto nodes = cache->StatsByNode();
+  // Each node's lease: seconds left of the TTL it was granted ("-" where etcd cannot say).
+  std::map<std::string, std::string> lease_left;
+  std::string name;
+  auto etcd = Check(cluster::EtcdClient::Parse(g.cluster, &name));
+  if (auto range = etcd.PrefixAt(cluster::NodesPrefix(name)); range.ok())
+    for (size_t i = 0; i < range->kvs.size(); ++i)
+      if (auto ttl = etcd.TimeToLive(range->leases[i]); ttl.ok())
+        lease_left[range->kvs[i].first.substr(cluster::NodesPrefix(name).size())] =
+            std::to_string(ttl->first) + "s/" + std::to_string(ttl->second) + "s";
   // A node's entries, the bytes in its pool and on its disk, and its hits over every tier.
   auto totals = [](const StoreStats& s) {
     uint64_t hits = 0;
@@ -65,6 +75,7 @@ int ClusterStatusCommand(const Globals& g) {
     for (const auto& n : nodes) {
       auto j = nlohmann::json::parse(n.node.ToJson());
       j["answers"] = n.stats.ok();
+      if (auto l = lease_left.find(n.node.id); l != lease_left.end()) j["lease_ttl"] = l->second;
       if (n.stats.ok()) {
         auto [entries, pool, disk, hits] = totals(*n.stats);
         j["entries"] = entries, j["pool_bytes"] = pool, j["disk_bytes"] = disk, j["hits"] = hits;
@@ -78,8 +89,8 @@ int ClusterStatusCommand(const Globals& g) {
     return 0;
   }
   std::printf("cluster %s: %zu node(s)\n", cache->name().c_str(), nodes.size());
-  std::printf("%-20s %-21s %9s %8s %9s %9s %8s %6s %s\n", "NODE", "ADDRESS", "CAPACITY", "ENTRIES",
-              "POOL", "DISK", "HITS", "INCARN", "VERSION");
+  std::printf("%-20s %-21s %7s %9s %8s %9s %9s %8s %6s %s\n", "NODE", "ADDRESS", "LEASE",
+              "CAPACITY", "ENTRIES", "POOL", "DISK", "HITS", "INCARN", "VERSION");
   for (const auto& n : nodes) {
     std::string entries = "-", pool = "-", disk = "-", hits = "down";
     if (n.stats.ok()) {
@@ -87,7 +98,9 @@ int ClusterStatusCommand(const Globals& g) {
       entries = std::to_string(t[0]), pool = HumanBytes(t[1]), disk = HumanBytes(t[2]);
       hits = std::to_string(t[3]);
     }
-    std::printf("%-20s %-21s %9s %8s %9s %9s %8s %6llu %s\n", n.node.id.c_str(), n.node.tcp.c_str(),
+    auto l = lease_left.find(n.node.id);
+    std::printf("%-20s %-21s %7s %9s %8s %9s %9s %8s %6llu %s\n", n.node.id.c_str(),
+                n.node.tcp.c_str(), l == lease_left.end() ? "-" : l->second.c_str(),
                 HumanBytes(n.node.capacity).c_str(), entries.c_str(), pool.c_str(), disk.c_str(),
                 hits.c_str(), static_cast<unsigned long long>(n.node.incarnation),
                 n.node.version.c_str());

@@ -159,8 +159,19 @@ Result<EtcdClient::Range> EtcdClient::PrefixAt(const std::string& prefix) {
     auto v = FromBase64(kv.value("value", ""));
     if (!k.ok() || !v.ok()) return Status::Unavailable("etcd: malformed key or value");
     out.kvs.emplace_back(*k, *v);
+    out.leases.push_back(std::stoll(kv.value("lease", "0")));
   }
   return out;
+}
+
+Result<std::pair<int64_t, int64_t>> EtcdClient::TimeToLive(int64_t lease) {
+  auto r = Call("/v3/lease/timetolive", json{{"ID", std::to_string(lease)}}.dump());
+  if (!r.ok()) return r.status();
+  auto j = json::parse(*r, nullptr, false);
+  if (j.is_discarded()) return Status::Unavailable("etcd: malformed timetolive reply");
+  const int64_t left = std::stoll(j.value("TTL", "-1"));
+  if (left < 0) return Status::NotFound("etcd lease " + std::to_string(lease) + " has lapsed");
+  return std::pair<int64_t, int64_t>(left, std::stoll(j.value("grantedTTL", "0")));
 }
 
 namespace {

@@ -41,6 +41,8 @@ class EtcdClient {
   // new one and put again).
   Result<int64_t> KeepAlive(int64_t lease);
   Status Revoke(int64_t lease);
+  // The seconds a lease has left, and the TTL it was granted; NotFound once it has lapsed.
+  Result<std::pair<int64_t, int64_t>> TimeToLive(int64_t lease);
   Status Put(const std::string& key, const std::string& value, int64_t lease = 0);
   Status Delete(const std::string& key);
   // Every key under `prefix` with its value, in key order.
@@ -49,6 +51,7 @@ class EtcdClient {
   struct Range {
     int64_t revision = 0;
     std::vector<std::pair<std::string, std::string>> kvs;
+    std::vector<int64_t> leases;  // kvs[i]'s lease (0: none)
   };
   Result<Range> PrefixAt(const std::string& prefix);
 

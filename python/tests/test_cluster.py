@@ -306,6 +306,7 @@ def test_the_cli_reaches_every_entry_through_the_cluster(cluster, etcd, tmp_path
     nodes = json.loads(status)["nodes"]
     assert sorted(n["id"] for n in nodes) == ["node-a", "node-b", "node-c"]
     assert sum(n["entries"] for n in nodes) == 12
+    assert all(n["lease_ttl"].endswith(f"s/{TTL}s") for n in nodes), nodes
     bad = subprocess.run([ec, "--cluster", etcd.uri("c1"), "--server", "127.0.0.1:1", "ls"],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "not both" in bad.stderr
