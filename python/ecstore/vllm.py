@@ -194,7 +194,22 @@ class EcStoreConnector(ECConnectorBase):
         return EcStoreWorkerMetadata(pending, saved)
 
     def get_ec_connector_stats(self) -> ECConnectorStats | None:
+        self._count_cluster()
         return self._stats.take()
+
+    def _count_cluster(self) -> None:
+        """A cluster client's counts since the last report (the scheduler's connector only:
+        the worker's in the same process shares the client)."""
+        if self._role != ECConnectorRole.SCHEDULER:
+            return
+        now = self._cache.cluster()
+        if now is None:
+            return
+        last = getattr(self, "_cluster_seen", {})
+        for key in ("routed", "fallback_hits", "unavailable", "membership_changes"):
+            if now[key] > last.get(key, 0):
+                self._stats.count(f"cluster_{key}", now[key] - last.get(key, 0))
+        self._cluster_seen = now
 
     @classmethod
     def build_ec_connector_stats(cls, data: dict[str, Any] | None = None) -> ECConnectorStats:

@@ -36,6 +36,10 @@ COUNTERS = {
     "loads": "entries loaded by the worker",
     "load_bytes": "bytes loaded by the worker",
     "pulls": "entries pulled from a producer's store",
+    "cluster_routed": "calls (per item) a cluster client sent to items' owner nodes",
+    "cluster_fallback_hits": "items missing at their owner found at their next node (a join)",
+    "cluster_unavailable": "calls (per item) a cluster node did not answer: misses",
+    "cluster_membership_changes": "nodes that joined or left, as the cluster client saw",
 }
 
 # stats key -> what the histogram observes, in seconds

@@ -377,6 +377,11 @@ def test_the_vllm_connector_through_the_cluster_hits_what_another_engine_saved(c
         assert torch.equal(loaded["new"], fresh)
         consumer[1].clear_connector_metadata()
         consumer[0].request_finished(second)
+        assert consumer[0].get_ec_connector_stats().data["claim_waits"] == 1
+        # The cluster client's counts reach vLLM's stats (the scheduler's connector reports).
+        assert producer[0].get_ec_connector_stats().data["cluster_routed"] > 0
+        worker = producer[1].get_ec_connector_stats()
+        assert worker is None or "cluster_routed" not in worker.data
         # It lies on the owner node of its key, which both engines' clients route to.
         for key in (e.key for e in c.list("test")):
             owner = {n["id"]: n for n in c.cluster()["nodes"]}[c.owners("test", key)[0]]
