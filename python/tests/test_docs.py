@@ -94,3 +94,38 @@ def _the_vllm_flag_resolves_and_hits(block, store):
         conn.request_finished(req)
     finally:
         conn.shutdown()
+
+
+def test_the_cli_pages_examples_run_as_written(tmp_path):
+    """docs/cli.md's example session, each `$` line run in order in a fresh directory (its
+    /tmp paths moved under it), every one succeeding, and the lines the page shows output for
+    printing it."""
+    torch = pytest.importorskip("torch", reason="the example's safetensors file is torch's")
+    from safetensors.torch import save_file
+
+    page = open(os.path.join(os.path.dirname(README), "docs", "cli.md"), encoding="utf-8").read()
+    block = re.findall(r"```sh\n(\$ ec-store put .*?)```", page, re.S)[0]
+    lines = block.splitlines()
+    src = tmp_path / "ec_cache" / "3f2a9c"
+    src.mkdir(parents=True)
+    save_file({"ec_cache": torch.zeros(400, 3584, dtype=torch.bfloat16)},
+              str(src / "encoder_cache.safetensors"))
+    (tmp_path / "emb.bin").write_bytes(bytes(324 * 16384 * 2))
+    env = dict(os.environ, PATH=os.path.dirname(_ec_store_bin()) + os.pathsep + os.environ["PATH"])
+    ran = 0
+    for i, line in enumerate(lines):
+        if not line.startswith("$ "):
+            continue
+        command = line[2:].replace("/tmp/", f"{tmp_path}/")
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, (line, done.stdout, done.stderr)
+        shown = lines[i + 1] if i + 1 < len(lines) and not lines[i + 1].startswith("$") else ""
+        if shown.startswith("stored"):
+            assert done.stdout.startswith(shown.split(" (")[0]), (line, done.stdout)
+        if shown.startswith("{"):
+            got = json.loads(done.stdout)
+            for field in ("tier", "bytes", "dtype", "shape"):
+                assert got[field] == json.loads(shown.replace(", ...", ""))[field], (field, got)
+        ran += 1
+    assert ran == 13
