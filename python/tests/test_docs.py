@@ -6,6 +6,7 @@ factory, which then serves a hit from that daemon."""
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -129,3 +130,41 @@ def test_the_cli_pages_examples_run_as_written(tmp_path):
                 assert got[field] == json.loads(shown.replace(", ...", ""))[field], (field, got)
         ran += 1
     assert ran == 13
+
+
+def test_the_operations_pages_daemon_block_runs_as_written(tmp_path):
+    """docs/operations.md's daemon and operator-port block: the daemon with every flag shown,
+    then each curl line, answered as the page says."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    page = open(os.path.join(os.path.dirname(README), "docs", "operations.md"),
+                encoding="utf-8").read()
+    block = re.findall(r"```sh\n(\$ ec-store serve .*?)```", page, re.S)[0]
+    port, metrics = free_port(), free_port()
+    (tmp_path / "token").write_text("s3cret\n")
+    text = (block.replace("/var/cache/ec", str(tmp_path / "ec"))
+            .replace("10.0.0.5:7070", f"127.0.0.1:{port}")
+            .replace("/etc/ec.token", str(tmp_path / "token"))
+            .replace("9464", str(metrics)))
+    commands = []
+    for entry in re.split(r"^\$ ", text, flags=re.M)[1:]:
+        lines = entry.splitlines()
+        n = 1
+        while lines[n - 1].rstrip().endswith("\\"):  # a command's continuation lines
+            n += 1
+        commands.append(" ".join(l.rstrip().rstrip("\\") for l in lines[:n]).split("#")[0])
+    serve = commands[0].strip().rstrip("&").strip()
+    env = dict(os.environ, PATH=os.path.dirname(_ec_store_bin()) + os.pathsep + os.environ["PATH"])
+    daemon = subprocess.Popen(["bash", "-c", "exec " + serve], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert "port" in daemon.stdout.readline()
+        subprocess.run([_ec_store_bin(), "--server", f"127.0.0.1:{port}", "--token-file",
+                        str(tmp_path / "token"), "stats"], check=True, capture_output=True)
+        said = [subprocess.run(["bash", "-c", c], capture_output=True, text=True, check=True,
+                               env=env).stdout for c in commands[1:]]
+        assert "\necstore_requests_total{op=\"stats\"" in said[0], said[0]
+        assert said[1:] == ["ok\n", "ok\n"], said
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=60) == 0
