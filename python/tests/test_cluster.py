@@ -118,6 +118,15 @@ def _wait(cond, timeout=15.0, every=0.05):
     return False
 
 
+def _loaded(etcd, n_keys, **kw):
+    """A client that sees the three nodes, and `n_keys` entries put through it."""
+    c = _client(etcd, **kw)
+    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
+    keys = [f"img-{i}" for i in range(n_keys)]
+    _put(c, keys)
+    return c, keys
+
+
 def _value(i: int, n: int = 4096) -> np.ndarray:
     return np.frombuffer((f"{i:08d}".encode() * (n // 8 + 1))[:n], dtype=np.uint8).copy()
 
@@ -174,10 +183,7 @@ def test_clients_agree_on_owners_and_a_put_through_one_is_a_byte_exact_get_throu
 
 def test_a_killed_node_costs_misses_never_errors_and_its_disk_entries_return_with_it(
         cluster, etcd):
-    c = _client(etcd)
-    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
-    keys = [f"img-{i}" for i in range(60)]
-    _put(c, keys)
+    c, keys = _loaded(etcd, 60)
     victim = "node-b"
     lost = [k for k in keys if c.owners("n", k)[0] == victim]
     kept = [k for k in keys if k not in lost]
@@ -209,10 +215,7 @@ def test_a_killed_node_costs_misses_never_errors_and_its_disk_entries_return_wit
 
 
 def test_a_hung_node_costs_at_most_the_deadline_and_the_rest_keep_hitting(cluster, etcd):
-    c = _client(etcd)
-    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
-    keys = [f"img-{i}" for i in range(60)]
-    _put(c, keys)
+    c, keys = _loaded(etcd, 60)
     victim = "node-c"
     hung = [k for k in keys if c.owners("n", k)[0] == victim]
     rest = [k for k in keys if k not in hung]
@@ -318,7 +321,7 @@ def test_the_vllm_connector_through_the_cluster_hits_what_another_engine_saved(c
     from types import SimpleNamespace
     from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole
     from ecstore.vllm import EcStoreConnector
-    from test_vllm_connector import MockRequest, ask_until_ready, make_config
+    from test_vllm_connector import MockRequest, ask_until_ready, make_config, one_request
 
     def engine(store):
         """A scheduler and a worker connector, as one vLLM engine makes them."""
@@ -326,23 +329,8 @@ def test_the_vllm_connector_through_the_cluster_hits_what_another_engine_saved(c
                 for role in (ECConnectorRole.SCHEDULER, ECConnectorRole.WORKER)]
 
     def run(sched, worker, req_id, image):
-        """One request for "img" through the hooks; whether it hit, and what it loaded."""
-        req = MockRequest(req_id, ["img"], [image.shape[0]])
-        assert ask_until_ready(sched, req)
-        hit = sched.has_cache_item("img")
-        sched.update_state_after_alloc(req, 0)
-        worker.bind_connector_metadata(sched.build_connector_meta(SimpleNamespace()))
-        cache = {}
-        if hit:
-            worker.start_load_caches(encoder_cache=cache)
-        else:
-            cache["img"] = image
-            worker.save_caches(encoder_cache=cache, mm_hash="img")
-            worker.wait_for_saves()
-        worker.clear_connector_metadata()
-        sched.update_state_after_free(req, 0)
-        sched.request_finished(req)
-        return hit, cache.get("img")
+        return one_request(sched, worker, MockRequest(req_id, ["img"], [image.shape[0]]), "img",
+                           image)
 
     c = _client(etcd)
     assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
@@ -484,10 +472,7 @@ def test_a_claim_whose_holder_dies_lapses_and_another_engine_computes(cluster, e
 
 
 def test_with_two_replicas_a_killed_owner_costs_no_miss(cluster, etcd):
-    c = _client(etcd, replicas=2)
-    assert _wait(lambda: len(c.cluster()["nodes"]) == 3)
-    keys = [f"img-{i}" for i in range(30)]
-    _put(c, keys)
+    c, keys = _loaded(etcd, 30, replicas=2)
     # Each entry on its first two choices (three nodes, three hosts' worth of ids).
     held = {}
     for n in c.cluster()["nodes"]:

@@ -49,6 +49,29 @@ def ask_until_ready(sched, request, steps=500):
     return False
 
 
+def one_request(sched, worker, req, ident, image):
+    """A request for one item through the hooks as vLLM drives them: loaded where the store
+    has it, else computed (`image`) and saved as the worker saves it. (Whether it hit, the
+    tensor the worker loaded or saved.)"""
+    from types import SimpleNamespace
+
+    assert ask_until_ready(sched, req)
+    hit = sched.has_cache_item(ident)
+    sched.update_state_after_alloc(req, 0)
+    worker.bind_connector_metadata(sched.build_connector_meta(SimpleNamespace()))
+    cache = {}
+    if hit:
+        worker.start_load_caches(encoder_cache=cache)
+    else:
+        cache[ident] = image
+        worker.save_caches(encoder_cache=cache, mm_hash=ident)
+        worker.wait_for_saves()
+    worker.clear_connector_metadata()
+    sched.update_state_after_free(req, 0)
+    sched.request_finished(req)
+    return hit, cache.get(ident)
+
+
 def make_config(kind, store, producer, consumer, extra=None):
     config = Mock(spec=VllmConfig)
     config.model_config = None

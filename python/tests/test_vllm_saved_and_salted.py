@@ -14,7 +14,8 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed (make python-te
 from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole  # noqa: E402
 
 from ecstore.vllm import EcStoreConnector  # noqa: E402
-from test_vllm_connector import MockRequest, ask_until_ready, make_config  # noqa: E402
+from test_vllm_connector import (MockRequest, ask_until_ready, make_config,  # noqa: E402
+                                 one_request)
 
 
 def connector(store, role, producer=True, consumer=True, extra=None):
@@ -36,24 +37,9 @@ def test_salted_tenants_are_two_entries_and_never_hit_each_other(tmp_path):
     image = torch.randn(100, 64).to(torch.bfloat16)
 
     def run(req_id, salt):
-        """One request through the hooks as vLLM drives them; whether its item was a hit. A
-        miss is computed (the image) and saved as the worker saves it."""
-        req = salted(req_id, ["img"], [100], salt)
-        assert ask_until_ready(sched, req)
-        hit = sched.has_cache_item("img")
-        sched.update_state_after_alloc(req, 0)
-        worker.bind_connector_metadata(sched.build_connector_meta(SimpleNamespace()))
-        cache = {}
-        if hit:
-            worker.start_load_caches(encoder_cache=cache)
-            assert torch.equal(cache["img"], image)
-        else:
-            cache["img"] = image
-            worker.save_caches(encoder_cache=cache, mm_hash="img")
-            worker.wait_for_saves()
-        worker.clear_connector_metadata()
-        sched.update_state_after_free(req, 0)
-        sched.request_finished(req)
+        """One request through the hooks; whether its item was a hit (of the same bytes)."""
+        hit, got = one_request(sched, worker, salted(req_id, ["img"], [100], salt), "img", image)
+        assert torch.equal(got, image)
         return hit
 
     try:
