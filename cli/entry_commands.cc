@@ -342,32 +342,44 @@ int InspectCommand(const Globals& g, const std::string& ns, const std::string& k
 
 int ListCommand(const Globals& g, const ListArgs& a) {
   Target t = Target::Open(g, Use::kInspect);
-  std::vector<EntryInfo> rows;
-  Check(t.cache().ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+  std::vector<std::pair<EntryInfo, std::string>> rows;  // an entry, and its node in a cluster
+  auto keep = [&](std::vector<EntryInfo>&& page, const std::string& node) {
     for (EntryInfo& e : page) {
       // --tier disk: every entry with a durable copy; --tier pool: those served from the pool
       if (a.tier == "disk" && !e.on_disk()) continue;
       if (!a.tier.empty() && a.tier != "disk" && a.tier != TierName(e.tier())) continue;
       if (!a.ns.empty() && e.ns != a.ns) continue;
       if (!a.prefix.empty() && e.key.rfind(a.prefix, 0) != 0) continue;
-      rows.push_back(std::move(e));
+      rows.emplace_back(std::move(e), node);
     }
     return true;
-  }));
+  };
+  if (t.cluster())
+    Check(t.cluster()->ListNodePages(1024, keep));
+  else
+    Check(t.cache().ListPages(1024,
+                              [&](std::vector<EntryInfo>&& p) { return keep(std::move(p), ""); }));
   t.Close();
-  std::sort(rows.begin(), rows.end(), [&](const EntryInfo& x, const EntryInfo& y) {
-    if (a.sort == "size") return x.bytes > y.bytes;
-    if (a.sort == "hits") return x.hits > y.hits;
-    return x.last_access_us < y.last_access_us;  // oldest first
+  std::sort(rows.begin(), rows.end(), [&](const auto& x, const auto& y) {
+    if (a.sort == "size") return x.first.bytes > y.first.bytes;
+    if (a.sort == "hits") return x.first.hits > y.first.hits;
+    return x.first.last_access_us < y.first.last_access_us;  // oldest first
   });
   if (a.limit && rows.size() > a.limit) rows.resize(a.limit);
+  std::vector<EntryInfo> entries;
+  std::vector<std::string> nodes;
+  for (auto& [e, node] : rows) entries.push_back(std::move(e)), nodes.push_back(std::move(node));
   if (g.json) {
     json arr = json::array();
-    for (auto& e : rows) arr.push_back(InfoJson(e));
+    for (size_t i = 0; i < entries.size(); ++i) {
+      json j = InfoJson(entries[i]);
+      if (t.cluster()) j["node"] = nodes[i];
+      arr.push_back(std::move(j));
+    }
     std::cout << arr.dump(JsonIndent(g)) << "\n";
   } else {
-    PrintInfoTable(rows, a.wide || !IsTerminal(1));
-    std::printf("%zu entries\n", rows.size());
+    PrintInfoTable(entries, a.wide || !IsTerminal(1), t.cluster() ? &nodes : nullptr);
+    std::printf("%zu entries\n", entries.size());
   }
   return 0;
 }

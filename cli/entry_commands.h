@@ -61,6 +61,7 @@ class Target {
   }
   Store* local() { return store_.get(); }
   net::Client* client() { return client_.get(); }
+  cluster::ClusterCache* cluster() { return cluster_.get(); }
   std::string where() const;  // "" locally, " on HOST:PORT" through a server, " in cluster NAME"
   // Closes a local store (persisting what the command put); nothing to do remotely.
   void Close();

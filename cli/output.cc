@@ -87,22 +87,28 @@ size_t ShownKeyLength(const std::vector<EntryInfo>& rows) {
   return shown;
 }
 
-void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys) {
+void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys,
+                    const std::vector<std::string>* nodes) {
   const size_t shown = full_keys ? SIZE_MAX : ShownKeyLength(rows);
-  size_t width = 12, ns_width = 12;  // the namespace column fits the longest (never cut)
-  for (const EntryInfo& e : rows) {
-    width = std::max(width, std::min(shown, e.key.size()));
-    ns_width = std::max(ns_width, e.ns.size());
+  size_t width = 12, ns_width = 12, node_width = 4;  // namespaces and nodes are never cut
+  for (size_t i = 0; i < rows.size(); ++i) {
+    width = std::max(width, std::min(shown, rows[i].key.size()));
+    ns_width = std::max(ns_width, rows[i].ns.size());
+    if (nodes) node_width = std::max(node_width, (*nodes)[i].size());
   }
   const int nsw = static_cast<int>(ns_width);
-  std::printf("%-*s %-*s %-6s %10s %-6s %-14s %6s %-20s\n", static_cast<int>(width), "KEY", nsw,
-              "NAMESPACE", "TIER", "BYTES", "DTYPE", "SHAPE", "HITS", "LAST ACCESS");
-  for (const EntryInfo& e : rows) {
+  const int nw = nodes ? static_cast<int>(node_width) + 1 : 0;  // with its separating space
+  std::printf("%-*s %-*s %-6s %10s %-6s %-14s %6s %-20s%*s\n", static_cast<int>(width), "KEY", nsw,
+              "NAMESPACE", "TIER", "BYTES", "DTYPE", "SHAPE", "HITS", "LAST ACCESS", nw,
+              nodes ? "NODE" : "");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const EntryInfo& e = rows[i];
     std::string key = e.key.substr(0, shown);
-    std::printf("%-*s %-*s %-6s %10s %-6s %-14s %6llu %-20s\n", static_cast<int>(width),
+    std::printf("%-*s %-*s %-6s %10s %-6s %-14s %6llu %-20s%*s\n", static_cast<int>(width),
                 key.c_str(), nsw, e.ns.c_str(), TierName(e.tier()), HumanBytes(e.bytes).c_str(),
                 DTypeName(e.meta.dtype), e.meta.ShapeString().c_str(),
-                static_cast<unsigned long long>(e.hits), TimeString(e.last_access_us).c_str());
+                static_cast<unsigned long long>(e.hits), TimeString(e.last_access_us).c_str(), nw,
+                nodes ? (*nodes)[i].c_str() : "");
   }
 }
 

@@ -35,7 +35,9 @@ std::string PoolPages(const StoreStats& s);
 std::string TimeString(uint64_t us);  // "2026-11-22T08:00:00Z"
 nlohmann::json InfoJson(const EntryInfo& e);
 // Keys are shortened to 17 characters and "..." unless `full_keys`.
-void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys);
+// nodes (through a cluster): each row's node, shown in a NODE column.
+void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys,
+                    const std::vector<std::string>* nodes = nullptr);
 void PrintInfo(const EntryInfo& info);  // `inspect`'s text form
 // One stats writer for a local store and a server: the same fields, plus the transport.
 void PrintStats(const StoreStats& s, const std::string& transport, bool as_json, int indent);

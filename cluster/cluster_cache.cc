@@ -517,13 +517,21 @@ Status ClusterCache::EraseMany(const std::vector<std::pair<std::string, std::str
 
 Status ClusterCache::ListPages(size_t page_size,
                                const std::function<bool(std::vector<EntryInfo>&&)>& on_page) {
+  return ListNodePages(page_size, [&](std::vector<EntryInfo>&& page, const std::string&) {
+    return on_page(std::move(page));
+  });
+}
+
+Status ClusterCache::ListNodePages(
+    size_t page_size,
+    const std::function<bool(std::vector<EntryInfo>&&, const std::string&)>& on_page) {
   auto v = Snapshot();
   bool more = true;
   for (const auto& n : v->nodes) {
     if (!more) break;
     Status st = OnNode(*n, [&](net::Client& c) {
       return c.ListPages(page_size, [&](std::vector<EntryInfo>&& page) {
-        return more = on_page(std::move(page));
+        return more = on_page(std::move(page), n->info.id);
       });
     });
     if (!st.ok())

@@ -102,6 +102,10 @@ class ClusterCache : public Cache {
   // skipped, with a warning.
   Status ListPages(size_t page_size,
                    const std::function<bool(std::vector<EntryInfo>&&)>& on_page) override;
+  // ListPages, each page with the node (its id) it came from.
+  Status ListNodePages(
+      size_t page_size,
+      const std::function<bool(std::vector<EntryInfo>&&, const std::string&)>& on_page);
   // The nodes' stats added up (tiers, counters); Unavailable only when no node answers.
   Result<StoreStats> Stats() override;
   // net::Client::Prefetch at each key's owner.

@@ -299,7 +299,9 @@ def test_the_cli_reaches_every_entry_through_the_cluster(cluster, etcd, tmp_path
                         "--dtype", "u8", "--shape", "4096"], check=True, capture_output=True)
     out = subprocess.run([ec, "--cluster", etcd.uri("c1"), "--json", "ls"], check=True,
                          capture_output=True, text=True).stdout
-    assert out.count('"key"') == 12
+    listed = json.loads(out)
+    assert len(listed) == 12
+    assert all(e["node"] == c.owners("n", e["key"])[0] for e in listed)  # where each lies
     got = tmp_path / "y.bin"
     subprocess.run([ec, "--cluster", etcd.uri("c1"), "get", "-n", "n", "k7", "-o", str(got)],
                    check=True, capture_output=True)
