@@ -4,7 +4,7 @@ SANITIZE ?=
 JOBS     ?= $(shell nproc)
 CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE)
 
-.PHONY: soak deps build demo test test-gpu thread-safety python-test python-wheel test-rdma test-nordma bench-rdma bench bench-quick asan tsan clean format format-check
+.PHONY: soak deps build demo test test-gpu thread-safety python-test python-wheel test-rdma test-nordma test-shared bench-rdma bench bench-quick asan tsan clean format format-check
 
 deps:
 	@scripts/install-deps.sh
@@ -94,6 +94,14 @@ test-nordma: deps
 	@! ldd build-nordma/ec-store | grep -E 'libibverbs|librdmacm' || \
 	  (echo "ec-store built with EC_WITH_RDMA=OFF links verbs" && false)
 	cd build-nordma && ctest --output-on-failure -j 1 --timeout 600
+
+# The library as shared objects (-DBUILD_SHARED_LIBS=ON): built, installed into a scratch
+# prefix, and linked by find_package and pkg-config consumers, as tests/consumer/run.sh does.
+test-shared: deps
+	@cmake -S . -B build-shared -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+	  -DEC_BUILD_TESTS=OFF -DEC_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-shared -j $(JOBS)
+	tests/consumer/run.sh build-shared build-shared/consumer
 
 # Sanitizer builds: `make asan` / `make tsan` build and run the whole suite instrumented.
 # vLLM's CPU platform puts libraries in LD_PRELOAD for the rest of the process, and the daemons

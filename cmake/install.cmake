@@ -3,6 +3,12 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+# Shared libraries find each other, and ec-store finds them, wherever the prefix is.
+if(BUILD_SHARED_LIBS)
+  set_target_properties(ecstore_base ecstore_cuda ecstore_store ecstore_rdma ecstore_net
+                        ecstore_ops ecstore_cluster PROPERTIES INSTALL_RPATH "$ORIGIN")
+  set_target_properties(ec-store PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+endif()
 install(TARGETS ecstore_base ecstore_cuda ecstore_store ecstore_rdma ecstore_net ecstore_cluster ecstore EXPORT ecstoreTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

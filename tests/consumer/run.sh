@@ -21,6 +21,9 @@ cmake --build "$WORK/build" -j 2 >/dev/null
 "$WORK/build/consumer" "$WORK/store"
 "$WORK/build/consumer_net" "$WORK/store-net"
 export PKG_CONFIG_PATH="$WORK/prefix/lib/pkgconfig"
+# A shared build in a prefix off the loader's path: as its users run it (pkg-config sets
+# no run path).
+export LD_LIBRARY_PATH="$WORK/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # shellcheck disable=SC2046
 g++ -std=c++20 -o "$WORK/consumer-pc" "$SRC/main.cc" $(pkg-config --cflags --libs ecstore)
 "$WORK/consumer-pc" "$WORK/store-pc"
