@@ -63,7 +63,9 @@ mkdir -p "$ROOT/lib/x86_64-linux-gnu" && cp -L /lib/x86_64-linux-gnu/libgcc_s.so
 rm -f "$ROOT/tmp/provider.so"
 # The binaries load libibverbs and librdmacm at run time (rdma/verbs_api.h): no ldd names them.
 for so in libibverbs.so.1 librdmacm.so.1; do
-  lib=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}')
+  # awk reads all of ldconfig's output (no early exit): ldconfig must not die of SIGPIPE,
+  # which pipefail would turn into a failed assignment.
+  lib=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ && !found {found = $NF} END {print found}')
   [ -n "$lib" ] || skip "$so is not installed (make deps installs rdma-core)"
   mkdir -p "$ROOT$(dirname "$lib")" && copy_with_libs "$lib" "$ROOT$lib"
 done
