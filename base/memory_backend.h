@@ -74,7 +74,7 @@ std::unique_ptr<MemoryBackend> NewSharedHostBackend();
 
 // Registers the pool with a transport or device once (an RDMA memory region, CUDA host
 // registration), through Store::AddRegistrar; Deregister runs at RemoveRegistrar or Close.
-// Implemented by net::RdmaListener (the server's verbs transport).
+// Implemented by rdma::RdmaListener (the server's verbs transport).
 class MemoryRegistrar {
  public:
   virtual ~MemoryRegistrar() = default;

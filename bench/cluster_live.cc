@@ -61,8 +61,12 @@ uint16_t FreePort() {
   std::string name;
   auto etcd = cluster::EtcdClient::Parse(uri, &name);
   if (!etcd.ok()) _exit(5);
-  cluster::NodeInfo self{
-      id, "127.0.0.1:" + std::to_string((*server)->port()), "", o.pool_bytes, "bench", 1};
+  cluster::NodeInfo self;
+  self.id = id;
+  self.tcp = "127.0.0.1:" + std::to_string((*server)->port());
+  self.capacity = o.pool_bytes;
+  self.version = "bench";
+  self.incarnation = 1;
   auto reg = cluster::Registration::Start(std::move(etcd).value(), name, self,
                                           std::chrono::seconds(kTtlSeconds));
   if (!reg.ok()) _exit(6);

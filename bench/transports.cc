@@ -134,7 +134,7 @@ void DeviceWorkload(const Config& cfg, Payloads& pl) {
 // machines that link is Soft-RoCE inside a QEMU TCG guest (`make bench-rdma`): the figures
 // show the path works end to end, not what a NIC does.
 void RdmaWorkload(const Config& cfg, Payloads& pl) {
-  if (!net::RdmaDevicePresent()) {
+  if (!rdma::RdmaDevicePresent()) {
     Add({"rdma_get", "ec-store", 0, 0, 0, 0, -1,
          "not run: no RDMA device here (make bench-rdma runs it under Soft-RoCE)"});
     return;

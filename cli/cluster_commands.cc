@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,8 @@ std::unique_ptr<cluster::Registration> JoinCluster(const Globals& g, const std::
     self.tcp = listen_host + ":" + std::to_string(port);
   }
   self.rdma = rdma;
+  self.host = cluster::HostName();
+  self.unix_path = std::filesystem::absolute(g.dir + "/serve.sock").string();
   auto stats = Check(store->Stats());
   self.capacity = stats.pool().capacity + stats.disk().capacity;
   self.version = EC_STORE_VERSION;

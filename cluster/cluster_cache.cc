@@ -1,6 +1,7 @@
 #include "cluster/cluster_cache.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <future>
@@ -35,6 +36,12 @@ Status AsMiss(std::string_view ns, std::string_view key, const std::optional<Sta
   if (!owner_down) return last;
   return Status::NotFound(std::string(ns) + "/" + std::string(key) +
                           ": a miss, its node does not answer (" + owner_down->message() + ")");
+}
+
+bool SameHost(const NodeInfo& n) {
+  static const std::string self = HostName();
+  return !n.unix_path.empty() && !self.empty() && n.host == self &&
+         access(n.unix_path.c_str(), W_OK) == 0;
 }
 
 std::string HostOf(const std::string& host_port) {
@@ -200,7 +207,11 @@ Status ClusterCache::Reach(Node& n, std::unique_lock<std::mutex>* l) {
                                " did not answer a moment ago");
   *l = std::unique_lock<std::mutex>(n.mu);
   if (n.client) return Status::Ok();
-  auto c = net::Client::Connect("tcp://" + n.info.tcp, opt_.client);
+  // A node on this host is read through its shared memory (its unix socket), else over TCP.
+  Result<std::unique_ptr<net::Client>> c = Status::Unavailable("not connected");
+  if (SameHost(n.info) && opt_.client.transport != "tcp" && opt_.client.transport != "rdma")
+    c = net::Client::Connect("unix:" + n.info.unix_path, opt_.client);
+  if (!c.ok()) c = net::Client::Connect("tcp://" + n.info.tcp, opt_.client);
   if (!c.ok()) {
     MarkDown(n, c.status());
     return Status::Unavailable("cluster node " + n.info.id + ": " + c.status().message());
@@ -307,7 +318,8 @@ Status ClusterCache::Put(std::string_view ns, std::string_view key, const Tensor
   std::vector<size_t> order, same_host;
   std::vector<std::string> hosts;
   for (size_t i : all) {
-    const std::string h = HostOf(v->nodes[i]->info.tcp);
+    const NodeInfo& info = v->nodes[i]->info;
+    const std::string h = info.host.empty() ? HostOf(info.tcp) : info.host;
     (std::find(hosts.begin(), hosts.end(), h) == hosts.end() ? order : same_host).push_back(i);
     hosts.push_back(h);
   }
@@ -580,6 +592,15 @@ Result<StoreStats> ClusterCache::Stats() {
   }
   if (answered == 0) return last;
   return sum;
+}
+
+std::vector<std::pair<NodeInfo, std::string>> ClusterCache::Connections() const {
+  std::vector<std::pair<NodeInfo, std::string>> out;
+  for (const auto& n : Snapshot()->nodes) {
+    std::lock_guard<std::mutex> l(n->mu);
+    out.emplace_back(n->info, n->client ? n->client->transport() : "");
+  }
+  return out;
 }
 
 std::vector<NodeInfo> ClusterCache::Nodes() const {

@@ -1,8 +1,9 @@
 // ClusterCache: a whole cluster of `ec-store serve` nodes as one Cache. It reads the members
 // from etcd once, then follows them through an etcd watch; each call goes straight to the
 // key's owner -- weighted rendezvous placement (cluster/placement.h), computed here, so no
-// lookup RPC and no metadata server -- over a connection to that node (shared memory where
-// the node is on this host, else TCP or RDMA, as net::Client chooses).
+// lookup RPC and no metadata server -- over a connection to that node: its unix socket and
+// shared memory where the node is on this host (the same host name, its socket there), else
+// TCP or RDMA, as net::Client chooses.
 //
 //   auto c = ClusterCache::Open("etcd://10.0.0.2:2379/prod", {.client = {.token = secret}});
 //   c.value()->Put("qwen", mm_hash, meta, bytes);       // to the owner (and replicas)
@@ -125,6 +126,9 @@ class ClusterCache : public Cache {
   // The members as last seen, in id order, and whether that is etcd's current view.
   std::vector<NodeInfo> Nodes() const;
   bool current() const { return current_.load(); }
+  // Each member, and how this client reaches it ("shm", "tcp", "rdma"; "" before the first
+  // call to it). Waits for a call in progress on each node.
+  std::vector<std::pair<NodeInfo, std::string>> Connections() const;
   // The ids of the key's first n choices, best first (its owner, then where it goes next).
   std::vector<std::string> Owners(std::string_view ns, std::string_view key, size_t n) const;
   ClusterCounters counters() const;

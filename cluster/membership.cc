@@ -1,6 +1,7 @@
 #include "cluster/membership.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,7 +14,8 @@ using nlohmann::json;
 
 std::string NodeInfo::ToJson() const {
   return json{{"id", id},           {"tcp", tcp},
-              {"rdma", rdma},       {"capacity", capacity},
+              {"rdma", rdma},       {"host", host},
+              {"unix", unix_path},  {"capacity", capacity},
               {"version", version}, {"incarnation", incarnation}}
       .dump();
 }
@@ -26,10 +28,18 @@ Result<NodeInfo> NodeInfo::FromJson(const std::string& text) {
   n.id = j.value("id", "");
   n.tcp = j.value("tcp", "");
   n.rdma = j.value("rdma", "");
+  n.host = j.value("host", "");
+  n.unix_path = j.value("unix", "");
   n.capacity = j.value("capacity", uint64_t{0});
   n.version = j.value("version", "");
   n.incarnation = j.value("incarnation", uint64_t{0});
   return n;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
 }
 
 std::string NodesPrefix(const std::string& cluster) { return "/ec-store/" + cluster + "/nodes/"; }

@@ -30,6 +30,8 @@ struct NodeInfo {
   std::string id;
   std::string tcp;        // HOST:PORT its clients connect to
   std::string rdma;       // IP:PORT of its RDMA listener, or empty
+  std::string host;       // the host's name: a client on the same host may use `unix`
+  std::string unix_path;  // its same-host socket (shared memory), or empty
   uint64_t capacity = 0;  // pool + disk quota, in bytes: its weight in placement
   std::string version;
   uint64_t incarnation = 0;  // how many times this id has started (from its store directory)
@@ -37,6 +39,9 @@ struct NodeInfo {
   std::string ToJson() const;
   static Result<NodeInfo> FromJson(const std::string& text);
 };
+
+// This host's name (gethostname), as nodes register it.
+std::string HostName();
 
 // The prefix a cluster's nodes live under.
 std::string NodesPrefix(const std::string& cluster);

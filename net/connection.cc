@@ -35,7 +35,7 @@ Status Connection::ChooseTransport(const HelloInfo& info, int pool_fd) {
     if (!t.ok()) return t.status();
     transport_ = std::move(t).value();
   } else if (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&
-                                          !info.rdma_addr.empty() && RdmaDevicePresent())) {
+                                          !info.rdma_addr.empty() && rdma::RdmaDevicePresent())) {
     if (info.rdma_addr.empty())
       return Status::Unavailable("server offers no RDMA (it has no ServerOptions::rdma_listen)");
     auto t = NewRdmaTransport(info.rdma_addr, opt_.rdma_bounce_bytes, opt_.timeout);

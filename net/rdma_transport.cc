@@ -11,7 +11,7 @@ namespace {
 
 class RdmaTransport : public Transport {
  public:
-  explicit RdmaTransport(std::unique_ptr<RdmaConnection> c) : conn_(std::move(c)) {}
+  explicit RdmaTransport(std::unique_ptr<rdma::RdmaConnection> c) : conn_(std::move(c)) {}
   const char* name() const override { return "rdma"; }
   TransportCaps caps() const override { return {.one_sided_read = true}; }
   Status RegisterBuffer(std::span<uint8_t> m) override { return conn_->RegisterBuffer(m); }
@@ -26,7 +26,7 @@ class RdmaTransport : public Transport {
     Status st;
     for (size_t i = 0; i < keys.size() && st.ok(); ++i)
       st = ch.SendRequest(Op::kGetRdma, KeyBody(ns, keys[i]));
-    std::vector<RemoteRead> reads;
+    std::vector<rdma::RemoteRead> reads;
     std::vector<size_t> read_of;
     std::vector<uint64_t> leases;
     for (size_t i = 0; i < keys.size() && st.ok(); ++i) {
@@ -67,7 +67,7 @@ class RdmaTransport : public Transport {
   }
 
  private:
-  std::unique_ptr<RdmaConnection> conn_;
+  std::unique_ptr<rdma::RdmaConnection> conn_;
 };
 
 }  // namespace
@@ -77,7 +77,7 @@ Result<std::unique_ptr<Transport>> NewRdmaTransport(const std::string& rdma_addr
                                                     std::chrono::milliseconds timeout) {
   auto hp = ParseHostPort(rdma_addr);
   if (!hp.ok()) return hp.status();
-  auto c = RdmaConnection::Connect(*hp, bounce_bytes, timeout);
+  auto c = rdma::RdmaConnection::Connect(*hp, bounce_bytes, timeout);
   if (!c.ok()) return c.status();
   return std::unique_ptr<Transport>(std::make_unique<RdmaTransport>(std::move(c).value()));
 }

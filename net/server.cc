@@ -79,7 +79,7 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
   if (!options.rdma_listen.empty()) {
     auto at = ParseHostPort(options.rdma_listen);
     if (!at.ok()) return at.status();
-    auto l = RdmaListener::Start(*at);
+    auto l = rdma::RdmaListener::Start(*at);
     if (!l.ok()) return l.status();
     EC_RETURN_IF_ERROR(store->AddRegistrar(l->get()));  // the pool's one memory region
     s->rdma_ = std::move(l).value();

@@ -166,7 +166,7 @@ class Server {
   std::string token_;  // opt_.token, then SetToken; under token_mu_
   UniqueFd listen_fd_;
   UniqueFd shm_fd_;  // the unix listener
-  std::unique_ptr<RdmaListener> rdma_;
+  std::unique_ptr<rdma::RdmaListener> rdma_;
   std::string rdma_addr_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};

@@ -9,7 +9,9 @@
 
 #include "rdma/verbs_api.h"
 
-namespace ecstore::net {
+namespace ecstore::rdma {
+
+using net::HostPort;
 namespace {
 
 constexpr int kMaxWr = 64;
@@ -363,4 +365,4 @@ Status RdmaConnection::ReadMany(const std::vector<RemoteRead>& reads) {
   }
 }
 
-}  // namespace ecstore::net
+}  // namespace ecstore::rdma

@@ -23,7 +23,9 @@ struct ibv_pd;
 struct ibv_cq;
 struct ibv_mr;
 
-namespace ecstore::net {
+namespace ecstore::rdma {
+
+using net::HostPort;
 
 // The server's verbs transport. It is the pool's MemoryRegistrar for RDMA: the store
 // registers the pool with its protection domain once (Store::AddRegistrar), and every get is
@@ -115,4 +117,4 @@ class RdmaConnection {
 // True when this machine has at least one RDMA device.
 bool RdmaDevicePresent();
 
-}  // namespace ecstore::net
+}  // namespace ecstore::rdma

@@ -5,7 +5,7 @@
 
 #include <mutex>
 
-namespace ecstore::net {
+namespace ecstore::rdma {
 namespace {
 
 struct Loaded {
@@ -62,4 +62,4 @@ const VerbsApi* Verbs(std::string* why) {
   return loaded.ok ? &loaded.api : nullptr;
 }
 
-}  // namespace ecstore::net
+}  // namespace ecstore::rdma

@@ -11,7 +11,7 @@
 
 #include <string>
 
-namespace ecstore::net {
+namespace ecstore::rdma {
 
 // Every function the transport calls, named as in rdma-core. ibv_reg_mr is also a
 // function-like macro there: call it as (v.ibv_reg_mr)(...), which the macro leaves alone.
@@ -42,4 +42,4 @@ struct VerbsApi {
 // theirs) is missing; then *why (when given) says what and how to get it.
 const VerbsApi* Verbs(std::string* why = nullptr);
 
-}  // namespace ecstore::net
+}  // namespace ecstore::rdma

@@ -3,7 +3,9 @@
 // was built. TCP and shared memory are unaffected.
 #include "rdma/verbs.h"
 
-namespace ecstore::net {
+namespace ecstore::rdma {
+
+using net::HostPort;
 namespace {
 Status NotBuilt() {
   return Status::Unavailable(
@@ -33,4 +35,4 @@ void RdmaConnection::UnregisterBuffer(std::span<uint8_t>) {}
 
 bool RdmaDevicePresent() { return false; }
 
-}  // namespace ecstore::net
+}  // namespace ecstore::rdma

@@ -24,7 +24,7 @@ TensorMeta U8(size_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
 class RdmaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (RdmaDevicePresent()) return;
+    if (rdma::RdmaDevicePresent()) return;
     if (std::getenv("EC_REQUIRE_RDMA"))
       FAIL() << "EC_REQUIRE_RDMA is set but no RDMA device (or no libibverbs) is usable";
     GTEST_SKIP() << "no RDMA device here: run `make test-rdma` (Soft-RoCE in a VM)";

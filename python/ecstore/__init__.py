@@ -305,7 +305,8 @@ class Cache:
 
     def cluster(self) -> dict | None:
         """A cluster client's view (connect("etcd://...")): its members as last seen
-        ("nodes"), whether that is etcd's current view ("current": false while etcd is away),
+        ("nodes", each with the "transport" this client reaches it by, "" before the first
+        call), whether that is etcd's current view ("current": false while etcd is away),
         and its counts -- calls routed, misses found at a key's next choice
         ("fallback_hits"), calls a node did not answer ("unavailable") and membership
         changes. None for a store or a single daemon."""

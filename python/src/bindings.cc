@@ -313,7 +313,11 @@ class PyCache {
     if (!core_->cluster) return "null";
     const cluster::ClusterCache& c = *core_->cluster;
     std::string nodes;
-    for (const auto& n : c.Nodes()) nodes += (nodes.empty() ? "" : ",") + n.ToJson();
+    for (const auto& [n, how] : c.Connections()) {
+      std::string j = n.ToJson();  // an object: the transport added before its closing brace
+      j.insert(j.size() - 1, ",\"transport\":\"" + how + "\"");
+      nodes += (nodes.empty() ? "" : ",") + j;
+    }
     const cluster::ClusterCounters k = c.counters();
     return "{\"cluster\":\"" + c.name() + "\",\"current\":" + (c.current() ? "true" : "false") +
            ",\"nodes\":[" + nodes + "],\"routed\":" + std::to_string(k.routed) +

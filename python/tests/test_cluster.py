@@ -169,6 +169,8 @@ def test_clients_agree_on_owners_and_a_put_through_one_is_a_byte_exact_get_throu
         by_node[n["id"]] = {e.key for e in direct.list("n")}
     assert all(by_node[a.owners("n", k)[0]] == by_node[a.owners("n", k)[0]] | {k} for k in keys)
     assert sum(len(v) for v in by_node.values()) == 60
+    # Every node is on this host: reached through its socket and shared memory, not TCP.
+    assert {n["transport"] for n in a.cluster()["nodes"]} == {"shm"}
     assert all(len(v) > 5 for v in by_node.values()), {k: len(v) for k, v in by_node.items()}
     # A second cluster on the same etcd sees none of it.
     other = Cluster(tmp_path, etcd, "c2")
@@ -487,3 +489,22 @@ def test_with_two_replicas_a_killed_owner_costs_no_miss(cluster, etcd):
     assert _hits(c, keys) == len(keys)  # its keys read from their second replica at once
     with pytest.raises(ecstore.errors.InvalidArgument, match="is for a cluster"):
         ecstore.connect("tcp://127.0.0.1:1", replicas=2)
+
+
+def test_a_node_on_this_host_is_reached_through_its_socket_whatever_it_advertises(
+        etcd, tmp_path):
+    # The advertised address is unreachable (nothing listens there): only the node's socket
+    # on this host can serve this client.
+    port = _port()
+    proc, _, _ = start_serve(tmp_path / "n", "--cluster", etcd.uri("c3"), "--node-id", "local",
+                             "--advertise", f"192.0.2.1:{port}", port=port, pool_size="32MiB",
+                             stderr=subprocess.DEVNULL)
+    try:
+        c = ecstore.connect(etcd.uri("c3"), timeout=1.0, retries=0)
+        assert _wait(lambda: len(c.cluster()["nodes"]) == 1)
+        _put(c, ["k"])
+        assert _hits(c, ["k"]) == 1
+        assert [n["transport"] for n in c.cluster()["nodes"]] == ["shm"]
+    finally:
+        proc.kill()
+        proc.wait()
