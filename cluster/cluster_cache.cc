@@ -83,9 +83,8 @@ class ClusterCache::Leases : public ReadLease::Releaser {
   }
 };
 
-ClusterCache::ClusterCache(EtcdClient etcd, std::string name, ClusterOptions o)
-    : etcd_(std::move(etcd)),
-      name_(std::move(name)),
+ClusterCache::ClusterCache(std::string name, ClusterOptions o)
+    : name_(std::move(name)),
       opt_(std::move(o)),
       leases_(std::make_unique<Leases>()),
       view_(std::make_shared<View>()) {}
@@ -96,27 +95,17 @@ Result<std::unique_ptr<ClusterCache>> ClusterCache::Open(const std::string& uri,
   auto etcd = EtcdClient::Parse(uri, &name);
   if (!etcd.ok()) return etcd.status();
   if (options.replicas == 0) return Status::InvalidArgument("replicas must be at least 1");
-  std::unique_ptr<ClusterCache> c(
-      new ClusterCache(std::move(etcd).value(), name, std::move(options)));
-  auto range = c->etcd_.PrefixAt(NodesPrefix(name));
-  if (!range.ok())
-    return Status::Unavailable("cluster " + name + ": cannot read its members from etcd (" +
-                               range.status().message() + ")");
-  std::vector<NodeInfo> members;
-  for (const auto& [key, value] : range->kvs)
-    if (auto n = NodeInfo::FromJson(value); n.ok()) members.push_back(std::move(n).value());
-  c->Install(std::move(members));
-  c->watcher_ = std::thread([p = c.get(), rev = range->revision] { p->WatchLoop(rev); });
+  const auto idle = options.watch_idle;
+  std::unique_ptr<ClusterCache> c(new ClusterCache(name, std::move(options)));
+  auto watch = MemberWatch::Start(
+      std::move(etcd).value(), name,
+      [p = c.get()](std::vector<NodeInfo> members) { p->Install(std::move(members)); }, idle);
+  if (!watch.ok()) return watch.status();
+  c->watch_ = std::move(watch).value();
   return c;
 }
 
-ClusterCache::~ClusterCache() {
-  stop_ = true;
-  cancel_.Cancel();
-  { std::lock_guard<std::mutex> l(wait_mu_); }
-  wait_cv_.notify_all();
-  if (watcher_.joinable()) watcher_.join();
-}
+ClusterCache::~ClusterCache() { watch_.reset(); }  // no view is installed after this
 
 std::shared_ptr<const ClusterCache::View> ClusterCache::Snapshot() const {
   MutexLock l(&view_mu_);
@@ -140,52 +129,8 @@ void ClusterCache::Install(std::vector<NodeInfo> members) {
     v->nodes.push_back(same ? it->second : std::make_shared<Node>(m));
   }
   v->ring = Ring(std::move(ring));
-  members_ = std::move(members);
   MutexLock l(&view_mu_);
   view_ = std::move(v);
-}
-
-void ClusterCache::WatchLoop(int64_t revision) {
-  const std::string prefix = NodesPrefix(name_);
-  bool listed = true;
-  while (!stop_) {
-    if (!listed) {
-      auto range = etcd_.PrefixAt(prefix);
-      if (!range.ok()) {
-        if (current_.exchange(false))
-          spdlog::warn("cluster {}: etcd unreachable ({}); routing by the last {} member(s) seen",
-                       name_, range.status().message(), members_.size());
-        std::unique_lock<std::mutex> l(wait_mu_);
-        wait_cv_.wait_for(l, std::chrono::milliseconds(500), [&] { return stop_.load(); });
-        continue;
-      }
-      std::vector<NodeInfo> members;
-      for (const auto& [key, value] : range->kvs)
-        if (auto n = NodeInfo::FromJson(value); n.ok()) members.push_back(std::move(n).value());
-      Install(std::move(members));
-      ++changes_;
-      revision = range->revision;
-      listed = true;
-      if (!current_.exchange(true))
-        spdlog::info("cluster {}: etcd reachable again; {} member(s)", name_, members_.size());
-    }
-    Status st = etcd_.Watch(
-        prefix, revision + 1,
-        [&](const EtcdClient::Event& e) {
-          revision = std::max(revision, e.revision);
-          const std::string id = e.key.substr(prefix.size());
-          std::vector<NodeInfo> members = members_;
-          std::erase_if(members, [&](const NodeInfo& n) { return n.id == id; });
-          if (!e.deleted)
-            if (auto n = NodeInfo::FromJson(e.value); n.ok())
-              members.push_back(std::move(n).value());
-          spdlog::info("cluster {}: node {} {}", name_, id, e.deleted ? "left" : "joined");
-          Install(std::move(members));
-          ++changes_;
-        },
-        &cancel_, opt_.watch_idle);
-    if (!st.ok()) listed = false;  // etcd went away, or compacted: read the members again
-  }
 }
 
 void ClusterCache::MarkDown(Node& n, const Status& why) {
@@ -618,7 +563,8 @@ std::vector<std::string> ClusterCache::Owners(std::string_view ns, std::string_v
 }
 
 ClusterCounters ClusterCache::counters() const {
-  return {routed_.load(), fallback_hits_.load(), unavailable_.load(), changes_.load()};
+  return {routed_.load(), fallback_hits_.load(), unavailable_.load(),
+          watch_ ? watch_->changes() : 0};
 }
 
 }  // namespace ecstore::cluster

@@ -24,7 +24,8 @@
 //
 // Thread rules: thread-safe. Each node's connection serves one call at a time (its own
 // mutex); calls to different nodes run in parallel. One watch thread follows etcd. A
-// ReadLease may be destroyed on any thread, but before the ClusterCache.
+// ReadLease may be destroyed on any thread, but before the ClusterCache. Membership is
+// followed by a MemberWatch (cluster/member_watch.h) on its own thread.
 #pragma once
 
 #include <atomic>
@@ -41,6 +42,7 @@
 
 #include "base/mutex.h"
 #include "cluster/etcd.h"
+#include "cluster/member_watch.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
 #include "net/claim_table.h"
@@ -125,7 +127,7 @@ class ClusterCache : public Cache {
   std::vector<NodeStats> StatsByNode();
   // The members as last seen, in id order, and whether that is etcd's current view.
   std::vector<NodeInfo> Nodes() const;
-  bool current() const { return current_.load(); }
+  bool current() const { return watch_ && watch_->current(); }
   // Each member, and how this client reaches it ("shm", "tcp", "rdma"; "" before the first
   // call to it). Waits for a call in progress on each node.
   std::vector<std::pair<NodeInfo, std::string>> Connections() const;
@@ -137,11 +139,11 @@ class ClusterCache : public Cache {
   struct Node;
   struct View;
   class Leases;
-  ClusterCache(EtcdClient etcd, std::string name, ClusterOptions o);
+  ClusterCache(std::string name, ClusterOptions o);
 
   std::shared_ptr<const View> Snapshot() const EXCLUDES(view_mu_);
+  // A new view of `members` (MemberWatch's thread), keeping unchanged nodes' connections.
   void Install(std::vector<NodeInfo> members) EXCLUDES(view_mu_);
-  void WatchLoop(int64_t revision);  // from the revision the members were read at
   // Holds n's mutex in *l with its connection made; Unavailable at once while n is marked
   // down, or when it cannot be reached (then marked down).
   Status Reach(Node& n, std::unique_lock<std::mutex>* l);
@@ -163,23 +165,14 @@ class ClusterCache : public Cache {
   template <typename T, typename Fn>
   std::vector<Result<T>> Batched(std::string_view ns, const std::vector<std::string>& keys, Fn fn);
 
-  EtcdClient etcd_;
   const std::string name_;
   const ClusterOptions opt_;
   std::unique_ptr<Leases> leases_;
 
   mutable Mutex view_mu_;
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);
-  std::vector<NodeInfo> members_;  // the watch thread's (and Open's, before it starts)
-  std::atomic<bool> current_{true};
-
-  std::atomic<uint64_t> routed_{0}, fallback_hits_{0}, unavailable_{0}, changes_{0};
-
-  EtcdClient::WatchCancel cancel_;
-  std::atomic<bool> stop_{false};
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
-  std::thread watcher_;
+  std::atomic<uint64_t> routed_{0}, fallback_hits_{0}, unavailable_{0};
+  std::unique_ptr<MemberWatch> watch_;  // last: it stops (no more Install) before the rest goes
 };
 
 }  // namespace ecstore::cluster
