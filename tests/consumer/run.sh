@@ -3,8 +3,8 @@
 # once with find_package(ecstore) and once with pkg-config.
 # Usage: tests/consumer/run.sh BUILD_DIR WORK_DIR
 set -euo pipefail
-BUILD=$1
-WORK=$2
+BUILD=$(realpath -m "$1")
+WORK=$(realpath -m "$2")
 SRC=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$WORK"
 mkdir -p "$WORK"
