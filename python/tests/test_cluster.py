@@ -224,7 +224,10 @@ def test_a_hung_node_costs_at_most_the_deadline_and_the_rest_keep_hitting(cluste
     os.kill(cluster.procs[victim].pid, signal.SIGSTOP)
     try:
         t0 = time.monotonic()
-        assert c.get_many("n", [hung[0]], like="numpy") == [None]
+        got = c.get_many("n", [hung[0]], like="numpy")[0]
+        # A miss -- or a hit at the key's next node, where a put that found the owner slow
+        # (a loaded machine) went instead.
+        assert got is None or bytes(got[:8]) == bytes(_value(keys.index(hung[0]))[:8])
         took = time.monotonic() - t0
         assert took < 1.0 * 1.1 + 0.2, took  # the 1 s deadline (plus the fallback's ask)
         t0 = time.monotonic()
