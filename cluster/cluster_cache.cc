@@ -182,7 +182,9 @@ auto ClusterCache::OnNode(Node& n, Fn fn) -> decltype(fn(std::declval<net::Clien
   return r;
 }
 
-ReadLease ClusterCache::Wrap(const std::shared_ptr<Node>& n, ReadLease inner) {
+Result<ReadLease> ClusterCache::Wrap(const std::shared_ptr<Node>& n, Result<ReadLease> got) {
+  if (!got.ok()) return got;
+  ReadLease inner = std::move(got).value();
   if (!inner.data() && inner.size() == 0) return inner;
   const uint8_t* data = inner.data();
   EntryInfo info = inner.info();
@@ -231,21 +233,15 @@ Result<EntryInfo> ClusterCache::Get(std::string_view ns, std::string_view key,
 }
 
 Result<ReadLease> ClusterCache::Acquire(std::string_view ns, std::string_view key) {
-  return ReadFirst<ReadLease>(
-      ns, key, [&](net::Client& c, const std::shared_ptr<Node>& n) -> Result<ReadLease> {
-        auto l = c.Acquire(ns, key);
-        if (!l.ok()) return l;
-        return Wrap(n, std::move(l).value());
-      });
+  return ReadFirst<ReadLease>(ns, key, [&](net::Client& c, const std::shared_ptr<Node>& n) {
+    return Wrap(n, c.Acquire(ns, key));
+  });
 }
 
 Result<ReadLease> ClusterCache::Pin(std::string_view ns, std::string_view key) {
-  return ReadFirst<ReadLease>(
-      ns, key, [&](net::Client& c, const std::shared_ptr<Node>& n) -> Result<ReadLease> {
-        auto l = c.Pin(ns, key);
-        if (!l.ok()) return l;
-        return Wrap(n, std::move(l).value());
-      });
+  return ReadFirst<ReadLease>(ns, key, [&](net::Client& c, const std::shared_ptr<Node>& n) {
+    return Wrap(n, c.Pin(ns, key));
+  });
 }
 
 Result<EntryInfo> ClusterCache::Lookup(std::string_view ns, std::string_view key) {
@@ -378,8 +374,7 @@ std::vector<Result<ReadLease>> ClusterCache::AcquireMany(std::string_view ns,
       ns, keys,
       [&](net::Client& c, const std::shared_ptr<Node>& n, const std::vector<size_t>& idx) {
         auto got = c.AcquireMany(ns, Pick(keys, idx));
-        for (auto& r : got)
-          if (r.ok()) r = Wrap(n, std::move(r).value());
+        for (auto& r : got) r = Wrap(n, std::move(r));
         return got;
       });
 }

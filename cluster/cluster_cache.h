@@ -151,7 +151,8 @@ class ClusterCache : public Cache {
   auto OnNode(Node& n, Fn fn) -> decltype(fn(std::declval<net::Client&>()));
   void MarkDown(Node& n, const Status& why);
   void MarkUp(Node& n);
-  ReadLease Wrap(const std::shared_ptr<Node>& n, ReadLease inner);
+  // A lease of node n's, released over n's connection (errors passed through).
+  Result<ReadLease> Wrap(const std::shared_ptr<Node>& n, Result<ReadLease> got);
   // Where a key is read, best first: its replicas, then (fallback) one more choice.
   std::vector<size_t> ReadChoices(const View& v, std::string_view ns, std::string_view key) const;
   // The first of the key's read choices that has it (fn per node); the owner's failure when
