@@ -252,6 +252,23 @@ class Cache:
         batch (all reads in flight together), evicting what it must, as get_many does."""
         return [None if raw is None else Lease(raw) for raw in self._c.acquire_many(ns, list(keys))]
 
+    def get_into_parts(self, ns: str, keys: Sequence[str], ptrs: Sequence[Sequence[int]],
+                       sizes: Sequence[Sequence[int]]) -> list[tuple[bool, bool, str]]:
+        """Reads each entry into pieces of host memory this process owns: ptrs[i][j] and
+        sizes[i][j] (addresses, e.g. a CPU tensor's data_ptr(), and byte counts) are entry
+        i's pieces in order, which must hold exactly its bytes. One batch; an entry in one
+        piece is read straight into it. Result i: (ok, absent, why) -- one key's failure
+        raises nothing and costs only that key."""
+        return self._c.get_into_parts(ns, list(keys), [list(p) for p in ptrs],
+                                      [list(s) for s in sizes])
+
+    def put_from_parts(self, ns: str, keys: Sequence[str], ptrs: Sequence[Sequence[int]],
+                       sizes: Sequence[Sequence[int]]) -> list[tuple[bool, bool, str]]:
+        """Stores the bytes of each key's pieces of host memory (as get_into_parts), in
+        order, as one flat u8 entry. Result i: (ok, False, why)."""
+        return self._c.put_from_parts(ns, list(keys), [list(p) for p in ptrs],
+                                      [list(s) for s in sizes])
+
     def prefetch(self, ns: str, keys: Sequence[str]) -> bool:
         """A hint that `keys` will be read soon: an embedded store reads those only on disk
         into its pool in one batch (all reads in flight together); a daemon queues the hint

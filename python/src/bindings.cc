@@ -22,6 +22,7 @@
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "python/src/entries.h"
+#include "store/cache_parts.h"
 #include "store/device_load.h"
 #include "store/stats_json.h"
 #include "store/store.h"
@@ -95,6 +96,58 @@ class PyCache {
       got = core_->Live()->GetMany(ns, keys, dsts);
     }
     return InfosOrNone(got);
+  }
+
+  // Entries whose bytes lie in several pieces of host memory the caller owns (store/
+  // cache_parts.h): ptrs[i][j] and sizes[i][j] are entry i's pieces, in order. Result i:
+  // (ok, absent, why) -- a failed entry never raises, so that one bad key costs only itself.
+  using PartsResult = std::tuple<bool, bool, std::string>;
+  std::vector<PartsResult> get_into_parts(const std::string& ns,
+                                          const std::vector<std::string>& keys,
+                                          const std::vector<std::vector<uint64_t>>& ptrs,
+                                          const std::vector<std::vector<uint64_t>>& sizes) {
+    std::vector<Parts> parts = ToParts(keys, ptrs, sizes);
+    std::vector<Status> got;
+    {
+      nb::gil_scoped_release nogil;
+      auto l = core_->Lock();
+      got = GetIntoParts(*core_->Live(), ns, keys, parts);
+    }
+    return ToPartsResults(got);
+  }
+  std::vector<PartsResult> put_from_parts(const std::string& ns,
+                                          const std::vector<std::string>& keys,
+                                          const std::vector<std::vector<uint64_t>>& ptrs,
+                                          const std::vector<std::vector<uint64_t>>& sizes) {
+    std::vector<Parts> parts = ToParts(keys, ptrs, sizes);
+    std::vector<Status> put;
+    {
+      nb::gil_scoped_release nogil;
+      auto l = core_->Lock();
+      put = PutFromParts(*core_->Live(), ns, keys, parts);
+    }
+    return ToPartsResults(put);
+  }
+  static std::vector<Parts> ToParts(const std::vector<std::string>& keys,
+                                    const std::vector<std::vector<uint64_t>>& ptrs,
+                                    const std::vector<std::vector<uint64_t>>& sizes) {
+    if (ptrs.size() != keys.size() || sizes.size() != keys.size())
+      Check(Status::InvalidArgument("give one list of pointers and one of sizes per key"));
+    std::vector<Parts> parts(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (ptrs[i].size() != sizes[i].size())
+        Check(Status::InvalidArgument("key " + keys[i] + " has " + std::to_string(ptrs[i].size()) +
+                                      " pointers but " + std::to_string(sizes[i].size()) +
+                                      " sizes"));
+      for (size_t j = 0; j < ptrs[i].size(); ++j)
+        parts[i].emplace_back(reinterpret_cast<uint8_t*>(ptrs[i][j]), sizes[i][j]);
+    }
+    return parts;
+  }
+  static std::vector<PartsResult> ToPartsResults(const std::vector<Status>& st) {
+    std::vector<PartsResult> out;
+    for (const Status& s : st) out.emplace_back(s.ok(), s.IsNotFound(), s.ok() ? "" : s.ToString());
+    return out;
   }
 
   Lease acquire(const std::string& ns, const std::string& key) {
@@ -465,6 +518,8 @@ void BindCache(nb::module_& m) {
       .def("get_many", &PyCache::get_many, "ns"_a, "keys"_a, "outs"_a)
       .def("acquire", &PyCache::acquire, "ns"_a, "key"_a)
       .def("acquire_many", &PyCache::acquire_many, "ns"_a, "keys"_a)
+      .def("get_into_parts", &PyCache::get_into_parts, "ns"_a, "keys"_a, "ptrs"_a, "sizes"_a)
+      .def("put_from_parts", &PyCache::put_from_parts, "ns"_a, "keys"_a, "ptrs"_a, "sizes"_a)
       .def("get_many_to_device", &PyCache::get_many_to_device, "ns"_a, "keys"_a, "ptrs"_a,
            "sizes"_a, "device"_a, "stream"_a)
       .def("prefetch", &PyCache::prefetch, "ns"_a, "keys"_a)
