@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,22 +108,24 @@ TEST(IoService, ReadsAreNotQueuedBehindAStalledWriteBatch) {
     EXPECT_TRUE(st.ok()) << st.ToString();
     writes_done = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the writes take the ring
+  // The write batch holds the ring once its first bytes fill the pipe.
+  const int pipe_bytes = fcntl(pipe_fds[1], F_GETPIPE_SZ);
+  ASSERT_GT(pipe_bytes, 0);
+  for (int queued = 0; queued < pipe_bytes;) {
+    ASSERT_EQ(0, ioctl(pipe_fds[0], FIONREAD, &queued));
+    if (queued < pipe_bytes) std::this_thread::yield();
+  }
   ASSERT_TRUE(svc->Run({{IoOp::kRead, fd, got.data(), 1 << 20, 0, 0}}).ok());
   EXPECT_EQ(0, std::memcmp(got.data(), data.data(), 1 << 20));
   EXPECT_FALSE(writes_done) << "the write batch cannot finish before its pipe is drained";
   std::vector<char> sink(1 << 16);
   size_t drained = 0;
-  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
-  for (int idle = 0; drained < stalled && idle < 2000;) {
+  while (drained < stalled) {  // each read waits for the writes' next bytes (2 s at most)
+    pollfd p{pipe_fds[0], POLLIN, 0};
+    ASSERT_EQ(1, poll(&p, 1, 2000)) << "the write batch stalled after " << drained << " bytes";
     ssize_t n = read(pipe_fds[0], sink.data(), sink.size());
-    if (n > 0) {
-      drained += static_cast<size_t>(n);
-      idle = 0;
-    } else {
-      ++idle;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    ASSERT_GT(n, 0);
+    drained += static_cast<size_t>(n);
   }
   EXPECT_EQ(drained, stalled);
   writer.join();

@@ -471,7 +471,11 @@ uint64_t RssBytes(pid_t pid) {
 TEST(Net, NoMemoryIsCommittedToAnnouncedBodies) {
   testing::TempDir dir;
   ServerProcess server(dir.path(), "s3cret");
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ClientOptions o;
+  o.token = "s3cret";
+  auto ok = ConnectOrDie(server.uri(), o);
+  // One put served: the server is up and its pool faulted in before the baseline is taken.
+  ASSERT_TRUE(ok->Put("ns", "before", U8(10), Span(Payload(1, 10))).ok());
   const uint64_t before = RssBytes(server.pid());
   std::vector<std::unique_ptr<RawConn>> conns;
   for (int i = 0; i < 3; ++i) {  // no HELLO
@@ -490,15 +494,15 @@ TEST(Net, NoMemoryIsCommittedToAnnouncedBodies) {
     w.Str("big" + std::to_string(i));
     w.Meta({DType::kU8, {1ll << 30}});
     c->SendFrame(Op::kPut, w.data(), w.data().size() + (1ull << 30));
+    // A blocking send of more than loopback's socket buffers hold returns only once the
+    // server has read most of it: it has taken the frame and is streaming the body.
+    const std::string part(16 * kMiB, 'x');
+    c->Send(part);
     conns.push_back(std::move(c));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const uint64_t after = RssBytes(server.pid());
   EXPECT_LT(after, before + 32 * kMiB) << "server RSS grew from " << before << " to " << after;
-  ClientOptions o;
-  o.token = "s3cret";
-  auto ok = ConnectOrDie(server.uri(), o);  // still serving
-  EXPECT_TRUE(ok->Put("ns", "after", U8(10), Span(Payload(1, 10))).ok());
+  EXPECT_TRUE(ok->Put("ns", "after", U8(10), Span(Payload(1, 10))).ok());  // still serving
 }
 
 // A frame is bounded as a whole: trickling a byte at a time does not hold a connection.
