@@ -1,0 +1,154 @@
+// Keydir on its own, with a host pool, a durable tier in a temp directory and an Env whose
+// clock the test sets: inserts and replacements, leases that outlive an erase, the hits and
+// misses it counts, and a closed keydir.
+#include "store/keydir.h"
+
+#include <gtest/gtest.h>
+
+#include "base/env.h"
+#include "tests/test_util.h"
+
+namespace ecstore {
+namespace {
+
+using testing::TempDir;
+
+class FixedClock : public EnvWrapper {
+ public:
+  FixedClock() : EnvWrapper(Env::Default()) {}
+  uint64_t NowMicros() override { return now; }
+  uint64_t now = 1'000'000;
+};
+
+struct Fixture {
+  TempDir dir;
+  FixedClock env;
+  std::unique_ptr<MemoryTier> pool;
+  std::unique_ptr<DurableTier> durable;
+  std::unique_ptr<Keydir> kd;
+  int lease_ends = 0;
+
+  Fixture() {
+    pool = MemoryTier::Open(Tier::kPool, NewHostPinnedBackend(), 1 << 20, {}).value();
+    DurableOptions o;
+    o.quota_bytes = 16 << 20;
+    auto d = DurableTier::Open(dir.path(), &env, o);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    durable = std::move(d).value();
+    kd = std::make_unique<Keydir>(&env, pool.get(), nullptr, durable.get(), false);
+    kd->OnLeaseEnd([this] { ++lease_ends; });
+    MutexLock l(&kd->mu);
+    EXPECT_TRUE(kd->Recover().ok());
+  }
+  // An entry of `bytes` whose bytes are complete in a new pool block, as a Put makes it.
+  EntryPtr Complete(const std::string& key, uint64_t bytes) {
+    EntryPtr e(new Entry);
+    e->ns = "ns";
+    e->key = key;
+    e->bytes = bytes;
+    e->meta = {DType::kU8, {static_cast<int64_t>(bytes)}};
+    e->seq = durable->NextSeq();
+    e->pool = pool->Allocate(bytes);
+    EXPECT_TRUE(e->pool.has_value());
+    return e;
+  }
+  EntryPtr Insert(const std::string& key, uint64_t bytes) {
+    EntryPtr e = Complete(key, bytes);
+    MutexLock l(&kd->mu);
+    std::optional<Tombstone> tomb;
+    kd->InsertLocked(e, &tomb);
+    EXPECT_FALSE(tomb.has_value()) << "no disk copy, no tombstone";
+    return e;
+  }
+};
+
+TEST(Keydir, AnInsertedEntryIsFoundAndAReplacementFreesTheOldOnesBlock) {
+  Fixture f;
+  EntryPtr a = f.Insert("k", 8192);
+  {
+    MutexLock l(&f.kd->mu);
+    EXPECT_EQ(f.kd->FindLocked("ns", "k", true)->get(), a.get());
+    EntryInfo info = *f.kd->LookupLocked("ns", "k");
+    EXPECT_TRUE(info.tiers.has(Tier::kPool));
+    EXPECT_EQ(info.bytes, 8192u);
+    EXPECT_EQ(f.kd->size(), 1u);
+  }
+  EntryPtr b = f.Complete("k", 4096);
+  MutexLock l(&f.kd->mu);
+  std::optional<Tombstone> tomb;
+  EXPECT_EQ(f.kd->InsertLocked(b, &tomb).get(), a.get()) << "the replaced entry is returned";
+  EXPECT_TRUE(a->erased);
+  EXPECT_FALSE(a->pool.has_value()) << "nothing held it: its block went back at once";
+  EXPECT_EQ(f.kd->FindLocked("ns", "k", true)->get(), b.get());
+  EXPECT_EQ(f.pool->Stats().entries, 1u);
+  EXPECT_EQ(f.pool->free_bytes(), f.pool->capacity() - 4096);
+}
+
+TEST(Keydir, ALeaseKeepsAnErasedEntrysBytesUntilItEnds) {
+  Fixture f;
+  EntryPtr a = f.Insert("k", 8192);
+  ReadLease lease;
+  {
+    MutexLock l(&f.kd->mu);
+    lease = f.kd->LeaseLocked(a);
+    EXPECT_EQ(f.kd->leases(), 1u);
+    f.kd->RemoveLocked(a.get());
+    EXPECT_TRUE(a->erased);
+    EXPECT_TRUE(f.pool->Coldest(4).empty()) << "an erased entry is no eviction candidate";
+    EXPECT_TRUE(a->pool.has_value()) << "the lease still reads its block";
+    EXPECT_TRUE(f.kd->LookupLocked("ns", "k").status().IsNotFound());
+  }
+  EXPECT_EQ(lease.size(), 8192u);
+  EXPECT_EQ(f.pool->free_bytes(), f.pool->capacity() - 8192);
+  lease = ReadLease();  // released: takes the mutex itself
+  MutexLock l(&f.kd->mu);
+  EXPECT_EQ(f.kd->leases(), 0u);
+  EXPECT_FALSE(a->pool.has_value());
+  EXPECT_EQ(f.pool->free_bytes(), f.pool->capacity());
+  EXPECT_EQ(f.lease_ends, 1);
+}
+
+TEST(Keydir, LeasesCountHitsAndAccessTimesButQuietLeasesLeaveNoTrace) {
+  Fixture f;
+  EntryPtr a = f.Insert("a", 4096);
+  EntryPtr b = f.Insert("b", 4096);
+  ReadLease quiet, hit;  // released after the lock: a lease ends under the keydir's mutex
+  {
+    MutexLock l(&f.kd->mu);
+    f.env.now = 5'000'000;
+    quiet = f.kd->QuietLeaseLocked(a);
+    EXPECT_EQ(a->hits, 0u);
+    EXPECT_EQ(f.pool->Stats().hits, 0u);
+    EXPECT_EQ(f.pool->Coldest(2), (std::vector<uint64_t>{a->id(), b->id()}));
+    hit = f.kd->LeaseLocked(a);
+    EXPECT_EQ(a->hits, 1u);
+    EXPECT_EQ(a->last_access_us, 5'000'000u);
+    EXPECT_TRUE(a->touched);
+    EXPECT_EQ(f.pool->Stats().hits, 1u);
+    EXPECT_EQ(f.pool->Coldest(2), (std::vector<uint64_t>{b->id(), a->id()}))
+        << "a lease touches: a is now the warmer";
+    EXPECT_EQ(f.kd->leases(), 2u);
+  }
+  quiet = ReadLease();
+  hit = ReadLease();
+  MutexLock l(&f.kd->mu);
+  EXPECT_EQ(f.kd->leases(), 0u);
+  EXPECT_EQ(f.lease_ends, 1) << "told once, when the entry's last lease ended";
+}
+
+TEST(Keydir, AMissIsCountedWhereAskedAndAClosedKeydirIsUnavailable) {
+  Fixture f;
+  MutexLock l(&f.kd->mu);
+  Result<EntryPtr> r = f.kd->FindLocked("ns", "absent", true);
+  EXPECT_TRUE(r.status().IsNotFound());
+  EXPECT_NE(r.status().message().find("'absent' in namespace 'ns'"), std::string::npos);
+  EXPECT_TRUE(f.kd->FindLocked("ns", "absent", false).status().IsNotFound());
+  EXPECT_EQ(f.kd->misses(), 1u) << "only the lookup that asked is counted";
+  EXPECT_EQ(f.pool->Stats().misses, 1u);
+  f.kd->CloseLocked();
+  EXPECT_TRUE(f.kd->FindLocked("ns", "absent", true).status().IsUnavailable());
+  EXPECT_TRUE(f.kd->LookupLocked("ns", "absent").status().IsUnavailable());
+}
+
+}  // namespace
+}  // namespace ecstore
