@@ -58,10 +58,10 @@ TEST(CacheParts, AbsentAndWrongSizedEntriesFailAloneAndSayWhy) {
   ASSERT_TRUE(PutFromParts(*s, "sgl", {"a"}, {Split(a, {a.size()})})[0].ok());
 
   std::vector<uint8_t> small(4096), big(10000), pieced(8192), whole(8192), gone(64);
-  std::vector<Status> got = GetIntoParts(
-      *s, "sgl", {"a", "a", "a", "a", "gone"},
-      {Split(small, {4096}), Split(big, {9000, 1000}), Split(pieced, {4000, 4192}),
-       Split(whole, {8192}), Split(gone, {64})});
+  std::vector<Status> got =
+      GetIntoParts(*s, "sgl", {"a", "a", "a", "a", "gone"},
+                   {Split(small, {4096}), Split(big, {9000, 1000}), Split(pieced, {4000, 4192}),
+                    Split(whole, {8192}), Split(gone, {64})});
   EXPECT_TRUE(got[0].IsInvalidArgument()) << got[0].ToString();
   EXPECT_TRUE(got[1].IsInvalidArgument()) << got[1].ToString();
   EXPECT_NE(got[1].message().find("8192 bytes but its buffers hold 10000"), std::string::npos)
@@ -85,8 +85,8 @@ TEST(CacheParts, GivenMetasDescribeTheEntriesAndMismatchedListsAreRefused) {
   std::vector<Status> bad = GetIntoParts(*s, "sgl", {"a", "b"}, {Split(a, {4096})});
   ASSERT_EQ(bad.size(), 2u);
   EXPECT_TRUE(bad[0].IsInvalidArgument());
-  EXPECT_TRUE(PutFromParts(*s, "sgl", {"a"}, {Split(a, {4096})}, {meta, meta})[0]
-                  .IsInvalidArgument());
+  EXPECT_TRUE(
+      PutFromParts(*s, "sgl", {"a"}, {Split(a, {4096})}, {meta, meta})[0].IsInvalidArgument());
 }
 
 }  // namespace

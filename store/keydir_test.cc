@@ -5,65 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include "base/env.h"
-#include "tests/test_util.h"
+#include "store/keydir_test_util.h"
 
 namespace ecstore {
 namespace {
 
-using testing::TempDir;
-
-class FixedClock : public EnvWrapper {
- public:
-  FixedClock() : EnvWrapper(Env::Default()) {}
-  uint64_t NowMicros() override { return now; }
-  uint64_t now = 1'000'000;
-};
-
-struct Fixture {
-  TempDir dir;
-  FixedClock env;
-  std::unique_ptr<MemoryTier> pool;
-  std::unique_ptr<DurableTier> durable;
-  std::unique_ptr<Keydir> kd;
-  int lease_ends = 0;
-
-  Fixture() {
-    pool = MemoryTier::Open(Tier::kPool, NewHostPinnedBackend(), 1 << 20, {}).value();
-    DurableOptions o;
-    o.quota_bytes = 16 << 20;
-    auto d = DurableTier::Open(dir.path(), &env, o);
-    EXPECT_TRUE(d.ok()) << d.status().ToString();
-    durable = std::move(d).value();
-    kd = std::make_unique<Keydir>(&env, pool.get(), nullptr, durable.get(), false);
-    kd->OnLeaseEnd([this] { ++lease_ends; });
-    MutexLock l(&kd->mu);
-    EXPECT_TRUE(kd->Recover().ok());
-  }
-  // An entry of `bytes` whose bytes are complete in a new pool block, as a Put makes it.
-  EntryPtr Complete(const std::string& key, uint64_t bytes) {
-    EntryPtr e(new Entry);
-    e->ns = "ns";
-    e->key = key;
-    e->bytes = bytes;
-    e->meta = {DType::kU8, {static_cast<int64_t>(bytes)}};
-    e->seq = durable->NextSeq();
-    e->pool = pool->Allocate(bytes);
-    EXPECT_TRUE(e->pool.has_value());
-    return e;
-  }
-  EntryPtr Insert(const std::string& key, uint64_t bytes) {
-    EntryPtr e = Complete(key, bytes);
-    MutexLock l(&kd->mu);
-    std::optional<Tombstone> tomb;
-    kd->InsertLocked(e, &tomb);
-    EXPECT_FALSE(tomb.has_value()) << "no disk copy, no tombstone";
-    return e;
-  }
-};
+using testing::KeydirFixture;
 
 TEST(Keydir, AnInsertedEntryIsFoundAndAReplacementFreesTheOldOnesBlock) {
-  Fixture f;
+  KeydirFixture f;
   EntryPtr a = f.Insert("k", 8192);
   {
     MutexLock l(&f.kd->mu);
@@ -85,7 +35,7 @@ TEST(Keydir, AnInsertedEntryIsFoundAndAReplacementFreesTheOldOnesBlock) {
 }
 
 TEST(Keydir, ALeaseKeepsAnErasedEntrysBytesUntilItEnds) {
-  Fixture f;
+  KeydirFixture f;
   EntryPtr a = f.Insert("k", 8192);
   ReadLease lease;
   {
@@ -109,7 +59,7 @@ TEST(Keydir, ALeaseKeepsAnErasedEntrysBytesUntilItEnds) {
 }
 
 TEST(Keydir, LeasesCountHitsAndAccessTimesButQuietLeasesLeaveNoTrace) {
-  Fixture f;
+  KeydirFixture f;
   EntryPtr a = f.Insert("a", 4096);
   EntryPtr b = f.Insert("b", 4096);
   ReadLease quiet, hit;  // released after the lock: a lease ends under the keydir's mutex
@@ -137,7 +87,7 @@ TEST(Keydir, LeasesCountHitsAndAccessTimesButQuietLeasesLeaveNoTrace) {
 }
 
 TEST(Keydir, AMissIsCountedWhereAskedAndAClosedKeydirIsUnavailable) {
-  Fixture f;
+  KeydirFixture f;
   MutexLock l(&f.kd->mu);
   Result<EntryPtr> r = f.kd->FindLocked("ns", "absent", true);
   EXPECT_TRUE(r.status().IsNotFound());
