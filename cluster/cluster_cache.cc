@@ -420,16 +420,16 @@ Result<bool> ClusterCache::Prefetch(std::string_view ns, const std::vector<std::
   return all;
 }
 
-Result<net::ClaimAnswer> ClusterCache::Claim(std::string_view ns, std::string_view key,
-                                             std::chrono::milliseconds ttl) {
+Result<ClaimAnswer> ClusterCache::Claim(std::string_view ns, std::string_view key,
+                                        std::chrono::milliseconds ttl) {
   auto v = Snapshot();
-  if (v->ring.empty()) return net::ClaimAnswer{};
+  if (v->ring.empty()) return ClaimAnswer{};
   ++routed_;
   auto a = OnNode(*v->nodes[v->ring.Choices(ns, key, 1)[0]],
                   [&](net::Client& c) { return c.Claim(ns, key, ttl); });
   if (!a.ok() && a.status().IsUnavailable()) {
     ++unavailable_;
-    return net::ClaimAnswer{};
+    return ClaimAnswer{};
   }
   return a;
 }

@@ -110,13 +110,16 @@ class ClusterCache : public Cache {
   // The nodes' stats added up (tiers, counters); Unavailable only when no node answers.
   Result<StoreStats> Stats() override;
   // net::Client::Prefetch at each key's owner.
-  Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys);
+  Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys) override;
 
   // net::Client::Claim at the key's owner, so every engine asks the same place: granted
   // (compute and put it), held by another engine (wait for its put), or present. Granted
   // where the owner does not answer: the caller computes, as it would without claims.
-  Result<net::ClaimAnswer> Claim(std::string_view ns, std::string_view key,
-                                 std::chrono::milliseconds ttl);
+  Result<ClaimAnswer> Claim(std::string_view ns, std::string_view key,
+                            std::chrono::milliseconds ttl) override;
+  CacheCapabilities capabilities() const override {
+    return {.prefetch = true, .prefetch_queued = true, .claims = true};
+  }
 
   struct NodeStats {
     NodeInfo node;

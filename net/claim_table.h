@@ -20,6 +20,7 @@
 
 #include "base/mutex.h"
 #include "net/protocol.h"
+#include "store/cache.h"
 
 namespace ecstore {
 class Store;
@@ -27,17 +28,9 @@ class Store;
 
 namespace ecstore::net {
 
-enum class ClaimOutcome : uint8_t {
-  kGranted = 0,  // the caller computes and puts the entry
-  kHeld = 1,     // another caller is computing it: wait for its put (ms_left at most)
-  kPresent = 2,  // the entry is stored: read it
-};
+using ecstore::ClaimAnswer;  // store/cache.h: Cache::Claim answers them
+using ecstore::ClaimOutcome;
 const char* ClaimOutcomeName(ClaimOutcome o);  // "granted" / "held" / "present"
-
-struct ClaimAnswer {
-  ClaimOutcome outcome = ClaimOutcome::kGranted;
-  uint32_t ms_left = 0;  // kHeld: until the holder's claim lapses
-};
 
 class ClaimTable {
  public:

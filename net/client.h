@@ -38,6 +38,19 @@ class Client : public Cache {
   TransportCaps caps() const {
     return link_.transport() ? link_.transport()->caps() : TransportCaps{};
   }
+  // From the transport's caps (same host: in-place reads, put arenas, and device puts and
+  // leases where the server offers them); prefetch is queued by the server, and claims are
+  // decided there (an older server grants every claim).
+  CacheCapabilities capabilities() const override {
+    TransportCaps t = caps();
+    return {.device_puts = t.device_puts,
+            .device_leases = t.device_memory,
+            .in_place_reads = t.same_host_zero_copy,
+            .reserve = t.same_host_zero_copy,
+            .prefetch = true,
+            .prefetch_queued = true,
+            .claims = true};
+  }
 
   // The Cache interface. Acquire over shared memory reads the server's pool in place, pinned
   // by a server-side lease until the ReadLease is destroyed (or the server's lease TTL
@@ -70,12 +83,12 @@ class Client : public Cache {
   // into its pool in one batch (evicting nothing). True where every request was queued;
   // false where the server does not offer it (an older one) or its queue was full. A bad
   // key is InvalidArgument, and nothing is sent.
-  Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys);
+  Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys) override;
   // A claim on a key this caller found absent (net/claim_table.h): granted (compute and put
   // it), held by another caller (wait for its put, ms_left at most), or present. A server
   // without claims grants every one: each caller computes, as without claims.
   Result<ClaimAnswer> Claim(std::string_view ns, std::string_view key,
-                            std::chrono::milliseconds ttl);
+                            std::chrono::milliseconds ttl) override;
   Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(
@@ -95,7 +108,7 @@ class Client : public Cache {
   // Same host, a server with a device tier: the entry in the server's device pool, read in
   // place (a CUDA device pointer; memory_kind() kDevice) under a server lease -- the pool's
   // CUDA IPC handle is opened once per connection. Copy out of it device to device.
-  Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key);
+  Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key) override;
   // Same host, a server offering put arenas (net/put_arena.h): a block of this connection's
   // put arena to fill in place (a device->host copy straight into it), then CommitPut --
   // the bytes cross no socket and the server copies them once. InvalidArgument over TCP or
@@ -118,7 +131,7 @@ class Client : public Cache {
   // InvalidArgument elsewhere, or for memory the server cannot open (a VMM allocation, a GPU
   // it does not see): put through ReservePut instead. checksum_when_spilled as CommitPut's.
   Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
-                       const void* src, uint64_t size, bool checksum_when_spilled = false);
+                       const void* src, uint64_t size, bool checksum_when_spilled = false) override;
   // Has a server offering device puts register its pool with CUDA now, so the first
   // PutFromDevice does not wait for it. A no-op elsewhere.
   Status PrepareDevicePuts();

@@ -48,9 +48,9 @@ void Prefetcher::Loop() {
       hint = std::move(queue_.front());
       queue_.pop_front();
     }
-    Status st = store_->Prefetch(hint.first, hint.second);
-    if (!st.ok() && !st.IsBusy())
-      spdlog::debug("prefetch of {} keys: {}", hint.second.size(), st.ToString());
+    Result<bool> done = store_->Prefetch(hint.first, hint.second);
+    if (!done.ok())
+      spdlog::debug("prefetch of {} keys: {}", hint.second.size(), done.status().ToString());
     MutexLock l(&mu_);
     queued_keys_ -= hint.second.size();
     ++counters_.done;

@@ -99,6 +99,32 @@ Result<std::vector<bool>> Cache::ContainsMany(std::string_view ns,
   return out;
 }
 
+Result<bool> Cache::Prefetch(std::string_view, const std::vector<std::string>&) {
+  return false;  // a hint: nothing to do where there is no prefetch
+}
+
+Result<ClaimAnswer> Cache::Claim(std::string_view, std::string_view, std::chrono::milliseconds) {
+  return ClaimAnswer{};  // no one else's claims are seen here: compute, as without claims
+}
+
+Status Cache::PutFromDevice(std::string_view, std::string_view, const TensorMeta&, const void*,
+                            uint64_t, bool) {
+  return Status::InvalidArgument(std::string("a ") + transport() +
+                                 " cache takes no device puts (it does not copy device memory "
+                                 "itself): copy the tensor to host memory and put that");
+}
+
+Result<EntryInfo> Cache::GetToDevice(std::string_view, std::string_view, void*, uint64_t) {
+  return Status::InvalidArgument(std::string("a ") + transport() +
+                                 " cache has no device tier to copy from; load through host "
+                                 "leases (GetManyToDevice)");
+}
+
+Result<ReadLease> Cache::AcquireOnDevice(std::string_view, std::string_view) {
+  return Status::InvalidArgument(std::string("a ") + transport() +
+                                 " cache has no device pool to lease from; acquire the host copy");
+}
+
 Result<std::vector<EntryInfo>> Cache::List() {
   std::vector<EntryInfo> all;
   Status st = ListPages(1024, [&](std::vector<EntryInfo>&& page) {

@@ -15,6 +15,7 @@
 // until it is destroyed, and it must not outlive the Cache that made it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -181,6 +182,31 @@ class ReadLease {
   std::optional<Tier> served_from_;
 };
 
+// A claim on a key a caller found absent (net/claim_table.h keeps them on a server).
+enum class ClaimOutcome : uint8_t {
+  kGranted = 0,  // the caller computes and puts the entry
+  kHeld = 1,     // another caller is computing it: wait for its put (ms_left at most)
+  kPresent = 2,  // the entry is stored: read it
+};
+struct ClaimAnswer {
+  ClaimOutcome outcome = ClaimOutcome::kGranted;
+  uint32_t ms_left = 0;  // kHeld: until the holder's claim lapses
+};
+
+// What a Cache does itself beyond host bytes, so that callers choose without asking which
+// implementation it is (the rest they stage through host memory: store/device_load.h does
+// for loads to a GPU). See each field's call below.
+struct CacheCapabilities {
+  bool device_tier = false;      // keeps entries in device memory; GetToDevice serves from it
+  bool device_puts = false;      // PutFromDevice copies device memory into the store itself
+  bool device_leases = false;    // AcquireOnDevice may lease a device copy (asking tells)
+  bool in_place_reads = false;   // a lease reads the store's host memory in place, no copy
+  bool reserve = false;          // a put may fill a block in place, then commit (asking tells)
+  bool prefetch = false;         // Prefetch acts on its hint
+  bool prefetch_queued = false;  // ... queued and answered at once, not done in the call
+  bool claims = false;           // Claim is decided where other callers' claims are seen
+};
+
 class Cache {
  public:
   virtual ~Cache() = default;
@@ -252,6 +278,33 @@ class Cache {
                            const std::function<bool(std::vector<EntryInfo>&&)>& on_page) = 0;
   Result<std::vector<EntryInfo>> List();  // every page, collected
   virtual Result<StoreStats> Stats() = 0;
+
+  // ---- beyond host bytes: each says by capabilities() whether it acts here
+  virtual CacheCapabilities capabilities() const { return {}; }
+  // A hint that `keys` will be read soon: disk-only entries are read into memory ahead of use
+  // (by a daemon, on its own thread). False where nothing (or not all of it) was done: no
+  // prefetch here, a full queue, no free room now. A bad key is InvalidArgument.
+  virtual Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys);
+  // A claim on a key this caller found absent: granted (compute and put it), held by another
+  // caller (wait for its put), or present. Granted where no one else's claims are seen.
+  virtual Result<ClaimAnswer> Claim(std::string_view ns, std::string_view key,
+                                    std::chrono::milliseconds ttl);
+  // `bytes` of this process's device memory at `src` (written, its stream synchronized),
+  // copied into the store by the store itself; readable when this returns Ok.
+  // checksum_when_spilled: the payload's checksum may wait for its first spill to disk.
+  // An error where it cannot (capabilities().device_puts false, or memory it cannot open:
+  // InvalidArgument; an embedded store without a device tier: Unavailable): copy to host
+  // memory and Put.
+  virtual Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                               const void* src, uint64_t bytes, bool checksum_when_spilled = false);
+  // The entry copied to device memory at `dst` (at least its size) from whichever tier holds
+  // it, complete on return. InvalidArgument without a device tier (capabilities().device_tier):
+  // load through host leases (store/device_load.h).
+  virtual Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
+                                        uint64_t dst_bytes);
+  // The entry's device copy, leased (memory_kind() kDevice). InvalidArgument where there is
+  // no device pool to lease from.
+  virtual Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key);
 };
 
 }  // namespace ecstore

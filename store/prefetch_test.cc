@@ -40,7 +40,7 @@ TEST(Prefetch, BringsDiskEntriesIntoThePoolInOneBatch) {
   const uint64_t n = 1 * kMiB + 4096;
   auto s = OnDisk(dir.path(), 6, n);
   std::vector<std::string> keys = {"k0", "k2", "k4", "absent"};
-  ASSERT_TRUE(s->Prefetch("ns", keys).ok());
+  ASSERT_TRUE(*s->Prefetch("ns", keys));
   for (const char* k : {"k0", "k2", "k4"})
     EXPECT_TRUE(s->Lookup("ns", k)->tiers.has(Tier::kPool)) << k;
   EXPECT_FALSE(s->Lookup("ns", "k1")->tiers.has(Tier::kPool));
@@ -287,7 +287,7 @@ std::unique_ptr<Store> PoolHoldingSevenOfEight(const TempDir& dir) {
   EXPECT_TRUE(s.ok());
   std::vector<std::string> small;
   for (int i = 0; i < 7; ++i) small.push_back("k" + std::to_string(i));
-  EXPECT_TRUE((*s)->Prefetch("ns", small).ok());
+  EXPECT_TRUE(*(*s)->Prefetch("ns", small));
   EXPECT_EQ((*s)->Stats()->pool().evictions, 0u);
   return std::move(s).value();
 }
@@ -318,8 +318,9 @@ TEST(Prefetch, AReadNearAFullPoolEvictsOneSpanOfCleanEntriesAtOnce) {
 TEST(Prefetch, APrefetchNearAFullPoolEvictsNothing) {
   TempDir dir;
   auto s = PoolHoldingSevenOfEight(dir);
-  Status st = s->Prefetch("ns", {"k7"});
-  EXPECT_TRUE(st.IsBusy()) << st.ToString();
+  Result<bool> done = s->Prefetch("ns", {"k7"});
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_FALSE(*done) << "k7 does not fit now";
   EXPECT_EQ(s->Stats()->pool().evictions, 0u);
   EXPECT_FALSE(s->Lookup("ns", "k7")->tiers.has(Tier::kPool));
   for (int i = 0; i < 7; ++i) {
@@ -353,11 +354,11 @@ TEST(Prefetch, APromotionMovesEntriesAsideWhenTheFreeSpaceIsInPieces) {
   }
   auto s = Store::Open(dir.path(), o);
   ASSERT_TRUE(s.ok());
-  ASSERT_TRUE((*s)->Prefetch("ns", {"k0", "k1", "k2", "k3", "k4", "k5", "k6"}).ok());
+  ASSERT_TRUE(*(*s)->Prefetch("ns", {"k0", "k1", "k2", "k3", "k4", "k5", "k6"}));
   for (const char* k : {"k1", "k3", "k5"}) ASSERT_TRUE((*s)->Erase("ns", k).ok());
   // 16 MiB free, in four 4 MiB pieces; k7 needs 8 MiB in one.
-  Status st = (*s)->Prefetch("ns", {"k7"});
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  Result<bool> done = (*s)->Prefetch("ns", {"k7"});
+  ASSERT_TRUE(done.ok() && *done) << done.status().ToString();
   EXPECT_EQ((*s)->Stats()->pool().evictions, 0u);
   for (int i : {0, 2, 4, 6, 7}) {
     const std::string k = "k" + std::to_string(i);

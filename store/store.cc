@@ -331,7 +331,7 @@ Status StoreImpl::CheckDeviceTier(const char* what) const {
 }
 
 Status StoreImpl::PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
-                                const void* src, uint64_t bytes) {
+                                const void* src, uint64_t bytes, bool /*checksum_when_spilled*/) {
   EC_RETURN_IF_ERROR(CheckDeviceTier("PutFromDevice"));
   EC_RETURN_IF_ERROR(CheckWritable());
   EC_RETURN_IF_ERROR(ValidateNewNamespace(ns));
@@ -503,11 +503,16 @@ std::vector<Result<ReadLease>> StoreImpl::AcquireMany(std::string_view ns,
   return batch_->AcquireMany(ns, keys, watch);
 }
 
-Status StoreImpl::Prefetch(std::string_view ns, const std::vector<std::string>& keys) {
+Result<bool> StoreImpl::Prefetch(std::string_view ns, const std::vector<std::string>& keys) {
   for (const auto& k : keys) EC_RETURN_IF_ERROR(CheckKey(ns, k));
-  for (const Status& st : ev_->PromoteKeys(ns, keys))
-    if (!st.ok()) return st;
-  return Status::Ok();
+  bool all = true;
+  for (const Status& st : ev_->PromoteKeys(ns, keys)) {
+    if (st.IsBusy())
+      all = false;  // no free room for it now: it stays on disk until read
+    else if (!st.ok())
+      return st;
+  }
+  return all;
 }
 
 Status StoreImpl::Erase(std::string_view ns, std::string_view key) {

@@ -184,7 +184,8 @@ class Store : public Cache {
   // takes the pool's free room (the evictor keeps 2-5 % of it free), and answers Busy for
   // entries that do not fit there now. GetMany does this first for its keys, evicting clean
   // entries where it must.
-  virtual Status Prefetch(std::string_view ns, const std::vector<std::string>& keys) = 0;
+  // True when every listed disk entry is now in the pool; false where some did not fit.
+  Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys) override = 0;
   // AcquireMany with a watch (Cache::LandingWatch): a server streams what it tells to a
   // same-host client, who copies each piece out while the rest are read (net/server.h).
   // (A store that cannot watch its reads answers as AcquireMany, streamed all false.)
@@ -206,18 +207,30 @@ class Store : public Cache {
   // copy runs on the store's own non-blocking stream, which waits for no other: src must be
   // written already (synchronize the stream that wrote it; a cudaMemcpy from pageable memory
   // may return before its bytes have landed).
-  virtual Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
-                               const void* src, uint64_t bytes) = 0;
+  // (An entry put from device memory is checksummed at its first spill either way.)
+  Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                       const void* src, uint64_t bytes,
+                       bool checksum_when_spilled = false) override = 0;
   // Copies the entry to device memory at `dst` (dst_bytes at least its size) from whichever
   // tier holds it: device->device, pinned host->device, or disk -> host pool -> device. The
   // copy runs on the store's own stream: no work queued on another stream may still use dst
   // (a caching allocator's fresh block can be; Python's get(device=...) waits for the
   // current stream first).
-  virtual Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
-                                        uint64_t dst_bytes) = 0;
+  Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
+                                uint64_t dst_bytes) override = 0;
   // The entry's device copy, leased (memory_kind() kDevice): promoted host->device first if
   // it has none. Leased device entries are never demoted or overwritten.
-  virtual Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key) = 0;
+  Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key) override = 0;
+  // In-place reads, reserve and prefetch; with a device tier, device puts and leases too.
+  CacheCapabilities capabilities() const override {
+    const bool dev = device_region().base != nullptr;
+    return {.device_tier = dev,
+            .device_puts = dev,
+            .device_leases = dev,
+            .in_place_reads = true,
+            .reserve = true,
+            .prefetch = true};
+  }
   // The device pool's region (base null without a device tier), and its GPU.
   virtual MemoryRegion device_region() const = 0;
   virtual int device_ordinal() const = 0;

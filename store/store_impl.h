@@ -58,7 +58,7 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   using Store::Lookup;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key,
                            const ReadOptions& ro) override;
-  Status Prefetch(std::string_view ns, const std::vector<std::string>& keys) override;
+  Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(
       std::string_view ns, const std::vector<std::string>& keys) override;
   Result<bool> Contains(std::string_view ns, std::string_view key) override;
@@ -74,7 +74,7 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   Status Close() override;
   Status Health() override;
   Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
-                       const void* src, uint64_t bytes) override;
+                       const void* src, uint64_t bytes, bool checksum_when_spilled) override;
   Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
                                 uint64_t dst_bytes) override;
   Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key) override;

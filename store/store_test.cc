@@ -929,5 +929,26 @@ TEST(Store, ThePoolIsFaultedInAtOpenAndTheStatsSayHowLong) {
   EXPECT_DOUBLE_EQ(st->pool_prefault_seconds, s->pool_region().prefault_seconds);
 }
 
+// An embedded store reads in place, reserves and prefetches; without a device tier it has
+// no device capabilities (DeviceTier.NeedsAGpuAndSaysSo: what a device put answers); and it
+// grants every claim (no one else's are seen).
+TEST(Store, AnEmbeddedStoreSaysWhatItDoesItself) {
+  TempDir dir;
+  Options o;
+  o.pool_bytes = 8 << 20;
+  auto s = Store::Open(dir.path(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Cache& c = **s;
+  CacheCapabilities caps = c.capabilities();
+  EXPECT_TRUE(caps.in_place_reads && caps.reserve && caps.prefetch);
+  EXPECT_FALSE(caps.device_tier || caps.device_puts || caps.device_leases);
+  EXPECT_FALSE(caps.prefetch_queued || caps.claims);
+  auto claim = c.Claim("ns", "k", std::chrono::milliseconds(100));
+  ASSERT_TRUE(claim.ok());
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kGranted);
+  auto hint = c.Prefetch("ns", {"absent"});
+  ASSERT_TRUE(hint.ok() && *hint) << "nothing on disk to bring in: all done";
+}
+
 }  // namespace
 }  // namespace ecstore

@@ -1605,8 +1605,8 @@ class CountingStore : public Store {
   Status Health() override { return s_->Health(); }
   MemoryRegion pool_region() const override { return s_->pool_region(); }
   Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& m,
-                       const void* src, uint64_t n) override {
-    return s_->PutFromDevice(ns, key, m, src, n);
+                       const void* src, uint64_t n, bool checksum_when_spilled) override {
+    return s_->PutFromDevice(ns, key, m, src, n, checksum_when_spilled);
   }
   Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
                                 uint64_t n) override {
@@ -1617,7 +1617,7 @@ class CountingStore : public Store {
   }
   MemoryRegion device_region() const override { return s_->device_region(); }
   int device_ordinal() const override { return s_->device_ordinal(); }
-  Status Prefetch(std::string_view ns, const std::vector<std::string>& keys) override {
+  Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys) override {
     return s_->Prefetch(ns, keys);
   }
   Status AddRegistrar(MemoryRegistrar* r) override { return s_->AddRegistrar(r); }
@@ -1727,6 +1727,37 @@ TEST(Protocol, EraseManyReplyRoundTrips) {
     BodyReader cut(p, 6);
     EXPECT_TRUE(ParseEraseManyReply(&cut, 3, &erased, &got).IsUnavailable());
   }
+}
+
+// Each Cache says what it does itself (CacheCapabilities); what it does not, its default
+// answers with what to do instead. A same-host client reads in place and reserves put-arena
+// blocks; a TCP one does neither; both have the server queue prefetches and decide claims.
+TEST(NetShm, ClientsSayWhatTheyDoThemselvesAndRefuseTheRestWithWhatToDo) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 64 * kMiB, 0, true);
+  auto shm = ConnectOrDie(server.shm_uri());
+  auto tcp = ConnectOrDie(server.uri(), TcpOnly());
+  CacheCapabilities s = shm->capabilities(), t = tcp->capabilities();
+  EXPECT_TRUE(s.in_place_reads && s.reserve);
+  EXPECT_FALSE(t.in_place_reads || t.reserve || t.device_puts || t.device_leases);
+  for (const CacheCapabilities& c : {s, t}) {
+    EXPECT_TRUE(c.prefetch && c.prefetch_queued && c.claims);
+    EXPECT_FALSE(c.device_tier);
+  }
+  Cache& as_cache = *tcp;  // through the interface, as the bindings call it
+  auto got = as_cache.GetToDevice("ns", "k", nullptr, 0);
+  EXPECT_TRUE(got.status().IsInvalidArgument());
+  EXPECT_NE(got.status().message().find("load through host leases"), std::string::npos)
+      << got.status().ToString();
+  ASSERT_TRUE(as_cache.Put("ns", "k", U8(10), Span(Payload(1, 10))).ok());
+  Result<ClaimAnswer> claim = as_cache.Claim("ns", "absent", std::chrono::milliseconds(500));
+  ASSERT_TRUE(claim.ok()) << claim.status().ToString();
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kGranted);
+  claim = shm->Claim("ns", "absent", std::chrono::milliseconds(500));
+  ASSERT_TRUE(claim.ok());
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kHeld) << "the server saw the first claim";
+  claim = as_cache.Claim("ns", "k", std::chrono::milliseconds(500));
+  EXPECT_EQ(claim->outcome, ClaimOutcome::kPresent);
 }
 
 }  // namespace

@@ -139,15 +139,23 @@ class Cache:
         name, dims, flat = _tensors.host_bytes(value, dtype, shape)
         self._c.put(ns, key, name, dims, flat)
 
+    @property
+    def capabilities(self) -> dict[str, bool]:
+        """What this cache does itself beyond host bytes (the C++ CacheCapabilities):
+        device_tier, device_puts, device_leases, in_place_reads, reserve, prefetch,
+        prefetch_queued, claims. The package stages the rest through host memory."""
+        return self._c.capabilities()
+
     def _device_puts(self) -> bool:
-        """A same-host daemon that copies device memory itself (put_device)."""
-        return (self.transport == "shm" and not getattr(self, "_no_device_puts", False)
-                and bool(self._c.device_puts()))
+        """The cache copies device memory itself (put_device): a same-host daemon that
+        offers it, until it refuses this process's memory."""
+        return (not getattr(self, "_no_device_puts", False)
+                and self.capabilities["device_puts"])
 
     def _device_tier(self) -> bool:
         cached = getattr(self, "_has_device", None)
         if cached is None:
-            cached = self._has_device = bool(self._c.has_device_tier())
+            cached = self._has_device = self.capabilities["device_tier"]
         return cached
 
     def get(self, ns: str, key: str, *, device: Any = None, like: str = "torch") -> Any:
@@ -193,7 +201,7 @@ class Cache:
                     return dst
                 info = got
             raise Busy(f"{ns}/{key} kept changing size while being read")
-        if self.transport == "shm" and getattr(self, "_remote_device", True):
+        if self.capabilities["device_leases"] and getattr(self, "_remote_device", True):
             try:  # the server's device pool over CUDA IPC: one device -> device copy
                 with self.acquire_on_device(ns, key) as lease:
                     src = lease.tensor()

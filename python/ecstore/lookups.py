@@ -76,7 +76,7 @@ class Lookups:
             # Their disk reads go out together ahead of the step that loads them. A daemon
             # queues the hint and answers at once, so one item is worth it; an embedded store
             # reads on the prefetch thread, so only a batch is.
-            if len(keys) > 1 or self._cache.transport != "local":
+            if len(keys) > 1 or self._cache.capabilities["prefetch_queued"]:
                 self._prefetcher.submit(self._prefetch, list(keys))
         if ask.future.done():
             del self._asks[req_id]

@@ -83,7 +83,7 @@ class AsyncSaver:
         self._lock = threading.Lock()
         # Reserve in place: an embedded store, or a same-host daemon (until one answers
         # that it has no put arenas: an older daemon).
-        self._reserve = cache.transport in ("local", "shm")
+        self._reserve = cache.capabilities["reserve"]
         # A same-host daemon that copies device memory itself (until it refuses this
         # process's memory, say a GPU it does not see): one copy, the daemon's.
         self._device_puts = device_puts and cache._device_puts()
@@ -289,9 +289,10 @@ def _host_leases(cache: ecstore.Cache) -> bool:
     """Whether a load to the GPU copies from leases on the host pool: an embedded store
     without a device tier, or a same-host daemon that has said it has none (load's first
     try of its device pool)."""
-    if cache.transport == "local":
-        return not cache._device_tier()
-    return cache.transport == "shm" and getattr(cache, "_remote_device", True) is False
+    caps = cache.capabilities
+    if caps["device_tier"] or not caps["in_place_reads"]:
+        return False
+    return not caps["device_leases"] or getattr(cache, "_remote_device", True) is False
 
 
 def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str], dev: torch.device,

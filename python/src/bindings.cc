@@ -202,73 +202,58 @@ class PyCache {
     return InfosOrNone(got);
   }
 
-  // ---- the device tier (an embedded store opened with device_pool_bytes > 0)
-  Store* EmbeddedStore(const char* what) {
-    core_->Live();
-    if (!core_->store)
-      Check(Status::InvalidArgument(std::string(what) +
-                                    " is for an embedded store with a device tier"));
-    return core_->store.get();
-  }
-  bool has_device_tier() {
-    core_->Live();
-    return core_->store && core_->store->device_region().base != nullptr;
+  // ---- device memory and hints: what the cache does itself (CacheCapabilities)
+  // CacheCapabilities by name: what this cache does itself (store/cache.h).
+  nb::dict capabilities() {
+    CacheCapabilities c = core_->Live()->capabilities();
+    nb::dict d;
+    d["device_tier"] = c.device_tier;
+    d["device_puts"] = c.device_puts;
+    d["device_leases"] = c.device_leases;
+    d["in_place_reads"] = c.in_place_reads;
+    d["reserve"] = c.reserve;
+    d["prefetch"] = c.prefetch;
+    d["prefetch_queued"] = c.prefetch_queued;
+    d["claims"] = c.claims;
+    return d;
   }
   // src/dst: device addresses (torch's data_ptr()); the copies are complete on return.
   // Embedded: into the device tier. A same-host client of a server offering device puts:
   // copied by the server out of this process's device memory (net/device_put.h).
+  // InvalidArgument where the cache does not copy device memory itself.
   void put_device(const std::string& ns, const std::string& key, const std::string& dtype,
                   const std::vector<int64_t>& shape, uint64_t src, uint64_t nbytes,
                   bool checksum_when_spilled) {
     TensorMeta meta = ToMeta(dtype, shape);
     const void* p = reinterpret_cast<const void*>(src);
-    core_->Live();
+    Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
-    if (core_->client) {
-      auto l = core_->Lock();
-      Check(core_->client->PutFromDevice(ns, key, meta, p, nbytes, checksum_when_spilled));
-      return;
-    }
-    if (!core_->store) Check(Status::InvalidArgument("put_device: put host bytes to a cluster"));
-    Check(core_->store->PutFromDevice(ns, key, meta, p, nbytes));
-  }
-  // A same-host client whose server copies device memory itself (put_device).
-  bool device_puts() {
-    core_->Live();
-    return core_->client && core_->client->caps().device_puts;
+    auto l = core_->Lock();
+    Check(c->PutFromDevice(ns, key, meta, p, nbytes, checksum_when_spilled));
   }
   Info get_to_device(const std::string& ns, const std::string& key, uint64_t dst, uint64_t nbytes) {
-    Store* s = EmbeddedStore("get_to_device");
+    Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
-    return ToInfo(Check(s->GetToDevice(ns, key, reinterpret_cast<void*>(dst), nbytes)));
+    auto l = core_->Lock();
+    return ToInfo(Check(c->GetToDevice(ns, key, reinterpret_cast<void*>(dst), nbytes)));
   }
   // Embedded: from the store's device tier. A same-host client: the server's device pool,
   // opened once over CUDA IPC.
   Lease acquire_device(const std::string& ns, const std::string& key, int device) {
-    core_->Live();
+    Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
-    if (core_->client) {
-      auto l = core_->Lock();
-      return Lease(Check(core_->client->AcquireOnDevice(ns, key)), core_, device);
-    }
-    if (!core_->store) Check(Status::InvalidArgument("acquire_device: acquire from a cluster"));
-    return Lease(Check(core_->store->AcquireOnDevice(ns, key)), core_, device);
+    auto l = core_->Lock();
+    return Lease(Check(c->AcquireOnDevice(ns, key)), core_, device);
   }
 
   // A hint: an embedded store reads the keys' disk-only entries into its pool in one batch;
   // a server offering PREFETCH queues it and does the same on its own thread. True when it
-  // was acted on (or queued).
+  // was acted on (or queued) for every key.
   bool prefetch(const std::string& ns, const std::vector<std::string>& keys) {
-    core_->Live();
+    Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
-    if (core_->client) {
-      auto l = core_->Lock();
-      return Check(core_->client->Prefetch(ns, keys));
-    }
-    if (core_->cluster) return Check(core_->cluster->Prefetch(ns, keys));
-    Status st = core_->store->Prefetch(ns, keys);
-    if (!st.ok() && !st.IsBusy()) Check(st);
-    return true;
+    auto l = core_->Lock();
+    return Check(c->Prefetch(ns, keys));
   }
 
   // A claim on a key found absent (net/claim_table.h): ("granted" | "held" | "present",
@@ -276,16 +261,10 @@ class PyCache {
   // for it).
   std::pair<std::string, uint32_t> claim(const std::string& ns, const std::string& key,
                                          uint32_t ttl_ms) {
-    core_->Live();
+    Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
-    Result<net::ClaimAnswer> a = net::ClaimAnswer{};
-    if (core_->client) {
-      auto l = core_->Lock();
-      a = core_->client->Claim(ns, key, std::chrono::milliseconds(ttl_ms));
-    } else if (core_->cluster) {
-      a = core_->cluster->Claim(ns, key, std::chrono::milliseconds(ttl_ms));
-    }
-    net::ClaimAnswer got = Check(std::move(a));
+    auto l = core_->Lock();
+    ClaimAnswer got = Check(c->Claim(ns, key, std::chrono::milliseconds(ttl_ms)));
     return {net::ClaimOutcomeName(got.outcome), got.ms_left};
   }
 
@@ -523,10 +502,9 @@ void BindCache(nb::module_& m) {
       .def("get_many_to_device", &PyCache::get_many_to_device, "ns"_a, "keys"_a, "ptrs"_a,
            "sizes"_a, "device"_a, "stream"_a)
       .def("prefetch", &PyCache::prefetch, "ns"_a, "keys"_a)
-      .def("has_device_tier", &PyCache::has_device_tier)
+      .def("capabilities", &PyCache::capabilities)
       .def("put_device", &PyCache::put_device, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "src"_a,
            "nbytes"_a, "checksum_when_spilled"_a = false)
-      .def("device_puts", &PyCache::device_puts)
       .def("get_to_device", &PyCache::get_to_device, "ns"_a, "key"_a, "dst"_a, "nbytes"_a)
       .def("acquire_device", &PyCache::acquire_device, "ns"_a, "key"_a, "device"_a)
       .def("pin", &PyCache::pin, "ns"_a, "key"_a)
