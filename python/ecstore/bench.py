@@ -323,6 +323,49 @@ def limit_save(device: str, reps: int) -> dict:
     return out
 
 
+def load_breakdown(store: str, device: str, reps: int) -> dict:
+    """Where a one-entry load's time goes (p50 ms), each part timed on its own on entries
+    saved just before: `lookup` (one control round trip to a daemon; a hash lookup
+    embedded), `alloc` (the destination tensor), `get` (GetManyToDevice into a tensor
+    allocated beforehand: lease, host->device copy, stream wait), `load` (what the connector
+    runs: transfer.load_many, told the row count) and `copy` (the limit's copy alone, into a
+    tensor allocated beforehand)."""
+    import ecstore
+    from ecstore import transfer
+
+    cache = (ecstore.connect(store) if store.startswith(("tcp://", "unix:"))
+             else ecstore.open(store, "2GiB", "64GiB"))
+    cache.register_with_cuda()
+    dev = torch.device(device)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    out = {}
+    for label, shape in SIZES.items():
+        parts: dict[str, list[float]] = {p: [] for p in ("lookup", "alloc", "get", "load", "copy")}
+        src = torch.randn(shape).to(torch.bfloat16)
+        pinned = src.pin_memory()
+        for r in range(reps):
+            key = f"{label}-{r}-breakdown"
+            cache.put("bench", key, src)
+            dst = torch.empty(shape, dtype=torch.bfloat16, device=dev)
+            n = dst.numel() * dst.element_size()
+            for part, run in (
+                    ("lookup", lambda: cache.lookup_many("bench", [key])),
+                    ("alloc", lambda: torch.empty(shape, dtype=torch.bfloat16, device=dev)),
+                    ("get", lambda: cache._c.get_many_to_device(
+                        "bench", [key], [dst.data_ptr()], [n], dev.index, stream)),
+                    ("load", lambda: transfer.load_many(cache, "bench", [key], device,
+                                                        rows=[shape[0]])),
+                    ("copy", lambda: dst.copy_(pinned, non_blocking=True))):
+                sync(device)
+                t0 = time.perf_counter()
+                run()
+                sync(device)
+                parts[part].append(time.perf_counter() - t0)
+        out[label] = {p: 1e3 * pct(v, 0.5) for p, v in parts.items()}
+    cache.close()
+    return out
+
+
 def hook_times(root: str, reps: int) -> dict:
     """The scheduler thread's time in each hook call (ensure_cache_available once a step
     until ready, has_cache_item per item, update_state_after_alloc, build_connector_meta,
@@ -426,6 +469,9 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--daemon-copy-threads", type=int, default=-1,
                     help="serve --copy-threads of the daemon this bench starts")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="on a GPU: only where a load's time goes, embedded and through the "
+                         "daemon (load_breakdown)")
     args = ap.parse_args()
     global DEVICE
     device = DEVICE = "cuda:0" if torch.cuda.is_available() else "cpu"
@@ -433,6 +479,14 @@ def main() -> None:
     proc, addr = ((None, args.daemon) if args.daemon
                   else start_daemon(root, args.daemon_copy_threads,
                                     "8GiB" if device.startswith("cuda") else "2GiB"))
+    if args.breakdown:
+        print_breakdown({name: load_breakdown(store, device, args.reps)
+                         for name, store in (("embedded", os.path.join(root, "bd-embedded")),
+                                             ("daemon", addr)) if store})
+        if proc:
+            proc.terminate()
+            proc.wait()
+        return
     results = {"device": device, "limit_load": limit(device, args.reps),
                "limit_save": limit_save(device, args.reps)}
     runs = [("example-warm", "example", os.path.join(root, "example"), False),
@@ -485,6 +539,17 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
+
+
+def print_breakdown(by_store: dict) -> None:
+    print("where a load's time goes, p50 in ms (load_breakdown)")
+    print(f"{'store':9} {'size':7} {'lookup':>7} {'alloc':>7} {'get':>7} {'load':>7} {'copy':>7}"
+          f" {'load/copy':>9}")
+    for name, sizes in by_store.items():
+        for label, p in sizes.items():
+            print(f"{name:9} {label:7} " + " ".join(
+                f"{p[k]:7.3f}" for k in ("lookup", "alloc", "get", "load", "copy"))
+                + f" {p['load'] / p['copy']:9.2f}")
 
 
 def print_hooks(hooks: dict) -> None:

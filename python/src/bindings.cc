@@ -102,31 +102,37 @@ class PyCache {
   // cache_parts.h): ptrs[i][j] and sizes[i][j] are entry i's pieces, in order. Result i:
   // (ok, absent, why) -- a failed entry never raises, so that one bad key costs only itself.
   using PartsResult = std::tuple<bool, bool, std::string>;
+  using Pointers = std::vector<std::vector<uint64_t>>;
   std::vector<PartsResult> get_into_parts(const std::string& ns,
                                           const std::vector<std::string>& keys,
-                                          const std::vector<std::vector<uint64_t>>& ptrs,
-                                          const std::vector<std::vector<uint64_t>>& sizes) {
-    std::vector<Parts> parts = ToParts(keys, ptrs, sizes);
-    std::vector<Status> got;
-    {
-      nb::gil_scoped_release nogil;
-      auto l = core_->Lock();
-      got = GetIntoParts(*core_->Live(), ns, keys, parts);
-    }
-    return ToPartsResults(got);
+                                          const Pointers& ptrs, const Pointers& sizes) {
+    return OnParts(ns, keys, ptrs, sizes,
+                   [](Cache& c, std::string_view n, const auto& k, const auto& p) {
+                     return GetIntoParts(c, n, k, p);
+                   });
   }
   std::vector<PartsResult> put_from_parts(const std::string& ns,
                                           const std::vector<std::string>& keys,
-                                          const std::vector<std::vector<uint64_t>>& ptrs,
-                                          const std::vector<std::vector<uint64_t>>& sizes) {
+                                          const Pointers& ptrs, const Pointers& sizes) {
+    return OnParts(ns, keys, ptrs, sizes,
+                   [](Cache& c, std::string_view n, const auto& k, const auto& p) {
+                     return PutFromParts(c, n, k, p);
+                   });
+  }
+  template <typename Fn>
+  std::vector<PartsResult> OnParts(const std::string& ns, const std::vector<std::string>& keys,
+                                   const Pointers& ptrs, const Pointers& sizes, Fn fn) {
     std::vector<Parts> parts = ToParts(keys, ptrs, sizes);
-    std::vector<Status> put;
+    std::vector<Status> done;
     {
       nb::gil_scoped_release nogil;
       auto l = core_->Lock();
-      put = PutFromParts(*core_->Live(), ns, keys, parts);
+      done = fn(*core_->Live(), ns, keys, parts);
     }
-    return ToPartsResults(put);
+    std::vector<PartsResult> out;
+    for (const Status& s : done)
+      out.emplace_back(s.ok(), s.IsNotFound(), s.ok() ? "" : s.ToString());
+    return out;
   }
   static std::vector<Parts> ToParts(const std::vector<std::string>& keys,
                                     const std::vector<std::vector<uint64_t>>& ptrs,
@@ -143,11 +149,6 @@ class PyCache {
         parts[i].emplace_back(reinterpret_cast<uint8_t*>(ptrs[i][j]), sizes[i][j]);
     }
     return parts;
-  }
-  static std::vector<PartsResult> ToPartsResults(const std::vector<Status>& st) {
-    std::vector<PartsResult> out;
-    for (const Status& s : st) out.emplace_back(s.ok(), s.IsNotFound(), s.ok() ? "" : s.ToString());
-    return out;
   }
 
   Lease acquire(const std::string& ns, const std::string& key) {
