@@ -101,8 +101,7 @@ Status DeviceEvictor::Demote(const EntryPtr& e, bool drop) {
     MutexLock l(&kd_->mu);
     install = st.ok() && !e->erased && !e->pool;
     if (install) {
-      e->pool = hb;
-      kd_->pool().Insert(e->id(), *e);
+      kd_->AddCopyLocked(e.get(), Tier::kPool, hb);
       ++tier().counters().spills;  // device -> host
       if (drop && e->leases == 1) {
         kd_->FreeDeviceLocked(e.get());
@@ -135,8 +134,7 @@ Status DeviceEvictor::Promote(const EntryPtr& e, const ReadLease& host) {
   Status st = dev_->Copy(tier_->Ptr(blk), host.data(), host.size(), cuda::Direction::kHostToDevice);
   MutexLock l(&kd_->mu);
   if (st.ok() && !e->erased && !e->device && e->pool && host.data() == kd_->pool().Ptr(*e->pool)) {
-    e->device = blk;
-    tier().Insert(e->id(), *e);
+    kd_->AddCopyLocked(e.get(), Tier::kDevice, blk);
     ++tier().counters().promotions;
     return Status::Ok();
   }

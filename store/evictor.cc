@@ -208,7 +208,7 @@ bool HostEvictor::MoveAsideLocked(uint64_t need) {
     Entry* e = m.e.get();
     const bool same = e->pool && e->pool->offset == m.from.offset && Evictable(e);
     pool.Free(same ? m.from : m.to);
-    if (same) e->pool = m.to;
+    if (same) kd_->MovePoolCopyLocked(e, m.to);
   }
   for (const PoolBlock& b : held) pool.Free(b);
   kd_->space_cv.NotifyAll();
@@ -242,7 +242,7 @@ bool HostEvictor::EvictSomeLocked() {
       ++kd_->pool().counters().evictions;
       freed = true;
     } else {
-      e->spilling = true;
+      kd_->BeginSpillLocked(e);
       batch.push_back(EntryPtr(e));
       batch_bytes += e->pool->length;
     }
@@ -279,10 +279,7 @@ Status HostEvictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_fro
     MutexLock l(&kd_->mu);
     for (size_t i = 0; i < batch.size(); ++i) {
       Entry* e = batch[i].get();
-      if (hash[i]) {
-        e->checksum = items[i].rec.checksum;
-        e->checksummed = true;
-      }
+      if (hash[i]) kd_->SetChecksumLocked(e, items[i].rec.checksum);
       if (out[i].too_big) {
         DropUnspillableLocked(e, drop_from_pool);
       } else if (st.ok() && e->erased) {
@@ -292,10 +289,8 @@ Status HostEvictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_fro
         tombs.push_back({e->ns, e->key, e->seq, out[i].loc->segment});
         dead.push_back(batch[i]);
       } else if (!st.ok()) {
-        e->spilling = false;
-        if (e->erased && e->leases == 0) kd_->FreeCopiesLocked(e);
+        kd_->EndSpillLocked(e);
       } else {
-        e->spilling = false;
         InstallSpilledLocked(e, *out[i].loc, drop_from_pool);
       }
     }
@@ -307,10 +302,7 @@ Status HostEvictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_fro
   kd_->durable().WriteTombstones(std::move(tombs));
   if (!dead.empty()) {
     MutexLock l(&kd_->mu);
-    for (const EntryPtr& e : dead) {
-      e->spilling = false;
-      if (e->leases == 0) kd_->FreeCopiesLocked(e.get());
-    }
+    for (const EntryPtr& e : dead) kd_->EndSpillLocked(e.get());  // erased: blocks back
     kd_->spill_cv.NotifyAll();
   }
   return st;
@@ -334,7 +326,7 @@ bool HostEvictor::DoBackgroundWorkLocked() {
     EntryPtr e = std::move(write_back_q_.front());
     write_back_q_.pop_front();
     if (!e->pool || e->disk || e->spilling || e->erased) continue;  // moved on meanwhile
-    e->spilling = true;
+    kd_->BeginSpillLocked(e.get());
     bytes += e->bytes;
     batch.push_back(std::move(e));
   }
@@ -344,20 +336,15 @@ bool HostEvictor::DoBackgroundWorkLocked() {
 
 // An entry that cannot live on disk at all (larger than the quota): the cache drops it.
 void HostEvictor::DropUnspillableLocked(Entry* e, bool drop_from_pool) {
-  e->spilling = false;
+  kd_->EndSpillLocked(e);  // an erased one's blocks go back (unless leased)
   if (!drop_from_pool) return;
   ++kd_->pool().counters().evictions;
-  if (!e->erased) {
-    kd_->RemoveLocked(e);
-  } else if (e->leases == 0) {
-    kd_->FreeCopiesLocked(e);
-  }
+  if (!e->erased) kd_->RemoveLocked(e);
 }
 
 // A spilled entry now has a durable copy at `loc`.
 void HostEvictor::InstallSpilledLocked(Entry* e, const DiskLocation& loc, bool drop_from_pool) {
-  e->disk = loc;
-  kd_->durable().Adopt(*e, loc, true);
+  kd_->SpilledLocked(e, loc);
   ++kd_->pool().counters().spills;
   if (drop_from_pool && e->leases == 0) {
     kd_->FreePoolLocked(e);
@@ -385,12 +372,12 @@ Status HostEvictor::Flush() {
           in_flight.push_back(e);
           return true;
         }
-        e->spilling = true;
         batch.push_back(e);
         spilled.insert(e.get());
         bytes += e->bytes;
         return bytes < kSpillBatchBytes;
       });
+      for (const EntryPtr& e : batch) kd_->BeginSpillLocked(e.get());
     }
     if (batch.empty() && in_flight.empty()) break;
     if (!batch.empty())
@@ -430,7 +417,7 @@ void HostEvictor::PromoteMany(std::vector<PromoteItem>& items, bool wait, Promot
       kd_->space_cv.NotifyAll();
       continue;
     }
-    e->loading = true;
+    kd_->BeginLoadLocked(e.get());
     started.push_back({i, blk});
     uint8_t* at = kd_->pool().Ptr(blk);
     std::function<void(uint64_t)> landed;
@@ -450,12 +437,9 @@ Status HostEvictor::FinishPromote(PromoteItem& item, const PoolBlock& blk,
   const EntryPtr& e = item.e;
   {
     MutexLock l(&kd_->mu);
-    e->loading = false;
-    kd_->load_cv.NotifyAll();
     if (read.status.ok() && !e->erased) {
       std::memset(kd_->pool().Ptr(blk) + e->bytes, 0, blk.length - e->bytes);
-      e->pool = blk;
-      kd_->pool().Insert(e->id(), *e);
+      kd_->EndLoadLocked(e.get(), blk);
       ++kd_->pool().counters().promotions;
       if (count_hit) kd_->durable().NoteHit();
       if (read.teed) {  // read as well: touched as a lease would touch it
@@ -469,6 +453,7 @@ Status HostEvictor::FinishPromote(PromoteItem& item, const PoolBlock& blk,
       }
       return Status::Ok();
     }
+    kd_->EndLoadLocked(e.get(), std::nullopt);
     kd_->pool().Free(blk);
     kd_->space_cv.NotifyAll();
   }

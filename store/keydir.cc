@@ -230,6 +230,30 @@ void Keydir::UnpinLocked(Entry* e) {
   if (lease_end_) lease_end_();
 }
 
+void Keydir::EndSpillLocked(Entry* e) {
+  e->spilling = false;
+  if (e->erased && e->leases == 0) FreeCopiesLocked(e);
+}
+
+void Keydir::SpilledLocked(Entry* e, const DiskLocation& loc) {
+  e->spilling = false;
+  e->disk = loc;
+  durable_->Adopt(*e, loc, true);
+}
+
+void Keydir::EndLoadLocked(Entry* e, std::optional<PoolBlock> blk) {
+  e->loading = false;
+  load_cv.NotifyAll();
+  if (!blk) return;
+  e->pool = *blk;
+  pool().Insert(e->id(), *e);
+}
+
+void Keydir::AddCopyLocked(Entry* e, Tier tier, const PoolBlock& blk) {
+  (tier == Tier::kDevice ? e->device : e->pool) = blk;
+  (tier == Tier::kDevice ? *device_ : *pool_).Insert(e->id(), *e);
+}
+
 // Waits until a detached entry's spill in flight (if any) has ended, and with it the
 // tombstone that spill writes for it: then no crash can bring the entry's bytes back.
 void Keydir::AwaitSpill(const EntryPtr& e) {

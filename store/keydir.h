@@ -114,6 +114,30 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
     ++leases_;
   }
   uint64_t leases() const REQUIRES(mu) { return leases_; }  // held now, pins included
+  // ---- an entry's copies as the evictors move them (the payload copies are theirs)
+  // Its bytes are being written to disk: its blocks stay until EndSpill or Spilled.
+  void BeginSpillLocked(Entry* e) REQUIRES(mu) { e->spilling = true; }
+  // Its spill ended without a disk copy (failed, too big, or erased meanwhile): an erased
+  // entry nothing leases gives its blocks back now.
+  void EndSpillLocked(Entry* e) REQUIRES(mu);
+  // Its spill wrote a durable copy at `loc`, which the durable tier now accounts.
+  void SpilledLocked(Entry* e, const DiskLocation& loc) REQUIRES(mu);
+  // The checksum of its bytes, computed by the spill that wrote them (entries put from device
+  // memory are hashed then).
+  void SetChecksumLocked(Entry* e, uint64_t checksum) REQUIRES(mu) {
+    e->checksum = checksum;
+    e->checksummed = true;
+  }
+  // A promotion from disk is reading it into a pool block.
+  void BeginLoadLocked(Entry* e) REQUIRES(mu) { e->loading = true; }
+  // That promotion ended (load_cv told): with `blk`, its bytes are complete there and the
+  // block is its pool copy.
+  void EndLoadLocked(Entry* e, std::optional<PoolBlock> blk) REQUIRES(mu);
+  // Its pool copy was moved to `to` (the old block is the caller's to free).
+  void MovePoolCopyLocked(Entry* e, const PoolBlock& to) REQUIRES(mu) { e->pool = to; }
+  // A copy made in the other memory tier (device -> host demotion, host -> device promotion),
+  // complete in `blk` and ranked there.
+  void AddCopyLocked(Entry* e, Tier tier, const PoolBlock& blk) REQUIRES(mu);
   void UnpinLocked(Entry* e) REQUIRES(mu);
   ReadLease QuietLeaseLocked(const EntryPtr& e) REQUIRES(mu);
   // Whether (ns, key) holds an entry now (not erased).

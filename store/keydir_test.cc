@@ -86,6 +86,38 @@ TEST(Keydir, LeasesCountHitsAndAccessTimesButQuietLeasesLeaveNoTrace) {
   EXPECT_EQ(f.lease_ends, 1) << "told once, when the entry's last lease ended";
 }
 
+TEST(Keydir, ASpillEndingWithoutACopyGivesAnErasedEntrysBlockBack) {
+  KeydirFixture f;
+  EntryPtr a = f.Insert("a", 8192);
+  MutexLock l(&f.kd->mu);
+  f.kd->BeginSpillLocked(a.get());
+  f.kd->RemoveLocked(a.get());
+  EXPECT_TRUE(a->pool.has_value()) << "the spill in flight still reads the block";
+  f.kd->EndSpillLocked(a.get());
+  EXPECT_FALSE(a->spilling);
+  EXPECT_FALSE(a->pool.has_value());
+  EXPECT_EQ(f.pool->free_bytes(), f.pool->capacity());
+}
+
+TEST(Keydir, AnEndedLoadInstallsItsBlockAsThePoolCopy) {
+  KeydirFixture f;
+  EntryPtr a = f.Complete("a", 4096);
+  EntryPtr b = f.Complete("b", 4096);  // (Complete takes the mutex: before it is held)
+  PoolBlock blk = *a->pool;
+  MutexLock l(&f.kd->mu);
+  a->pool.reset();  // as a disk-only entry: its bytes are read into blk
+  f.kd->BeginLoadLocked(a.get());
+  EXPECT_TRUE(a->loading);
+  f.kd->EndLoadLocked(a.get(), blk);
+  EXPECT_FALSE(a->loading);
+  ASSERT_TRUE(a->pool.has_value());
+  EXPECT_EQ(a->pool->offset, blk.offset);
+  EXPECT_EQ(f.pool->Stats().entries, 1u) << "ranked in the pool";
+  EXPECT_EQ(f.pool->Coldest(1), (std::vector<uint64_t>{a->id()}));
+  f.kd->MovePoolCopyLocked(a.get(), *b->pool);
+  EXPECT_EQ(a->pool->offset, b->pool->offset);
+}
+
 TEST(Keydir, AMissIsCountedWhereAskedAndAClosedKeydirIsUnavailable) {
   KeydirFixture f;
   MutexLock l(&f.kd->mu);
