@@ -162,6 +162,14 @@ Status ClusterCache::Reach(Node& n, std::unique_lock<std::mutex>* l) {
     return Status::Unavailable("cluster node " + n.info.id + ": " + c.status().message());
   }
   n.client = std::move(c).value();
+  std::vector<BufferDesc> registered;
+  {
+    MutexLock g(&registered_mu_);
+    registered = registered_;
+  }
+  for (const BufferDesc& m : registered)  // best effort: unregistered memory is bounced
+    if (Status st = n.client->RegisterMemory(m); !st.ok())
+      spdlog::warn("cluster {}: node {}: {}", name_, n.info.id, st.ToString());
   return Status::Ok();
 }
 
@@ -541,6 +549,52 @@ std::vector<std::pair<NodeInfo, std::string>> ClusterCache::Connections() const 
     out.emplace_back(n->info, n->client ? n->client->transport() : "");
   }
   return out;
+}
+
+Status ClusterCache::RegisterMemory(const BufferDesc& memory) {
+  {
+    MutexLock g(&registered_mu_);
+    registered_.push_back(memory);
+  }
+  Status failed;
+  for (const auto& n : Snapshot()->nodes) {
+    std::lock_guard<std::mutex> l(n->mu);
+    if (!n->client) continue;
+    failed = n->client->RegisterMemory(memory);
+    if (!failed.ok()) {
+      failed = failed.WithContext("cluster node " + n->info.id);
+      break;
+    }
+  }
+  if (!failed.ok()) UnregisterMemory(memory);
+  return failed;
+}
+
+void ClusterCache::UnregisterMemory(const BufferDesc& memory) {
+  {
+    MutexLock g(&registered_mu_);
+    std::erase_if(registered_, [&](const BufferDesc& m) {
+      return m.data == memory.data && m.size == memory.size;
+    });
+  }
+  for (const auto& n : Snapshot()->nodes) {
+    std::lock_guard<std::mutex> l(n->mu);
+    if (n->client) n->client->UnregisterMemory(memory);
+  }
+}
+
+TransferStats ClusterCache::transfer_stats() const {
+  TransferStats sum;
+  for (const auto& n : Snapshot()->nodes) {
+    std::lock_guard<std::mutex> l(n->mu);
+    if (!n->client) continue;
+    TransferStats t = n->client->transfer_stats();
+    sum.direct_reads += t.direct_reads;
+    sum.direct_bytes += t.direct_bytes;
+    sum.bounced_reads += t.bounced_reads;
+    sum.bounced_bytes += t.bounced_bytes;
+  }
+  return sum;
 }
 
 std::vector<NodeInfo> ClusterCache::Nodes() const {

@@ -120,6 +120,11 @@ class ClusterCache : public Cache {
   CacheCapabilities capabilities() const override {
     return {.prefetch = true, .prefetch_queued = true, .claims = true};
   }
+  // Registered with the client of every node reached so far, and of each reached later; an
+  // error (device memory no node's NIC can reach) leaves it registered nowhere.
+  Status RegisterMemory(const BufferDesc& memory) override EXCLUDES(registered_mu_);
+  void UnregisterMemory(const BufferDesc& memory) override EXCLUDES(registered_mu_);
+  TransferStats transfer_stats() const override;  // the nodes' clients', added up
 
   struct NodeStats {
     NodeInfo node;
@@ -174,6 +179,8 @@ class ClusterCache : public Cache {
   mutable Mutex view_mu_;
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);
   std::atomic<uint64_t> routed_{0}, fallback_hits_{0}, unavailable_{0};
+  mutable Mutex registered_mu_;  // taken after a node's mu, never before
+  std::vector<BufferDesc> registered_ GUARDED_BY(registered_mu_);  // RegisterMemory's
   std::unique_ptr<MemberWatch> watch_;  // last: it stops (no more Install) before the rest goes
 };
 

@@ -39,11 +39,12 @@ class Client : public Cache {
     return link_.transport() ? link_.transport()->caps() : TransportCaps{};
   }
   // From the transport's caps (same host: in-place reads, put arenas, and device puts and
-  // leases where the server offers them); prefetch is queued by the server, and claims are
+  // leases where the server offers them -- device puts until it refuses this process's
+  // memory); prefetch is queued by the server, and claims are
   // decided there (an older server grants every claim).
   CacheCapabilities capabilities() const override {
     TransportCaps t = caps();
-    return {.device_puts = t.device_puts,
+    return {.device_puts = t.device_puts && !device_puts_refused_,
             .device_leases = t.device_memory,
             .in_place_reads = t.same_host_zero_copy,
             .reserve = t.same_host_zero_copy,
@@ -141,10 +142,17 @@ class Client : public Cache {
   Status RegisterArenasWith(std::shared_ptr<MemoryRegistrar> registrar) {
     return link_.SetArenaRegistrar(std::move(registrar));
   }
-  // Registers memory gets will land in (RDMA: the NIC writes it directly, no bounce copy);
-  // kept across reconnects; a no-op for TCP and shared memory. Valid until UnregisterBuffer.
-  Status RegisterBuffer(std::span<uint8_t> memory);
-  void UnregisterBuffer(std::span<uint8_t> memory);
+  // Memory gets land in: registered once with an RDMA transport (the NIC writes it, no
+  // bounce copy), kept across reconnects; a no-op for TCP and shared memory.
+  Status RegisterMemory(const BufferDesc& memory) override { return link_.RegisterMemory(memory); }
+  void UnregisterMemory(const BufferDesc& memory) override { link_.UnregisterMemory(memory); }
+  TransferStats transfer_stats() const override;
+  // Shared memory: the server's pool as mapped here (shared_pool), read-only.
+  HostPoolView host_pool() const override { return {shared_pool(), true}; }
+  // Same host: RegisterArenasWith(registrar), then the arena mapped and (a server offering
+  // device puts) its pool registered now, best effort -- a failure there is the first put's
+  // to report, with its context. False elsewhere.
+  Result<bool> RegisterPutMemoryWith(std::shared_ptr<MemoryRegistrar> registrar) override;
   // Administration of the server's whole store, run there: Store::Verify, and
   // Store::Compact(1.0) answering the disk bytes used before and after. Each waits as long
   // as the work takes (no reply timeout) and is not retried.
@@ -177,6 +185,7 @@ class Client : public Cache {
   std::unique_ptr<CopyPool> copier_;  // StreamInto's copies (made at its first use)
   bool no_lease_batches_ = false;     // the server answered GET_SHM_MANY "unknown opcode"
   bool no_erase_batches_ = false;     // ... and ERASE_MANY
+  bool device_puts_refused_ = false;  // the server could not open this process's memory
 };
 
 }  // namespace ecstore::net

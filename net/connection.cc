@@ -38,7 +38,7 @@ Status Connection::ChooseTransport(const HelloInfo& info, int pool_fd) {
                                           !info.rdma_addr.empty() && rdma::RdmaDevicePresent())) {
     if (info.rdma_addr.empty())
       return Status::Unavailable("server offers no RDMA (it has no ServerOptions::rdma_listen)");
-    auto t = NewRdmaTransport(info.rdma_addr, opt_.rdma_bounce_bytes, opt_.timeout);
+    auto t = NewRdmaTransport(info.rdma_addr, opt_.rdma_bounce_bytes, opt_.timeout, rdma_reads_);
     if (t.ok())
       transport_ = std::move(t).value();
     else if (opt_.transport == "rdma")
@@ -47,7 +47,7 @@ Status Connection::ChooseTransport(const HelloInfo& info, int pool_fd) {
       spdlog::warn("RDMA unavailable ({}); using TCP", t.status().ToString());
   }
   if (!transport_) transport_ = NewTcpTransport();
-  for (auto m : registered_) EC_RETURN_IF_ERROR(transport_->RegisterBuffer(m));
+  for (const BufferDesc& m : registered_) EC_RETURN_IF_ERROR(transport_->RegisterMemory(m));
   return Status::Ok();
 }
 
@@ -101,16 +101,16 @@ Status Connection::Open() {
   return Status::Ok();
 }
 
-Status Connection::RegisterBuffer(std::span<uint8_t> memory) {
-  if (transport_) EC_RETURN_IF_ERROR(transport_->RegisterBuffer(memory));
+Status Connection::RegisterMemory(const BufferDesc& memory) {
+  if (transport_) EC_RETURN_IF_ERROR(transport_->RegisterMemory(memory));
   registered_.push_back(memory);
   return Status::Ok();
 }
 
-void Connection::UnregisterBuffer(std::span<uint8_t> memory) {
-  if (transport_) transport_->UnregisterBuffer(memory);
-  std::erase_if(registered_, [&](std::span<uint8_t> m) {
-    return m.data() == memory.data() && m.size() == memory.size();
+void Connection::UnregisterMemory(const BufferDesc& memory) {
+  if (transport_) transport_->UnregisterMemory(memory);
+  std::erase_if(registered_, [&](const BufferDesc& m) {
+    return m.data == memory.data && m.size == memory.size;
   });
 }
 

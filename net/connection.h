@@ -74,13 +74,14 @@ class Connection : public Channel, private ReadLease::Releaser {
   const ClientOptions& options() const { return opt_; }
   // The data path of the open link (null before the first Open succeeds).
   Transport* transport() const { return transport_.get(); }
+  const rdma::ReadCounters& rdma_reads() const { return *rdma_reads_; }
   // The kFeature* bits the open link's server offered in its HELLO_OK.
   uint32_t server_features() const { return features_; }
 
   // Kept across reconnects: memory gets land in (RDMA), and the registrar put arenas are
   // registered with.
-  Status RegisterBuffer(std::span<uint8_t> memory);
-  void UnregisterBuffer(std::span<uint8_t> memory);
+  Status RegisterMemory(const BufferDesc& memory);
+  void UnregisterMemory(const BufferDesc& memory);
   Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar> registrar);
 
   // Channel: the control connection, as transports use it.
@@ -112,7 +113,9 @@ class Connection : public Channel, private ReadLease::Releaser {
   uint32_t features_ = 0;                                  // and these
   std::unique_ptr<LeaseGeneration> leases_;                // the open link's leases
   std::vector<std::unique_ptr<LeaseGeneration>> retired_;  // earlier ones with leases out
-  std::vector<std::span<uint8_t>> registered_;  // RegisterBuffer's, re-registered on reconnect
+  std::vector<BufferDesc> registered_;  // RegisterMemory's, registered again on reconnect
+  // Every RDMA transport's reads, across reconnects.
+  std::shared_ptr<rdma::ReadCounters> rdma_reads_ = std::make_shared<rdma::ReadCounters>();
   std::shared_ptr<MemoryRegistrar> arena_registrar_;  // SetArenaRegistrar's
 };
 

@@ -1,7 +1,10 @@
 // RDMA verbs: GET_RDMA answers (lease, remote address, rkey, info) on the control
 // connection; the NIC reads the bytes from the server's registered pool, straight into the
-// caller's buffer when the caller registered it (RegisterBuffer), else through the bounce
+// caller's buffer when the caller registered it (RegisterMemory), else through the bounce
 // buffer registered once per connection; then the leases are released.
+#include <unistd.h>
+
+#include "cuda/cuda.h"
 #include "net/socket.h"
 #include "net/transport.h"
 #include "rdma/verbs.h"
@@ -14,8 +17,14 @@ class RdmaTransport : public Transport {
   explicit RdmaTransport(std::unique_ptr<rdma::RdmaConnection> c) : conn_(std::move(c)) {}
   const char* name() const override { return "rdma"; }
   TransportCaps caps() const override { return {.one_sided_read = true}; }
-  Status RegisterBuffer(std::span<uint8_t> m) override { return conn_->RegisterBuffer(m); }
-  void UnregisterBuffer(std::span<uint8_t> m) override { conn_->UnregisterBuffer(m); }
+  Status RegisterMemory(const BufferDesc& m) override {
+    if (!m.on_device()) return conn_->RegisterBuffer(m.span());
+    auto fd = cuda::DmaBufFd(m.data, m.size);  // a dma-buf of the GPU memory, where CUDA gives one
+    Status st = conn_->RegisterBuffer(m.span(), true, fd.ok() ? *fd : -1);
+    if (fd.ok()) ::close(*fd);  // the memory region holds its own reference
+    return st;
+  }
+  void UnregisterMemory(const BufferDesc& m) override { conn_->UnregisterBuffer(m.span()); }
 
   // Leases for the whole batch are asked for together (pipelined), then every RDMA READ of
   // the batch is posted together, then the leases are released.
@@ -74,10 +83,11 @@ class RdmaTransport : public Transport {
 
 Result<std::unique_ptr<Transport>> NewRdmaTransport(const std::string& rdma_addr,
                                                     size_t bounce_bytes,
-                                                    std::chrono::milliseconds timeout) {
+                                                    std::chrono::milliseconds timeout,
+                                                    std::shared_ptr<rdma::ReadCounters> counters) {
   auto hp = ParseHostPort(rdma_addr);
   if (!hp.ok()) return hp.status();
-  auto c = rdma::RdmaConnection::Connect(*hp, bounce_bytes, timeout);
+  auto c = rdma::RdmaConnection::Connect(*hp, bounce_bytes, timeout, std::move(counters));
   if (!c.ok()) return c.status();
   return std::unique_ptr<Transport>(std::make_unique<RdmaTransport>(std::move(c).value()));
 }

@@ -52,8 +52,8 @@ Result<ReadLease> Transport::AcquireOnDevice(Channel&, std::string_view, std::st
                                  " transport cannot read the server's device pool: that needs "
                                  "the same host (connect through the unix socket)");
 }
-Status Transport::RegisterBuffer(std::span<uint8_t>) { return Status::Ok(); }
-void Transport::UnregisterBuffer(std::span<uint8_t>) {}
+Status Transport::RegisterMemory(const BufferDesc&) { return Status::Ok(); }
+void Transport::UnregisterMemory(const BufferDesc&) {}
 
 namespace {
 

@@ -16,6 +16,7 @@
 
 #include "net/protocol.h"
 #include "net/put_arena.h"
+#include "rdma/verbs.h"
 #include "store/cache.h"
 
 namespace ecstore::net {
@@ -77,11 +78,12 @@ class Transport {
   virtual Result<std::vector<Result<ReadLease>>> AcquireManyStreamed(
       Channel& ch, std::string_view ns, const std::vector<std::string>& keys,
       Cache::LandingWatch* watch);
-  // Registers caller memory that gets will land in, so they need no bounce copy (RDMA);
-  // a no-op where the transport copies anyway. The memory must stay valid until
-  // UnregisterBuffer or the Client's end.
-  virtual Status RegisterBuffer(std::span<uint8_t> memory);
-  virtual void UnregisterBuffer(std::span<uint8_t> memory);
+  // Registers caller memory that gets will land in, so they need no bounce copy (RDMA:
+  // host memory, and device memory the NIC can reach); Ok and nothing done where the
+  // transport copies anyway. The memory must stay valid until UnregisterMemory or the
+  // Client's end.
+  virtual Status RegisterMemory(const BufferDesc& memory);
+  virtual void UnregisterMemory(const BufferDesc& memory);
   // The server's pool as mapped here (shared memory), else empty.
   virtual std::span<const uint8_t> shared_pool() const { return {}; }
   // The entry in the server's device pool, in place under a server lease (device_memory:
@@ -118,10 +120,12 @@ Result<std::unique_ptr<Transport>> NewShmTransport(
     int pool_fd, uint64_t pool_bytes, uint32_t features,
     std::shared_ptr<MemoryRegistrar> arena_registrar = nullptr);
 // Connects an RC queue pair to the server's rdma_cm address; `bounce_bytes` of bounce
-// buffer registered once for destinations that are not registered.
+// buffer registered once for destinations that are not registered; `counters` told of
+// every read.
 Result<std::unique_ptr<Transport>> NewRdmaTransport(const std::string& rdma_addr,
                                                     size_t bounce_bytes,
-                                                    std::chrono::milliseconds timeout);
+                                                    std::chrono::milliseconds timeout,
+                                                    std::shared_ptr<rdma::ReadCounters> counters);
 
 // The GET/GET_SHM/PIN body: ns, key.
 std::string KeyBody(std::string_view ns, std::string_view key);

@@ -200,14 +200,15 @@ RdmaListener::~RdmaListener() {
   if (ec_) V().rdma_destroy_event_channel(ec_);
 }
 
-Result<std::unique_ptr<RdmaConnection>> RdmaConnection::Connect(const HostPort& to,
-                                                                size_t bounce_bytes,
-                                                                std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<RdmaConnection>> RdmaConnection::Connect(
+    const HostPort& to, size_t bounce_bytes, std::chrono::milliseconds timeout,
+    std::shared_ptr<ReadCounters> counters) {
   auto sa = Addr(to);
   if (!sa.ok()) return sa.status();
   EC_RETURN_IF_ERROR(Loaded());
   std::unique_ptr<RdmaConnection> c(new RdmaConnection());
   c->timeout_ = timeout;
+  c->counters_ = counters ? std::move(counters) : std::make_shared<ReadCounters>();
   c->ec_ = V().rdma_create_event_channel();
   if (!c->ec_) return Status::Unavailable("rdma_create_event_channel failed: no RDMA support");
   if (V().rdma_create_id(c->ec_, &c->id_, nullptr, RDMA_PS_TCP) != 0)
@@ -254,9 +255,21 @@ RdmaConnection::~RdmaConnection() {
   if (ec_) V().rdma_destroy_event_channel(ec_);
 }
 
-Status RdmaConnection::RegisterBuffer(std::span<uint8_t> m) {
+Status RdmaConnection::RegisterBuffer(std::span<uint8_t> m, bool device, int dmabuf_fd) {
   if (RegisteredFor(m.data(), m.size())) return Status::Ok();
-  ibv_mr* mr = (V().ibv_reg_mr)(pd_, m.data(), m.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = nullptr;
+  std::string why;
+  if (device && dmabuf_fd >= 0 && V().ibv_reg_dmabuf_mr) {
+    mr = V().ibv_reg_dmabuf_mr(pd_, 0, m.size(), reinterpret_cast<uint64_t>(m.data()), dmabuf_fd,
+                               IBV_ACCESS_LOCAL_WRITE);
+    if (!mr) why = std::string("ibv_reg_dmabuf_mr: ") + std::strerror(errno) + "; ";
+  }
+  if (!mr) mr = (V().ibv_reg_mr)(pd_, m.data(), m.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (!mr && device)
+    return Status::Unavailable("the NIC cannot register this GPU memory (" + why +
+                               "ibv_reg_mr of device memory: " + std::strerror(errno) +
+                               "; it needs dma-buf support or nvidia-peermem): gets into it "
+                               "are staged through host memory");
   if (!mr) return Status::FromErrno(errno, "registering a destination buffer (ibv_reg_mr)");
   user_mrs_.push_back(mr);
   return Status::Ok();
@@ -360,8 +373,16 @@ Status RdmaConnection::ReadMany(const std::vector<RemoteRead>& reads) {
     std::vector<ReadPiece> pieces = NextGroup(reads, &next, &carried);
     if (pieces.empty()) return Status::Ok();
     if (Status st = PostAndWait(reads, pieces); !st.ok()) return st;
-    for (const ReadPiece& p : pieces)
-      if (!p.direct) std::memcpy(reads[p.read].dst + p.off_in_read, bounce_ + p.bounce_off, p.len);
+    for (const ReadPiece& p : pieces) {
+      if (p.direct) {
+        counters_->direct_reads.fetch_add(1, std::memory_order_relaxed);
+        counters_->direct_bytes.fetch_add(p.len, std::memory_order_relaxed);
+        continue;
+      }
+      std::memcpy(reads[p.read].dst + p.off_in_read, bounce_ + p.bounce_off, p.len);
+      if (p.off_in_read == 0) counters_->bounced_reads.fetch_add(1, std::memory_order_relaxed);
+      counters_->bounced_bytes.fetch_add(p.len, std::memory_order_relaxed);
+    }
   }
 }
 

@@ -1,7 +1,9 @@
 // RDMA verbs transport (libibverbs + librdmacm): the data path for remote gets.
 // The server registers the whole pool once (remote read) and accepts RC queue pairs over
 // rdma_cm; a get is answered on the control connection with (addr, rkey, length, lease),
-// the client RDMA-READs into its bounce buffer (registered once), copies out, releases.
+// the client RDMA-READs straight into the caller's memory where the caller registered it
+// (host, or device memory the NIC can reach), else into its bounce buffer (registered
+// once) and copies out; then it releases.
 // Thread rules: RdmaListener runs one event thread; an RdmaConnection is used by one thread.
 #pragma once
 
@@ -66,6 +68,13 @@ class RdmaListener : public MemoryRegistrar {
   std::vector<Peer> peers_;  // event thread only
 };
 
+// What a client's reads did: straight into registered caller memory, or through the bounce
+// buffer and a copy out of it. Shared by the connections a client makes in turn.
+struct ReadCounters {
+  std::atomic<uint64_t> direct_reads{0}, direct_bytes{0};
+  std::atomic<uint64_t> bounced_reads{0}, bounced_bytes{0};
+};
+
 struct RemoteRead {
   uint64_t remote_addr;
   uint32_t rkey;
@@ -75,15 +84,20 @@ struct RemoteRead {
 
 class RdmaConnection {
  public:
-  static Result<std::unique_ptr<RdmaConnection>> Connect(const HostPort& to, size_t bounce_bytes,
-                                                         std::chrono::milliseconds timeout);
+  // `counters` (optional) is told of every read.
+  static Result<std::unique_ptr<RdmaConnection>> Connect(
+      const HostPort& to, size_t bounce_bytes, std::chrono::milliseconds timeout,
+      std::shared_ptr<ReadCounters> counters = nullptr);
   ~RdmaConnection();
   // Posts the reads of a batch together, waits for their completions. A read whose dst lies
   // in a registered buffer lands there directly; the others go through the bounce buffer
   // (as many as fit at a time) and are copied out. A failed completion is Unavailable.
   Status ReadMany(const std::vector<RemoteRead>& reads);
-  // Registers caller memory once (ibv_reg_mr, local write) so reads into it need no bounce.
-  Status RegisterBuffer(std::span<uint8_t> memory);
+  // Registers caller memory once (local write) so reads into it need no bounce: host memory
+  // with ibv_reg_mr; device memory from its dma-buf fd where one is given
+  // (ibv_reg_dmabuf_mr), else by its address (nvidia-peermem). Unavailable, saying why,
+  // where the NIC cannot reach it.
+  Status RegisterBuffer(std::span<uint8_t> memory, bool device = false, int dmabuf_fd = -1);
   void UnregisterBuffer(std::span<uint8_t> memory);
 
  private:
@@ -95,6 +109,7 @@ class RdmaConnection {
   ibv_mr* mr_ = nullptr;
   uint8_t* bounce_ = nullptr;
   std::vector<ibv_mr*> user_mrs_;  // RegisterBuffer's
+  std::shared_ptr<ReadCounters> counters_;
   ibv_mr* RegisteredFor(const uint8_t* p, uint64_t len) const;
   // One RDMA READ of a batch: a whole read straight into registered caller memory (direct),
   // or a piece of one through the bounce buffer at bounce_off.

@@ -25,12 +25,13 @@ uint32_t RdmaListener::device_rkey() const { return 0; }
 void RdmaListener::EventLoop() {}
 
 Result<std::unique_ptr<RdmaConnection>> RdmaConnection::Connect(const HostPort&, size_t,
-                                                                std::chrono::milliseconds) {
+                                                                std::chrono::milliseconds,
+                                                                std::shared_ptr<ReadCounters>) {
   return NotBuilt();
 }
 RdmaConnection::~RdmaConnection() = default;
 Status RdmaConnection::ReadMany(const std::vector<RemoteRead>&) { return NotBuilt(); }
-Status RdmaConnection::RegisterBuffer(std::span<uint8_t>) { return NotBuilt(); }
+Status RdmaConnection::RegisterBuffer(std::span<uint8_t>, bool, int) { return NotBuilt(); }
 void RdmaConnection::UnregisterBuffer(std::span<uint8_t>) {}
 
 bool RdmaDevicePresent() { return false; }

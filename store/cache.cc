@@ -125,6 +125,14 @@ Result<ReadLease> Cache::AcquireOnDevice(std::string_view, std::string_view) {
                                  " cache has no device pool to lease from; acquire the host copy");
 }
 
+Status Cache::RegisterMemory(const BufferDesc&) {
+  return Status::Ok();  // nothing here lands through a bounce buffer
+}
+
+void Cache::UnregisterMemory(const BufferDesc&) {}
+
+Result<bool> Cache::RegisterPutMemoryWith(std::shared_ptr<MemoryRegistrar>) { return false; }
+
 Result<std::vector<EntryInfo>> Cache::List() {
   std::vector<EntryInfo> all;
   Status st = ListPages(1024, [&](std::vector<EntryInfo>&& page) {

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,6 +31,8 @@
 #include "base/tensor_meta.h"
 
 namespace ecstore {
+
+class MemoryRegistrar;  // base/memory_backend.h
 
 // The tiers, fastest first. kDevice is the GPU pool (issue 10), kPool the pinned host pool.
 enum class Tier : uint8_t { kDevice = 0, kPool = 1, kDisk = 2 };
@@ -137,6 +140,42 @@ struct ReadOptions {
 };
 
 enum class MemoryKind : uint8_t { kHost, kDevice };
+
+// Where bytes live, as a value (NIXL-style): host or device memory, the CUDA device, the
+// bytes, and for device memory the CUDA stream (a cudaStream_t as an integer; 0: the legacy
+// default stream) that copies into or out of it are ordered after. The memory stays the
+// caller's. Registration is the Cache's (RegisterMemory): a transport that needs it finds
+// a descriptor's registration by its address.
+struct BufferDesc {
+  MemoryKind kind = MemoryKind::kHost;
+  int device = -1;  // kDevice: the CUDA ordinal
+  uint8_t* data = nullptr;
+  uint64_t size = 0;
+  uintptr_t stream = 0;  // kDevice only
+  static BufferDesc Host(std::span<uint8_t> m) {
+    return {.kind = MemoryKind::kHost, .data = m.data(), .size = m.size()};
+  }
+  static BufferDesc Device(void* p, uint64_t n, int device, uintptr_t stream = 0) {
+    return {MemoryKind::kDevice, device, static_cast<uint8_t*>(p), n, stream};
+  }
+  bool on_device() const { return kind == MemoryKind::kDevice; }
+  std::span<uint8_t> span() const { return {data, size}; }
+};
+
+// How this process's gets landed (Cache::transfer_stats): straight into the caller's memory
+// by the NIC, or through a bounce buffer and a copy out of it (RDMA verbs; memory not
+// registered with RegisterMemory). Zero where no transport of this cache bounces.
+struct TransferStats {
+  uint64_t direct_reads = 0, direct_bytes = 0;
+  uint64_t bounced_reads = 0, bounced_bytes = 0;
+};
+
+// The host pool as this process sees it (Cache::host_pool): an embedded store's own, or a
+// same-host client's read-only mapping of its server's. Empty where there is none here.
+struct HostPoolView {
+  std::span<const uint8_t> bytes;
+  bool read_only = true;
+};
 
 // A zero-copy read: while it lives, the bytes it points at stay valid and unchanged (a
 // local entry is never evicted or overwritten; a remote one is pinned on the server or held
@@ -305,6 +344,30 @@ class Cache {
   // The entry's device copy, leased (memory_kind() kDevice). InvalidArgument where there is
   // no device pool to lease from.
   virtual Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key);
+
+  // ---- memory: registration and the host memory this process shares with the store
+  // Registers memory that gets will land in, once, so that a transport that needs it (RDMA
+  // verbs) writes there directly instead of through its bounce buffer; kept across
+  // reconnects until UnregisterMemory or the cache's end, and the memory must stay valid
+  // that long. Ok and nothing done where nothing would gain (an embedded store, TCP, shared
+  // memory). Device memory: registered where the NIC can reach it (dma-buf or
+  // nvidia-peermem), else Unavailable saying why -- gets into it are then staged.
+  virtual Status RegisterMemory(const BufferDesc& memory);
+  virtual void UnregisterMemory(const BufferDesc& memory);
+  virtual TransferStats transfer_stats() const { return {}; }
+  // See HostPoolView; empty by default.
+  virtual HostPoolView host_pool() const { return {}; }
+  // Host memory this process fills for puts and the store copies from (a same-host client's
+  // put arenas) is registered with `registrar` from now on (CUDA host registration: device
+  // to host copies into it at pinned speed), each piece deregistered before it is unmapped,
+  // and prepared now rather than at the first put. False where the cache has none (the
+  // default; an embedded store's pool is host_pool(), registered by whoever wants it).
+  virtual Result<bool> RegisterPutMemoryWith(std::shared_ptr<MemoryRegistrar> registrar);
+  // Makes what was put durable (an embedded store); Ok and nothing to do elsewhere.
+  virtual Status Flush() { return Status::Ok(); }
+  // Persists and stops (an embedded store; call once, after other calls have returned); Ok
+  // elsewhere, where closing is the object's end.
+  virtual Status Close() { return Status::Ok(); }
 };
 
 }  // namespace ecstore

@@ -194,7 +194,7 @@ class Store : public Cache {
   // entry). ListPages pages through one snapshot taken at the call.
   // Writes every entry without a disk copy to disk (device entries through the host pool)
   // and commits the index: afterwards a crash loses nothing that was Put before the call.
-  virtual Status Flush() = 0;
+  Status Flush() override = 0;
   // Reads every entry and checks its checksum; corrupt entries are dropped and reported.
   // An entry whose read fails with an I/O error is reported in `errors` and kept.
   virtual Result<VerifyReport> Verify(
@@ -239,9 +239,13 @@ class Store : public Cache {
   // are: a full or failing disk). What a health check (/healthz) reports.
   virtual Status Health() = 0;
   // Persists the pool (as Flush) and stops the background threads.
-  virtual Status Close() = 0;
+  Status Close() override = 0;
   // The pool's region: a lease's data() - base is its offset; shm_fd >= 0 when shareable.
   virtual MemoryRegion pool_region() const = 0;
+  HostPoolView host_pool() const override {
+    MemoryRegion r = pool_region();
+    return {{r.base, r.size}, false};
+  }
   // Registers the pool with a transport or device once (an RDMA memory region, CUDA host
   // registration): r->Register(pool_region()) now, r->Deregister at RemoveRegistrar or Close.
   // `r` must outlive that.

@@ -84,7 +84,7 @@ TEST_F(RdmaTest, GetsAreByteExactOverRdmaRead) {
 }
 
 // A registered destination is written by the NIC directly (no bounce); mixed with
-// unregistered ones in one batch, and kept across a reconnect.
+// unregistered ones in one batch. transfer_stats() counts each.
 TEST_F(RdmaTest, RegisteredDestinationsNeedNoBounce) {
   StartServer(64 * kMiB);
   auto c = Connect(1 * kMiB);  // a bounce smaller than the entries: they would take pieces
@@ -93,19 +93,30 @@ TEST_F(RdmaTest, RegisteredDestinationsNeedNoBounce) {
   ASSERT_TRUE(c->Put("ns", "big", U8(n), Span(Payload(21, n))).ok());
   ASSERT_TRUE(c->Put("ns", "small", U8(4096), Span(Payload(22, 4096))).ok());
   std::vector<uint8_t> reg(11 * kMiB), plain(11 * kMiB);
-  ASSERT_TRUE(c->RegisterBuffer({reg.data(), reg.size()}).ok());
+  const BufferDesc registered = BufferDesc::Host({reg.data(), reg.size()});
+  ASSERT_TRUE(c->RegisterMemory(registered).ok());
   auto got =
       c->GetMany("ns", {"big", "small"}, {{reg.data(), reg.size()}, {plain.data(), plain.size()}});
   ASSERT_TRUE(got[0].ok() && got[1].ok()) << got[0].status().ToString();
   EXPECT_EQ(0, std::memcmp(reg.data(), Payload(21, n).data(), n));
   EXPECT_EQ(0, std::memcmp(plain.data(), Payload(22, 4096).data(), 4096));
+  TransferStats t = c->transfer_stats();
+  EXPECT_EQ(t.direct_reads, 1u);
+  EXPECT_EQ(t.direct_bytes, n);
+  EXPECT_EQ(t.bounced_reads, 1u);
+  EXPECT_EQ(t.bounced_bytes, 4096u);
   std::fill(reg.begin(), reg.end(), 0);
   auto one = c->Get("ns", "big", {reg.data() + 4096, reg.size() - 4096});  // inside the region
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(0, std::memcmp(reg.data() + 4096, Payload(21, n).data(), n));
-  c->UnregisterBuffer({reg.data(), reg.size()});
+  EXPECT_EQ(c->transfer_stats().direct_bytes, 2 * n);
+  c->UnregisterMemory(registered);
   ASSERT_TRUE(c->Get("ns", "big", {reg.data(), reg.size()}).ok());  // through the bounce again
   EXPECT_EQ(0, std::memcmp(reg.data(), Payload(21, n).data(), n));
+  t = c->transfer_stats();
+  EXPECT_EQ(t.direct_reads, 2u);
+  EXPECT_EQ(t.bounced_reads, 2u);  // the 10 MB entry once, in 1 MiB pieces
+  EXPECT_EQ(t.bounced_bytes, 4096u + n);
 }
 
 TEST_F(RdmaTest, BatchReadsArePostedTogether) {
@@ -170,17 +181,21 @@ TEST_F(RdmaTest, ClientReconnectsAfterServerRestart) {
   StartServer(16 * kMiB);
   auto c = Connect();
   ASSERT_TRUE(c->Put("ns", "k", U8(3 * kMiB), Span(Payload(5, 3 * kMiB))).ok());
+  std::vector<uint8_t> buf(3 * kMiB);
+  ASSERT_TRUE(c->RegisterMemory(BufferDesc::Host({buf.data(), buf.size()})).ok());
   uint16_t port = server_->port();
   server_->Stop();
   server_.reset();
   ASSERT_TRUE(store_->Close().ok());  // clean close persists the pool
   store_.reset();
   StartServer(16 * kMiB, port);  // same control port, a new RDMA listener and registration
-  std::vector<uint8_t> buf(3 * kMiB);
   auto got = c->Get("ns", "k", {buf.data(), buf.size()});
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_STREQ(c->transport(), "rdma");
   EXPECT_TRUE(buf == Payload(5, 3 * kMiB));
+  // The buffer registered before the restart was registered with the new connection too.
+  EXPECT_EQ(c->transfer_stats().direct_bytes, 3 * kMiB);
+  EXPECT_EQ(c->transfer_stats().bounced_reads, 0u);
 }
 
 TEST_F(RdmaTest, StoppedServerIsUnavailableNotAHang) {

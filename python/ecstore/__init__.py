@@ -120,22 +120,19 @@ class Cache:
         """Stores a torch tensor (any device), a numpy array, or raw bytes (with dtype and
         shape) under (ns, key), replacing an older entry. A put of the bytes, dtype and shape
         the key already holds in the host pool keeps that entry: nothing is written again."""
-        if (_tensors.is_tensor(value) and value.is_cuda and value.numel() > 0
-                and (self._device_tier() or self._device_puts())):
+        if _tensors.is_tensor(value) and value.is_cuda:
             import torch
 
-            t = value.contiguous()
-            # The store (or a same-host daemon, through CUDA IPC) copies on its own stream:
-            # the producer's work must be done first.
-            torch.cuda.current_stream(t.device).synchronize()
-            try:
-                self._c.put_device(ns, key, _tensors.dtype_name(t), list(t.shape),
-                                   t.data_ptr(), t.numel() * t.element_size())
-                return
-            except InvalidArgument as e:
-                if self._device_tier() or not device_put_refused(e):
-                    raise
-                self._no_device_puts = True  # e.g. a GPU the daemon does not see: via host
+            t = value.detach().contiguous()
+            # One descriptor: the store (or a same-host daemon, through CUDA IPC) copies the
+            # tensor itself where it can, else it is staged through host memory; either way
+            # after the producer's work queued on the current stream.
+            stream = torch.cuda.current_stream(t.device).cuda_stream
+            self._c.put_from_buffer(ns, key, dtype.upper() if dtype else _tensors.dtype_name(t),
+                                    list(shape if shape is not None else t.shape),
+                                    (t.data_ptr(), t.numel() * t.element_size(),
+                                     t.device.index, stream))
+            return
         name, dims, flat = _tensors.host_bytes(value, dtype, shape)
         self._c.put(ns, key, name, dims, flat)
 
@@ -149,14 +146,7 @@ class Cache:
     def _device_puts(self) -> bool:
         """The cache copies device memory itself (put_device): a same-host daemon that
         offers it, until it refuses this process's memory."""
-        return (not getattr(self, "_no_device_puts", False)
-                and self.capabilities["device_puts"])
-
-    def _device_tier(self) -> bool:
-        cached = getattr(self, "_has_device", None)
-        if cached is None:
-            cached = self._has_device = self.capabilities["device_tier"]
-        return cached
+        return self.capabilities["device_puts"]
 
     def get(self, ns: str, key: str, *, device: Any = None, like: str = "torch") -> Any:
         """The entry as a new tensor (like="torch", on `device`, CPU by default) or numpy
@@ -181,26 +171,11 @@ class Cache:
     def _get_to_device(self, ns: str, key: str, device: Any) -> Any:
         import torch
 
-        if self._device_tier():  # from any tier straight into a new device tensor
-            info = self.lookup(ns, key)
-            for _ in range(3):
-                if info is None:
-                    raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
-                dst = torch.empty(list(info.shape), dtype=_tensors.torch_dtype(info.dtype),
-                                  device=device)
-                # The store copies on its own stream: first let the work queued on the
-                # current one finish (it may still read the block dst was given).
-                torch.cuda.current_stream(dst.device).synchronize()
-                try:
-                    got = self._c.get_to_device(ns, key, dst.data_ptr(),
-                                                dst.numel() * dst.element_size())
-                except InvalidArgument:
-                    info = self.lookup(ns, key)
-                    continue
-                if _same_layout(got, info):
-                    return dst
-                info = got
-            raise Busy(f"{ns}/{key} kept changing size while being read")
+        if self.capabilities["device_tier"]:  # from any tier straight into a new tensor
+            got = _transfer().get_many_to_device(self, ns, [key], torch.device(device))[0]
+            if got is None:
+                raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
+            return got
         if self.capabilities["device_leases"] and getattr(self, "_remote_device", True):
             try:  # the server's device pool over CUDA IPC: one device -> device copy
                 with self.acquire_on_device(ns, key) as lease:
@@ -384,8 +359,7 @@ class Cache:
         addr, size, read_only = self.pool_region()
         if not torch.cuda.is_available() or size == 0:
             return False
-        if read_only:
-            self._c.register_arenas_with_cuda()
+        self._c.register_put_memory_with_cuda()  # a same-host client's put arenas, if any
         flags = 8 if read_only else 0  # cudaHostRegisterReadOnly / cudaHostRegisterDefault
         err = torch.cuda.cudart().cudaHostRegister(addr, size, flags)
         if int(err) != 0:
@@ -393,6 +367,20 @@ class Cache:
                         f"{int(err)}); host<->device copies would run at pageable speed")
         self._cuda_registered = addr
         return True
+
+    def register_memory(self, buffer: Any) -> None:
+        """Registers memory that gets will land in, once -- a tensor (CPU or CUDA) or a
+        contiguous array the caller keeps alive and reuses, such as an engine's embedding
+        pool or a staging buffer -- so that over RDMA the NIC writes it directly instead of
+        through the connection's bounce buffer and a copy (stats()["transfer"] counts
+        both). Kept across reconnects until unregister_memory. A no-op where nothing would
+        gain (embedded, TCP, shared memory). CUDA memory the NIC cannot reach (no dma-buf
+        support or nvidia-peermem) raises Unavailable, saying so."""
+        self._c.register_memory(*_memory_range(buffer))
+
+    def unregister_memory(self, buffer: Any) -> None:
+        """Undoes register_memory(buffer); call before freeing it."""
+        self._c.unregister_memory(*_memory_range(buffer))
 
     def _unregister_cuda(self) -> None:
         addr = getattr(self, "_cuda_registered", None)
@@ -417,6 +405,29 @@ class Cache:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _transfer() -> Any:
+    from . import transfer  # needs torch: imported when a GPU is asked for
+
+    return transfer
+
+
+def _memory_range(buffer: Any) -> tuple[int, int, int]:
+    """(address, bytes, CUDA device or -1) of a contiguous tensor, array or buffer."""
+    if _tensors.is_tensor(buffer):
+        if not buffer.is_contiguous():
+            raise InvalidArgument("register_memory needs a contiguous tensor")
+        dev = buffer.device.index if buffer.is_cuda else -1
+        if buffer.is_cuda and dev is None:
+            dev = 0
+        return buffer.data_ptr(), buffer.numel() * buffer.element_size(), dev
+    import numpy as np
+
+    a = np.asarray(buffer)
+    if not a.flags.c_contiguous:
+        raise InvalidArgument("register_memory needs a C-contiguous array")
+    return a.ctypes.data, a.nbytes, -1
 
 
 def host_buffer(size: int | str) -> Any:

@@ -351,8 +351,8 @@ def load_breakdown(store: str, device: str, reps: int) -> dict:
             for part, run in (
                     ("lookup", lambda: cache.lookup_many("bench", [key])),
                     ("alloc", lambda: torch.empty(shape, dtype=torch.bfloat16, device=dev)),
-                    ("get", lambda: cache._c.get_many_to_device(
-                        "bench", [key], [dst.data_ptr()], [n], dev.index, stream)),
+                    ("get", lambda: cache._c.get_into_buffers(
+                        "bench", [key], [(dst.data_ptr(), n, dev.index, stream)])),
                     ("load", lambda: transfer.load_many(cache, "bench", [key], device,
                                                         rows=[shape[0]])),
                     ("copy", lambda: dst.copy_(pinned, non_blocking=True))):

@@ -80,12 +80,18 @@ class EcStoreEmbeddingStore(EmbeddingStore):
     def register_buffer(self, tensor: Any) -> None:
         """Notes the host buffer (SGLang's pinned embedding pool) the pointers of later calls
         lie in; a pointer outside every registered buffer is then refused with ValueError
-        rather than written through. Device memory is refused: the pool is host memory."""
+        rather than written through. Device memory is refused: the pool is host memory.
+        The buffer is registered with the store's transport too (Cache.register_memory):
+        over RDMA, gets land in it without a bounce copy."""
         if getattr(tensor, "is_cuda", False):
             raise ValueError("EcStoreEmbeddingStore.register_buffer: a CUDA tensor; SGLang's "
                              "embedding pool is host memory, register that")
         start = int(tensor.data_ptr())
         self._regions.append((start, start + tensor.numel() * tensor.element_size()))
+        try:
+            self._cache.register_memory(tensor)
+        except StoreError as e:  # gets still work, through the transport's bounce buffer
+            self._failed("register", e, 0)
 
     def _check_pieces(self, ptrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]):
         if len(ptrs) != len(sizes):

@@ -275,32 +275,27 @@ def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any,
     dev = torch.device(device if device is not None else "cpu")
     if dev.type == "cpu":
         got = cache.get_many(ns, keys)
-    elif _host_leases(cache):
-        got = _get_many_to_device(cache, ns, keys, dev, rows)
-    else:
+    elif cache.capabilities["device_leases"] and getattr(cache, "_remote_device", True):
+        # A same-host daemon's device pool, read over CUDA IPC: key by key (load), until it
+        # turns out to have none.
         return [load(cache, ns, k, device) for k in keys]
+    else:
+        got = get_many_to_device(cache, ns, keys, dev, rows)
     missing = [k for k, t in zip(keys, got) if t is None]
     if missing:
         raise ecstore.NotFound(f"no entry for keys {missing} in namespace '{ns}'")
     return got
 
 
-def _host_leases(cache: ecstore.Cache) -> bool:
-    """Whether a load to the GPU copies from leases on the host pool: an embedded store
-    without a device tier, or a same-host daemon that has said it has none (load's first
-    try of its device pool)."""
-    caps = cache.capabilities
-    if caps["device_tier"] or not caps["in_place_reads"]:
-        return False
-    return not caps["device_leases"] or getattr(cache, "_remote_device", True) is False
-
-
-def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str], dev: torch.device,
-                        rows: list[int] | None = None) -> list[torch.Tensor | None]:
-    """New device tensors of the entries' shapes (None where absent), filled on the current
-    stream, each host->device copy enqueued as its entry's bytes become readable in the pool:
-    a pool hit's while the step's disk reads are in flight, a disk read's piece by piece as
-    it lands (store/device_load.h). Returns once the stream has run them."""
+def get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str], dev: torch.device,
+                       rows: list[int] | None = None) -> list[torch.Tensor | None]:
+    """New device tensors of the entries' shapes (None where absent), filled after the work
+    on the current stream, in one call of buffer descriptors (store/buffer_io.h): from a
+    device tier by the store; from a pool read in place, each host->device copy enqueued as
+    its entry's bytes become readable (a pool hit's while the step's disk reads are in
+    flight, a disk read's piece by piece as it lands: store/device_load.h); elsewhere (TCP,
+    RDMA, a cluster) one pipelined get into host memory, then the copies. Returns once they
+    are done."""
     if dev.index is None:
         dev = torch.device(dev.type, torch.cuda.current_device())
     stream = torch.cuda.current_stream(dev).cuda_stream
@@ -318,9 +313,8 @@ def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str], dev: tor
                 for i in infos]
         present = [(k, o) for k, o in zip(keys, outs) if o is not None]
         try:
-            got = cache._c.get_many_to_device(
-                ns, [k for k, _ in present], [o.data_ptr() for _, o in present],
-                [o.numel() * o.element_size() for _, o in present], dev.index, stream)
+            got = cache._c.get_into_buffers(ns, [k for k, _ in present],
+                                            [_desc(o, dev, stream) for _, o in present])
         except ecstore.InvalidArgument:
             continue
         if any(g is not None and not ecstore._same_layout(g, i)
@@ -337,18 +331,21 @@ def _get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str], dev: tor
 def _get_many_sized_by_rows(cache: ecstore.Cache, ns: str, keys: list[str], dev: torch.device,
                             stream: int, rows: list[int], layout: tuple[str, tuple[int, ...]]
                             ) -> list[torch.Tensor | None] | None:
-    """_get_many_to_device into tensors of rows[i] rows of `layout`, without a lookup; None
+    """get_many_to_device into tensors of rows[i] rows of `layout`, without a lookup; None
     where a guess was wrong (an entry larger than its tensor: nothing returned for any; or
     one of another dtype or shape), so that the caller looks the entries up."""
     dtype, rest = layout
     outs = [torch.empty((r, *rest), dtype=_tensors.torch_dtype(dtype), device=dev) for r in rows]
     try:
-        got = cache._c.get_many_to_device(ns, keys, [o.data_ptr() for o in outs],
-                                          [o.numel() * o.element_size() for o in outs],
-                                          dev.index, stream)
+        got = cache._c.get_into_buffers(ns, keys, [_desc(o, dev, stream) for o in outs])
     except ecstore.InvalidArgument:
         return None
     if any(i is not None and (i.dtype != dtype or tuple(i.shape) != tuple(o.shape))
            for i, o in zip(got, outs)):
         return None
     return [None if i is None else o for i, o in zip(got, outs)]
+
+
+def _desc(t: torch.Tensor, dev: torch.device, stream: int) -> tuple[int, int, int, int]:
+    """The buffer descriptor of a device tensor: (address, bytes, device, stream)."""
+    return t.data_ptr(), t.numel() * t.element_size(), dev.index, stream

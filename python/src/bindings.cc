@@ -22,8 +22,8 @@
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "python/src/entries.h"
+#include "store/buffer_io.h"
 #include "store/cache_parts.h"
-#include "store/device_load.h"
 #include "store/stats_json.h"
 #include "store/store.h"
 
@@ -181,26 +181,43 @@ class PyCache {
     return out;
   }
 
-  // A step's entries into device memory at ptrs[i] (torch data_ptr()s, sizes[i] bytes each)
-  // on `stream` (torch's current stream), each copy enqueued as its bytes become readable in
-  // the pool (store/device_load.h). None where absent; any other failure raises.
-  std::vector<std::optional<Info>> get_many_to_device(const std::string& ns,
-                                                      const std::vector<std::string>& keys,
-                                                      const std::vector<uint64_t>& ptrs,
-                                                      const std::vector<uint64_t>& sizes,
-                                                      int device, uint64_t stream) {
-    if (ptrs.size() != keys.size() || sizes.size() != keys.size())
-      Check(Status::InvalidArgument("get_many_to_device needs one pointer and size per key"));
-    std::vector<std::span<uint8_t>> dsts;
-    for (size_t i = 0; i < keys.size(); ++i)
-      dsts.emplace_back(reinterpret_cast<uint8_t*>(ptrs[i]), sizes[i]);
+  // ---- any memory: buffer descriptors (store/buffer_io.h)
+  // descs[i] = (address, bytes, CUDA device or -1 for host memory, stream): keys[i]'s bytes
+  // land there, device memory after the work queued on `stream` (torch's current stream),
+  // complete on return. None where absent; any other failure raises.
+  using Desc = std::tuple<uint64_t, uint64_t, int, uint64_t>;
+  std::vector<std::optional<Info>> get_into_buffers(const std::string& ns,
+                                                    const std::vector<std::string>& keys,
+                                                    const std::vector<Desc>& descs) {
+    std::vector<BufferDesc> dsts;
+    for (const auto& [ptr, n, device, stream] : descs)
+      dsts.push_back(ToDesc(ptr, n, device, stream));
+    Cache* c = core_->Live();
     std::vector<Result<EntryInfo>> got;
     {
       nb::gil_scoped_release nogil;
       auto l = core_->Lock();
-      got = GetManyToDevice(*core_->Live(), ns, keys, dsts, device, stream);
+      got = GetIntoBuffers(*c, ns, keys, dsts);
     }
     return InfosOrNone(got);
+  }
+  // The bytes at `src` (a descriptor as above) put under (ns, key): device memory copied by
+  // the store itself where it can, else staged through host memory (store/buffer_io.h).
+  void put_from_buffer(const std::string& ns, const std::string& key, const std::string& dtype,
+                       const std::vector<int64_t>& shape, const Desc& src,
+                       bool checksum_when_spilled) {
+    TensorMeta meta = ToMeta(dtype, shape);
+    const auto& [ptr, n, device, stream] = src;
+    BufferDesc d = ToDesc(ptr, n, device, stream);
+    Cache* c = core_->Live();
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    Check(PutFromBuffer(*c, ns, key, meta, d, checksum_when_spilled));
+  }
+  static BufferDesc ToDesc(uint64_t ptr, uint64_t nbytes, int device, uint64_t stream = 0) {
+    void* p = reinterpret_cast<void*>(ptr);
+    return device >= 0 ? BufferDesc::Device(p, nbytes, device, stream)
+                       : BufferDesc::Host({static_cast<uint8_t*>(p), nbytes});
   }
 
   // ---- device memory and hints: what the cache does itself (CacheCapabilities)
@@ -218,7 +235,7 @@ class PyCache {
     d["claims"] = c.claims;
     return d;
   }
-  // src/dst: device addresses (torch's data_ptr()); the copies are complete on return.
+  // src: a device address (torch's data_ptr()); the copy is complete on return.
   // Embedded: into the device tier. A same-host client of a server offering device puts:
   // copied by the server out of this process's device memory (net/device_put.h).
   // InvalidArgument where the cache does not copy device memory itself.
@@ -231,12 +248,6 @@ class PyCache {
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
     Check(c->PutFromDevice(ns, key, meta, p, nbytes, checksum_when_spilled));
-  }
-  Info get_to_device(const std::string& ns, const std::string& key, uint64_t dst, uint64_t nbytes) {
-    Cache* c = core_->Live();
-    nb::gil_scoped_release nogil;
-    auto l = core_->Lock();
-    return ToInfo(Check(c->GetToDevice(ns, key, reinterpret_cast<void*>(dst), nbytes)));
   }
   // Embedded: from the store's device tier. A same-host client: the server's device pool,
   // opened once over CUDA IPC.
@@ -369,40 +380,47 @@ class PyCache {
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
     StoreStats s = Check(core_->Live()->Stats());
-    return StatsToJson(s, -1,
-                       std::string("{\"transport\":\"") + core_->Live()->transport() + "\"}");
+    TransferStats t = core_->Live()->transfer_stats();
+    std::string extra = std::string("{\"transport\":\"") + core_->Live()->transport() +
+                        "\",\"transfer\":{\"direct_reads\":" + std::to_string(t.direct_reads) +
+                        ",\"direct_bytes\":" + std::to_string(t.direct_bytes) +
+                        ",\"bounced_reads\":" + std::to_string(t.bounced_reads) +
+                        ",\"bounced_bytes\":" + std::to_string(t.bounced_bytes) + "}}";
+    return StatsToJson(s, -1, extra);
   }
 
-  // The host pool as this process sees it: (address, bytes, read_only), e.g. to register
-  // it with CUDA once. An embedded store's pool, or a shared-memory client's mapping of the
-  // server's; (0, 0, true) for a TCP or RDMA client.
+  // The host pool as this process sees it: (address, bytes, read_only), e.g. to register it
+  // with CUDA once. An embedded store's pool, or a shared-memory client's mapping of the
+  // server's; (0, 0, True) where there is none here.
   std::tuple<uint64_t, uint64_t, bool> pool_region() {
-    core_->Live();
-    if (core_->store) {
-      MemoryRegion r = core_->store->pool_region();
-      return {reinterpret_cast<uint64_t>(r.base), r.size, false};
-    }
-    if (!core_->client) return {0, 0, true};
-    auto m = core_->client->shared_pool();
-    return {reinterpret_cast<uint64_t>(m.data()), m.size(), true};
+    HostPoolView p = core_->Live()->host_pool();
+    return {reinterpret_cast<uint64_t>(p.bytes.data()), p.bytes.size(), p.read_only};
   }
 
-  // A same-host client's put arenas registered with CUDA (each, before it is unmapped,
-  // deregistered); false elsewhere, or without CUDA in this build.
-  bool register_arenas_with_cuda() {
-    core_->Live();
-    if (!core_->client || std::string(core_->client->transport()) != "shm") return false;
+  // The host memory this process fills for puts (a same-host client's put arenas)
+  // registered with CUDA from now on; false where there is none, or without CUDA here.
+  bool register_put_memory_with_cuda() {
+    Cache* c = core_->Live();
     std::shared_ptr<MemoryRegistrar> reg = cuda::NewHostRegistrar();
     if (!reg) return false;
     nb::gil_scoped_release nogil;
     auto lock = core_->Lock();
-    Check(core_->client->RegisterArenasWith(std::move(reg)));
-    // The arena mapped and registered now, not at the first save (~40 ms on the H100 host).
-    // Best effort: a failure here is the first reserve's to report, with its context. So is
-    // the server's CUDA registration of its pool for device puts (put_device).
-    core_->client->PreparePutArena();
-    core_->client->PrepareDevicePuts();
-    return true;
+    return Check(c->RegisterPutMemoryWith(std::move(reg)));
+  }
+
+  // Memory gets will land in, registered once (RDMA: the NIC writes it, no bounce copy):
+  // host memory, or device memory (`device` >= 0) where the NIC reaches it.
+  void register_memory(uint64_t ptr, uint64_t nbytes, int device) {
+    Cache* c = core_->Live();
+    nb::gil_scoped_release nogil;
+    auto lock = core_->Lock();
+    Check(c->RegisterMemory(ToDesc(ptr, nbytes, device)));
+  }
+  void unregister_memory(uint64_t ptr, uint64_t nbytes, int device) {
+    Cache* c = core_->Live();
+    nb::gil_scoped_release nogil;
+    auto lock = core_->Lock();
+    c->UnregisterMemory(ToDesc(ptr, nbytes, device));
   }
 
   Reservation reserve(const std::string& ns, const std::string& key, const std::string& dtype,
@@ -422,27 +440,28 @@ class PyCache {
   }
 
   void flush() {
+    Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
-    if (core_->Live() && core_->store) Check(core_->store->Flush());
+    auto l = core_->Lock();
+    Check(c->Flush());
   }
 
-  // Persists an embedded store and stops using it; leases still held (and arrays viewing
-  // them) stay valid: the store is shut when the last of them goes.
+  // Persists an embedded store and stops using the cache; leases still held (and arrays
+  // viewing them) stay valid: the cache is closed when the last of them goes.
   void close() {
     if (core_->closed) return;
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
     core_->closed = true;
-    if (!core_->store) return;
     {
       std::lock_guard<std::mutex> g(core_->leases_mu);
       if (core_->leases > 0) {
         core_->shut_when_released = true;
-        Check(core_->store->Flush());
+        Check(core_->Any()->Flush());
         return;
       }
     }
-    Check(core_->store->Close());
+    Check(core_->Any()->Close());
   }
 
  private:
@@ -500,13 +519,13 @@ void BindCache(nb::module_& m) {
       .def("acquire_many", &PyCache::acquire_many, "ns"_a, "keys"_a)
       .def("get_into_parts", &PyCache::get_into_parts, "ns"_a, "keys"_a, "ptrs"_a, "sizes"_a)
       .def("put_from_parts", &PyCache::put_from_parts, "ns"_a, "keys"_a, "ptrs"_a, "sizes"_a)
-      .def("get_many_to_device", &PyCache::get_many_to_device, "ns"_a, "keys"_a, "ptrs"_a,
-           "sizes"_a, "device"_a, "stream"_a)
+      .def("get_into_buffers", &PyCache::get_into_buffers, "ns"_a, "keys"_a, "descs"_a)
+      .def("put_from_buffer", &PyCache::put_from_buffer, "ns"_a, "key"_a, "dtype"_a, "shape"_a,
+           "src"_a, "checksum_when_spilled"_a = false)
       .def("prefetch", &PyCache::prefetch, "ns"_a, "keys"_a)
       .def("capabilities", &PyCache::capabilities)
       .def("put_device", &PyCache::put_device, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "src"_a,
            "nbytes"_a, "checksum_when_spilled"_a = false)
-      .def("get_to_device", &PyCache::get_to_device, "ns"_a, "key"_a, "dst"_a, "nbytes"_a)
       .def("acquire_device", &PyCache::acquire_device, "ns"_a, "key"_a, "device"_a)
       .def("pin", &PyCache::pin, "ns"_a, "key"_a)
       .def("claim", &PyCache::claim, "ns"_a, "key"_a, "ttl_ms"_a)
@@ -522,7 +541,9 @@ void BindCache(nb::module_& m) {
       .def("owners", &PyCache::owners, "ns"_a, "key"_a, "n"_a = 1)
       .def("pool_region", &PyCache::pool_region)
       .def("reserve", &PyCache::reserve, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "landing"_a = false)
-      .def("register_arenas_with_cuda", &PyCache::register_arenas_with_cuda)
+      .def("register_put_memory_with_cuda", &PyCache::register_put_memory_with_cuda)
+      .def("register_memory", &PyCache::register_memory, "ptr"_a, "nbytes"_a, "device"_a = -1)
+      .def("unregister_memory", &PyCache::unregister_memory, "ptr"_a, "nbytes"_a, "device"_a = -1)
       .def("flush", &PyCache::flush)
       .def("close", &PyCache::close);
 }

@@ -50,7 +50,7 @@ Lease::Lease(ReadLease l, std::shared_ptr<Core> core, int device) : device_(devi
     std::lock_guard<std::mutex> g(core->leases_mu);
     if (--core->leases > 0 || !core->shut_when_released) return;
     core->shut_when_released = false;
-    Status st = core->store->Close();  // close() deferred it to the last lease
+    Status st = core->Any()->Close();  // close() deferred it to the last lease
     if (!st.ok()) spdlog::error("closing the store after its last lease: {}", st.ToString());
   });
 }

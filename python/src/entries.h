@@ -114,6 +114,9 @@ struct Core {
   }
   Cache* Live() {
     if (closed) Check(Status::InvalidArgument("this cache is closed"));
+    return Any();
+  }
+  Cache* Any() {  // open or closed
     if (store) return store.get();
     if (client) return client.get();
     return cluster.get();

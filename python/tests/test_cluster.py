@@ -148,6 +148,14 @@ def test_clients_agree_on_owners_and_a_put_through_one_is_a_byte_exact_get_throu
     assert _wait(lambda: len(a.cluster()["nodes"]) == 3)
     keys = [f"img-{i}" for i in range(60)]
     _put(a, keys)
+    # Memory registered with the cluster is registered with each node's client (over RDMA
+    # the NIC writes it; here nothing is bounced either way) and read into as any other.
+    buf = np.zeros(4096, dtype=np.uint8)
+    a.register_memory(buf)
+    a.get_into("n", keys[7], buf)
+    assert bytes(buf[:8]).decode() == "00000007"
+    assert a.stats()["transfer"]["bounced_reads"] == 0
+    a.unregister_memory(buf)
     # Another process, its own cluster client: the same owners, the same bytes.
     script = (
         "import ecstore, json, sys, numpy as np\n"

@@ -169,6 +169,24 @@ def test_stats_have_one_schema(cache, tmp_path):
     local.close()
 
 
+def test_registered_memory_is_read_into_and_counted_where_it_lands(cache):
+    """register_memory is taken by every cache (a no-op but over RDMA: the Soft-RoCE tests
+    count direct and bounced reads there); gets into registered memory read as any other,
+    and stats()["transfer"] says how this process's gets landed."""
+    t = torch.randn(512, 64)
+    cache.put("ns", "k", t)
+    buf = torch.empty(512, 64)
+    cache.register_memory(buf)
+    cache.get_into("ns", "k", buf)
+    assert torch.equal(buf, t)
+    cache.unregister_memory(buf)
+    transfer = cache.stats()["transfer"]
+    assert set(transfer) == {"direct_reads", "direct_bytes", "bounced_reads", "bounced_bytes"}
+    assert transfer["bounced_reads"] == 0  # nothing here lands through a bounce buffer
+    with pytest.raises(ecstore.InvalidArgument, match="contiguous"):
+        cache.register_memory(torch.empty(8, 8).t())
+
+
 def test_threads_share_one_cache(cache):
     errors = []
 

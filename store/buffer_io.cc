@@ -1,0 +1,141 @@
+#include "store/buffer_io.h"
+
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "cuda/cuda.h"
+#include "store/device_load.h"
+
+namespace ecstore {
+namespace {
+
+using Results = std::vector<Result<EntryInfo>>;
+
+// Indices of the device descriptors, by (device, stream): one wait per stream.
+using ByStream = std::map<std::pair<int, uintptr_t>, std::vector<size_t>>;
+
+// Host memory for staged copies, not zeroed (every byte used is written first).
+std::unique_ptr<uint8_t[]> Staging(uint64_t bytes) {
+  return std::unique_ptr<uint8_t[]>(new uint8_t[bytes > 0 ? bytes : 1]);
+}
+
+// From a device tier: each entry copied by the store on its own stream, once the work queued
+// on the descriptor's stream (which may still use the memory) is done.
+void FromDeviceTier(Cache& cache, std::string_view ns, const std::vector<std::string>& keys,
+                    const std::vector<BufferDesc>& dsts, const ByStream& groups, Results* out) {
+  for (const auto& [where, idx] : groups) {
+    Status waited = cuda::WaitForStream(where.first, where.second);
+    for (size_t i : idx)
+      (*out)[i] = waited.ok() ? cache.GetToDevice(ns, keys[i], dsts[i].data, dsts[i].size)
+                              : Result<EntryInfo>(waited);
+  }
+}
+
+// From a pool read in place: store/device_load.h, one call per stream.
+void FromPool(Cache& cache, std::string_view ns, const std::vector<std::string>& keys,
+              const std::vector<BufferDesc>& dsts, const ByStream& groups, Results* out) {
+  for (const auto& [where, idx] : groups) {
+    std::vector<std::string> ks;
+    std::vector<std::span<uint8_t>> spans;
+    for (size_t i : idx) {
+      ks.push_back(keys[i]);
+      spans.push_back(dsts[i].span());
+    }
+    Results got = GetManyToDevice(cache, ns, ks, spans, where.first, where.second);
+    for (size_t j = 0; j < idx.size(); ++j) (*out)[idx[j]] = std::move(got[j]);
+  }
+}
+
+// Elsewhere: one GetMany into a host buffer, then each entry up on its descriptor's stream.
+void Staged(Cache& cache, std::string_view ns, const std::vector<std::string>& keys,
+            const std::vector<BufferDesc>& dsts, const ByStream& groups, Results* out) {
+  std::vector<size_t> idx;
+  uint64_t total = 0;
+  for (const auto& [where, is] : groups)
+    for (size_t i : is) {
+      idx.push_back(i);
+      total += dsts[i].size;
+    }
+  std::unique_ptr<uint8_t[]> host = Staging(total);
+  std::vector<std::string> ks;
+  std::vector<std::span<uint8_t>> spans;
+  uint64_t at = 0;
+  for (size_t i : idx) {
+    ks.push_back(keys[i]);
+    spans.emplace_back(host.get() + at, dsts[i].size);
+    at += dsts[i].size;
+  }
+  Results got = cache.GetMany(ns, ks, spans);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    const BufferDesc& d = dsts[idx[j]];
+    if (got[j].ok()) {
+      Status st = cuda::EnqueueCopy(d.data, spans[j].data(), got[j]->bytes,
+                                    cuda::Direction::kHostToDevice, d.device, d.stream);
+      if (!st.ok()) got[j] = st;
+    }
+    (*out)[idx[j]] = std::move(got[j]);
+  }
+  for (const auto& [where, is] : groups) {  // the staging buffer lives until the copies ran
+    Status st = cuda::WaitForStream(where.first, where.second);
+    if (!st.ok())
+      for (size_t i : is)
+        if ((*out)[i].ok()) (*out)[i] = st;
+  }
+}
+
+}  // namespace
+
+std::vector<Result<EntryInfo>> GetIntoBuffers(Cache& cache, std::string_view ns,
+                                              const std::vector<std::string>& keys,
+                                              const std::vector<BufferDesc>& dsts) {
+  if (dsts.size() != keys.size())
+    return Results(keys.size(),
+                   Status::InvalidArgument("GetIntoBuffers needs one descriptor per key"));
+  Results out(keys.size(), Status::Unavailable("not attempted"));
+  std::vector<std::string> host_keys;
+  std::vector<std::span<uint8_t>> host_dsts;
+  std::vector<size_t> host_idx;
+  ByStream device;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (dsts[i].on_device()) {
+      device[{dsts[i].device, dsts[i].stream}].push_back(i);
+      continue;
+    }
+    host_idx.push_back(i);
+    host_keys.push_back(keys[i]);
+    host_dsts.push_back(dsts[i].span());
+  }
+  if (!host_idx.empty()) {
+    Results got = cache.GetMany(ns, host_keys, host_dsts);
+    for (size_t j = 0; j < host_idx.size(); ++j) out[host_idx[j]] = std::move(got[j]);
+  }
+  if (device.empty()) return out;
+  const CacheCapabilities caps = cache.capabilities();
+  if (caps.device_tier)
+    FromDeviceTier(cache, ns, keys, dsts, device, &out);
+  else if (caps.in_place_reads)
+    FromPool(cache, ns, keys, dsts, device, &out);
+  else
+    Staged(cache, ns, keys, dsts, device, &out);
+  return out;
+}
+
+Status PutFromBuffer(Cache& cache, std::string_view ns, std::string_view key,
+                     const TensorMeta& meta, const BufferDesc& src, bool checksum_when_spilled) {
+  if (!src.on_device() || src.size == 0) return cache.Put(ns, key, meta, src.span());
+  const CacheCapabilities caps = cache.capabilities();
+  if (caps.device_tier || caps.device_puts) {
+    // The store copies on a stream of its own: the producer's work must be done first.
+    EC_RETURN_IF_ERROR(cuda::WaitForStream(src.device, src.stream));
+    Status st = cache.PutFromDevice(ns, key, meta, src.data, src.size, checksum_when_spilled);
+    // A daemon that cannot open this memory (a GPU it does not see) refuses it: staged.
+    if (st.ok() || caps.device_tier || !st.IsInvalidArgument()) return st;
+  }
+  std::unique_ptr<uint8_t[]> host = Staging(src.size);
+  EC_RETURN_IF_ERROR(cuda::CopyOnStream(host.get(), src.data, src.size,
+                                        cuda::Direction::kDeviceToHost, src.device, src.stream));
+  return cache.Put(ns, key, meta, {host.get(), src.size});
+}
+
+}  // namespace ecstore

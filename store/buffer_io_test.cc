@@ -1,0 +1,152 @@
+// GetIntoBuffers / PutFromBuffer: host descriptors on any machine; device descriptors through
+// each way a Cache moves them (a device tier, a pool read in place, staged through host
+// memory over TCP) on a GPU -- the DeviceBuffers tests, which `make test-gpu` runs and which
+// skip (saying why) elsewhere.
+#include "store/buffer_io.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "cuda/cuda.h"
+#include "net/client.h"
+#include "net/server.h"
+#include "store/store.h"
+#include "tests/test_util.h"
+
+#ifdef EC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ecstore {
+namespace {
+
+using testing::Bf16;
+using testing::Payload;
+using testing::TempDir;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+std::unique_ptr<Store> Open(const TempDir& dir, uint64_t device_pool = 0) {
+  Options o;
+  o.pool_bytes = 32 * kMiB;
+  o.device_pool_bytes = device_pool;
+  auto s = Store::Open(dir.path(), o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+TEST(BufferIo, HostDescriptorsArePutAndReadWithTheirErrorsKeyByKey) {
+  TempDir dir;
+  auto s = Open(dir);
+  std::vector<uint8_t> a = Payload(1, 300000), b = Payload(2, 8192);
+  ASSERT_TRUE(
+      PutFromBuffer(*s, "ns", "a", Bf16(a.size()), BufferDesc::Host({a.data(), a.size()})).ok());
+  ASSERT_TRUE(
+      PutFromBuffer(*s, "ns", "b", Bf16(b.size()), BufferDesc::Host({b.data(), b.size()})).ok());
+  std::vector<uint8_t> ga(a.size()), small(100), gone(64);
+  auto got = GetIntoBuffers(
+      *s, "ns", {"a", "b", "gone"},
+      {BufferDesc::Host({ga.data(), ga.size()}), BufferDesc::Host({small.data(), small.size()}),
+       BufferDesc::Host({gone.data(), gone.size()})});
+  ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
+  EXPECT_EQ(ga, a);
+  EXPECT_TRUE(got[1].status().IsInvalidArgument()) << got[1].status().ToString();
+  EXPECT_TRUE(got[2].status().IsNotFound()) << got[2].status().ToString();
+  auto wrong = GetIntoBuffers(*s, "ns", {"a", "b"}, {BufferDesc::Host({ga.data(), ga.size()})});
+  ASSERT_EQ(wrong.size(), 2u);
+  EXPECT_TRUE(wrong[0].status().IsInvalidArgument());
+  EXPECT_NE(wrong[0].status().message().find("one descriptor per key"), std::string::npos);
+}
+
+#ifdef EC_HAVE_CUDA
+#define REQUIRE_GPU()                                                 \
+  do {                                                                \
+    std::string why;                                                  \
+    if (cuda::DeviceCount(&why) == 0) {                               \
+      if (std::getenv("EC_REQUIRE_GPU")) FAIL() << "no GPU: " << why; \
+      GTEST_SKIP() << "GPU test skipped: " << why;                    \
+    }                                                                 \
+  } while (0)
+
+// Device memory, freed at scope end.
+struct Gpu {
+  explicit Gpu(uint64_t n) : bytes(n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
+  ~Gpu() { cudaFree(p); }
+  std::vector<uint8_t> Read() const {
+    std::vector<uint8_t> h(bytes);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  BufferDesc Desc(cudaStream_t s) const {
+    return BufferDesc::Device(p, bytes, 0, reinterpret_cast<uintptr_t>(s));
+  }
+  void* p = nullptr;
+  uint64_t bytes;
+};
+
+// Puts two entries from device memory (written on `stream`, not synchronized: the put waits
+// for it), reads them back into device memory and a host buffer in one call.
+void RoundTrip(Cache& c) {
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const uint64_t n0 = 2867200, n1 = 1 * kMiB + 4096;
+  std::vector<uint8_t> h0 = Payload(10, n0), h1 = Payload(11, n1);
+  Gpu s0(n0), s1(n1), d0(n0), d1(n1 + 4096);
+  ASSERT_EQ(cudaMemcpyAsync(s0.p, h0.data(), n0, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(s1.p, h1.data(), n1, cudaMemcpyHostToDevice, stream), cudaSuccess);
+  ASSERT_TRUE(PutFromBuffer(c, "ns", "k0", Bf16(n0), s0.Desc(stream)).ok());
+  ASSERT_TRUE(PutFromBuffer(c, "ns", "k1", Bf16(n1), s1.Desc(stream), true).ok());
+  std::vector<uint8_t> host(n0);
+  auto got = GetIntoBuffers(c, "ns", {"k0", "k1", "k0", "gone"},
+                            {d0.Desc(stream), d1.Desc(stream),
+                             BufferDesc::Host({host.data(), host.size()}), d0.Desc(stream)});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+  EXPECT_TRUE(got[3].status().IsNotFound()) << got[3].status().ToString();
+  EXPECT_EQ(got[1]->bytes, n1);
+  EXPECT_TRUE(d0.Read() == h0) << c.transport() << ": k0 differs on the device";
+  auto r1 = d1.Read();
+  EXPECT_TRUE(std::equal(h1.begin(), h1.end(), r1.begin())) << c.transport() << ": k1 differs";
+  EXPECT_EQ(host, h0);
+  cudaStreamDestroy(stream);
+}
+
+TEST(DeviceBuffers, AStoreWithADeviceTierMovesDeviceDescriptorsItself) {
+  REQUIRE_GPU();
+  TempDir dir;
+  auto s = Open(dir, 64 * kMiB);
+  ASSERT_TRUE(s->capabilities().device_tier);
+  RoundTrip(*s);
+  EXPECT_GE(s->Stats()->of(Tier::kDevice).entries, 2u);  // put device to device, kept there
+}
+
+TEST(DeviceBuffers, APoolReadInPlaceIsCopiedUpAndDevicePutsAreStaged) {
+  REQUIRE_GPU();
+  TempDir dir;
+  auto s = Open(dir);
+  ASSERT_FALSE(s->capabilities().device_tier);
+  RoundTrip(*s);
+  EXPECT_EQ(s->Stats()->leases, 0u);
+}
+
+TEST(DeviceBuffers, OverTcpBothWaysAreStagedThroughHostMemory) {
+  REQUIRE_GPU();
+  TempDir dir;
+  auto s = Open(dir);
+  net::ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  auto server = net::Server::Start(s.get(), so);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  net::ClientOptions co;
+  co.transport = "tcp";
+  auto c = net::Client::Connect("127.0.0.1:" + std::to_string((*server)->port()), co);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_FALSE((*c)->capabilities().in_place_reads);
+  RoundTrip(**c);
+  c->reset();
+  (*server)->Stop();
+}
+#endif
+
+}  // namespace
+}  // namespace ecstore
