@@ -2,7 +2,7 @@
 // zero copy) and Prefetch (into the pool only). Each leases what is in the pool, sends the
 // disk-only entries' reads out as one batch (HostEvictor::PromoteKeys keeps the ring full
 // across entries), and hands a key it could not serve that way to the single-key path
-// (Store::Get / Store::Acquire), which answers its error or retries a lost race.
+// (the store's Get / Acquire), which answers its error or retries a lost race.
 // Private to store/.
 // Thread rules: thread-safe; its copy helpers serve one GetMany at a time (another copies on
 // its own thread). Never holds the keydir's mu across I/O or a copy.
@@ -25,7 +25,7 @@ namespace ecstore {
 class BatchReads {
  public:
   // `single` answers the keys a batch leaves over; kd and ev outlive this.
-  BatchReads(Store* single, Keydir* kd, HostEvictor* ev, bool promote_on_get)
+  BatchReads(Cache* single, Keydir* kd, HostEvictor* ev, bool promote_on_get)
       : single_(single), kd_(kd), ev_(ev), promote_(promote_on_get) {}
 
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
@@ -51,7 +51,7 @@ class BatchReads {
                                                     const std::vector<bool>* only)
       EXCLUDES(kd_->mu);
 
-  Store* const single_;
+  Cache* const single_;
   Keydir* const kd_;
   HostEvictor* const ev_;
   const bool promote_;
