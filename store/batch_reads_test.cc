@@ -99,11 +99,9 @@ TEST(BatchReads, PoolHitsAndOneBatchOfDiskReadsLandAndTheRestGoKeyByKey) {
   b.Pooled("hot", 1, 64 * kKiB);
   b.Pooled("small", 2, 64 * kKiB);
   b.ToDisk({b.Pooled("cold1", 3, 100 * kKiB), b.Pooled("cold2", 4, 200 * kKiB)});
-  std::vector<std::vector<uint8_t>> bufs = {std::vector<uint8_t>(64 * kKiB),
-                                            std::vector<uint8_t>(100 * kKiB),
-                                            std::vector<uint8_t>(16),
-                                            std::vector<uint8_t>(200 * kKiB),
-                                            std::vector<uint8_t>(4 * kKiB)};
+  std::vector<std::vector<uint8_t>> bufs = {
+      std::vector<uint8_t>(64 * kKiB), std::vector<uint8_t>(100 * kKiB), std::vector<uint8_t>(16),
+      std::vector<uint8_t>(200 * kKiB), std::vector<uint8_t>(4 * kKiB)};
   std::vector<std::span<uint8_t>> dsts;
   for (auto& v : bufs) dsts.emplace_back(v.data(), v.size());
   auto got = b.reads.GetMany("ns", {"hot", "cold1", "gone", "cold2", "small"}, dsts);

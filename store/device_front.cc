@@ -47,13 +47,14 @@ Status DeviceFront::PutFromDevice(std::string_view ns, std::string_view key, con
     kd_->device().Free(blk);
     return st.WithContext("copying the entry into the device pool");
   }
-  auto e = NewEntry();
-  e->ns = ns;
-  e->key = key;
-  e->meta = meta;
-  e->bytes = bytes;
-  e->checksummed = false;  // hashed when first spilled (device_tier.h says why)
-  return host_->Install(e, blk, Tier::kDevice);
+  // Hashed when first spilled (device_tier.h says why).
+  return host_->Install({.ns = std::string(ns),
+                         .key = std::string(key),
+                         .meta = meta,
+                         .bytes = bytes,
+                         .checksummed = false,
+                         .tier = Tier::kDevice,
+                         .block = blk});
 }
 
 Result<EntryInfo> DeviceFront::GetToDevice(std::string_view ns, std::string_view key, void* dst,

@@ -30,8 +30,8 @@ class DeviceFront {
     virtual ~Host() = default;
     // A lease on the entry's host copy, promoting it from disk if it has none.
     virtual Result<ReadLease> Acquire(std::string_view ns, std::string_view key) = 0;
-    // Inserts a new entry whose bytes are complete in its block of `tier`.
-    virtual Status Install(const EntryPtr& e, const PoolBlock& blk, Tier tier) = 0;
+    // Inserts a new entry whose bytes are complete in its block (Keydir::InstallLocked).
+    virtual Status Install(Keydir::FreshEntry f) = 0;
   };
 
   // The GPU pool on `device`, and `host_pool` registered with CUDA (a failed registration is

@@ -499,6 +499,27 @@ void Keydir::SaveTouchedLocked() {
   }
 }
 
+Result<EntryPtr> Keydir::InstallLocked(FreshEntry f, EntryPtr* old,
+                                       std::optional<Tombstone>* tomb) {
+  MemoryTier& tier = f.tier == Tier::kDevice ? device() : pool();
+  if (closed_) {
+    tier.Free(f.block);
+    return Status::Unavailable("store is closed");
+  }
+  EntryPtr e = NewEntry();
+  e->ns = std::move(f.ns);
+  e->key = std::move(f.key);
+  e->meta = std::move(f.meta);
+  e->bytes = f.bytes;
+  e->checksum = f.checksum;
+  e->checksummed = f.checksummed;
+  e->created_us = e->last_access_us = env_->NowMicros();
+  (f.tier == Tier::kDevice ? e->device : e->pool) = f.block;
+  e->seq = durable_->NextSeq();
+  *old = InsertLocked(e, tomb);
+  return e;
+}
+
 EntryPtr Keydir::InsertLocked(const EntryPtr& e, std::optional<Tombstone>* tomb) {
   EntryPtr old = table_.Insert(e);
   if (old) *tomb = DetachLocked(old.get());

@@ -92,6 +92,20 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   std::vector<KeydirSlot> Snapshot() EXCLUDES(mu);
 
   // ---- transitions
+  // What a put installs: a new entry whose bytes are complete in `block` of `tier` (kPool or
+  // kDevice). checksummed false: hashed by the spill that gives it a disk copy.
+  struct FreshEntry {
+    std::string ns, key;
+    TensorMeta meta;
+    uint64_t bytes = 0, checksum = 0;
+    bool checksummed = true;
+    Tier tier = Tier::kPool;
+    PoolBlock block;
+  };
+  // Makes it (created now, the durable tier's next seq) and inserts it (InsertLocked), the
+  // replaced entry in *old. Unavailable once closed, and the block is freed.
+  Result<EntryPtr> InstallLocked(FreshEntry f, EntryPtr* old, std::optional<Tombstone>* tomb)
+      REQUIRES(mu);
   // A new entry (its bytes complete in its pool block) replaces the key's current one, which
   // is returned with the tombstone its disk copy needs.
   EntryPtr InsertLocked(const EntryPtr& e, std::optional<Tombstone>* tomb) REQUIRES(mu);

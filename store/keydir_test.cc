@@ -34,6 +34,40 @@ TEST(Keydir, AnInsertedEntryIsFoundAndAReplacementFreesTheOldOnesBlock) {
   EXPECT_EQ(f.pool->free_bytes(), f.pool->capacity() - 4096);
 }
 
+// A put's new entry is made by the keydir: created now, the next seq, its block its own; a
+// second replaces it; once closed it is refused and its block given back.
+TEST(Keydir, AFreshEntryIsMadeAndInstalledByTheKeydirAndRefusedOnceClosed) {
+  KeydirFixture f;
+  MutexLock l(&f.kd->mu);
+  auto fresh = [&](uint64_t bytes) {
+    return Keydir::FreshEntry{.ns = "ns",
+                              .key = "k",
+                              .meta = {DType::kU8, {static_cast<int64_t>(bytes)}},
+                              .bytes = bytes,
+                              .checksum = 7,
+                              .block = *f.pool->Allocate(bytes)};
+  };
+  f.env.now = 5'000'000;
+  EntryPtr old;
+  std::optional<Tombstone> tomb;
+  auto a = f.kd->InstallLocked(fresh(8192), &old, &tomb);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_FALSE(old);
+  EXPECT_EQ((*a)->created_us, 5'000'000u);
+  EXPECT_EQ((*a)->checksum, 7u);
+  EXPECT_TRUE((*a)->pool.has_value());
+  auto b = f.kd->InstallLocked(fresh(4096), &old, &tomb);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(old.get(), a->get()) << "the replaced entry is returned";
+  EXPECT_GT((*b)->seq, (*a)->seq);
+  EXPECT_EQ(f.kd->FindLocked("ns", "k", true)->get(), b->get());
+  f.kd->CloseLocked();
+  const uint64_t free_before = f.pool->free_bytes();
+  auto c = f.kd->InstallLocked(fresh(4096), &old, &tomb);
+  EXPECT_TRUE(c.status().IsUnavailable()) << c.status().ToString();
+  EXPECT_EQ(f.pool->free_bytes(), free_before) << "the refused entry's block went back";
+}
+
 TEST(Keydir, ALeaseKeepsAnErasedEntrysBytesUntilItEnds) {
   KeydirFixture f;
   EntryPtr a = f.Insert("k", 8192);

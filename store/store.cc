@@ -288,29 +288,26 @@ Status StoreImpl::Commit(PutReservation r) {
   }
   // Zero the padding so a spill (which writes whole blocks) never carries stale bytes.
   std::memset(dst + size, 0, blk.length - size);
-  auto e = NewEntry();
-  e->ns = std::move(p->ns);
-  e->key = std::move(p->key);
-  e->meta = std::move(p->meta);
-  e->bytes = size;
-  e->checksum = checksum;
-  e->checksummed = !later;  // else hashed by the spill that gives it a disk copy
-  return Install(e, blk, Tier::kPool);
+  // checksummed false: hashed by the spill that gives it a disk copy.
+  return Install({.ns = std::move(p->ns),
+                  .key = std::move(p->key),
+                  .meta = std::move(p->meta),
+                  .bytes = size,
+                  .checksum = checksum,
+                  .checksummed = !later,
+                  .tier = Tier::kPool,
+                  .block = blk});
 }
 
-Status StoreImpl::Install(const EntryPtr& e, const PoolBlock& blk, Tier tier) {
-  e->created_us = e->last_access_us = env_->NowMicros();
-  (tier == Tier::kDevice ? e->device : e->pool) = blk;
+Status StoreImpl::Install(Keydir::FreshEntry f) {
+  const Tier tier = f.tier;
   std::optional<Tombstone> tomb;
-  EntryPtr old;
+  EntryPtr old, e;
   {
     MutexLock l(&kd_->mu);
-    if (kd_->closed()) {
-      (tier == Tier::kDevice ? kd_->device() : kd_->pool()).Free(blk);
-      return Status::Unavailable("store is closed");
-    }
-    e->seq = durable_->NextSeq();
-    old = kd_->InsertLocked(e, &tomb);
+    auto made = kd_->InstallLocked(std::move(f), &old, &tomb);
+    if (!made.ok()) return made.status();
+    e = std::move(made).value();
   }
   if (tier == Tier::kDevice)
     dev_->Nudge();

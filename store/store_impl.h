@@ -93,7 +93,7 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   Status CheckWritable() const;
   // Inserts a new entry whose bytes are complete in its block (host or device), replacing
   // the key's current one; the replaced entry's tombstone is durable before it returns.
-  Status Install(const EntryPtr& e, const PoolBlock& blk, Tier tier) override EXCLUDES(kd_->mu);
+  Status Install(Keydir::FreshEntry f) override EXCLUDES(kd_->mu);
   Status CheckDeviceTier(const char* what) const;  // Ok with one; else how to get one
 
   std::string dir_;
