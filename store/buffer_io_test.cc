@@ -60,15 +60,6 @@ TEST(BufferIo, HostDescriptorsArePutAndReadWithTheirErrorsKeyByKey) {
 }
 
 #ifdef EC_HAVE_CUDA
-#define REQUIRE_GPU()                                                 \
-  do {                                                                \
-    std::string why;                                                  \
-    if (cuda::DeviceCount(&why) == 0) {                               \
-      if (std::getenv("EC_REQUIRE_GPU")) FAIL() << "no GPU: " << why; \
-      GTEST_SKIP() << "GPU test skipped: " << why;                    \
-    }                                                                 \
-  } while (0)
-
 // Device memory, freed at scope end.
 struct Gpu {
   explicit Gpu(uint64_t n) : bytes(n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }

@@ -35,16 +35,6 @@ using testing::TempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
 
-// Skips (or, under EC_REQUIRE_GPU=1, fails) when there is no GPU to test on.
-#define REQUIRE_GPU()                                                 \
-  do {                                                                \
-    std::string why;                                                  \
-    if (cuda::DeviceCount(&why) == 0) {                               \
-      if (std::getenv("EC_REQUIRE_GPU")) FAIL() << "no GPU: " << why; \
-      GTEST_SKIP() << "device-tier test skipped: " << why;            \
-    }                                                                 \
-  } while (0)
-
 #ifdef EC_HAVE_CUDA
 // Device memory holding Payload(seed, bytes), or receiving bytes to check.
 class DeviceBuffer {

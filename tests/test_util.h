@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/tensor_meta.h"
+#include "cuda/cuda.h"
 
 namespace ecstore::testing {
 
@@ -63,3 +64,14 @@ inline std::chrono::milliseconds Scaled(std::chrono::milliseconds ms) {
 }
 
 }  // namespace ecstore::testing
+
+// Skips (or, under EC_REQUIRE_GPU=1 -- `make test-gpu` -- fails) when there is no GPU to
+// test on, saying why.
+#define REQUIRE_GPU()                                                 \
+  do {                                                                \
+    std::string why;                                                  \
+    if (::ecstore::cuda::DeviceCount(&why) == 0) {                    \
+      if (std::getenv("EC_REQUIRE_GPU")) FAIL() << "no GPU: " << why; \
+      GTEST_SKIP() << "GPU test skipped: " << why;                    \
+    }                                                                 \
+  } while (0)

@@ -14,11 +14,15 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
 SHAPES = [(400, 3584), (1296, 4096), (7056, 4096)]
 
 
-@pytest.fixture(params=["embedded", "embedded-registered", "embedded-device", "daemon"])
+@pytest.fixture(params=["embedded", "embedded-registered", "embedded-device", "daemon",
+                        "daemon-tcp"])
 def cache(request, tmp_path):
     if request.param == "daemon":
         c = ecstore.connect(request.getfixturevalue("daemon")["tcp"])
         assert c.transport == "shm" and c.register_with_cuda()  # the mapping, read-only
+    elif request.param == "daemon-tcp":  # no pool here: puts and loads staged through host
+        c = ecstore.connect(request.getfixturevalue("daemon")["tcp"], transport="tcp")
+        assert c.transport == "tcp" and not c.capabilities["in_place_reads"]
     elif request.param == "embedded-device":
         c = ecstore.open(str(tmp_path / "s"), "256MiB", device_pool_size="192MiB")
     else:
