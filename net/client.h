@@ -121,6 +121,10 @@ class Client : public Cache {
   Result<ArenaReservation> ReservePut(std::string_view ns, std::string_view key,
                                       const TensorMeta& meta, uint64_t size, bool landing = false);
   Status CommitPut(ArenaReservation r, bool checksum_when_spilled = false);
+  // ReservePut and CommitPut as a PutSlot (Cache::ReserveSlot; net/arena_slot.cc).
+  Result<std::unique_ptr<PutSlot>> ReserveSlot(std::string_view ns, std::string_view key,
+                                               const TensorMeta& meta, uint64_t bytes,
+                                               bool landing) override;
   // Same host: maps this connection's put arena now (64 MiB) if it has none, so the first
   // ReservePut or Put does not wait for it (and its CUDA registration, tens of ms). A no-op
   // elsewhere, or from a server without put arenas.

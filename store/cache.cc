@@ -125,6 +125,13 @@ Result<ReadLease> Cache::AcquireOnDevice(std::string_view, std::string_view) {
                                  " cache has no device pool to lease from; acquire the host copy");
 }
 
+Result<std::unique_ptr<PutSlot>> Cache::ReserveSlot(std::string_view, std::string_view,
+                                                    const TensorMeta&, uint64_t, bool) {
+  return Status::InvalidArgument(std::string("a ") + transport() +
+                                 " cache has no memory to reserve a put in (reserve is for an "
+                                 "embedded store or a same-host daemon); use Put");
+}
+
 Status Cache::RegisterMemory(const BufferDesc&) {
   return Status::Ok();  // nothing here lands through a bounce buffer
 }

@@ -221,6 +221,32 @@ class ReadLease {
   std::optional<Tier> served_from_;
 };
 
+// A block reserved for one put (Cache::ReserveSlot), filled in place -- a device->host copy
+// straight into it, no staging buffer -- then committed; dropped uncommitted, nothing is
+// put and the block goes back. One thread fills it at a time; Commit is a call on its cache
+// (under a Client's one-thread rule).
+class PutSlot {
+ public:
+  virtual ~PutSlot() = default;
+  virtual std::span<uint8_t> bytes() const = 0;
+  // The memory the block lies in where that is not the cache's host_pool() (a same-host
+  // client's put arena), to register with CUDA once; empty otherwise.
+  virtual std::span<const uint8_t> region() const { return {}; }
+  // A landing block (ReserveSlot with `landing`, from a daemon that offers it): Landed(n)
+  // says its first n bytes are in (from any thread, never lowered), FailLanding that they
+  // will not be, and Commit may go out first -- the daemon copies each piece as it lands.
+  // AwaitLanded waits, without the connection, until `at_least` bytes have. Any other block
+  // is filled, then committed.
+  virtual bool landing() const { return false; }
+  virtual void Landed(uint64_t) const {}
+  virtual void FailLanding() const {}
+  virtual uint64_t landed() const { return 0; }
+  virtual Status AwaitLanded(std::chrono::milliseconds, uint64_t) const { return Status::Ok(); }
+  // Puts the block's bytes (once). checksum_when_spilled: hashed by the first spill instead
+  // of now, so the entry is readable as soon as its bytes are in.
+  virtual Status Commit(bool checksum_when_spilled) = 0;
+};
+
 // A claim on a key a caller found absent (net/claim_table.h keeps them on a server).
 enum class ClaimOutcome : uint8_t {
   kGranted = 0,  // the caller computes and puts the entry
@@ -344,6 +370,13 @@ class Cache {
   // The entry's device copy, leased (memory_kind() kDevice). InvalidArgument where there is
   // no device pool to lease from.
   virtual Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key);
+
+  // A block for one put of `bytes` to fill in place (PutSlot): an embedded store's pool, or
+  // a same-host daemon's put arena (with `landing`, a landing block where it offers them).
+  // InvalidArgument where the cache has neither (capabilities().reserve false): put instead.
+  virtual Result<std::unique_ptr<PutSlot>> ReserveSlot(std::string_view ns, std::string_view key,
+                                                       const TensorMeta& meta, uint64_t bytes,
+                                                       bool landing = false);
 
   // ---- memory: registration and the host memory this process shares with the store
   // Registers memory that gets will land in, once, so that a transport that needs it (RDMA

@@ -163,6 +163,11 @@ class Store : public Cache {
   virtual Result<PutReservation> Reserve(std::string_view ns, std::string_view key,
                                          const TensorMeta& meta, uint64_t size) = 0;
   virtual Status Commit(PutReservation reservation) = 0;
+  // Reserve and Commit as a PutSlot (Cache::ReserveSlot); `landing` is ignored (a block of
+  // the pool is filled, then committed).
+  Result<std::unique_ptr<PutSlot>> ReserveSlot(std::string_view ns, std::string_view key,
+                                               const TensorMeta& meta, uint64_t bytes,
+                                               bool landing) override;
   // Copies the entry into dst (at least its size) and returns its metadata.
   virtual Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t> dst,
                                 const ReadOptions& options) = 0;

@@ -1,6 +1,7 @@
-// ecstore._ecstore: the Cache interface (store/cache.h) for Python, bound once for the
-// embedded Store and the remote Client. The Python package (python/ecstore/__init__.py)
-// turns tensors and arrays into the flat byte views these functions take.
+// ecstore._ecstore: the Cache interface (store/cache.h) for Python, bound once for every
+// Cache -- the embedded Store, the remote Client, a cluster -- with no branch on which it is
+// (cluster() and owners() are a cluster client's alone). The Python package
+// (python/ecstore/__init__.py) turns tensors and arrays into the views these functions take.
 // Thread rules: the GIL is released for every call that does I/O or copies. A Store is
 // thread-safe; a Client is not, so a remote Cache serialises its calls with a mutex.
 #include <nanobind/nanobind.h>
@@ -39,13 +40,15 @@ using OutBytes = nb::ndarray<uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu
 class PyCache {
  public:
   explicit PyCache(std::unique_ptr<Store> s) : core_(std::make_shared<Core>()) {
-    core_->store = std::move(s);
+    core_->cache = std::move(s);
   }
   explicit PyCache(std::unique_ptr<net::Client> c) : core_(std::make_shared<Core>()) {
-    core_->client = std::move(c);
+    core_->cache = std::move(c);
+    core_->one_thread = true;
   }
   explicit PyCache(std::unique_ptr<cluster::ClusterCache> c) : core_(std::make_shared<Core>()) {
-    core_->cluster = std::move(c);
+    core_->cluster = c.get();
+    core_->cache = std::move(c);
   }
   ~PyCache() {
     try {
@@ -305,8 +308,6 @@ class PyCache {
   }
 
   bool contains(const std::string& ns, const std::string& key) {
-    if (core_->store)  // one hash lookup: not worth giving up the GIL for
-      return Check(core_->Live()->Contains(ns, key));
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
     return Check(core_->Live()->Contains(ns, key));
@@ -427,16 +428,11 @@ class PyCache {
                       const std::vector<int64_t>& shape, bool landing) {
     TensorMeta meta = ToMeta(dtype, shape);
     uint64_t bytes = Check(meta.ByteSize());
-    core_->Live();
+    Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
-    if (core_->store) return Reservation(Check(core_->store->Reserve(ns, key, meta, bytes)), core_);
-    if (!core_->client)
-      Check(
-          Status::InvalidArgument("reserve is for an embedded store or a same-host daemon; "
-                                  "put to a cluster"));
     auto lock = core_->Lock();
     core_->Live();  // closed meanwhile?
-    return Reservation(Check(core_->client->ReservePut(ns, key, meta, bytes, landing)), core_);
+    return Reservation(Check(c->ReserveSlot(ns, key, meta, bytes, landing)), core_);
   }
 
   void flush() {

@@ -55,12 +55,9 @@ Lease::Lease(ReadLease l, std::shared_ptr<Core> core, int device) : device_(devi
   });
 }
 
-Reservation::Reservation(PutReservation r, std::shared_ptr<Core> core) : core_(std::move(core)) {
-  held_->r = std::move(r);
-}
-Reservation::Reservation(net::ArenaReservation a, std::shared_ptr<Core> core)
+Reservation::Reservation(std::unique_ptr<PutSlot> slot, std::shared_ptr<Core> core)
     : core_(std::move(core)) {
-  held_->a = std::move(a);
+  held_->slot = std::move(slot);
 }
 
 nb::object Reservation::view() {
@@ -107,7 +104,8 @@ void Reservation::commit(bool checksum_when_spilled) {
   // The block is the entry's from now on: a write through a view would change it. A landing
   // block's bytes still land through its views while the daemon copies them: read-only once
   // the commit returns.
-  const bool landing = held_->a && static_cast<bool>(held_->a->Landing());
+  PutSlot& slot = *held_->slot;
+  const bool landing = slot.landing();
   if (!landing) EndViews();
   ended_ = true;
   struct EndAfter {
@@ -119,24 +117,14 @@ void Reservation::commit(bool checksum_when_spilled) {
       }
     }
   } end_after{landing ? this : nullptr};
-  if (held_->a) {
-    net::ArenaReservation a = std::move(*held_->a);
-    held_->a.reset();
-    nb::gil_scoped_release nogil;
-    // A landing block's commit holds the connection until its bytes land: not before the
-    // first piece has, waited for here without the connection, so that a block that never
-    // lands fails alone and the Cache's other calls (one connection) go on meanwhile.
-    if (landing) Check(a.AwaitLanded(std::chrono::seconds(30), net::kPutLandingPiece));
-    auto lock = core_->Lock();
-    if (core_->closed) Check(Status::InvalidArgument("this cache is closed"));
-    Check(core_->client->CommitPut(std::move(a), checksum_when_spilled));
-    return;
-  }
-  PutReservation r = std::move(*held_->r);
-  held_->r.reset();
-  if (checksum_when_spilled) r.ChecksumWhenSpilled();
   nb::gil_scoped_release nogil;
-  Check(core_->store->Commit(std::move(r)));
+  // A landing block's commit holds the connection until its bytes land: not before the first
+  // piece has, waited for here without the connection, so that a block that never lands
+  // fails alone and the Cache's other calls (one connection) go on meanwhile.
+  if (landing) Check(slot.AwaitLanded(std::chrono::seconds(30), net::kPutLandingPiece));
+  auto lock = core_->Lock();
+  if (core_->closed) Check(Status::InvalidArgument("this cache is closed"));
+  Check(slot.Commit(checksum_when_spilled));
 }
 
 // Status errors raise the ecstore.errors class of their code, with the status's message.
@@ -200,12 +188,12 @@ void BindEntries(nb::module_& m) {
            "another thread's commit() has the daemon copy them as they do; None otherwise")
       .def("abandon", &Reservation::abandon);
 
-  nb::class_<net::LandingCounter>(m, "Landing")
-      .def("set", &net::LandingCounter::Landed, "n"_a,
+  nb::class_<Reservation::Landing>(m, "Landing")
+      .def("set", &Reservation::Landing::set, "n"_a,
            "the block's first n bytes have landed (never lower it)")
-      .def("fail", &net::LandingCounter::Fail,
+      .def("fail", &Reservation::Landing::fail,
            "the bytes will not land: the daemon stores nothing and commit() raises")
-      .def_prop_ro("landed", &net::LandingCounter::Load);
+      .def_prop_ro("landed", &Reservation::Landing::landed);
 }
 
 }  // namespace ecstore::py

@@ -49,31 +49,35 @@ Info ToInfo(const EntryInfo& e);
 
 TensorMeta ToMeta(const std::string& dtype, const std::vector<int64_t>& shape);
 
-// A block reserved for one put and filled in place (a device->host copy straight into it,
-// no staging buffer), then committed: pool memory of an embedded store, or a same-host
-// client's put arena (net/put_arena.h), which the server copies from once. Its views stop
-// being writable at commit or abandon (the block is then the entry's, or free); an
-// abandoned block goes back only once the last view of it is gone, so a view never points
-// at memory that another entry has taken.
+// A block reserved for one put and filled in place (Cache::ReserveSlot: a device->host copy
+// straight into it, no staging buffer), then committed: pool memory of an embedded store, or
+// a same-host client's put arena (net/put_arena.h), which the server copies from once. Its
+// views stop being writable at commit or abandon (the block is then the entry's, or free);
+// an abandoned block goes back only once the last view of it is gone, so a view never
+// points at memory that another entry has taken.
 class Reservation {
  public:
-  Reservation(PutReservation r, std::shared_ptr<struct Core> core);
-  Reservation(net::ArenaReservation a, std::shared_ptr<struct Core> core);
+  Reservation(std::unique_ptr<PutSlot> slot, std::shared_ptr<struct Core> core);
   nb::object view();  // a writable uint8 numpy array over the block
   // (address, bytes) of the put arena the block lies in, to register it with CUDA once;
   // (0, 0) for pool memory (Cache.register_with_cuda registers the pool).
   std::pair<uint64_t, uint64_t> arena() {
     Bytes();
-    if (!held_->a) return {0, 0};
-    auto m = held_->a->arena()->bytes();
+    auto m = held_->slot->region();
     return {reinterpret_cast<uint64_t>(m.data()), m.size()};
   }
   // A landing block's counter (reserve(..., landing=True) from a same-host daemon that
   // offers it); None otherwise: fill the block, then commit.
-  std::optional<net::LandingCounter> landing() {
+  struct Landing {
+    std::shared_ptr<const PutSlot> slot;  // keeps the block (and its counter) mapped
+    void set(uint64_t n) const { slot->Landed(n); }
+    void fail() const { slot->FailLanding(); }
+    uint64_t landed() const { return slot->landed(); }
+  };
+  std::optional<Landing> landing() {
     Bytes();
-    net::LandingCounter c = held_->a ? held_->a->Landing() : net::LandingCounter();
-    return c ? std::optional<net::LandingCounter>(std::move(c)) : std::nullopt;
+    if (!held_->slot->landing()) return std::nullopt;
+    return Landing{std::shared_ptr<const PutSlot>(held_, held_->slot.get())};
   }
   void commit(bool checksum_when_spilled);
   void abandon();
@@ -81,12 +85,11 @@ class Reservation {
  private:
   // The reserved block, shared with the views: an abandoned one is freed with the last.
   struct Held {
-    std::optional<PutReservation> r;
-    std::optional<net::ArenaReservation> a;
+    std::unique_ptr<PutSlot> slot;
   };
   std::span<uint8_t> Bytes() {
     if (ended_) Check(Status::InvalidArgument("this reservation was committed or abandoned"));
-    return held_->r ? held_->r->bytes() : held_->a->bytes();
+    return held_->slot->bytes();
   }
   void EndViews();  // every view made so far becomes read-only
   std::shared_ptr<Held> held_ = std::make_shared<Held>();
@@ -102,25 +105,21 @@ class Reservation {
 // close() and shut only when the last of them goes: their bytes stay mapped until then.
 struct Core {
   std::mutex mu;
-  std::unique_ptr<Store> store;
-  std::unique_ptr<net::Client> client;
-  std::unique_ptr<cluster::ClusterCache> cluster;  // thread-safe: no mutex for its calls
+  std::unique_ptr<Cache> cache;
+  bool one_thread = false;                   // a Client serves one thread at a time: calls take mu
+  cluster::ClusterCache* cluster = nullptr;  // `cache`, where it is a cluster client
   bool closed = false;
   std::mutex leases_mu;  // leases and shut_when_released
   int leases = 0;
   bool shut_when_released = false;
   std::unique_lock<std::mutex> Lock() {
-    return client ? std::unique_lock<std::mutex>(mu) : std::unique_lock<std::mutex>();
+    return one_thread ? std::unique_lock<std::mutex>(mu) : std::unique_lock<std::mutex>();
   }
   Cache* Live() {
     if (closed) Check(Status::InvalidArgument("this cache is closed"));
-    return Any();
+    return cache.get();
   }
-  Cache* Any() {  // open or closed
-    if (store) return store.get();
-    if (client) return client.get();
-    return cluster.get();
-  }
+  Cache* Any() { return cache.get(); }  // open or closed
 };
 
 // A lease shared by the Python Lease object and every array viewing its bytes: the entry
