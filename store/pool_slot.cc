@@ -26,8 +26,7 @@ class PoolSlot : public PutSlot {
 }  // namespace
 
 Result<std::unique_ptr<PutSlot>> Store::ReserveSlot(std::string_view ns, std::string_view key,
-                                                    const TensorMeta& meta, uint64_t bytes,
-                                                    bool) {
+                                                    const TensorMeta& meta, uint64_t bytes, bool) {
   auto r = Reserve(ns, key, meta, bytes);
   if (!r.ok()) return r.status();
   return std::unique_ptr<PutSlot>(std::make_unique<PoolSlot>(this, std::move(r).value()));

@@ -1,0 +1,172 @@
+// DeviceFront on a keydir of its own (no Store), its host side a fake that records what it
+// was asked: device puts installed through it, gets from the device copy or the host copy,
+// a disk-only entry asked of the host, and a buffer too small. GPU only: these run in
+// `make test-gpu` and skip elsewhere, saying why.
+#include "store/device_front.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "disk/record.h"
+#include "store/evictor.h"
+#include "tests/test_util.h"
+
+#ifdef EC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ecstore {
+namespace {
+
+#ifdef EC_HAVE_CUDA
+using testing::Payload;
+using testing::TempDir;
+
+constexpr uint64_t kKiB = 1024;
+
+// The store's side of DeviceFront: leases of host copies already in the pool (a disk-only
+// entry is NotFound here: no promotion), and installs into the keydir.
+class FakeHost : public DeviceFront::Host {
+ public:
+  explicit FakeHost(Keydir* kd) : kd_(kd) {}
+  std::vector<std::string> acquires;
+  int installs = 0;
+  Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override {
+    acquires.emplace_back(key);
+    MutexLock l(&kd_->mu);
+    auto e = kd_->FindLocked(ns, key, true);
+    if (!e.ok()) return e.status();
+    if (!(*e)->pool) return Status::NotFound("on disk only, and this host promotes nothing");
+    return kd_->LeaseLocked(*e);
+  }
+  Status Install(Keydir::FreshEntry f) override {
+    ++installs;
+    EntryPtr old;
+    std::optional<Tombstone> tomb;
+    MutexLock l(&kd_->mu);
+    return kd_->InstallLocked(std::move(f), &old, &tomb).status();
+  }
+
+ private:
+  Keydir* const kd_;
+};
+
+struct Front {
+  TempDir dir;
+  std::unique_ptr<MemoryTier> pool;
+  std::unique_ptr<DurableTier> durable;
+  std::unique_ptr<DeviceFront> front;
+  std::unique_ptr<Keydir> kd;
+  std::unique_ptr<HostEvictor> host_ev;
+  std::unique_ptr<FakeHost> host;
+
+  bool Open() {
+    pool = MemoryTier::Open(Tier::kPool, NewHostPinnedBackend(), 4 << 20, {}).value();
+    DurableOptions o;
+    o.quota_bytes = 16 << 20;
+    durable = DurableTier::Open(dir.path(), Env::Default(), o).value();
+    auto f = DeviceFront::Open(0, 4 << 20, {}, pool.get());
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    if (!f.ok()) return false;
+    front = std::move(f).value();
+    kd = std::make_unique<Keydir>(Env::Default(), pool.get(), front->memory(), durable.get(),
+                                  false);
+    {
+      MutexLock l(&kd->mu);
+      EXPECT_TRUE(kd->Recover().ok());
+    }
+    host_ev = std::make_unique<HostEvictor>(kd.get(), std::chrono::milliseconds(2000), false);
+    host = std::make_unique<FakeHost>(kd.get());
+    front->Attach(kd.get(), host_ev.get(), host.get(), std::chrono::milliseconds(2000));
+    front->Start();
+    return true;
+  }
+  ~Front() {
+    if (front) front->Stop();
+  }
+  // A host-only entry holding Payload(seed, n), as a Put leaves it.
+  void HostEntry(const std::string& key, uint64_t seed, uint64_t n) {
+    MutexLock l(&kd->mu);
+    PoolBlock b = *pool->Allocate(n);
+    std::memcpy(pool->Ptr(b), Payload(seed, n).data(), n);
+    Keydir::FreshEntry fresh;
+    fresh.ns = "ns";
+    fresh.key = key;
+    fresh.meta = {DType::kU8, {static_cast<int64_t>(n)}};
+    fresh.bytes = n;
+    fresh.checksum = PayloadChecksum(pool->Ptr(b), n);
+    fresh.block = b;
+    EntryPtr old;
+    std::optional<Tombstone> tomb;
+    ASSERT_TRUE(kd->InstallLocked(std::move(fresh), &old, &tomb).ok());
+  }
+};
+
+struct Gpu {
+  explicit Gpu(uint64_t n) : bytes(n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
+  ~Gpu() { cudaFree(p); }
+  std::vector<uint8_t> Read() const {
+    std::vector<uint8_t> h(bytes);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+  void* p = nullptr;
+  uint64_t bytes;
+};
+
+TEST(DeviceFront, ADevicePutIsInstalledThroughTheHostAndReadDeviceToDevice) {
+  REQUIRE_GPU();
+  Front f;
+  ASSERT_TRUE(f.Open());
+  const uint64_t n = 256 * kKiB;
+  Gpu src(n), dst(n);
+  ASSERT_EQ(cudaMemcpy(src.p, Payload(1, n).data(), n, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_TRUE(f.front->PutFromDevice("ns", "k", {DType::kU8, {256 * 1024}}, src.p, n).ok());
+  EXPECT_EQ(f.host->installs, 1);
+  auto got = f.front->GetToDevice("ns", "k", dst.p, n);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->tiers.has(Tier::kDevice));
+  EXPECT_EQ(dst.Read(), Payload(1, n));
+  auto lease = f.front->AcquireOnDevice("ns", "k");
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  EXPECT_EQ(lease->memory_kind(), MemoryKind::kDevice);
+  EXPECT_TRUE(f.host->acquires.empty()) << "the device copy served every read";
+}
+
+TEST(DeviceFront, AHostCopyIsCopiedUpADiskOnlyOneIsAskedOfTheHostAndASmallBufferRefused) {
+  REQUIRE_GPU();
+  Front f;
+  ASSERT_TRUE(f.Open());
+  const uint64_t n = 128 * kKiB;
+  f.HostEntry("h", 2, n);
+  Gpu dst(n), small(n / 2);
+  auto got = f.front->GetToDevice("ns", "h", dst.p, n);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(dst.Read(), Payload(2, n));
+  EXPECT_TRUE(f.host->acquires.empty()) << "the pool copy was leased in the keydir";
+  auto refused = f.front->GetToDevice("ns", "h", small.p, n / 2);
+  EXPECT_TRUE(refused.status().IsInvalidArgument()) << refused.status().ToString();
+  auto absent = f.front->GetToDevice("ns", "gone", dst.p, n);
+  EXPECT_TRUE(absent.status().IsNotFound()) << absent.status().ToString();
+  EXPECT_TRUE(f.host->acquires.empty());
+  f.HostEntry("d", 3, n);  // then spilled, its pool copy dropped: on disk only
+  EntryPtr d;
+  {
+    MutexLock l(&f.kd->mu);
+    d = *f.kd->FindLocked("ns", "d", false);
+    f.kd->BeginSpillLocked(d.get());
+  }
+  ASSERT_TRUE(f.host_ev->SpillBatch({d}, /*drop_from_pool=*/true).ok());
+  auto disk = f.front->GetToDevice("ns", "d", dst.p, n);
+  EXPECT_TRUE(disk.status().IsNotFound()) << "the fake host's answer: " << disk.status().ToString();
+  EXPECT_EQ(f.host->acquires, std::vector<std::string>{"d"}) << "asked of the host, once";
+  MutexLock l(&f.kd->mu);
+  EXPECT_EQ(f.kd->leases(), 0u);
+}
+#endif
+
+}  // namespace
+}  // namespace ecstore
