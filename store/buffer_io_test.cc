@@ -12,11 +12,8 @@
 #include "net/client.h"
 #include "net/server.h"
 #include "store/store.h"
+#include "tests/gpu_buffer.h"
 #include "tests/test_util.h"
-
-#ifdef EC_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace ecstore {
 namespace {
@@ -60,21 +57,7 @@ TEST(BufferIo, HostDescriptorsArePutAndReadWithTheirErrorsKeyByKey) {
 }
 
 #ifdef EC_HAVE_CUDA
-// Device memory, freed at scope end.
-struct Gpu {
-  explicit Gpu(uint64_t n) : bytes(n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
-  ~Gpu() { cudaFree(p); }
-  std::vector<uint8_t> Read() const {
-    std::vector<uint8_t> h(bytes);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-  BufferDesc Desc(cudaStream_t s) const {
-    return BufferDesc::Device(p, bytes, 0, reinterpret_cast<uintptr_t>(s));
-  }
-  void* p = nullptr;
-  uint64_t bytes;
-};
+using Gpu = testing::GpuBuffer;
 
 // Puts two entries from device memory (written on `stream`, not synchronized: the put waits
 // for it), reads them back into device memory and a host buffer in one call.

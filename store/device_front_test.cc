@@ -11,11 +11,8 @@
 
 #include "disk/record.h"
 #include "store/evictor.h"
+#include "tests/gpu_buffer.h"
 #include "tests/test_util.h"
-
-#ifdef EC_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace ecstore {
 namespace {
@@ -71,8 +68,8 @@ struct Front {
     EXPECT_TRUE(f.ok()) << f.status().ToString();
     if (!f.ok()) return false;
     front = std::move(f).value();
-    kd = std::make_unique<Keydir>(Env::Default(), pool.get(), front->memory(), durable.get(),
-                                  false);
+    kd =
+        std::make_unique<Keydir>(Env::Default(), pool.get(), front->memory(), durable.get(), false);
     {
       MutexLock l(&kd->mu);
       EXPECT_TRUE(kd->Recover().ok());
@@ -104,17 +101,7 @@ struct Front {
   }
 };
 
-struct Gpu {
-  explicit Gpu(uint64_t n) : bytes(n) { EXPECT_EQ(cudaMalloc(&p, n), cudaSuccess); }
-  ~Gpu() { cudaFree(p); }
-  std::vector<uint8_t> Read() const {
-    std::vector<uint8_t> h(bytes);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-  void* p = nullptr;
-  uint64_t bytes;
-};
+using Gpu = testing::GpuBuffer;
 
 TEST(DeviceFront, ADevicePutIsInstalledThroughTheHostAndReadDeviceToDevice) {
   REQUIRE_GPU();
