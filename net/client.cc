@@ -292,6 +292,15 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
     out.assign(keys.size(), st);
     return out;
   }
+  if (!link_.transport()->caps().one_sided_read)
+    for (const auto& d : dsts)
+      if (link_.InRegisteredDevice(d)) {  // only the NIC writes device memory here
+        out.assign(keys.size(),
+                   Status::Unavailable("a destination is device memory, which only RDMA reads "
+                                       "land in, and this connection is no longer over RDMA; "
+                                       "get it through GetIntoBuffers (staged)"));
+        return out;
+      }
   if (link_.transport()->caps().same_host_zero_copy) return CopyOutOfLeases(ns, keys, dsts);
   out = link_.transport()->GetMany(link_, ns, keys, dsts);
   for (const auto& r : out)

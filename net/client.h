@@ -150,6 +150,9 @@ class Client : public Cache {
   // bounce copy), kept across reconnects; a no-op for TCP and shared memory.
   Status RegisterMemory(const BufferDesc& memory) override { return link_.RegisterMemory(memory); }
   void UnregisterMemory(const BufferDesc& memory) override { link_.UnregisterMemory(memory); }
+  bool GetsInto(const BufferDesc& memory) const override {
+    return !memory.on_device() || link_.WritesDirectly(memory);
+  }
   TransferStats transfer_stats() const override;
   // Shared memory: the server's pool as mapped here (shared_pool), read-only.
   HostPoolView host_pool() const override { return {shared_pool(), true}; }

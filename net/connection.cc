@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "rdma/verbs.h"
 
 namespace ecstore::net {
@@ -105,6 +107,20 @@ Status Connection::RegisterMemory(const BufferDesc& memory) {
   if (transport_) EC_RETURN_IF_ERROR(transport_->RegisterMemory(memory));
   registered_.push_back(memory);
   return Status::Ok();
+}
+
+bool Connection::WritesDirectly(const BufferDesc& memory) const {
+  if (!transport_ || !transport_->caps().one_sided_read) return false;
+  return std::any_of(registered_.begin(), registered_.end(), [&](const BufferDesc& m) {
+    return m.kind == memory.kind && memory.data >= m.data &&
+           memory.data + memory.size <= m.data + m.size;
+  });
+}
+
+bool Connection::InRegisteredDevice(std::span<const uint8_t> p) const {
+  return std::any_of(registered_.begin(), registered_.end(), [&](const BufferDesc& m) {
+    return m.on_device() && p.data() >= m.data && p.data() + p.size() <= m.data + m.size;
+  });
 }
 
 void Connection::UnregisterMemory(const BufferDesc& memory) {

@@ -82,6 +82,11 @@ class Connection : public Channel, private ReadLease::Releaser {
   // registered with.
   Status RegisterMemory(const BufferDesc& memory);
   void UnregisterMemory(const BufferDesc& memory);
+  // The open link's transport reads into `memory` itself (one-sided reads) and it lies in
+  // memory registered with it.
+  bool WritesDirectly(const BufferDesc& memory) const;
+  // `p` lies in device memory registered with RegisterMemory.
+  bool InRegisteredDevice(std::span<const uint8_t> p) const;
   Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar> registrar);
 
   // Channel: the control connection, as transports use it.

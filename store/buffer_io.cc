@@ -93,22 +93,34 @@ std::vector<Result<EntryInfo>> GetIntoBuffers(Cache& cache, std::string_view ns,
     return Results(keys.size(),
                    Status::InvalidArgument("GetIntoBuffers needs one descriptor per key"));
   Results out(keys.size(), Status::Unavailable("not attempted"));
-  std::vector<std::string> host_keys;
-  std::vector<std::span<uint8_t>> host_dsts;
-  std::vector<size_t> host_idx;
-  ByStream device;
+  std::vector<size_t> got_idx;  // one GetMany: host memory, and device memory written directly
+  ByStream direct, device;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (dsts[i].on_device()) {
-      device[{dsts[i].device, dsts[i].stream}].push_back(i);
-      continue;
-    }
-    host_idx.push_back(i);
-    host_keys.push_back(keys[i]);
-    host_dsts.push_back(dsts[i].span());
+    const BufferDesc& d = dsts[i];
+    if (!d.on_device())
+      got_idx.push_back(i);
+    else
+      (cache.GetsInto(d) ? direct : device)[{d.device, d.stream}].push_back(i);
   }
-  if (!host_idx.empty()) {
-    Results got = cache.GetMany(ns, host_keys, host_dsts);
-    for (size_t j = 0; j < host_idx.size(); ++j) out[host_idx[j]] = std::move(got[j]);
+  // The NIC writes device memory only after the work queued on its stream (which may still
+  // use that memory) is done.
+  for (const auto& [where, idx] : direct) {
+    Status waited = cuda::WaitForStream(where.first, where.second);
+    for (size_t i : idx)
+      if (waited.ok())
+        got_idx.push_back(i);
+      else
+        out[i] = waited;
+  }
+  if (!got_idx.empty()) {
+    std::vector<std::string> ks;
+    std::vector<std::span<uint8_t>> spans;
+    for (size_t i : got_idx) {
+      ks.push_back(keys[i]);
+      spans.push_back(dsts[i].span());
+    }
+    Results got = cache.GetMany(ns, ks, spans);
+    for (size_t j = 0; j < got_idx.size(); ++j) out[got_idx[j]] = std::move(got[j]);
   }
   if (device.empty()) return out;
   const CacheCapabilities caps = cache.capabilities();

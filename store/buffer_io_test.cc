@@ -50,6 +50,10 @@ TEST(BufferIo, HostDescriptorsArePutAndReadWithTheirErrorsKeyByKey) {
   EXPECT_EQ(ga, a);
   EXPECT_TRUE(got[1].status().IsInvalidArgument()) << got[1].status().ToString();
   EXPECT_TRUE(got[2].status().IsNotFound()) << got[2].status().ToString();
+  // Host memory is any GetMany's destination; device memory only a transport's that writes
+  // it itself (RDMA into registered memory), never an embedded store's.
+  EXPECT_TRUE(s->GetsInto(BufferDesc::Host({ga.data(), ga.size()})));
+  EXPECT_FALSE(s->GetsInto(BufferDesc::Device(ga.data(), ga.size(), 0)));
   auto wrong = GetIntoBuffers(*s, "ns", {"a", "b"}, {BufferDesc::Host({ga.data(), ga.size()})});
   ASSERT_EQ(wrong.size(), 2u);
   EXPECT_TRUE(wrong[0].status().IsInvalidArgument());

@@ -387,6 +387,10 @@ class Cache {
   // nvidia-peermem), else Unavailable saying why -- gets into it are then staged.
   virtual Status RegisterMemory(const BufferDesc& memory);
   virtual void UnregisterMemory(const BufferDesc& memory);
+  // Whether GetMany may be given `memory` as a destination: host memory always; device
+  // memory where the transport writes it itself (RDMA verbs into device memory registered
+  // above), so GetIntoBuffers need not stage it through host memory.
+  virtual bool GetsInto(const BufferDesc& memory) const { return !memory.on_device(); }
   virtual TransferStats transfer_stats() const { return {}; }
   // See HostPoolView; empty by default.
   virtual HostPoolView host_pool() const { return {}; }

@@ -95,6 +95,8 @@ TEST_F(RdmaTest, RegisteredDestinationsNeedNoBounce) {
   std::vector<uint8_t> reg(11 * kMiB), plain(11 * kMiB);
   const BufferDesc registered = BufferDesc::Host({reg.data(), reg.size()});
   ASSERT_TRUE(c->RegisterMemory(registered).ok());
+  // Device memory is a GetMany destination only where it was registered as such.
+  EXPECT_FALSE(c->GetsInto(BufferDesc::Device(reg.data(), reg.size(), 0)));
   auto got =
       c->GetMany("ns", {"big", "small"}, {{reg.data(), reg.size()}, {plain.data(), plain.size()}});
   ASSERT_TRUE(got[0].ok() && got[1].ok()) << got[0].status().ToString();
