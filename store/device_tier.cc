@@ -64,7 +64,11 @@ bool DeviceEvictor::EvictSomeLocked() {
       batch.push_back(EntryPtr(e));
       batch_bytes += e->device->length;
     }
-    if (tier().EvictionDone(need_bytes_, batch_bytes) || batch_bytes >= kDemoteBatchBytes) break;
+    // A waiting put's block counts as made once that many bytes are leaving (the next pass
+    // looks again if they were not contiguous): the free extent grows only after the copies,
+    // so a batch that waited for it demoted the whole batch limit for one block.
+    const uint64_t need = batch_bytes >= need_bytes_ ? 0 : need_bytes_;
+    if (tier().EvictionDone(need, batch_bytes) || batch_bytes >= kDemoteBatchBytes) break;
   }
   if (batch.empty()) return freed;
   kd_->mu.unlock();  // never across a copy

@@ -10,7 +10,8 @@
 // would cost a kernel per Put on the GPU the encoder is using, for memory that no disk can
 // corrupt; the disk tier, which can, always gets the checksum first.
 // Thread rules: thread-safe. Copy() takes a stream from a small pool (one per concurrent
-// caller), so copies of different callers overlap on the device.
+// caller), so copies of different callers overlap on the device. A subclass may copy another
+// way (store/device_tier_test.cc: host memory standing in for the GPU's, memcpy for CUDA).
 #pragma once
 
 #include <memory>
@@ -26,13 +27,16 @@ class DeviceTier {
  public:
   static Result<std::unique_ptr<DeviceTier>> Open(int device, uint64_t bytes,
                                                   const MemoryTierOptions& o);
+  virtual ~DeviceTier() = default;
   MemoryTier* memory() const { return memory_.get(); }
   int device() const { return device_; }
   // One copy, on a pooled stream of this device; returns once it is complete.
-  Status Copy(void* dst, const void* src, size_t bytes, cuda::Direction d);
+  virtual Status Copy(void* dst, const void* src, size_t bytes, cuda::Direction d);
+
+ protected:
+  DeviceTier(int device, std::unique_ptr<MemoryTier> m) : device_(device), memory_(std::move(m)) {}
 
  private:
-  DeviceTier(int device, std::unique_ptr<MemoryTier> m) : device_(device), memory_(std::move(m)) {}
   const int device_;
   std::unique_ptr<MemoryTier> memory_;
   std::mutex streams_mu_;  // leaf; guards free_streams_

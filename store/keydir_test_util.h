@@ -1,6 +1,6 @@
 // A Keydir with what it needs around it, for unit tests of it and of what works on it (the
 // evictors): a host pool, a durable tier in a temp directory, and an Env whose clock the test
-// sets.
+// sets; a device tier where the test brings one (store/device_tier_test.cc).
 // Thread rules: the test's thread builds it; kd's mu guards what Keydir says it guards.
 #pragma once
 
@@ -31,14 +31,14 @@ struct KeydirFixture {
   std::unique_ptr<Keydir> kd;
   int lease_ends = 0;
 
-  explicit KeydirFixture(uint64_t pool_bytes = 1 << 20) {
+  explicit KeydirFixture(uint64_t pool_bytes = 1 << 20, MemoryTier* device = nullptr) {
     pool = MemoryTier::Open(Tier::kPool, NewHostPinnedBackend(), pool_bytes, {}).value();
     DurableOptions o;
     o.quota_bytes = 16 << 20;
     auto d = DurableTier::Open(dir.path(), &env, o);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     durable = std::move(d).value();
-    kd = std::make_unique<Keydir>(&env, pool.get(), nullptr, durable.get(), false);
+    kd = std::make_unique<Keydir>(&env, pool.get(), device, durable.get(), false);
     kd->OnLeaseEnd([this] { ++lease_ends; });
     MutexLock l(&kd->mu);
     EXPECT_TRUE(kd->Recover().ok());
