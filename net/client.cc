@@ -131,7 +131,11 @@ Result<ReadLease> Client::AcquireOnDevice(std::string_view ns, std::string_view 
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
   EC_RETURN_IF_ERROR(ValidateKey(key));
   if (!link_.valid()) EC_RETURN_IF_ERROR(link_.Open());
-  return WithRetry([&] { return link_.transport()->AcquireOnDevice(link_, ns, key); });
+  auto lease = WithRetry([&] { return link_.transport()->AcquireOnDevice(link_, ns, key); });
+  // No device pool there (DEVICE_POOL refused): no more asking, callers read its host pool.
+  if (!lease.ok() && lease.status().IsInvalidArgument() && caps().device_memory)
+    no_device_pool_ = true;
+  return lease;
 }
 
 Result<ReadLease> Client::Acquire(std::string_view ns, std::string_view key) {

@@ -40,12 +40,12 @@ class Client : public Cache {
   }
   // From the transport's caps (same host: in-place reads, put arenas, and device puts and
   // leases where the server offers them -- device puts until it refuses this process's
-  // memory); prefetch is queued by the server, and claims are
-  // decided there (an older server grants every claim).
+  // memory, device leases until it answers that it has no device pool); prefetch is queued by the
+  // server, and claims are decided there (an older server grants every claim).
   CacheCapabilities capabilities() const override {
     TransportCaps t = caps();
     return {.device_puts = t.device_puts && !device_puts_refused_,
-            .device_leases = t.device_memory,
+            .device_leases = t.device_memory && !no_device_pool_,
             .in_place_reads = t.same_host_zero_copy,
             .reserve = t.same_host_zero_copy,
             .prefetch = true,
@@ -193,6 +193,7 @@ class Client : public Cache {
   bool no_lease_batches_ = false;     // the server answered GET_SHM_MANY "unknown opcode"
   bool no_erase_batches_ = false;     // ... and ERASE_MANY
   bool device_puts_refused_ = false;  // the server could not open this process's memory
+  bool no_device_pool_ = false;       // the server has no device pool to share
 };
 
 }  // namespace ecstore::net

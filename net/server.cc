@@ -12,7 +12,6 @@
 #include <system_error>
 #include <tuple>
 
-#include "cuda/cuda.h"
 #include "net/admin_requests.h"
 #include "net/lease_batch.h"
 #include "net/protocol.h"
@@ -43,6 +42,14 @@ Status SendFrame(int fd, Op op, uint64_t id, const std::string& body,
   return SendAll(fd, iov, payload.empty() ? 2 : 3, "client", deadline);
 }
 
+// InvalidArgument, not Unavailable: a client takes Unavailable for a broken connection and
+// reconnects, which would release every lease it holds.
+Status NoDevicePoolToShare() {
+  return Status::InvalidArgument(
+      "this server has no device pool to share (serve with --device-pool-size, on a CUDA build "
+      "with a GPU; where it has one, its log says why it cannot be exported)");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions& options) {
@@ -58,33 +65,19 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
                                    " (not a loopback address) needs a shared-secret token: "
                                    "set ServerOptions::token");
   s->listen_fd_ = std::move(fd).value();
-  if (store->device_region().base) {  // same-host readers open the device pool once
-    auto h = cuda::ExportIpcHandle(store->device_region().base);
-    if (h.ok())
-      s->device_ipc_ = std::move(h).value();
-    else
-      spdlog::warn("the device pool cannot be shared with other processes: {}",
-                   h.status().ToString());
-  }
+  s->device_ipc_ = DeviceIpcGets::Export(store);  // same-host readers open the device pool once
   if (!options.shm_socket.empty()) {
-    if (store->pool_region().shm_fd < 0)
-      return Status::InvalidArgument(
-          "shared-memory serving needs a store whose Options::memory_backend is "
-          "NewSharedHostBackend");
-    auto ufd = ListenUnix(options.shm_socket);
-    if (!ufd.ok()) return ufd.status();
-    s->shm_fd_ = std::move(ufd).value();
+    auto shm = ShmGets::Listen(store, options.shm_socket);
+    if (!shm.ok()) return shm.status();
+    s->shm_ = std::move(shm).value();
     s->device_puts_.Offered();  // looks for a GPU now (~0.1 s on one), not in a HELLO
   }
   if (!options.rdma_listen.empty()) {
     auto at = ParseHostPort(options.rdma_listen);
     if (!at.ok()) return at.status();
-    auto l = rdma::RdmaListener::Start(*at);
-    if (!l.ok()) return l.status();
-    EC_RETURN_IF_ERROR(store->AddRegistrar(l->get()));  // the pool's one memory region
-    s->rdma_ = std::move(l).value();
-    s->RegisterDevicePool();
-    s->rdma_addr_ = at->host + ":" + std::to_string(s->rdma_->port());
+    auto rdma = RdmaGets::Listen(store, *at);
+    if (!rdma.ok()) return rdma.status();
+    s->rdma_ = std::move(rdma).value();
   }
   s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   spdlog::info("serving on {}:{} over tcp{}{}", hp->host, s->port_,
@@ -99,14 +92,29 @@ void Server::Stop() {
   if (stop_.exchange(true)) return;
   ::shutdown(listen_fd_.get(), SHUT_RDWR);
   if (acceptor_.joinable()) acceptor_.join();
-  if (shm_fd_.valid()) ::unlink(opt_.shm_socket.c_str());
+  if (shm_) shm_->Stop();
   std::lock_guard<std::mutex> l(mu_);
   for (Conn& c : conns_) ::shutdown(c.fd.get(), SHUT_RDWR);
   for (Conn& c : conns_)
     if (c.thread.joinable()) c.thread.join();
   conns_.clear();
-  prefetcher_.Stop();                               // before the store closes
-  if (rdma_) store_->RemoveRegistrar(rdma_.get());  // before the listener (and its PD) goes
+  prefetcher_.Stop();  // before the store closes
+  if (rdma_) rdma_->Stop();
+}
+
+const ServerTransport* Server::TransportFor(Op op) const {
+  switch (op) {
+    case Op::kGet:
+      return &tcp_;
+    case Op::kGetShm:
+      return shm_.get();
+    case Op::kGetRdma:
+      return rdma_.get();
+    case Op::kGetDevice:
+      return device_ipc_.get();
+    default:
+      return nullptr;
+  }
 }
 
 // Joins connections whose thread has finished, closing their descriptors. Runs on every
@@ -145,13 +153,12 @@ Status Server::ReplyError(Conn* c, const FrameHeader& h, const Status& st) {
 void Server::Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::time_point start) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const Wire wire = h.op == Op::kGetRdma ? Wire::kRdma : c->shm ? Wire::kShm : Wire::kTcp;
+  const ServerTransport* t = TransportFor(h.op);
+  const Wire wire = t && t != &tcp_ ? t->wire() : c->shm ? Wire::kShm : Wire::kTcp;
   const uint64_t in = h.op == Op::kPut ? h.body_len : c->bytes_in;
   const Op op = c->one_key_stream ? Op::kGetShm : h.op;
   metrics_.Record(op, wire, c->outcome, in, c->bytes_out, secs);
-  const bool get =
-      op == Op::kGet || op == Op::kGetShm || op == Op::kGetRdma || op == Op::kGetDevice;
-  if (get)
+  if (t || c->one_key_stream)
     metrics_.RecordGet(wire, c->outcome == Outcome::kOk ? c->served_from : std::nullopt, secs);
   const int64_t slow_ms = slow_request_ms_.load();
   const bool slow = slow_ms > 0 && secs * 1000 > static_cast<double>(slow_ms);
@@ -180,10 +187,10 @@ void Server::AcceptLoop() {
       std::lock_guard<std::mutex> l(mu_);
       live = ReapLocked();
     }
-    pollfd p[2] = {{listen_fd_.get(), POLLIN, 0}, {shm_fd_.get(), POLLIN, 0}};
-    if (poll(p, shm_fd_.valid() ? 2 : 1, 200) <= 0) continue;
-    bool shm = shm_fd_.valid() && (p[1].revents & POLLIN);
-    int lfd = shm ? shm_fd_.get() : listen_fd_.get();
+    pollfd p[2] = {{listen_fd_.get(), POLLIN, 0}, {shm_ ? shm_->listener() : -1, POLLIN, 0}};
+    if (poll(p, shm_ ? 2 : 1, 200) <= 0) continue;
+    bool shm = shm_ && (p[1].revents & POLLIN);
+    int lfd = shm ? shm_->listener() : listen_fd_.get();
     sockaddr_storage peer{};
     socklen_t peer_len = sizeof(peer);
     int fd = accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
@@ -369,8 +376,8 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
     iovec iov[2] = {{out, kHeaderBytes}, {b.data(), b.size()}};
     return SendWithFd(fd, iov, 2, store_->pool_region().shm_fd, "client");
   }
-  info.shm_path = shm_fd_.valid() ? opt_.shm_socket : "";
-  info.rdma_addr = rdma_addr_;
+  if (shm_) shm_->Advertise(&info);
+  if (rdma_) rdma_->Advertise(&info);
   return SendFrame(fd, Op::kHelloOk, h.request_id, HelloBody(info));
 }
 
@@ -505,8 +512,10 @@ Status Server::HandleAdmin(Conn* c, const FrameHeader& h) {
                    *body);
 }
 
-// GET over TCP (the bytes follow from pool memory), or GET_SHM / GET_RDMA / PIN (a lease is
-// kept in the connection's table and its offset or address answered; PIN answers no address).
+// A get through its transport (GET, GET_SHM, GET_RDMA, GET_DEVICE), or PIN (a lease on the
+// host copy kept in the connection's table, and no location).
+// The lease keeps eviction away from these bytes until they are sent (TCP) or the reader
+// releases them, or the lease TTL passes.
 Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   const int fd = c->fd.get();
   auto reply_error = [&](const Status& st) { return ReplyError(c, h, st); };
@@ -515,50 +524,33 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
     reply_error(k.status());
     return k.status();
   }
-  // The lease keeps eviction away from these bytes until they are sent (TCP) or the
-  // reader releases them (shared memory, RDMA), or the lease TTL passes.
-  // GET_RDMA of an entry in the device tier reads GPU memory when the NIC has it registered.
-  const bool on_device = h.op == Op::kGetDevice || (h.op == Op::kGetRdma && rdma_->device_rkey() &&
-                                                    InDeviceTier(k->ns, k->key));
+  const ServerTransport* t = TransportFor(h.op);  // null: PIN
+  if (h.op == Op::kGetDevice && !t) return reply_error(NoDevicePoolToShare());
   c->ns = k->ns;
   c->key = k->key;
-  auto lease = on_device ? store_->AcquireOnDevice(k->ns, k->key) : store_->Acquire(k->ns, k->key);
+  auto lease = t ? t->Acquire(store_, k->ns, k->key) : store_->Acquire(k->ns, k->key);
   if (!lease.ok()) return reply_error(lease.status());
   c->served_from = lease->served_from();
-  if (h.op != Op::kPin) c->bytes_out = lease->size();
+  if (t) c->bytes_out = lease->size();
   const EntryInfo e = lease->info();  // a copy: the lease moves into the table below
   BodyWriter w;
-  if (h.op == Op::kGet) {  // straight from pinned pool memory, one sendmsg
+  if (t && t->sends_bytes()) {  // straight from pinned pool memory, one sendmsg
     BodyWriter inner;
     WriteInfo(&inner, e);
     w.U32(static_cast<uint32_t>(inner.data().size()));
     w.Raw(inner.data().data(), inner.data().size());
     // The whole reply has a deadline: a slow reader cannot hold the lease past it.
-    return SendFrame(fd, Op::kGetOk, h.request_id, w.data(), lease->bytes(),
+    return SendFrame(fd, t->reply(), h.request_id, w.data(), lease->bytes(),
                      FrameDeadline(opt_.io_timeout, lease->size()));
   }
-  const uint8_t* data = lease->data();
+  BodyWriter where;
+  if (t) t->Locate(*lease, &where);
   auto id = c->leases.Add(std::move(lease).value());  // Busy when the table is full
   if (!id.ok()) return reply_error(id.status());
   w.U64(*id);
-  if (h.op == Op::kPin) {  // the lease alone: the entry stays resident until RELEASE
-    WriteInfo(&w, e);
-    return SendFrame(fd, Op::kPinOk, h.request_id, w.data());
-  }
-  if (h.op == Op::kGetDevice) {
-    w.U64(static_cast<uint64_t>(data - store_->device_region().base));  // in the device pool
-    WriteInfo(&w, e);
-    return SendFrame(fd, Op::kGetDeviceOk, h.request_id, w.data());
-  }
-  if (h.op == Op::kGetShm) {
-    w.U64(static_cast<uint64_t>(data - store_->pool_region().base));  // offset in the memfd
-  } else {
-    w.U64(reinterpret_cast<uint64_t>(data));  // address inside the registered pool
-    w.U32(on_device ? rdma_->device_rkey() : rdma_->rkey());
-  }
+  w.Raw(where.data().data(), where.data().size());
   WriteInfo(&w, e);
-  return SendFrame(fd, h.op == Op::kGetShm ? Op::kGetShmOk : Op::kGetRdmaOk, h.request_id,
-                   w.data());
+  return SendFrame(fd, t ? t->reply() : Op::kPinOk, h.request_id, w.data());
 }
 
 // GET_SHM_MANY and GET_SHM_STREAM (net/lease_batch.h), the leases kept in the connection's
@@ -588,36 +580,11 @@ Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
   return SendFrame(c->fd.get(), a->op, h.request_id, a->body);
 }
 
-// GPUDirect RDMA: the device pool registered with the NIC once, so RDMA reads of device
-// entries take their bytes from GPU memory. Where that cannot be done the reason is logged
-// and those reads are staged through the host pool (GET_RDMA leases the host copy).
-void Server::RegisterDevicePool() {
-  const MemoryRegion dev = store_->device_region();
-  if (!dev.base) return;
-  auto fd = cuda::DmaBufFd(dev.base, dev.size);
-  Status st = rdma_->RegisterDevice(dev, fd.ok() ? *fd : -1);
-  if (fd.ok()) ::close(*fd);  // the memory region holds its own reference
-  if (!st.ok())
-    spdlog::warn(
-        "GPUDirect RDMA unavailable ({}{}); remote reads of device entries go "
-        "through the host pool",
-        fd.ok() ? "" : fd.status().message() + "; ", st.message());
-}
-
-// The device pool's CUDA IPC handle, for a same-host reader to open once. Having none is
-// InvalidArgument, not Unavailable: a client takes Unavailable for a broken connection and
-// reconnects, which would release every lease it holds.
+// The device pool's CUDA IPC handle, for a same-host reader to open once.
 Status Server::HandleDevicePool(Conn* c, const FrameHeader& h) {
-  if (device_ipc_.empty())
-    return ReplyError(c, h,
-                      Status::InvalidArgument("this server has no device tier to share (serve "
-                                              "with --device-pool-size, on a CUDA build with a "
-                                              "GPU)"));
-  BodyWriter w;
-  w.U32(static_cast<uint32_t>(store_->device_ordinal()));
-  w.U64(store_->device_region().size);
-  w.Str(device_ipc_);
-  return SendFrame(c->fd.get(), Op::kDevicePoolOk, h.request_id, w.data());
+  if (!device_ipc_) return ReplyError(c, h, NoDevicePoolToShare());
+  return SendFrame(c->fd.get(), Op::kDevicePoolOk, h.request_id,
+                   device_ipc_->PoolBody(store_->device_ordinal()));
 }
 
 Status Server::HandleList(Conn* c, const FrameHeader& h, BodyReader* r) {

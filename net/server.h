@@ -1,7 +1,8 @@
 // Server: serves a Store to remote and same-host consumers: TCP (frames of net/protocol.h),
 // shared memory over its unix socket, RDMA verbs (rdma/) and CUDA IPC (net/device_put.h).
-// A GET is answered under a read lease, straight from pool memory (one sendmsg), so an
-// eviction can never overwrite bytes in flight.
+// Every get is answered under a read lease, through the ServerTransport of its kind
+// (net/server_transport.h): over TCP straight from pool memory (one sendmsg), otherwise as
+// a location the reader takes the bytes from; an eviction never overwrites bytes in flight.
 // Thread rules: Start/Stop from the owner; one acceptor thread and one thread per
 // connection inside, plus, on 4 or more cores, a PieceChecker helper for each connection
 // that has sent a PUT of two or more pieces.
@@ -25,8 +26,8 @@
 #include "net/protocol.h"
 #include "net/put_arena.h"
 #include "net/server_metrics.h"
+#include "net/server_transport.h"
 #include "net/socket.h"
-#include "rdma/verbs.h"
 #include "store/store.h"
 
 namespace ecstore::net {
@@ -71,17 +72,12 @@ struct ServerOptions {
 };
 
 class Server {
-  // The server's own lookups (which tier serves a get, the info a reply carries) are not
-  // its clients' and are not counted as lookups.
-  static constexpr ReadOptions kQuiet{false};
-
  public:
   static Result<std::unique_ptr<Server>> Start(Store* store, const ServerOptions& options);
   ~Server();
   uint16_t port() const { return port_; }
   const char* transport() const {
-    return rdma_ ? (shm_fd_.valid() ? "tcp+shm+rdma" : "tcp+rdma")
-                 : (shm_fd_.valid() ? "tcp+shm" : "tcp");
+    return rdma_ ? (shm_ ? "tcp+shm+rdma" : "tcp+rdma") : (shm_ ? "tcp+shm" : "tcp");
   }
   // Threads that copy one same-host put out of its arena: the connection's and the helpers.
   unsigned put_copy_threads() const { return copier_.threads() + 1; }
@@ -150,11 +146,8 @@ class Server {
   Status HandleGet(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandleDevicePool(Conn* c, const FrameHeader& h);
-  void RegisterDevicePool();
-  bool InDeviceTier(const std::string& ns, const std::string& key) {
-    auto info = store_->Lookup(ns, key, kQuiet);
-    return info.ok() && info->tiers.has(Tier::kDevice);
-  }
+  // The transport that answers a get opcode (null: not a get, or not offered here).
+  const ServerTransport* TransportFor(Op op) const;
   Status HandleList(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandlePut(Conn* c, const FrameHeader& h, Deadline deadline);
   LeaseTable::Limits LeaseLimits() const;  // each connection's
@@ -165,9 +158,11 @@ class Server {
   std::mutex token_mu_;
   std::string token_;  // opt_.token, then SetToken; under token_mu_
   UniqueFd listen_fd_;
-  UniqueFd shm_fd_;  // the unix listener
-  std::unique_ptr<rdma::RdmaListener> rdma_;
-  std::string rdma_addr_;
+  // The ways gets are answered: TCP always, the others where offered.
+  TcpGets tcp_;
+  std::unique_ptr<ShmGets> shm_;  // owns the unix listener
+  std::unique_ptr<RdmaGets> rdma_;
+  std::unique_ptr<DeviceIpcGets> device_ipc_;  // with a device tier that could be exported
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
@@ -181,7 +176,6 @@ class Server {
   Prefetcher prefetcher_{store_};
   ClaimTable claims_;
   std::list<Conn> conns_;
-  std::string device_ipc_;  // the device pool's CUDA IPC handle (empty: no device tier)
   std::atomic<uint64_t> connections_{0};
   std::atomic<uint64_t> ungreeted_{0};    // accepted connections that have not said HELLO
   std::atomic<uint64_t> arena_bytes_{0};  // every connection's put arena together

@@ -32,6 +32,43 @@ void FromDeviceTier(Cache& cache, std::string_view ns, const std::vector<std::st
   }
 }
 
+// From a same-host server's device pool, opened over CUDA IPC: each entry leased there and
+// copied device->device on its descriptor's stream, the leases held until the stream ran
+// the copies. A key that cannot be leased there (no device pool, or one full of leased
+// entries) goes to *rest, for the next way; an absent key is NotFound at once.
+void FromDeviceLeases(Cache& cache, std::string_view ns, const std::vector<std::string>& keys,
+                      const std::vector<BufferDesc>& dsts, const ByStream& groups, Results* out,
+                      ByStream* rest) {
+  for (const auto& [where, idx] : groups) {
+    std::vector<ReadLease> held;
+    for (size_t i : idx) {
+      auto lease = cache.AcquireOnDevice(ns, keys[i]);
+      if (!lease.ok()) {
+        if (lease.status().IsNotFound())
+          (*out)[i] = lease.status();
+        else
+          (*rest)[where].push_back(i);
+        continue;
+      }
+      if (lease->size() > dsts[i].size) {
+        (*out)[i] = Status::InvalidArgument(
+            "the device buffer for '" + keys[i] + "' holds " + std::to_string(dsts[i].size) +
+            " bytes, the entry " + std::to_string(lease->size()) + ": pass one at least its size");
+        continue;
+      }
+      Status st = cuda::EnqueueCopy(dsts[i].data, lease->data(), lease->size(),
+                                    cuda::Direction::kDeviceToDevice, where.first, where.second);
+      (*out)[i] = st.ok() ? Result<EntryInfo>(lease->info()) : Result<EntryInfo>(st);
+      held.push_back(std::move(lease).value());
+    }
+    if (held.empty()) continue;
+    Status st = cuda::WaitForStream(where.first, where.second);  // then the leases end
+    if (!st.ok())
+      for (size_t i : idx)
+        if ((*out)[i].ok()) (*out)[i] = st;
+  }
+}
+
 // From a pool read in place: store/device_load.h, one call per stream.
 void FromPool(Cache& cache, std::string_view ns, const std::vector<std::string>& keys,
               const std::vector<BufferDesc>& dsts, const ByStream& groups, Results* out) {
@@ -124,9 +161,17 @@ std::vector<Result<EntryInfo>> GetIntoBuffers(Cache& cache, std::string_view ns,
   }
   if (device.empty()) return out;
   const CacheCapabilities caps = cache.capabilities();
-  if (caps.device_tier)
+  if (caps.device_tier) {
     FromDeviceTier(cache, ns, keys, dsts, device, &out);
-  else if (caps.in_place_reads)
+    return out;
+  }
+  if (caps.device_leases) {
+    ByStream rest;
+    FromDeviceLeases(cache, ns, keys, dsts, device, &out, &rest);
+    device = std::move(rest);
+  }
+  if (device.empty()) return out;
+  if (caps.in_place_reads)
     FromPool(cache, ns, keys, dsts, device, &out);
   else
     Staged(cache, ns, keys, dsts, device, &out);

@@ -25,9 +25,11 @@ namespace ecstore {
 
 // Result i: keys[i]'s info once its bytes are in dsts[i], or why not (NotFound where absent,
 // InvalidArgument where dsts[i] is smaller than the entry). Host descriptors are one GetMany;
-// device descriptors, by the cache's capabilities: GetToDevice from a device tier, else
-// GetManyToDevice from a pool read in place (store/device_load.h), else one GetMany into a
-// host staging buffer and a host->device copy of each entry.
+// device descriptors, by the cache's capabilities: GetToDevice from a device tier; a
+// device->device copy from a same-host daemon's device pool where it holds the entry
+// (AcquireOnDevice, over CUDA IPC); else GetManyToDevice from a pool read in place
+// (store/device_load.h), else one GetMany into a host staging buffer and a host->device copy
+// of each entry.
 std::vector<Result<EntryInfo>> GetIntoBuffers(Cache& cache, std::string_view ns,
                                               const std::vector<std::string>& keys,
                                               const std::vector<BufferDesc>& dsts);

@@ -1225,7 +1225,8 @@ TEST(NetShm, AskingAServerWithoutADeviceTierForItKeepsTheLeasesHeld) {
   auto dev = c->AcquireOnDevice("ns", "k");
   ASSERT_FALSE(dev.ok());
   EXPECT_TRUE(dev.status().IsInvalidArgument()) << dev.status().ToString();
-  EXPECT_NE(dev.status().message().find("no device tier"), std::string::npos);
+  EXPECT_NE(dev.status().message().find("no device pool to share"), std::string::npos);
+  EXPECT_FALSE(c->capabilities().device_leases) << "told once, the client asks no more";
   auto stats = c->Stats();
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->client_leases, 1u);

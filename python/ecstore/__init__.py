@@ -176,7 +176,7 @@ class Cache:
             if got is None:
                 raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
             return got
-        if self.capabilities["device_leases"] and getattr(self, "_remote_device", True):
+        if self.capabilities["device_leases"]:  # until the server says it has no device pool
             try:  # the server's device pool over CUDA IPC: one device -> device copy
                 with self.acquire_on_device(ns, key) as lease:
                     src = lease.tensor()
@@ -184,8 +184,8 @@ class Cache:
                     dst.copy_(src)
                     torch.cuda.current_stream(dst.device).synchronize()  # before the release
                 return dst
-            except (Unavailable, InvalidArgument):
-                self._remote_device = False  # no device tier there: from its host pool
+            except (InvalidArgument, Unavailable):
+                pass  # no device pool there (the client asks no more): from its host pool
             except Busy:
                 pass  # its device pool is full of leased entries now: this one from the host
 

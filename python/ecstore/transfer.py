@@ -258,11 +258,9 @@ def load(cache: ecstore.Cache, ns: str, key: str, device: Any) -> torch.Tensor:
 
 def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any,
               rows: list[int] | None = None) -> list[torch.Tensor]:
-    """The entries as new tensors on `device`, a step's loads together: their disk reads go
-    out as one batch (get_many on the CPU; acquire_many, then host->device copies straight
-    from the pool, for a CUDA device and a pool without a device tier above it: embedded, or
-    a same-host daemon's). NotFound if one is absent. Elsewhere (a device tier, a daemon
-    not yet known to lack one, TCP) key by key, as load.
+    """The entries as new tensors on `device` (CPU or CUDA), a step's loads together, in one
+    call of buffer descriptors (get_many_to_device): their disk reads go out as one batch,
+    and each cache moves what it can itself. NotFound if one is absent.
 
     rows: each entry's expected first dimension, where the caller knows it (vLLM's scheduler
     tells the worker each item's embed count). To the GPU, once this process has loaded an
@@ -272,15 +270,7 @@ def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any,
     read again, then no longer made for `ns`."""
     if not keys:
         return []
-    dev = torch.device(device if device is not None else "cpu")
-    if dev.type == "cpu":
-        got = cache.get_many(ns, keys)
-    elif cache.capabilities["device_leases"] and getattr(cache, "_remote_device", True):
-        # A same-host daemon's device pool, read over CUDA IPC: key by key (load), until it
-        # turns out to have none.
-        return [load(cache, ns, k, device) for k in keys]
-    else:
-        got = get_many_to_device(cache, ns, keys, dev, rows)
+    got = get_many_to_device(cache, ns, keys, torch.device(device or "cpu"), rows)
     missing = [k for k, t in zip(keys, got) if t is None]
     if missing:
         raise ecstore.NotFound(f"no entry for keys {missing} in namespace '{ns}'")
@@ -289,16 +279,19 @@ def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any,
 
 def get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str], dev: torch.device,
                        rows: list[int] | None = None) -> list[torch.Tensor | None]:
-    """New device tensors of the entries' shapes (None where absent), filled after the work
-    on the current stream, in one call of buffer descriptors (store/buffer_io.h): from a
-    device tier by the store; from a pool read in place, each host->device copy enqueued as
-    its entry's bytes become readable (a pool hit's while the step's disk reads are in
-    flight, a disk read's piece by piece as it lands: store/device_load.h); elsewhere (TCP,
-    RDMA, a cluster) one pipelined get into host memory, then the copies. Returns once they
-    are done."""
-    if dev.index is None:
-        dev = torch.device(dev.type, torch.cuda.current_device())
-    stream = torch.cuda.current_stream(dev).cuda_stream
+    """New tensors on `dev` (CPU or CUDA) of the entries' shapes (None where absent), filled
+    in one call of buffer descriptors (store/buffer_io.h), on a GPU after the work on the
+    current stream: from a device tier by the store; from a same-host daemon's device pool
+    over CUDA IPC; from a pool read in place, each host->device copy enqueued as its entry's
+    bytes become readable (a pool hit's while the step's disk reads are in flight, a disk
+    read's piece by piece as it lands: store/device_load.h); elsewhere (TCP, RDMA, a
+    cluster) one pipelined get into host memory, then the copies. Returns once they are
+    done."""
+    stream = 0
+    if dev.type == "cuda":
+        if dev.index is None:
+            dev = torch.device(dev.type, torch.cuda.current_device())
+        stream = torch.cuda.current_stream(dev).cuda_stream
     layouts = cache._row_layouts
     layout = layouts.get(ns) if rows is not None and len(rows) == len(keys) else None
     if layout:
@@ -347,5 +340,7 @@ def _get_many_sized_by_rows(cache: ecstore.Cache, ns: str, keys: list[str], dev:
 
 
 def _desc(t: torch.Tensor, dev: torch.device, stream: int) -> tuple[int, int, int, int]:
-    """The buffer descriptor of a device tensor: (address, bytes, device, stream)."""
-    return t.data_ptr(), t.numel() * t.element_size(), dev.index, stream
+    """The buffer descriptor of a tensor: (address, bytes, device, stream); device -1: host
+    memory."""
+    return (t.data_ptr(), t.numel() * t.element_size(),
+            dev.index if dev.type == "cuda" else -1, stream)
