@@ -9,6 +9,8 @@
 #include <map>
 #include <mutex>
 
+#include "cuda/events.h"
+
 namespace ecstore::cuda {
 namespace {
 
@@ -141,6 +143,28 @@ Status WaitForStream(int device, uintptr_t stream) {
   DeviceScope scope(device);
   cudaError_t err = cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) return Fail(err, "waiting for the copies");
+  return Status::Ok();
+}
+
+Result<uintptr_t> RecordEvent(int device, uintptr_t stream) {
+  DeviceScope scope(device);
+  cudaEvent_t e;
+  cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  if (err != cudaSuccess) return Fail(err, "creating an event");
+  err = cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    cudaEventDestroy(e);
+    return Fail(err, "recording an event");
+  }
+  return reinterpret_cast<uintptr_t>(e);
+}
+
+Status WaitEvent(int device, uintptr_t event) {
+  DeviceScope scope(device);
+  cudaEvent_t e = reinterpret_cast<cudaEvent_t>(event);
+  cudaError_t err = cudaEventSynchronize(e);
+  cudaEventDestroy(e);
+  if (err != cudaSuccess) return Fail(err, "waiting for a copy");
   return Status::Ok();
 }
 

@@ -1,5 +1,6 @@
 // ecstore::cuda in a build without the CUDA toolkit: every call says so.
 #include "cuda/cuda.h"
+#include "cuda/events.h"
 
 namespace ecstore::cuda {
 namespace {
@@ -22,6 +23,8 @@ Result<std::unique_ptr<CopyStream>> CopyStream::Create(int) { return NotBuilt();
 Status CopyOnStream(void*, const void*, size_t, Direction, int, uintptr_t) { return NotBuilt(); }
 Status EnqueueCopy(void*, const void*, size_t, Direction, int, uintptr_t) { return NotBuilt(); }
 Status WaitForStream(int, uintptr_t) { return NotBuilt(); }
+Result<uintptr_t> RecordEvent(int, uintptr_t) { return NotBuilt(); }
+Status WaitEvent(int, uintptr_t) { return NotBuilt(); }
 Result<int> DmaBufFd(const void*, size_t) { return NotBuilt(); }
 Result<std::string> ExportIpcHandle(const void*) { return NotBuilt(); }
 Result<void*> OpenIpcHandle(const std::string&, int) { return NotBuilt(); }

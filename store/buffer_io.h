@@ -34,12 +34,35 @@ std::vector<Result<EntryInfo>> GetIntoBuffers(Cache& cache, std::string_view ns,
                                               const std::vector<std::string>& keys,
                                               const std::vector<BufferDesc>& dsts);
 
-// Puts src's bytes under (ns, key). Device memory: the cache copies it itself where it can
-// (PutFromDevice: a device tier, or a same-host daemon that can open this process's memory);
-// elsewhere -- or where a daemon refuses this memory -- it is copied to a host staging buffer
-// and put from there. checksum_when_spilled as Cache::PutFromDevice's (host puts hash).
+// How PutFromBuffer moves device memory (host memory is always one Put).
+struct BufferPutOptions {
+  // Hashed by the first spill instead of now (Cache::PutFromDevice's): the entry is
+  // readable as soon as its bytes are in.
+  bool checksum_when_spilled = false;
+  // Let the cache copy the device memory itself where it can (PutFromDevice).
+  bool device_puts = true;
+  // A large put into a same-host daemon's landing block, its pieces marked as they land.
+  bool landing = true;
+};
+// The way a put went, for a caller's counters.
+enum class PutRoute : uint8_t {
+  kHost,       // host memory: one Put
+  kCacheCopy,  // the cache copied the device memory itself (PutFromDevice)
+  kSlot,       // device->host straight into a reserved block (PutSlot), then committed
+  kLanding,    // ... a landing block: committed at once, its pieces marked as they land
+  kStaged,     // device->host into a staging buffer, then one Put
+};
+
+// Puts src's bytes under (ns, key), after the work queued on src's stream. Device memory:
+// the cache copies it itself where it can (PutFromDevice: a device tier, or a same-host
+// daemon that can open this process's memory); else a device->host copy straight into a
+// block the cache reserves (an embedded pool, a same-host daemon's put arena: one copy, and
+// from 32 MiB through a daemon a landing block, the daemon copying each piece out as it
+// lands); elsewhere -- TCP, RDMA, a cluster -- through a host staging buffer and one Put.
+// Reserved blocks and staging copies run at pinned speed where the memory is registered
+// with CUDA (Cache.register_with_cuda in Python, RegisterPutMemoryWith).
 Status PutFromBuffer(Cache& cache, std::string_view ns, std::string_view key,
                      const TensorMeta& meta, const BufferDesc& src,
-                     bool checksum_when_spilled = false);
+                     const BufferPutOptions& options = {}, PutRoute* route = nullptr);
 
 }  // namespace ecstore

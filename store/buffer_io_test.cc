@@ -64,8 +64,9 @@ TEST(BufferIo, HostDescriptorsArePutAndReadWithTheirErrorsKeyByKey) {
 using Gpu = testing::GpuBuffer;
 
 // Puts two entries from device memory (written on `stream`, not synchronized: the put waits
-// for it), reads them back into device memory and a host buffer in one call.
-void RoundTrip(Cache& c) {
+// for it) the way `route` says the cache takes them, reads them back into device memory and
+// a host buffer in one call.
+void RoundTrip(Cache& c, PutRoute route) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   const uint64_t n0 = 2867200, n1 = 1 * kMiB + 4096;
@@ -73,8 +74,11 @@ void RoundTrip(Cache& c) {
   Gpu s0(n0), s1(n1), d0(n0), d1(n1 + 4096);
   ASSERT_EQ(cudaMemcpyAsync(s0.p, h0.data(), n0, cudaMemcpyHostToDevice, stream), cudaSuccess);
   ASSERT_EQ(cudaMemcpyAsync(s1.p, h1.data(), n1, cudaMemcpyHostToDevice, stream), cudaSuccess);
-  ASSERT_TRUE(PutFromBuffer(c, "ns", "k0", Bf16(n0), s0.Desc(stream)).ok());
-  ASSERT_TRUE(PutFromBuffer(c, "ns", "k1", Bf16(n1), s1.Desc(stream), true).ok());
+  PutRoute way;
+  ASSERT_TRUE(PutFromBuffer(c, "ns", "k0", Bf16(n0), s0.Desc(stream), {}, &way).ok());
+  EXPECT_EQ(way, route) << c.transport();
+  const BufferPutOptions hash_later{.checksum_when_spilled = true};
+  ASSERT_TRUE(PutFromBuffer(c, "ns", "k1", Bf16(n1), s1.Desc(stream), hash_later).ok());
   std::vector<uint8_t> host(n0);
   auto got = GetIntoBuffers(c, "ns", {"k0", "k1", "k0", "gone"},
                             {d0.Desc(stream), d1.Desc(stream),
@@ -94,16 +98,16 @@ TEST(DeviceBuffers, AStoreWithADeviceTierMovesDeviceDescriptorsItself) {
   TempDir dir;
   auto s = Open(dir, 64 * kMiB);
   ASSERT_TRUE(s->capabilities().device_tier);
-  RoundTrip(*s);
+  RoundTrip(*s, PutRoute::kCacheCopy);
   EXPECT_GE(s->Stats()->of(Tier::kDevice).entries, 2u);  // put device to device, kept there
 }
 
-TEST(DeviceBuffers, APoolReadInPlaceIsCopiedUpAndDevicePutsAreStaged) {
+TEST(DeviceBuffers, APoolReadInPlaceIsCopiedUpAndDevicePutsFillAPoolBlock) {
   REQUIRE_GPU();
   TempDir dir;
   auto s = Open(dir);
   ASSERT_FALSE(s->capabilities().device_tier);
-  RoundTrip(*s);
+  RoundTrip(*s, PutRoute::kSlot);  // device->host straight into a pool block
   EXPECT_EQ(s->Stats()->leases, 0u);
 }
 
@@ -120,7 +124,48 @@ TEST(DeviceBuffers, OverTcpBothWaysAreStagedThroughHostMemory) {
   auto c = net::Client::Connect("127.0.0.1:" + std::to_string((*server)->port()), co);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_FALSE((*c)->capabilities().in_place_reads);
-  RoundTrip(**c);
+  RoundTrip(**c, PutRoute::kStaged);
+  c->reset();
+  (*server)->Stop();
+}
+
+// A same-host daemon: device puts refused (device_puts off here), a large put lands in a put
+// arena's landing block piece by piece while its commit is out, and a small one fills its
+// block first; both read back byte-exact through the daemon's pool.
+TEST(DeviceBuffers, ASameHostDaemonTakesALargePutInALandingBlockAndASmallOneFilled) {
+  REQUIRE_GPU();
+  TempDir dir;
+  Options o;
+  o.pool_bytes = 256 * kMiB;
+  o.memory_backend = NewSharedHostBackend;
+  auto s = Store::Open(dir.path(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  net::ServerOptions so;
+  so.listen = "127.0.0.1:0";
+  so.shm_socket = dir.sub("serve.sock");
+  auto server = net::Server::Start(s->get(), so);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto c = net::Client::Connect("unix:" + dir.sub("serve.sock"), {});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE((*c)->capabilities().reserve);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const BufferPutOptions no_device_puts{.checksum_when_spilled = true, .device_puts = false};
+  for (uint64_t n : {40 * kMiB + 4096, 3 * kMiB}) {
+    std::vector<uint8_t> h = Payload(static_cast<int>(n % 251), n);
+    Gpu src(n);
+    ASSERT_EQ(cudaMemcpyAsync(src.p, h.data(), n, cudaMemcpyHostToDevice, stream), cudaSuccess);
+    PutRoute way;
+    const std::string key = "k" + std::to_string(n);
+    Status st = PutFromBuffer(**c, "ns", key, Bf16(n), src.Desc(stream), no_device_puts, &way);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(way, n >= 32 * kMiB ? PutRoute::kLanding : PutRoute::kSlot) << n;
+    std::vector<uint8_t> back(n);
+    auto got = (*s)->Get("ns", key, {back.data(), back.size()});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(back == h) << n << " bytes differ in the daemon's pool";
+  }
+  cudaStreamDestroy(stream);
   c->reset();
   (*server)->Stop();
 }

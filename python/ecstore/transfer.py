@@ -18,55 +18,20 @@ import ecstore
 from ecstore import _tensors
 
 
-
-class _PinnedBuffers:
-    """Reused pinned host buffers (allocating pinned memory costs milliseconds), at most
-    `cap` bytes kept."""
-
-    def __init__(self, cap: int = 1 << 30):
-        self._free: dict[int, list[torch.Tensor]] = {}
-        self._kept, self._cap = 0, cap
-        self._lock = threading.Lock()
-
-    def take(self, nbytes: int) -> torch.Tensor:
-        with self._lock:
-            if self._free.get(nbytes):
-                self._kept -= nbytes
-                return self._free[nbytes].pop()
-        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-
-    def give(self, buf: torch.Tensor) -> None:
-        with self._lock:
-            if self._kept + buf.numel() <= self._cap:
-                self._free.setdefault(buf.numel(), []).append(buf)
-                self._kept += buf.numel()
-
-
 class AsyncSaver:
     """save() returns at once: it records a CUDA event behind the tensor on the caller's
-    stream and hands the rest to one worker thread. Through a same-host daemon that offers
-    device puts, that thread waits for the event and has the daemon copy the tensor itself,
-    device->host straight into its pool (one copy; net/device_put.h). Otherwise it (on its
-    own stream, after that event) copies the bytes device->host straight into a reserved block -- pool memory of
-    an embedded store, or a same-host daemon's put arena, which the daemon copies into its
-    pool (each registered with CUDA by Cache.register_with_cuda) -- and commits; over TCP,
-    into a reused pinned buffer that it then puts. Through a daemon that offers landing
-    blocks an entry of 32 MiB or more is copied device->host in pieces and committed at
-    once, from a second thread: the daemon copies each piece as it lands, so its copy
-    overlaps the GPU's. The tensor is kept alive until its copy has run; the caller must not
-    write to it afterwards (vLLM never changes an encoder output). A CPU tensor is put as it
-    is."""
-
-    # A landing block's device->host copy: pieces of at least this, at most _MAX_PIECES
-    # (each costs an event, a wake-up here and one in the daemon: on the H100 host 1 MiB
-    # pieces gained nothing at 10.6-16.5 MB).
-    _MIN_PIECE = 4 << 20
-    _MAX_PIECES = 16
-    # Entries below this fill their block first: the hand-over to the committer thread cost
-    # more than the overlap gained (H100 host, `python -m ecstore.bench`, ready p50 at 2.87 /
-    # 10.6 MB: 1.00-1.09 / 1.34-1.52 ms landing against 0.80-0.82 / 1.12-1.22 filling first;
-    # 57.8 MB: 3.28-3.33 against 3.55-3.88 ms).
-    _LANDING_MIN_BYTES = 32 << 20
+    stream and hands the rest to one worker thread, which puts the tensor as one buffer
+    descriptor on its own stream after that event (store/buffer_io.h's PutFromBuffer): a
+    same-host daemon that offers device puts copies the tensor itself, device->host straight
+    into its pool (one copy; net/device_put.h); otherwise the bytes are copied device->host
+    straight into a reserved block -- pool memory of an embedded store, or a same-host
+    daemon's put arena, which the daemon copies into its pool (each registered with CUDA by
+    Cache.register_with_cuda) -- and committed; over TCP or RDMA, through a host buffer that
+    is then put. Through a daemon that offers landing blocks an entry of 32 MiB or more is
+    copied in pieces and committed at once: the daemon copies each piece as it lands, so its
+    copy overlaps the GPU's. The tensor is kept alive until its copy has run; the caller must
+    not write to it afterwards (vLLM never changes an encoder output). A CPU tensor is put as
+    it is."""
 
     def __init__(self, cache: ecstore.Cache, ns: str,
                  on_error: Callable[[str, Exception], None] | None = None,
@@ -74,23 +39,15 @@ class AsyncSaver:
                  landing: bool = True,
                  device_puts: bool = True):
         """landing=False: through a daemon, large entries too fill the block first, then
-        commit (one thread). device_puts=False: never hand the daemon a tensor to copy
-        (ecstore.net's PUT_DEVICE); reserve and fill put-arena blocks instead."""
+        commit. device_puts=False: never hand the daemon a tensor to copy (ecstore.net's
+        PUT_DEVICE); reserve and fill put-arena blocks instead."""
         self._cache, self._ns, self._on_error, self._on_saved = cache, ns, on_error, on_saved
-        self._landing = landing
+        self._landing, self._device_puts = landing, device_puts
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-save")
         self._pending: set[concurrent.futures.Future] = set()
         self._lock = threading.Lock()
-        # Reserve in place: an embedded store, or a same-host daemon (until one answers
-        # that it has no put arenas: an older daemon).
-        self._reserve = cache.capabilities["reserve"]
-        # A same-host daemon that copies device memory itself (until it refuses this
-        # process's memory, say a GPU it does not see): one copy, the daemon's.
-        self._device_puts = device_puts and cache._device_puts()
-        self.device_puts = 0  # saves the daemon copied out of device memory
-        self._stream = None
-        self._committer: concurrent.futures.ThreadPoolExecutor | None = None
-        self._buffers = _PinnedBuffers()
+        self.device_puts = 0  # saves the cache copied out of device memory itself
+        self._streams: dict[int, Any] = {}  # the worker's own stream, per device
 
     def save(self, key: str, tensor: torch.Tensor) -> None:
         src = tensor.detach()
@@ -107,12 +64,8 @@ class AsyncSaver:
         try:
             if ready is None:
                 self._cache.put(self._ns, key, src)
-            elif self._device_puts and self._put_device(key, src, ready):
-                pass
-            elif self._reserve:
-                self._put_reserved(key, src, ready)
             else:
-                self._put_staged(key, src, ready)
+                self._put_device(key, src, ready)
             if self._on_saved is not None:
                 self._on_saved(key, src.numel() * src.element_size(),
                                time.monotonic() - handed)
@@ -121,109 +74,21 @@ class AsyncSaver:
                 raise
             self._on_error(key, e)
 
-    def _put_device(self, key: str, src: torch.Tensor, ready: Any) -> bool:
-        """The daemon copies the tensor itself, device->host into its pool, once the tensor
-        is computed (over CUDA IPC: net/device_put.h). False where it cannot (the tensor is
-        not contiguous, or the daemon refused this process's memory: from then on, put
-        arenas)."""
-        if not src.is_contiguous() or src.numel() == 0:
-            return False
-        ready.synchronize()  # the daemon's copy engine reads what the encoder wrote
-        try:
-            self._cache._c.put_device(self._ns, key, _tensors.dtype_name(src), list(src.shape),
-                                      src.data_ptr(), src.numel() * src.element_size(),
-                                      checksum_when_spilled=True)
-        except ecstore.InvalidArgument as e:
-            if not ecstore.device_put_refused(e):
-                raise
-            self._device_puts = False
-            return False
-        self.device_puts += 1
-        return True
-
-    def _side_stream(self, src: torch.Tensor, ready: Any) -> Any:
-        """The saver's own stream, made to wait for `ready` (the tensor computed)."""
-        if self._stream is None:
-            self._stream = torch.cuda.Stream(device=src.device)
-        self._stream.wait_event(ready)
-        return self._stream
-
-    def _device_to_host(self, dst: torch.Tensor, src: torch.Tensor, ready: Any) -> None:
-        with torch.cuda.stream(self._side_stream(src, ready)):
-            dst.copy_(src.contiguous().view(-1).view(torch.uint8), non_blocking=True)
-        self._stream.synchronize()
-
-    def _put_reserved(self, key: str, src: torch.Tensor, ready: Any) -> None:
-        name = _tensors.dtype_name(src)
-        try:
-            nbytes = src.numel() * src.element_size()
-            landing = self._landing and nbytes >= self._LANDING_MIN_BYTES
-            r = self._cache.reserve(self._ns, key, name, list(src.shape), landing=landing)
-        except ecstore.InvalidArgument as e:
-            if "put arenas" not in str(e):
-                raise
-            self._reserve = False  # an older daemon: staged puts from now on
-            self._put_staged(key, src, ready)
-            return
-        try:
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                dst = torch.from_numpy(r.view())
-            landing = r.landing()
-            if landing is not None:
-                self._land_while_committing(r, landing, dst, src, ready)
-                return
-            self._device_to_host(dst, src, ready)
-            del dst
-            # Readable at once; hashed by the write-back spill, off this path (hashing 58 MB
-            # takes several times the device->host copy).
-            r.commit(checksum_when_spilled=True)
-        except BaseException:
-            r.abandon()
-            raise
-
-    def _land_while_committing(self, r: Any, landing: Any, dst: torch.Tensor,
-                               src: torch.Tensor, ready: Any) -> None:
-        """The device->host copy in pieces, an event behind each; once the tensor is ready,
-        the commit goes out on the committer thread and this one marks each piece landed as
-        its event completes, for the daemon to copy while the next lands."""
-        pieces = []
-        with torch.cuda.stream(self._side_stream(src, ready)):
-            flat = src.contiguous().view(-1).view(torch.uint8)
-            n = flat.numel()
-            step = max(self._MIN_PIECE, -(-n // self._MAX_PIECES))
-            for at in range(0, n, step):
-                end = min(n, at + step)
-                dst[at:end].copy_(flat[at:end], non_blocking=True)
-                done = torch.cuda.Event()
-                done.record(self._stream)
-                pieces.append((end, done))
-        ready.synchronize()  # the daemon waits for the pieces only, not for the encoder
-        if self._committer is None:
-            self._committer = concurrent.futures.ThreadPoolExecutor(1, "ecstore-commit")
-        commit = self._committer.submit(r.commit, checksum_when_spilled=True)
-        try:
-            for end, done in pieces:
-                done.synchronize()
-                landing.set(end)
-        except BaseException:
-            landing.fail()  # the daemon stores nothing; the commit raises
-            concurrent.futures.wait([commit])
-            self._stream.synchronize()  # no copy still landing once the block is freed
-            raise
-        commit.result()
-
-    def _put_staged(self, key: str, src: torch.Tensor, ready: Any) -> None:
-        nbytes = src.numel() * src.element_size()
-        buf = self._buffers.take(nbytes)
-        try:
-            self._device_to_host(buf, src, ready)
-            self._cache.put(self._ns, key, buf, dtype=_tensors.dtype_name(src),
-                            shape=list(src.shape))
-        finally:
-            self._buffers.give(buf)
+    def _put_device(self, key: str, src: torch.Tensor, ready: Any) -> None:
+        stream = self._streams.get(src.device.index)
+        if stream is None:
+            stream = self._streams[src.device.index] = torch.cuda.Stream(device=src.device)
+        stream.wait_event(ready)  # the copies follow the encoder's work, not the host
+        with torch.cuda.stream(stream):
+            flat = src.contiguous()
+            route = self._cache._c.put_from_buffer(
+                self._ns, key, _tensors.dtype_name(src), list(src.shape),
+                (flat.data_ptr(), flat.numel() * flat.element_size(), src.device.index,
+                 stream.cuda_stream),
+                checksum_when_spilled=True, device_puts=self._device_puts,
+                landing=self._landing)
+        if route == "cache":
+            self.device_puts += 1
 
     def _finished(self, fut: concurrent.futures.Future) -> None:
         with self._lock:
@@ -246,8 +111,6 @@ class AsyncSaver:
     def close(self) -> None:
         self.wait()
         self._pool.shutdown(wait=True)
-        if self._committer is not None:
-            self._committer.shutdown(wait=True)
 
 
 def load(cache: ecstore.Cache, ns: str, key: str, device: Any) -> torch.Tensor:

@@ -204,18 +204,40 @@ class PyCache {
     }
     return InfosOrNone(got);
   }
-  // The bytes at `src` (a descriptor as above) put under (ns, key): device memory copied by
-  // the store itself where it can, else staged through host memory (store/buffer_io.h).
-  void put_from_buffer(const std::string& ns, const std::string& key, const std::string& dtype,
-                       const std::vector<int64_t>& shape, const Desc& src,
-                       bool checksum_when_spilled) {
+  // The bytes at `src` (a descriptor as above) put under (ns, key), after the work queued on
+  // its stream: device memory copied by the cache itself, into a reserved block, or staged
+  // (store/buffer_io.h). Returns the way it went: "host", "cache", "slot", "landing" or
+  // "staged".
+  const char* put_from_buffer(const std::string& ns, const std::string& key,
+                              const std::string& dtype, const std::vector<int64_t>& shape,
+                              const Desc& src, bool checksum_when_spilled, bool device_puts,
+                              bool landing) {
     TensorMeta meta = ToMeta(dtype, shape);
     const auto& [ptr, n, device, stream] = src;
     BufferDesc d = ToDesc(ptr, n, device, stream);
     Cache* c = core_->Live();
-    nb::gil_scoped_release nogil;
-    auto l = core_->Lock();
-    Check(PutFromBuffer(*c, ns, key, meta, d, checksum_when_spilled));
+    BufferPutOptions o{.checksum_when_spilled = checksum_when_spilled,
+                       .device_puts = device_puts,
+                       .landing = landing};
+    PutRoute route = PutRoute::kHost;
+    {
+      nb::gil_scoped_release nogil;
+      auto l = core_->Lock();
+      Check(PutFromBuffer(*c, ns, key, meta, d, o, &route));
+    }
+    switch (route) {
+      case PutRoute::kHost:
+        return "host";
+      case PutRoute::kCacheCopy:
+        return "cache";
+      case PutRoute::kSlot:
+        return "slot";
+      case PutRoute::kLanding:
+        return "landing";
+      case PutRoute::kStaged:
+        return "staged";
+    }
+    return "host";
   }
   static BufferDesc ToDesc(uint64_t ptr, uint64_t nbytes, int device, uint64_t stream = 0) {
     void* p = reinterpret_cast<void*>(ptr);
@@ -517,7 +539,7 @@ void BindCache(nb::module_& m) {
       .def("put_from_parts", &PyCache::put_from_parts, "ns"_a, "keys"_a, "ptrs"_a, "sizes"_a)
       .def("get_into_buffers", &PyCache::get_into_buffers, "ns"_a, "keys"_a, "descs"_a)
       .def("put_from_buffer", &PyCache::put_from_buffer, "ns"_a, "key"_a, "dtype"_a, "shape"_a,
-           "src"_a, "checksum_when_spilled"_a = false)
+           "src"_a, "checksum_when_spilled"_a = false, "device_puts"_a = true, "landing"_a = true)
       .def("prefetch", &PyCache::prefetch, "ns"_a, "keys"_a)
       .def("capabilities", &PyCache::capabilities)
       .def("put_device", &PyCache::put_device, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "src"_a,
