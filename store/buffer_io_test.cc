@@ -164,11 +164,17 @@ TEST(DeviceBuffers, ASameHostDaemonTakesALargePutInALandingBlockAndASmallOneFill
     auto got = (*s)->Get("ns", key, {back.data(), back.size()});
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_TRUE(back == h) << n << " bytes differ in the daemon's pool";
+    Gpu dst(n);  // and back up, asking first for a device pool the daemon does not have
+    auto up = GetIntoBuffers(**c, "ns", {key}, {dst.Desc(stream)});
+    ASSERT_TRUE(up[0].ok()) << up[0].status().ToString();
+    EXPECT_TRUE(dst.Read() == h) << n;
+    EXPECT_FALSE((*c)->capabilities().device_leases) << "told once, not asked again";
   }
   cudaStreamDestroy(stream);
   c->reset();
   (*server)->Stop();
 }
+
 #endif
 
 }  // namespace

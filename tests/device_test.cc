@@ -17,6 +17,7 @@
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "net/device_put.h"
+#include "store/buffer_io.h"
 #include "store/device_load.h"
 #include "store/store.h"
 #include "tests/test_util.h"
@@ -721,6 +722,38 @@ TEST(DeviceLoad, AStepOfPoolAndDiskEntriesLandsOnTheGpuThroughADaemon) {
   cudaHostUnregister(const_cast<uint8_t*>(pool.data()));
   c.reset();
   StopProcess(pid, SIGTERM);
+}
+
+// Buffer descriptors through a same-host daemon with a device tier: the put is copied by
+// the daemon into its device pool, and the get reads it device->device out of that pool,
+// opened over CUDA IPC, after the caller's stream; the lease ends once the copy ran.
+TEST(DeviceBuffers, ASameHostDaemonsDevicePoolIsReadDeviceToDevice) {
+  REQUIRE_GPU();
+  ServedDaemon d("32MiB");
+  net::Client* c = d.c.get();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->capabilities().device_leases);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const uint64_t n = 2867200;
+  DeviceBuffer src(n), dst(n);
+  src.Fill(7);
+  auto desc = [&](const DeviceBuffer& b) {
+    return BufferDesc::Device(b.get(), n, 0, reinterpret_cast<uintptr_t>(stream));
+  };
+  PutRoute way;
+  ASSERT_TRUE(PutFromBuffer(*c, "ns", "k", Bf16(n), desc(src), {}, &way).ok());
+  EXPECT_EQ(way, PutRoute::kCacheCopy);
+  auto info = c->Lookup("ns", "k");
+  ASSERT_TRUE(info.ok() && info->tiers.has(Tier::kDevice)) << "the daemon copied it to its GPU";
+  const uint64_t hits = c->Stats()->of(Tier::kDevice).hits;
+  auto got = GetIntoBuffers(*c, "ns", {"k", "absent"}, {desc(dst), desc(dst)});
+  ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
+  EXPECT_TRUE(got[1].status().IsNotFound()) << got[1].status().ToString();
+  EXPECT_TRUE(dst.Read() == src.Read());
+  EXPECT_EQ(c->Stats()->of(Tier::kDevice).hits, hits + 1) << "leased in the device pool";
+  EXPECT_EQ(Leases(c), 0u) << "the lease ended once the copy ran";
+  cudaStreamDestroy(stream);
 }
 #endif
 

@@ -169,35 +169,15 @@ class Cache:
         raise Busy(f"{ns}/{key} kept changing size while being read")
 
     def _get_to_device(self, ns: str, key: str, device: Any) -> Any:
+        """One buffer descriptor (store/buffer_io.h): the cache reads into the new tensor
+        whichever way it can -- a device tier, a same-host daemon's device pool, a pool read
+        in place, or staged through host memory."""
         import torch
 
-        if self.capabilities["device_tier"]:  # from any tier straight into a new tensor
-            got = _transfer().get_many_to_device(self, ns, [key], torch.device(device))[0]
-            if got is None:
-                raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
-            return got
-        if self.capabilities["device_leases"]:  # until the server says it has no device pool
-            try:  # the server's device pool over CUDA IPC: one device -> device copy
-                with self.acquire_on_device(ns, key) as lease:
-                    src = lease.tensor()
-                    dst = torch.empty(src.shape, dtype=src.dtype, device=device)
-                    dst.copy_(src)
-                    torch.cuda.current_stream(dst.device).synchronize()  # before the release
-                return dst
-            except (InvalidArgument, Unavailable):
-                pass  # no device pool there (the client asks no more): from its host pool
-            except Busy:
-                pass  # its device pool is full of leased entries now: this one from the host
-
-        with self.acquire(ns, key) as lease:  # H2D straight from the pool (in place)
-            i = lease.info
-            dst = torch.empty(list(i.shape), dtype=_tensors.torch_dtype(i.dtype), device=device)
-            # On the current stream, waited for before the lease ends: one C++ call where a
-            # tensor view, copy_ and synchronize cost ~50 us more (H100, 2.87 MB: 0.12 ms).
-            stream = torch.cuda.current_stream(dst.device).cuda_stream
-            lease._core.copy_to_device(dst.data_ptr(), dst.numel() * dst.element_size(),
-                                       dst.device.index, stream)
-        return dst
+        got = _transfer().get_many_to_device(self, ns, [key], torch.device(device))[0]
+        if got is None:
+            raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
+        return got
 
     def get_into(self, ns: str, key: str, out: Any) -> EntryInfo:
         """Copies the entry's bytes into `out` (a contiguous CPU tensor or array with at

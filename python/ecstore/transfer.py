@@ -8,6 +8,7 @@ worker thread does the store calls.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
 import time
 from typing import Any, Callable
@@ -62,10 +63,7 @@ class AsyncSaver:
 
     def _put(self, key: str, src: torch.Tensor, ready: Any, handed: float) -> None:
         try:
-            if ready is None:
-                self._cache.put(self._ns, key, src)
-            else:
-                self._put_device(key, src, ready)
+            self._put_buffer(key, src, ready)
             if self._on_saved is not None:
                 self._on_saved(key, src.numel() * src.element_size(),
                                time.monotonic() - handed)
@@ -74,18 +72,21 @@ class AsyncSaver:
                 raise
             self._on_error(key, e)
 
-    def _put_device(self, key: str, src: torch.Tensor, ready: Any) -> None:
-        stream = self._streams.get(src.device.index)
-        if stream is None:
-            stream = self._streams[src.device.index] = torch.cuda.Stream(device=src.device)
-        stream.wait_event(ready)  # the copies follow the encoder's work, not the host
-        with torch.cuda.stream(stream):
+    def _put_buffer(self, key: str, src: torch.Tensor, ready: Any) -> None:
+        """One descriptor; a CUDA tensor's on the worker's own stream, made to wait for the
+        encoder's work (ready) rather than the host."""
+        stream = None
+        if ready is not None:
+            stream = self._streams.get(src.device.index)
+            if stream is None:
+                stream = self._streams[src.device.index] = torch.cuda.Stream(device=src.device)
+            stream.wait_event(ready)
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             flat = src.contiguous()
             route = self._cache._c.put_from_buffer(
                 self._ns, key, _tensors.dtype_name(src), list(src.shape),
-                (flat.data_ptr(), flat.numel() * flat.element_size(), src.device.index,
-                 stream.cuda_stream),
-                checksum_when_spilled=True, device_puts=self._device_puts,
+                _desc(flat, src.device, stream.cuda_stream if stream is not None else 0),
+                checksum_when_spilled=ready is not None, device_puts=self._device_puts,
                 landing=self._landing)
         if route == "cache":
             self.device_puts += 1

@@ -6,8 +6,6 @@
 #include <nanobind/stl/vector.h>
 #include <spdlog/spdlog.h>
 
-#include "cuda/cuda.h"
-
 namespace ecstore::py {
 
 using namespace nb::literals;
@@ -86,19 +84,6 @@ void Reservation::abandon() {
   held_.reset();
 }
 
-void Lease::copy_to_device(uint64_t dst, uint64_t dst_bytes, int device, uint64_t stream) const {
-  const ReadLease& l = Held();
-  if (!l.data()) Check(Status::InvalidArgument("a pin holds no bytes to copy; use acquire"));
-  if (dst_bytes < l.size())
-    Check(Status::InvalidArgument("the destination holds " + std::to_string(dst_bytes) +
-                                  " bytes; the entry has " + std::to_string(l.size())));
-  const auto dir = l.memory_kind() == MemoryKind::kDevice ? cuda::Direction::kDeviceToDevice
-                                                          : cuda::Direction::kHostToDevice;
-  nb::gil_scoped_release nogil;
-  Check(cuda::CopyOnStream(reinterpret_cast<void*>(dst), l.data(), l.size(), dir, device,
-                           static_cast<uintptr_t>(stream)));
-}
-
 void Reservation::commit(bool checksum_when_spilled) {
   Bytes();
   // The block is the entry's from now on: a write through a view would change it. A landing
@@ -167,9 +152,6 @@ void BindEntries(nb::module_& m) {
       .def("view", &Lease::view, "the bytes in place (read-only uint8 array; keeps the lease)")
       .def("torch_view", &Lease::torch_view, "the bytes in place as a torch uint8 tensor")
       .def_prop_ro("on_device", &Lease::on_device, "whether the bytes are in device memory")
-      .def("copy_to_device", &Lease::copy_to_device, "dst"_a, "dst_bytes"_a, "device"_a, "stream"_a,
-           "copies the bytes to device memory at dst on a cudaStream_t (torch's current "
-           "stream) and waits for that stream")
       .def("release", &Lease::release);
 
   nb::class_<Reservation>(m, "Reservation")

@@ -155,10 +155,6 @@ class Lease {
         dev ? nb::device::cuda::value : nb::device::cpu::value, dev ? device_ : 0);
   }
   bool on_device() const { return Held().memory_kind() == MemoryKind::kDevice; }
-  // Copies the bytes to device memory at dst (dst_bytes at least theirs) on `stream` (a
-  // cudaStream_t: torch's current stream, so the copy follows the work queued there) and
-  // waits for it: one call where tensor() + copy_ + synchronize cost ~50 us more in Python.
-  void copy_to_device(uint64_t dst, uint64_t dst_bytes, int device, uint64_t stream) const;
   uint64_t address() const { return reinterpret_cast<uint64_t>(Held().data()); }
   void release() { lease_.reset(); }
   bool released() const { return !lease_; }
