@@ -1446,11 +1446,17 @@ TEST(Net, FdExhaustionRefusesClearlyAndRecovers) {
   std::this_thread::sleep_for(std::chrono::seconds(1));
   EXPECT_LT(CpuSeconds(server.pid()) - cpu0, 0.5) << "the accept loop spins at the fd limit";
   conns.clear();  // everyone leaves: fds come back without a new accept succeeding first
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
   ClientOptions o;
   o.retries = 0;
-  auto c = ConnectOrDie(server.uri(), o);
-  ASSERT_TRUE(c);
+  std::unique_ptr<Client> c;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto r = Client::Connect(server.uri(), o);
+        if (r.ok()) c = std::move(r).value();
+        return c != nullptr;
+      },
+      std::chrono::seconds(5)))
+      << "the server never took a client again";
   EXPECT_TRUE(c->Put("ns", "k", U8(100), Span(Payload(1, 100))).ok());
 }
 
@@ -1493,9 +1499,9 @@ TEST(Net, ConnectionLimitRefusesClearly) {
   auto extra = Client::Connect(server.uri(), o);
   ASSERT_FALSE(extra.ok());
   EXPECT_NE(extra.status().message().find("limit"), std::string::npos) << extra.status().ToString();
-  clients.pop_back();
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  EXPECT_TRUE(Client::Connect(server.uri(), o).ok());
+  clients.pop_back();  // once the server has reaped it, a new client is taken
+  EXPECT_TRUE(testing::WaitFor([&] { return Client::Connect(server.uri(), o).ok(); },
+                               std::chrono::seconds(5)));
 }
 
 // Sockets that connect and never say HELLO are closed after the HELLO deadline and, past a

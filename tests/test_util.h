@@ -63,6 +63,19 @@ inline std::chrono::milliseconds Scaled(std::chrono::milliseconds ms) {
       static_cast<int64_t>(static_cast<double>(ms.count()) * (scale >= 1.0 ? scale : 1.0)));
 }
 
+// Polls `done` every few ms until it is true or `limit` (Scaled) passed; returns the last
+// answer. For a condition another process or thread brings about and tells no one of (a
+// server reaping a closed connection): the wait lasts as long as the condition takes.
+template <typename Fn>
+bool WaitFor(Fn&& done, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + Scaled(limit);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until) return done();
+    ::usleep(2000);
+  }
+  return true;
+}
+
 }  // namespace ecstore::testing
 
 // Skips (or, under EC_REQUIRE_GPU=1 -- `make test-gpu` -- fails) when there is no GPU to
