@@ -233,6 +233,22 @@ std::vector<Result<EntryInfo>> GetIntoBuffers(Cache& cache, std::string_view ns,
   return out;
 }
 
+const char* PutRouteName(PutRoute route) {
+  switch (route) {
+    case PutRoute::kHost:
+      return "host";
+    case PutRoute::kCacheCopy:
+      return "cache";
+    case PutRoute::kSlot:
+      return "slot";
+    case PutRoute::kLanding:
+      return "landing";
+    case PutRoute::kStaged:
+      return "staged";
+  }
+  return "host";
+}
+
 Status PutFromBuffer(Cache& cache, std::string_view ns, std::string_view key,
                      const TensorMeta& meta, const BufferDesc& src, const BufferPutOptions& o,
                      PutRoute* route) {

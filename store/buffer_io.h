@@ -52,6 +52,8 @@ enum class PutRoute : uint8_t {
   kLanding,    // ... a landing block: committed at once, its pieces marked as they land
   kStaged,     // device->host into a staging buffer, then one Put
 };
+// "host", "cache", "slot", "landing", "staged".
+const char* PutRouteName(PutRoute route);
 
 // Puts src's bytes under (ns, key), after the work queued on src's stream. Device memory:
 // the cache copies it itself where it can (PutFromDevice: a device tier, or a same-host

@@ -225,19 +225,7 @@ class PyCache {
       auto l = core_->Lock();
       Check(PutFromBuffer(*c, ns, key, meta, d, o, &route));
     }
-    switch (route) {
-      case PutRoute::kHost:
-        return "host";
-      case PutRoute::kCacheCopy:
-        return "cache";
-      case PutRoute::kSlot:
-        return "slot";
-      case PutRoute::kLanding:
-        return "landing";
-      case PutRoute::kStaged:
-        return "staged";
-    }
-    return "host";
+    return PutRouteName(route);
   }
   static BufferDesc ToDesc(uint64_t ptr, uint64_t nbytes, int device, uint64_t stream = 0) {
     void* p = reinterpret_cast<void*>(ptr);
