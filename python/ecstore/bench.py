@@ -366,6 +366,56 @@ def load_breakdown(store: str, device: str, reps: int) -> dict:
     return out
 
 
+def save_breakdown(store: str, device: str, reps: int) -> dict:
+    """Where a one-entry save's time goes until the entry is readable (p50 ms), each part
+    timed on its own: `handoff` (a no-op handed to a one-thread executor and its result
+    taken: the saver's hand-over and wake-up), `put` (the saver's one call, put_from_buffer
+    of a computed CUDA tensor into a new key, on this thread), `ready` (what the bench's
+    ready column times: AsyncSaver.save, then wait) and `copy` (ready's limit:
+    device->host into pinned memory)."""
+    import concurrent.futures
+
+    import ecstore
+    from ecstore import _tensors
+    from ecstore.transfer import AsyncSaver, _desc
+
+    cache = (ecstore.connect(store) if store.startswith(("tcp://", "unix:"))
+             else ecstore.open(store, "2GiB", "64GiB"))
+    cache.register_with_cuda()
+    saver = AsyncSaver(cache, "bench")
+    worker = concurrent.futures.ThreadPoolExecutor(1)
+    dev = torch.device(device)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    out = {}
+    for label, shape in SIZES.items():
+        parts: dict[str, list[float]] = {p: [] for p in ("handoff", "put", "ready", "copy")}
+        src = torch.randn(shape, device=dev).to(torch.bfloat16)
+        pinned = torch.empty(shape, dtype=torch.bfloat16).pin_memory()
+        name, dims = _tensors.dtype_name(src), list(src.shape)
+        for r in range(reps):
+            key = f"{label}-{r}-save"
+            for part, run in (
+                    ("handoff", lambda: worker.submit(lambda: None).result()),
+                    ("put", lambda: cache._c.put_from_buffer(
+                        "bench", key + "-put", name, dims, _desc(src, dev, stream),
+                        checksum_when_spilled=True)),
+                    ("ready", lambda: (saver.save(key, src), saver.wait())),
+                    ("copy", lambda: pinned.copy_(src, non_blocking=True))):
+                sync(device)
+                t0 = time.perf_counter()
+                run()
+                sync(device)
+                parts[part].append(time.perf_counter() - t0)
+            # Room for the next: a pool full of entries not yet written back would time the
+            # disk (a put waits for a spill), not the save.
+            cache.erase_many("bench", [key, key + "-put"])
+        out[label] = {p: 1e3 * pct(v, 0.5) for p, v in parts.items()}
+    worker.shutdown()
+    saver.close()
+    cache.close()
+    return out
+
+
 def hook_times(root: str, reps: int) -> dict:
     """The scheduler thread's time in each hook call (ensure_cache_available once a step
     until ready, has_cache_item per item, update_state_after_alloc, build_connector_meta,
@@ -470,8 +520,8 @@ def main() -> None:
     ap.add_argument("--daemon-copy-threads", type=int, default=-1,
                     help="serve --copy-threads of the daemon this bench starts")
     ap.add_argument("--breakdown", action="store_true",
-                    help="on a GPU: only where a load's time goes, embedded and through the "
-                         "daemon (load_breakdown)")
+                    help="on a GPU: only where a load's and a save's time go, embedded and "
+                         "through the daemon (load_breakdown, save_breakdown)")
     args = ap.parse_args()
     global DEVICE
     device = DEVICE = "cuda:0" if torch.cuda.is_available() else "cpu"
@@ -480,9 +530,13 @@ def main() -> None:
                   else start_daemon(root, args.daemon_copy_threads,
                                     "8GiB" if device.startswith("cuda") else "2GiB"))
     if args.breakdown:
+        stores = [(name, store) for name, store in (
+            ("embedded", os.path.join(root, "bd-embedded")), ("daemon", addr)) if store]
         print_breakdown({name: load_breakdown(store, device, args.reps)
-                         for name, store in (("embedded", os.path.join(root, "bd-embedded")),
-                                             ("daemon", addr)) if store})
+                         for name, store in stores})
+        print_save_breakdown({name: save_breakdown(store + ("" if name == "daemon" else "-s"),
+                                                   device, args.reps)
+                              for name, store in stores})
         if proc:
             proc.terminate()
             proc.wait()
@@ -550,6 +604,17 @@ def print_breakdown(by_store: dict) -> None:
             print(f"{name:9} {label:7} " + " ".join(
                 f"{p[k]:7.3f}" for k in ("lookup", "alloc", "get", "load", "copy"))
                 + f" {p['load'] / p['copy']:9.2f}")
+
+
+def print_save_breakdown(by_store: dict) -> None:
+    print("where a save's time goes until it is readable, p50 in ms (save_breakdown)")
+    print(f"{'store':9} {'size':7} {'handoff':>7} {'put':>7} {'ready':>7} {'copy':>7}"
+          f" {'ready/copy':>10}")
+    for name, sizes in by_store.items():
+        for label, p in sizes.items():
+            print(f"{name:9} {label:7} " + " ".join(
+                f"{p[k]:7.3f}" for k in ("handoff", "put", "ready", "copy"))
+                + f" {p['ready'] / p['copy']:10.2f}")
 
 
 def print_hooks(hooks: dict) -> None:
