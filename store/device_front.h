@@ -39,6 +39,11 @@ class DeviceFront {
   static Result<std::unique_ptr<DeviceFront>> Open(int device, uint64_t bytes,
                                                    const MemoryTierOptions& o,
                                                    MemoryTier* host_pool);
+  // Over a device tier made elsewhere (store/device_tier_test_util.h's, on host memory),
+  // without the host pool's CUDA registration.
+  static std::unique_ptr<DeviceFront> Over(std::unique_ptr<DeviceTier> dev, MemoryTier* host_pool) {
+    return std::unique_ptr<DeviceFront>(new DeviceFront(std::move(dev), host_pool));
+  }
   ~DeviceFront();
   MemoryTier* memory() const { return dev_->memory(); }
   void Attach(Keydir* kd, HostEvictor* host_ev, Host* host, std::chrono::milliseconds put_wait);

@@ -1,7 +1,7 @@
 // DeviceFront on a keydir of its own (no Store), its host side a fake that records what it
 // was asked: device puts installed through it, gets from the device copy or the host copy,
-// a disk-only entry asked of the host, and a buffer too small. GPU only: these run in
-// `make test-gpu` and skip elsewhere, saying why.
+// a disk-only entry asked of the host, and a buffer too small. Its device tier is host
+// memory standing in for the GPU's (store/device_tier_test_util.h), so these run anywhere.
 #include "store/device_front.h"
 
 #include <gtest/gtest.h>
@@ -10,14 +10,13 @@
 #include <cstring>
 
 #include "disk/record.h"
+#include "store/device_tier_test_util.h"
 #include "store/evictor.h"
-#include "tests/gpu_buffer.h"
 #include "tests/test_util.h"
 
 namespace ecstore {
 namespace {
 
-#ifdef EC_HAVE_CUDA
 using testing::Payload;
 using testing::TempDir;
 
@@ -54,6 +53,7 @@ struct Front {
   TempDir dir;
   std::unique_ptr<MemoryTier> pool;
   std::unique_ptr<DurableTier> durable;
+  testing::HostDeviceTier* dev = nullptr;  // front's
   std::unique_ptr<DeviceFront> front;
   std::unique_ptr<Keydir> kd;
   std::unique_ptr<HostEvictor> host_ev;
@@ -64,10 +64,9 @@ struct Front {
     DurableOptions o;
     o.quota_bytes = 16 << 20;
     durable = DurableTier::Open(dir.path(), Env::Default(), o).value();
-    auto f = DeviceFront::Open(0, 4 << 20, {}, pool.get());
-    EXPECT_TRUE(f.ok()) << f.status().ToString();
-    if (!f.ok()) return false;
-    front = std::move(f).value();
+    auto tier = testing::HostDeviceTier::Make(4 << 20);
+    dev = tier.get();
+    front = DeviceFront::Over(std::move(tier), pool.get());
     kd =
         std::make_unique<Keydir>(Env::Default(), pool.get(), front->memory(), durable.get(), false);
     {
@@ -101,22 +100,18 @@ struct Front {
   }
 };
 
-using Gpu = testing::GpuBuffer;
-
 TEST(DeviceFront, ADevicePutIsInstalledThroughTheHostAndReadDeviceToDevice) {
-  REQUIRE_GPU();
   Front f;
   ASSERT_TRUE(f.Open());
   const uint64_t n = 256 * kKiB;
-  Gpu src(n), dst(n);
-  ASSERT_EQ(cudaMemcpy(src.p, Payload(1, n).data(), n, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_TRUE(f.front->PutFromDevice("ns", "k", {DType::kU8, {256 * 1024}}, src.p, n).ok());
+  std::vector<uint8_t> src = Payload(1, n), dst(n);
+  ASSERT_TRUE(f.front->PutFromDevice("ns", "k", {DType::kU8, {256 * 1024}}, src.data(), n).ok());
   EXPECT_EQ(f.host->installs, 1);
-  auto got = f.front->GetToDevice("ns", "k", dst.p, n);
+  auto got = f.front->GetToDevice("ns", "k", dst.data(), n);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(got->tiers.has(Tier::kDevice));
-  EXPECT_EQ(dst.Read(), Payload(1, n));
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(f.dev->across.load(), 2) << "in and out, device to device";
   auto lease = f.front->AcquireOnDevice("ns", "k");
   ASSERT_TRUE(lease.ok()) << lease.status().ToString();
   EXPECT_EQ(lease->memory_kind(), MemoryKind::kDevice);
@@ -124,19 +119,19 @@ TEST(DeviceFront, ADevicePutIsInstalledThroughTheHostAndReadDeviceToDevice) {
 }
 
 TEST(DeviceFront, AHostCopyIsCopiedUpADiskOnlyOneIsAskedOfTheHostAndASmallBufferRefused) {
-  REQUIRE_GPU();
   Front f;
   ASSERT_TRUE(f.Open());
   const uint64_t n = 128 * kKiB;
   f.HostEntry("h", 2, n);
-  Gpu dst(n), small(n / 2);
-  auto got = f.front->GetToDevice("ns", "h", dst.p, n);
+  std::vector<uint8_t> dst(n), small(n / 2);
+  auto got = f.front->GetToDevice("ns", "h", dst.data(), n);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_EQ(dst.Read(), Payload(2, n));
+  EXPECT_EQ(dst, Payload(2, n));
+  EXPECT_EQ(f.dev->up.load(), 1) << "host to device";
   EXPECT_TRUE(f.host->acquires.empty()) << "the pool copy was leased in the keydir";
-  auto refused = f.front->GetToDevice("ns", "h", small.p, n / 2);
+  auto refused = f.front->GetToDevice("ns", "h", small.data(), n / 2);
   EXPECT_TRUE(refused.status().IsInvalidArgument()) << refused.status().ToString();
-  auto absent = f.front->GetToDevice("ns", "gone", dst.p, n);
+  auto absent = f.front->GetToDevice("ns", "gone", dst.data(), n);
   EXPECT_TRUE(absent.status().IsNotFound()) << absent.status().ToString();
   EXPECT_TRUE(f.host->acquires.empty());
   f.HostEntry("d", 3, n);  // then spilled, its pool copy dropped: on disk only
@@ -147,13 +142,12 @@ TEST(DeviceFront, AHostCopyIsCopiedUpADiskOnlyOneIsAskedOfTheHostAndASmallBuffer
     f.kd->BeginSpillLocked(d.get());
   }
   ASSERT_TRUE(f.host_ev->SpillBatch({d}, /*drop_from_pool=*/true).ok());
-  auto disk = f.front->GetToDevice("ns", "d", dst.p, n);
+  auto disk = f.front->GetToDevice("ns", "d", dst.data(), n);
   EXPECT_TRUE(disk.status().IsNotFound()) << "the fake host's answer: " << disk.status().ToString();
   EXPECT_EQ(f.host->acquires, std::vector<std::string>{"d"}) << "asked of the host, once";
   MutexLock l(&f.kd->mu);
   EXPECT_EQ(f.kd->leases(), 0u);
 }
-#endif
 
 }  // namespace
 }  // namespace ecstore

@@ -12,44 +12,18 @@
 #include <cstring>
 #include <mutex>
 
+#include "store/device_tier_test_util.h"
 #include "store/keydir_test_util.h"
 
 namespace ecstore {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::HostDeviceTier;
 using testing::KeydirFixture;
 
 constexpr uint64_t kBlock = 64 << 10;
 constexpr uint64_t kDeviceBytes = 1 << 20;  // 16 entries of kBlock fill it
-
-class HostDeviceTier : public DeviceTier {
- public:
-  static std::unique_ptr<HostDeviceTier> Make(uint64_t bytes) {
-    auto m = MemoryTier::Open(Tier::kDevice, NewHostPinnedBackend(), bytes, {});
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    return std::unique_ptr<HostDeviceTier>(new HostDeviceTier(std::move(m).value()));
-  }
-  Status Copy(void* dst, const void* src, size_t bytes, cuda::Direction d) override {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (!fail_.ok()) return fail_;
-    }
-    std::memcpy(dst, src, bytes);
-    ++(d == cuda::Direction::kDeviceToHost ? down : up);
-    return Status::Ok();
-  }
-  void FailWith(Status st) {
-    std::lock_guard<std::mutex> l(mu_);
-    fail_ = std::move(st);
-  }
-  std::atomic<int> down{0}, up{0};  // copies made, device->host and host->device
-
- private:
-  explicit HostDeviceTier(std::unique_ptr<MemoryTier> m) : DeviceTier(0, std::move(m)) {}
-  std::mutex mu_;
-  Status fail_;
-};
 
 struct DeviceFixture {
   std::unique_ptr<HostDeviceTier> dev = HostDeviceTier::Make(kDeviceBytes);
