@@ -595,26 +595,26 @@ def main() -> None:
             json.dump(results, f, indent=2)
 
 
-def print_breakdown(by_store: dict) -> None:
-    print("where a load's time goes, p50 in ms (load_breakdown)")
-    print(f"{'store':9} {'size':7} {'lookup':>7} {'alloc':>7} {'get':>7} {'load':>7} {'copy':>7}"
-          f" {'load/copy':>9}")
+def print_parts(title: str, by_store: dict, parts: tuple[str, ...], ratio: tuple[str, str]
+                ) -> None:
+    """A breakdown's table: each part's p50 per store and size, then ratio[0] / ratio[1]."""
+    print(title)
+    print(f"{'store':9} {'size':7} " + " ".join(f"{p:>7}" for p in parts)
+          + f" {ratio[0] + '/' + ratio[1]:>10}")
     for name, sizes in by_store.items():
         for label, p in sizes.items():
-            print(f"{name:9} {label:7} " + " ".join(
-                f"{p[k]:7.3f}" for k in ("lookup", "alloc", "get", "load", "copy"))
-                + f" {p['load'] / p['copy']:9.2f}")
+            print(f"{name:9} {label:7} " + " ".join(f"{p[k]:7.3f}" for k in parts)
+                  + f" {p[ratio[0]] / p[ratio[1]]:10.2f}")
+
+
+def print_breakdown(by_store: dict) -> None:
+    print_parts("where a load's time goes, p50 in ms (load_breakdown)", by_store,
+                ("lookup", "alloc", "get", "load", "copy"), ("load", "copy"))
 
 
 def print_save_breakdown(by_store: dict) -> None:
-    print("where a save's time goes until it is readable, p50 in ms (save_breakdown)")
-    print(f"{'store':9} {'size':7} {'handoff':>7} {'put':>7} {'ready':>7} {'copy':>7}"
-          f" {'ready/copy':>10}")
-    for name, sizes in by_store.items():
-        for label, p in sizes.items():
-            print(f"{name:9} {label:7} " + " ".join(
-                f"{p[k]:7.3f}" for k in ("handoff", "put", "ready", "copy"))
-                + f" {p['ready'] / p['copy']:10.2f}")
+    print_parts("where a save's time goes until it is readable, p50 in ms (save_breakdown)",
+                by_store, ("handoff", "put", "ready", "copy"), ("ready", "copy"))
 
 
 def print_hooks(hooks: dict) -> None:
