@@ -54,9 +54,7 @@ void FromDeviceLeases(Cache& cache, std::string_view ns, const std::vector<std::
         continue;
       }
       if (lease->size() > dsts[i].size) {
-        (*out)[i] = Status::InvalidArgument(
-            "the device buffer for '" + keys[i] + "' holds " + std::to_string(dsts[i].size) +
-            " bytes, the entry " + std::to_string(lease->size()) + ": pass one at least its size");
+        (*out)[i] = DeviceBufferTooSmall(keys[i], lease->size(), dsts[i].size);
         continue;
       }
       Status st = cuda::EnqueueCopy(dsts[i].data, lease->data(), lease->size(),

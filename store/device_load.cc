@@ -6,12 +6,6 @@
 namespace ecstore {
 namespace {
 
-Status TooSmall(const std::string& key, uint64_t bytes, uint64_t room) {
-  return Status::InvalidArgument("the device buffer for '" + key + "' holds " +
-                                 std::to_string(room) + " bytes, the entry " +
-                                 std::to_string(bytes) + ": pass one at least its size");
-}
-
 // One round: the keys' leases taken together, their bytes copied, the copies waited for,
 // the leases released.
 std::vector<Result<EntryInfo>> LoadRound(Cache& cache, std::string_view ns,
@@ -44,7 +38,7 @@ std::vector<Result<EntryInfo>> LoadRound(Cache& cache, std::string_view ns,
       continue;
     }
     if (l->size() > dsts[i].size()) {
-      out.push_back(TooSmall(keys[i], l->size(), dsts[i].size()));
+      out.push_back(DeviceBufferTooSmall(keys[i], l->size(), dsts[i].size()));
       continue;
     }
     const bool done = told.Whole(i, *l) && failed.ok();
@@ -65,6 +59,12 @@ std::vector<Result<EntryInfo>> LoadRound(Cache& cache, std::string_view ns,
 }
 
 }  // namespace
+
+Status DeviceBufferTooSmall(const std::string& key, uint64_t bytes, uint64_t room) {
+  return Status::InvalidArgument("the device buffer for '" + key + "' holds " +
+                                 std::to_string(room) + " bytes, the entry " +
+                                 std::to_string(bytes) + ": pass one at least its size");
+}
 
 // A step larger than a batch may hold under lease comes back Busy for the keys past that
 // share (BatchReads::AcquireMany): those are loaded in further rounds, each after the last

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from typing import Any, Callable
 from types import SimpleNamespace
 from unittest.mock import Mock
 
@@ -323,6 +324,15 @@ def limit_save(device: str, reps: int) -> dict:
     return out
 
 
+def _timed(run: Callable[[], Any], device: str) -> float:
+    """Seconds `run` takes, the device idle before and waited for after."""
+    sync(device)
+    t0 = time.perf_counter()
+    run()
+    sync(device)
+    return time.perf_counter() - t0
+
+
 def load_breakdown(store: str, device: str, reps: int) -> dict:
     """Where a one-entry load's time goes (p50 ms), each part timed on its own on entries
     saved just before: `lookup` (one control round trip to a daemon; a hash lookup
@@ -356,11 +366,7 @@ def load_breakdown(store: str, device: str, reps: int) -> dict:
                     ("load", lambda: transfer.load_many(cache, "bench", [key], device,
                                                         rows=[shape[0]])),
                     ("copy", lambda: dst.copy_(pinned, non_blocking=True))):
-                sync(device)
-                t0 = time.perf_counter()
-                run()
-                sync(device)
-                parts[part].append(time.perf_counter() - t0)
+                parts[part].append(_timed(run, device))
         out[label] = {p: 1e3 * pct(v, 0.5) for p, v in parts.items()}
     cache.close()
     return out
@@ -401,11 +407,7 @@ def save_breakdown(store: str, device: str, reps: int) -> dict:
                         checksum_when_spilled=True)),
                     ("ready", lambda: (saver.save(key, src), saver.wait())),
                     ("copy", lambda: pinned.copy_(src, non_blocking=True))):
-                sync(device)
-                t0 = time.perf_counter()
-                run()
-                sync(device)
-                parts[part].append(time.perf_counter() - t0)
+                parts[part].append(_timed(run, device))
             # Room for the next: a pool full of entries not yet written back would time the
             # disk (a put waits for a spill), not the save.
             cache.erase_many("bench", [key, key + "-put"])
