@@ -74,15 +74,19 @@ class SCOPED_CAPABILITY UniqueLock {
 
 // Waits release the lock and hold it again when they return; callers loop on their
 // condition (in the locked scope, where the analysis can see the lock is held).
+// `Lock` is a UniqueLock or another lock of its kind (lock and unlock).
 class CondVar {
  public:
-  void Wait(UniqueLock& l) { cv_.wait(l); }
-  template <typename Clock, typename Duration>
-  bool WaitUntil(UniqueLock& l, std::chrono::time_point<Clock, Duration> deadline) {
+  template <typename Lock>
+  void Wait(Lock& l) {
+    cv_.wait(l);
+  }
+  template <typename Lock, typename Clock, typename Duration>
+  bool WaitUntil(Lock& l, std::chrono::time_point<Clock, Duration> deadline) {
     return cv_.wait_until(l, deadline) == std::cv_status::no_timeout;
   }
-  template <typename Rep, typename Period>
-  void WaitFor(UniqueLock& l, std::chrono::duration<Rep, Period> d) {
+  template <typename Lock, typename Rep, typename Period>
+  void WaitFor(Lock& l, std::chrono::duration<Rep, Period> d) {
     cv_.wait_for(l, d);
   }
   void NotifyOne() { cv_.notify_one(); }

@@ -26,7 +26,7 @@ std::vector<Result<EntryInfo>> BatchReads::GetMany(std::string_view ns,
   // whose read failed (corrupt, a failing device) answers that failure; the rest go through
   // Get. Measured (bench get_disk, GetMany of 8 disk entries, the 2-core VM): 0.92-0.99 x the
   // raw read with the copies landing as the pieces do, 0.67-0.88 x with them after the batch.
-  std::vector<std::optional<ReadLease>> hot = LeasePooled(ns, keys, &dsts, nullptr);
+  std::vector<std::optional<ReadLease>> hot = kd_->LeasePoolCopies(ns, keys, &dsts, nullptr);
   bool copied = false;
   auto copy_out = [&](const std::vector<std::optional<ReadLease>>& leases) {
     std::vector<CopyPool::Item> items;
@@ -44,7 +44,7 @@ std::vector<Result<EntryInfo>> BatchReads::GetMany(std::string_view ns,
   std::vector<bool> again(got.promoted.size());  // promoted, but their bytes are not in dsts
   for (size_t i = 0; i < again.size(); ++i) again[i] = got.promoted[i] && !got.delivered[i];
   if (std::find(again.begin(), again.end(), true) != again.end()) {
-    std::vector<std::optional<ReadLease>> fresh = LeasePooled(ns, keys, &dsts, &again);
+    std::vector<std::optional<ReadLease>> fresh = kd_->LeasePoolCopies(ns, keys, &dsts, &again);
     copy_out(fresh);
     Adopt(std::move(fresh), hot);
   }
@@ -74,7 +74,7 @@ std::vector<Result<ReadLease>> BatchReads::AcquireMany(std::string_view ns,
   // Acquire does; each promoted entry is leased as it is installed. A watch is told of the
   // pool hits at once (before the disk reads go out), and of each disk read's pieces as they
   // land; a watched batch goes this way for a single disk entry too.
-  std::vector<std::optional<ReadLease>> got = LeasePooled(ns, keys, nullptr, nullptr);
+  std::vector<std::optional<ReadLease>> got = kd_->LeasePoolCopies(ns, keys, nullptr, nullptr);
   std::vector<Status> pre(keys.size());
   if (watch) watch->streamed.assign(keys.size(), false);
   for (size_t i = 0; watch && watch->landed && i < keys.size(); ++i)
@@ -132,15 +132,17 @@ std::vector<std::string> BatchReads::WithinLeaseBudget(
     const std::vector<std::optional<ReadLease>>& got, std::vector<bool>* over,
     std::vector<size_t>* index) {
   std::vector<std::string> sub;
-  MutexLock l(&kd_->mu);
-  const uint64_t budget = kd_->pool().capacity() / 2;
+  const uint64_t budget = kd_->host_tier()->capacity() / 2;
   uint64_t leased = 0;
-  for (const auto& g : got)
-    if (g) leased += g->size();
+  std::vector<bool> skip(keys.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    skip[i] = got[i].has_value();
+    if (got[i]) leased += got[i]->size();
+  }
+  const std::vector<uint64_t> to_read = kd_->UnpooledBytes(ns, keys, skip);
   for (size_t i = 0; i < keys.size(); ++i) {
     if (got[i]) continue;
-    auto found = kd_->FindLocked(ns, keys[i], false);
-    const uint64_t bytes = found.ok() && !(*found)->pool ? (*found)->bytes : 0;
+    const uint64_t bytes = to_read[i];
     if (bytes > 0 && leased > 0 && leased + bytes > budget) {
       (*over)[i] = true;
       continue;
@@ -150,24 +152,6 @@ std::vector<std::string> BatchReads::WithinLeaseBudget(
     index->push_back(i);
   }
   return sub;
-}
-
-std::vector<std::optional<ReadLease>> BatchReads::LeasePooled(
-    std::string_view ns, const std::vector<std::string>& keys,
-    const std::vector<std::span<uint8_t>>* dsts, const std::vector<bool>* only) {
-  std::vector<std::optional<ReadLease>> hot(keys.size());
-  const size_t n = dsts ? std::min(keys.size(), dsts->size()) : keys.size();
-  MutexLock l(&kd_->mu);
-  for (size_t i = 0; i < n; ++i) {
-    if ((only && !(*only)[i]) || !ValidateNamespace(ns).ok() || !ValidateKey(keys[i]).ok())
-      continue;  // bad input: the single-key path says what is wrong
-    auto found = kd_->FindLocked(ns, keys[i], false);
-    if (!found.ok() || !(*found)->pool) continue;
-    if (dsts && (*dsts)[i].size() < (*found)->bytes) continue;
-    hot[i] = only ? kd_->LeaseLocked(*found, false, MemoryKind::kHost, Tier::kDisk)
-                  : kd_->LeaseLocked(*found, true);
-  }
-  return hot;
 }
 
 }  // namespace ecstore

@@ -5,7 +5,7 @@
 // (the store's Get / Acquire), which answers its error or retries a lost race.
 // Private to store/.
 // Thread rules: thread-safe; its copy helpers serve one GetMany at a time (another copies on
-// its own thread). Never holds the keydir's mu across I/O or a copy.
+// its own thread). It takes no lock itself: its leases and lookups are the keydir's calls.
 #pragma once
 
 #include <optional>
@@ -41,14 +41,6 @@ class BatchReads {
                                              const std::vector<std::string>& keys,
                                              const std::vector<std::optional<ReadLease>>& got,
                                              std::vector<bool>* over, std::vector<size_t>* index)
-      EXCLUDES(kd_->mu);
-  // Leases on the keys in the pool (that fit their buffer, given `dsts`). Without `only`:
-  // pool hits, counted as Get counts them. With it: only the keys it marks, just promoted
-  // (their hits were counted as disk hits).
-  std::vector<std::optional<ReadLease>> LeasePooled(std::string_view ns,
-                                                    const std::vector<std::string>& keys,
-                                                    const std::vector<std::span<uint8_t>>* dsts,
-                                                    const std::vector<bool>* only)
       EXCLUDES(kd_->mu);
 
   Cache* const single_;

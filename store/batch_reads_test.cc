@@ -72,7 +72,7 @@ struct Batch {
   // An entry in the pool holding Payload(seed, bytes).
   EntryPtr Pooled(const std::string& key, uint64_t seed, uint64_t bytes) {
     EntryPtr e = f.Insert(key, bytes);
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     std::memcpy(f.pool->Ptr(*e->pool), Payload(seed, bytes).data(), bytes);
     f.kd->SetChecksumLocked(e.get(), PayloadChecksum(f.pool->Ptr(*e->pool), bytes));  // a Put's
     return e;
@@ -80,15 +80,15 @@ struct Batch {
   // Entries moved to disk, their pool blocks given back.
   void ToDisk(const std::vector<EntryPtr>& es) {
     {
-      MutexLock l(&f.kd->mu);
+      Keydir::Lock l(f.kd.get());
       for (const EntryPtr& e : es) f.kd->BeginSpillLocked(e.get());
     }
     ASSERT_TRUE(ev.SpillBatch(es, /*drop_from_pool=*/true).ok());
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     for (const EntryPtr& e : es) ASSERT_FALSE(e->pool.has_value()) << e->key;
   }
   bool InPool(const std::string& key) {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     auto e = f.kd->FindLocked("ns", key, false);
     return e.ok() && (*e)->pool.has_value();
   }
@@ -114,7 +114,7 @@ TEST(BatchReads, PoolHitsAndOneBatchOfDiskReadsLandAndTheRestGoKeyByKey) {
   // Absent, and a buffer too small for its entry: the single-key path's to answer.
   EXPECT_EQ(b.single.gets, (std::vector<std::string>{"gone", "small"}));
   EXPECT_TRUE(got[2].status().IsNotFound());
-  MutexLock l(&b.f.kd->mu);
+  Keydir::Lock l(b.f.kd.get());
   EXPECT_EQ(b.f.kd->leases(), 0u) << "every lease the batch took is released";
 }
 
@@ -139,11 +139,11 @@ TEST(BatchReads, LeasesAreInPlaceToldAtOnceForHitsAndAsTheyLandForDiskReads) {
   }
   EXPECT_EQ(0, std::memcmp(got[1]->data(), Payload(6, 128 * kKiB).data(), 128 * kKiB));
   {
-    MutexLock l(&b.f.kd->mu);
+    Keydir::Lock l(b.f.kd.get());
     EXPECT_EQ(b.f.kd->leases(), 2u);
   }
   got.clear();
-  MutexLock l(&b.f.kd->mu);
+  Keydir::Lock l(b.f.kd.get());
   EXPECT_EQ(b.f.kd->leases(), 0u);
 }
 

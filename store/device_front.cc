@@ -31,20 +31,12 @@ void DeviceFront::Attach(Keydir* kd, HostEvictor* host_ev, Host* host,
 
 Status DeviceFront::PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
                                   const void* src, uint64_t bytes) {
-  {
-    MutexLock l(&kd_->mu);
-    if (kd_->device().RoundUp(bytes) > kd_->device().capacity())
-      return Status::NoSpace("entry of " + std::to_string(bytes) +
-                             " bytes is larger than the whole device pool; raise "
-                             "Options::device_pool_bytes");
-  }
   PoolBlock blk;
   EC_RETURN_IF_ERROR(ev_->Allocate(bytes, true, &blk));
   uint8_t* dst = dev_->memory()->Ptr(blk);
   Status st = dev_->Copy(dst, src, bytes, cuda::Direction::kDeviceToDevice);
   if (!st.ok()) {
-    MutexLock l(&kd_->mu);
-    kd_->device().Free(blk);
+    ev_->Free(blk);
     return st.WithContext("copying the entry into the device pool");
   }
   // Hashed when first spilled (device_tier.h says why).
@@ -59,21 +51,9 @@ Status DeviceFront::PutFromDevice(std::string_view ns, std::string_view key, con
 
 Result<EntryInfo> DeviceFront::GetToDevice(std::string_view ns, std::string_view key, void* dst,
                                            uint64_t dst_bytes) {
-  std::optional<ReadLease> lease;
-  {
-    MutexLock l(&kd_->mu);
-    auto found = kd_->FindLocked(ns, key, true);
-    if (!found.ok()) return found.status();
-    const EntryPtr& e = *found;
-    if (dst_bytes < e->bytes)
-      return Status::InvalidArgument("destination holds " + std::to_string(dst_bytes) +
-                                     " bytes but entry '" + e->key + "' has " +
-                                     std::to_string(e->bytes) + "; Lookup the size first");
-    if (e->device)
-      lease.emplace(kd_->LeaseLocked(e, true, MemoryKind::kDevice));
-    else if (e->pool)
-      lease.emplace(kd_->LeaseLocked(e, true));
-  }
+  auto resident = kd_->LeaseInMemory(ns, key, dst_bytes);
+  if (!resident.ok()) return resident.status();
+  std::optional<ReadLease> lease = std::move(resident).value();
   if (!lease) {  // on disk only: into the host pool first (io_uring, verified)
     auto host = host_->Acquire(ns, key);
     if (!host.ok()) return host.status();
@@ -88,24 +68,14 @@ Result<EntryInfo> DeviceFront::GetToDevice(std::string_view ns, std::string_view
 
 Result<ReadLease> DeviceFront::AcquireOnDevice(std::string_view ns, std::string_view key) {
   for (bool first = true;; first = false) {
-    {
-      MutexLock l(&kd_->mu);
-      auto found = kd_->FindLocked(ns, key, first);
-      if (!found.ok()) return found.status();
-      if ((*found)->device)
-        return kd_->LeaseLocked(*found, first, MemoryKind::kDevice,
-                                first ? std::nullopt : std::optional<Tier>(Tier::kPool));
-    }
+    auto on_device = kd_->LeaseDeviceCopy(ns, key, !first);
+    if (!on_device.ok()) return on_device.status();
+    if (*on_device) return std::move(**on_device);
     auto host = host_->Acquire(ns, key);  // a host lease pins the entry while it is copied up
     if (!host.ok()) return host.status();
-    EntryPtr e;
-    {
-      MutexLock l(&kd_->mu);
-      auto found = kd_->FindLocked(ns, key, false);
-      if (!found.ok()) return found.status();
-      e = *found;
-    }
-    EC_RETURN_IF_ERROR(ev_->Promote(e, *host));
+    auto e = kd_->Find(ns, key);
+    if (!e.ok()) return e.status();
+    EC_RETURN_IF_ERROR(ev_->Promote(*e, *host));
   }
 }
 

@@ -10,7 +10,8 @@
 //
 // Private to store/.
 // Thread rules: thread-safe after Attach, as Store's methods are. Open, Attach, Start, Stop
-// and DemoteAll from the store's owner (Init and Close) only.
+// and DemoteAll from the store's owner (Init and Close) only. It takes no lock itself: its
+// leases are the keydir's calls, its blocks the DeviceEvictor's.
 #pragma once
 
 #include <chrono>

@@ -31,7 +31,7 @@ class FakeHost : public DeviceFront::Host {
   int installs = 0;
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override {
     acquires.emplace_back(key);
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     auto e = kd_->FindLocked(ns, key, true);
     if (!e.ok()) return e.status();
     if (!(*e)->pool) return Status::NotFound("on disk only, and this host promotes nothing");
@@ -41,7 +41,7 @@ class FakeHost : public DeviceFront::Host {
     ++installs;
     EntryPtr old;
     std::optional<Tombstone> tomb;
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     return kd_->InstallLocked(std::move(f), &old, &tomb).status();
   }
 
@@ -70,7 +70,7 @@ struct Front {
     kd =
         std::make_unique<Keydir>(Env::Default(), pool.get(), front->memory(), durable.get(), false);
     {
-      MutexLock l(&kd->mu);
+      Keydir::Lock l(kd.get());
       EXPECT_TRUE(kd->Recover().ok());
     }
     host_ev = std::make_unique<HostEvictor>(kd.get(), std::chrono::milliseconds(2000), false);
@@ -84,7 +84,7 @@ struct Front {
   }
   // A host-only entry holding Payload(seed, n), as a Put leaves it.
   void HostEntry(const std::string& key, uint64_t seed, uint64_t n) {
-    MutexLock l(&kd->mu);
+    Keydir::Lock l(kd.get());
     PoolBlock b = *pool->Allocate(n);
     std::memcpy(pool->Ptr(b), Payload(seed, n).data(), n);
     Keydir::FreshEntry fresh;
@@ -137,7 +137,7 @@ TEST(DeviceFront, AHostCopyIsCopiedUpADiskOnlyOneIsAskedOfTheHostAndASmallBuffer
   f.HostEntry("d", 3, n);  // then spilled, its pool copy dropped: on disk only
   EntryPtr d;
   {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     d = *f.kd->FindLocked("ns", "d", false);
     f.kd->BeginSpillLocked(d.get());
   }
@@ -145,7 +145,7 @@ TEST(DeviceFront, AHostCopyIsCopiedUpADiskOnlyOneIsAskedOfTheHostAndASmallBuffer
   auto disk = f.front->GetToDevice("ns", "d", dst.data(), n);
   EXPECT_TRUE(disk.status().IsNotFound()) << "the fake host's answer: " << disk.status().ToString();
   EXPECT_EQ(f.host->acquires, std::vector<std::string>{"d"}) << "asked of the host, once";
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   EXPECT_EQ(f.kd->leases(), 0u);
 }
 

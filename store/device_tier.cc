@@ -71,7 +71,7 @@ bool DeviceEvictor::EvictSomeLocked() {
     if (tier().EvictionDone(need, batch_bytes) || batch_bytes >= kDemoteBatchBytes) break;
   }
   if (batch.empty()) return freed;
-  kd_->mu.unlock();  // never across a copy
+  kd_->Unlock();  // never across a copy
   Status first_error;
   size_t moved = 0;
   for (const EntryPtr& e : batch) {
@@ -81,7 +81,7 @@ bool DeviceEvictor::EvictSomeLocked() {
     else if (first_error.ok())
       first_error = st;
   }
-  kd_->mu.lock();
+  kd_->Relock();
   NoteMoveResultLocked(first_error, batch.size() - moved);
   return freed || moved > 0;
 }
@@ -93,7 +93,7 @@ Status DeviceEvictor::Demote(const EntryPtr& e, bool drop) {
   const uint8_t* src = nullptr;
   if (st.ok()) {
     {
-      MutexLock l(&kd_->mu);
+      Keydir::Lock l(kd_);
       host = kd_->pool().Ptr(hb);
       src = kd_->device().Ptr(*e->device);
     }
@@ -102,7 +102,7 @@ Status DeviceEvictor::Demote(const EntryPtr& e, bool drop) {
   }
   bool install;
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     install = st.ok() && !e->erased && !e->pool;
     if (install) {
       kd_->AddCopyLocked(e.get(), Tier::kPool, hb);
@@ -113,7 +113,7 @@ Status DeviceEvictor::Demote(const EntryPtr& e, bool drop) {
       }
     } else if (host) {
       kd_->pool().Free(hb);
-      kd_->space_cv.NotifyAll();
+      kd_->NotifySpace();
     }
     kd_->UnpinLocked(e.get());
   }
@@ -123,7 +123,7 @@ Status DeviceEvictor::Demote(const EntryPtr& e, bool drop) {
 
 Status DeviceEvictor::CopyToHost(const EntryPtr& e) {
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     if (e->erased || e->pool || !e->device) return Status::Ok();
     kd_->PinLocked(e.get());
   }
@@ -136,14 +136,14 @@ Status DeviceEvictor::Promote(const EntryPtr& e, const ReadLease& host) {
   // stall for the device pool's leases to end (Busy: the caller copies from the host).
   EC_RETURN_IF_ERROR(Allocate(host.size(), false, &blk));
   Status st = dev_->Copy(tier_->Ptr(blk), host.data(), host.size(), cuda::Direction::kHostToDevice);
-  MutexLock l(&kd_->mu);
+  Keydir::Lock l(kd_);
   if (st.ok() && !e->erased && !e->device && e->pool && host.data() == kd_->pool().Ptr(*e->pool)) {
     kd_->AddCopyLocked(e.get(), Tier::kDevice, blk);
     ++tier().counters().promotions;
     return Status::Ok();
   }
   tier().Free(blk);
-  kd_->space_cv.NotifyAll();
+  kd_->NotifySpace();
   return st;
 }
 
@@ -156,7 +156,7 @@ Status DeviceEvictor::DemoteAll() {
   for (;;) {
     std::vector<EntryPtr> batch;
     {
-      MutexLock l(&kd_->mu);
+      Keydir::Lock l(kd_);
       if (kd_->closed()) return Status::Unavailable("store is closed");
       kd_->ForEachLocked([&](const EntryPtr& e) {
         if (e->device && !e->pool && !e->disk && !e->erased && demoted.insert(e.get()).second)

@@ -34,7 +34,7 @@ struct DeviceFixture {
 
   // An entry put from device memory: its bytes (all `fill`) only in a device block.
   EntryPtr OnDevice(const std::string& key, uint8_t fill) {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     std::optional<PoolBlock> blk = f.kd->device().Allocate(kBlock);
     EXPECT_TRUE(blk.has_value()) << "the device pool has room for " << key;
     std::memset(f.kd->device().Ptr(*blk), fill, kBlock);
@@ -57,7 +57,7 @@ struct DeviceFixture {
   }
   // Whether every byte of the entry's host copy is `fill`.
   bool HostCopyHolds(const EntryPtr& e, uint8_t fill) {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     if (!e->pool) return false;
     const uint8_t* p = f.kd->pool().Ptr(*e->pool);
     for (uint64_t i = 0; i < e->bytes; ++i)
@@ -65,13 +65,13 @@ struct DeviceFixture {
     return true;
   }
   void FreeDevice(const PoolBlock& b) {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     f.kd->device().Free(b);
   }
 };
 
 EntryPtr Find(KeydirFixture& f, const std::string& key) {
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   auto e = f.kd->FindLocked("ns", key, false);
   EXPECT_TRUE(e.ok()) << key << ": " << e.status().ToString();
   return e.ok() ? *e : EntryPtr();
@@ -88,7 +88,7 @@ TEST(DeviceEvictor, AFullDevicePoolDemotesItsColdestEntriesToTheHostPoolBytesAnd
   EntryPtr coldest = Find(d.f, "k0"), warmest = Find(d.f, "k15");
   EXPECT_TRUE(d.HostCopyHolds(coldest, 1)) << "k0's bytes went to the host pool";
   {
-    MutexLock l(&d.f.kd->mu);
+    Keydir::Lock l(d.f.kd.get());
     EXPECT_FALSE(coldest->device.has_value()) << "and left the device";
     EXPECT_TRUE(warmest->device.has_value());
     EXPECT_FALSE(warmest->pool.has_value()) << "the warmest was not copied";
@@ -107,7 +107,7 @@ TEST(DeviceEvictor, AnEntryWithAHostCopyLeavesTheDeviceWithoutACopy) {
   ASSERT_TRUE(d.ev.CopyToHost(k0).ok());  // a host read of it made a host copy
   ASSERT_EQ(d.dev->down.load(), 1);
   {
-    MutexLock l(&d.f.kd->mu);
+    Keydir::Lock l(d.f.kd.get());
     ASSERT_TRUE(k0->device.has_value()) << "CopyToHost keeps the device copy";
   }
   d.ev.Start();
@@ -118,11 +118,11 @@ TEST(DeviceEvictor, AnEntryWithAHostCopyLeavesTheDeviceWithoutACopy) {
   int demoted = 0;  // others that left the device since (each with a copy)
   for (int i = 1; i < 16; ++i) {
     EntryPtr e = Find(d.f, "k" + std::to_string(i));
-    MutexLock l(&d.f.kd->mu);
+    Keydir::Lock l(d.f.kd.get());
     demoted += !e->device.has_value();
   }
   EXPECT_EQ(d.dev->down.load(), 1 + demoted) << "k0 left the device without a copy";
-  MutexLock l(&d.f.kd->mu);
+  Keydir::Lock l(d.f.kd.get());
   EXPECT_FALSE(k0->device.has_value()) << "the coldest, and free to leave";
   d.f.kd->device().Free(b);
 }
@@ -132,7 +132,7 @@ TEST(DeviceEvictor, LeasedEntriesStayOnTheDeviceAndAPutSaysWhy) {
   d.Fill();
   std::vector<ReadLease> leases;
   {
-    MutexLock l(&d.f.kd->mu);
+    Keydir::Lock l(d.f.kd.get());
     for (int i = 0; i < 16; ++i)
       leases.push_back(d.f.kd->LeaseLocked(
           *d.f.kd->FindLocked("ns", "k" + std::to_string(i), false), false, MemoryKind::kDevice));
@@ -166,14 +166,14 @@ TEST(DeviceEvictor, AFailedCopyLosesNothingAndTheNextOneHeals) {
   EXPECT_FALSE(d.ev.Health().ok());
   for (int i = 0; i < 16; ++i) {
     EntryPtr e = Find(d.f, "k" + std::to_string(i));
-    MutexLock l(&d.f.kd->mu);
+    Keydir::Lock l(d.f.kd.get());
     ASSERT_TRUE(e->device.has_value()) << "k" << i << " kept its only copy";
     EXPECT_FALSE(e->pool.has_value());
     EXPECT_EQ(e->leases, 0);
     EXPECT_EQ(d.f.kd->device().Ptr(*e->device)[0], i + 1);
   }
   {
-    MutexLock l(&d.f.kd->mu);
+    Keydir::Lock l(d.f.kd.get());
     EXPECT_EQ(d.f.kd->pool().Stats().used, 0u) << "the host blocks went back";
   }
   d.dev->FailWith(Status::Ok());
@@ -188,19 +188,19 @@ TEST(DeviceEvictor, PromoteCopiesAHostEntryUpAndDemoteAllGivesEachDeviceOnlyEntr
   DeviceFixture d;
   EntryPtr host = d.f.Insert("h", kBlock);
   {
-    MutexLock l(&d.f.kd->mu);
+    Keydir::Lock l(d.f.kd.get());
     std::memset(d.f.kd->pool().Ptr(*host->pool), 0x5a, kBlock);
   }
   {
     ReadLease lease = [&] {
-      MutexLock l(&d.f.kd->mu);
+      Keydir::Lock l(d.f.kd.get());
       return d.f.kd->QuietLeaseLocked(host);
     }();
     ASSERT_TRUE(d.ev.Promote(host, lease).ok());
   }
   EXPECT_EQ(d.dev->up.load(), 1);
   {
-    MutexLock l(&d.f.kd->mu);
+    Keydir::Lock l(d.f.kd.get());
     ASSERT_TRUE(host->device.has_value());
     EXPECT_EQ(d.f.kd->device().Ptr(*host->device)[kBlock - 1], 0x5a);
   }
@@ -209,7 +209,7 @@ TEST(DeviceEvictor, PromoteCopiesAHostEntryUpAndDemoteAllGivesEachDeviceOnlyEntr
   EXPECT_EQ(d.dev->down.load(), 2) << "h already had a host copy";
   EXPECT_TRUE(d.HostCopyHolds(a, 7));
   EXPECT_TRUE(d.HostCopyHolds(b, 8));
-  MutexLock l(&d.f.kd->mu);
+  Keydir::Lock l(d.f.kd.get());
   EXPECT_TRUE(a->device.has_value() && b->device.has_value()) << "DemoteAll keeps device copies";
 }
 

@@ -17,11 +17,11 @@ void Evictor::Start() {
 
 void Evictor::Stop() {
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     stop_ = true;
   }
   evict_cv_.NotifyAll();
-  kd_->space_cv.NotifyAll();
+  kd_->NotifySpace();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -30,18 +30,24 @@ void Evictor::NudgeLocked() {
 }
 
 void Evictor::Nudge() {
-  MutexLock l(&kd_->mu);
+  Keydir::Lock l(kd_);
   NudgeLocked();
 }
 
 uint64_t Evictor::Errors() const {
-  MutexLock l(&kd_->mu);
+  Keydir::Lock l(kd_);
   return errors_;
 }
 
 Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out, bool may_evict) {
-  UniqueLock l(&kd_->mu);
+  Keydir::Lock l(kd_);
   const uint64_t need = tier().RoundUp(bytes);
+  const bool device = tier_->tier() == Tier::kDevice;
+  if (need > tier().capacity())
+    return Status::NoSpace(
+        "entry of " + std::to_string(bytes) + " bytes is larger than the whole " +
+        (device ? "device pool" : "pool") + " (" + std::to_string(tier().capacity()) +
+        " bytes); raise Options::" + (device ? "device_pool_bytes" : "pool_bytes"));
   const auto deadline = std::chrono::steady_clock::now() + put_wait_;
   const uint64_t fail_gen = fail_gen_;
   bool made_room = false;
@@ -63,7 +69,7 @@ Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out, bool may_evi
     if (!wait)
       return Status::Busy(std::string("no free ") + TierName(tier_->tier()) + " block right now");
     if (fail_gen_ != fail_gen && consecutive_failures_ >= 2) return last_error_;
-    if (!kd_->space_cv.WaitUntil(l, deadline)) {
+    if (!kd_->WaitForSpace(l, deadline)) {
       if (auto b = tier().Allocate(bytes)) {
         *out = *b;
         return Status::Ok();
@@ -74,14 +80,22 @@ Status Evictor::Allocate(uint64_t bytes, bool wait, PoolBlock* out, bool may_evi
         return true;
       });
       if (!last_error_.ok() && fail_gen_ != fail_gen) return last_error_;
-      return Status::Busy(std::string(tier_->tier() == Tier::kDevice ? "device pool" : "pool") +
-                          " is full (" + std::to_string(tier().Stats().entries) + " entries, " +
+      return Status::Busy(std::string(device ? "device pool" : "pool") + " is full (" +
+                          std::to_string(tier().Stats().entries) + " entries, " +
                           std::to_string(leased) +
                           " leased) and nothing could be evicted in time; release leases or "
                           "raise Options::" +
-                          (tier_->tier() == Tier::kDevice ? "device_pool_bytes" : "pool_bytes"));
+                          (device ? "device_pool_bytes" : "pool_bytes"));
     }
   }
+}
+
+void Evictor::Free(const PoolBlock& blk) {
+  {
+    Keydir::Lock l(kd_);
+    tier().Free(blk);
+  }
+  kd_->NotifySpace();
 }
 
 bool Evictor::NeedsEvictionLocked() const { return tier().NeedsEviction(need_bytes_); }
@@ -89,7 +103,7 @@ bool Evictor::NeedsEvictionLocked() const { return tier().NeedsEviction(need_byt
 bool Evictor::EvictionDoneLocked() const { return tier().EvictionDone(need_bytes_); }
 
 void Evictor::Loop() {
-  UniqueLock l(&kd_->mu);
+  Keydir::Lock l(kd_);
   while (!stop_) {
     while (!stop_ && !NeedsEvictionLocked() && !HasBackgroundWorkLocked()) evict_cv_.Wait(l);
     if (stop_) break;
@@ -103,7 +117,7 @@ void Evictor::Loop() {
     }
     bool progress = EvictSomeLocked();
     if (EvictionDoneLocked() || tier().largest_free_extent() >= need_bytes_) need_bytes_ = 0;
-    kd_->space_cv.NotifyAll();
+    kd_->NotifySpace();
     if (!progress && !stop_) {
       // Everything evictable is leased or failed to spill: wait for a release or a retry.
       evict_cv_.WaitFor(l, std::chrono::milliseconds(50));
@@ -112,7 +126,7 @@ void Evictor::Loop() {
 }
 
 Status Evictor::Health() const {
-  MutexLock l(&kd_->mu);
+  Keydir::Lock l(kd_);
   return consecutive_failures_ > 0 ? last_error_ : Status::Ok();
 }
 
@@ -201,9 +215,9 @@ bool HostEvictor::MoveAsideLocked(uint64_t need) {
     for (const PoolBlock& b : held) pool.Free(b);
     return false;
   }
-  kd_->mu.unlock();  // never across a payload copy
+  kd_->Unlock();  // never across a payload copy
   for (const Move& m : moves) std::memcpy(pool.Ptr(m.to), pool.Ptr(m.from), m.from.length);
-  kd_->mu.lock();
+  kd_->Relock();
   for (const Move& m : moves) {
     Entry* e = m.e.get();
     const bool same = e->pool && e->pool->offset == m.from.offset && Evictable(e);
@@ -211,7 +225,7 @@ bool HostEvictor::MoveAsideLocked(uint64_t need) {
     if (same) kd_->MovePoolCopyLocked(e, m.to);
   }
   for (const PoolBlock& b : held) pool.Free(b);
-  kd_->space_cv.NotifyAll();
+  kd_->NotifySpace();
   return true;
 }
 
@@ -254,10 +268,10 @@ bool HostEvictor::EvictSomeLocked() {
 
 // SpillBatch with mu let go (never across I/O), then a compaction if one is due.
 Status HostEvictor::SpillUnlocked(const std::vector<EntryPtr>& batch, bool drop_from_pool) {
-  kd_->mu.unlock();
+  kd_->Unlock();
   Status st = SpillBatch(batch, drop_from_pool);
   kd_->durable().MaybeCompact();
-  kd_->mu.lock();
+  kd_->Relock();
   return st;
 }
 
@@ -265,7 +279,7 @@ Status HostEvictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_fro
   std::vector<DurableTier::SpillItem> items;
   std::vector<bool> hash;  // entries put from device memory are hashed here, once
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     for (const EntryPtr& e : batch) {
       items.push_back({e->id(), *e, kd_->pool().Ptr(*e->pool)});
       hash.push_back(!e->checksummed);
@@ -276,7 +290,7 @@ Status HostEvictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_fro
   std::vector<Tombstone> tombs;
   std::vector<EntryPtr> dead;
   auto install = [&](const Status& st, const std::vector<DurableTier::SpillOutcome>& out) {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     for (size_t i = 0; i < batch.size(); ++i) {
       Entry* e = batch[i].get();
       if (hash[i]) kd_->SetChecksumLocked(e, items[i].rec.checksum);
@@ -295,21 +309,21 @@ Status HostEvictor::SpillBatch(const std::vector<EntryPtr>& batch, bool drop_fro
       }
     }
     NoteMoveResultLocked(st, batch.size());
-    kd_->space_cv.NotifyAll();
-    kd_->spill_cv.NotifyAll();
+    kd_->NotifySpace();
+    kd_->NotifySpill();
   };
   Status st = kd_->durable().Spill(items, install);
   kd_->durable().WriteTombstones(std::move(tombs));
   if (!dead.empty()) {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     for (const EntryPtr& e : dead) kd_->EndSpillLocked(e.get());  // erased: blocks back
-    kd_->spill_cv.NotifyAll();
+    kd_->NotifySpill();
   }
   return st;
 }
 
 void HostEvictor::QueueWriteBack(const EntryPtr& e) {
-  MutexLock l(&kd_->mu);
+  Keydir::Lock l(kd_);
   if (write_back_) write_back_q_.push_back(e);
   NudgeLocked();
 }
@@ -364,7 +378,7 @@ Status HostEvictor::Flush() {
     std::vector<EntryPtr> batch, in_flight;
     uint64_t bytes = 0;
     {
-      MutexLock l(&kd_->mu);
+      Keydir::Lock l(kd_);
       if (kd_->closed()) return Status::Unavailable("store is closed");
       kd_->ForEachLocked([&](const EntryPtr& e) {
         if (!e->pool || e->disk || e->erased || spilled.count(e.get())) return true;
@@ -411,10 +425,10 @@ void HostEvictor::PromoteMany(std::vector<PromoteItem>& items, bool wait, Promot
     PoolBlock blk;
     items[i].status = Allocate(e->bytes, wait, &blk, why == PromoteFor::kRead);
     if (!items[i].status.ok()) continue;
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     if (e->erased || e->pool || e->loading || !e->disk) {  // someone else's, or gone
       kd_->pool().Free(blk);
-      kd_->space_cv.NotifyAll();
+      kd_->NotifySpace();
       continue;
     }
     kd_->BeginLoadLocked(e.get());
@@ -436,7 +450,7 @@ Status HostEvictor::FinishPromote(PromoteItem& item, const PoolBlock& blk,
                                   const DurableTier::ReadItem& read, bool count_hit) {
   const EntryPtr& e = item.e;
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     if (read.status.ok() && !e->erased) {
       std::memset(kd_->pool().Ptr(blk) + e->bytes, 0, blk.length - e->bytes);
       kd_->EndLoadLocked(e.get(), blk);
@@ -455,7 +469,7 @@ Status HostEvictor::FinishPromote(PromoteItem& item, const PoolBlock& blk,
     }
     kd_->EndLoadLocked(e.get(), std::nullopt);
     kd_->pool().Free(blk);
-    kd_->space_cv.NotifyAll();
+    kd_->NotifySpace();
   }
   if (read.stale_row) return kd_->FixStaleRow(e, read.loc, read.status);
   if (read.status.IsCorruption()) return kd_->DropCorrupt(e, read.status);
@@ -470,7 +484,7 @@ std::vector<Status> HostEvictor::PromoteKeys(std::string_view ns,
   std::vector<PromoteItem> items;
   std::vector<size_t> key_of;
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_);
     for (size_t i = 0; i < keys.size(); ++i) {
       auto found = kd_->FindLocked(ns, keys[i], false);
       if (!found.ok()) {

@@ -33,8 +33,11 @@ class Evictor {
   // make room; without, Busy at once (the evictor is nudged either way). Near a full tier it
   // first makes room itself (moves entries aside, or evicts a span of clean ones); without
   // `may_evict` (a prefetch) it only moves, and nothing leaves the tier for it, then or later.
+  // NoSpace when the block is larger than the whole tier.
   Status Allocate(uint64_t bytes, bool wait, PoolBlock* out, bool may_evict = true)
       EXCLUDES(kd_->mu);
+  // Gives back a block Allocate made that never became an entry's copy (waiters told).
+  void Free(const PoolBlock& blk) EXCLUDES(kd_->mu);
   // Wakes the evictor if the tier is above its watermark or a Put is waiting.
   void NudgeLocked() REQUIRES(kd_->mu);
   void Nudge() EXCLUDES(kd_->mu);

@@ -57,7 +57,7 @@ TEST(Evictor, APutWaitsWhileTheEvictorFreesTheColdestEntry) {
   EXPECT_NE(busy.message().find("no free pool block"), std::string::npos);
   ev.Start();
   ASSERT_TRUE(ev.Allocate(kBlock, /*wait=*/true, &b).ok());
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   EXPECT_GE(ev.moves, 1);
   EXPECT_TRUE(f.kd->FindLocked("ns", "k0", false).status().IsNotFound()) << "the coldest went";
   EXPECT_TRUE(f.kd->FindLocked("ns", "k15", false).ok()) << "the warmest stayed";
@@ -69,7 +69,7 @@ TEST(Evictor, WithEverythingLeasedAPutGivesUpAtItsDeadlineSayingWhy) {
   Fill(f);
   std::vector<ReadLease> leases;
   {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     for (int i = 0; i < 16; ++i)
       leases.push_back(f.kd->LeaseLocked(*f.kd->FindLocked("ns", "k" + std::to_string(i), false)));
   }
@@ -83,7 +83,7 @@ TEST(Evictor, WithEverythingLeasedAPutGivesUpAtItsDeadlineSayingWhy) {
   EXPECT_NE(st.message().find("release leases or raise Options::pool_bytes"), std::string::npos);
   leases.clear();  // released: the next put finds room
   ASSERT_TRUE(ev.Allocate(kBlock, /*wait=*/true, &b).ok());
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   f.pool->Free(b);
 }
 
@@ -92,7 +92,7 @@ TEST(Evictor, TwoFailedMovesInARowEndAWaitingPutWithTheirError) {
   Fill(f);
   FakeEvictor ev(f.kd.get(), milliseconds(60000));
   {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     ev.fail = Status::IOError("the disk is gone");
   }
   ev.Start();
@@ -109,12 +109,12 @@ TEST(Evictor, TwoFailedMovesInARowEndAWaitingPutWithTheirError) {
   EXPECT_FALSE(ev.Health().ok());
 
   {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     ev.fail = Status::Ok();  // the disk is back: the next move succeeds, health with it
   }
   ASSERT_TRUE(ev.Allocate(kBlock, /*wait=*/true, &b).ok());
   EXPECT_TRUE(ev.Health().ok()) << ev.Health().ToString();
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   f.pool->Free(b);
 }
 

@@ -6,9 +6,7 @@
 #include <cstring>
 #include <map>
 
-#include "disk/aligned_buffer.h"
 #include "disk/record.h"
-#include "store/eviction_policy.h"
 
 namespace ecstore {
 
@@ -96,7 +94,7 @@ void Keydir::FreePoolLocked(Entry* e) {
   if (!e->pool) return;
   pool().Remove(e->id(), e->bytes, *e->pool);
   e->pool.reset();
-  space_cv.NotifyAll();
+  space_cv_.NotifyAll();
   MaybeIdleLocked(e);
 }
 
@@ -104,7 +102,7 @@ void Keydir::FreeDeviceLocked(Entry* e) {
   if (!e->device) return;
   device_->Remove(e->id(), e->bytes, *e->device);
   e->device.reset();
-  space_cv.NotifyAll();
+  space_cv_.NotifyAll();
   MaybeIdleLocked(e);
 }
 
@@ -168,7 +166,7 @@ void Keydir::TouchLocked(Entry* e) {
 }
 
 bool Keydir::Holds(std::string_view ns, std::string_view key) {
-  MutexLock l(&mu);
+  Lock l(this);
   EntryPtr e;
   return !closed_ && (e = table_.Find(ns, key)) && !e->erased;
 }
@@ -182,7 +180,7 @@ bool SameShape(const Entry& e, const TensorMeta& meta, uint64_t size) {
 
 std::optional<ReadLease> Keydir::QuietLeaseIfHolds(std::string_view ns, std::string_view key,
                                                    const TensorMeta& meta, uint64_t size) {
-  MutexLock l(&mu);
+  Lock l(this);
   EntryPtr e;
   if (closed_ || !(e = table_.Find(ns, key)) || !SameShape(*e, meta, size)) return std::nullopt;
   return QuietLeaseLocked(e);
@@ -194,13 +192,13 @@ bool Keydir::HoldsIdentical(std::string_view ns, std::string_view key, const Ten
   EntryPtr e;
   ReadLease lease;
   {
-    MutexLock l(&mu);
+    Lock l(this);
     if (closed_ || !(e = table_.Find(ns, key))) return false;
     if (!SameShape(*e, meta, size) || e->checksum != checksum) return false;
     lease = QuietLeaseLocked(e);
   }
   if (lease.data() != compared && std::memcmp(lease.data(), data, size) != 0) return false;
-  MutexLock l(&mu);
+  Lock l(this);
   if (e->erased || !e->pool) return false;  // erased meanwhile: the Put installs its own
   e->last_access_us = env_->NowMicros();
   pool().Touch(e->id());
@@ -216,7 +214,7 @@ ReadLease Keydir::QuietLeaseLocked(const EntryPtr& e) {
 void Keydir::Release(void* token) {
   auto* ep = static_cast<EntryPtr*>(token);
   {
-    MutexLock l(&mu);
+    Lock l(this);
     UnpinLocked(ep->get());
   }
   delete ep;
@@ -243,7 +241,7 @@ void Keydir::SpilledLocked(Entry* e, const DiskLocation& loc) {
 
 void Keydir::EndLoadLocked(Entry* e, std::optional<PoolBlock> blk) {
   e->loading = false;
-  load_cv.NotifyAll();
+  load_cv_.NotifyAll();
   if (!blk) return;
   e->pool = *blk;
   pool().Insert(e->id(), *e);
@@ -257,8 +255,8 @@ void Keydir::AddCopyLocked(Entry* e, Tier tier, const PoolBlock& blk) {
 // Waits until a detached entry's spill in flight (if any) has ended, and with it the
 // tombstone that spill writes for it: then no crash can bring the entry's bytes back.
 void Keydir::AwaitSpill(const EntryPtr& e) {
-  UniqueLock l(&mu);
-  while (e->spilling) spill_cv.Wait(l);
+  Lock l(this);
+  while (e->spilling) spill_cv_.Wait(l);
 }
 
 // The index row (entry + location) was wrong. Looks for the entry's own record (ns, key,
@@ -268,11 +266,11 @@ void Keydir::AwaitSpill(const EntryPtr& e) {
 Status Keydir::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why) {
   EntryRecord rec;
   {
-    MutexLock l(&mu);
+    Lock l(this);
     rec = *e;
   }
   auto found = durable_->FindRecord(rec, loc.segment);
-  MutexLock l(&mu);
+  Lock l(this);
   if (e->erased || !e->disk || !(*e->disk == loc)) return Status::Ok();  // changed meanwhile
   const bool adopt =
       found &&
@@ -311,7 +309,7 @@ Status Keydir::FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Sta
 Status Keydir::DropCorrupt(const EntryPtr& e, const Status& why) {
   std::optional<Tombstone> tomb;
   {
-    MutexLock l(&mu);
+    Lock l(this);
     if (table_.Erase(*e)) {
       tomb = DetachLocked(e.get());
       durable_->NoteCorrupt();
@@ -328,7 +326,7 @@ Status Keydir::DropCorrupt(const EntryPtr& e, const Status& why) {
 void Keydir::DropDiskCopy(const EntryPtr& e, const DiskLocation& loc) {
   std::optional<Tombstone> tomb;
   {
-    MutexLock l(&mu);
+    Lock l(this);
     if (e->erased || !e->disk || !(*e->disk == loc)) return;
     tomb = ForgetDiskCopyLocked(e.get());
     durable_->NoteCorrupt();
@@ -339,9 +337,9 @@ void Keydir::DropDiskCopy(const EntryPtr& e, const DiskLocation& loc) {
 
 // The disk quota asks for room: gives up the coldest disk copies until it is satisfied.
 bool Keydir::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
-  MutexLock l(&mu);
+  Lock l(this);
   bool any = false;
-  for (const KeydirSlot& s : ColdestOnDiskLocked(64)) {
+  for (const KeydirSlot& s : victims_.Coldest(table_, env_->NowMicros(), 64)) {
     any = true;
     Entry* e = s.entry();
     if (!e) {
@@ -355,52 +353,6 @@ bool Keydir::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
     if (!durable_->OverQuota(incoming)) break;
   }
   return any;
-}
-
-// The disk quota ranks entries by what the keydir already holds for each -- no per-entry
-// structure of its own (an LRU list node cost 64 B an entry, the most of any part of a
-// large disk tier's index). Up to 4096 entries it ranks them all; beyond, a random sample
-// of 16 per victim wanted, as Redis's approximated LRU does: the victims come from the
-// coldest few percent. LRU ranks by last access; the value-aware ranking by hits x
-// recompute cost per MiB / age (hyperbolic caching, which needs no priority queue and
-// scores as GDSF does in the policy bench).
-std::vector<KeydirSlot> Keydir::ColdestOnDiskLocked(size_t max) {
-  constexpr size_t kRankAllBelow = 4096, kSamplesPerVictim = 16;
-  const uint64_t now = env_->NowMicros();
-  auto coldness = [&](uint64_t last_access_us, uint64_t hits, uint64_t bytes, double cost) {
-    if (!value_aware_) return static_cast<double>(last_access_us);  // lower: goes first
-    const double mib = std::max<double>(static_cast<double>(bytes), 1.0) / (1 << 20);
-    const double age_s = static_cast<double>(now - std::min(now, last_access_us)) / 1e6 + 1;
-    return static_cast<double>(std::max<uint64_t>(hits, 1)) * cost / mib / age_s;
-  };
-  std::vector<std::pair<double, const KeydirSlot*>> ranked;
-  auto consider = [&](const KeydirSlot& s) {
-    if (const ColdRow* r = s.row()) {  // a row is never held
-      const double cost = value_aware_ ? RecomputeCost(r->meta()) : 0;
-      ranked.emplace_back(coldness(r->last_access_us, r->hits, r->bytes, cost), &s);
-      return;
-    }
-    const Entry& e = *s.entry();
-    if (e.disk && !e.erased && e.leases == 0 && !e.loading && !e.spilling)
-      ranked.emplace_back(
-          coldness(e.last_access_us, e.hits, e.bytes, value_aware_ ? RecomputeCost(e.meta) : 0),
-          &s);
-  };
-  if (table_.size() <= kRankAllBelow) {
-    for (const KeydirSlot& s : table_.slots()) consider(s);
-  } else {
-    for (size_t i = 0; i < max * kSamplesPerVictim; ++i) {
-      sample_state_ = sample_state_ * 6364136223846793005ull + 1442695040888963407ull;
-      consider(table_.Sample(sample_state_ >> 20));
-    }
-    std::sort(ranked.begin(), ranked.end());
-    ranked.erase(std::unique(ranked.begin(), ranked.end()), ranked.end());  // drawn twice
-  }
-  const size_t n = std::min(max, ranked.size());
-  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<ptrdiff_t>(n), ranked.end());
-  std::vector<KeydirSlot> out;  // copies: the slots move as the caller erases
-  for (size_t i = 0; i < n; ++i) out.push_back(*ranked[i].second);
-  return out;
 }
 
 void Keydir::YieldRowLocked(ColdRow* r, std::vector<Tombstone>* tombs) {
@@ -421,7 +373,7 @@ Result<EntryPtr> Keydir::FindRecordLocked(const EntryRecord& rec, const DiskLoca
 
 std::vector<IndexRow> Keydir::RecordsIn(uint32_t segment) {
   std::vector<IndexRow> live;
-  MutexLock l(&mu);
+  Lock l(this);
   for (const KeydirSlot& s : table_.slots()) {
     if (const ColdRow* r = s.row()) {
       if (r->segment == segment) live.emplace_back(table_.RecordOf(*r), r->loc());
@@ -433,7 +385,7 @@ std::vector<IndexRow> Keydir::RecordsIn(uint32_t segment) {
 }
 
 void Keydir::Relocate(const EntryRecord& rec, const DiskLocation& from, const DiskLocation& to) {
-  MutexLock l(&mu);
+  Lock l(this);
   const KeydirSlot* s = table_.Peek(rec.ns, rec.key);
   if (s && s->cold()) {  // a row stays a row: only its location changes
     ColdRow* r = s->row();
@@ -451,7 +403,7 @@ void Keydir::Relocate(const EntryRecord& rec, const DiskLocation& from, const Di
 void Keydir::RecordCorrupt(const EntryRecord& rec, const DiskLocation& at, const Status& why) {
   EntryPtr e;
   {
-    MutexLock l(&mu);
+    Lock l(this);
     auto found = FindRecordLocked(rec, at);
     if (!found.ok()) return;
     e = *found;
@@ -461,7 +413,7 @@ void Keydir::RecordCorrupt(const EntryRecord& rec, const DiskLocation& at, const
 
 std::vector<KeydirSlot> Keydir::Snapshot() {
   std::vector<KeydirSlot> all;
-  MutexLock l(&mu);
+  Lock l(this);
   all.reserve(table_.size());
   for (const KeydirSlot& s : table_.slots()) all.push_back(s);
   return all;
@@ -471,14 +423,14 @@ Status Keydir::ListPages(size_t page_size,
                          const std::function<bool(std::vector<EntryInfo>&&)>& on_page) {
   if (page_size == 0) return Status::InvalidArgument("ListPages needs a page size above 0");
   {
-    MutexLock l(&mu);
+    Lock l(this);
     if (closed()) return Status::Unavailable("store is closed");
   }
   std::vector<KeydirSlot> snapshot = Snapshot();
   for (size_t at = 0; at < snapshot.size(); at += page_size) {
     std::vector<EntryInfo> page;
     {
-      MutexLock l(&mu);
+      Lock l(this);
       for (size_t i = at; i < std::min(snapshot.size(), at + page_size); ++i)
         if (auto info = table_.Info(snapshot[i])) page.push_back(std::move(*info));
     }
@@ -534,78 +486,82 @@ std::optional<Tombstone> Keydir::RemoveLocked(Entry* e) {
   return DetachLocked(e);
 }
 
-Result<VerifyReport> Keydir::Verify(const std::function<void(uint64_t, uint64_t)>& progress) {
-  std::vector<KeydirSlot> all = Snapshot();
-  VerifyReport report;
-  uint64_t done = 0;
-  for (const KeydirSlot& s : all) {
-    if (progress) progress(done, all.size());
-    ++done;
-    EntryPtr e;
-    {
-      MutexLock l(&mu);
-      table_.FreezeSome(4);   // those checked before: the queue stays short
-      e = table_.EntryOf(s);  // a row is made an Entry, and a row again once checked
-    }
-    if (!e) continue;  // erased since
-    Status st = VerifyEntry(e, &report);
-    if (!st.ok()) report.errors.push_back(e->ns + "/" + e->key + ": " + st.message());
-  }
-  // Headers too: a damaged header hides its record from a rebuild of the index.
-  durable_->VerifyHeaders(&report.corrupt, &report.errors);
-  if (progress) progress(all.size(), all.size());
-  return report;
+Result<EntryPtr> Keydir::Find(std::string_view ns, std::string_view key) {
+  Lock l(this);
+  return FindLocked(ns, key, false);
 }
 
-// Checks one entry's pool and disk copies. A corrupt copy is dropped and reported in
-// report->corrupt; what keeps a check from finishing (a failing device) is returned.
-Status Keydir::VerifyEntry(const EntryPtr& e, VerifyReport* report) {
-  std::optional<ReadLease> lease;
-  std::optional<DiskLocation> loc;
-  bool checksummed = true;
-  {
-    MutexLock l(&mu);
-    if (e->erased) return Status::Ok();
-    if (e->pool) lease.emplace(QuietLeaseLocked(e));
-    checksummed = e->checksummed;
-    loc = e->disk;
+Result<std::optional<ReadLease>> Keydir::LeaseInMemory(std::string_view ns, std::string_view key,
+                                                       uint64_t room) {
+  Lock l(this);
+  auto found = FindLocked(ns, key, true);
+  if (!found.ok()) return found.status();
+  const EntryPtr& e = *found;
+  if (room < e->bytes)
+    return Status::InvalidArgument("destination holds " + std::to_string(room) +
+                                   " bytes but entry '" + e->key + "' has " +
+                                   std::to_string(e->bytes) + "; Lookup the size first");
+  if (e->device) return std::optional<ReadLease>(LeaseLocked(e, true, MemoryKind::kDevice));
+  if (e->pool) return std::optional<ReadLease>(LeaseLocked(e, true));
+  return std::optional<ReadLease>();
+}
+
+Result<std::optional<ReadLease>> Keydir::LeaseDeviceCopy(std::string_view ns, std::string_view key,
+                                                         bool promoted) {
+  Lock l(this);
+  auto found = FindLocked(ns, key, !promoted);
+  if (!found.ok()) return found.status();
+  if (!(*found)->device) return std::optional<ReadLease>();
+  return std::optional<ReadLease>(
+      LeaseLocked(*found, !promoted, MemoryKind::kDevice,
+                  promoted ? std::optional<Tier>(Tier::kPool) : std::nullopt));
+}
+
+std::vector<std::optional<ReadLease>> Keydir::LeasePoolCopies(
+    std::string_view ns, const std::vector<std::string>& keys,
+    const std::vector<std::span<uint8_t>>* dsts, const std::vector<bool>* only) {
+  std::vector<std::optional<ReadLease>> hot(keys.size());
+  const size_t n = dsts ? std::min(keys.size(), dsts->size()) : keys.size();
+  if (!ValidateNamespace(ns).ok()) return hot;  // bad input: the single-key path says why
+  Lock l(this);
+  for (size_t i = 0; i < n; ++i) {
+    if ((only && !(*only)[i]) || !ValidateKey(keys[i]).ok()) continue;
+    auto found = FindLocked(ns, keys[i], false);
+    if (!found.ok() || !(*found)->pool) continue;
+    if (dsts && (*dsts)[i].size() < (*found)->bytes) continue;
+    hot[i] = only ? LeaseLocked(*found, false, MemoryKind::kHost, Tier::kDisk)
+                  : LeaseLocked(*found, true);
   }
-  ++report->checked;
-  report->bytes += e->bytes;
-  const std::string name = e->ns + "/" + e->key + ": ";
-  // Not yet checksummed (put from device memory, never spilled): nothing to check against.
-  const bool pool_good =
-      lease && (!checksummed || PayloadChecksum(lease->data(), lease->size()) == e->checksum);
-  Status bad;
-  if (lease && !pool_good) bad = Status::Corruption("pool copy checksum mismatch");
-  lease.reset();
-  if (bad.ok() && loc) {
-    AlignedBuffer buf(e->bytes);
-    bool stale_row = false;
-    bad = durable_->Read(*e, *loc, buf.data(), buf.size(), &stale_row);
-    if (stale_row) {
-      Status fixed = FixStaleRow(e, *loc, bad);
-      std::optional<DiskLocation> moved;
-      {
-        MutexLock l(&mu);
-        if (!e->erased) moved = e->disk;
-      }
-      if (!fixed.ok() || !moved) return fixed;
-      bad = durable_->Read(*e, *moved, buf.data(), buf.size(), &stale_row);  // the record it found
-      if (!bad.ok()) return bad;
-    }
+  return hot;
+}
+
+std::vector<uint64_t> Keydir::UnpooledBytes(std::string_view ns,
+                                            const std::vector<std::string>& keys,
+                                            const std::vector<bool>& skip) {
+  std::vector<uint64_t> bytes(keys.size());
+  Lock l(this);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i < skip.size() && skip[i]) continue;
+    auto found = FindLocked(ns, keys[i], false);
+    if (found.ok() && !(*found)->pool) bytes[i] = (*found)->bytes;
   }
-  if (bad.ok()) return Status::Ok();
-  if (!bad.IsCorruption())  // the device failed, not the data: report and keep it
-    return Status::IOError(bad.ToString());
-  if (pool_good) {  // only the disk copy is bad: drop it; the pool copy is spilled again
-    DropDiskCopy(e, *loc);
-    report->corrupt.push_back(name + bad.message() + " (disk copy dropped, pool copy kept)");
-    return Status::Ok();
-  }
-  DropCorrupt(e, bad);
-  report->corrupt.push_back(name + bad.message());
-  return Status::Ok();
+  return bytes;
+}
+
+EntryPtr Keydir::EntryForPass(const KeydirSlot& slot) {
+  Lock l(this);
+  table_.FreezeSome(4);         // those passed before: the queue stays short
+  return table_.EntryOf(slot);  // a row is made an Entry, and a row again once passed
+}
+
+std::optional<Keydir::Copies> Keydir::CopiesOf(const EntryPtr& e) {
+  Lock l(this);
+  if (e->erased) return std::nullopt;
+  Copies c;
+  c.checksummed = e->checksummed;
+  c.disk = e->disk;
+  if (e->pool) c.pool.emplace(QuietLeaseLocked(e));
+  return c;
 }
 
 }  // namespace ecstore

@@ -7,15 +7,20 @@
 // see Entries only, and the disk-side callbacks (quota, compaction, recovery) handle rows
 // where they stay rows.
 // Thread rules: `mu` is the store's one metadata lock and guards every Entry's fields;
-// *Locked methods need it held, the others take it. It is never held across I/O or a payload
-// copy. Lock order: DurableTier's append lock -> mu -> DurableTier's accounting lock.
+// *Locked methods need it held, the others take it. Only Keydir::Lock takes it: the store's
+// requests and the evictors hold one where a transition takes several *Locked calls, and wait
+// on the keydir's conditions through it. It is never held across I/O or a payload copy.
+// Lock order: DurableTier's append lock -> mu -> DurableTier's accounting lock.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,21 +32,71 @@
 #include "store/entry.h"
 #include "store/keydir_table.h"
 #include "store/memory_tier.h"
+#include "store/quota_victims.h"
 #include "store/store.h"
 
 namespace ecstore {
+
+class Keydir;
+
+// The keydir's lock. Annotations name it anywhere (REQUIRES(kd->mu)); only Keydir takes it.
+class CAPABILITY("mutex") KeydirMutex {
+ private:
+  friend class Keydir;
+  void lock() ACQUIRE() { mu_.lock(); }
+  void unlock() RELEASE() { mu_.unlock(); }
+  std::mutex mu_;
+};
 
 class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
  public:
   // `device` is null for a store without a device tier. `value_aware`: the disk quota ranks
   // its victims by value (the "gdsf" and "freq" policies), not by last access alone.
   Keydir(Env* env, MemoryTier* pool, MemoryTier* device, DurableTier* durable, bool value_aware)
-      : env_(env), pool_(pool), device_(device), durable_(durable), value_aware_(value_aware) {}
+      : env_(env), pool_(pool), device_(device), durable_(durable), victims_(value_aware) {}
 
-  Mutex mu;
-  CondVar space_cv;  // pool space may have been freed (waiting Puts, the evictor)
-  CondVar load_cv;   // a promotion ended
-  CondVar spill_cv;  // a spill ended
+  KeydirMutex mu;
+
+  // Holds mu for its scope. unlock() ... lock() lets go of it in between; the waits below
+  // take it.
+  class SCOPED_CAPABILITY Lock {
+   public:
+    explicit Lock(Keydir* kd) ACQUIRE(kd->mu) : mu_(&kd->mu) { mu_->lock(); }
+    ~Lock() RELEASE() {
+      if (held_) mu_->unlock();
+    }
+    void lock() ACQUIRE() {
+      mu_->lock();
+      held_ = true;
+    }
+    void unlock() RELEASE() {
+      held_ = false;
+      mu_->unlock();
+    }
+    Lock(const Lock&) = delete;
+    Lock& operator=(const Lock&) = delete;
+
+   private:
+    KeydirMutex* mu_;
+    bool held_ = true;
+  };
+  // For a function that holds mu through its caller's Lock: lets go of it around I/O or a
+  // payload copy (Unlock), then takes it back (Relock).
+  void Unlock() RELEASE(mu) { mu.unlock(); }
+  void Relock() ACQUIRE(mu) { mu.lock(); }
+
+  // Pool or device space may have been freed: waiting puts and the evictors look again.
+  void NotifySpace() { space_cv_.NotifyAll(); }
+  // Waits, mu let go meanwhile, until space may have been freed; false once `deadline` passed.
+  bool WaitForSpace(Lock& l, std::chrono::steady_clock::time_point deadline) REQUIRES(mu) {
+    return space_cv_.WaitUntil(l, deadline);
+  }
+  // Waits, mu let go meanwhile, until no promotion is reading `e` into the pool.
+  void AwaitLoadLocked(Lock& l, const Entry& e) REQUIRES(mu) {
+    while (e.loading) load_cv_.Wait(l);
+  }
+  // A spill ended (AwaitSpill's waiters look again).
+  void NotifySpill() { spill_cv_.NotifyAll(); }
 
   MemoryTier& pool() const REQUIRES(mu) { return *pool_; }
   MemoryTier& device() const REQUIRES(mu) { return *device_; }  // only with a device tier
@@ -144,7 +199,7 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   }
   // A promotion from disk is reading it into a pool block.
   void BeginLoadLocked(Entry* e) REQUIRES(mu) { e->loading = true; }
-  // That promotion ended (load_cv told): with `blk`, its bytes are complete there and the
+  // That promotion ended (load waiters told): with `blk`, its bytes are complete there and the
   // block is its pool copy.
   void EndLoadLocked(Entry* e, std::optional<PoolBlock> blk) REQUIRES(mu);
   // Its pool copy was moved to `to` (the old block is the caller's to free).
@@ -173,12 +228,43 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
                                              const TensorMeta& meta, uint64_t size) EXCLUDES(mu);
   void TouchLocked(Entry* e) REQUIRES(mu);
   void AwaitSpill(const EntryPtr& e) EXCLUDES(mu);
-  // Up to `max` entries with a disk copy that nothing holds (no lease, load or spill), the
-  // coldest first: the disk quota's victims. See keydir.cc for the ranking.
-  std::vector<KeydirSlot> ColdestOnDiskLocked(size_t max) REQUIRES(mu);
 
-  // Reads every entry's copies and checks their checksums (Store::Verify).
-  Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) EXCLUDES(mu);
+  // ---- reads that lease what memory holds (DeviceFront, BatchReads): one lookup under mu
+  // The key's entry, a miss not counted.
+  Result<EntryPtr> Find(std::string_view ns, std::string_view key) EXCLUDES(mu);
+  // A lease on the key's device copy, else on its host copy; nullopt when only the disk holds
+  // it. InvalidArgument when `room` bytes cannot hold it. The hit (or miss) is counted.
+  Result<std::optional<ReadLease>> LeaseInMemory(std::string_view ns, std::string_view key,
+                                                 uint64_t room) EXCLUDES(mu);
+  // A lease on the key's device copy; nullopt without one. `promoted`: the caller has just
+  // copied it up from the pool, its hit counted then (the lease says it came from the pool).
+  Result<std::optional<ReadLease>> LeaseDeviceCopy(std::string_view ns, std::string_view key,
+                                                   bool promoted) EXCLUDES(mu);
+  // Leases on the keys' pool copies (those that fit their buffer, given `dsts`); a key that
+  // is absent, bad, or not in the pool gets none. Without `only`: pool hits, counted as Get
+  // counts them. With it: only the keys it marks, just promoted (their hits were counted as
+  // disk hits).
+  std::vector<std::optional<ReadLease>> LeasePoolCopies(std::string_view ns,
+                                                        const std::vector<std::string>& keys,
+                                                        const std::vector<std::span<uint8_t>>* dsts,
+                                                        const std::vector<bool>* only) EXCLUDES(mu);
+  // Each key's size where its entry has no pool copy (what reading it into the pool takes);
+  // 0 where it has one, is absent, or skip[i] is set.
+  std::vector<uint64_t> UnpooledBytes(std::string_view ns, const std::vector<std::string>& keys,
+                                      const std::vector<bool>& skip) EXCLUDES(mu);
+
+  // ---- a whole-store pass (VerifyStore)
+  // The entry in `slot` of a Snapshot; null if erased since. A row is made an Entry for the
+  // pass, and a row again a few entries later.
+  EntryPtr EntryForPass(const KeydirSlot& slot) EXCLUDES(mu);
+  // What a check of an entry reads: a quiet lease on its pool copy (none without one), whether
+  // its checksum is known, and its disk copy. nullopt: erased.
+  struct Copies {
+    std::optional<ReadLease> pool;
+    bool checksummed = true;
+    std::optional<DiskLocation> disk;
+  };
+  std::optional<Copies> CopiesOf(const EntryPtr& e) EXCLUDES(mu);
 
   // ---- disk copies that turned out wrong (durable I/O, never under mu)
   Status FixStaleRow(const EntryPtr& e, const DiskLocation& loc, const Status& why) EXCLUDES(mu);
@@ -187,7 +273,6 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
 
  private:
   void Release(void* token) override;
-  Status VerifyEntry(const EntryPtr& e, VerifyReport* report) EXCLUDES(mu);
   Result<EntryPtr> FindRecordLocked(const EntryRecord& rec, const DiskLocation& at) REQUIRES(mu);
 
   // DurableTier::Owner. Recovery runs inside Recover, with mu held; the rest take mu.
@@ -204,12 +289,14 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   void RecordCorrupt(const EntryRecord& rec, const DiskLocation& at, const Status& why) override
       EXCLUDES(mu);
 
+  CondVar space_cv_;  // pool space may have been freed (waiting Puts, the evictor)
+  CondVar load_cv_;   // a promotion ended
+  CondVar spill_cv_;  // a spill ended
   Env* const env_;
   MemoryTier* const pool_;
   MemoryTier* const device_;
   DurableTier* const durable_;
-  const bool value_aware_;
-  uint64_t sample_state_ GUARDED_BY(mu) = 0x9e3779b97f4a7c15ull;  // ColdestOnDiskLocked's
+  QuotaVictims victims_ GUARDED_BY(mu);  // the disk quota's choice
   std::function<void()> lease_end_;
   KeydirTable table_ GUARDED_BY(mu);
   void MaybeIdleLocked(Entry* e) REQUIRES(mu);  // queues a disk-only entry to become a row

@@ -16,7 +16,7 @@ TEST(Keydir, AnInsertedEntryIsFoundAndAReplacementFreesTheOldOnesBlock) {
   KeydirFixture f;
   EntryPtr a = f.Insert("k", 8192);
   {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     EXPECT_EQ(f.kd->FindLocked("ns", "k", true)->get(), a.get());
     EntryInfo info = *f.kd->LookupLocked("ns", "k");
     EXPECT_TRUE(info.tiers.has(Tier::kPool));
@@ -24,7 +24,7 @@ TEST(Keydir, AnInsertedEntryIsFoundAndAReplacementFreesTheOldOnesBlock) {
     EXPECT_EQ(f.kd->size(), 1u);
   }
   EntryPtr b = f.Complete("k", 4096);
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   std::optional<Tombstone> tomb;
   EXPECT_EQ(f.kd->InsertLocked(b, &tomb).get(), a.get()) << "the replaced entry is returned";
   EXPECT_TRUE(a->erased);
@@ -38,7 +38,7 @@ TEST(Keydir, AnInsertedEntryIsFoundAndAReplacementFreesTheOldOnesBlock) {
 // second replaces it; once closed it is refused and its block given back.
 TEST(Keydir, AFreshEntryIsMadeAndInstalledByTheKeydirAndRefusedOnceClosed) {
   KeydirFixture f;
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   auto fresh = [&](uint64_t bytes) {
     return Keydir::FreshEntry{.ns = "ns",
                               .key = "k",
@@ -73,7 +73,7 @@ TEST(Keydir, ALeaseKeepsAnErasedEntrysBytesUntilItEnds) {
   EntryPtr a = f.Insert("k", 8192);
   ReadLease lease;
   {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     lease = f.kd->LeaseLocked(a);
     EXPECT_EQ(f.kd->leases(), 1u);
     f.kd->RemoveLocked(a.get());
@@ -85,7 +85,7 @@ TEST(Keydir, ALeaseKeepsAnErasedEntrysBytesUntilItEnds) {
   EXPECT_EQ(lease.size(), 8192u);
   EXPECT_EQ(f.pool->free_bytes(), f.pool->capacity() - 8192);
   lease = ReadLease();  // released: takes the mutex itself
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   EXPECT_EQ(f.kd->leases(), 0u);
   EXPECT_FALSE(a->pool.has_value());
   EXPECT_EQ(f.pool->free_bytes(), f.pool->capacity());
@@ -98,7 +98,7 @@ TEST(Keydir, LeasesCountHitsAndAccessTimesButQuietLeasesLeaveNoTrace) {
   EntryPtr b = f.Insert("b", 4096);
   ReadLease quiet, hit;  // released after the lock: a lease ends under the keydir's mutex
   {
-    MutexLock l(&f.kd->mu);
+    Keydir::Lock l(f.kd.get());
     f.env.now = 5'000'000;
     quiet = f.kd->QuietLeaseLocked(a);
     EXPECT_EQ(a->hits, 0u);
@@ -115,7 +115,7 @@ TEST(Keydir, LeasesCountHitsAndAccessTimesButQuietLeasesLeaveNoTrace) {
   }
   quiet = ReadLease();
   hit = ReadLease();
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   EXPECT_EQ(f.kd->leases(), 0u);
   EXPECT_EQ(f.lease_ends, 1) << "told once, when the entry's last lease ended";
 }
@@ -123,7 +123,7 @@ TEST(Keydir, LeasesCountHitsAndAccessTimesButQuietLeasesLeaveNoTrace) {
 TEST(Keydir, ASpillEndingWithoutACopyGivesAnErasedEntrysBlockBack) {
   KeydirFixture f;
   EntryPtr a = f.Insert("a", 8192);
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   f.kd->BeginSpillLocked(a.get());
   f.kd->RemoveLocked(a.get());
   EXPECT_TRUE(a->pool.has_value()) << "the spill in flight still reads the block";
@@ -138,7 +138,7 @@ TEST(Keydir, AnEndedLoadInstallsItsBlockAsThePoolCopy) {
   EntryPtr a = f.Complete("a", 4096);
   EntryPtr b = f.Complete("b", 4096);  // (Complete takes the mutex: before it is held)
   PoolBlock blk = *a->pool;
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   a->pool.reset();  // as a disk-only entry: its bytes are read into blk
   f.kd->BeginLoadLocked(a.get());
   EXPECT_TRUE(a->loading);
@@ -154,7 +154,7 @@ TEST(Keydir, AnEndedLoadInstallsItsBlockAsThePoolCopy) {
 
 TEST(Keydir, AMissIsCountedWhereAskedAndAClosedKeydirIsUnavailable) {
   KeydirFixture f;
-  MutexLock l(&f.kd->mu);
+  Keydir::Lock l(f.kd.get());
   Result<EntryPtr> r = f.kd->FindLocked("ns", "absent", true);
   EXPECT_TRUE(r.status().IsNotFound());
   EXPECT_NE(r.status().message().find("'absent' in namespace 'ns'"), std::string::npos);

@@ -40,7 +40,7 @@ struct KeydirFixture {
     durable = std::move(d).value();
     kd = std::make_unique<Keydir>(&env, pool.get(), device, durable.get(), false);
     kd->OnLeaseEnd([this] { ++lease_ends; });
-    MutexLock l(&kd->mu);
+    Keydir::Lock l(kd.get());
     EXPECT_TRUE(kd->Recover().ok());
   }
   // An entry of `bytes` whose bytes are complete in a new pool block, as a Put makes it.
@@ -51,14 +51,14 @@ struct KeydirFixture {
     e->bytes = bytes;
     e->meta = {DType::kU8, {static_cast<int64_t>(bytes)}};
     e->seq = durable->NextSeq();
-    MutexLock l(&kd->mu);  // the pool is the keydir's (an evictor may be at work)
+    Keydir::Lock l(kd.get());  // the pool is the keydir's (an evictor may be at work)
     e->pool = pool->Allocate(bytes);
     EXPECT_TRUE(e->pool.has_value());
     return e;
   }
   EntryPtr Insert(const std::string& key, uint64_t bytes) {
     EntryPtr e = Complete(key, bytes);
-    MutexLock l(&kd->mu);
+    Keydir::Lock l(kd.get());
     std::optional<Tombstone> tomb;
     kd->InsertLocked(e, &tomb);
     EXPECT_FALSE(tomb.has_value()) << "no disk copy, no tombstone";

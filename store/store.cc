@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "store/store_impl.h"
+#include "store/verify.h"
 
 namespace ecstore {
 
@@ -161,7 +162,7 @@ Status StoreImpl::Init() {
     if (dev_) dev_->NudgeLocked();
   });
   {
-    MutexLock l(&kd_->mu);  // nothing else runs yet; the lock keeps the analysis whole
+    Keydir::Lock l(kd_.get());  // nothing else runs yet; the lock keeps the analysis whole
     EC_RETURN_IF_ERROR(kd_->Recover());
   }
   ev_->Start();
@@ -176,7 +177,7 @@ Status StoreImpl::Close() {
     return Status::Ok();
   }
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_.get());
     if (kd_->closed()) return Status::Ok();
   }
   Status st = dev_ ? dev_->DemoteAll() : Status::Ok();  // needs the host evictor
@@ -185,7 +186,7 @@ Status StoreImpl::Close() {
   Status fst = ev_->Flush();
   if (st.ok()) st = fst;
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_.get());
     kd_->SaveTouchedLocked();
     kd_->CloseLocked();
   }
@@ -216,7 +217,7 @@ Status StoreImpl::CheckWritable() const { return durable_->CheckWritable(); }
 
 Status StoreImpl::Health() {
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_.get());
     if (kd_->closed()) return Status::Unavailable("store is closed");
   }
   EC_RETURN_IF_ERROR(durable_->CheckWritable());
@@ -238,12 +239,8 @@ Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view 
                            std::to_string(opt_.disk_quota_bytes) +
                            " bytes); raise Options::disk_quota_bytes");
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_.get());
     if (kd_->closed()) return Status::Unavailable("store is closed");
-    if (kd_->pool().RoundUp(size) > kd_->pool().capacity())
-      return Status::NoSpace(
-          "entry of " + std::to_string(size) + " bytes is larger than the whole pool (" +
-          std::to_string(kd_->pool().capacity()) + " bytes); raise Options::pool_bytes");
   }
   auto p = std::make_unique<Pending>();
   EC_RETURN_IF_ERROR(ev_->Allocate(size, true, &p->block));
@@ -258,9 +255,7 @@ Result<PutReservation> StoreImpl::Reserve(std::string_view ns, std::string_view 
 
 void StoreImpl::Abandon(void* token) {
   std::unique_ptr<Pending> p(static_cast<Pending*>(token));
-  MutexLock l(&kd_->mu);
-  kd_->pool().Free(p->block);
-  kd_->space_cv.NotifyAll();
+  ev_->Free(p->block);
 }
 
 Status StoreImpl::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
@@ -304,7 +299,7 @@ Status StoreImpl::Install(Keydir::FreshEntry f) {
   std::optional<Tombstone> tomb;
   EntryPtr old, e;
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_.get());
     auto made = kd_->InstallLocked(std::move(f), &old, &tomb);
     if (!made.ok()) return made.status();
     e = std::move(made).value();
@@ -365,13 +360,13 @@ Result<ReadLease> StoreImpl::Acquire(std::string_view ns, std::string_view key) 
     EntryPtr e;
     bool device_only = false;
     {
-      UniqueLock l(&kd_->mu);
+      Keydir::Lock l(kd_.get());
       auto found = kd_->FindLocked(ns, key, !promoted);
       if (!found.ok()) return found.status();
       e = *found;
       if (e->pool) return kd_->LeaseLocked(e, !promoted, MemoryKind::kHost, promoted_from);
       if (e->loading) {
-        while (e->loading) kd_->load_cv.Wait(l);
+        kd_->AwaitLoadLocked(l, *e);
         continue;
       }
       device_only = e->device.has_value();
@@ -391,7 +386,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
     EntryInfo info;
     DiskLocation loc;
     {
-      UniqueLock l(&kd_->mu);
+      Keydir::Lock l(kd_.get());
       auto found = kd_->FindLocked(ns, key, !promoted && ro.record_access);
       if (!found.ok()) return found.status();
       e = *found;
@@ -416,7 +411,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
         return info;
       }
       if (e->loading) {
-        while (e->loading) kd_->load_cv.Wait(l);
+        kd_->AwaitLoadLocked(l, *e);
         continue;
       }
       if (!promote) {
@@ -432,7 +427,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
       if (st.ok()) continue;
       if (!st.IsBusy()) return st;
       // No pool space right now: serve straight from disk; promotion can happen next time.
-      MutexLock l(&kd_->mu);
+      Keydir::Lock l(kd_.get());
       if (!e->disk || e->erased) continue;
       loc = *e->disk;
       kd_->TouchLocked(e.get());
@@ -454,7 +449,7 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
 Result<EntryInfo> StoreImpl::Lookup(std::string_view ns, std::string_view key,
                                     const ReadOptions& ro) {
   EC_RETURN_IF_ERROR(CheckKey(ns, key));
-  MutexLock l(&kd_->mu);
+  Keydir::Lock l(kd_.get());
   auto found = kd_->LookupLocked(ns, key);
   if (ro.record_access) kd_->CountLookupLocked(found.ok());
   return found;
@@ -464,7 +459,7 @@ Result<std::vector<std::optional<EntryInfo>>> StoreImpl::LookupMany(
     std::string_view ns, const std::vector<std::string>& keys) {
   for (const auto& k : keys) EC_RETURN_IF_ERROR(CheckKey(ns, k));
   std::vector<std::optional<EntryInfo>> out(keys.size());
-  MutexLock l(&kd_->mu);
+  Keydir::Lock l(kd_.get());
   if (kd_->closed()) return Status::Unavailable("store is closed");
   for (size_t i = 0; i < keys.size(); ++i) {
     auto found = kd_->LookupLocked(ns, keys[i]);
@@ -476,7 +471,7 @@ Result<std::vector<std::optional<EntryInfo>>> StoreImpl::LookupMany(
 
 // The hot path of a scheduler asking "is it cached?" every step: one hash lookup.
 Result<bool> StoreImpl::Contains(std::string_view ns, std::string_view key) {
-  MutexLock l(&kd_->mu);
+  Keydir::Lock l(kd_.get());
   if (kd_->closed()) return Status::Unavailable("store is closed");
   const bool found = kd_->ContainsLocked(ns, key);
   kd_->CountLookupLocked(found);
@@ -518,7 +513,7 @@ Status StoreImpl::Erase(std::string_view ns, std::string_view key) {
   std::optional<Tombstone> tomb;
   EntryPtr e;
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_.get());
     auto found = kd_->FindLocked(ns, key, false);
     if (!found.ok()) return found.status();
     e = *found;
@@ -537,7 +532,7 @@ Status StoreImpl::EraseMany(const std::vector<std::pair<std::string, std::string
   std::vector<Tombstone> tombs;
   std::vector<EntryPtr> detached;
   {
-    MutexLock l(&kd_->mu);
+    Keydir::Lock l(kd_.get());
     if (kd_->closed()) return Status::Unavailable("store is closed");
     for (size_t i = 0; i < ns_keys.size(); ++i) {
       auto found = kd_->FindLocked(ns_keys[i].first, ns_keys[i].second, false);
@@ -560,7 +555,7 @@ Status StoreImpl::ListPages(size_t page_size,
 
 Result<StoreStats> StoreImpl::Stats() {
   const uint64_t spill_errors = ev_->Errors() + (dev_ ? dev_->Errors() : 0);
-  MutexLock l(&kd_->mu);
+  Keydir::Lock l(kd_.get());
   StoreStats s;
   if (dev_) s.at(Tier::kDevice) = kd_->device().Stats();
   if (pool_) {
@@ -592,7 +587,7 @@ Result<StoreStats> StoreImpl::Stats() {
 // ---------------------------------------------------------------- verify / compact
 
 Result<VerifyReport> StoreImpl::Verify(const std::function<void(uint64_t, uint64_t)>& progress) {
-  return kd_->Verify(progress);
+  return VerifyStore(kd_.get(), progress);
 }
 
 Status StoreImpl::Flush() {

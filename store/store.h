@@ -42,7 +42,7 @@ struct Options {
   // "gdsf" (hits x what a miss costs / size), for the memory pools, where a miss is a read
   // back from disk (RefetchCost, so they rank by requests); the disk quota ranks by recompute
   // cost x hits / size / age, or with lru by last access (store/eviction_policy.h,
-  // Keydir::ColdestOnDiskLocked). freq is the default: in the bench it saved 16 % more
+  // store/quota_victims.h). freq is the default: in the bench it saved 16 % more
   // encoder time than LRU at 10 % of the working set (policy; 24 % without drift) and read
   // 17-18 % less back from disk (mixed, 2.37-2.40 vs LRU's 2.89 MB/op; 2.78-2.81 when the
   // pools weighed recompute cost too).
