@@ -49,11 +49,12 @@ class SCOPED_CAPABILITY MutexLock {
 };
 
 // Holds the mutex for its scope, and can let go of it in between (unlock ... lock) or wait
-// on a CondVar.
-class SCOPED_CAPABILITY UniqueLock {
+// on a CondVar. `M` is Mutex (UniqueLock) or another capability with lock and unlock.
+template <typename M>
+class SCOPED_CAPABILITY BasicUniqueLock {
  public:
-  explicit UniqueLock(Mutex* mu) ACQUIRE(mu) : mu_(mu) { mu_->lock(); }
-  ~UniqueLock() RELEASE() {
+  explicit BasicUniqueLock(M* mu) ACQUIRE(mu) : mu_(mu) { mu_->lock(); }
+  ~BasicUniqueLock() RELEASE() {
     if (held_) mu_->unlock();
   }
   void lock() ACQUIRE() {
@@ -64,17 +65,18 @@ class SCOPED_CAPABILITY UniqueLock {
     held_ = false;
     mu_->unlock();
   }
-  UniqueLock(const UniqueLock&) = delete;
-  UniqueLock& operator=(const UniqueLock&) = delete;
+  BasicUniqueLock(const BasicUniqueLock&) = delete;
+  BasicUniqueLock& operator=(const BasicUniqueLock&) = delete;
 
  private:
-  Mutex* mu_;
+  M* mu_;
   bool held_ = true;
 };
+using UniqueLock = BasicUniqueLock<Mutex>;
 
 // Waits release the lock and hold it again when they return; callers loop on their
 // condition (in the locked scope, where the analysis can see the lock is held).
-// `Lock` is a UniqueLock or another lock of its kind (lock and unlock).
+// `Lock` is a BasicUniqueLock or a lock made from one.
 class CondVar {
  public:
   template <typename Lock>

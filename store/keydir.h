@@ -43,6 +43,7 @@ class Keydir;
 class CAPABILITY("mutex") KeydirMutex {
  private:
   friend class Keydir;
+  friend class BasicUniqueLock<KeydirMutex>;
   void lock() ACQUIRE() { mu_.lock(); }
   void unlock() RELEASE() { mu_.unlock(); }
   std::mutex mu_;
@@ -59,26 +60,10 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
 
   // Holds mu for its scope. unlock() ... lock() lets go of it in between; the waits below
   // take it.
-  class SCOPED_CAPABILITY Lock {
+  class SCOPED_CAPABILITY Lock : public BasicUniqueLock<KeydirMutex> {
    public:
-    explicit Lock(Keydir* kd) ACQUIRE(kd->mu) : mu_(&kd->mu) { mu_->lock(); }
-    ~Lock() RELEASE() {
-      if (held_) mu_->unlock();
-    }
-    void lock() ACQUIRE() {
-      mu_->lock();
-      held_ = true;
-    }
-    void unlock() RELEASE() {
-      held_ = false;
-      mu_->unlock();
-    }
-    Lock(const Lock&) = delete;
-    Lock& operator=(const Lock&) = delete;
-
-   private:
-    KeydirMutex* mu_;
-    bool held_ = true;
+    explicit Lock(Keydir* kd) ACQUIRE(kd->mu) : BasicUniqueLock(&kd->mu) {}
+    ~Lock() RELEASE() {}
   };
   // For a function that holds mu through its caller's Lock: lets go of it around I/O or a
   // payload copy (Unlock), then takes it back (Relock).

@@ -166,5 +166,42 @@ TEST(Keydir, AMissIsCountedWhereAskedAndAClosedKeydirIsUnavailable) {
   EXPECT_TRUE(f.kd->LookupLocked("ns", "absent").status().IsUnavailable());
 }
 
+// The reads DeviceFront and BatchReads make: each key looked up once, under the keydir's lock,
+// and leased where memory holds it; what does not fit or is absent gets no lease.
+TEST(Keydir, ReadsLeaseWhatMemoryHoldsAndSayWhyNot) {
+  KeydirFixture f;
+  f.Insert("a", 8192);
+  f.Insert("b", 4096);
+  auto small = f.kd->LeaseInMemory("ns", "a", 4096);
+  EXPECT_TRUE(small.status().IsInvalidArgument());
+  EXPECT_NE(small.status().message().find("Lookup the size first"), std::string::npos);
+  EXPECT_TRUE(f.kd->LeaseInMemory("ns", "absent", 1 << 20).status().IsNotFound());
+  {
+    auto a = f.kd->LeaseInMemory("ns", "a", 8192);
+    ASSERT_TRUE(a.ok() && a->has_value()) << a.status().ToString();
+    EXPECT_EQ((*a)->memory_kind(), MemoryKind::kHost) << "no device tier: the host copy";
+    EXPECT_EQ((*a)->size(), 8192u);
+    auto dev = f.kd->LeaseDeviceCopy("ns", "a", false);
+    ASSERT_TRUE(dev.ok());
+    EXPECT_FALSE(dev->has_value()) << "no device copy, no lease";
+    Keydir::Lock l(f.kd.get());
+    EXPECT_EQ(f.kd->leases(), 1u);
+  }
+  std::vector<uint8_t> big(8192), little(16);
+  std::vector<std::span<uint8_t>> dsts = {big, little, big};
+  auto hot = f.kd->LeasePoolCopies("ns", {"a", "b", "absent"}, &dsts, nullptr);
+  ASSERT_EQ(hot.size(), 3u);
+  EXPECT_TRUE(hot[0].has_value());
+  EXPECT_FALSE(hot[1].has_value()) << "its buffer cannot hold it";
+  EXPECT_FALSE(hot[2].has_value());
+  EXPECT_EQ(f.kd->UnpooledBytes("ns", {"a", "absent"}, {false, false}),
+            (std::vector<uint64_t>{0, 0}))
+      << "in the pool or absent: nothing to read in";
+  hot.clear();
+  Keydir::Lock l(f.kd.get());
+  EXPECT_EQ(f.kd->leases(), 0u);
+  EXPECT_EQ(f.pool->Stats().hits, 2u) << "the leases that served a read";
+}
+
 }  // namespace
 }  // namespace ecstore
