@@ -2,9 +2,17 @@
 BUILD    ?= build
 SANITIZE ?=
 JOBS     ?= $(shell nproc)
-CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE)
+CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE) $(CMAKE_EXTRA)
+# Ninja where a build folder is new (an existing one keeps its generator): it compiles a
+# library's sources while the one below it still links, where make waits.
+export CMAKE_GENERATOR ?= Ninja
 
-.PHONY: soak deps build demo test test-gpu thread-safety python-ext python-test sglang-test python-wheel test-rdma test-nordma test-shared bench-rdma bench bench-quick asan tsan clean format format-check
+.PHONY: soak deps build demo test test-gpu python-ext python-test python-daemon-test python-install sglang-test python-wheel test-rdma test-shared bench-rdma bench bench-quick asan tsan sanitized-test house-rules clean format format-check
+
+# Two tests at a time on a 2-core machine; those that measure time or memory, or take both
+# cores themselves, run alone (RUN_SERIAL in CMakeLists.txt). Labels pick suites:
+# `make test CTEST_ARGS="-L unit"` (unit, daemon, vm, slow).
+CTEST = ctest --output-on-failure -j $(JOBS) --timeout 600 $(CTEST_ARGS)
 
 deps:
 	@scripts/install-deps.sh
@@ -25,15 +33,34 @@ demo:
 	$(DEMO_BUILD)/ec-store --dir ./.ec-store stats
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j 1 --timeout 600
-	$(MAKE) python-test
-	$(MAKE) sglang-test
+	cd $(BUILD) && $(CTEST)
+	$(MAKE) python-test sglang-test
 	$(MAKE) soak SOAK_SECONDS=60
 
-# The Python package and the vLLM connector, against the real vLLM 0.33.0 on the CPU, in a
-# venv cached outside the tree (scripts/python-env.sh). The extension is built in build-py.
-PY_ENV = VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-	EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store PYTHONPATH=$(CURDIR)/build-py/python
+# The Python package as users install it: the wheel (make python-wheel) installed into
+# build-wheel/test-venv, a venv that sees the vLLM venv's packages (vLLM 0.33.0 and torch, on
+# the CPU; scripts/python-env.sh) through a .pth line. The suite imports the installed
+# package and starts the wheel's own `ec-store` unless EC_DAEMON names another binary.
+TEST_VENV = $(CURDIR)/build-wheel/test-venv
+EC_DAEMON ?= $(TEST_VENV)/bin/ec-store
+PY_ENV = VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 EC_STORE_BIN=$(EC_DAEMON)
+# Each run leaves JUnit XML in build-wheel/junit (CI's report lists the slowest tests).
+JUNIT = --junitxml=$(CURDIR)/build-wheel/junit/$(1).xml
+PYTEST = cd /tmp && $(PY_ENV) $(TEST_VENV)/bin/python -m pytest -q -p no:cacheprovider
+python-install: python-wheel
+	@scripts/wheel-test-env.sh $(TEST_VENV) dist/ecstore-*.whl
+
+python-test: python-install
+	$(PYTEST) $(call JUNIT,python) $(CURDIR)/python/tests --ignore=$(CURDIR)/python/tests/test_sglang.py \
+	  $(PYTEST_ARGS)
+
+# The Python tests that start a daemon, against EC_DAEMON, with the installed package (made
+# once when absent): what a sanitized build's daemon is checked with.
+python-daemon-test:
+	@[ -x $(TEST_VENV)/bin/python ] || $(MAKE) python-install
+	$(PYTEST) $(call JUNIT,daemon-$(notdir $(BUILD))) -m daemon $(CURDIR)/python/tests \
+	  --ignore=$(CURDIR)/python/tests/test_sglang.py
+
 # On the GPU machine, with a build made here and carried there (docs/development.md): the
 # device-tier tests, which fail instead of skipping when no GPU is found, and the CUDA
 # Python tests. BUILD there holds ecstore_tests, ec-store and python/ecstore.
@@ -42,22 +69,22 @@ test-gpu:
 	cd /tmp && PYTHONPATH=$(CURDIR)/$(BUILD)/python EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store \
 	  python3 -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests/test_cuda.py
 
-# The extension, for the venv's Python, in build-py.
-python-ext: build
+# The extension for a developer's edit-and-run loop, for the venv's Python, in build-py
+# (import it with PYTHONPATH=build-py/python); the suites use the installed wheel.
+python-ext: deps
 	@VENV=$$(scripts/python-env.sh) && \
 	cmake -S . -B build-py -DCMAKE_BUILD_TYPE=Release -DEC_BUILD_PYTHON=ON -DEC_BUILD_TESTS=OFF \
 	  -DEC_BUILD_BENCH=OFF -DPython_EXECUTABLE=$$VENV/bin/python >/dev/null && \
 	cmake --build build-py -j $(JOBS) --target _ecstore
 
-python-test: python-ext
-	@VENV=$$(scripts/python-env.sh) && \
-	$(PY_ENV) $$VENV/bin/python -m pytest -q python/tests --ignore=python/tests/test_sglang.py
-
 # The SGLang backend against SGLang 0.5.23's own classes, in the SGLang venv
-# (scripts/sglang-env.sh: SGLang over the vLLM venv's torch). Fails, not skips, without it.
-sglang-test: python-ext
-	@VENV=$$(scripts/sglang-env.sh) && \
-	EC_REQUIRE_SGLANG=1 $(PY_ENV) $$VENV/bin/python -m pytest -q python/tests/test_sglang.py
+# (scripts/sglang-env.sh: SGLang over the vLLM venv's torch), importing the installed wheel's
+# package. Fails, not skips, without it.
+sglang-test: python-install
+	@VENV=$$(scripts/sglang-env.sh) && SITE=$$($(TEST_VENV)/bin/python -c \
+	  'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
+	cd /tmp && EC_REQUIRE_SGLANG=1 PYTHONPATH=$$SITE $(PY_ENV) $$VENV/bin/python -m pytest -q \
+	  -p no:cacheprovider $(call JUNIT,sglang) $(CURDIR)/python/tests/test_sglang.py
 
 # `pip wheel .` through scikit-build-core: a wheel with the extension and the package.
 # The wheel as a package index takes it: the extension and the ec-store binary with their
@@ -73,20 +100,20 @@ python-wheel: deps
 
 # Real RDMA verbs under Soft-RoCE in a QEMU VM (also part of `make test`).
 test-rdma: build
-	cd $(BUILD) && ctest --output-on-failure -R rdma_softroce_vm
+	cd $(BUILD) && ctest --output-on-failure -L vm
 
 # The rdma bench workload inside the Soft-RoCE VM (emulated: correctness, not NIC speed).
 bench-rdma: build
 	tests/rdma-vm/run.sh $(BUILD)/rdma-vm tests/rdma-vm/bench.sh $(BUILD)/ec-store-bench
 
-# The soak test (docs/operations.md): SOAK_SECONDS of chaos against a daemon,
-# then every acknowledged-durable entry checked. Root runs the disk-full phase on a tmpfs.
-# `make test` runs it for 60 s.
+# The soak test (docs/operations.md): SOAK_SECONDS of chaos against the daemon of BUILD,
+# driven through the installed package, then every acknowledged-durable entry checked. Root
+# runs the disk-full phase on a tmpfs. `make test` runs it for 60 s.
 SOAK_SECONDS ?= 600
-soak: python-ext
-	@VENV=$$(scripts/python-env.sh) && \
-	PYTHONPATH=$(CURDIR)/build-py/python $$VENV/bin/python tests/soak.py \
-	  --bin $(CURDIR)/$(BUILD)/ec-store --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
+soak:
+	@[ -x $(TEST_VENV)/bin/python ] || $(MAKE) python-install
+	$(TEST_VENV)/bin/python tests/soak.py --bin $(CURDIR)/$(BUILD)/ec-store \
+	  --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
 bench: build
 	$(BUILD)/ec-store-bench --dir ./bench-out/store --json bench-out/results.json --png bench-out/results.png
@@ -94,24 +121,23 @@ bench: build
 bench-quick: build
 	$(BUILD)/ec-store-bench --quick --dir ./bench-out/store --json bench-out/results.json --png bench-out/results.png
 
-# The library without RDMA and without CUDA (-DEC_WITH_RDMA=OFF -DEC_WITH_CUDA=OFF): builds,
-# passes the suite, links no verbs.
-test-nordma: deps
-	@cmake -S . -B build-nordma -DCMAKE_BUILD_TYPE=Release -DEC_WITH_RDMA=OFF -DEC_WITH_CUDA=OFF >/dev/null
-	@cmake --build build-nordma -j $(JOBS)
-	@! ldd build-nordma/ec-store | grep -E 'libibverbs|librdmacm' || \
-	  (echo "ec-store built with EC_WITH_RDMA=OFF links verbs" && false)
-	cd build-nordma && ctest --output-on-failure -j 1 --timeout 600
-
-# The library as shared objects (-DBUILD_SHARED_LIBS=ON): built, installed into a scratch
-# prefix, and linked by find_package and pkg-config consumers, as tests/consumer/run.sh does.
+# The library as shared objects without RDMA or CUDA (-DBUILD_SHARED_LIBS=ON
+# -DEC_WITH_RDMA=OFF -DEC_WITH_CUDA=OFF): links no verbs; installed into a scratch prefix and
+# linked by the find_package and pkg-config consumers (tests/consumer/run.sh); and the
+# transport and CLI tests, which are what runs differently without verbs.
+SHARED_TESTS = ^(installed_library_consumer|cli_end_to_end|(Net|NetShm|Protocol|ServerTransport)\.|Transports/)
 test-shared: deps
 	@cmake -S . -B build-shared -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-	  -DEC_BUILD_TESTS=OFF -DEC_BUILD_BENCH=OFF >/dev/null
+	  -DEC_WITH_RDMA=OFF -DEC_WITH_CUDA=OFF -DEC_BUILD_BENCH=OFF $(UNITY) >/dev/null
 	@cmake --build build-shared -j $(JOBS)
-	tests/consumer/run.sh build-shared build-shared/consumer
+	@! ldd build-shared/ec-store | grep -E 'libibverbs|librdmacm' || \
+	  (echo "ec-store built with EC_WITH_RDMA=OFF links verbs" && false)
+	cd build-shared && $(CTEST) -R '$(SHARED_TESTS)'
 
-# Sanitizer builds: `make asan` / `make tsan` build and run the whole suite instrumented.
+# Sanitizer builds: the C++ suite instrumented, then the Python tests that start a daemon
+# (the sanitized one, driven by the installed package) and the soak.
+# clang's -Wthread-safety then checks every target's GUARDED_BY / REQUIRES (base/mutex.h):
+# a lock-discipline error fails the build.
 # vLLM's CPU platform puts libraries in LD_PRELOAD for the rest of the process, and the daemons
 # the Python tests start inherit it: ASan's check that its runtime comes first would refuse them.
 # A smaller quarantine (freed memory held back to catch use after free; 256 MiB by default) and,
@@ -119,20 +145,27 @@ test-shared: deps
 # the daemon reached 587 MiB with the default quarantine, 223-234 MiB with 8-16 MiB; under TSan
 # 249 MiB (its bound without them: 256 MiB).
 SANITIZER_SOAK = SOAK_ARGS=--rss-slack-mib=352
+# The sanitizer and shared builds compile as unity builds (CMAKE_UNITY_BUILD: 8 sources per
+# compiler run), in about half the time; the plain build in build/ compiles each file on its
+# own, so a file that misses an include still fails there. Both sanitizers build with clang:
+# gcc's ASan and UBSan at -O3 took four times as long over the same unity sources.
+UNITY = -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8
+CLANG = -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+sanitized-test: build
+	cd $(BUILD) && $(CTEST)
+	$(MAKE) python-daemon-test EC_DAEMON=$(CURDIR)/$(BUILD)/ec-store
+	$(MAKE) soak SOAK_SECONDS=60
 asan:
-	ASAN_OPTIONS=verify_asan_link_order=0:quarantine_size_mb=8 $(MAKE) test BUILD=build-asan \
-	  SANITIZE=address $(SANITIZER_SOAK)
+	ASAN_OPTIONS=verify_asan_link_order=0:quarantine_size_mb=8 $(MAKE) sanitized-test \
+	  BUILD=build-asan SANITIZE=address $(SANITIZER_SOAK) CMAKE_EXTRA="$(CLANG) $(UNITY)"
 tsan:
-	$(MAKE) test BUILD=build-tsan SANITIZE=thread $(SANITIZER_SOAK)
+	$(MAKE) sanitized-test BUILD=build-tsan SANITIZE=thread $(SANITIZER_SOAK) \
+	  CMAKE_EXTRA="$(CLANG) $(UNITY)"
 
-# clang's -Wthread-safety over the store (GUARDED_BY / REQUIRES in store/store_impl.h):
-# a lock-discipline error fails the build. CI runs it.
-thread-safety: deps
-	@cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang \
-	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS=-Wthread-safety -DEC_BUILD_TESTS=OFF \
-	  -DEC_BUILD_BENCH=OFF >/dev/null
-	@cmake --build build-clang -j $(JOBS) --target ecstore_store
-	@echo "thread-safety: clang -Wthread-safety clean"
+# The house rules (scripts/house_rules.py): file and function lengths, no tracked build
+# output, no issue, date or machine in a comment. CI runs it.
+house-rules:
+	@VENV=$$(scripts/tools-env.sh) && $$VENV/bin/python scripts/house_rules.py
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
@@ -142,4 +175,4 @@ format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf build build-asan build-tsan build-nordma build-clang build-py dist .ec-store bench-out
+	rm -rf build build-asan build-tsan build-shared build-py build-wheel dist .ec-store bench-out

@@ -10,6 +10,8 @@
 #include <random>
 #include <thread>
 
+#include "tests/test_util.h"
+
 namespace ecstore {
 namespace {
 
@@ -89,7 +91,7 @@ TEST(CopyPool, ServerHelpersAreHalfTheCoresLessTheCaller) {
 // Helpers that cannot start (here: an address-space limit leaves room for about two 8 MiB
 // stacks) are done without, and every byte still lands; the process does not abort.
 TEST(CopyPool, HelpersThatCannotStartAreDoneWithout) {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(EC_SANITIZED)
   GTEST_SKIP() << "RLIMIT_AS cannot be lowered under a sanitizer (its shadow memory)";
 #endif
   auto src = Bytes(9u << 20, 3);

@@ -194,10 +194,10 @@ class SharedHostBackend : public MemoryBackend {
     // Huge pages where the kernel has them reserved (vm.nr_hugepages), as the private pool:
     // a hugetlb memfd, its pages taken by the mapping. Otherwise shared memory, which the
     // kernel faults in in 4 KiB pages unless shmem_enabled allows more (it is "never" on
-    // this VM and the GPU hosts); MADV_COLLAPSE makes them huge pages anyway. Disk reads land
-    // in this pool: on the H200 host a daemon's single gets ran at 0.81 x raw in 4 KiB pages
-    // and 0.88 x in huge ones (0.88-0.90 x in process). The collapse costs time at open:
-    // on this VM one thread took 1.2 s per GiB, against 0.6 s to fault in 4 KiB pages.
+    // many distributions' defaults); MADV_COLLAPSE makes them huge pages anyway. Disk reads
+    // land in this pool, and O_DIRECT into 4 KiB pages costs a request segment per page, so
+    // a get from disk is measurably slower into them. The collapse costs time at open (about
+    // twice what faulting in 4 KiB pages does), paid once per pool.
     int fd = -1;
     void* p = MAP_FAILED;
     if (bytes % kHugePage == 0) {

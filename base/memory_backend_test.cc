@@ -10,10 +10,10 @@
 #include <fstream>
 #include <string>
 
+#include "base/units.h"
+
 namespace ecstore {
 namespace {
-
-constexpr size_t kMiB = 1 << 20;
 
 // Transparent huge pages for anonymous memory: "always", "madvise" or "never".
 std::string AnonThp() {

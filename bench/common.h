@@ -17,14 +17,13 @@
 
 #include "base/status.h"
 #include "base/tensor_meta.h"
+#include "base/units.h"
 #include "net/client.h"
 #include "store/store.h"
 
 namespace ecstore::bench {
 
 using Clock = std::chrono::steady_clock;
-inline constexpr uint64_t kMiB = 1ull << 20;
-inline constexpr uint64_t kGiB = 1ull << 30;
 
 double Since(Clock::time_point t);
 

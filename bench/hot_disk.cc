@@ -283,11 +283,10 @@ void GetHotWorkload(HotData& d) {
 // The raw reads get_disk's gets are paired with: each entry's record, one O_DIRECT request,
 // no checksum, into the memory the get's own read lands in -- the caller's buffer where the
 // get reads straight into it, pinned huge-page memory where it reads into the pool (which
-// then tees the pieces into the caller's buffer). Where a read lands matters on this VM's
-// virtio disk (bench/pinned_buffer.h): paired entry by entry in two runs (2026-11-26), the
-// unpromoted gets of entries >= 10 MB, which read into the caller's 4 KiB pages, ran at p50
-// 0.90 and 0.87 x the raw read into those same pages, against 0.86 and 0.85 x a raw read
-// into huge pages, which they cannot do. The latter stays in their row's note.
+// then tees the pieces into the caller's buffer). Where a read lands matters on a virtio
+// disk (bench/pinned_buffer.h): a get that reads into the caller's 4 KiB pages is held to a
+// raw read into those same pages, not to one into huge pages, which it cannot do; the ratio
+// to the huge-page read stays in the row's note.
 class RawReads {
  public:
   explicit RawReads(HotData& d) : d_(d) { Find(); }

@@ -1,9 +1,9 @@
 // The bench's HostBuffer (base/host_buffer.h: memory mapped as the store's pool is, pinned,
 // huge pages where there are any, faulted in): where its disk limits read into and write
 // from, and where the store's gets land in the `ec-store-hostbuf` row. The kind of memory
-// matters to O_DIRECT on this VM: every 4 KiB page is one segment of a virtio request (254
-// at most), and fio's 1 MiB x QD32 reads ran at 1.0-1.1 GB/s into its default buffers
-// against 2.8 GB/s into huge pages (2026-11-23). A limit that reads into 4 KiB pages while
+// matters to O_DIRECT on a virtio disk: every 4 KiB page is one segment of a virtio request
+// (254 at most), so 1 MiB reads into 4 KiB pages run far below reads into huge pages
+// (docs/benchmarks.md has fio's figures for both). A limit that reads into 4 KiB pages while
 // the store reads into its pool measures the memory, not the disk.
 // Thread rules: owned by one thread at a time; the bytes may be shared as any memory.
 #pragma once

@@ -5,8 +5,8 @@
 // bench names huge pages, as the pool's). No lookup, no checksum, nothing else. The walk
 // stops at a segment's first undecodable header (the preallocated tail); a damaged store
 // is DiskTier::Scan's business, not a bench's. Reading the same blocks matters on a virtual disk:
-// two files written minutes apart read up to 2x apart on this VM (fio over each), so a probe of its
-// own file measured the disk's layout as much as the store.
+// two files written minutes apart can read up to 2x apart on a virtual disk (fio over each), so
+// a probe of its own file would measure the disk's layout as much as the store.
 //
 //   auto probe = RecordReadProbe::Open(store_dir, "bench", keys);   // store open or closed
 //   double secs = (*probe)->Read(i, dst);                           // keys[i]'s record

@@ -175,8 +175,7 @@ Sample TimeRounds(size_t n, int rounds, const std::function<std::optional<uint64
 // order, memcpy'd from pinned memory mapped as the pool is into the same destination, split
 // over as many threads as a Client copies out of the mapped pool with (CopyPool's default
 // for this machine: the caller and one helper on 2 cores, 4 threads on 16). A limit of one
-// thread's memcpy read 3.2-3.5 x below the shm gets on the H200 machine's 16-core host
-// (2026-11-26).
+// thread's memcpy would be slower than the gets it bounds wherever the client splits copies.
 Sample TimeMemcpy(const std::vector<std::span<const uint8_t>>& values, int rounds,
                   std::vector<uint8_t>& buf) {
   CopyPool split(CopyPool::DefaultThreads(std::thread::hardware_concurrency()));
@@ -196,13 +195,13 @@ Sample TimeMemcpy(const std::vector<std::span<const uint8_t>>& values, int round
 }
 
 // One pass of remote puts, each alternated with its limit -- the same bytes up the plain
-// stream -- so that drift in this VM's loopback throughput hits both alike. new_keys: every
+// stream -- so that drift in a VM's loopback throughput hits both alike. new_keys: every
 // round puts keys the server has not seen (an encoder's saves: each is a new image), so the
 // pool fills within two rounds and makes room from entries write-back has already spilled; else
 // the keys it holds with the bytes they hold (a second worker saving the same images), which
 // the store compares and keeps instead of replacing. Which of the two goes first alternates
-// value by value: the second reads a value the first has just brought into cache (on the
-// H200 machine's host, with the limit always first, the puts measured 1.04-1.07 x it).
+// value by value: the second reads a value the first has just brought into cache, so a fixed
+// order would favour whichever runs second.
 void TimePuts(const ServerProcess& sp, const std::vector<std::span<const uint8_t>>& values,
               int rounds, bool new_keys, Sample* put, Sample* upload) {
   net::ClientOptions tcp_only;
@@ -400,8 +399,8 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
   }
   std::vector<uint8_t> buf(max_len, 1);  // touched: no first-use page faults in a timing
   // The plain socket stream (a u32 index up, the value's bytes down), timed before and after
-  // the TCP gets: loopback's speed drifts on this VM (one limit taken before everything else
-  // read 2.57 GB/s and the gets after it 2.70, 1.05 x), so the limit is the faster run.
+  // the TCP gets: loopback's speed drifts on a VM within a run, so the limit is the faster
+  // run (one taken before everything else alone can read slower than the gets after it).
   auto stream = net::ConnectTcp({"127.0.0.1", sp->stream_port}, std::chrono::seconds(10));
   auto time_stream = [&] {
     if (!stream.ok()) return Sample{};

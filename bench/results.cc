@@ -132,8 +132,8 @@ void HoldToLimit(const std::string& workload, const std::string& system,
   g_row_limit[{workload, system}] = limit_workload;
 }
 
-// This VM's disk drifts by up to 40% within a run (read: 1.56 GB/s before, 1.09 after); the
-// mean of the two let a workload between them read at 1.2x "its limit". The faster run is what
+// A virtual disk can drift by tens of percent within a run; the mean of a limit taken before
+// and after would let a workload between them read above "its limit". The faster run is what
 // the disk did reach in this run, so it bounds what the workloads could.
 void MergeRepeatedLimits() {
   std::vector<Record> merged;

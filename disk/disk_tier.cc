@@ -58,8 +58,8 @@ DiskTier::~DiskTier() {
 }
 
 // O_DIRECT appends that extend a file are the slow kind on ext4 (each waits for the inode's
-// size update; they do not overlap): fio wrote 1.1 GB/s into a growing file and 2.2 GB/s into
-// a preallocated one on this VM's disk, 1 MiB x QD32. So a segment's blocks are allocated
+// size update; they do not overlap): fio, 1 MiB x QD32, writes about half as fast into a
+// growing file as into a preallocated one. So a segment's blocks are allocated
 // when it becomes the append target, and what it did not use is given back when it stops
 // being one (Release). A crash leaves the zeros past the last record; the recovery scan finds
 // nothing valid there and cuts them off like a torn tail.

@@ -71,7 +71,7 @@ class IoService {
   // followed_window: a batch of reads whose caller follows it (an IoProgress) keeps at most
   // this many pieces in flight, in pieces of at most kFollowedPieceBytes sized so that it
   // takes at least kFollowedWaves windows (0: the whole ring, as any other batch); its last
-  // window's worth goes a third of a window at a time. On this VM's virtio disk every
+  // window's worth goes a third of a window at a time. On a virtio disk every
   // request in flight completes together: with a whole 12 MB entry in flight its first byte
   // landed at 99 % of the read, so the caller's copy-out and checksum ran after the read
   // instead of under it; a window of about 12 pieces, sent a third at a time, lets them run

@@ -57,7 +57,7 @@ TransferStats Client::transfer_stats() const {
 Result<bool> Client::RegisterPutMemoryWith(std::shared_ptr<MemoryRegistrar> registrar) {
   if (!caps().same_host_zero_copy) return false;
   EC_RETURN_IF_ERROR(RegisterArenasWith(std::move(registrar)));
-  // Mapped and registered now, not at the first save (~40 ms on the H100 host).
+  // Mapped and registered now, not at the first save (tens of milliseconds on a GPU host).
   PreparePutArena();
   PrepareDevicePuts();
   return true;

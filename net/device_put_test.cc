@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "base/units.h"
 #include "net/client.h"
 #include "net/frame_stream.h"
 #include "net/server.h"
@@ -18,9 +19,7 @@
 namespace ecstore::net {
 namespace {
 
-constexpr uint64_t kMiB = 1 << 20;
-
-TensorMeta U8(uint64_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
+using testing::U8;
 
 class DevicePutTest : public ::testing::Test {
  protected:

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "base/units.h"
 #include "disk/record.h"
 #include "tests/store_util.h"
 #include "tests/test_util.h"
@@ -16,7 +17,6 @@ using testing::Bf16;
 using testing::Payload;
 using testing::TempDir;
 
-constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kSize = 5 * kMiB + 124;  // six pieces, the last one short
 
 std::unique_ptr<Store> OpenStore(const std::string& dir) {

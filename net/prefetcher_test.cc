@@ -5,12 +5,11 @@
 #include <chrono>
 #include <thread>
 
+#include "base/units.h"
 #include "tests/test_util.h"
 
 namespace ecstore::net {
 namespace {
-
-constexpr uint64_t kMiB = 1 << 20;
 
 // A store whose entries k0..k{n-1} are on disk only (closed, reopened).
 std::unique_ptr<Store> OnDisk(const testing::TempDir& dir, int n) {

@@ -212,7 +212,7 @@ Status PutFromArena(const ArenaContext& cx, const SharedArena* arena, const KeyR
     return cx.store->Commit(std::move(res).value());
   }
   // One copy of the whole block (split across the copier's threads where it has some: one
-  // thread's memcpy moved 57.8 MB in ~12 ms on the H100 host), then the checksum (or none,
+  // thread's memcpy of a 57.8 MB entry takes milliseconds), then the checksum (or none,
   // left to the spill): a large memcpy streams with non-temporal stores that piecewise
   // copy-and-hash gives up (as Store::Put measured). The stored bytes are this copy: a
   // client writing the block meanwhile changes only what it puts, and the checksum is

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/units.h"
 #include "disk/record.h"
 #include "net/client.h"
 #include "net/frame_stream.h"
@@ -22,9 +23,8 @@ namespace ecstore::net {
 namespace {
 
 using testing::Payload;
-constexpr uint64_t kMiB = 1 << 20;
 
-TensorMeta U8(uint64_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
+using testing::U8;
 
 class PutArenaTest : public ::testing::Test {
  protected:

@@ -68,9 +68,9 @@ class ShmTransport : public Transport {
     return r;
   }
 
-  // Through the arena where there is one: measured on the 2-core VM (bench remote, shm_put,
-  // new keys of 2.9-58 MB), a memcpy into the arena and the server's copy out of it ran
-  // 2.41 GB/s against 1.45 through the unix socket's two copies. From a server offering
+  // Through the arena where there is one: a memcpy into the arena and the server's copy out
+  // of it beat the unix socket's two copies by more than half again (bench remote, shm_put,
+  // new keys of 2.9-58 MB). From a server offering
   // landing blocks, the commit goes out first and the bytes follow kPutLandingPiece at a
   // time, the server copying each piece out as it lands: the two copies overlap (bench
   // remote's shm_put, alternated runs: p50 2.8-3.1 ms against 3.3-3.5 filling the block
@@ -333,7 +333,7 @@ class ShmTransport : public Transport {
   uint64_t device_bytes_ = 0;
   std::vector<std::pair<uint64_t, std::string>> handles_;  // (buffer id, IPC handle)
   // Splits a stream's copies out of the mapping, as an embedded GetMany's (one helper on 2
-  // cores: the VM's shm gets went from 6.2-6.3 to 13.1 GB/s).
+  // cores about doubles a shm get's speed: one thread's memcpy does not fill the memory bus).
 };
 
 }  // namespace

@@ -8,7 +8,7 @@
 namespace ecstore::rdma {
 namespace {
 
-struct Loaded {
+struct LoadedLibs {
   VerbsApi api;
   bool ok = false;
   std::string why;
@@ -23,8 +23,8 @@ bool Resolve(void* lib, const char* soname, const char* name, Fn* fn, std::strin
   return false;
 }
 
-Loaded Load() {
-  Loaded l;
+LoadedLibs Load() {
+  LoadedLibs l;
   // librdmacm needs libibverbs (its own dependency): opening it first would load that too,
   // but the verbs library is named on its own so a missing one is said as such.
   void* verbs = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -53,8 +53,8 @@ Loaded Load() {
 }  // namespace
 
 const VerbsApi* Verbs(std::string* why) {
-  static const Loaded loaded = [] {
-    Loaded l = Load();
+  static const LoadedLibs loaded = [] {
+    LoadedLibs l = Load();
     if (!l.ok) spdlog::info("RDMA unavailable, TCP and shared memory only: {}", l.why);
     return l;
   }();

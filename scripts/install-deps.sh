@@ -4,7 +4,7 @@
 # Usage: scripts/install-deps.sh [build]   (build: only what building the library, the CLI
 # and the demo needs -- `make demo`; else everything the tests and benchmarks use too)
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config python3
+PKGS=(build-essential cmake ninja-build pkg-config python3
       liburing-dev liblz4-dev libsqlite3-dev libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev
       nlohmann-json3-dev libxxhash-dev libsystemd-dev libibverbs-dev librdmacm-dev)
 if [ "${1:-all}" != build ]; then

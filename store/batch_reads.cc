@@ -24,8 +24,8 @@ std::vector<Result<EntryInfo>> BatchReads::GetMany(std::string_view ns,
   // disk overlap instead of taking turns). Each disk entry's pieces are copied to its
   // destination as they land, too, so only the last piece's copy follows the batch. A key
   // whose read failed (corrupt, a failing device) answers that failure; the rest go through
-  // Get. Measured (bench get_disk, GetMany of 8 disk entries, the 2-core VM): 0.92-0.99 x the
-  // raw read with the copies landing as the pieces do, 0.67-0.88 x with them after the batch.
+  // Get. Copies that follow the batch instead of its pieces cost a fifth or more of the raw
+  // read's speed (bench get_disk, GetMany of 8 disk entries).
   std::vector<std::optional<ReadLease>> hot = kd_->LeasePoolCopies(ns, keys, &dsts, nullptr);
   bool copied = false;
   auto copy_out = [&](const std::vector<std::optional<ReadLease>>& leases) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/units.h"
 #include "disk/record.h"
 #include "store/keydir_test_util.h"
 
@@ -16,8 +17,6 @@ namespace {
 
 using testing::KeydirFixture;
 using testing::Payload;
-
-constexpr uint64_t kKiB = 1024;
 
 // The single-key path, as the batch sees it: what it was asked, answered NotFound.
 class SingleKeys : public Cache {

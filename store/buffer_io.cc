@@ -86,14 +86,13 @@ void FromPool(Cache& cache, std::string_view ns, const std::vector<std::string>&
 }
 
 // A landing block's device->host copy: pieces of at least this, at most kMaxPieces (each
-// costs an event, a wake-up here and one in the daemon: on the H100 host 1 MiB pieces gained
-// nothing at 10.6-16.5 MB).
+// costs an event, a wake-up here and one in the daemon: 1 MiB pieces gained nothing at
+// 10.6-16.5 MB).
 constexpr uint64_t kMinPiece = 4 << 20;
 constexpr uint64_t kMaxPieces = 16;
 // Entries below this fill their block first: the hand-over to a committing thread cost
-// more than the overlap gained (H100 host, `python -m ecstore.bench`, ready p50 at 2.87 /
-// 10.6 MB: 1.00-1.09 / 1.34-1.52 ms landing against 0.80-0.82 / 1.12-1.22 filling first;
-// 57.8 MB: 3.28-3.33 against 3.55-3.88 ms).
+// more than the overlap gained (`python -m ecstore.bench`: landing piece by piece made a
+// save ready later at 2.87 and 10.6 MB, sooner at 57.8 MB).
 constexpr uint64_t kLandingMinBytes = 32 << 20;
 
 // The copy into a landing block in pieces, all enqueued at once with an event behind each;

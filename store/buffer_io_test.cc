@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "base/units.h"
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "net/server.h"
@@ -22,9 +23,7 @@ using testing::Bf16;
 using testing::Payload;
 using testing::TempDir;
 
-constexpr uint64_t kMiB = 1 << 20;
-
-std::unique_ptr<Store> Open(const TempDir& dir, uint64_t device_pool = 0) {
+std::unique_ptr<Store> OpenStore(const TempDir& dir, uint64_t device_pool = 0) {
   Options o;
   o.pool_bytes = 32 * kMiB;
   o.device_pool_bytes = device_pool;
@@ -35,7 +34,7 @@ std::unique_ptr<Store> Open(const TempDir& dir, uint64_t device_pool = 0) {
 
 TEST(BufferIo, HostDescriptorsArePutAndReadWithTheirErrorsKeyByKey) {
   TempDir dir;
-  auto s = Open(dir);
+  auto s = OpenStore(dir);
   std::vector<uint8_t> a = Payload(1, 300000), b = Payload(2, 8192);
   ASSERT_TRUE(
       PutFromBuffer(*s, "ns", "a", Bf16(a.size()), BufferDesc::Host({a.data(), a.size()})).ok());
@@ -96,7 +95,7 @@ void RoundTrip(Cache& c, PutRoute route) {
 TEST(DeviceBuffers, AStoreWithADeviceTierMovesDeviceDescriptorsItself) {
   REQUIRE_GPU();
   TempDir dir;
-  auto s = Open(dir, 64 * kMiB);
+  auto s = OpenStore(dir, 64 * kMiB);
   ASSERT_TRUE(s->capabilities().device_tier);
   RoundTrip(*s, PutRoute::kCacheCopy);
   EXPECT_GE(s->Stats()->of(Tier::kDevice).entries, 2u);  // put device to device, kept there
@@ -105,7 +104,7 @@ TEST(DeviceBuffers, AStoreWithADeviceTierMovesDeviceDescriptorsItself) {
 TEST(DeviceBuffers, APoolReadInPlaceIsCopiedUpAndDevicePutsFillAPoolBlock) {
   REQUIRE_GPU();
   TempDir dir;
-  auto s = Open(dir);
+  auto s = OpenStore(dir);
   ASSERT_FALSE(s->capabilities().device_tier);
   RoundTrip(*s, PutRoute::kSlot);  // device->host straight into a pool block
   EXPECT_EQ(s->Stats()->leases, 0u);
@@ -114,7 +113,7 @@ TEST(DeviceBuffers, APoolReadInPlaceIsCopiedUpAndDevicePutsFillAPoolBlock) {
 TEST(DeviceBuffers, OverTcpBothWaysAreStagedThroughHostMemory) {
   REQUIRE_GPU();
   TempDir dir;
-  auto s = Open(dir);
+  auto s = OpenStore(dir);
   net::ServerOptions so;
   so.listen = "127.0.0.1:0";
   auto server = net::Server::Start(s.get(), so);

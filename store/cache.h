@@ -34,7 +34,7 @@ namespace ecstore {
 
 class MemoryRegistrar;  // base/memory_backend.h
 
-// The tiers, fastest first. kDevice is the GPU pool (issue 10), kPool the pinned host pool.
+// The tiers, fastest first. kDevice is the GPU pool, kPool the pinned host pool.
 enum class Tier : uint8_t { kDevice = 0, kPool = 1, kDisk = 2 };
 inline constexpr Tier kAllTiers[] = {Tier::kDevice, Tier::kPool, Tier::kDisk};
 const char* TierName(Tier t);  // "device" / "pool" / "disk"

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/units.h"
 #include "disk/record.h"
 #include "store/device_tier_test_util.h"
 #include "store/evictor.h"
@@ -19,8 +20,6 @@ namespace {
 
 using testing::Payload;
 using testing::TempDir;
-
-constexpr uint64_t kKiB = 1024;
 
 // The store's side of DeviceFront: leases of host copies already in the pool (a disk-only
 // entry is NotFound here: no promotion), and installs into the keydir.

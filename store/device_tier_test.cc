@@ -22,8 +22,8 @@ using std::chrono::milliseconds;
 using testing::HostDeviceTier;
 using testing::KeydirFixture;
 
-constexpr uint64_t kBlock = 64 << 10;
-constexpr uint64_t kDeviceBytes = 1 << 20;  // 16 entries of kBlock fill it
+constexpr uint64_t kDeviceBlock = 64 << 10;
+constexpr uint64_t kDeviceBytes = 1 << 20;  // 16 entries of kDeviceBlock fill it
 
 struct DeviceFixture {
   std::unique_ptr<HostDeviceTier> dev = HostDeviceTier::Make(kDeviceBytes);
@@ -35,14 +35,14 @@ struct DeviceFixture {
   // An entry put from device memory: its bytes (all `fill`) only in a device block.
   EntryPtr OnDevice(const std::string& key, uint8_t fill) {
     Keydir::Lock l(f.kd.get());
-    std::optional<PoolBlock> blk = f.kd->device().Allocate(kBlock);
+    std::optional<PoolBlock> blk = f.kd->device().Allocate(kDeviceBlock);
     EXPECT_TRUE(blk.has_value()) << "the device pool has room for " << key;
-    std::memset(f.kd->device().Ptr(*blk), fill, kBlock);
+    std::memset(f.kd->device().Ptr(*blk), fill, kDeviceBlock);
     Keydir::FreshEntry fresh;
     fresh.ns = "ns";
     fresh.key = key;
-    fresh.meta = {DType::kU8, {static_cast<int64_t>(kBlock)}};
-    fresh.bytes = kBlock;
+    fresh.meta = {DType::kU8, {static_cast<int64_t>(kDeviceBlock)}};
+    fresh.bytes = kDeviceBlock;
     fresh.checksummed = false;
     fresh.tier = Tier::kDevice;
     fresh.block = *blk;
@@ -81,10 +81,10 @@ TEST(DeviceEvictor, AFullDevicePoolDemotesItsColdestEntriesToTheHostPoolBytesAnd
   DeviceFixture d;
   d.Fill();
   PoolBlock b;
-  Status busy = d.ev.Allocate(kBlock, /*wait=*/false, &b);
+  Status busy = d.ev.Allocate(kDeviceBlock, /*wait=*/false, &b);
   EXPECT_TRUE(busy.IsBusy()) << busy.ToString();
   d.ev.Start();
-  ASSERT_TRUE(d.ev.Allocate(kBlock, /*wait=*/true, &b).ok());
+  ASSERT_TRUE(d.ev.Allocate(kDeviceBlock, /*wait=*/true, &b).ok());
   EntryPtr coldest = Find(d.f, "k0"), warmest = Find(d.f, "k15");
   EXPECT_TRUE(d.HostCopyHolds(coldest, 1)) << "k0's bytes went to the host pool";
   {
@@ -112,7 +112,7 @@ TEST(DeviceEvictor, AnEntryWithAHostCopyLeavesTheDeviceWithoutACopy) {
   }
   d.ev.Start();
   PoolBlock b;
-  ASSERT_TRUE(d.ev.Allocate(kBlock, /*wait=*/true, &b).ok());
+  ASSERT_TRUE(d.ev.Allocate(kDeviceBlock, /*wait=*/true, &b).ok());
   d.ev.Stop();  // the block taken, the pool is above its watermark again: more may have gone
   EXPECT_TRUE(d.HostCopyHolds(k0, 1));
   int demoted = 0;  // others that left the device since (each with a copy)
@@ -140,14 +140,14 @@ TEST(DeviceEvictor, LeasedEntriesStayOnTheDeviceAndAPutSaysWhy) {
   DeviceEvictor ev{d.f.kd.get(), d.dev.get(), &d.host, milliseconds(100)};
   ev.Start();
   PoolBlock b;
-  Status st = ev.Allocate(kBlock, /*wait=*/true, &b);
+  Status st = ev.Allocate(kDeviceBlock, /*wait=*/true, &b);
   EXPECT_TRUE(st.IsBusy()) << st.ToString();
   EXPECT_NE(st.message().find("device pool is full (16 entries, 16 leased)"), std::string::npos)
       << st.message();
   EXPECT_NE(st.message().find("raise Options::device_pool_bytes"), std::string::npos);
   EXPECT_EQ(d.dev->down.load(), 0) << "a leased entry is not copied away";
   leases.clear();  // released: the evictor makes room
-  ASSERT_TRUE(ev.Allocate(kBlock, /*wait=*/true, &b).ok());
+  ASSERT_TRUE(ev.Allocate(kDeviceBlock, /*wait=*/true, &b).ok());
   ev.Stop();
   d.FreeDevice(b);
 }
@@ -158,7 +158,7 @@ TEST(DeviceEvictor, AFailedCopyLosesNothingAndTheNextOneHeals) {
   d.dev->FailWith(Status::IOError("the copy engine is gone"));
   d.ev.Start();
   PoolBlock b;
-  Status st = d.ev.Allocate(kBlock, /*wait=*/true, &b);
+  Status st = d.ev.Allocate(kDeviceBlock, /*wait=*/true, &b);
   EXPECT_TRUE(st.IsIOError()) << st.ToString();
   EXPECT_NE(st.message().find("moving entries out of it failed: the copy engine is gone"),
             std::string::npos)
@@ -177,7 +177,7 @@ TEST(DeviceEvictor, AFailedCopyLosesNothingAndTheNextOneHeals) {
     EXPECT_EQ(d.f.kd->pool().Stats().used, 0u) << "the host blocks went back";
   }
   d.dev->FailWith(Status::Ok());
-  ASSERT_TRUE(d.ev.Allocate(kBlock, /*wait=*/true, &b).ok());
+  ASSERT_TRUE(d.ev.Allocate(kDeviceBlock, /*wait=*/true, &b).ok());
   d.ev.Stop();  // the put may take its block before the batch that freed it has ended
   EXPECT_TRUE(d.ev.Health().ok()) << d.ev.Health().ToString();
   EXPECT_TRUE(d.HostCopyHolds(Find(d.f, "k0"), 1));
@@ -186,10 +186,10 @@ TEST(DeviceEvictor, AFailedCopyLosesNothingAndTheNextOneHeals) {
 
 TEST(DeviceEvictor, PromoteCopiesAHostEntryUpAndDemoteAllGivesEachDeviceOnlyEntryAHostCopy) {
   DeviceFixture d;
-  EntryPtr host = d.f.Insert("h", kBlock);
+  EntryPtr host = d.f.Insert("h", kDeviceBlock);
   {
     Keydir::Lock l(d.f.kd.get());
-    std::memset(d.f.kd->pool().Ptr(*host->pool), 0x5a, kBlock);
+    std::memset(d.f.kd->pool().Ptr(*host->pool), 0x5a, kDeviceBlock);
   }
   {
     ReadLease lease = [&] {
@@ -202,7 +202,7 @@ TEST(DeviceEvictor, PromoteCopiesAHostEntryUpAndDemoteAllGivesEachDeviceOnlyEntr
   {
     Keydir::Lock l(d.f.kd.get());
     ASSERT_TRUE(host->device.has_value());
-    EXPECT_EQ(d.f.kd->device().Ptr(*host->device)[kBlock - 1], 0x5a);
+    EXPECT_EQ(d.f.kd->device().Ptr(*host->device)[kDeviceBlock - 1], 0x5a);
   }
   EntryPtr a = d.OnDevice("a", 7), b = d.OnDevice("b", 8);
   ASSERT_TRUE(d.ev.DemoteAll().ok());

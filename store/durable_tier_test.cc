@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "base/units.h"
 #include "tests/test_util.h"
 
 namespace ecstore {
@@ -15,8 +16,6 @@ namespace {
 
 using testing::Payload;
 using testing::TempDir;
-
-constexpr uint64_t kKiB = 1024, kMiB = 1024 * 1024;
 
 // A keydir in miniature: what the tier's owner keeps (record, location, leased or not), and
 // what the tier asked of it.

@@ -23,12 +23,12 @@ namespace ecstore {
 
 // What recomputing an entry costs, in encoder milliseconds: the entry's own hint, else an
 // estimate that grows with its rows (tokens). Fitted to a Qwen2.5-VL-7B-shaped vision tower
-// on an H100: ~19 ms for a 560x560 image (400 rows), ~86 ms for 1344x1344 (2304 rows).
+// on a datacenter GPU: ~19 ms for a 560x560 image (400 rows), ~86 ms for 1344x1344 (2304).
 double RecomputeCost(const TensorMeta& meta);
 // What an entry evicted from a memory pool costs when it is next requested, in milliseconds:
 // a read of its bytes back from the disk tier, which holds a copy of every pool entry
 // (write-back spills each one; eviction spills any not yet spilled). A fixed cost per read
-// plus the bytes at the disk's rate (0.1 ms, 1.5 GB/s: this VM's raw O_DIRECT read); per
+// plus the bytes at the disk's rate (0.1 ms, 1.5 GB/s: a modest disk's raw O_DIRECT read); per
 // byte nearly the same for every entry, so the pools rank by requests. Recomputation is
 // what the disk quota's victims cost (RecomputeCost). Replayed on the mixed bench's steps at
 // its pool budget, freq weighed this way reads 2.44 MB/op back from disk against 2.86 with

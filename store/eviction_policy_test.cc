@@ -6,13 +6,12 @@
 #include <list>
 #include <random>
 
+#include "base/units.h"
 #include "store/store.h"
 #include "tests/test_util.h"
 
 namespace ecstore {
 namespace {
-
-constexpr uint64_t kMiB = 1 << 20;
 
 TEST(EvictionPolicy, LruEvictsTheLeastRecentlyUsed) {
   LruPolicy p;

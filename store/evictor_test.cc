@@ -25,7 +25,7 @@ class FakeEvictor : public Evictor {
   int moves = 0;
 
  protected:
-  bool EvictSomeLocked() override {
+  bool EvictSomeLocked() override REQUIRES(kd_->mu) {
     ++moves;
     if (!fail.ok()) {
       NoteMoveResultLocked(fail, 1);

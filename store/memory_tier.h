@@ -1,5 +1,5 @@
-// MemoryTier: one pool of memory that entries live in -- the pinned host pool today, the GPU
-// device pool next (issue 10) -- with everything that belongs to it: the backend and the
+// MemoryTier: one pool of memory that entries live in -- the pinned host pool or the GPU
+// device pool -- with everything that belongs to it: the backend and the
 // region it mapped once, the allocator carving it, its eviction policy and watermarks, its
 // accounting and counters, and the registrars (RDMA, CUDA) its region is registered with.
 // The keydir stays with the owner (StoreImpl), which says which entries live here.

@@ -6,10 +6,10 @@
 
 #include <vector>
 
+#include "base/units.h"
+
 namespace ecstore {
 namespace {
-
-constexpr uint64_t kMiB = 1 << 20;
 
 std::unique_ptr<MemoryTier> OpenTier(uint64_t bytes, MemoryTierOptions o = {}) {
   auto t = MemoryTier::Open(Tier::kPool, NewHostPinnedBackend(), bytes, o);

@@ -6,10 +6,10 @@
 #include <random>
 #include <vector>
 
+#include "base/units.h"
+
 namespace ecstore {
 namespace {
-
-constexpr uint64_t kMiB = 1 << 20;
 
 TEST(PoolAllocator, AlignsAndCoalesces) {
   PoolAllocator a(64 * kMiB);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/units.h"
 #include "store/store.h"
 #include "tests/test_util.h"
 
@@ -14,8 +15,6 @@ namespace {
 using testing::Bf16;
 using testing::Payload;
 using testing::TempDir;
-
-constexpr uint64_t kMiB = 1 << 20;
 
 // A store in `dir` whose entries k0..k{n-1} are all on disk only (flushed, reopened).
 std::unique_ptr<Store> OnDisk(const std::string& dir, int n, uint64_t bytes) {

@@ -16,8 +16,7 @@ namespace ecstore {
 // hand batches of rows over. A large index is read from both ends at once, each reader
 // claiming rows until all `count` are claimed: with nothing written to the index meanwhile
 // (the dropped rows' deletes wait until both are done), the two runs of keys are disjoint and
-// together every row. Measured on the 2-core VM (1 M rows): SQLite alone decoded them in
-// 0.88-0.95 s on one thread, most of the open.
+// together every row. At 1 M rows SQLite's decoding on one thread is most of the open.
 Status RecoveryScan::LoadIndex(const std::vector<uint32_t>& segs) {
   auto count = index_->Count();
   if (!count.ok()) return count.status();

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "base/units.h"
 #include "disk/record.h"
 #include "tests/test_util.h"
 
@@ -20,9 +21,6 @@ using testing::Bf16;
 using testing::Payload;
 using testing::Span;
 using testing::TempDir;
-
-constexpr uint64_t kKiB = 1 << 10;
-constexpr uint64_t kMiB = 1 << 20;
 
 Options Small(uint64_t pool = 32 * kMiB) {
   Options o;

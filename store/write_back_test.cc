@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/units.h"
 #include "disk/record.h"
 #include "store/store.h"
 #include "tests/store_util.h"
@@ -19,8 +20,6 @@ using testing::Bf16;
 using testing::OpenWithPool;
 using testing::Payload;
 using testing::TempDir;
-
-constexpr uint64_t kMiB = 1 << 20;
 
 Status PutSeeded(Store* s, const std::string& key, uint64_t seed, uint64_t bytes) {
   auto p = Payload(seed, bytes);

@@ -10,13 +10,12 @@
 #include <random>
 #include <thread>
 
+#include "base/units.h"
 #include "store/store.h"
 #include "tests/test_util.h"
 
 namespace ecstore {
 namespace {
-
-constexpr uint64_t kMiB = 1 << 20;
 
 size_t SizeOf(uint64_t i) { return (1 + i % 5) * kMiB + (i % 3) * 4098; }
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/units.h"
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "net/device_put.h"
@@ -33,8 +34,6 @@ using testing::Bf16;
 using testing::Payload;
 using testing::Span;
 using testing::TempDir;
-
-constexpr uint64_t kMiB = 1 << 20;
 
 #ifdef EC_HAVE_CUDA
 // Device memory holding Payload(seed, bytes), or receiving bytes to check.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 
+#include "base/units.h"
 #include "store/store.h"
 #include "tests/test_util.h"
 
@@ -13,7 +14,6 @@ namespace {
 
 using testing::Payload;
 using testing::Span;
-constexpr uint64_t kMiB = 1 << 20;
 
 class FaultEnv : public EnvWrapper {
  public:
@@ -43,7 +43,7 @@ Options WithEnv(FaultEnv* env) {
   return o;
 }
 
-TensorMeta U8(size_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
+using testing::U8;
 
 TEST(Faults, DiskFullIsNoSpaceAndLosesNothingStored) {
   testing::TempDir dir;

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/units.h"
 #include "net/client.h"
 #include "net/server.h"
 #include "tests/raw_hello.h"
@@ -25,7 +26,6 @@ namespace {
 
 using testing::Payload;
 using testing::Span;
-constexpr uint64_t kMiB = 1 << 20;
 
 // A store + server in a child process. The child reports its port through a pipe and
 // serves until SIGTERM (clean close) or SIGKILL.
@@ -112,7 +112,7 @@ class ServerProcess {
   uint16_t port_ = 0;
 };
 
-TensorMeta U8(size_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
+using testing::U8;
 
 ClientOptions TcpOnly() {
   ClientOptions o;
@@ -1463,7 +1463,7 @@ TEST(Net, FdExhaustionRefusesClearlyAndRecovers) {
 // Thread creation failing (address space exhausted here) refuses the client; the server
 // neither aborts nor stops serving those it has.
 TEST(Net, ThreadCreationFailureRefusesInsteadOfAborting) {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(EC_SANITIZED)
   GTEST_SKIP() << "RLIMIT_AS cannot be lowered under a sanitizer: its shadow memory needs the "
                   "address space; the plain build runs this test";
 #endif

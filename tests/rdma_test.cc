@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "base/units.h"
 #include "net/client.h"
 #include "net/server.h"
 #include "rdma/verbs.h"
@@ -16,10 +17,9 @@ namespace {
 
 using testing::Payload;
 using testing::Span;
-constexpr uint64_t kMiB = 1 << 20;
 const char* kAddr = "10.0.0.1";  // the guest's rxe0 (over a dummy netdev inside the VM)
 
-TensorMeta U8(size_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
+using testing::U8;
 
 class RdmaTest : public ::testing::Test {
  protected:

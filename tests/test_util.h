@@ -19,6 +19,7 @@
 namespace ecstore::testing {
 
 // A 1-D bf16 shape of `bytes` bytes: what most tests put.
+inline TensorMeta U8(uint64_t n) { return {DType::kU8, {static_cast<int64_t>(n)}}; }
 inline TensorMeta Bf16(uint64_t bytes) { return {DType::kBF16, {static_cast<int64_t>(bytes / 2)}}; }
 
 class TempDir {
@@ -80,6 +81,16 @@ bool WaitFor(Fn&& done, std::chrono::milliseconds limit) {
 
 // Skips (or, under EC_REQUIRE_GPU=1 -- `make test-gpu` -- fails) when there is no GPU to
 // test on, saying why.
+// EC_SANITIZED: built with AddressSanitizer or ThreadSanitizer, by gcc (which defines
+// __SANITIZE_*) or clang (which answers __has_feature).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define EC_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define EC_SANITIZED 1
+#endif
+#endif
+
 #define REQUIRE_GPU()                                                 \
   do {                                                                \
     std::string why;                                                  \

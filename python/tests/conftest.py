@@ -1,11 +1,71 @@
-"""Fixtures: a fresh store directory, and a real `ec-store serve` daemon (EC_STORE_BIN)."""
+"""Fixtures: a fresh store directory, and a real `ec-store serve` daemon (EC_STORE_BIN).
 
+Every test that starts an `ec-store` process (through a fixture, itself, or a helper of its
+module) is marked `daemon`: `pytest -m daemon` runs those alone, as the sanitizer builds do
+with a sanitized EC_STORE_BIN."""
+
+import inspect
 import os
 import re
 import signal
 import subprocess
+import types
 
 import pytest
+
+_STARTS_A_DAEMON = ("start_serve", "_ec_store_bin", "EC_STORE_BIN")
+
+
+def _starts_a_daemon(obj, depth=2, seen=None):
+    """Whether `obj`'s source, or that of a function or class of its module that it names
+    (`depth` levels down), starts an ec-store process."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return False
+    seen.add(id(obj))
+    try:
+        src = inspect.getsource(obj)
+    except (OSError, TypeError):
+        return False
+    if any(t in src for t in _STARTS_A_DAEMON):
+        return True
+    if depth == 0:
+        return False
+    module = inspect.getmodule(obj)
+    names = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", src))
+    return any(_starts_a_daemon(getattr(module, n), depth - 1, seen) for n in names
+               if isinstance(getattr(module, n, None), (types.FunctionType, type))
+               and getattr(getattr(module, n), "__module__", None) == module.__name__)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "daemon: starts an ec-store process")
+
+
+_DAEMON_FIXTURES = ("daemon", "big_daemon", "device_daemon", "served")
+_IN_PROCESS = ("embedded", "example", "ecstore-embedded")
+
+
+def _asks_for_a_daemon(fixture, param):
+    """A parametrized fixture that takes a daemon fixture for some of its params: true unless
+    this item's param is one of the in-process ones."""
+    try:
+        src = inspect.getsource(fixture)
+    except (OSError, TypeError):
+        return False
+    asks = any(f'getfixturevalue("{name}")' in src for name in _DAEMON_FIXTURES)
+    return asks and not (isinstance(param, str) and param.startswith(_IN_PROCESS))
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        defs = [(name, d.func) for name, ds in item._fixtureinfo.name2fixturedefs.items()
+                for d in ds]
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if (any(name in _DAEMON_FIXTURES for name, _ in defs)
+                or any(_starts_a_daemon(f) for f in [item.function] + [f for _, f in defs])
+                or any(_asks_for_a_daemon(f, params.get(name)) for name, f in defs)):
+            item.add_marker(pytest.mark.daemon)
 
 
 def _ec_store_bin() -> str:

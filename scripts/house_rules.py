@@ -1,0 +1,165 @@
+"""The house rules, checked (CI runs this; docs/development.md lists them):
+
+1. No library source file over 600 lines, and no function over 80 (lizard measures them).
+   Tests, benchmarks' fixtures and generated files are exempt. The known exceptions below may
+   only shrink: one that grows fails, and one that is back within the rule must be removed.
+2. No build output tracked: wheels, objects, archives, shared objects, build folders.
+3. No issue numbers, dates or machine names in library comments: a comment gives the reason;
+   the run that measured it belongs in the commit message and docs/benchmarks.md.
+
+Usage: python scripts/house_rules.py [ROOT]   (ROOT: a git work tree, default this one)
+Exit 0 when every rule holds; 1 with one line per breach, saying what to do.
+"""
+import os
+import re
+import subprocess
+import sys
+
+MAX_FILE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+# path -> lines today. Split these; never raise a number.
+KNOWN_LONG_FILES = {
+    "net/server.cc": 605,
+    "cluster/cluster_cache.cc": 619,
+    "python/ecstore/bench.py": 637,
+    "net/client.cc": 653,
+}
+# (path, function) -> lines today.
+KNOWN_LONG_FUNCTIONS = {
+    ("cli/commands.cc", "ecstore::cli::AddStoreCommands"): 81,
+    ("cli/serve.cc", "ecstore::cli::ServeCommand"): 117,
+    ("net/server.cc", "ecstore::net::Server::Serve"): 86,
+    ("python/ecstore/bench.py", "main"): 82,
+    ("store/store.cc", "ecstore::StoreImpl::Init"): 82,
+}
+
+SOURCE = re.compile(r"\.(cc|h|cu|py)$")
+EXEMPT = re.compile(r"(^|/)tests/|_test\.cc$|_fuzz\.cc$|(^|/)conftest\.py$|^scripts/")
+BUILD_OUTPUT = re.compile(r"\.(whl|o|a|so|pyc|egg-info)$|(^|/)(build[^/]*|dist|__pycache__)/")
+# What a comment may not say: our issue numbers, calendar dates, the machines a figure was
+# taken on. Upstream references ("vLLM #55547") are fine: they say where a reason comes from.
+FORBIDDEN = [
+    (re.compile(r"\bissues? #?\d+", re.I), "an issue number"),
+    (re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b"), "a date"),
+    (re.compile(r"\b(H100|H200|A100|B200|GH200|GB200)\b"), "a machine (GPU model)"),
+    (re.compile(r"\b\d+-core (VM|host|machine|box)\b", re.I), "a machine"),
+    (re.compile(r"\bth(is|e) VM('s)?\b|\b(dev(elopment)?|CI) (VM|box)\b", re.I), "a machine"),
+]
+
+
+def tracked(root):
+    out = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True,
+                         check=True).stdout
+    return [p for p in out.splitlines() if p]
+
+
+def comment_lines(path, text):
+    """(line number, comment text) for each comment line of a C++ or Python file."""
+    python = path.endswith(".py")
+    in_block = False
+    for n, line in enumerate(text.splitlines(), 1):
+        if python:
+            i = line.find("#")
+            if i >= 0 and line[:i].count('"') % 2 == 0 and line[:i].count("'") % 2 == 0:
+                yield n, line[i + 1:]
+            continue
+        if in_block:
+            end = line.find("*/")
+            yield n, line if end < 0 else line[:end]
+            in_block = end < 0
+            continue
+        i = line.find("//")
+        if i >= 0 and line[:i].count('"') % 2 == 0:
+            yield n, line[i + 2:]
+        j = line.find("/*")
+        if j >= 0 and (i < 0 or j < i) and line[:j].count('"') % 2 == 0:
+            end = line.find("*/", j + 2)
+            yield n, line[j + 2:] if end < 0 else line[j + 2:end]
+            in_block = end < 0
+
+
+def long_functions(root, files):
+    """(path, function name, lines) for each function over MAX_FUNCTION_LINES."""
+    try:
+        import lizard
+    except ImportError:
+        sys.exit("house-rules: the lizard package is missing (scripts/tools-env.sh installs it)")
+    for path in files:
+        info = lizard.analyze_file(os.path.join(root, path))
+        for f in info.function_list:
+            if f.length > MAX_FUNCTION_LINES:
+                yield path, f.name if path.endswith(".py") else f.long_name.split("(")[0], \
+                    f.length
+
+
+def check(root):
+    breaches = []
+    files = tracked(root)
+    for p in files:
+        if BUILD_OUTPUT.search(p):
+            breaches.append(f"{p}: build output is tracked; `git rm --cached` it (.gitignore "
+                            "keeps it out)")
+    library = [p for p in files if SOURCE.search(p) and not EXEMPT.search(p)
+               and os.path.isfile(os.path.join(root, p))]
+    seen_files = set()
+    for p in library:
+        with open(os.path.join(root, p), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        lines = text.count("\n")
+        known = KNOWN_LONG_FILES.get(p)
+        if known is not None:
+            seen_files.add(p)
+            if lines > known:
+                breaches.append(f"{p}: {lines} lines, more than its known {known}: split it, "
+                                "do not grow it")
+            elif lines <= MAX_FILE_LINES:
+                breaches.append(f"{p}: {lines} lines, within the rule: remove it from "
+                                "KNOWN_LONG_FILES in scripts/house_rules.py")
+        elif lines > MAX_FILE_LINES:
+            breaches.append(f"{p}: {lines} lines, over {MAX_FILE_LINES}: split it by what it "
+                            "owns (state with its code)")
+        for n, comment in comment_lines(p, text):
+            for pattern, what in FORBIDDEN:
+                m = pattern.search(comment)
+                if m:
+                    breaches.append(f"{p}:{n}: a comment names {what} ({m.group(0)!r}): give "
+                                    "the reason; figures go to docs/benchmarks.md")
+    seen_functions = set()
+    for p, name, lines in long_functions(root, library):
+        known = KNOWN_LONG_FUNCTIONS.get((p, name))
+        if known is None:
+            breaches.append(f"{p}: {name} has {lines} lines, over {MAX_FUNCTION_LINES}: split "
+                            "it")
+            continue
+        seen_functions.add((p, name))
+        if lines > known:
+            breaches.append(f"{p}: {name} has {lines} lines, more than its known {known}: "
+                            "split it, do not grow it")
+    for key in KNOWN_LONG_FUNCTIONS.keys() - seen_functions:
+        if key[0] in library:
+            breaches.append(f"{key[0]}: {key[1]} is within {MAX_FUNCTION_LINES} lines or gone: "
+                            "remove it from KNOWN_LONG_FUNCTIONS in scripts/house_rules.py")
+    for p in KNOWN_LONG_FILES.keys() - seen_files:
+        if os.path.isdir(os.path.join(root, os.path.dirname(p))):
+            breaches.append(f"{p}: gone: remove it from KNOWN_LONG_FILES in "
+                            "scripts/house_rules.py")
+    return breaches, len(library)
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))
+    breaches, checked = check(root)
+    for b in breaches:
+        print(b)
+    if breaches:
+        print(f"house-rules: {len(breaches)} breaches in {checked} library files")
+        sys.exit(1)
+    print(f"house-rules: {checked} library files within {MAX_FILE_LINES} lines and functions "
+          f"within {MAX_FUNCTION_LINES} (known exceptions not grown), no build output "
+          "tracked, no issue, date or machine in a comment")
+
+
+if __name__ == "__main__":
+    main()
