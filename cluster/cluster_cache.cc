@@ -613,7 +613,7 @@ std::vector<std::string> ClusterCache::Owners(std::string_view ns, std::string_v
 
 ClusterCounters ClusterCache::counters() const {
   return {routed_.load(), fallback_hits_.load(), unavailable_.load(),
-          watch_ ? watch_->changes() : 0};
+          watch_ ? watch_->changes() : 0, watch_ ? watch_->bad_records() : 0};
 }
 
 }  // namespace ecstore::cluster

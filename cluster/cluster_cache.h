@@ -72,6 +72,7 @@ struct ClusterCounters {
   uint64_t fallback_hits = 0;  // misses at the owner found at the next choice
   uint64_t unavailable = 0;    // calls (per key) a dead or hung node answered with nothing
   uint64_t membership_changes = 0;
+  uint64_t bad_records = 0;  // records under the members' prefix that were not a node's
 };
 
 class ClusterCache : public Cache {

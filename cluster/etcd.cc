@@ -5,6 +5,8 @@
 #include <array>
 #include <nlohmann/json.hpp>
 
+#include "net/socket.h"
+
 namespace ecstore::cluster {
 
 using nlohmann::json;
@@ -76,6 +78,12 @@ Result<EtcdClient> EtcdClient::Parse(const std::string& uri, std::string* name,
     std::string hp = hosts.substr(at, comma - at);
     if (hp.find(':') == std::string::npos)
       return Status::InvalidArgument("etcd endpoint '" + hp + "' needs a port (HOST:2379)");
+    // Checked here, so that no later call meets a port it cannot read.
+    if (auto parsed = net::ParseHostPort(hp); !parsed.ok() || parsed->port == 0)
+      return Status::InvalidArgument(
+          "etcd endpoint '" + hp + "' in '" + uri + "' is not HOST:PORT with a port 1-65535" +
+          (parsed.ok() ? "" : " (" + parsed.status().message() + ")") +
+          ": write etcd://HOST:PORT[,HOST:PORT...]/NAME, e.g. etcd://127.0.0.1:2379/prod");
     endpoints.push_back(hp);
     at = comma + 1;
   }

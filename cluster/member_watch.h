@@ -1,7 +1,8 @@
 // MemberWatch: a cluster's members as etcd has them, followed on a thread of its own. It reads
 // the members once at Start, then watches their prefix and tells `on_change` each new list
 // (a join, a leave, a new incarnation). While etcd is unreachable it keeps the last list,
-// current() turns false and it reads the members again until etcd answers.
+// current() turns false and it reads the members again until etcd answers. A record that is
+// not a node's is skipped and counted; nothing a record holds can stop the thread.
 //
 //   auto w = MemberWatch::Start(etcd, "prod", [&](std::vector<NodeInfo> m) { ... }, 30s);
 //   w.value()->current();   // whether the last list told is etcd's now
@@ -15,8 +16,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +40,9 @@ class MemberWatch {
   ~MemberWatch();
   bool current() const { return current_.load(); }
   uint64_t changes() const { return changes_.load(); }  // lists told after the first
+  // Records under the members' prefix that were not a node's (malformed, mistyped, out of
+  // range, or an id other than their key's): skipped, each logged once, counted here.
+  uint64_t bad_records() const { return bad_records_.load(); }
 
  private:
   MemberWatch(EtcdClient etcd, std::string cluster, OnChange on_change,
@@ -46,9 +52,14 @@ class MemberWatch {
         on_change_(std::move(on_change)),
         idle_(idle) {}
   void Run(int64_t revision);  // the thread: from the revision the members were read at
+  // Watches until stopped, reading the members first where *listed is false; may throw.
+  void Follow(int64_t* revision, bool* listed);
   // Reads the members again: true once etcd answered (the list told), false after a pause.
   bool Relist(int64_t* revision);
   void Tell(std::vector<NodeInfo> members);
+  // The node in a record, or nothing (counted; logged when the key or its value is new).
+  std::optional<NodeInfo> Read(const std::string& key, const std::string& value);
+  std::vector<NodeInfo> Parse(const EtcdClient::Range& range);
 
   EtcdClient etcd_;
   const std::string cluster_;
@@ -57,6 +68,8 @@ class MemberWatch {
   std::vector<NodeInfo> members_;  // the last list told (the watch thread's after Start)
   std::atomic<bool> current_{true};
   std::atomic<uint64_t> changes_{0};
+  std::atomic<uint64_t> bad_records_{0};
+  std::map<std::string, std::string> logged_bad_;  // key -> the bad value last logged
   EtcdClient::WatchCancel cancel_;
   std::atomic<bool> stop_{false};
   std::mutex wait_mu_;

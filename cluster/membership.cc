@@ -3,10 +3,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+
+#include "net/socket.h"
 
 namespace ecstore::cluster {
 
@@ -20,19 +23,73 @@ std::string NodeInfo::ToJson() const {
       .dump();
 }
 
+namespace {
+// A string field: absent or null reads as empty where `required` is false.
+Status StringField(const json& j, const char* name, bool required, std::string* out) {
+  auto it = j.find(name);
+  if (it == j.end() || it->is_null()) {
+    if (required) return Status::InvalidArgument(std::string("no '") + name + "'");
+    return Status::Ok();
+  }
+  if (!it->is_string())
+    return Status::InvalidArgument(std::string("'") + name + "' is not a string");
+  *out = it->get<std::string>();
+  if (out->size() > 4096) return Status::InvalidArgument(std::string("'") + name + "' is too long");
+  return Status::Ok();
+}
+
+Status CountField(const json& j, const char* name, uint64_t max, uint64_t* out) {
+  auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_unsigned())
+    return Status::InvalidArgument(std::string("'") + name + "' is not a whole number >= 0");
+  *out = it->get<uint64_t>();
+  if (*out > max) return Status::InvalidArgument(std::string("'") + name + "' is out of range");
+  return Status::Ok();
+}
+
+Status CheckAddress(const char* name, const std::string& value) {
+  if (value.empty()) return Status::Ok();
+  auto hp = net::ParseHostPort(value);
+  if (!hp.ok() || hp->port == 0 || hp->host.empty())
+    return Status::InvalidArgument(std::string("'") + name + "' is not HOST:PORT");
+  return Status::Ok();
+}
+}  // namespace
+
 Result<NodeInfo> NodeInfo::FromJson(const std::string& text) {
   auto j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("id") || !j.contains("tcp"))
-    return Status::InvalidArgument("not a node's record: " + text);
+  if (j.is_discarded() || !j.is_object())
+    return Status::InvalidArgument("not a node's record (not a JSON object)");
   NodeInfo n;
-  n.id = j.value("id", "");
-  n.tcp = j.value("tcp", "");
-  n.rdma = j.value("rdma", "");
-  n.host = j.value("host", "");
-  n.unix_path = j.value("unix", "");
-  n.capacity = j.value("capacity", uint64_t{0});
-  n.version = j.value("version", "");
-  n.incarnation = j.value("incarnation", uint64_t{0});
+  Status st = StringField(j, "id", true, &n.id);
+  if (st.ok() &&
+      (n.id.empty() || n.id.size() > 256 || n.id.find('/') != std::string::npos ||
+       !std::all_of(n.id.begin(), n.id.end(), [](char c) { return c > ' ' && c < 127; })))
+    st = Status::InvalidArgument("'id' is not 1-256 printable characters without '/'");
+  if (st.ok()) st = StringField(j, "tcp", true, &n.tcp);
+  if (st.ok() && n.tcp.empty()) st = Status::InvalidArgument("'tcp' is empty");
+  if (st.ok()) st = CheckAddress("tcp", n.tcp);
+  if (st.ok()) st = StringField(j, "rdma", false, &n.rdma);
+  if (st.ok()) st = CheckAddress("rdma", n.rdma);
+  if (st.ok()) st = StringField(j, "host", false, &n.host);
+  if (st.ok()) st = StringField(j, "unix", false, &n.unix_path);
+  if (st.ok()) st = StringField(j, "version", false, &n.version);
+  // Capacity weighs placement: past 1 EiB a record would take every key.
+  if (st.ok()) st = CountField(j, "capacity", uint64_t{1} << 60, &n.capacity);
+  if (st.ok()) st = CountField(j, "incarnation", UINT64_MAX, &n.incarnation);
+  if (!st.ok()) return Status::InvalidArgument("not a node's record: " + st.message());
+  return n;
+}
+
+Result<NodeInfo> NodeInfo::FromRecord(const std::string& key, const std::string& prefix,
+                                      const std::string& value) {
+  auto n = FromJson(value);
+  if (!n.ok()) return n;
+  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0 ||
+      key.substr(prefix.size()) != n->id)
+    return Status::InvalidArgument("not a node's record: its id '" + n->id +
+                                   "' is not the key's last part");
   return n;
 }
 
@@ -49,7 +106,7 @@ Result<std::vector<NodeInfo>> Members(EtcdClient& etcd, const std::string& clust
   if (!kvs.ok()) return kvs.status();
   std::vector<NodeInfo> out;
   for (const auto& [key, value] : *kvs) {
-    auto n = NodeInfo::FromJson(value);
+    auto n = NodeInfo::FromRecord(key, NodesPrefix(cluster), value);
     if (n.ok())
       out.push_back(std::move(n).value());
     else

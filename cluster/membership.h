@@ -37,7 +37,12 @@ struct NodeInfo {
   uint64_t incarnation = 0;  // how many times this id has started (from its store directory)
 
   std::string ToJson() const;
+  // Every field checked by type and range (ids printable, addresses HOST:PORT, capacity at
+  // most 1 EiB): InvalidArgument saying which field is wrong, never an exception.
   static Result<NodeInfo> FromJson(const std::string& text);
+  // FromJson, and the record's id must be its etcd key's last part (under `prefix`).
+  static Result<NodeInfo> FromRecord(const std::string& key, const std::string& prefix,
+                                     const std::string& value);
 };
 
 // This host's name (gethostname), as nodes register it.

@@ -288,8 +288,9 @@ class Cache:
         ("nodes", each with the "transport" this client reaches it by, "" before the first
         call), whether that is etcd's current view ("current": false while etcd is away),
         and its counts -- calls routed, misses found at a key's next choice
-        ("fallback_hits"), calls a node did not answer ("unavailable") and membership
-        changes. None for a store or a single daemon."""
+        ("fallback_hits"), calls a node did not answer ("unavailable"), membership
+        changes, and records under the members' prefix that were not a node's, skipped
+        ("bad_records"). None for a store or a single daemon."""
         return json.loads(self._c.cluster_json())
 
     def claim(self, ns: str, key: str, ttl: float = 2.0) -> tuple[str, float]:

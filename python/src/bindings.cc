@@ -378,7 +378,8 @@ class PyCache {
            ",\"nodes\":[" + nodes + "],\"routed\":" + std::to_string(k.routed) +
            ",\"fallback_hits\":" + std::to_string(k.fallback_hits) +
            ",\"unavailable\":" + std::to_string(k.unavailable) +
-           ",\"membership_changes\":" + std::to_string(k.membership_changes) + "}";
+           ",\"membership_changes\":" + std::to_string(k.membership_changes) +
+           ",\"bad_records\":" + std::to_string(k.bad_records) + "}";
   }
   // The ids of the key's first n choices in a cluster, best first (its owner first).
   std::vector<std::string> owners(const std::string& ns, const std::string& key, size_t n) {

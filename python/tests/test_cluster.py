@@ -522,3 +522,59 @@ def test_a_node_on_this_host_is_reached_through_its_socket_whatever_it_advertise
     finally:
         proc.kill()
         proc.wait()
+
+
+def _etcd_put(etcd, key: str, value: str):
+    """Writes a raw key through etcd's v3 JSON gateway, as any etcd writer could."""
+    import base64
+    body = json.dumps({"key": base64.b64encode(key.encode()).decode(),
+                       "value": base64.b64encode(value.encode()).decode()}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{etcd.client}/v3/kv/put", data=body,
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=5).read()
+
+
+_BAD_RECORDS = {
+    "num-id": json.dumps({"id": 7, "tcp": "127.0.0.1:1"}),
+    "null-tcp": json.dumps({"id": "null-tcp", "tcp": None}),
+    "str-capacity": json.dumps({"id": "str-capacity", "tcp": "127.0.0.1:1", "capacity": "big"}),
+    "neg-capacity": json.dumps({"id": "neg-capacity", "tcp": "127.0.0.1:1", "capacity": -1}),
+    "huge-capacity": json.dumps({"id": "huge-capacity", "tcp": "127.0.0.1:1",
+                                 "capacity": 2 ** 63}),
+    "bad-port": json.dumps({"id": "bad-port", "tcp": "127.0.0.1:abc"}),
+    "other-id": json.dumps({"id": "node-a", "tcp": "127.0.0.1:1"}),
+    "not-json": "{\"id\": ",
+    "array": "[1, 2]",
+}
+
+
+def test_malformed_member_records_are_skipped_and_counted_never_a_crash(cluster, etcd,
+                                                                        tmp_path):
+    before = _client(etcd)  # following the members while the records arrive
+    _wait(lambda: len(before.cluster()["nodes"]) == 3)
+    for name, value in _BAD_RECORDS.items():
+        _etcd_put(etcd, f"/ec-store/c1/nodes/{name}", value)
+    assert _wait(lambda: before.cluster()["bad_records"] >= len(_BAD_RECORDS)), before.cluster()
+    after = _client(etcd)  # reading them at start
+    for c in (before, after):
+        view = c.cluster()
+        assert sorted(n["id"] for n in view["nodes"]) == ["node-a", "node-b", "node-c"], view
+        assert view["bad_records"] >= len(_BAD_RECORDS), view
+    # Both still route: what one puts the other reads, on the real nodes.
+    for i in range(12):
+        before.put("n", f"k{i}", bytes([i]) * 64, dtype="U8", shape=[64])
+    for i in range(12):
+        assert bytes(after.get("n", f"k{i}", like="numpy")) == bytes([i]) * 64
+    # A daemon joining the cluster reads them too, and starts.
+    port = cluster.start("node-d")
+    assert port > 0 and cluster.procs["node-d"].poll() is None
+    assert _wait(lambda: len(after.cluster()["nodes"]) == 4), after.cluster()
+    before.close()
+    after.close()
+
+
+@pytest.mark.parametrize("uri", ["etcd://127.0.0.1:abc/c1", "etcd://127.0.0.1:99999/c1",
+                                 "etcd://127.0.0.1:/c1"])
+def test_a_bad_etcd_port_is_a_usage_error_naming_the_form(uri):
+    with pytest.raises(ecstore.InvalidArgument, match=r"etcd://HOST:PORT"):
+        ecstore.connect(uri)
