@@ -5,8 +5,6 @@
 namespace ecstore::net {
 
 namespace {
-// Claims are few (keys being computed now); lapsed ones are dropped once this many are kept.
-constexpr size_t kSweepAbove = 4096;
 // A claim outlives no hung holder by much: longer TTLs are cut to this.
 constexpr uint32_t kMaxTtlMs = 60'000;
 }  // namespace
@@ -23,31 +21,52 @@ const char* ClaimOutcomeName(ClaimOutcome o) {
   return "granted";
 }
 
-ClaimAnswer ClaimTable::Claim(std::string_view ns, std::string_view key, bool present,
-                              std::chrono::milliseconds ttl, Clock::time_point now) {
+Result<ClaimAnswer> ClaimTable::Claim(std::string_view ns, std::string_view key, bool present,
+                                      std::chrono::milliseconds ttl, Clock::time_point now,
+                                      uint64_t holder) {
   std::string id(ns);
   id += '\0';
   id += key;
   MutexLock l(&mu_);
+  DropLapsed(now);
+  auto it = claims_.find(id);
   if (present) {
-    until_.erase(id);  // its put landed: the claim has done its work
-    return {ClaimOutcome::kPresent, 0};
+    if (it != claims_.end()) Drop(it);  // its put landed: the claim has done its work
+    return ClaimAnswer{ClaimOutcome::kPresent, 0};
   }
-  auto it = until_.find(id);
-  if (it != until_.end() && it->second > now) {
+  if (it != claims_.end()) {
     ++held_;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(it->second - now);
-    return {ClaimOutcome::kHeld, static_cast<uint32_t>(left.count() + 1)};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(it->second.until - now);
+    return ClaimAnswer{ClaimOutcome::kHeld, static_cast<uint32_t>(left.count() + 1)};
   }
-  if (until_.size() >= kSweepAbove) DropLapsed(now);
-  until_[id] = now + ttl;
+  if (holder != 0 && per_holder_[holder] >= kMaxPerHolder)
+    return Status::Busy("this connection holds " + std::to_string(kMaxPerHolder) +
+                        " live claims: put or give up some (a claim lapses after its TTL) "
+                        "before claiming more");
+  it = claims_.emplace(std::move(id), Live{now + ttl, holder}).first;
+  by_expiry_.emplace(it->second.until, &it->first);
+  if (holder != 0) ++per_holder_[holder];
   ++granted_;
-  return {ClaimOutcome::kGranted, 0};
+  return ClaimAnswer{ClaimOutcome::kGranted, 0};
+}
+
+void ClaimTable::Drop(Claims::iterator it) {
+  by_expiry_.erase({it->second.until, &it->first});
+  if (it->second.holder != 0) {
+    auto h = per_holder_.find(it->second.holder);
+    if (h != per_holder_.end() && --h->second == 0) per_holder_.erase(h);
+  }
+  claims_.erase(it);
 }
 
 void ClaimTable::DropLapsed(Clock::time_point now) {
-  for (auto it = until_.begin(); it != until_.end();)
-    it = it->second <= now ? until_.erase(it) : std::next(it);
+  while (!by_expiry_.empty() && by_expiry_.begin()->first <= now)
+    Drop(claims_.find(*by_expiry_.begin()->second));
+}
+
+size_t ClaimTable::live() const {
+  MutexLock l(&mu_);
+  return claims_.size();
 }
 
 uint64_t ClaimTable::granted() const {
@@ -68,7 +87,7 @@ std::string ClaimBody(std::string_view ns, std::string_view key, uint32_t ttl_ms
   return w.data();
 }
 
-Result<Answer> AnswerClaim(ClaimTable* claims, Store* store, BodyReader* r) {
+Result<Answer> AnswerClaim(ClaimTable* claims, Store* store, BodyReader* r, uint64_t holder) {
   auto k = ParseKeyBody(r);
   uint32_t ttl_ms = 0;
   if (k.ok() && !r->U32(&ttl_ms)) return Status::InvalidArgument("malformed CLAIM");
@@ -79,11 +98,13 @@ Result<Answer> AnswerClaim(ClaimTable* claims, Store* store, BodyReader* r) {
   const std::string& key = k->key;
   auto present = store->Contains(ns, key);
   if (!present.ok()) return Answer{present.status(), Op::kOk, ""};
-  const ClaimAnswer a =
-      claims->Claim(ns, key, *present, std::chrono::milliseconds(std::min(ttl_ms, kMaxTtlMs)));
+  const auto a =
+      claims->Claim(ns, key, *present, std::chrono::milliseconds(std::min(ttl_ms, kMaxTtlMs)),
+                    ClaimTable::Clock::now(), holder);
+  if (!a.ok()) return Answer{a.status(), Op::kOk, ""};
   BodyWriter w;
-  w.U8(static_cast<uint8_t>(a.outcome));
-  w.U32(a.ms_left);
+  w.U8(static_cast<uint8_t>(a->outcome));
+  w.U32(a->ms_left);
   return Answer{Status::Ok(), Op::kOk, w.data()};
 }
 

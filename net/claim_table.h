@@ -9,11 +9,16 @@
 //   auto a = claims.Claim("qwen", mm_hash, /*present=*/false, std::chrono::seconds(2));
 //   if (a.outcome == ClaimOutcome::kGranted) ...  // compute and put; others wait for it
 //
+// Each call is O(log n) in the live claims: lapsed claims leave in expiry order as they lapse.
+// One holder (a connection) holds at most kMaxPerHolder live claims; past that it is refused
+// (Busy), so one client cannot grow the table without bound.
+//
 // Thread rules: thread-safe (one mutex, held for a map operation; no I/O under it).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -35,25 +40,40 @@ const char* ClaimOutcomeName(ClaimOutcome o);  // "granted" / "held" / "present"
 class ClaimTable {
  public:
   using Clock = std::chrono::steady_clock;
+  static constexpr size_t kMaxPerHolder = 4096;
   // `present`: whether the store holds the key now (asked by the caller, outside the lock).
-  ClaimAnswer Claim(std::string_view ns, std::string_view key, bool present,
-                    std::chrono::milliseconds ttl, Clock::time_point now = Clock::now())
-      EXCLUDES(mu_);
+  // `holder`: who asks (a connection's id; 0: no cap). Busy where that holder already holds
+  // kMaxPerHolder live claims.
+  Result<ClaimAnswer> Claim(std::string_view ns, std::string_view key, bool present,
+                            std::chrono::milliseconds ttl, Clock::time_point now = Clock::now(),
+                            uint64_t holder = 0) EXCLUDES(mu_);
   uint64_t granted() const EXCLUDES(mu_);
   uint64_t held() const EXCLUDES(mu_);
+  size_t live() const
+      EXCLUDES(mu_);  // claims kept: granted and not yet lapsed (as of the last call)
 
  private:
+  struct Live {
+    Clock::time_point until;
+    uint64_t holder = 0;
+  };
+  using Claims = std::unordered_map<std::string, Live>;  // ns \0 key
+  void Drop(Claims::iterator it) REQUIRES(mu_);
   void DropLapsed(Clock::time_point now) REQUIRES(mu_);
   mutable Mutex mu_;
-  std::unordered_map<std::string, Clock::time_point> until_ GUARDED_BY(mu_);  // ns \0 key
+  Claims claims_ GUARDED_BY(mu_);
+  // The same claims by expiry (a map's keys keep their address while they are in it).
+  std::set<std::pair<Clock::time_point, const std::string*>> by_expiry_ GUARDED_BY(mu_);
+  std::unordered_map<uint64_t, size_t> per_holder_ GUARDED_BY(mu_);
   uint64_t granted_ GUARDED_BY(mu_) = 0;
   uint64_t held_ GUARDED_BY(mu_) = 0;
 };
 
 // CLAIM's wire form: ns, key, ttl ms u32 -> OK(outcome u8, ms left u32).
 std::string ClaimBody(std::string_view ns, std::string_view key, uint32_t ttl_ms);
-// Answers a CLAIM against `store` (whether the key is present) and `claims`.
-Result<Answer> AnswerClaim(ClaimTable* claims, Store* store, BodyReader* r);
+// Answers a CLAIM of connection `holder` against `store` (whether the key is present) and
+// `claims`.
+Result<Answer> AnswerClaim(ClaimTable* claims, Store* store, BodyReader* r, uint64_t holder = 0);
 Result<ClaimAnswer> ParseClaimReply(const std::string& body);
 
 }  // namespace ecstore::net

@@ -490,7 +490,7 @@ Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) 
            : h.op == Op::kPrepareDevicePuts || h.op == Op::kPutDevice
                ? AnswerDevicePut(&device_puts_, &c->imports, h.op, r, &c->ns, &c->key, &c->bytes_in)
            : h.op == Op::kPrefetch ? AnswerPrefetch(&prefetcher_, r)
-           : h.op == Op::kClaim    ? AnswerClaim(&claims_, store_, r)
+           : h.op == Op::kClaim    ? AnswerClaim(&claims_, store_, r, c->id)
                                    : AnswerKeys(store_, h.op, r);
   if (!a.ok()) {  // malformed: answer, then close
     ReplyError(c, h, a.status());

@@ -107,6 +107,9 @@ class Server {
   struct Conn {
     Conn(LeaseTable::Limits limits, std::atomic<uint64_t>* leases_held)
         : leases(limits, leases_held) {}
+    // Unique for the process's life: who holds this connection's claims (ClaimTable's cap).
+    static inline std::atomic<uint64_t> next_id{0};
+    const uint64_t id = ++next_id;
     UniqueFd fd;
     bool shm = false;
     std::string peer;  // "IP:PORT", or "unix pid N" on the shared-memory socket

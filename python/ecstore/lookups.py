@@ -151,7 +151,10 @@ class Lookups:
         are off), CLAIMED (another engine is computing it), or its pin once it has landed."""
         if self._claim <= 0:
             return ABSENT
-        outcome, _ = self._cache.claim(self._ns, key, self._claim)
+        try:
+            outcome, _ = self._cache.claim(self._ns, key, self._claim)
+        except ecstore.Busy:  # this connection holds its most live claims: compute unclaimed
+            return ABSENT
         if outcome == "held":
             return CLAIMED
         if outcome == "present":
