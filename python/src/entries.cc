@@ -34,27 +34,39 @@ TensorMeta ToMeta(const std::string& dtype, const std::vector<int64_t>& shape) {
   return m;
 }
 
+void Core::Release() {
+  std::lock_guard<std::mutex> g(leases_mu);
+  if (--leases > 0 || !shut_when_released) return;
+  shut_when_released = false;
+  Status st = Any()->Close();  // close() deferred it to the last lease
+  if (!st.ok()) spdlog::error("closing the store after its last lease: {}", st.ToString());
+}
+
 Lease::Lease(ReadLease l, std::shared_ptr<Core> core, int device) : device_(device) {
-  {
-    std::lock_guard<std::mutex> g(core->leases_mu);
-    ++core->leases;
-  }
+  core->Hold();
   lease_.reset(new ReadLease(std::move(l)), [core](ReadLease* p) {
     nb::gil_scoped_release nogil;
     {
       auto lock = core->Lock();
       delete p;
     }
-    std::lock_guard<std::mutex> g(core->leases_mu);
-    if (--core->leases > 0 || !core->shut_when_released) return;
-    core->shut_when_released = false;
-    Status st = core->Any()->Close();  // close() deferred it to the last lease
-    if (!st.ok()) spdlog::error("closing the store after its last lease: {}", st.ToString());
+    core->Release();
   });
 }
 
+Reservation::Held::Held(std::shared_ptr<Core> c) : core(std::move(c)) { core->Hold(); }
+
+Reservation::Held::~Held() {
+  nb::gil_scoped_release nogil;
+  {
+    auto lock = core->Lock();
+    slot.reset();  // an uncommitted block goes back to the pool while the cache is open
+  }
+  core->Release();
+}
+
 Reservation::Reservation(std::unique_ptr<PutSlot> slot, std::shared_ptr<Core> core)
-    : core_(std::move(core)) {
+    : held_(std::make_shared<Held>(core)), core_(std::move(core)) {
   held_->slot = std::move(slot);
 }
 
@@ -95,13 +107,15 @@ void Reservation::commit(bool checksum_when_spilled) {
   ended_ = true;
   struct EndAfter {
     Reservation* r;
-    ~EndAfter() {
+    bool landing;
+    ~EndAfter() {  // with the GIL again: after `nogil` below
       try {
-        if (r) r->EndViews();
+        if (landing) r->EndViews();
       } catch (...) {  // unwinding already: the commit's own error is the one to raise
       }
+      r->held_.reset();  // the views, if any, keep the block (and the cache open) until they go
     }
-  } end_after{landing ? this : nullptr};
+  } end_after{this, landing};
   nb::gil_scoped_release nogil;
   // A landing block's commit holds the connection until its bytes land: not before the first
   // piece has, waited for here without the connection, so that a block that never lands

@@ -83,8 +83,13 @@ class Reservation {
   void abandon();
 
  private:
-  // The reserved block, shared with the views: an abandoned one is freed with the last.
+  // The reserved block, shared with the views: an abandoned one is freed with the last. It
+  // holds the cache open as a lease does (Core::Hold), so a view outliving close() or the
+  // Cache itself still points into mapped memory, and the block is given back before it shuts.
   struct Held {
+    explicit Held(std::shared_ptr<struct Core> c);
+    ~Held();
+    std::shared_ptr<struct Core> core;
     std::unique_ptr<PutSlot> slot;
   };
   std::span<uint8_t> Bytes() {
@@ -92,7 +97,7 @@ class Reservation {
     return held_->slot->bytes();
   }
   void EndViews();  // every view made so far becomes read-only
-  std::shared_ptr<Held> held_ = std::make_shared<Held>();
+  std::shared_ptr<Held> held_;
   std::vector<nb::weakref> views_;
   bool ended_ = false;
   std::shared_ptr<struct Core> core_;
@@ -120,6 +125,14 @@ struct Core {
     return cache.get();
   }
   Cache* Any() { return cache.get(); }  // open or closed
+  // A lease or a reservation keeps the cache open past close(): Hold when it is made,
+  // Release when the last of it (and of the arrays viewing it) goes; the last Release after
+  // close() shuts the cache.
+  void Hold() {
+    std::lock_guard<std::mutex> g(leases_mu);
+    ++leases;
+  }
+  void Release();
 };
 
 // A lease shared by the Python Lease object and every array viewing its bytes: the entry

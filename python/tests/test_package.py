@@ -1,6 +1,8 @@
 """The ecstore package: embedded and remote caches behave alike (one Cache interface)."""
 
 import concurrent.futures
+import subprocess
+import sys
 import threading
 import time
 
@@ -437,6 +439,35 @@ def test_a_get_sized_before_a_smaller_re_put_returns_the_new_entry(cache):
         assert many[0].shape == small.shape and torch.equal(many[0], small)
     finally:
         cache._c = core
+
+
+_VIEW_OUTLIVES = {
+    "closed": "r = c.reserve('ns', 'k', 'U8', [1 << 20]); v = r.view(); v[:] = 3; r.commit(); "
+              "c.close(); assert v[0] == 3 and v[-1] == 3",
+    "deleted": "r = c.reserve('ns', 'k', 'U8', [1 << 20]); v = r.view(); v[:] = 3; r.commit(); "
+               "del c; import gc; gc.collect(); assert v[0] == 3",
+    "pending": "r = c.reserve('ns', 'k', 'U8', [1 << 20]); v = r.view(); v[:] = 5; c.close(); "
+               "assert v[7] == 5; del r; assert v[7] == 5",
+    "abandoned at exit": "r = c.reserve('ns', 'k', 'U8', [1 << 20]); v = r.view(); "
+                         "r.abandon()",
+}
+
+
+@pytest.mark.parametrize("case", list(_VIEW_OUTLIVES))
+def test_a_reservation_view_outliving_its_cache_stays_mapped(tmp_path, case):
+    """A view keeps what it points into: the reservation's block and the store's pool, past
+    close(), the Cache's deletion and interpreter exit (no crash, no hang); the store shuts
+    with the last view, and what was committed before close() is there when it reopens."""
+    code = (f"import ecstore; c = ecstore.open({str(tmp_path / 's')!r}, pool_size='16MiB'); "
+            + _VIEW_OUTLIVES[case] + "; print('ok')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", (run.returncode, run.stderr)
+    with ecstore.open(str(tmp_path / "s"), pool_size="16MiB") as c:
+        if case in ("closed", "deleted"):
+            assert bytes(c.get("ns", "k", like="numpy")[:4]) == b"\x03" * 4
+        else:
+            assert not c.contains("ns", "k")
 
 
 @pytest.mark.parametrize("where", ["embedded", "shm"])
