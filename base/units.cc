@@ -50,7 +50,10 @@ Result<uint64_t> ParseSize(const std::string& text) {
       return Status::InvalidArgument("size '" + text + "' is out of range (at most 1EiB)");
     return static_cast<uint64_t>(v * mult);
   }
-  return Status::InvalidArgument("unknown size unit in '" + text + "'; use B, KiB, MiB, GiB, TiB");
+  return Status::InvalidArgument(
+      "unknown size unit in '" + text +
+      "'; use B, KiB, MiB, GiB, TiB (binary: 1KiB = 1024 B; K, M, G and T "
+      "are the same) or KB, MB, GB, TB (decimal: 1KB = 1000 B)");
 }
 
 Result<uint64_t> ParseDuration(const std::string& text) {

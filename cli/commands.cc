@@ -145,7 +145,8 @@ void AddGlobals(CLI::App& app, Globals& g) {
   app.add_option("--dir", g.dir, "store directory")->capture_default_str();
   app.add_flag("--json", g.json, "machine-readable output: one JSON object per line");
   app.add_flag("--pretty", g.pretty, "with --json: indented for humans");
-  app.add_option("--pool-size", g.pool_size, "pinned pool size (e.g. 256MiB)")
+  app.add_option("--pool-size", g.pool_size,
+                 "pinned pool size (e.g. 256MiB; MiB, GiB binary, MB, GB decimal)")
       ->check(kSize)
       ->capture_default_str();
   app.add_option("--device-pool-size", g.device_pool_size,
@@ -393,7 +394,8 @@ std::string Misspelt(CLI::App& app, int argc, char** argv) {
                (in == &app ? std::string("ec-store --help")
                            : "ec-store " + in->get_name() + " --help");
       }
-      if (opt->get_type_size() != 0 && arg.find('=') == std::string::npos) ++i;  // its value
+      // A flag (expected 0) takes no value; an option takes the next word unless it has `=`.
+      if (opt->get_expected_max() != 0 && arg.find('=') == std::string::npos) ++i;
       continue;
     }
     if (arg.rfind("-", 0) == 0 || in != &app) continue;

@@ -91,6 +91,11 @@ expect_usage "did you mean 'ls'" $EC lss
 expect_usage "did you mean 'serve'" $EC servee --listen 127.0.0.1:0
 expect_usage "did you mean '--json'" $EC ls --jsno
 expect_usage "did you mean '--pool-size'" $EC --pool-sise 1GiB ls
+# A flag takes no value: the word after it is the command (or the next option), not its value.
+expect_usage "did you mean 'ls'" $EC --json lss
+$EC --json --pool-size 4Gi --dir "$T/flagged" ls >out.txt 2>err.txt || true
+check "a flag's next word is not taken for its value" bash -c "! grep -q \"unknown command '4Gi'\" err.txt"
+expect_usage "did you mean 'ls'" $EC --json --pool-size 4GiB --dir st lss
 expect_usage "bad size '4GB2'" $EC --dir $T/store --pool-size 4GB2 stats
 expect_usage "unknown size unit in '12X'" $EC $S --disk-quota=12X stats
 expect_usage "bad duration" $EC $S --timeout soon stats
