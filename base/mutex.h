@@ -1,5 +1,5 @@
 // Mutex, MutexLock, UniqueLock and CondVar: std::mutex and std::condition_variable_any with
-// clang's thread-safety attributes, so `-Wthread-safety` (make thread-safety, run by CI)
+// clang's thread-safety attributes, so `-Wthread-safety` (`make tsan`)
 // checks that data marked GUARDED_BY(mu) is touched only with mu held and that functions
 // marked REQUIRES(mu) are called with it. Under GCC the attributes compile to nothing.
 // Thread rules: as std::mutex's.
