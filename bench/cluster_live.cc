@@ -159,6 +159,39 @@ void RoutedGets(const Config& cfg, cluster::ClusterCache& c, uint64_t bytes, con
   routed.Report(w.c_str(), "ec-store", "ClusterCache::Get: owner computed here, no lookup RPC");
 }
 
+// Routed puts against the same put from the owner's own client: what clearing the key's other
+// places (its older copies, where a read looks) adds to a put.
+void RoutedPuts(const Config& cfg, cluster::ClusterCache& c, uint64_t bytes, const char* label) {
+  const size_t keys = 12;
+  const int rounds = cfg.quick ? 5 : 50;
+  std::vector<uint8_t> value(bytes, 0x3c);
+  const TensorMeta meta{DType::kBF16, {static_cast<int64_t>(bytes / 2)}};
+  std::vector<std::unique_ptr<net::Client>> direct;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < keys; ++i) {
+    names.push_back(std::string("put-") + label + "-" + std::to_string(i));
+    const std::string owner = c.Owners("bench", names.back(), 1)[0];
+    for (const auto& n : c.Nodes())
+      if (n.id == owner) direct.push_back(Must(net::Client::Connect("tcp://" + n.tcp), "connect"));
+  }
+  TimedReads routed, plain;
+  for (int r = -1; r < rounds; ++r)
+    for (size_t i = 0; i < keys; ++i)
+      for (int k = 0; k < 2; ++k) {
+        const bool route = (k == 0) == ((r + static_cast<int>(i)) % 2 == 0);
+        value[0] = static_cast<uint8_t>(r + k);  // a replacing put: new bytes each time
+        auto t = Clock::now();
+        Die(route ? c.Put("bench", names[i], meta, value)
+                  : direct[i]->Put("bench", names[i], meta, value),
+            "put");
+        if (r >= 0) (route ? routed : plain).Add(t, bytes);
+      }
+  const std::string w = std::string("cluster_put_") + label;
+  plain.Report(w.c_str(), "limit", "the same put from a client of the entry's owner");
+  routed.Report(w.c_str(), "ec-store",
+                "ClusterCache::Put: to the owner, and the key's 2 other places cleared");
+}
+
 }  // namespace
 
 void ClusterLiveWorkload(const Config& cfg) {
@@ -186,6 +219,7 @@ void ClusterLiveWorkload(const Config& cfg) {
   WaitFor([&] { return c->Nodes().size() == 3; }, 10);
   RoutedGets(cfg, *c, 350ull * 4096 * 2, "2.87MB");
   RoutedGets(cfg, *c, 2016ull * 4096 * 2, "16.5MB");
+  RoutedPuts(cfg, *c, 350ull * 4096 * 2, "2.87MB");
 
   // Failover: a SIGSTOPped owner's first get (the deadline), then SIGKILL to the ring without it.
   Latencies hung, reroute;

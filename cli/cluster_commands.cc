@@ -15,38 +15,59 @@
 
 namespace ecstore::cli {
 
-std::unique_ptr<cluster::Registration> JoinCluster(const Globals& g, const std::string& node_id,
-                                                   const std::string& advertise,
-                                                   const std::string& listen_host, uint16_t port,
-                                                   const std::string& rdma, const std::string& ttl,
-                                                   Store* store) {
+ClusterJoin PrepareJoin(const Globals& g, const ServeArgs& a, Store* store) {
+  ClusterJoin j;
+  auto etcd = Check(cluster::EtcdClient::Parse(g.cluster, &j.name));
+  j.id = Check(cluster::NodeId(g.dir, a.node_id));
+  j.incarnation = Check(cluster::NextIncarnation(g.dir));
+  j.rejoin = Check(cluster::CheckRejoin(etcd, j.name, j.id, j.incarnation - 1));
+  if (!j.rejoin.keep)
+    Check(cluster::DropAll(store, "node " + j.id + " was out of cluster " + j.name +
+                                      " (a clean stop, or its lease lapsed): puts and erases of "
+                                      "its keys went elsewhere meanwhile"));
+  return j;
+}
+
+ClusterMembership JoinCluster(const Globals& g, const ServeArgs& a, const ClusterJoin& join,
+                              const std::string& listen_host, uint16_t port, Store* store) {
   std::string name;
   auto etcd = Check(cluster::EtcdClient::Parse(g.cluster, &name));
   cluster::NodeInfo self;
-  self.id = Check(cluster::NodeId(g.dir, node_id));
-  if (!advertise.empty()) {
-    self.tcp = advertise;
+  self.id = join.id;
+  if (!a.advertise.empty()) {
+    self.tcp = a.advertise;
   } else if (listen_host == "0.0.0.0" || listen_host == "::" || listen_host.empty()) {
     throw CliError("InvalidArgument: --listen " + listen_host +
                    " is no address other nodes' clients can reach: give --advertise HOST:PORT");
   } else {
     self.tcp = listen_host + ":" + std::to_string(port);
   }
-  self.rdma = rdma;
+  self.rdma = a.rdma_listen;
   self.host = cluster::HostName();
   self.unix_path = std::filesystem::absolute(g.dir + "/serve.sock").string();
   auto stats = Check(store->Stats());
   self.capacity = stats.pool().capacity + stats.disk().capacity;
   self.version = EC_STORE_VERSION;
-  self.incarnation = Check(cluster::NextIncarnation(g.dir));
-  const uint64_t ttl_us = Check(ParseDuration(ttl));
+  self.incarnation = join.incarnation;
+  self.keep = a.cluster_keep;
+  const uint64_t ttl_us = Check(ParseDuration(a.cluster_ttl));
   if (ttl_us < 2'000'000)
-    throw CliError("InvalidArgument: --cluster-ttl " + ttl + " is under etcd's 2 s minimum");
-  auto reg = Check(cluster::Registration::Start(std::move(etcd), name, self,
-                                                std::chrono::seconds(ttl_us / 1'000'000)));
-  spdlog::info("cluster {}: joined as {} at {} (incarnation {}, lease TTL {})", name, self.id,
-               self.tcp, self.incarnation, ttl);
-  return reg;
+    throw CliError("InvalidArgument: --cluster-ttl " + a.cluster_ttl +
+                   " is under etcd's 2 s minimum");
+  ClusterMembership m;
+  m.guard = Check(cluster::NodeGuard::Start(etcd, join.name, join.id, store));
+  const std::string why = "node " + join.id + " was out of cluster " + join.name +
+                          ": puts and erases of its keys went elsewhere meanwhile";
+  m.registration = Check(cluster::Registration::Start(
+      std::move(etcd), join.name, self, std::chrono::seconds(ttl_us / 1'000'000),
+      join.rejoin.take_over, [store, why] {
+        if (auto n = cluster::DropAll(store, why); !n.ok())
+          spdlog::error("dropping the entries failed: {}", n.status().ToString());
+      }));
+  spdlog::info("cluster {}: joined as {} at {} (incarnation {}, lease TTL {}{})", join.name,
+               self.id, self.tcp, self.incarnation, a.cluster_ttl,
+               join.rejoin.keep ? ", its entries kept: back within its lease" : "");
+  return m;
 }
 
 int ClusterStatusCommand(const Globals& g) {

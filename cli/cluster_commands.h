@@ -7,19 +7,33 @@
 #include <string>
 
 #include "cli/entry_commands.h"
+#include "cli/serve.h"
 #include "cluster/membership.h"
+#include "cluster/node_guard.h"
 #include "store/store.h"
 
 namespace ecstore::cli {
 
-// Registers this daemon in g.cluster as node `node_id` (kept in the store directory when
-// empty), reachable at `advertise` (else the listen address, when it is one clients can
-// reach), its lease kept alive every third of `ttl`. Throws CliError on a bad setting.
-std::unique_ptr<cluster::Registration> JoinCluster(const Globals& g, const std::string& node_id,
-                                                   const std::string& advertise,
-                                                   const std::string& listen_host, uint16_t port,
-                                                   const std::string& rdma, const std::string& ttl,
-                                                   Store* store);
+// Before the node serves (CheckRejoin): its id (kept in the store directory unless --node-id
+// gives one), its incarnation, and whether what it holds may be served -- what may be out of
+// date is dropped here. Throws CliError where a live node has the id, or on a bad setting.
+struct ClusterJoin {
+  std::string name, id;
+  uint64_t incarnation = 0;
+  cluster::Rejoin rejoin;
+};
+ClusterJoin PrepareJoin(const Globals& g, const ServeArgs& a, Store* store);
+
+// The node in the cluster while it serves: its record under a lease kept alive every third of
+// --cluster-ttl, and the guard that drops keys a membership change moves off it.
+struct ClusterMembership {
+  std::unique_ptr<cluster::NodeGuard> guard;
+  std::unique_ptr<cluster::Registration> registration;  // before guard goes: leaves first
+};
+// Registers the node, reachable at --advertise (else the listen address, when it is one
+// clients can reach). Throws CliError on a bad setting or a taken id.
+ClusterMembership JoinCluster(const Globals& g, const ServeArgs& a, const ClusterJoin& join,
+                              const std::string& listen_host, uint16_t port, Store* store);
 
 int ClusterStatusCommand(const Globals& g);
 

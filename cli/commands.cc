@@ -262,6 +262,25 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
   c.run.emplace_back(exportc, [&c] { return ExportCommand(c.g, c.dir_arg, c.ls.ns); });
 }
 
+// serve's options for a node of --cluster.
+void AddServeClusterOptions(CLI::App* serve, ServeArgs& a) {
+  serve->add_option("--node-id", a.node_id,
+                    "this node's id in --cluster (default: kept in the store directory)");
+  serve->add_option("--advertise", a.advertise,
+                    "HOST:PORT other hosts' clients reach this node at (default: --listen)");
+  serve
+      ->add_option("--cluster-ttl", a.cluster_ttl,
+                   "the etcd lease of this node's membership: a dead node leaves after it")
+      ->check(kDuration)
+      ->capture_default_str();
+  serve
+      ->add_option("--cluster-keep", a.cluster_keep,
+                   "how many of a key's places (replicas first) hold or are cleared of it: "
+                   "clients' --replicas at most this, and every node of a cluster alike")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+}
+
 void AddStoreCommands(CLI::App& app, Commands& c) {
   auto local = [&](CLI::App* sub, std::function<int()> fn) {
     c.run.emplace_back(sub, std::move(fn));
@@ -297,15 +316,7 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
   serve->add_option("--io-timeout", a.io_timeout, "bound on sending or receiving one frame")
       ->check(CLI::Validator(positive_duration, "DURATION>0"))
       ->capture_default_str();
-  serve->add_option("--node-id", a.node_id,
-                    "this node's id in --cluster (default: kept in the store directory)");
-  serve->add_option("--advertise", a.advertise,
-                    "HOST:PORT other hosts' clients reach this node at (default: --listen)");
-  serve
-      ->add_option("--cluster-ttl", a.cluster_ttl,
-                   "the etcd lease of this node's membership: a dead node leaves after it")
-      ->check(kDuration)
-      ->capture_default_str();
+  AddServeClusterOptions(serve, a);
   serve->add_option("--log-format", a.log_format, "text, or json: one object per log line")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

@@ -69,6 +69,12 @@ void WriteGetOutput(const std::string& out, const TensorMeta& meta, const std::s
   if (!ok) throw CliError("IOError: writing " + out + " failed: " + std::strerror(errno));
 }
 
+// A cluster lists each replica of an entry: one (namespace, key) is one entry.
+void Distinct(std::vector<EntryInfo>* entries) {
+  std::set<std::pair<std::string, std::string>> seen;
+  std::erase_if(*entries, [&](const EntryInfo& e) { return !seen.emplace(e.ns, e.key).second; });
+}
+
 std::string Candidates(const std::vector<EntryInfo>& matches) {
   std::string some;
   for (size_t i = 0; i < std::min<size_t>(matches.size(), 4); ++i)
@@ -90,6 +96,8 @@ EntryInfo ResolveKeyAnywhere(Cache& cache, const std::string& key) {
     }
     return true;
   }));
+  Distinct(&exact);
+  Distinct(&prefixed);
   if (exact.size() == 1) return exact[0];
   if (exact.size() > 1)
     throw CliError("InvalidArgument: key '" + key + "' is in " + std::to_string(exact.size()) +
@@ -146,6 +154,7 @@ std::vector<EntryInfo> EvictionVictims(Cache& cache, const EvictArgs& a,
   for (const std::string& k : a.keys) {
     if (a.ns.empty()) {
       auto found = anywhere.find(k);
+      if (found != anywhere.end()) Distinct(&found->second);
       if (found == anywhere.end()) {
         missing->push_back(k);
       } else if (found->second.size() > 1) {
@@ -418,13 +427,23 @@ int NamespacesCommand(const Globals& g) {
   return 0;
 }
 
+// Through a cluster: the nodes that answered, added up; nodes that did not make it a partial
+// sum, said in the JSON ("partial", "not_answering") and on stderr, and the exit status 1.
 int StatsCommand(const Globals& g) {
   Target t = Target::Open(g, Use::kInspect);
-  StoreStats s = Check(t.cache().Stats());
+  std::vector<std::string> missing;
+  StoreStats s = Check(t.cluster() ? t.cluster()->Stats(&missing) : t.cache().Stats());
   const std::string transport = t.cache().transport();
+  json extra = json::object();
+  if (t.cluster()) extra["partial"] = !missing.empty(), extra["not_answering"] = missing;
   t.Close();
-  PrintStats(s, transport, g.json, JsonIndent(g));
-  return 0;
+  PrintStats(s, transport, g.json, JsonIndent(g), extra.dump());
+  if (missing.empty()) return 0;
+  std::string ids;
+  for (const std::string& id : missing) ids += " " + id;
+  std::fprintf(stderr, "ec-store: partial: %zu node(s) did not answer and are not counted:%s\n",
+               missing.size(), ids.c_str());
+  return 1;
 }
 
 int EvictCommand(const Globals& g, const EvictArgs& a) {

@@ -125,9 +125,12 @@ void PrintInfo(const EntryInfo& info) {
       static_cast<unsigned long long>(info.hits));
 }
 
-void PrintStats(const StoreStats& s, const std::string& transport, bool as_json, int indent) {
+void PrintStats(const StoreStats& s, const std::string& transport, bool as_json, int indent,
+                const std::string& extra) {
   if (as_json) {
-    std::cout << StatsToJson(s, indent, json{{"transport", transport}}.dump()) << "\n";
+    json fields = json::parse(extra);
+    fields["transport"] = transport;
+    std::cout << StatsToJson(s, indent, fields.dump()) << "\n";
     return;
   }
   std::printf("%-6s %8s %12s %8s %8s %10s %8s %10s\n", "TIER", "ENTRIES", "BYTES", "HITS", "MISSES",

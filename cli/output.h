@@ -40,7 +40,9 @@ void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys,
                     const std::vector<std::string>* nodes = nullptr);
 void PrintInfo(const EntryInfo& info);  // `inspect`'s text form
 // One stats writer for a local store and a server: the same fields, plus the transport.
-void PrintStats(const StoreStats& s, const std::string& transport, bool as_json, int indent);
+// `extra`: more fields of the JSON object (a JSON object's text).
+void PrintStats(const StoreStats& s, const std::string& transport, bool as_json, int indent,
+                const std::string& extra = "{}");
 void ReportSkipped(const std::vector<std::string>& skipped);
 
 // A progress line on stderr -- "verify: 120/400 entries, 85.3/s" -- drawn only when enabled

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -201,6 +202,26 @@ void LogStartup(const Store& store, const StoreStats& s, double open_secs) {
       s.corrupt_dropped ? fmt::format(", {} corrupt records dropped", s.corrupt_dropped) : "");
 }
 
+// The operator endpoint, up first: /healthz and /readyz answer during recovery. Its degraded
+// line says when the node is not in its cluster's ring as itself.
+std::unique_ptr<ops::HttpEndpoint> StartHttp(const ServeArgs& a, Lifecycle& life,
+                                             std::atomic<cluster::Registration*>& registered) {
+  if (a.metrics_listen.empty()) return nullptr;
+  auto http = Check(ops::HttpEndpoint::Start(
+      a.metrics_listen,
+      {[&] { return life.Metrics(); }, [&] { return life.Health(); }, [&] { return life.Ready(); },
+       [&]() -> std::string {
+         cluster::Registration* r = registered.load();
+         return r && !r->registered()
+                    ? "not registered in its cluster (etcd unreachable, or its id held by "
+                      "another node): serving, registering again"
+                    : "";
+       }}));
+  spdlog::info("metrics on http://{}:{}/metrics (and /healthz, /readyz)",
+               a.metrics_listen.substr(0, a.metrics_listen.rfind(':')), http->port());
+  return http;
+}
+
 }  // namespace
 
 int ServeCommand(const Globals& g, const ServeArgs& a,
@@ -239,37 +260,24 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
 
   Lifecycle life;
   // In a cluster: a member once it serves; it leaves first when it stops.
-  std::unique_ptr<cluster::Registration> member;
+  ClusterMembership member;
   std::atomic<cluster::Registration*> registered{nullptr};  // for /healthz's thread
-  std::unique_ptr<ops::HttpEndpoint> http;
-  if (!a.metrics_listen.empty()) {  // up first: /healthz and /readyz answer during recovery
-    http = Check(ops::HttpEndpoint::Start(
-        a.metrics_listen,
-        {[&] { return life.Metrics(); }, [&] { return life.Health(); },
-         [&] { return life.Ready(); },
-         [&]() -> std::string {
-           cluster::Registration* r = registered.load();
-           return r && !r->registered()
-                      ? "etcd unreachable: serving, not registered in cluster (it registers "
-                        "again when etcd is back)"
-                      : "";
-         }}));
-    spdlog::info("metrics on http://{}:{}/metrics (and /healthz, /readyz)",
-                 a.metrics_listen.substr(0, a.metrics_listen.rfind(':')), http->port());
-  }
+  std::unique_ptr<ops::HttpEndpoint> http = StartHttp(a, life, registered);
   spdlog::info("ec-store {} opening {}", EC_STORE_VERSION, g.dir);
   auto t0 = std::chrono::steady_clock::now();
   auto store = OpenStore(g, Use::kServe);
   LogStartup(*store, Check(store->Stats()),
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // Before it serves: a node back from outside the ring drops what may be out of date.
+  std::optional<ClusterJoin> join;
+  if (!g.cluster.empty()) join = PrepareJoin(g, a, store.get());
   // Same-host readers map the pool through this socket (its permissions gate them).
   so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
   auto server = Check(net::Server::Start(store.get(), so));
   life.Up(store.get(), server.get());
-  if (!g.cluster.empty()) {
-    member = JoinCluster(g, a.node_id, a.advertise, hp.host, server->port(), a.rdma_listen,
-                         a.cluster_ttl, store.get());
-    registered = member.get();
+  if (join) {
+    member = JoinCluster(g, a, *join, hp.host, server->port(), store.get());
+    registered = member.registration.get();
   }
   Notify("READY=1\nSTATUS=serving " + g.dir);
   spdlog::info(
@@ -304,7 +312,9 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   stopping = true;
   life.Wake();
   if (summaries.joinable()) summaries.join();
-  if (member) member->Stop();  // clients route elsewhere before the connections close
+  // Clients route elsewhere before the connections close; the guard stops before the store.
+  if (member.registration) member.registration->Stop();
+  member.guard.reset();
   server->Stop();
   Status closed = store->Close();
   if (http) http->Stop();

@@ -19,6 +19,7 @@ struct ServeArgs {
   std::string log_format = "text";  // or "json": one object per line
   std::string node_id, advertise;   // in the cluster (--cluster): this node's id and address
   std::string cluster_ttl = "10s";  // its etcd lease
+  size_t cluster_keep = 3;          // how deep in a key's places it keeps the key
   std::string arena_budget = "0";
   size_t max_connections = 1024;
   int copy_threads = -1;

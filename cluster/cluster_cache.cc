@@ -1,7 +1,6 @@
 #include "cluster/cluster_cache.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <future>
@@ -12,18 +11,6 @@
 namespace ecstore::cluster {
 
 namespace {
-
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-const Status& StatusOf(const Status& s) { return s; }
-template <typename T>
-const Status& StatusOf(const Result<T>& r) {
-  return r.status();
-}
 
 // A miss at one place: the entry may be at the next one.
 bool TryNext(const Status& s) { return s.IsNotFound() || s.IsUnavailable(); }
@@ -38,56 +25,16 @@ Status AsMiss(std::string_view ns, std::string_view key, const std::optional<Sta
                           ": a miss, its node does not answer (" + owner_down->message() + ")");
 }
 
-bool SameHost(const NodeInfo& n) {
-  static const std::string self = HostName();
-  return !n.unix_path.empty() && !self.empty() && n.host == self &&
-         access(n.unix_path.c_str(), W_OK) == 0;
-}
-
-std::string HostOf(const std::string& host_port) {
-  const size_t colon = host_port.rfind(':');
-  return colon == std::string::npos ? host_port : host_port.substr(0, colon);
-}
-
 }  // namespace
 
-// One member and this process's connection to it. A node that changes address or restarts
-// (a new incarnation) is a new Node; the old one lives on while leases on it do.
-struct ClusterCache::Node {
-  explicit Node(NodeInfo i) : info(std::move(i)) {}
-  const NodeInfo info;
-  std::mutex mu;                        // one call at a time on `client`
-  std::unique_ptr<net::Client> client;  // under mu; connected at the first call
-  std::atomic<int64_t> down_until_us{0};
-  std::atomic<bool> down{false};  // told in the log once per going and coming back
-};
-
-// The members one call routes by: ring.members()[i] is nodes[i].
+// The members one call routes by: layout.ring.members()[i] is nodes[i].
 struct ClusterCache::View {
-  Ring ring{{}};
-  std::vector<std::shared_ptr<Node>> nodes;
-};
-
-// Releases a node's lease over that node's connection, under its mutex, from any thread.
-class ClusterCache::Leases : public ReadLease::Releaser {
- public:
-  struct Held {
-    std::shared_ptr<Node> node;
-    ReadLease inner;
-  };
-  void Release(void* token) override {
-    auto* h = static_cast<Held*>(token);
-    std::shared_ptr<Node> node = h->node;
-    std::lock_guard<std::mutex> l(node->mu);
-    delete h;
-  }
+  Layout layout;
+  std::vector<std::shared_ptr<NodeLink>> nodes;
 };
 
 ClusterCache::ClusterCache(std::string name, ClusterOptions o)
-    : name_(std::move(name)),
-      opt_(std::move(o)),
-      leases_(std::make_unique<Leases>()),
-      view_(std::make_shared<View>()) {}
+    : name_(std::move(name)), opt_(std::move(o)), view_(std::make_shared<View>()) {}
 
 Result<std::unique_ptr<ClusterCache>> ClusterCache::Open(const std::string& uri,
                                                          ClusterOptions options) {
@@ -117,100 +64,47 @@ void ClusterCache::Install(std::vector<NodeInfo> members) {
   std::sort(members.begin(), members.end(),
             [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; });
   auto old = Snapshot();
-  std::map<std::string, std::shared_ptr<Node>> kept;
-  for (const auto& n : old->nodes) kept[n->info.id] = n;
+  std::map<std::string, std::shared_ptr<NodeLink>> kept;
+  for (const auto& n : old->nodes) kept[n->info().id] = n;
   auto v = std::make_shared<View>();
-  std::vector<Member> ring;
   for (auto& m : members) {
     auto it = kept.find(m.id);
-    const bool same = it != kept.end() && it->second->info.tcp == m.tcp &&
-                      it->second->info.incarnation == m.incarnation;
-    ring.push_back({m.id, m.capacity ? static_cast<double>(m.capacity) : 1.0});
-    v->nodes.push_back(same ? it->second : std::make_shared<Node>(m));
+    const bool same = it != kept.end() && it->second->info().tcp == m.tcp &&
+                      it->second->info().incarnation == m.incarnation;
+    v->nodes.push_back(same ? it->second
+                            : std::make_shared<NodeLink>(m, name_, opt_.client, opt_.down_for));
   }
-  v->ring = Ring(std::move(ring));
+  v->layout = Layout::Of(members);
   MutexLock l(&view_mu_);
   view_ = std::move(v);
 }
 
-void ClusterCache::MarkDown(Node& n, const Status& why) {
-  n.down_until_us = NowUs() + std::chrono::microseconds(opt_.down_for).count();
-  if (!n.down.exchange(true))
-    spdlog::warn(
-        "cluster {}: node {} at {} does not answer ({}); its keys are misses until it "
-        "does or leaves",
-        name_, n.info.id, n.info.tcp, why.message());
-}
-
-void ClusterCache::MarkUp(Node& n) {
-  if (n.down.exchange(false)) spdlog::info("cluster {}: node {} answers again", name_, n.info.id);
-}
-
-Status ClusterCache::Reach(Node& n, std::unique_lock<std::mutex>* l) {
-  if (n.down_until_us.load() > NowUs())
-    return Status::Unavailable("cluster node " + n.info.id + " at " + n.info.tcp +
-                               " did not answer a moment ago");
-  *l = std::unique_lock<std::mutex>(n.mu);
-  if (n.client) return Status::Ok();
-  // A node on this host is read through its shared memory (its unix socket), else over TCP.
-  Result<std::unique_ptr<net::Client>> c = Status::Unavailable("not connected");
-  if (SameHost(n.info) && opt_.client.transport != "tcp" && opt_.client.transport != "rdma")
-    c = net::Client::Connect("unix:" + n.info.unix_path, opt_.client);
-  if (!c.ok()) c = net::Client::Connect("tcp://" + n.info.tcp, opt_.client);
-  if (!c.ok()) {
-    MarkDown(n, c.status());
-    return Status::Unavailable("cluster node " + n.info.id + ": " + c.status().message());
-  }
-  n.client = std::move(c).value();
-  std::vector<BufferDesc> registered;
-  {
-    MutexLock g(&registered_mu_);
-    registered = registered_;
-  }
-  for (const BufferDesc& m : registered)  // best effort: unregistered memory is bounced
-    if (Status st = n.client->RegisterMemory(m); !st.ok())
-      spdlog::warn("cluster {}: node {}: {}", name_, n.info.id, st.ToString());
-  return Status::Ok();
-}
-
-void ClusterCache::Observe(Node& n, const Status& st) {
-  if (st.IsUnavailable())
-    MarkDown(n, st);
-  else
-    MarkUp(n);
-}
-
 template <typename Fn>
-auto ClusterCache::OnNode(Node& n, Fn fn) -> decltype(fn(std::declval<net::Client&>())) {
-  std::unique_lock<std::mutex> l;
-  Status st = Reach(n, &l);
-  if (!st.ok()) return st;
-  auto r = fn(*n.client);
-  Observe(n, StatusOf(r));
-  return r;
+auto ClusterCache::OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<net::Client&>())) {
+  return n.Call(fn, [this] { return RegisteredMemory(); });
 }
 
-Result<ReadLease> ClusterCache::Wrap(const std::shared_ptr<Node>& n, Result<ReadLease> got) {
-  if (!got.ok()) return got;
-  ReadLease inner = std::move(got).value();
-  if (!inner.data() && inner.size() == 0) return inner;
-  const uint8_t* data = inner.data();
-  EntryInfo info = inner.info();
-  const MemoryKind kind = inner.memory_kind();
-  const Tier from = inner.served_from();
-  auto* held = new Leases::Held{n, std::move(inner)};
-  return ReadLease(leases_.get(), held, data, std::move(info), kind, from);
+std::vector<BufferDesc> ClusterCache::RegisteredMemory() const {
+  MutexLock g(&registered_mu_);
+  return registered_;
+}
+
+std::vector<size_t> ClusterCache::Places(const View& v, std::string_view ns,
+                                         std::string_view key) const {
+  return v.layout.Places(ns, key);
 }
 
 std::vector<size_t> ClusterCache::ReadChoices(const View& v, std::string_view ns,
                                               std::string_view key) const {
-  return v.ring.Choices(ns, key, opt_.replicas + (opt_.fallback ? 1 : 0));
+  auto places = Places(v, ns, key);
+  if (!opt_.fallback && places.size() > opt_.replicas) places.resize(opt_.replicas);
+  return places;
 }
 
 template <typename T, typename Fn>
 Result<T> ClusterCache::ReadFirst(std::string_view ns, std::string_view key, Fn fn) {
   auto v = Snapshot();
-  if (v->ring.empty())
+  if (v->layout.ring.empty())
     return Status::Unavailable("cluster " + name_ +
                                " has no live node (ec-store --cluster ... "
                                "cluster status lists them)");
@@ -241,14 +135,14 @@ Result<EntryInfo> ClusterCache::Get(std::string_view ns, std::string_view key,
 }
 
 Result<ReadLease> ClusterCache::Acquire(std::string_view ns, std::string_view key) {
-  return ReadFirst<ReadLease>(ns, key, [&](net::Client& c, const std::shared_ptr<Node>& n) {
-    return Wrap(n, c.Acquire(ns, key));
+  return ReadFirst<ReadLease>(ns, key, [&](net::Client& c, const std::shared_ptr<NodeLink>& n) {
+    return n->Wrap(c.Acquire(ns, key));
   });
 }
 
 Result<ReadLease> ClusterCache::Pin(std::string_view ns, std::string_view key) {
-  return ReadFirst<ReadLease>(ns, key, [&](net::Client& c, const std::shared_ptr<Node>& n) {
-    return Wrap(n, c.Pin(ns, key));
+  return ReadFirst<ReadLease>(ns, key, [&](net::Client& c, const std::shared_ptr<NodeLink>& n) {
+    return n->Wrap(c.Pin(ns, key));
   });
 }
 
@@ -259,38 +153,45 @@ Result<EntryInfo> ClusterCache::Lookup(std::string_view ns, std::string_view key
 Status ClusterCache::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
                          std::span<const uint8_t> bytes) {
   auto v = Snapshot();
-  if (v->ring.empty())
+  if (v->layout.ring.empty())
     return Status::Unavailable("cluster " + name_ + " has no live node to put to");
-  // The key's choices in order; replicas on distinct hosts first, the same host only when
-  // there are not enough hosts; a node that is down is passed over for the next.
-  auto all = v->ring.Choices(ns, key, v->ring.members().size());
-  std::vector<size_t> order, same_host;
-  std::vector<std::string> hosts;
-  for (size_t i : all) {
-    const NodeInfo& info = v->nodes[i]->info;
-    const std::string h = info.host.empty() ? HostOf(info.tcp) : info.host;
-    (std::find(hosts.begin(), hosts.end(), h) == hosts.end() ? order : same_host).push_back(i);
-    hosts.push_back(h);
-  }
-  order.insert(order.end(), same_host.begin(), same_host.end());
-  size_t stored = 0;
-  Status first_failure = Status::Ok();
-  for (size_t k = 0; k < order.size() && stored < opt_.replicas; ++k) {
-    // A put that cannot reach its owner goes to the next choice, where a read looks next;
-    // past the first replicas + 1 choices a read would not find it: stop there.
-    if (k > opt_.replicas && stored == 0) break;
-    ++routed_;
-    Status st =
-        OnNode(*v->nodes[order[k]], [&](net::Client& c) { return c.Put(ns, key, meta, bytes); });
-    if (st.ok()) {
-      ++stored;
-    } else {
-      if (st.IsUnavailable()) ++unavailable_;
-      if (!st.IsUnavailable()) return st;  // the entry itself is refused: every node would
-      if (first_failure.ok()) first_failure = st;
+  if (opt_.replicas > v->layout.keep)
+    return Status::InvalidArgument(
+        "--replicas " + std::to_string(opt_.replicas) + " is more places than cluster " + name_ +
+        "'s nodes keep a key at (" + std::to_string(v->layout.keep) +
+        "): start them with --cluster-keep " + std::to_string(opt_.replicas) + " or more");
+  // The replicas at the key's first places; the rest of its places are cleared, so that no
+  // older copy is left where a read looks (after a join, or a put the owner missed). Every
+  // place must answer: a node that did not may hold an older copy, and a read would find it.
+  const auto places = Places(*v, ns, key);
+  routed_ += places.size();
+  // The other places are cleared while the replicas are written (different nodes).
+  std::vector<std::future<Status>> clears;
+  for (size_t k = opt_.replicas; k < places.size(); ++k)
+    clears.push_back(std::async(std::launch::async, [&, n = v->nodes[places[k]]] {
+      return OnNode(*n, [&](net::Client& c) {
+        std::vector<bool> gone;
+        return c.EraseMany({{std::string(ns), std::string(key)}}, &gone);
+      });
+    }));
+  Status refused = Status::Ok(), missed = Status::Ok();
+  auto note = [&](const Status& st) {
+    if (st.IsUnavailable()) {
+      ++unavailable_;
+      if (missed.ok()) missed = st;
+    } else if (refused.ok()) {
+      refused = st;
     }
-  }
-  return stored > 0 ? Status::Ok() : first_failure;
+  };
+  for (size_t k = 0; k < std::min(opt_.replicas, places.size()); ++k)
+    note(OnNode(*v->nodes[places[k]], [&](net::Client& c) { return c.Put(ns, key, meta, bytes); }));
+  for (auto& f : clears) note(f.get());
+  if (!missed.ok())
+    return Status::Unavailable("the put of " + std::string(ns) + "/" + std::string(key) +
+                               " is not acknowledged: a node that may hold an older copy did "
+                               "not answer (" +
+                               missed.message() + ")");
+  return refused;
 }
 
 template <typename T, typename Fn>
@@ -300,7 +201,7 @@ std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
   out.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(Status::NotFound(keys[i]));
   auto v = Snapshot();
-  if (v->ring.empty()) {
+  if (v->layout.ring.empty()) {
     for (auto& r : out) r = Status::Unavailable("cluster " + name_ + " has no live node");
     return out;
   }
@@ -316,20 +217,20 @@ std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
     if (by_node.empty()) break;
     auto ask = [&](size_t node, const std::vector<size_t>& idx) {
       routed_ += idx.size();
-      Node& n = *v->nodes[node];
+      NodeLink& n = *v->nodes[node];
       std::unique_lock<std::mutex> l;
-      Status st = Reach(n, &l);
+      Status st = n.Reach(&l, [this] { return RegisteredMemory(); });
       if (!st.ok()) {
         for (size_t i : idx) out[i] = st;
         return;
       }
-      std::vector<Result<T>> r = fn(*n.client, v->nodes[node], idx);
+      std::vector<Result<T>> r = fn(n.client(), v->nodes[node], idx);
       Status unavailable = Status::Ok();
       for (size_t k = 0; k < idx.size(); ++k) {
         if (r[k].status().IsUnavailable()) unavailable = r[k].status();
         out[idx[k]] = std::move(r[k]);
       }
-      Observe(n, unavailable);
+      n.Observe(unavailable);
     };
     std::vector<std::future<void>> parts;
     for (auto it = std::next(by_node.begin()); it != by_node.end(); ++it)
@@ -380,9 +281,9 @@ std::vector<Result<ReadLease>> ClusterCache::AcquireMany(std::string_view ns,
                                                          const std::vector<std::string>& keys) {
   return Batched<ReadLease>(
       ns, keys,
-      [&](net::Client& c, const std::shared_ptr<Node>& n, const std::vector<size_t>& idx) {
+      [&](net::Client& c, const std::shared_ptr<NodeLink>& n, const std::vector<size_t>& idx) {
         auto got = c.AcquireMany(ns, Pick(keys, idx));
-        for (auto& r : got) r = Wrap(n, std::move(r));
+        for (auto& r : got) r = n->Wrap(std::move(r));
         return got;
       });
 }
@@ -431,9 +332,9 @@ Result<bool> ClusterCache::Prefetch(std::string_view ns, const std::vector<std::
 Result<ClaimAnswer> ClusterCache::Claim(std::string_view ns, std::string_view key,
                                         std::chrono::milliseconds ttl) {
   auto v = Snapshot();
-  if (v->ring.empty()) return ClaimAnswer{};
+  if (v->layout.ring.empty()) return ClaimAnswer{};
   ++routed_;
-  auto a = OnNode(*v->nodes[v->ring.Choices(ns, key, 1)[0]],
+  auto a = OnNode(*v->nodes[v->layout.ring.Choices(ns, key, 1)[0]],
                   [&](net::Client& c) { return c.Claim(ns, key, ttl); });
   if (!a.ok() && a.status().IsUnavailable()) {
     ++unavailable_;
@@ -449,16 +350,17 @@ Status ClusterCache::Erase(std::string_view ns, std::string_view key) {
   return Status::Ok();
 }
 
-// Each entry at every place a read looks: an entry put while its owner was down, or before a
-// join, is erased too.
+// Each entry at every place it may be (its places: a node drops a key it is not a place of).
+// A place that does not answer may still hold it: the erase is not done, and says so.
 Status ClusterCache::EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
                                std::vector<bool>* erased) {
   erased->assign(ns_keys.size(), false);
   auto v = Snapshot();
+  if (v->layout.ring.empty() && !ns_keys.empty())
+    return Status::Unavailable("cluster " + name_ + " has no live node: nothing was erased");
   std::map<size_t, std::vector<size_t>> by_node;
   for (size_t i = 0; i < ns_keys.size(); ++i)
-    for (size_t node : ReadChoices(*v, ns_keys[i].first, ns_keys[i].second))
-      by_node[node].push_back(i);
+    for (size_t node : Places(*v, ns_keys[i].first, ns_keys[i].second)) by_node[node].push_back(i);
   Status failed = Status::Ok();
   for (const auto& [node, idx] : by_node) {
     std::vector<std::pair<std::string, std::string>> part;
@@ -466,7 +368,13 @@ Status ClusterCache::EraseMany(const std::vector<std::pair<std::string, std::str
     std::vector<bool> here;
     Status st = OnNode(*v->nodes[node], [&](net::Client& c) { return c.EraseMany(part, &here); });
     if (!st.ok()) {
-      if (failed.ok()) failed = st;
+      if (failed.ok())
+        failed =
+            st.IsUnavailable()
+                ? Status::Unavailable("the erase is not done: node " + v->nodes[node]->info().id +
+                                      ", a place of the keys, did not answer (" + st.message() +
+                                      "); run it again")
+                : st;
       continue;
     }
     for (size_t k = 0; k < idx.size(); ++k)
@@ -491,11 +399,11 @@ Status ClusterCache::ListNodePages(
     if (!more) break;
     Status st = OnNode(*n, [&](net::Client& c) {
       return c.ListPages(page_size, [&](std::vector<EntryInfo>&& page) {
-        return more = on_page(std::move(page), n->info.id);
+        return more = on_page(std::move(page), n->info().id);
       });
     });
     if (!st.ok())
-      spdlog::warn("cluster {}: listing skips node {}: {}", name_, n->info.id, st.message());
+      spdlog::warn("cluster {}: listing skips node {}: {}", name_, n->info().id, st.message());
   }
   return Status::Ok();
 }
@@ -508,17 +416,18 @@ std::vector<ClusterCache::NodeStats> ClusterCache::StatsByNode() {
       return OnNode(*n, [](net::Client& c) { return c.Stats(); });
     }));
   std::vector<NodeStats> out;
-  for (size_t i = 0; i < asks.size(); ++i) out.push_back({v->nodes[i]->info, asks[i].get()});
+  for (size_t i = 0; i < asks.size(); ++i) out.push_back({v->nodes[i]->info(), asks[i].get()});
   return out;
 }
 
-Result<StoreStats> ClusterCache::Stats() {
+Result<StoreStats> ClusterCache::Stats(std::vector<std::string>* missing) {
   StoreStats sum;
   size_t answered = 0;
   Status last = Status::Unavailable("cluster " + name_ + " has no live node");
   for (auto& ns : StatsByNode()) {
     if (!ns.stats.ok()) {
       last = ns.stats.status();
+      if (missing) missing->push_back(ns.node.id);
       continue;
     }
     const StoreStats& s = *ns.stats;
@@ -544,10 +453,7 @@ Result<StoreStats> ClusterCache::Stats() {
 
 std::vector<std::pair<NodeInfo, std::string>> ClusterCache::Connections() const {
   std::vector<std::pair<NodeInfo, std::string>> out;
-  for (const auto& n : Snapshot()->nodes) {
-    std::lock_guard<std::mutex> l(n->mu);
-    out.emplace_back(n->info, n->client ? n->client->transport() : "");
-  }
+  for (const auto& n : Snapshot()->nodes) out.emplace_back(n->info(), n->transport());
   return out;
 }
 
@@ -558,11 +464,9 @@ Status ClusterCache::RegisterMemory(const BufferDesc& memory) {
   }
   Status failed;
   for (const auto& n : Snapshot()->nodes) {
-    std::lock_guard<std::mutex> l(n->mu);
-    if (!n->client) continue;
-    failed = n->client->RegisterMemory(memory);
+    n->IfConnected([&](net::Client& c) { failed = c.RegisterMemory(memory); });
     if (!failed.ok()) {
-      failed = failed.WithContext("cluster node " + n->info.id);
+      failed = failed.WithContext("cluster node " + n->info().id);
       break;
     }
   }
@@ -577,29 +481,26 @@ void ClusterCache::UnregisterMemory(const BufferDesc& memory) {
       return m.data == memory.data && m.size == memory.size;
     });
   }
-  for (const auto& n : Snapshot()->nodes) {
-    std::lock_guard<std::mutex> l(n->mu);
-    if (n->client) n->client->UnregisterMemory(memory);
-  }
+  for (const auto& n : Snapshot()->nodes)
+    n->IfConnected([&](net::Client& c) { c.UnregisterMemory(memory); });
 }
 
 TransferStats ClusterCache::transfer_stats() const {
   TransferStats sum;
-  for (const auto& n : Snapshot()->nodes) {
-    std::lock_guard<std::mutex> l(n->mu);
-    if (!n->client) continue;
-    TransferStats t = n->client->transfer_stats();
-    sum.direct_reads += t.direct_reads;
-    sum.direct_bytes += t.direct_bytes;
-    sum.bounced_reads += t.bounced_reads;
-    sum.bounced_bytes += t.bounced_bytes;
-  }
+  for (const auto& n : Snapshot()->nodes)
+    n->IfConnected([&](net::Client& c) {
+      TransferStats t = c.transfer_stats();
+      sum.direct_reads += t.direct_reads;
+      sum.direct_bytes += t.direct_bytes;
+      sum.bounced_reads += t.bounced_reads;
+      sum.bounced_bytes += t.bounced_bytes;
+    });
   return sum;
 }
 
 std::vector<NodeInfo> ClusterCache::Nodes() const {
   std::vector<NodeInfo> out;
-  for (const auto& n : Snapshot()->nodes) out.push_back(n->info);
+  for (const auto& n : Snapshot()->nodes) out.push_back(n->info());
   return out;
 }
 
@@ -607,7 +508,7 @@ std::vector<std::string> ClusterCache::Owners(std::string_view ns, std::string_v
                                               size_t n) const {
   auto v = Snapshot();
   std::vector<std::string> out;
-  for (size_t i : v->ring.Choices(ns, key, n)) out.push_back(v->nodes[i]->info.id);
+  for (size_t i : v->layout.ring.Choices(ns, key, n)) out.push_back(v->nodes[i]->info().id);
   return out;
 }
 

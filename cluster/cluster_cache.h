@@ -9,14 +9,21 @@
 //   c.value()->Put("qwen", mm_hash, meta, bytes);       // to the owner (and replicas)
 //   auto info = c.value()->Get("qwen", mm_hash, dst);    // from the owner
 //
-// What a user can count on:
+// What a user can count on (docs/guarantees.md):
+// - An acknowledged erase or put stays done: no read returns an erased entry or bytes older
+//   than the last acknowledged put. A key lives only at its places (CopyOrder, as deep as the
+//   members keep keys: `keep`); a put writes its replicas there and clears the other places,
+//   an erase clears them all, and both fail (Unavailable, nothing acknowledged) when a place
+//   does not answer. A node drops a key a membership change moves off its places, and a node
+//   back after its lease lapsed drops everything it held (cluster/node_guard.h).
 // - Misses, not errors, when a node is lost: a read from a dead or hung owner costs at most
 //   the call's deadline and is NotFound, saying the node did not answer (counted in
 //   counters().unavailable); the node is then skipped for `down_for` (one log line when it
-//   goes, one when it is back), and it leaves the ring when its etcd lease lapses. A put
-//   goes to the next choice meanwhile. Unavailable only where no node is known at all.
-// - A join costs no recomputes: a miss at a key's owner is asked once at its next choice,
-//   where it lived before the join (and where a put goes while the owner is down).
+//   goes, one when it is back), and it leaves the ring when its etcd lease lapses. Its keys'
+//   puts fail meanwhile (a miss later, which a cache can afford). Unavailable only where no
+//   node is known at all.
+// - A join costs no recomputes: a miss at a key's owner is asked at its next places, where
+//   it lived before the join.
 // - Batches (GetMany, LookupMany, AcquireMany, Prefetch) are split by owner and the parts
 //   sent in parallel.
 // - etcd away: the last membership seen is kept and served from; current() turns false
@@ -42,6 +49,7 @@
 #include "cluster/etcd.h"
 #include "cluster/member_watch.h"
 #include "cluster/membership.h"
+#include "cluster/node_link.h"
 #include "cluster/placement.h"
 #include "net/claim_table.h"
 #include "net/connection.h"
@@ -55,10 +63,10 @@ namespace ecstore::cluster {
 
 struct ClusterOptions {
   net::ClientOptions client;  // each node's connection: token, deadlines, retries, transport
-  // A put goes to the key's first `replicas` live choices (distinct hosts while there are
-  // enough); a get reads the first of them that answers.
+  // A put goes to the key's first `replicas` places (distinct hosts while there are enough);
+  // a get reads the first of them that has it. At most the places the nodes keep (`keep`).
   size_t replicas = 1;
-  // A miss at the owner is asked once at the key's next choice (its owner before a join).
+  // A miss at the replicas is asked at the key's other places (its owner before a join).
   bool fallback = true;
   // After a call to a node fails, calls to it fail at once for this long.
   std::chrono::milliseconds down_for{1000};
@@ -96,7 +104,7 @@ class ClusterCache : public Cache {
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(
       std::string_view ns, const std::vector<std::string>& keys) override;
-  // Erases the entry at each place a read looks (its owner, replicas and fallback).
+  // Erases the entry at each of its places; Unavailable (not done) where one did not answer.
   Status Erase(std::string_view ns, std::string_view key) override;
   Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
                    std::vector<bool>* erased) override;
@@ -109,7 +117,9 @@ class ClusterCache : public Cache {
       size_t page_size,
       const std::function<bool(std::vector<EntryInfo>&&, const std::string&)>& on_page);
   // The nodes' stats added up (tiers, counters); Unavailable only when no node answers.
-  Result<StoreStats> Stats() override;
+  Result<StoreStats> Stats() override { return Stats(nullptr); }
+  // Stats, and the ids of the nodes that did not answer (left out of the sum) in *missing.
+  Result<StoreStats> Stats(std::vector<std::string>* missing);
   // net::Client::Prefetch at each key's owner.
   Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys) override;
 
@@ -143,26 +153,20 @@ class ClusterCache : public Cache {
   ClusterCounters counters() const;
 
  private:
-  struct Node;
   struct View;
-  class Leases;
   ClusterCache(std::string name, ClusterOptions o);
 
   std::shared_ptr<const View> Snapshot() const EXCLUDES(view_mu_);
   // A new view of `members` (MemberWatch's thread), keeping unchanged nodes' connections.
   void Install(std::vector<NodeInfo> members) EXCLUDES(view_mu_);
-  // Holds n's mutex in *l with its connection made; Unavailable at once while n is marked
-  // down, or when it cannot be reached (then marked down).
-  Status Reach(Node& n, std::unique_lock<std::mutex>* l);
-  void Observe(Node& n, const Status& st);  // down on Unavailable, else up
-  // Runs fn(client) on node n (Reach, then Observe of what it returned).
+  // Runs fn(client) on node n (NodeLink::Call, with the memory registered so far).
   template <typename Fn>
-  auto OnNode(Node& n, Fn fn) -> decltype(fn(std::declval<net::Client&>()));
-  void MarkDown(Node& n, const Status& why);
-  void MarkUp(Node& n);
-  // A lease of node n's, released over n's connection (errors passed through).
-  Result<ReadLease> Wrap(const std::shared_ptr<Node>& n, Result<ReadLease> got);
-  // Where a key is read, best first: its replicas, then (fallback) one more choice.
+  auto OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<net::Client&>()));
+  std::vector<BufferDesc> RegisteredMemory() const EXCLUDES(registered_mu_);
+  // The key's places (CopyOrder, as deep as every member keeps keys): its replicas first,
+  // then where a put clears older copies and a read looks next.
+  std::vector<size_t> Places(const View& v, std::string_view ns, std::string_view key) const;
+  // Where a key is read, best first: its places (only its replicas without fallback).
   std::vector<size_t> ReadChoices(const View& v, std::string_view ns, std::string_view key) const;
   // The first of the key's read choices that has it (fn per node); the owner's failure when
   // no node has it and the owner did not answer.
@@ -175,7 +179,6 @@ class ClusterCache : public Cache {
 
   const std::string name_;
   const ClusterOptions opt_;
-  std::unique_ptr<Leases> leases_;
 
   mutable Mutex view_mu_;
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);

@@ -146,6 +146,38 @@ Status EtcdClient::Delete(const std::string& key) {
   return r.ok() ? Status::Ok() : r.status();
 }
 
+Result<EtcdClient::Record> EtcdClient::Get(const std::string& key) {
+  auto r = Call("/v3/kv/range", json{{"key", Base64(key)}}.dump());
+  if (!r.ok()) return r.status();
+  auto j = json::parse(*r, nullptr, false);
+  if (j.is_discarded() || !j.contains("header"))
+    return Status::Unavailable("etcd: malformed range reply");
+  const json kvs = j.value("kvs", json::array());
+  if (kvs.empty()) return Status::NotFound("etcd has no " + key);
+  auto v = FromBase64(kvs[0].value("value", ""));
+  if (!v.ok()) return Status::Unavailable("etcd: malformed value");
+  return Record{*v, std::stoll(kvs[0].value("mod_revision", "0")),
+                std::stoll(kvs[0].value("lease", "0"))};
+}
+
+Result<bool> EtcdClient::PutIf(const std::string& key, int64_t mod_revision,
+                               const std::string& value, int64_t lease) {
+  json put{{"key", Base64(key)}, {"value", Base64(value)}};
+  if (lease != 0) put["lease"] = std::to_string(lease);
+  const json body{{"compare",
+                   {{{"key", Base64(key)},
+                     {"result", "EQUAL"},
+                     {"target", "MOD"},
+                     {"mod_revision", std::to_string(mod_revision)}}}},
+                  {"success", {{{"request_put", put}}}}};
+  auto r = Call("/v3/kv/txn", body.dump());
+  if (!r.ok()) return r.status();
+  auto j = json::parse(*r, nullptr, false);
+  if (j.is_discarded() || !j.contains("header"))
+    return Status::Unavailable("etcd: malformed txn reply");
+  return j.value("succeeded", false);
+}
+
 Result<std::vector<std::pair<std::string, std::string>>> EtcdClient::Prefix(
     const std::string& prefix) {
   auto r = PrefixAt(prefix);

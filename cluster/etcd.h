@@ -45,6 +45,18 @@ class EtcdClient {
   Result<std::pair<int64_t, int64_t>> TimeToLive(int64_t lease);
   Status Put(const std::string& key, const std::string& value, int64_t lease = 0);
   Status Delete(const std::string& key);
+  // One key: its value, the revision it last changed at and its lease (0: none); NotFound
+  // where it is absent.
+  struct Record {
+    std::string value;
+    int64_t mod_revision = 0;
+    int64_t lease = 0;
+  };
+  Result<Record> Get(const std::string& key);
+  // Puts only where the key last changed at `mod_revision` (0: only where it is absent), in
+  // one etcd transaction: false, and nothing written, where it did not.
+  Result<bool> PutIf(const std::string& key, int64_t mod_revision, const std::string& value,
+                     int64_t lease);
   // Every key under `prefix` with its value, in key order.
   Result<std::vector<std::pair<std::string, std::string>>> Prefix(const std::string& prefix);
   // Prefix, and the store's revision it was read at (a watch from revision + 1 misses nothing).

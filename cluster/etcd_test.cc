@@ -116,6 +116,25 @@ TEST(Etcd, KeysUnderALeaseAreReadByPrefixAndGoWithItsRevoke) {
   EXPECT_EQ(c.Prefix("/ec-store/other/")->size(), 1u);
 }
 
+TEST(Etcd, PutIfWritesOnlyOverTheRevisionItWasToldOf) {
+  if (!HaveEtcd())
+    GTEST_SKIP() << "etcd is not installed (scripts/install-deps.sh installs etcd-server)";
+  Etcd etcd;
+  EtcdClient c = etcd.Client();
+  const std::string key = "/ec-store/test/nodes/a";
+  EXPECT_TRUE(c.Get(key).status().IsNotFound());
+  auto made = c.PutIf(key, 0, "first", 0);  // create-if-absent
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  EXPECT_TRUE(*made);
+  EXPECT_FALSE(*c.PutIf(key, 0, "second", 0));  // it exists now: refused, unchanged
+  auto rec = c.Get(key);
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->value, "first");
+  EXPECT_FALSE(*c.PutIf(key, rec->mod_revision + 1, "third", 0));  // not the revision read
+  EXPECT_TRUE(*c.PutIf(key, rec->mod_revision, "fourth", 0));      // the one read
+  EXPECT_EQ(c.Get(key)->value, "fourth");
+}
+
 TEST(Etcd, AnUnreachableEtcdIsUnavailableWithinTheTimeout) {
   std::string name;
   auto c = EtcdClient::Parse("etcd://127.0.0.1:" + std::to_string(FreePort()) + "/x", &name,

@@ -19,7 +19,8 @@ std::string NodeInfo::ToJson() const {
   return json{{"id", id},           {"tcp", tcp},
               {"rdma", rdma},       {"host", host},
               {"unix", unix_path},  {"capacity", capacity},
-              {"version", version}, {"incarnation", incarnation}}
+              {"version", version}, {"incarnation", incarnation},
+              {"keep", keep}}
       .dump();
 }
 
@@ -78,6 +79,8 @@ Result<NodeInfo> NodeInfo::FromJson(const std::string& text) {
   // Capacity weighs placement: past 1 EiB a record would take every key.
   if (st.ok()) st = CountField(j, "capacity", uint64_t{1} << 60, &n.capacity);
   if (st.ok()) st = CountField(j, "incarnation", UINT64_MAX, &n.incarnation);
+  if (st.ok()) st = CountField(j, "keep", 64, &n.keep);
+  if (st.ok() && n.keep == 0) st = Status::InvalidArgument("'keep' is 0");
   if (!st.ok()) return Status::InvalidArgument("not a node's record: " + st.message());
   return n;
 }
@@ -91,6 +94,18 @@ Result<NodeInfo> NodeInfo::FromRecord(const std::string& key, const std::string&
     return Status::InvalidArgument("not a node's record: its id '" + n->id +
                                    "' is not the key's last part");
   return n;
+}
+
+Layout Layout::Of(const std::vector<NodeInfo>& members_by_id) {
+  Layout l;
+  std::vector<Member> ring;
+  for (const NodeInfo& m : members_by_id) {
+    ring.push_back({m.id, m.capacity ? static_cast<double>(m.capacity) : 1.0});
+    l.hosts.push_back(!m.host.empty() ? m.host : m.tcp.substr(0, m.tcp.rfind(':')));
+    l.keep = l.keep ? std::min<size_t>(l.keep, m.keep) : m.keep;
+  }
+  l.ring = Ring(std::move(ring));
+  return l;
 }
 
 std::string HostName() {
@@ -116,21 +131,43 @@ Result<std::vector<NodeInfo>> Members(EtcdClient& etcd, const std::string& clust
 }
 
 Result<std::unique_ptr<Registration>> Registration::Start(EtcdClient etcd, std::string cluster,
-                                                          NodeInfo self, std::chrono::seconds ttl) {
-  std::unique_ptr<Registration> r(
-      new Registration(std::move(etcd), std::move(cluster), std::move(self), ttl));
-  EC_RETURN_IF_ERROR(r->Register());
+                                                          NodeInfo self, std::chrono::seconds ttl,
+                                                          int64_t take_over,
+                                                          std::function<void()> on_rejoin) {
+  std::unique_ptr<Registration> r(new Registration(std::move(etcd), std::move(cluster),
+                                                   std::move(self), ttl, std::move(on_rejoin)));
+  EC_RETURN_IF_ERROR(r->Register(take_over));
   r->thread_ = std::thread([p = r.get()] { p->KeepAlive(); });
   return r;
 }
 
-Status Registration::Register() {
+Status Registration::Register(int64_t take_over) {
   auto lease = etcd_.GrantLease(ttl_);
   if (!lease.ok()) return lease.status();
-  Status st = etcd_.Put(NodesPrefix(cluster_) + self_.id, self_.ToJson(), *lease);
-  if (!st.ok()) return st;
-  lease_ = *lease;
-  registered_ = true;
+  const std::string key = NodesPrefix(cluster_) + self_.id;
+  auto made = etcd_.PutIf(key, take_over, self_.ToJson(), *lease);
+  if (made.ok() && *made) {
+    lease_ = *lease;
+    registered_ = true;
+    return Status::Ok();
+  }
+  (void)etcd_.Revoke(*lease);
+  if (!made.ok()) return made.status();
+  auto other = etcd_.Get(key);
+  auto info = other.ok() ? NodeInfo::FromJson(other->value) : Result<NodeInfo>(other.status());
+  return Status::InvalidArgument(
+      "node id " + self_.id + " is in use in cluster " + cluster_ + " by the node at " +
+      (info.ok() ? info->tcp : std::string("an address its record does not say")) +
+      ": give this node its own --node-id or store directory");
+}
+
+Status Registration::Renew() {
+  auto ttl = etcd_.KeepAlive(lease_);
+  if (!ttl.ok()) return ttl.status();
+  auto rec = etcd_.Get(NodesPrefix(cluster_) + self_.id);
+  if (!rec.ok()) return rec.status();  // NotFound: deleted, the node is out of the ring
+  if (rec->lease != lease_)
+    return Status::InvalidArgument("its id " + self_.id + " was taken by another node's record");
   return Status::Ok();
 }
 
@@ -140,9 +177,16 @@ void Registration::KeepAlive() {
   std::unique_lock<std::mutex> l(mu_);
   while (!cv_.wait_for(l, every, [&] { return stop_; })) {
     l.unlock();
-    auto ttl = etcd_.KeepAlive(lease_);
-    Status st = ttl.ok() ? Status::Ok() : ttl.status();
-    if (st.IsNotFound()) st = Register();  // it lapsed (etcd was away too long): join again
+    Status st = Renew();
+    if (st.IsNotFound()) {
+      // The lease lapsed or the record went: clients routed around this node, and puts
+      // and erases of its keys went elsewhere. What it holds may be out of date.
+      spdlog::warn("cluster {}: {} was out of the ring ({}); joining again", cluster_, self_.id,
+                   st.ToString());
+      if (on_rejoin_) on_rejoin_();
+      (void)etcd_.Revoke(lease_);
+      st = Register(0);
+    }
     if (st.ok() != registered_.load())
       st.ok() ? spdlog::info("cluster {}: registered again as {}", cluster_, self_.id)
               : spdlog::warn(

@@ -14,14 +14,17 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "base/status.h"
 #include "cluster/etcd.h"
+#include "cluster/placement.h"
 
 namespace ecstore::cluster {
 
@@ -35,6 +38,10 @@ struct NodeInfo {
   uint64_t capacity = 0;  // pool + disk quota, in bytes: its weight in placement
   std::string version;
   uint64_t incarnation = 0;  // how many times this id has started (from its store directory)
+  // How deep in a key's copy order (CopyOrder) the node keeps the key: a put writes its
+  // replicas and clears the rest of those places, a read looks there, and the node drops a
+  // key that a membership change puts deeper (serve --cluster-keep).
+  uint64_t keep = 3;
 
   std::string ToJson() const;
   // Every field checked by type and range (ids printable, addresses HOST:PORT, capacity at
@@ -45,6 +52,20 @@ struct NodeInfo {
                                      const std::string& value);
 };
 
+// Where a member list puts keys: its ring (by capacity), each member's host (for replicas on
+// distinct hosts) and how deep its members keep a key (the least `keep`). Every client and
+// node builds the same one from the same members.
+struct Layout {
+  Ring ring{{}};
+  std::vector<std::string> hosts;  // hosts[i] is ring.members()[i]'s
+  size_t keep = 0;
+  static Layout Of(const std::vector<NodeInfo>& members_by_id);  // members in id order
+  // The key's places: CopyOrder, `keep` deep.
+  std::vector<size_t> Places(std::string_view ns, std::string_view key) const {
+    return CopyOrder(ring, hosts, ns, key, keep);
+  }
+};
+
 // This host's name (gethostname), as nodes register it.
 std::string HostName();
 
@@ -53,27 +74,43 @@ std::string NodesPrefix(const std::string& cluster);
 
 Result<std::vector<NodeInfo>> Members(EtcdClient& etcd, const std::string& cluster);
 
+// A node's record under its lease, created only where the id is free: a second node with a
+// live id is refused (InvalidArgument, naming the other's address). Each keep-alive reads the
+// record back; where it lapsed or vanished (etcd away past the TTL, a pause, a hand's delete)
+// the node was out of the ring: `on_rejoin` runs (the node drops what it holds, as it may
+// be out of date) before the node registers again.
 class Registration {
  public:
+  // take_over: the etcd revision of this node's own earlier record to replace (CheckRejoin),
+  // or 0 (the id must be free).
   static Result<std::unique_ptr<Registration>> Start(EtcdClient etcd, std::string cluster,
-                                                     NodeInfo self, std::chrono::seconds ttl);
+                                                     NodeInfo self, std::chrono::seconds ttl,
+                                                     int64_t take_over = 0,
+                                                     std::function<void()> on_rejoin = {});
   ~Registration() { Stop(); }
   // Revokes the lease: the node leaves every reader's list at once. Idempotent.
   void Stop();
-  // Whether the last keep-alive reached etcd (false while etcd is unreachable: the node
-  // keeps serving and registers again when it comes back).
+  // Whether the node is in the ring as itself now (false while etcd is unreachable, or its
+  // id is held by another node: it keeps serving and registers again when it can).
   bool registered() const { return registered_.load(); }
 
  private:
-  Registration(EtcdClient etcd, std::string cluster, NodeInfo self, std::chrono::seconds ttl)
-      : etcd_(std::move(etcd)), cluster_(std::move(cluster)), self_(std::move(self)), ttl_(ttl) {}
-  Status Register();  // a new lease and the node's key under it
-  void KeepAlive();   // the thread
+  Registration(EtcdClient etcd, std::string cluster, NodeInfo self, std::chrono::seconds ttl,
+               std::function<void()> on_rejoin)
+      : etcd_(std::move(etcd)),
+        cluster_(std::move(cluster)),
+        self_(std::move(self)),
+        ttl_(ttl),
+        on_rejoin_(std::move(on_rejoin)) {}
+  Status Register(int64_t take_over);  // a new lease and the node's key under it
+  Status Renew();                      // one keep-alive, and the record read back
+  void KeepAlive();                    // the thread
 
   EtcdClient etcd_;
   const std::string cluster_;
   const NodeInfo self_;
   const std::chrono::seconds ttl_;
+  const std::function<void()> on_rejoin_;
   int64_t lease_ = 0;  // the keep-alive thread's, and Stop's once it has joined
   std::atomic<bool> registered_{false};
   std::mutex mu_;

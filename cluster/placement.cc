@@ -39,4 +39,24 @@ std::vector<size_t> Ring::Choices(std::string_view ns, std::string_view key, siz
   return out;
 }
 
+std::vector<size_t> CopyOrder(const Ring& ring, const std::vector<std::string>& hosts,
+                              std::string_view ns, std::string_view key, size_t n) {
+  const size_t all = ring.members().size();
+  n = std::min(n, all);
+  // The first n choices are on n hosts nearly always; look further only when they are not.
+  for (size_t k = n;; k = std::min(all, 2 * k)) {
+    std::vector<size_t> distinct, repeated;
+    for (size_t i : ring.Choices(ns, key, k)) {
+      const bool seen = std::any_of(distinct.begin(), distinct.end(),
+                                    [&](size_t d) { return hosts[d] == hosts[i]; });
+      (seen ? repeated : distinct).push_back(i);
+    }
+    if (distinct.size() >= n || k == all) {
+      distinct.insert(distinct.end(), repeated.begin(), repeated.end());
+      distinct.resize(n);
+      return distinct;
+    }
+  }
+}
+
 }  // namespace ecstore::cluster

@@ -38,4 +38,11 @@ class Ring {
   std::vector<uint64_t> seeds_;  // each member's id hashed: the seed of its scores
 };
 
+// Where a key's copies go and are looked for: its first `n` choices, a node on a host not
+// chosen yet before a second node of one host (hosts[i] is members()[i]'s), so replicas land
+// on distinct hosts while there are enough. Every client and every node computes the same
+// list from the same members: a node keeps a key only while it is in this list.
+std::vector<size_t> CopyOrder(const Ring& ring, const std::vector<std::string>& hosts,
+                              std::string_view ns, std::string_view key, size_t n);
+
 }  // namespace ecstore::cluster

@@ -68,5 +68,21 @@ TEST(Ring, TheNamespaceIsPartOfTheKey) {
   EXPECT_EQ(Ring({{"only", 1}}).Choices("a", "k", 3).size(), 1u);
 }
 
+TEST(CopyOrder, DistinctHostsFirstThenTheRestInRingOrder) {
+  Ring ring({{"a1", 1}, {"a2", 1}, {"a3", 1}, {"b1", 1}});
+  const std::vector<std::string> hosts = {"a", "a", "a", "b"};
+  for (int i = 0; i < 200; ++i) {
+    auto order = CopyOrder(ring, hosts, "ns", Key(i), 4);
+    ASSERT_EQ(order.size(), 4u);
+    EXPECT_NE(hosts[order[0]], hosts[order[1]]) << i;       // two hosts: the first two differ
+    EXPECT_EQ(order[0], ring.Choices("ns", Key(i), 1)[0]);  // the owner is unchanged
+    auto two = CopyOrder(ring, hosts, "ns", Key(i), 2);
+    EXPECT_EQ(two, std::vector<size_t>(order.begin(), order.begin() + 2));  // a prefix
+  }
+  // One host: the ring's own order.
+  EXPECT_EQ(CopyOrder(ring, {"h", "h", "h", "h"}, "ns", "k", 3), ring.Choices("ns", "k", 3));
+  EXPECT_EQ(CopyOrder(ring, hosts, "ns", "k", 9).size(), 4u);
+}
+
 }  // namespace
 }  // namespace ecstore::cluster

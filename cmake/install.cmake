@@ -22,7 +22,7 @@ install(FILES store/cache.h store/cache_parts.h store/buffer_io.h store/store.h 
 install(FILES net/client.h net/connection.h net/frame_stream.h net/transport.h net/put_arena.h net/device_put.h net/lease_generation.h net/server.h net/lease_table.h net/prefetcher.h net/claim_table.h net/piece_checker.h net/list_cursor.h net/server_metrics.h net/server_transport.h net/protocol.h net/socket.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)
 install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)
-install(FILES cluster/cluster_cache.h cluster/etcd.h cluster/member_watch.h cluster/membership.h cluster/placement.h
+install(FILES cluster/cluster_cache.h cluster/etcd.h cluster/member_watch.h cluster/membership.h cluster/node_guard.h cluster/node_link.h cluster/placement.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cluster)
 install(FILES cuda/cuda.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cuda)
 

@@ -21,13 +21,11 @@ MAX_FUNCTION_LINES = 80
 # path -> lines today. Split these; never raise a number.
 KNOWN_LONG_FILES = {
     "net/server.cc": 605,
-    "cluster/cluster_cache.cc": 619,
     "python/ecstore/bench.py": 637,
     "net/client.cc": 653,
 }
 # (path, function) -> lines today.
 KNOWN_LONG_FUNCTIONS = {
-    ("cli/commands.cc", "ecstore::cli::AddStoreCommands"): 81,
     ("cli/serve.cc", "ecstore::cli::ServeCommand"): 117,
     ("net/server.cc", "ecstore::net::Server::Serve"): 86,
     ("python/ecstore/bench.py", "main"): 82,

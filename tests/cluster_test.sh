@@ -63,6 +63,24 @@ check "a killed node leaves when its 2 s lease lapses" test $left = yes
 serve b c1
 check "a restart in the same directory keeps its id" test "$(nodes c1)" = "$B_ID"
 check "and counts its incarnation" test "$(cat "$T/b/node-incarnation")" = 2
+# Replicas are one entry to the CLI; a stats sum with a node down says it is partial.
+serve c c1 --node-id node-c; C=$PID
+for _ in $(seq 50); do [ "$(nodes c1 | wc -w)" = 2 ] && break; sleep 0.1; done
+head -c 4096 /dev/urandom >v.bin
+"$EC" --cluster "$E/c1" --replicas 2 put k1 v.bin --dtype U8 --shape 1,4096 >/dev/null
+check "a key with two replicas is got without --namespace" \
+  bash -c "\"$EC\" --cluster $E/c1 get k1 -o got.bin && cmp -s v.bin got.bin"
+check "and evicted without --namespace" \
+  bash -c "\"$EC\" --cluster $E/c1 evict k1 | grep -q 'evicted 1 entries'"
+"$EC" --cluster "$E/c1" --json stats >stats.json
+check "stats through the cluster says it is whole" \
+  python3 -c 'import json; j=json.load(open("stats.json")); assert j["partial"] is False'
+kill -STOP $C
+rc=0
+"$EC" --cluster "$E/c1" --timeout 1s --json stats >stats.json 2>stats.err || rc=$?
+kill -CONT $C
+check "with a node not answering, stats exits 1 and says partial" \
+  python3 -c "import json; j=json.load(open('stats.json')); assert $rc == 1 and j['partial'] and j['not_answering'] == ['node-c']"
 rc=0
 "$EC" --cluster tcp://x:1/c cluster status 2>bad.err || rc=$?
 check "a cluster address in no known form is a usage error naming the form" \

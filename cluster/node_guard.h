@@ -1,0 +1,67 @@
+// NodeGuard: what a cluster node does so that it never serves a copy the cluster may have
+// replaced or erased while the node was not looking. A key lives only at its places
+// (CopyOrder, as deep as the members keep keys); every acknowledged put and erase reached
+// all of them. So a node's copy can be out of date only where the node was not one of the
+// key's places at some moment since it was written:
+// - a membership change moves a key off the node's places: the node drops it then;
+// - the node was out of the ring (its lease lapsed or was revoked, its record deleted, a
+//   restart after either): it drops everything it holds before it serves or registers again.
+// A node back within its lease (a crash and a quick restart, a pause shorter than the TTL)
+// missed nothing acknowledged -- every put and erase of its keys failed meanwhile -- and
+// keeps its entries.
+//
+//   auto rejoin = CheckRejoin(etcd, "prod", "node-a", previous_incarnation);   // before serving
+//   if (!rejoin.value().keep) DropAll(store, "...");
+//   auto guard = NodeGuard::Start(etcd, "prod", "node-a", store);   // drops what moves away
+//
+// Thread rules: NodeGuard drops keys on its MemberWatch's thread; Start and the destructor
+// from the owner's thread. DropAll and CheckRejoin from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "cluster/etcd.h"
+#include "cluster/member_watch.h"
+#include "store/cache.h"
+
+namespace ecstore::cluster {
+
+struct Rejoin {
+  bool keep = false;  // the node's entries are current: it was in the ring all along
+  // The record to take over (its etcd revision) where the node's previous incarnation still
+  // holds it; 0: register with create-if-absent.
+  int64_t take_over = 0;
+};
+
+// Whether node `id` may join `cluster` now and keep what it holds. InvalidArgument where a
+// live node has the id (its record's address answers), naming that node's address.
+Result<Rejoin> CheckRejoin(EtcdClient& etcd, const std::string& cluster, const std::string& id,
+                           uint64_t previous_incarnation);
+
+// Erases every entry `store` holds, saying why in the log; the number erased.
+Result<uint64_t> DropAll(Cache* store, const std::string& why);
+
+class NodeGuard {
+ public:
+  static Result<std::unique_ptr<NodeGuard>> Start(EtcdClient etcd, std::string cluster,
+                                                  std::string self, Cache* store);
+  ~NodeGuard();
+  uint64_t dropped() const { return dropped_.load(); }  // keys dropped by membership changes
+
+ private:
+  NodeGuard(std::string cluster, std::string self, Cache* store)
+      : cluster_(std::move(cluster)), self_(std::move(self)), store_(store) {}
+  void OnMembers(std::vector<NodeInfo> members);  // the MemberWatch's thread
+
+  const std::string cluster_, self_;
+  Cache* const store_;
+  std::atomic<uint64_t> dropped_{0};
+  std::unique_ptr<MemberWatch> watch_;  // last: it stops before the rest goes
+};
+
+}  // namespace ecstore::cluster

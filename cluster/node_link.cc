@@ -1,0 +1,116 @@
+#include "cluster/node_link.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "net/client.h"
+
+namespace ecstore::cluster {
+
+namespace {
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool SameHost(const NodeInfo& n) {
+  static const std::string self = HostName();
+  return !n.unix_path.empty() && !self.empty() && n.host == self &&
+         access(n.unix_path.c_str(), W_OK) == 0;
+}
+
+}  // namespace
+
+// Releases a node's lease over that node's connection, under its mutex, from any thread.
+class NodeLink::Leases : public ReadLease::Releaser {
+ public:
+  struct Held {
+    std::shared_ptr<NodeLink> node;
+    ReadLease inner;
+  };
+  void Release(void* token) override {
+    auto* h = static_cast<Held*>(token);
+    std::shared_ptr<NodeLink> node = h->node;
+    std::lock_guard<std::mutex> l(node->mu_);
+    delete h;
+  }
+};
+
+NodeLink::NodeLink(NodeInfo info, std::string cluster, net::ClientOptions options,
+                   std::chrono::milliseconds down_for)
+    : info_(std::move(info)),
+      cluster_(std::move(cluster)),
+      options_(std::move(options)),
+      down_for_(down_for) {}
+
+NodeLink::~NodeLink() = default;
+
+void NodeLink::MarkDown(const Status& why) {
+  down_until_us_ = NowUs() + std::chrono::microseconds(down_for_).count();
+  if (!down_.exchange(true))
+    spdlog::warn(
+        "cluster {}: node {} at {} does not answer ({}); its keys are misses until it "
+        "does or leaves",
+        cluster_, info_.id, info_.tcp, why.message());
+}
+
+void NodeLink::Observe(const Status& st) {
+  if (st.IsUnavailable())
+    MarkDown(st);
+  else if (down_.exchange(false))
+    spdlog::info("cluster {}: node {} answers again", cluster_, info_.id);
+}
+
+Status NodeLink::Reach(std::unique_lock<std::mutex>* l, const Registered& registered) {
+  if (down_until_us_.load() > NowUs())
+    return Status::Unavailable("cluster node " + info_.id + " at " + info_.tcp +
+                               " did not answer a moment ago");
+  *l = std::unique_lock<std::mutex>(mu_);
+  if (client_) return Status::Ok();
+  // A node on this host is read through its shared memory (its unix socket), else over TCP.
+  // A node that let its socket's deadline pass is hung, not elsewhere: TCP is not tried
+  // too, so that a call costs one deadline.
+  Result<std::unique_ptr<net::Client>> c = Status::Unavailable("not connected");
+  const auto t0 = std::chrono::steady_clock::now();
+  if (SameHost(info_) && options_.transport != "tcp" && options_.transport != "rdma")
+    c = net::Client::Connect("unix:" + info_.unix_path, options_);
+  const bool hung = !c.ok() && std::chrono::steady_clock::now() - t0 >= options_.timeout / 2;
+  if (!c.ok() && !hung) c = net::Client::Connect("tcp://" + info_.tcp, options_);
+  if (!c.ok()) {
+    MarkDown(c.status());
+    return Status::Unavailable("cluster node " + info_.id + ": " + c.status().message());
+  }
+  client_ = std::move(c).value();
+  for (const BufferDesc& m : registered())  // best effort: unregistered memory is bounced
+    if (Status st = client_->RegisterMemory(m); !st.ok())
+      spdlog::warn("cluster {}: node {}: {}", cluster_, info_.id, st.ToString());
+  return Status::Ok();
+}
+
+Result<ReadLease> NodeLink::Wrap(Result<ReadLease> got) {
+  static Leases leases;  // stateless: every lease says its node
+  if (!got.ok()) return got;
+  ReadLease inner = std::move(got).value();
+  if (!inner.data() && inner.size() == 0) return inner;
+  const uint8_t* data = inner.data();
+  EntryInfo info = inner.info();
+  const MemoryKind kind = inner.memory_kind();
+  const Tier from = inner.served_from();
+  auto* held = new Leases::Held{shared_from_this(), std::move(inner)};
+  return ReadLease(&leases, held, data, std::move(info), kind, from);
+}
+
+void NodeLink::IfConnected(const std::function<void(net::Client&)>& fn) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (client_) fn(*client_);
+}
+
+std::string NodeLink::transport() {
+  std::string t;
+  IfConnected([&](net::Client& c) { t = c.transport(); });
+  return t;
+}
+
+}  // namespace ecstore::cluster

@@ -1,0 +1,84 @@
+// NodeLink: one cluster member and this process's connection to it -- made at the first
+// call (the node's unix socket and shared memory where it is on this host, else TCP), marked
+// down for a while after a call it did not answer, and the leases read through it.
+//
+//   NodeLink link(info, "prod", client_options, std::chrono::seconds(1));
+//   auto r = link.Call([&](net::Client& c) { return c.Get(ns, key, dst); }, registered);
+//
+// Thread rules: thread-safe. One call at a time on the connection (mu); Call, Reach and the
+// leases' releases take it. A node that changes address or restarts (a new incarnation) is a
+// new NodeLink; the old one lives on while leases on it do.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cluster/membership.h"
+#include "net/connection.h"
+#include "store/cache.h"
+
+namespace ecstore::net {
+class Client;
+}
+
+namespace ecstore::cluster {
+
+class NodeLink : public std::enable_shared_from_this<NodeLink> {
+ public:
+  // What to register with a new connection (memory registered with the cluster client).
+  using Registered = std::function<std::vector<BufferDesc>()>;
+  NodeLink(NodeInfo info, std::string cluster, net::ClientOptions options,
+           std::chrono::milliseconds down_for);
+  ~NodeLink();
+  const NodeInfo& info() const { return info_; }
+
+  // Holds the link's mutex in *l with its connection made; Unavailable at once while the
+  // node is marked down, or when it cannot be reached (then marked down). A node that does
+  // not answer costs one deadline, whatever transports were tried.
+  Status Reach(std::unique_lock<std::mutex>* l, const Registered& registered);
+  net::Client& client() { return *client_; }  // with the mutex held by Reach
+  // Down on Unavailable (for down_for, told in the log once), else up.
+  void Observe(const Status& st);
+
+  // fn(client) under Reach, then Observe of what it returned.
+  template <typename Fn>
+  auto Call(Fn fn, const Registered& registered)
+      -> decltype(fn(std::declval<net::Client&>())) {
+    std::unique_lock<std::mutex> l;
+    if (Status st = Reach(&l, registered); !st.ok()) return st;
+    auto r = fn(*client_);
+    Observe(StatusOf(r));
+    return r;
+  }
+  // A lease read through this node, released over its connection (errors passed through).
+  Result<ReadLease> Wrap(Result<ReadLease> got);
+
+  // Runs fn(client) if the connection is made (without making it); for stats and memory.
+  void IfConnected(const std::function<void(net::Client&)>& fn);
+  std::string transport();  // "" before the first call
+
+ private:
+  class Leases;
+  static const Status& StatusOf(const Status& s) { return s; }
+  template <typename T>
+  static const Status& StatusOf(const Result<T>& r) {
+    return r.status();
+  }
+  void MarkDown(const Status& why);
+
+  const NodeInfo info_;
+  const std::string cluster_;
+  const net::ClientOptions options_;
+  const std::chrono::milliseconds down_for_;
+  std::mutex mu_;                        // one call at a time on client_
+  std::unique_ptr<net::Client> client_;  // under mu_; connected at the first call
+  std::atomic<int64_t> down_until_us_{0};
+  std::atomic<bool> down_{false};  // told in the log once per going and coming back
+};
+
+}  // namespace ecstore::cluster

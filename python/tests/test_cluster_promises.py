@@ -1,0 +1,321 @@
+"""The cluster's promise (docs/guarantees.md), on a real etcd and real nodes: once an erase or
+a put is acknowledged, no client reads an erased entry or bytes older than that put --
+through SIGKILL, SIGSTOP, clean stops, restarts with the same directory, joins and leaves.
+An operation that cannot keep it fails instead (nothing acknowledged). Membership cannot be
+taken over by accident: a live node's id is refused, a deleted record comes back."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import ecstore
+from conftest import _ec_store_bin, start_serve
+from test_cluster import TTL, Cluster, Etcd, _client, _etcd_put, _wait  # noqa: F401
+from test_cluster import cluster, etcd  # noqa: F401 - the fixtures
+
+pytestmark = pytest.mark.skipif(shutil.which("etcd") is None,
+                                reason="etcd is not installed (scripts/install-deps.sh "
+                                       "installs etcd-server)")
+
+N = 24  # keys per scenario: every node is some key's owner and some key's replica
+
+
+def _v(i: int, version: int) -> np.ndarray:
+    return np.frombuffer(f"{i:06d}v{version:03d}".encode() * 64, dtype=np.uint8).copy()
+
+
+def _put_all(c, keys, version):
+    for i, k in enumerate(keys):
+        c.put("n", k, _v(i, version), dtype="U8", shape=[640])
+
+
+def _version(c, i, k):
+    """The version a read returns (None: a miss)."""
+    try:
+        got = bytes(c.get("n", k, like="numpy"))
+    except ecstore.errors.NotFound:
+        return None
+    assert got[:6] == f"{i:06d}".encode(), got[:16]
+    return int(got[7:10])
+
+
+def _members(c):
+    return sorted(n["id"] for n in c.cluster()["nodes"])
+
+
+def _stop(cluster, node, how):
+    p = cluster.procs[node]
+    if how == "term":
+        p.send_signal(signal.SIGTERM)
+    else:
+        p.kill()
+    p.wait(timeout=30)
+
+
+@pytest.mark.parametrize("how", ["term", "kill"])
+def test_an_acknowledged_erase_stays_done_when_a_replica_comes_back(cluster, etcd, how):
+    c = _client(etcd, replicas=2)
+    assert _wait(lambda: len(_members(c)) == 3)
+    keys = [f"img-{i}" for i in range(N)]
+    _put_all(c, keys, 1)
+    _stop(cluster, "node-b", how)
+    if how == "kill":
+        # Still in the ring (its lease lives): an erase cannot reach every place of the key,
+        # so it is not done -- and says so -- rather than leave a copy behind.
+        with pytest.raises(ecstore.errors.Unavailable, match="not done"):
+            c.erase_many("n", keys)
+        assert _wait(lambda: "node-b" not in _members(c), TTL + 5)
+    assert c.erase_many("n", keys) is not None
+    assert all(_version(c, i, k) is None for i, k in enumerate(keys))
+    cluster.start("node-b")  # the same id and directory, its erased copies on its disk
+    assert _wait(lambda: "node-b" in _members(c))
+    for reader in (c, _client(etcd)):
+        assert [_version(reader, i, k) for i, k in enumerate(keys)] == [None] * N
+
+
+def test_an_erase_while_the_owner_is_hung_fails_and_a_later_one_stays_done(cluster, etcd):
+    c = _client(etcd, timeout=1.0)
+    assert _wait(lambda: len(_members(c)) == 3)
+    keys = [f"img-{i}" for i in range(N)]
+    _put_all(c, keys, 1)
+    hung = "node-a"
+    mine = [k for k in keys if c.owners("n", k)[0] == hung]
+    os.kill(cluster.procs[hung].pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(ecstore.errors.Unavailable, match="not done"):
+            c.erase("n", mine[0])
+    finally:
+        os.kill(cluster.procs[hung].pid, signal.SIGCONT)
+    # Not acknowledged: the entry may still be read. Once an erase is, it stays done.
+    assert _wait(lambda: _try_erase(c, mine), 10)
+    time.sleep(TTL)  # past a lease's length: nothing brings them back
+    assert all(_version(c, keys.index(k), k) is None for k in mine)
+
+
+def _try_erase(c, keys):
+    try:
+        c.erase_many("n", keys)
+        return True
+    except ecstore.errors.Unavailable:
+        return False
+
+
+def test_a_replacing_put_while_the_owner_is_away_is_never_undone_by_its_return(cluster, etcd):
+    c = _client(etcd, timeout=1.0)
+    assert _wait(lambda: len(_members(c)) == 3)
+    keys = [f"img-{i}" for i in range(N)]
+    _put_all(c, keys, 1)
+    away = "node-c"
+    mine = [k for k in keys if c.owners("n", k)[0] == away]
+    assert mine
+    _stop(cluster, away, "term")
+    assert _wait(lambda: away not in _members(c))
+    _put_all(c, keys, 2)  # acknowledged at the other nodes
+    cluster.start(away)   # back with version 1 of its keys on disk
+    assert _wait(lambda: away in _members(c))
+    assert all(c.owners("n", k)[0] == away for k in mine)
+    got = [_version(c, i, k) for i, k in enumerate(keys)]
+    assert all(v in (2, None) for v in got), got  # never 1
+    assert got.count(2) == N  # its keys read at their next place, where version 2 went
+
+
+def test_a_put_while_the_owner_is_hung_is_not_acknowledged_and_never_shadowed(cluster, etcd):
+    c = _client(etcd, timeout=1.0)
+    assert _wait(lambda: len(_members(c)) == 3)
+    keys = [f"img-{i}" for i in range(N)]
+    _put_all(c, keys, 1)
+    hung = "node-a"
+    mine = [k for k in keys if c.owners("n", k)[0] == hung]
+    os.kill(cluster.procs[hung].pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(ecstore.errors.Unavailable, match="not acknowledged"):
+            c.put("n", mine[0], _v(keys.index(mine[0]), 2), dtype="U8", shape=[640])
+    finally:
+        os.kill(cluster.procs[hung].pid, signal.SIGCONT)
+    # Version 2 was not acknowledged: either may be read (once node-a answers again). Put
+    # again, it is the only one.
+    i = keys.index(mine[0])
+    assert _wait(lambda: _version(c, i, mine[0]) in (1, 2), 10)
+    assert _wait(lambda: _try_put(c, i, mine[0], 3), 10)
+    assert all(_version(c, i, mine[0]) == 3 for _ in range(5))
+
+
+def _try_put(c, i, k, version):
+    try:
+        c.put("n", k, _v(i, version), dtype="U8", shape=[640])
+        return True
+    except ecstore.errors.Unavailable:
+        return False
+
+
+def test_a_replacing_put_during_a_join_then_leave_never_reads_the_old_bytes(cluster, etcd):
+    c = _client(etcd)
+    assert _wait(lambda: len(_members(c)) == 3)
+    keys = [f"img-{i}" for i in range(4 * N)]
+    _put_all(c, keys, 1)
+    cluster.start("node-d")
+    assert _wait(lambda: len(_members(c)) == 4)
+    _put_all(c, keys, 2)  # a quarter of them owned by node-d now
+    _stop(cluster, "node-d", "term")
+    assert _wait(lambda: len(_members(c)) == 3)
+    got = [_version(c, i, k) for i, k in enumerate(keys)]
+    assert 1 not in got, got
+    assert got.count(2) >= 2 * N  # the keys node-d did not own were not moved
+
+
+def test_a_second_node_with_a_live_id_is_refused_naming_the_first(cluster, etcd, tmp_path):
+    c = _client(etcd)
+    assert _wait(lambda: len(_members(c)) == 3)
+    a = {n["id"]: n for n in c.cluster()["nodes"]}["node-a"]
+    # --node-id given twice, and a copy of node-a's store directory (its id file with it).
+    shutil.copytree(tmp_path / "node-a", tmp_path / "copy",
+                    ignore=shutil.ignore_patterns("serve.sock", "*.lock"))
+    for extra in (["--dir", str(tmp_path / "twin"), "--node-id", "node-a"],
+                  ["--dir", str(tmp_path / "copy")]):
+        proc = subprocess.run(
+            [_ec_store_bin(), "serve", *extra, "--pool-size", "32MiB", "--listen",
+             "127.0.0.1:0", "--cluster", etcd.uri("c1"), "--cluster-ttl", f"{TTL}s"],
+            capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0, proc.stdout
+        assert "node id node-a is in use" in proc.stderr and a["tcp"] in proc.stderr, proc.stderr
+    # node-a is untouched: still a member, still serving.
+    time.sleep(TTL)
+    assert "node-a" in _members(c) and cluster.procs["node-a"].poll() is None
+
+
+def test_a_node_whose_record_is_deleted_joins_again_without_what_it_held(cluster, etcd):
+    c = _client(etcd)
+    assert _wait(lambda: len(_members(c)) == 3)
+    keys = [f"img-{i}" for i in range(N)]
+    _put_all(c, keys, 1)
+    node = {n["id"]: n for n in c.cluster()["nodes"]}["node-b"]
+    direct = ecstore.connect("tcp://" + node["tcp"])
+    assert len(direct.list("n")) > 0
+    _delete(etcd, "/ec-store/c1/nodes/node-b")
+    # Out of the ring, then back within a keep-alive; what it held may have been replaced.
+    assert _wait(lambda: "node-b" in _members(c) and not direct.list("n"), TTL + 5)
+    direct.close()
+
+
+def _delete(etcd, key):
+    import base64
+    import json
+    import urllib.request
+    body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{etcd.client}/v3/kv/deleterange",
+                                 data=body, headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=5).read()
+
+
+def test_a_hung_owner_on_this_host_costs_one_deadline_at_first_contact(cluster, etcd):
+    probe = _client(etcd)
+    assert _wait(lambda: len(_members(probe)) == 3)
+    key = next(f"k{i}" for i in range(100) if probe.owners("n", f"k{i}")[0] == "node-a")
+    os.kill(cluster.procs["node-a"].pid, signal.SIGSTOP)
+    try:
+        for call, deadline in (("get", 1.0), ("claim", 2.0)):
+            c = _client(etcd, timeout=deadline)  # no connection to node-a yet
+            t0 = time.monotonic()
+            if call == "get":
+                with pytest.raises(ecstore.errors.NotFound):
+                    c.get("n", key, like="numpy")
+            else:
+                c.claim("n", key, ttl=5.0)
+            took = time.monotonic() - t0
+            assert took < deadline * 1.5, (call, took)  # one deadline, not unix then TCP
+    finally:
+        os.kill(cluster.procs["node-a"].pid, signal.SIGCONT)
+
+
+def _cv(k: int, seq: int) -> np.ndarray:
+    return np.frombuffer(f"{k:04d}:{seq:08d};".encode() * 32, dtype=np.uint8).copy()
+
+
+class _Faults:
+    """Random faults on one node at a time: SIGKILL and restart (within its lease or after),
+    SIGSTOP then SIGCONT, a clean stop and restart, node-d joining and leaving."""
+
+    def __init__(self, cluster, rng):
+        self.cluster, self.rng, self.log = cluster, rng, []
+
+    def one(self):
+        node = self.rng.choice(["node-a", "node-b", "node-c"])
+        kind = self.rng.choice(["kill", "stop", "term", "join"])
+        self.log.append((kind, node))
+        p = self.cluster.procs[node]
+        if kind == "stop":
+            os.kill(p.pid, signal.SIGSTOP)
+            time.sleep(self.rng.uniform(0.3, 2.0 * TTL))
+            os.kill(p.pid, signal.SIGCONT)
+        elif kind in ("kill", "term"):
+            _stop(self.cluster, node, kind)
+            time.sleep(self.rng.uniform(0.2, 2.0 * TTL))
+            self.cluster.start(node)
+        elif "node-d" in self.cluster.procs and self.cluster.procs["node-d"].poll() is None:
+            _stop(self.cluster, "node-d", "term")
+        else:
+            self.cluster.start("node-d")
+
+
+def test_a_history_under_kills_hangs_restarts_and_joins_never_reads_undone_operations(
+        cluster, etcd):
+    import random
+    import threading
+    rng = random.Random(int(os.environ.get("EC_CHAOS_SEED", "57")))
+    writer = _client(etcd, timeout=1.0)
+    reader = _client(etcd, timeout=1.0)
+    assert _wait(lambda: len(_members(writer)) == 3)
+    n_keys = 16
+    floor = [0] * n_keys   # per key: the least version a read may return (0: any, or a miss)
+    issued = [0] * n_keys  # per key: the highest version ever sent
+    seq, checked, acked, violations = 0, 0, 0, []
+    faults, stop = _Faults(cluster, rng), threading.Event()
+
+    def chaos():
+        while not stop.is_set():
+            faults.one()
+            time.sleep(rng.uniform(0.2, 1.0))
+
+    def check(c, k):
+        nonlocal checked
+        try:
+            got = bytes(c.get("n", f"key-{k}", like="numpy"))
+        except ecstore.errors.NotFound:
+            return
+        assert got[:5] == f"{k:04d}:".encode(), got[:16]
+        v = int(got[5:13])
+        checked += 1
+        if v < floor[k] or v > issued[k]:
+            violations.append((k, v, floor[k], list(faults.log)))
+
+    t = threading.Thread(target=chaos, daemon=True)
+    t.start()
+    deadline = time.monotonic() + float(os.environ.get("EC_CHAOS_SECONDS", "30"))
+    try:
+        while time.monotonic() < deadline:
+            k = rng.randrange(n_keys)
+            op = rng.random()
+            seq += 1
+            try:
+                if op < 0.45:
+                    issued[k] = seq
+                    writer.put("n", f"key-{k}", _cv(k, seq), dtype="U8", shape=[448])
+                    floor[k], acked = seq, acked + 1
+                elif op < 0.6:
+                    writer.erase("n", f"key-{k}")
+                    floor[k], acked = seq + 1, acked + 1  # only a later put may be read
+                else:
+                    check(reader if op < 0.8 else writer, k)
+            except (ecstore.errors.Unavailable, ecstore.errors.Busy):
+                pass  # not acknowledged: the floor stays
+    finally:
+        stop.set()
+        t.join(timeout=60)
+    for k in range(n_keys):  # and once more, every key, after the faults
+        check(reader, k)
+    assert not violations, violations[:5]
+    assert acked > 100 and checked > 50 and len(faults.log) >= 5, (acked, checked, faults.log)
