@@ -8,10 +8,12 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "cli/flags.h"
 #include "cli/output.h"
 #include "cluster/cluster_cache.h"
+#include "net/client.h"
 
 namespace ecstore::cli {
 
@@ -28,6 +30,35 @@ ClusterJoin PrepareJoin(const Globals& g, const ServeArgs& a, Store* store) {
   return j;
 }
 
+namespace {
+
+// --advertise must reach this node: a nonce put into its store here is read back through
+// that address (a node advertising another's address, or one nobody listens on, is
+// refused before it joins). The nonce is erased either way.
+void CheckAdvertise(const Globals& g, const std::string& address, Store* store) {
+  static constexpr char kNs[] = "ec-store-advertise-check";
+  std::random_device rd;
+  char nonce[33];
+  std::snprintf(nonce, sizeof(nonce), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  const uint8_t byte = 1;
+  Check(store->Put(kNs, nonce, {DType::kU8, {1}}, {&byte, 1}));
+  net::ClientOptions o;
+  o.token = ClientToken(g);
+  o.timeout = std::chrono::milliseconds(2000);
+  o.retries = 0;
+  o.transport = "tcp";
+  auto c = net::Client::Connect("tcp://" + address, o);
+  Status found = c.ok() ? (*c)->Lookup(kNs, nonce).status() : c.status();
+  (void)store->Erase(kNs, nonce);
+  if (!found.ok())
+    throw CliError(
+        "InvalidArgument: --advertise " + address + " does not reach this node (" +
+        (found.IsNotFound() ? std::string("another node answers there") : found.message()) +
+        "): give the HOST:PORT other hosts' clients reach this node at");
+}
+
+}  // namespace
+
 ClusterMembership JoinCluster(const Globals& g, const ServeArgs& a, const ClusterJoin& join,
                               const std::string& listen_host, uint16_t port, Store* store) {
   std::string name;
@@ -35,6 +66,7 @@ ClusterMembership JoinCluster(const Globals& g, const ServeArgs& a, const Cluste
   cluster::NodeInfo self;
   self.id = join.id;
   if (!a.advertise.empty()) {
+    CheckAdvertise(g, a.advertise, store);
     self.tcp = a.advertise;
   } else if (listen_host == "0.0.0.0" || listen_host == "::" || listen_host.empty()) {
     throw CliError("InvalidArgument: --listen " + listen_host +

@@ -63,9 +63,9 @@ Result<Rejoin> CheckRejoin(EtcdClient& etcd, const std::string& cluster, const s
       !Answers(other->tcp))
     return Rejoin{.keep = true, .take_over = rec->mod_revision};
   return Status::InvalidArgument("node id " + id + " is in use in cluster " + cluster +
-                               " by the node at " + where +
-                               " (a copied store directory, or --node-id given twice): give "
-                               "this node its own --node-id or store directory");
+                                 " by the node at " + where +
+                                 " (a copied store directory, or --node-id given twice): give "
+                                 "this node its own --node-id or store directory");
 }
 
 Result<std::unique_ptr<NodeGuard>> NodeGuard::Start(EtcdClient etcd, std::string cluster,

@@ -47,8 +47,7 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
 
   // fn(client) under Reach, then Observe of what it returned.
   template <typename Fn>
-  auto Call(Fn fn, const Registered& registered)
-      -> decltype(fn(std::declval<net::Client&>())) {
+  auto Call(Fn fn, const Registered& registered) -> decltype(fn(std::declval<net::Client&>())) {
     std::unique_lock<std::mutex> l;
     if (Status st = Reach(&l, registered); !st.ok()) return st;
     auto r = fn(*client_);

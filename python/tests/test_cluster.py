@@ -507,11 +507,11 @@ def test_with_two_replicas_a_killed_owner_costs_no_miss(cluster, etcd):
 
 def test_a_node_on_this_host_is_reached_through_its_socket_whatever_it_advertises(
         etcd, tmp_path):
-    # The advertised address is unreachable (nothing listens there): only the node's socket
-    # on this host can serve this client.
+    # It advertises a name for its address (checked at start: it reaches this node), and a
+    # client on this host still takes its socket and shared memory.
     port = _port()
     proc, _, _ = start_serve(tmp_path / "n", "--cluster", etcd.uri("c3"), "--node-id", "local",
-                             "--advertise", f"192.0.2.1:{port}", port=port, pool_size="32MiB",
+                             "--advertise", f"localhost:{port}", port=port, pool_size="32MiB",
                              stderr=subprocess.DEVNULL)
     try:
         c = ecstore.connect(etcd.uri("c3"), timeout=1.0, retries=0)
@@ -519,9 +519,24 @@ def test_a_node_on_this_host_is_reached_through_its_socket_whatever_it_advertise
         _put(c, ["k"])
         assert _hits(c, ["k"]) == 1
         assert [n["transport"] for n in c.cluster()["nodes"]] == ["shm"]
+        assert [n["tcp"] for n in c.cluster()["nodes"]] == [f"localhost:{port}"]
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_an_advertised_address_that_is_not_this_node_is_refused(cluster, etcd, tmp_path):
+    other = {n["id"]: n for n in _client(etcd).cluster()["nodes"]}["node-a"]["tcp"]
+    for address, why in ((other, "another node answers there"),
+                         (f"127.0.0.1:{_port()}", "cannot connect")):
+        proc = subprocess.run(
+            [_ec_store_bin(), "serve", "--dir", str(tmp_path / "liar"), "--pool-size", "32MiB",
+             "--listen", "127.0.0.1:0", "--cluster", etcd.uri("c1"), "--advertise", address],
+            capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0
+        assert f"--advertise {address} does not reach this node" in proc.stderr, proc.stderr
+        assert why in proc.stderr, proc.stderr
+    assert len(_client(etcd).cluster()["nodes"]) == 3
 
 
 def _etcd_put(etcd, key: str, value: str):
