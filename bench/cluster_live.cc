@@ -170,6 +170,7 @@ void RoutedPuts(const Config& cfg, cluster::ClusterCache& c, uint64_t bytes, con
   std::vector<std::string> names;
   for (size_t i = 0; i < keys; ++i) {
     names.push_back(std::string("put-") + label + "-" + std::to_string(i));
+    Die(c.Put("bench", names.back(), meta, value), "put through the cluster");  // connected
     const std::string owner = c.Owners("bench", names.back(), 1)[0];
     for (const auto& n : c.Nodes())
       if (n.id == owner) direct.push_back(Must(net::Client::Connect("tcp://" + n.tcp), "connect"));

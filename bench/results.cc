@@ -32,7 +32,8 @@ const std::map<std::string, std::string> kLimitOf = {{"put", "memcpy_puts"},
                                                      {"shm_get", "memcpy"},
                                                      {"erase", "erase"},
                                                      {"cluster_get_2.87MB", "cluster_get_2.87MB"},
-                                                     {"cluster_get_16.5MB", "cluster_get_16.5MB"}};
+                                                     {"cluster_get_16.5MB", "cluster_get_16.5MB"},
+                                                     {"cluster_put_2.87MB", "cluster_put_2.87MB"}};
 
 Record* LimitOf(const std::string& workload) {
   auto l = kLimitOf.find(workload);
