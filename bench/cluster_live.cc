@@ -2,6 +2,8 @@
 // and a Server registered in an etcd started here), and
 // - routed gets: ClusterCache::Get of 2.87 and 16.5 MB entries against their limit, the same
 //   get from a plain client connected to the entry's owner, interleaved in one run;
+// - routed puts: ClusterCache::Put (the owner's put and the key's other places cleared)
+//   against the same put from a plain client of the owner;
 // - failover: from a node's SIGKILL to the client's ring without it (its lease's TTL plus
 //   the watch), and the first get that a SIGSTOPped owner costs (the call's deadline).
 // Skipped, saying so, where etcd is not installed.
@@ -11,6 +13,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -126,34 +129,61 @@ void Stop(pid_t pid) {
   waitpid(pid, nullptr, 0);
 }
 
-// Routed gets of `bytes`-sized entries against the same gets from the owner's own client.
-void RoutedGets(const Config& cfg, cluster::ClusterCache& c, uint64_t bytes, const char* label) {
-  const size_t keys = 12;
-  const int rounds = cfg.quick ? 5 : 100;
-  std::vector<uint8_t> value(bytes, 0x5a), dst(bytes);
-  const TensorMeta meta{DType::kBF16, {static_cast<int64_t>(bytes / 2)}};
-  std::vector<std::unique_ptr<net::Client>> direct;
+// A plain client of the key's owner: the limit's way to it.
+std::unique_ptr<net::Client> OwnerClient(cluster::ClusterCache& c, const std::string& key) {
+  const std::string owner = c.Owners("bench", key, 1)[0];
+  for (const auto& n : c.Nodes())
+    if (n.id == owner) return Must(net::Client::Connect("tcp://" + n.tcp), "connect");
+  Die(Status::NotFound(owner), "the owner among the nodes");
+  return nullptr;
+}
+
+// 12 entries of `value` put through the cluster, with a plain client of each one's owner.
+struct Entries {
   std::vector<std::string> names;
-  for (size_t i = 0; i < keys; ++i) {
-    names.push_back(std::string(label) + "-" + std::to_string(i));
-    Die(c.Put("bench", names.back(), meta, value), "put through the cluster");
-    const std::string owner = c.Owners("bench", names.back(), 1)[0];
-    for (const auto& n : c.Nodes())
-      if (n.id == owner) direct.push_back(Must(net::Client::Connect("tcp://" + n.tcp), "connect"));
+  std::vector<std::unique_ptr<net::Client>> direct;
+};
+Entries PutEntries(cluster::ClusterCache& c, const std::string& prefix, const TensorMeta& meta,
+                   const std::vector<uint8_t>& value) {
+  Entries e;
+  for (size_t i = 0; i < 12; ++i) {
+    e.names.push_back(prefix + "-" + std::to_string(i));
+    Die(c.Put("bench", e.names.back(), meta, value), "put through the cluster");
+    e.direct.push_back(OwnerClient(c, e.names.back()));
   }
-  TimedReads routed, plain;
-  // Interleaved, each first in every other round: the second read of an entry finds some of
-  // it in the CPU's cache, and neither may have that edge alone.
+  return e;
+}
+
+// call(i, routed) for each entry, routed and plain in turn, after a round of warm-up.
+// Interleaved, each first in every other round: the second call on an entry finds some of
+// it in the CPU's cache, and neither may have that edge alone.
+void Interleave(size_t entries, int rounds, uint64_t bytes,
+                const std::function<Status(size_t, bool, int)>& call, TimedReads* routed,
+                TimedReads* plain) {
   for (int r = -1; r < rounds; ++r)
-    for (size_t i = 0; i < keys; ++i)
+    for (size_t i = 0; i < entries; ++i)
       for (int k = 0; k < 2; ++k) {
         const bool route = (k == 0) == ((r + static_cast<int>(i)) % 2 == 0);
         auto t = Clock::now();
-        Die((route ? c.Get("bench", names[i], dst) : direct[i]->Get("bench", names[i], dst))
-                .status(),
-            "get");
-        if (r >= 0) (route ? routed : plain).Add(t, bytes);
+        Die(call(i, route, r * 2 + k), route ? "routed call" : "plain call");
+        if (r >= 0) (route ? routed : plain)->Add(t, bytes);
       }
+}
+
+// Routed gets of `bytes`-sized entries against the same gets from the owner's own client.
+void RoutedGets(const Config& cfg, cluster::ClusterCache& c, uint64_t bytes, const char* label) {
+  std::vector<uint8_t> value(bytes, 0x5a), dst(bytes);
+  const TensorMeta meta{DType::kBF16, {static_cast<int64_t>(bytes / 2)}};
+  Entries e = PutEntries(c, label, meta, value);
+  TimedReads routed, plain;
+  Interleave(
+      e.names.size(), cfg.quick ? 5 : 100, bytes,
+      [&](size_t i, bool route, int) {
+        return (route ? c.Get("bench", e.names[i], dst)
+                      : e.direct[i]->Get("bench", e.names[i], dst))
+            .status();
+      },
+      &routed, &plain);
   const std::string w = std::string("cluster_get_") + label;
   plain.Report(w.c_str(), "limit", "the same get from a client of the entry's owner");
   routed.Report(w.c_str(), "ec-store", "ClusterCache::Get: owner computed here, no lookup RPC");
@@ -162,31 +192,18 @@ void RoutedGets(const Config& cfg, cluster::ClusterCache& c, uint64_t bytes, con
 // Routed puts against the same put from the owner's own client: what clearing the key's other
 // places (its older copies, where a read looks) adds to a put.
 void RoutedPuts(const Config& cfg, cluster::ClusterCache& c, uint64_t bytes, const char* label) {
-  const size_t keys = 12;
-  const int rounds = cfg.quick ? 5 : 50;
   std::vector<uint8_t> value(bytes, 0x3c);
   const TensorMeta meta{DType::kBF16, {static_cast<int64_t>(bytes / 2)}};
-  std::vector<std::unique_ptr<net::Client>> direct;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < keys; ++i) {
-    names.push_back(std::string("put-") + label + "-" + std::to_string(i));
-    Die(c.Put("bench", names.back(), meta, value), "put through the cluster");  // connected
-    const std::string owner = c.Owners("bench", names.back(), 1)[0];
-    for (const auto& n : c.Nodes())
-      if (n.id == owner) direct.push_back(Must(net::Client::Connect("tcp://" + n.tcp), "connect"));
-  }
+  Entries e = PutEntries(c, std::string("put-") + label, meta, value);
   TimedReads routed, plain;
-  for (int r = -1; r < rounds; ++r)
-    for (size_t i = 0; i < keys; ++i)
-      for (int k = 0; k < 2; ++k) {
-        const bool route = (k == 0) == ((r + static_cast<int>(i)) % 2 == 0);
-        value[0] = static_cast<uint8_t>(r + k);  // a replacing put: new bytes each time
-        auto t = Clock::now();
-        Die(route ? c.Put("bench", names[i], meta, value)
-                  : direct[i]->Put("bench", names[i], meta, value),
-            "put");
-        if (r >= 0) (route ? routed : plain).Add(t, bytes);
-      }
+  Interleave(
+      e.names.size(), cfg.quick ? 5 : 50, bytes,
+      [&](size_t i, bool route, int n) {
+        value[0] = static_cast<uint8_t>(n);  // a replacing put: new bytes each time
+        return route ? c.Put("bench", e.names[i], meta, value)
+                     : e.direct[i]->Put("bench", e.names[i], meta, value);
+      },
+      &routed, &plain);
   const std::string w = std::string("cluster_put_") + label;
   plain.Report(w.c_str(), "limit", "the same put from a client of the entry's owner");
   routed.Report(w.c_str(), "ec-store",

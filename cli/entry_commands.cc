@@ -435,7 +435,19 @@ int StatsCommand(const Globals& g) {
   StoreStats s = Check(t.cluster() ? t.cluster()->Stats(&missing) : t.cache().Stats());
   const std::string transport = t.cache().transport();
   json extra = json::object();
-  if (t.cluster()) extra["partial"] = !missing.empty(), extra["not_answering"] = missing;
+  if (t.cluster()) {
+    // Each node counts its own copies: a key with replicas is one entry in several copies.
+    std::set<std::pair<std::string, std::string>> distinct;
+    Check(t.cluster()->ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+      for (EntryInfo& e : page) distinct.emplace(std::move(e.ns), std::move(e.key));
+      return true;
+    }));
+    extra["partial"] = !missing.empty(), extra["not_answering"] = missing;
+    extra["cluster"] = {{"entries", distinct.size()}, {"copies", s.keydir_entries}};
+    if (!g.json)
+      std::printf("cluster: %zu entries in %llu copies\n", distinct.size(),
+                  static_cast<unsigned long long>(s.keydir_entries));
+  }
   t.Close();
   PrintStats(s, transport, g.json, JsonIndent(g), extra.dump());
   if (missing.empty()) return 0;

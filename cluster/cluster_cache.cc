@@ -508,7 +508,8 @@ std::vector<std::string> ClusterCache::Owners(std::string_view ns, std::string_v
                                               size_t n) const {
   auto v = Snapshot();
   std::vector<std::string> out;
-  for (size_t i : v->layout.ring.Choices(ns, key, n)) out.push_back(v->nodes[i]->info().id);
+  for (size_t i : CopyOrder(v->layout.ring, v->layout.hosts, ns, key, n))
+    out.push_back(v->nodes[i]->info().id);
   return out;
 }
 

@@ -148,7 +148,7 @@ class ClusterCache : public Cache {
   // Each member, and how this client reaches it ("shm", "tcp", "rdma"; "" before the first
   // call to it). Waits for a call in progress on each node.
   std::vector<std::pair<NodeInfo, std::string>> Connections() const;
-  // The ids of the key's first n choices, best first (its owner, then where it goes next).
+  // The ids of the key's first n places, best first (its owner, then where it goes next).
   std::vector<std::string> Owners(std::string_view ns, std::string_view key, size_t n) const;
   ClusterCounters counters() const;
 

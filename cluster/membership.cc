@@ -101,7 +101,9 @@ Layout Layout::Of(const std::vector<NodeInfo>& members_by_id) {
   std::vector<Member> ring;
   for (const NodeInfo& m : members_by_id) {
     ring.push_back({m.id, m.capacity ? static_cast<double>(m.capacity) : 1.0});
-    l.hosts.push_back(!m.host.empty() ? m.host : m.tcp.substr(0, m.tcp.rfind(':')));
+    // Replicas spread by the address clients reach the node at -- checked by the node at
+    // start (serve --advertise), unlike the host name it reports.
+    l.hosts.push_back(m.tcp.substr(0, m.tcp.rfind(':')));
     l.keep = l.keep ? std::min<size_t>(l.keep, m.keep) : m.keep;
   }
   l.ring = Ring(std::move(ring));

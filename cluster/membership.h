@@ -52,9 +52,10 @@ struct NodeInfo {
                                      const std::string& value);
 };
 
-// Where a member list puts keys: its ring (by capacity), each member's host (for replicas on
-// distinct hosts) and how deep its members keep a key (the least `keep`). Every client and
-// node builds the same one from the same members.
+// Where a member list puts keys: its ring (by capacity), each member's host -- the host of
+// the address it serves at, which it checked at start -- for replicas on distinct hosts, and
+// how deep its members keep a key (the least `keep`). Every client and node builds the same
+// one from the same members.
 struct Layout {
   Ring ring{{}};
   std::vector<std::string> hosts;  // hosts[i] is ring.members()[i]'s

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Cluster membership end to end against a real etcd on loopback: daemons started with
 # --cluster register under their cluster's name, a clean stop leaves at once, a SIGKILLed
-# node leaves when its lease lapses, a restart with the same directory keeps its id, and two
-# cluster names on one etcd never see each other's nodes.
+# node leaves when its lease lapses, a restart with the same directory keeps its id, two
+# cluster names on one etcd never see each other's nodes, a key with replicas is one entry
+# to the CLI (stats: entries and copies apart), and a stats sum missing a node says so.
 # Usage: tests/cluster_test.sh path/to/ec-store   (exit 77: skipped, etcd not installed)
 set -euo pipefail
 EC=$(realpath "$1")
@@ -70,11 +71,14 @@ head -c 4096 /dev/urandom >v.bin
 "$EC" --cluster "$E/c1" --replicas 2 put k1 v.bin --dtype U8 --shape 1,4096 >/dev/null
 check "a key with two replicas is got without --namespace" \
   bash -c "\"$EC\" --cluster $E/c1 get k1 -o got.bin && cmp -s v.bin got.bin"
+"$EC" --cluster "$E/c1" --json stats >stats.json
+check "stats through the cluster says it is whole, entries and copies apart" \
+  python3 -c 'import json; j=json.load(open("stats.json")); assert j["partial"] is False and j["cluster"] == {"entries": 1, "copies": 2}, j'
 check "and evicted without --namespace" \
   bash -c "\"$EC\" --cluster $E/c1 evict k1 | grep -q 'evicted 1 entries'"
 "$EC" --cluster "$E/c1" --json stats >stats.json
-check "stats through the cluster says it is whole" \
-  python3 -c 'import json; j=json.load(open("stats.json")); assert j["partial"] is False'
+check "and then it is no entry in no copies" \
+  python3 -c 'import json; j=json.load(open("stats.json")); assert j["cluster"] == {"entries": 0, "copies": 0}, j'
 kill -STOP $C
 rc=0
 "$EC" --cluster "$E/c1" --timeout 1s --json stats >stats.json 2>stats.err || rc=$?

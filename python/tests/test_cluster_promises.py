@@ -3,6 +3,7 @@ a put is acknowledged, no client reads an erased entry or bytes older than that 
 through SIGKILL, SIGSTOP, clean stops, restarts with the same directory, joins and leaves.
 An operation that cannot keep it fails instead (nothing acknowledged). Membership cannot be
 taken over by accident: a live node's id is refused, a deleted record comes back."""
+import contextlib
 import os
 import shutil
 import signal
@@ -47,6 +48,24 @@ def _members(c):
     return sorted(n["id"] for n in c.cluster()["nodes"])
 
 
+def _three(etcd, owner=None, **kw):
+    """A client that sees the three nodes, N keys put at version 1, and those `owner` owns."""
+    c = _client(etcd, **kw)
+    assert _wait(lambda: len(_members(c)) == 3)
+    keys = [f"img-{i}" for i in range(N)]
+    _put_all(c, keys, 1)
+    return c, keys, [k for k in keys if owner and c.owners("n", k)[0] == owner]
+
+
+@contextlib.contextmanager
+def _hung(cluster, node):
+    os.kill(cluster.procs[node].pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(cluster.procs[node].pid, signal.SIGCONT)
+
+
 def _stop(cluster, node, how):
     p = cluster.procs[node]
     if how == "term":
@@ -58,10 +77,7 @@ def _stop(cluster, node, how):
 
 @pytest.mark.parametrize("how", ["term", "kill"])
 def test_an_acknowledged_erase_stays_done_when_a_replica_comes_back(cluster, etcd, how):
-    c = _client(etcd, replicas=2)
-    assert _wait(lambda: len(_members(c)) == 3)
-    keys = [f"img-{i}" for i in range(N)]
-    _put_all(c, keys, 1)
+    c, keys, _ = _three(etcd, replicas=2)
     _stop(cluster, "node-b", how)
     if how == "kill":
         # Still in the ring (its lease lives): an erase cannot reach every place of the key,
@@ -78,18 +94,10 @@ def test_an_acknowledged_erase_stays_done_when_a_replica_comes_back(cluster, etc
 
 
 def test_an_erase_while_the_owner_is_hung_fails_and_a_later_one_stays_done(cluster, etcd):
-    c = _client(etcd, timeout=1.0)
-    assert _wait(lambda: len(_members(c)) == 3)
-    keys = [f"img-{i}" for i in range(N)]
-    _put_all(c, keys, 1)
-    hung = "node-a"
-    mine = [k for k in keys if c.owners("n", k)[0] == hung]
-    os.kill(cluster.procs[hung].pid, signal.SIGSTOP)
-    try:
+    c, keys, mine = _three(etcd, "node-a", timeout=1.0)
+    with _hung(cluster, "node-a"):
         with pytest.raises(ecstore.errors.Unavailable, match="not done"):
             c.erase("n", mine[0])
-    finally:
-        os.kill(cluster.procs[hung].pid, signal.SIGCONT)
     # Not acknowledged: the entry may still be read. Once an erase is, it stays done.
     assert _wait(lambda: _try_erase(c, mine), 10)
     time.sleep(TTL)  # past a lease's length: nothing brings them back
@@ -105,12 +113,8 @@ def _try_erase(c, keys):
 
 
 def test_a_replacing_put_while_the_owner_is_away_is_never_undone_by_its_return(cluster, etcd):
-    c = _client(etcd, timeout=1.0)
-    assert _wait(lambda: len(_members(c)) == 3)
-    keys = [f"img-{i}" for i in range(N)]
-    _put_all(c, keys, 1)
     away = "node-c"
-    mine = [k for k in keys if c.owners("n", k)[0] == away]
+    c, keys, mine = _three(etcd, away, timeout=1.0)
     assert mine
     _stop(cluster, away, "term")
     assert _wait(lambda: away not in _members(c))
@@ -124,18 +128,10 @@ def test_a_replacing_put_while_the_owner_is_away_is_never_undone_by_its_return(c
 
 
 def test_a_put_while_the_owner_is_hung_is_not_acknowledged_and_never_shadowed(cluster, etcd):
-    c = _client(etcd, timeout=1.0)
-    assert _wait(lambda: len(_members(c)) == 3)
-    keys = [f"img-{i}" for i in range(N)]
-    _put_all(c, keys, 1)
-    hung = "node-a"
-    mine = [k for k in keys if c.owners("n", k)[0] == hung]
-    os.kill(cluster.procs[hung].pid, signal.SIGSTOP)
-    try:
+    c, keys, mine = _three(etcd, "node-a", timeout=1.0)
+    with _hung(cluster, "node-a"):
         with pytest.raises(ecstore.errors.Unavailable, match="not acknowledged"):
             c.put("n", mine[0], _v(keys.index(mine[0]), 2), dtype="U8", shape=[640])
-    finally:
-        os.kill(cluster.procs[hung].pid, signal.SIGCONT)
     # Version 2 was not acknowledged: either may be read (once node-a answers again). Put
     # again, it is the only one.
     i = keys.index(mine[0])
@@ -188,10 +184,7 @@ def test_a_second_node_with_a_live_id_is_refused_naming_the_first(cluster, etcd,
 
 
 def test_a_node_whose_record_is_deleted_joins_again_without_what_it_held(cluster, etcd):
-    c = _client(etcd)
-    assert _wait(lambda: len(_members(c)) == 3)
-    keys = [f"img-{i}" for i in range(N)]
-    _put_all(c, keys, 1)
+    c, keys, _ = _three(etcd)
     node = {n["id"]: n for n in c.cluster()["nodes"]}["node-b"]
     direct = ecstore.connect("tcp://" + node["tcp"])
     assert len(direct.list("n")) > 0
@@ -215,8 +208,7 @@ def test_a_hung_owner_on_this_host_costs_one_deadline_at_first_contact(cluster, 
     probe = _client(etcd)
     assert _wait(lambda: len(_members(probe)) == 3)
     key = next(f"k{i}" for i in range(100) if probe.owners("n", f"k{i}")[0] == "node-a")
-    os.kill(cluster.procs["node-a"].pid, signal.SIGSTOP)
-    try:
+    with _hung(cluster, "node-a"):
         for call, deadline in (("get", 1.0), ("claim", 2.0)):
             c = _client(etcd, timeout=deadline)  # no connection to node-a yet
             t0 = time.monotonic()
@@ -227,8 +219,6 @@ def test_a_hung_owner_on_this_host_costs_one_deadline_at_first_contact(cluster, 
                 c.claim("n", key, ttl=5.0)
             took = time.monotonic() - t0
             assert took < deadline * 1.5, (call, took)  # one deadline, not unix then TCP
-    finally:
-        os.kill(cluster.procs["node-a"].pid, signal.SIGCONT)
 
 
 def _cv(k: int, seq: int) -> np.ndarray:
@@ -246,11 +236,9 @@ class _Faults:
         node = self.rng.choice(["node-a", "node-b", "node-c"])
         kind = self.rng.choice(["kill", "stop", "term", "join"])
         self.log.append((kind, node))
-        p = self.cluster.procs[node]
         if kind == "stop":
-            os.kill(p.pid, signal.SIGSTOP)
-            time.sleep(self.rng.uniform(0.3, 2.0 * TTL))
-            os.kill(p.pid, signal.SIGCONT)
+            with _hung(self.cluster, node):
+                time.sleep(self.rng.uniform(0.3, 2.0 * TTL))
         elif kind in ("kill", "term"):
             _stop(self.cluster, node, kind)
             time.sleep(self.rng.uniform(0.2, 2.0 * TTL))
