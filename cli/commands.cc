@@ -21,6 +21,7 @@
 #include "cli/output.h"
 #include "cli/serve.h"
 #include "cluster/etcd.h"
+#include "net/socket.h"
 
 namespace ecstore::cli {
 namespace {
@@ -141,6 +142,25 @@ const CLI::Validator kDuration(
     },
     "DURATION");
 
+// --server: HOST:PORT, tcp://HOST:PORT or unix:/path/serve.sock, checked before any
+// connection (a scheme ec-store does not speak, e.g. http://, is named).
+const CLI::Validator kServer(
+    [](const std::string& v) -> std::string {
+      const char* forms = " (give HOST:PORT, tcp://HOST:PORT or unix:/path/serve.sock)";
+      if (v.rfind("unix:", 0) == 0)
+        return v.size() > 5 ? "" : std::string("unix: names no socket") + forms;
+      std::string rest = v;
+      if (const size_t scheme = v.find("://"); scheme != std::string::npos) {
+        if (v.compare(0, scheme, "tcp") != 0)
+          return "'" + v.substr(0, scheme + 3) + "' is not a scheme ec-store speaks: drop it" +
+                 forms;
+        rest = v.substr(scheme + 3);
+      }
+      auto hp = net::ParseHostPort(rest);
+      return hp.ok() ? "" : hp.status().message() + forms;
+    },
+    "HOST:PORT");
+
 void AddGlobals(CLI::App& app, Globals& g) {
   app.add_option("--dir", g.dir, "store directory")->capture_default_str();
   app.add_flag("--json", g.json, "machine-readable output: one JSON object per line");
@@ -181,7 +201,9 @@ void AddGlobals(CLI::App& app, Globals& g) {
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   app.add_option("--server", g.server,
-                 "talk to a running `ec-store serve` at HOST:PORT instead of opening --dir");
+                 "talk to a running `ec-store serve` at HOST:PORT (or tcp://HOST:PORT, "
+                 "unix:/path/serve.sock) instead of opening --dir")
+      ->check(kServer);
   app.add_option("--timeout", g.timeout, "a client's bound on each reply from --server")
       ->check(kDuration)
       ->capture_default_str();
@@ -313,8 +335,14 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
                    "close connections idle this long, holding no lease (0 = never)")
       ->check(kDuration)
       ->capture_default_str();
+  // A frame's bound below a scheduler's hiccup on a busy host refuses every client.
+  const auto io_bound = [](const std::string& v) -> std::string {
+    auto d = ParseDuration(v);
+    if (!d.ok()) return d.status().message();
+    return *d >= 100'000 ? "" : "must be at least 100ms (e.g. 30s): below it clients are refused";
+  };
   serve->add_option("--io-timeout", a.io_timeout, "bound on sending or receiving one frame")
-      ->check(CLI::Validator(positive_duration, "DURATION>0"))
+      ->check(CLI::Validator(io_bound, "DURATION>=100ms"))
       ->capture_default_str();
   AddServeClusterOptions(serve, a);
   serve->add_option("--log-format", a.log_format, "text, or json: one object per log line")

@@ -100,6 +100,10 @@ expect_usage "bad size '4GB2'" $EC --dir $T/store --pool-size 4GB2 stats
 expect_usage "unknown size unit in '12X'" $EC $S --disk-quota=12X stats
 expect_usage "bad duration" $EC $S --timeout soon stats
 expect_usage "bad duration" $EC $S evict --older-than 3weeks
+expect_usage "bad port in 'bad:port:x'" $EC --server bad:port:x ls
+expect_usage "'http://' is not a scheme ec-store speaks: drop it" $EC --server http://127.0.0.1:7070 ls
+expect_usage "unix: names no socket" $EC --server unix: ls
+expect_usage "must be at least 100ms" $EC --dir $T/io serve --io-timeout 1ms --listen 127.0.0.1:0
 expect_error "give --dtype and --shape" $EC $S put img-c b.raw
 expect_error "unknown dtype" $EC $S put img-c b.raw --dtype bf17 --shape 324,1024
 expect_error "describes" $EC $S put img-c b.raw --dtype bf16 --shape 324,1000
@@ -282,7 +286,7 @@ PY
 $EC --dir "$T/row" get row-a -o row.raw >/dev/null 2>row.err
 check "get after a wrong index row writes the record's bytes, no tail" cmp <(tensor_bytes a.safetensors) row.raw
 # operator input that would start a daemon refusing every client, or hang it: refused at start
-expect_error "at least 1ms" $EC --dir "$T/bad" serve --io-timeout 0
+expect_error "at least 100ms" $EC --dir "$T/bad" serve --io-timeout 0
 expect_error "at least 1ms" $EC --dir "$T/bad" serve --lease-ttl 0s
 expect_error "not in range" $EC --dir "$T/bad" serve --max-connections 0
 mkfifo cfg.fifo
