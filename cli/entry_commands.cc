@@ -480,7 +480,7 @@ int EvictCommand(const Globals& g, const EvictArgs& a) {
         "evicted %llu entries (%s)%s\n", (unsigned long long)n, HumanBytes(bytes).c_str(),
         missing.empty() ? "" : (", " + std::to_string(missing.size()) + " not found").c_str());
   for (const std::string& k : missing) std::fprintf(stderr, "ec-store: not found: %s\n", k.c_str());
-  return 0;
+  return missing.empty() ? 0 : 1;  // the others are evicted; a named key that was not there
 }
 
 // Loads DIR/<key>/encoder_cache.safetensors files. A bad entry (a file that does not parse,

@@ -141,8 +141,8 @@ check "stats table: keydir" bash -c "$EC $S stats | grep -q '14 entries, 14 of t
 # evict
 $EC $S evict e1 e2 >/dev/null
 check "evict KEY..." test "$($EC $S --json stats | jget disk.entries)" = 12
-check "evict of a missing key removes nothing and says so" \
-  bash -c "$EC $S evict e1 e3 2>ev.err | grep -q 'evicted 1 entries.*1 not found' && grep -q 'not found: e1' ev.err"
+check "evict of a missing key removes the rest, says so and exits 1" \
+  bash -c "! $EC $S evict e1 e3 >ev.out 2>ev.err; grep -q 'evicted 1 entries.*1 not found' ev.out && grep -q 'not found: e1' ev.err && ! $EC $S inspect e3 2>/dev/null"
 expect_error "say what to evict" $EC $S evict
 $EC $S evict --to-bytes 40MiB >/dev/null
 check "evict --to-bytes" test "$($EC $S --json stats | jget disk.bytes)" -le $((40 * 1048576))
