@@ -190,19 +190,28 @@ class Cache:
         outs = [None if i is None else _tensors.empty(i.dtype, list(i.shape), like)
                 for i in infos]
         present = [(k, o) for k, o in zip(keys, outs) if o is not None]
-        got = self._c.get_many(ns, [k for k, _ in present],
-                               [_tensors.flat_bytes(o) for _, o in present])
+        try:
+            got = self._c.get_many(ns, [k for k, _ in present],
+                                   [_tensors.flat_bytes(o) for _, o in present])
+        except InvalidArgument:
+            # An entry replaced by a larger one since the lookup no longer fits its buffer
+            # (the batch fails as a whole): each key is read on its own, sized as it is now;
+            # a key that is itself invalid raises here too.
+            return [self._get_or_none(ns, k, like) for k in keys]
         result, it = [], iter(got)
         for k, i, o in zip(keys, infos, outs):
             g = None if o is None else next(it)
             if g is not None and not _same_layout(g, i):
                 # Replaced by an entry of another size since the lookup: read on its own.
-                try:
-                    o = self.get(ns, k, like=like)
-                except NotFound:
-                    o = None
+                o = self._get_or_none(ns, k, like)
             result.append(None if g is None else o)
         return result
+
+    def _get_or_none(self, ns: str, key: str, like: str) -> Any:
+        try:
+            return self.get(ns, key, like=like)
+        except NotFound:
+            return None
 
     def acquire(self, ns: str, key: str) -> Lease:
         """The entry under a lease, read in place (embedded and same-host shared memory)

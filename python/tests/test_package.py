@@ -441,6 +441,23 @@ def test_a_get_sized_before_a_smaller_re_put_returns_the_new_entry(cache):
         cache._c = core
 
 
+def test_a_get_many_sized_before_a_larger_re_put_returns_the_new_entries(cache):
+    small, big = torch.randn(10, 64), torch.randn(100, 64)
+    for k in ("k", "j"):
+        cache.put("ns", k, small)
+    stale = {"k": cache.lookup("ns", "k"), "j": cache.lookup("ns", "j")}
+    cache.put("ns", "k", big)  # replaced by a larger entry after the "lookup"
+    core = cache._c
+    cache._c = _StaleLookups(core, stale)
+    try:
+        many = cache.get_many("ns", ["k", "absent", "j"])
+        assert many[1] is None
+        assert many[0].shape == big.shape and torch.equal(many[0], big)
+        assert torch.equal(many[2], small)
+    finally:
+        cache._c = core
+
+
 _VIEW_OUTLIVES = {
     "closed": "r = c.reserve('ns', 'k', 'U8', [1 << 20]); v = r.view(); v[:] = 3; r.commit(); "
               "c.close(); assert v[0] == 3 and v[-1] == 3",
