@@ -230,7 +230,9 @@ class Cache:
         sizes[i][j] (addresses, e.g. a CPU tensor's data_ptr(), and byte counts) are entry
         i's pieces in order, which must hold exactly its bytes. One batch; an entry in one
         piece is read straight into it. Result i: (ok, absent, why) -- one key's failure
-        raises nothing and costs only that key."""
+        raises nothing and costs only that key. The addresses are taken as given: a null one
+        (or one whose piece wraps around) raises InvalidArgument before anything is read;
+        any other must be memory this process owns, of at least its size."""
         return self._c.get_into_parts(ns, list(keys), [list(p) for p in ptrs],
                                       [list(s) for s in sizes])
 

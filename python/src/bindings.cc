@@ -148,8 +148,15 @@ class PyCache {
         Check(Status::InvalidArgument("key " + keys[i] + " has " + std::to_string(ptrs[i].size()) +
                                       " pointers but " + std::to_string(sizes[i].size()) +
                                       " sizes"));
-      for (size_t j = 0; j < ptrs[i].size(); ++j)
+      for (size_t j = 0; j < ptrs[i].size(); ++j) {
+        // Raw addresses by design (a tensor's data_ptr()); what can be checked is.
+        if (ptrs[i][j] == 0 || ptrs[i][j] + sizes[i][j] < ptrs[i][j])
+          Check(Status::InvalidArgument(
+              "key " + keys[i] + ", piece " + std::to_string(j) +
+              (ptrs[i][j] == 0 ? ": a null address" : ": address + size wraps around") +
+              "; give each piece's data_ptr() and its byte count"));
         parts[i].emplace_back(reinterpret_cast<uint8_t*>(ptrs[i][j]), sizes[i][j]);
+      }
     }
     return parts;
   }

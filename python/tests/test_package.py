@@ -458,6 +458,17 @@ def test_a_get_many_sized_before_a_larger_re_put_returns_the_new_entries(cache):
         cache._c = core
 
 
+def test_parts_with_a_null_or_wrapping_address_are_refused_before_any_copy(cache):
+    buf = np.zeros(64, np.uint8)
+    cache.put("ns", "k", np.arange(64, dtype=np.uint8), dtype="U8", shape=[64])
+    for ptrs, why in (([[0]], "null address"), ([[2 ** 64 - 8]], "wraps around")):
+        for call in (cache.get_into_parts, cache.put_from_parts):
+            with pytest.raises(ecstore.InvalidArgument, match=why):
+                call("ns", ["k"], ptrs, [[64]])
+    assert cache.get_into_parts("ns", ["k"], [[buf.ctypes.data]], [[64]]) == [(True, False, "")]
+    assert bytes(buf) == bytes(range(64))
+
+
 _VIEW_OUTLIVES = {
     "closed": "r = c.reserve('ns', 'k', 'U8', [1 << 20]); v = r.view(); v[:] = 3; r.commit(); "
               "c.close(); assert v[0] == 3 and v[-1] == 3",
