@@ -229,7 +229,7 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
   c.run.emplace_back(put, [&c] { return PutCommand(c.g, c.put); });
 
   auto* get = app.add_subcommand("get", "write an entry to a file");
-  get->add_option("key", c.put.key)->required();
+  get->add_option("key", c.put.key, "entry key (the image's mm_hash)")->required();
   get->add_option("-o,--output", c.get_out,
                   "output file (.safetensors gets a header); - writes raw bytes to stdout")
       ->required();
@@ -238,7 +238,7 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
   c.run.emplace_back(get, [&c] { return GetCommand(c.g, c.find_ns, c.put.key, c.get_out); });
 
   auto* inspect = app.add_subcommand("inspect", "show one entry");
-  inspect->add_option("key", c.put.key)->required();
+  inspect->add_option("key", c.put.key, "entry key (the image's mm_hash)")->required();
   inspect->add_option("-n,--namespace", c.find_ns, find_ns_help);
   c.run.emplace_back(inspect, [&c] { return InspectCommand(c.g, c.find_ns, c.put.key); });
 
@@ -274,12 +274,18 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
   c.run.emplace_back(evict, [&c] { return EvictCommand(c.g, c.evict); });
 
   auto* import = app.add_subcommand("import", "load DIR/<mm_hash>/encoder_cache.safetensors");
-  import->add_option("dir", c.dir_arg)->required()->check(CLI::ExistingDirectory);
-  import->add_option("-n,--namespace", c.put.ns)->capture_default_str();
+  import
+      ->add_option(
+          "dir", c.dir_arg,
+          "a directory vLLM's ECExampleConnector wrote (<mm_hash>/encoder_cache.safetensors)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  import->add_option("-n,--namespace", c.put.ns, "the namespace to load into")
+      ->capture_default_str();
   c.run.emplace_back(import, [&c] { return ImportCommand(c.g, c.dir_arg, c.put.ns); });
   auto* exportc =
       app.add_subcommand("export", "write entries as DIR/<mm_hash>/encoder_cache.safetensors");
-  exportc->add_option("dir", c.dir_arg)->required();
+  exportc->add_option("dir", c.dir_arg, "where to write (made if absent)")->required();
   exportc->add_option("-n,--namespace", c.ls.ns, "only this namespace");
   c.run.emplace_back(exportc, [&c] { return ExportCommand(c.g, c.dir_arg, c.ls.ns); });
 }
@@ -452,6 +458,30 @@ std::string Misspelt(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
+// A wrong command line: one `ec-store: error:` line on stderr naming what was wrong and the
+// help to read, and the same as {"error": {"code": "Usage", ...}} on stdout under --json
+// (which the failed parse may not have set). Exit 2.
+int UsageError(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  std::string msg = Misspelt(app, argc, argv);
+  bool json = false;
+  for (int i = 1; i < argc; ++i) json |= std::string(argv[i]) == "--json";
+  if (msg.empty()) {
+    std::string command;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App* s) { return s->parsed(); }))
+      command = sub->get_name();
+    msg = e.what();
+    for (char& ch : msg)
+      if (ch == '\n') ch = ' ';
+    msg = (command.empty() ? "" : command + ": ") + msg + "; see ec-store " +
+          (command.empty() ? "" : command + " ") + "--help";
+  }
+  std::fprintf(stderr, "ec-store: error: %s\n", msg.c_str());
+  if (json)
+    std::cout << json::object({{"error", {{"code", "Usage"}, {"message", msg}}}}).dump()
+              << std::endl;
+  return 2;
+}
+
 // The whole command line's definition, on `app`, its values landing in `c`.
 void Define(CLI::App& app, Commands& c, std::string* shell) {
   app.require_subcommand(1);
@@ -523,10 +553,7 @@ int Run(int argc, char** argv) {
     Parse(app, c, argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::string misspelt = Misspelt(app, argc, argv);
-    if (misspelt.empty()) return app.exit(e) == 0 ? 0 : 2;
-    std::fprintf(stderr, "ec-store: error: %s\n", misspelt.c_str());
-    return 2;
+    return UsageError(app, e, argc, argv);
   }
   if (c.g.log_level_given) spdlog::set_level(spdlog::level::from_str(c.g.log_level));
   try {

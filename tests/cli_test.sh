@@ -25,7 +25,7 @@ expect_usage() {
   local want=$1; shift
   local rc=0
   "$@" >out.txt 2>err.txt || rc=$?
-  if [ "$rc" -eq 2 ] && grep -q -- "$want" err.txt && [ "$(wc -l <err.txt)" -le 2 ]; then
+  if [ "$rc" -eq 2 ] && grep -q -- "$want" err.txt && [ "$(wc -l <err.txt)" -eq 1 ]; then
     ok "usage error (2): $* ($want)"
   else bad "usage error for $* (exit $rc, want 2 and '$want'): $(cat err.txt)"; fi
 }
@@ -96,6 +96,12 @@ expect_usage "did you mean 'ls'" $EC --json lss
 $EC --json --pool-size 4Gi --dir "$T/flagged" ls >out.txt 2>err.txt || true
 check "a flag's next word is not taken for its value" bash -c "! grep -q \"unknown command '4Gi'\" err.txt"
 expect_usage "did you mean 'ls'" $EC --json --pool-size 4GiB --dir st lss
+expect_usage "get: key is required; see ec-store get --help" $EC get
+expect_usage "ls: The following argument was not expected: extra" $EC ls extra
+$EC --json get >out.txt 2>/dev/null || true
+check "a usage error under --json is a JSON error with code Usage" \
+  test "$($PY -c 'import json,sys; print(json.load(open("out.txt"))["error"]["code"])')" = Usage
+check "positionals say what they are" bash -c "$EC get --help | grep -q 'key TEXT REQUIRED *entry key'"
 expect_usage "bad size '4GB2'" $EC --dir $T/store --pool-size 4GB2 stats
 expect_usage "unknown size unit in '12X'" $EC $S --disk-quota=12X stats
 expect_usage "bad duration" $EC $S --timeout soon stats
