@@ -1,5 +1,6 @@
 #include "net/protocol.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ecstore::net {
@@ -347,6 +348,13 @@ Result<std::string_view> JsonReplyText(const std::string& body) {
   uint32_t n;
   if (!r.U32(&n) || n != r.remaining()) return Status::Unavailable("malformed JSON reply");
   return std::string_view(reinterpret_cast<const char*>(r.position()), n);
+}
+
+bool SameToken(const std::string& given, const std::string& secret) {
+  unsigned char diff = given.size() == secret.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i] ^ secret[i % std::max<size_t>(secret.size(), 1)]);
+  return diff == 0;
 }
 
 }  // namespace ecstore::net

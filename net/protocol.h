@@ -233,4 +233,8 @@ Status ParseErrorBody(BodyReader* r);
 void WriteInfo(BodyWriter* w, const EntryInfo& e);
 bool ReadInfo(BodyReader* r, EntryInfo* e);
 
+// Whether a HELLO's token is the server's, in time that depends on their lengths only:
+// where the first difference lies must not be measurable by a client trying tokens.
+bool SameToken(const std::string& given, const std::string& secret);
+
 }  // namespace ecstore::net

@@ -166,21 +166,39 @@ std::string PutShmBody(const std::string& head, uint64_t offset, uint64_t size, 
 }
 
 namespace {
+// A landing counter once it reaches `want` (or kFailed), or what it holds at `deadline`.
+uint64_t AwaitCounter(const SharedArena& arena, uint64_t counter_at, uint64_t want,
+                      std::chrono::steady_clock::time_point deadline) {
+  const auto* word = reinterpret_cast<const uint64_t*>(arena.bytes().data() + counter_at);
+  uint64_t landed = 0;
+  WaitUntil(
+      [&] {
+        landed = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+        return landed >= want;  // kFailed too
+      },
+      deadline);
+  return landed;
+}
+
+Status AwaitFirstPiece(const ArenaContext& cx, const SharedArena& arena, uint64_t size,
+                       uint64_t counter_at) {
+  const uint64_t want = std::min(size, kLandingPiece);
+  const uint64_t landed =
+      AwaitCounter(arena, counter_at, want, std::chrono::steady_clock::now() + cx.landing_timeout);
+  if (landed == LandingCounter::kFailed) return NotLanded("were given up by the client");
+  if (landed < want) return NotLanded("did not land within the server's io_timeout");
+  return Status::Ok();
+}
+
 // A landing block's bytes into dst, each piece as the client's counter passes it.
 Status CopyAsItLands(const ArenaContext& cx, const SharedArena& arena, uint64_t offset,
                      uint64_t size, uint64_t counter_at, uint8_t* dst) {
-  const auto* word = reinterpret_cast<const uint64_t*>(arena.bytes().data() + counter_at);
   const uint8_t* src = arena.bytes().data() + offset;
   const auto deadline = std::chrono::steady_clock::now() + cx.landing_timeout;
-  uint64_t copied = 0, landed = 0;
+  uint64_t copied = 0;
   while (copied < size) {
-    const uint64_t want = std::min(size, copied + kLandingPiece);
-    WaitUntil(
-        [&] {
-          landed = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-          return landed >= want;  // kFailed too
-        },
-        deadline);
+    uint64_t landed =
+        AwaitCounter(arena, counter_at, std::min(size, copied + kLandingPiece), deadline);
     if (landed == LandingCounter::kFailed) return NotLanded("were given up by the client");
     landed = std::min(landed, size);
     if (landed <= copied) return NotLanded("did not land within the server's io_timeout");
@@ -204,6 +222,9 @@ Status PutFromArena(const ArenaContext& cx, const SharedArena* arena, const KeyR
                   (counter_at < offset + size && counter_at + 8 > offset)))
     return Status::InvalidArgument("PUT_SHM's landing counter at " + std::to_string(counter_at) +
                                    " is not an aligned u64 of the arena outside the block");
+  // A landing block holds no pool space until its first piece has landed: one that never
+  // lands (a stalled or hostile writer) cannot keep other clients' puts out of the pool.
+  if (landing) EC_RETURN_IF_ERROR(AwaitFirstPiece(cx, *arena, size, counter_at));
   auto res = cx.store->Reserve(k.ns, k.key, meta, size);
   if (!res.ok()) return res.status();
   if (landing) {  // dropped uncommitted on an error: nothing stored

@@ -392,6 +392,28 @@ TEST_F(PutArenaTest, ALandingPutThatNeverLandsHoldsUpNoOtherPut) {
   EXPECT_TRUE(store_->Lookup("ns", "never").status().IsNotFound());
 }
 
+// A landing block holds no pool space before its first piece lands: one as large as most of
+// the pool, never landing, leaves room for another client's put (which once waited for
+// space, then failed "pool is full (0 entries, 0 leased)").
+TEST_F(PutArenaTest, ALandingBlockThatNeverLandsHoldsNoPoolSpace) {
+  server_->Stop();
+  StartServer(-1, std::chrono::milliseconds(10000), 1024 * kMiB);
+  auto stuck = Connect();
+  ASSERT_TRUE(stuck);
+  auto r = stuck->ReservePut("ns", "never", U8(200 * kMiB), 200 * kMiB, true);
+  ASSERT_TRUE(r.ok() && r->Landing()) << r.status().ToString();
+  LandingCounter landing = r->Landing();
+  std::thread committer([&] { EXPECT_FALSE(stuck->CommitPut(std::move(r).value()).ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the server is waiting now
+  auto other = Connect("tcp");
+  ASSERT_TRUE(other);
+  auto p = Payload(8, 100 * kMiB);
+  EXPECT_TRUE(other->Put("ns", "room", U8(100 * kMiB), {p.data(), p.size()}).ok());
+  landing.Fail();
+  committer.join();
+  ExpectStored("room", 8, 100 * kMiB);
+}
+
 // Put arenas have a daemon-wide budget: a client whose arena would pass it puts through the
 // socket instead (Put), or is told so (ReservePut); the budget comes back as clients go.
 TEST_F(PutArenaTest, PutArenasTogetherStayWithinTheServersBudget) {

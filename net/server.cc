@@ -56,6 +56,9 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
   auto hp = ParseHostPort(options.listen);
   if (!hp.ok()) return hp.status();
   std::unique_ptr<Server> s(new Server(store, options));
+  // Sockets that never speak get at most a quarter of the slots: the rest stay for clients.
+  s->opt_.max_ungreeted =
+      std::min(options.max_ungreeted, std::max<size_t>(1, options.max_connections / 4));
   bool loopback = false;
   auto fd = Listen(*hp, &s->port_, &loopback);
   if (!fd.ok()) return fd.status();
@@ -334,15 +337,6 @@ void Server::Serve(Conn* c) {
   c->done = true;
 }
 
-// Whether two secrets are equal, in time that depends on their lengths only: where the first
-// difference lies must not be measurable by a client trying tokens.
-static bool SameSecret(const std::string& given, const std::string& secret) {
-  unsigned char diff = given.size() == secret.size() ? 0 : 1;
-  for (size_t i = 0; i < given.size(); ++i)
-    diff |= static_cast<unsigned char>(given[i] ^ secret[i % std::max<size_t>(secret.size(), 1)]);
-  return diff == 0;
-}
-
 // Checks the token and answers HELLO; over the unix socket the pool's (read-only, sealed)
 // memfd goes with the reply. A non-OK return closes the connection.
 Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
@@ -353,7 +347,7 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
     std::lock_guard<std::mutex> l(token_mu_);
     required = token_;
   }
-  if (!r.Str(&token, 4096) || (!required.empty() && !SameSecret(token, required))) {
+  if (!r.Str(&token, 4096) || (!required.empty() && !SameToken(token, required))) {
     SendFrame(fd, Op::kError, h.request_id,
               ErrorBody(Status::InvalidArgument(
                   "wrong or missing token: this server requires the shared secret "

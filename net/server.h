@@ -51,8 +51,9 @@ struct ServerOptions {
   // Clients beyond this many connections are refused with a clear error (each connection
   // has a thread). A connection idle this long, holding no lease, is closed (0 = never).
   size_t max_connections = 1024;
-  // A connection must say HELLO within hello_timeout, and at most max_ungreeted may be
-  // waiting to: sockets that never speak cannot fill the connection limit.
+  // A connection must say HELLO within hello_timeout, and at most max_ungreeted (and a
+  // quarter of max_connections) may be waiting to: sockets that never speak cannot fill the
+  // connection limit.
   std::chrono::milliseconds hello_timeout{5000};
   size_t max_ungreeted = 64;
   // Same-host clients' put arenas together, at most this many bytes (0: the pool's size, at

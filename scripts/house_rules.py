@@ -20,7 +20,6 @@ MAX_FUNCTION_LINES = 80
 
 # path -> lines today. Split these; never raise a number.
 KNOWN_LONG_FILES = {
-    "net/server.cc": 605,
     "python/ecstore/bench.py": 637,
     "net/client.cc": 653,
 }

@@ -1533,6 +1533,38 @@ TEST(Net, ConnectionsThatNeverSayHelloCannotLockClientsOut) {
   EXPECT_TRUE((*c)->Put("ns", "k", U8(100), Span(Payload(1, 100))).ok());
 }
 
+// Silent sockets get a quarter of --max-connections whatever max_ungreeted says: with 32
+// slots, 32 silent sockets once took every one of them.
+TEST(Net, SilentSocketsLeaveMostConnectionSlotsToClients) {
+  testing::TempDir dir;
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000, [](ServerOptions* so) {
+    so->max_connections = 8;  // max_ungreeted stays at its default, 64
+    so->hello_timeout = std::chrono::seconds(30);
+  });
+  std::vector<std::unique_ptr<RawConn>> silent;
+  for (int i = 0; i < 8; ++i) silent.push_back(std::make_unique<RawConn>(server.port()));
+  int refused = 0;  // an error frame at once, then EOF
+  for (auto& s : silent) {
+    timeval tv{0, 500000};
+    setsockopt(s->fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[256];
+    refused += recv(s->fd(), buf, sizeof(buf), 0) > 0;
+  }
+  EXPECT_EQ(refused, 6);  // 2 of 8 slots for sockets that have not said HELLO
+  silent.clear();         // the two held ones go; clients take the remaining slots
+  ClientOptions o = TcpOnly();
+  o.retries = 0;
+  std::vector<std::unique_ptr<Client>> clients;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto c = Client::Connect(server.uri(), o);
+        if (c.ok()) clients.push_back(std::move(c).value());
+        return clients.size() == 8;
+      },
+      std::chrono::seconds(10)));
+  EXPECT_TRUE(clients.back()->Put("ns", "k", U8(100), Span(Payload(1, 100))).ok());
+}
+
 TEST(Net, IdleConnectionsAreClosedAfterTheIdleTimeout) {
   testing::TempDir dir;
   ServerProcess server(dir.path(), "", 16 * kMiB, 0, false, 30000, 30000, [](ServerOptions* so) {
