@@ -13,16 +13,23 @@ install(TARGETS ecstore_base ecstore_cuda ecstore_store ecstore_rdma ecstore_net
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS ec-store RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# The public headers, with the layout their #includes expect.
-install(DIRECTORY base/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/base
-        FILES_MATCHING PATTERN "*.h")
+# The public headers (include/ecstore/) and the library headers they include, with the layout
+# their #includes expect; tests/consumer/run.sh checks this list against the includes.
 install(DIRECTORY include/ecstore/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore
         FILES_MATCHING PATTERN "*.h")
-install(FILES store/cache.h store/cache_parts.h store/buffer_io.h store/store.h store/stats_json.h store/device_load.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
-install(FILES net/client.h net/connection.h net/frame_stream.h net/transport.h net/put_arena.h net/device_put.h net/lease_generation.h net/server.h net/lease_table.h net/prefetcher.h net/claim_table.h net/piece_checker.h net/list_cursor.h net/server_metrics.h net/server_transport.h net/protocol.h net/socket.h
+install(FILES base/copy_pool.h base/entry_record.h base/env.h base/host_port.h base/log.h
+              base/memory_backend.h base/mutex.h base/status.h base/tensor_meta.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/base)
+install(FILES store/buffer_io.h store/cache.h store/cache_parts.h store/device_load.h store/store.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
+install(FILES net/claim_table.h net/client.h net/connection.h net/device_put.h net/frame_stream.h
+              net/lease_generation.h net/lease_table.h net/list_cursor.h net/piece_checker.h
+              net/prefetcher.h net/protocol.h net/put_arena.h net/server.h net/server_metrics.h
+              net/server_transport.h net/socket.h net/transport.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)
 install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)
-install(FILES cluster/cluster_cache.h cluster/etcd.h cluster/member_watch.h cluster/membership.h cluster/node_guard.h cluster/node_link.h cluster/placement.h
+install(FILES cluster/cluster_cache.h cluster/etcd.h cluster/member_watch.h cluster/membership.h
+              cluster/node_link.h cluster/placement.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cluster)
 install(FILES cuda/cuda.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cuda)
 
@@ -39,26 +46,34 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfig.cmake
 
 # Static libraries carry none of their dependencies: a plain `pkg-config --libs ecstore`
 # must name them (Requires), not only --static (Requires.private). Shared ones link their
-# own.
-set(EC_PC_DEPS "liburing liblz4 sqlite3 libxxhash spdlog cpp-httplib")
+# own. cpp-httplib is named as a library, not required: its .pc file's Cflags would hand
+# its build's defines to every consumer, and no public header includes it.
+set(EC_PC_DEPS "liburing liblz4 sqlite3 libxxhash spdlog")
+set(EC_PC_LIBS "")
 if(BUILD_SHARED_LIBS)
   set(EC_PC_REQUIRES "")
   set(EC_PC_REQUIRES_PRIVATE "${EC_PC_DEPS}")
 else()
   set(EC_PC_REQUIRES "${EC_PC_DEPS}")
   set(EC_PC_REQUIRES_PRIVATE "")
+  list(TRANSFORM HTTPLIB_LIBRARIES PREPEND "-l" OUTPUT_VARIABLE EC_PC_LIBS)
+  # The CUDA runtime has no .pc file and lies where the toolkit was installed: a static
+  # build installs its static runtime beside the libraries (it is redistributable), so the
+  # .pc file names no path of the building machine.
+  if(EC_CUDA)
+    install(FILES "${CUDAToolkit_LIBRARY_DIR}/libcudart_static.a"
+            DESTINATION ${CMAKE_INSTALL_LIBDIR} RENAME libecstore_cudart.a)
+    set(EC_PC_LIBS "${EC_PC_LIBS} -lecstore_cudart -ldl -lrt")
+  endif()
 endif()
-# The CUDA runtime has no .pc file: its directory is a variable a consumer can override
-# (pkg-config --define-variable=cudalibdir=DIR), not a path inside Libs.
-set(EC_PC_CUDA_LIBDIR "")
-set(EC_PC_CUDA_LIBS "")
-if(EC_CUDA)
-  set(EC_PC_CUDA_LIBDIR "${CUDAToolkit_LIBRARY_DIR}")
-  set(EC_PC_CUDA_LIBS "-L\${cudalibdir} -lcudart_static -ldl -lrt")
-endif()
+string(REPLACE ";" " " EC_PC_LIBS "${EC_PC_LIBS}")
 # Relocatable: the prefix is found from where the .pc file lies, whatever --prefix was.
 file(RELATIVE_PATH EC_PC_UP /x/${CMAKE_INSTALL_LIBDIR}/pkgconfig /x)
 configure_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/ecstore.pc.in
                ${CMAKE_CURRENT_BINARY_DIR}/ecstore.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ecstore.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The deployment files: the systemd unit and its settings file, as docs/operations.md uses them.
+install(FILES packaging/ec-store.service packaging/ec-store.toml
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/ec-store)

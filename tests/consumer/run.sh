@@ -11,9 +11,24 @@ mkdir -p "$WORK"
 cmake --install "$BUILD" --prefix "$WORK/prefix" >/dev/null
 test -f "$WORK/prefix/include/ecstore/store.h"
 test -x "$WORK/prefix/bin/ec-store"
+test -f "$WORK/prefix/share/ec-store/ec-store.service"
 # The public headers build with the library's own headers alone: no third-party ones.
 if grep -rlE '#include <(nlohmann|spdlog|fmt|CLI|liburing|sqlite3|httplib)' "$WORK/prefix/include"; then
   echo "installed headers include third-party headers (above)" >&2
+  exit 1
+fi
+# Exactly the public headers and the library headers they include: nothing private.
+ROOT=$(cd "$SRC/../.." && pwd)
+want=$(cd "$ROOT" && for h in include/ecstore/*.h; do g++ -std=c++20 -MM -I. -Iinclude "$h"; done |
+  tr ' \\' '\n\n' | grep '\.h$' | sed 's|^include/ecstore/||' | sort -u)
+have=$(cd "$WORK/prefix/include/ecstore" && find . -name '*.h' | sed 's|^\./||' | sort)
+if [ "$want" != "$have" ]; then
+  echo "installed headers differ from the public ones and what they include:" >&2
+  diff <(echo "$want") <(echo "$have") >&2 || true
+  exit 1
+fi
+if grep -E '^Cflags:.* -D|/usr/local|cudalibdir' "$WORK/prefix/lib/pkgconfig/ecstore.pc"; then
+  echo "ecstore.pc hands consumers a define or a path of the building machine (above)" >&2
   exit 1
 fi
 cmake -S "$SRC" -B "$WORK/build" -DCMAKE_PREFIX_PATH="$WORK/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
