@@ -1,7 +1,7 @@
 """ec-store for Python: an encoder-cache store, embedded or through an `ec-store serve` daemon.
 
     import ecstore, torch
-    cache = ecstore.open("/var/cache/ec", pool_size="8GiB")     # or ecstore.connect(...)
+    cache = ecstore.open("/var/cache/ec-store", pool_size="8GiB")     # or ecstore.connect(...)
     cache.put("qwen2.5-vl", mm_hash, torch.randn(400, 3584, dtype=torch.bfloat16))
     t = cache.get("qwen2.5-vl", mm_hash)                        # dtype and shape restored
     with cache.acquire("qwen2.5-vl", mm_hash) as lease:          # zero copy, pinned

@@ -44,7 +44,7 @@ DEFAULTS = {
 _CHOICES = {"transport": ("auto", "tcp", "shm", "rdma")}
 
 FORMS = ("tcp://HOST:PORT (a daemon over TCP), unix:/PATH (a same-host daemon's socket, "
-         "e.g. unix:/var/cache/ec/serve.sock), etcd://HOST:PORT/NAME (a cluster of daemons "
+         "e.g. unix:/var/cache/ec-store/serve.sock), etcd://HOST:PORT/NAME (a cluster of daemons "
          "registered in etcd) or dir:/ABSOLUTE/PATH (a store embedded in this engine process)")
 
 
@@ -103,7 +103,7 @@ def parse_store(spec: object) -> StoreSpec:
     """The store address, in one of the explicit forms; anything else is refused, saying
     which forms there are."""
     text = str(spec or "").strip()
-    example = 'e.g. {"store": "unix:/var/cache/ec/serve.sock"}'
+    example = 'e.g. {"store": "unix:/var/cache/ec-store/serve.sock"}'
     if not text:
         raise ValueError(f'EcStoreConnector needs ec_connector_extra_config["store"]: '
                          f"{FORMS}; {example}")
@@ -118,7 +118,7 @@ def parse_store(spec: object) -> StoreSpec:
         path = text[len("unix:"):]
         if not path.startswith("/"):
             raise ValueError(f"store {text!r}: a unix socket's path must be absolute, "
-                             "e.g. unix:/var/cache/ec/serve.sock")
+                             "e.g. unix:/var/cache/ec-store/serve.sock")
         if os.path.isdir(path):
             sock = os.path.join(path, "serve.sock")
             there = (f"; the daemon serving it listens on unix:{sock}"

@@ -5,7 +5,7 @@ registered with its ``EmbeddingStoreFactory`` as "ecstore" when this module is i
 SGLang's ``EmbeddingCacheController`` creates the backend with no arguments, so the store is
 named by the environment (docs/sglang.md):
 
-    EC_STORE_URL        the daemon or cluster: unix:/run/ec-store/serve.sock,
+    EC_STORE_URL        the daemon or cluster: unix:/var/cache/ec-store/serve.sock,
                         tcp://host:7070 or etcd://host:2379/NAME (required)
     EC_STORE_NAMESPACE  the namespace entries live in (default "sglang"); engines of one
                         model share it, engines of different models must not
@@ -50,7 +50,7 @@ class EcStoreEmbeddingStore(EmbeddingStore):
         if cache is None and not url:
             raise ValueError(
                 "EcStoreEmbeddingStore: set EC_STORE_URL to the ec-store daemon or cluster "
-                "SGLang should use, e.g. unix:/run/ec-store/serve.sock, tcp://HOST:7070 or "
+                "SGLang should use, e.g. unix:/var/cache/ec-store/serve.sock, tcp://HOST:7070 or "
                 "etcd://HOST:2379/NAME (docs/sglang.md)")
         if timeout is None:
             timeout = float(os.environ.get("EC_STORE_TIMEOUT", "1.0"))

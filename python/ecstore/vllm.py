@@ -5,7 +5,7 @@ A drop-in for ECExampleConnector (one safetensors file per entry, never evicted)
     vllm serve Qwen/Qwen2.5-VL-7B-Instruct --ec-transfer-config '{
         "ec_connector": "EcStoreConnector", "ec_connector_module_path": "ecstore.vllm",
         "ec_role": "ec_both",
-        "ec_connector_extra_config": {"store": "unix:/var/cache/ec/serve.sock"}}'
+        "ec_connector_extra_config": {"store": "unix:/var/cache/ec-store/serve.sock"}}'
 
 ec_connector_extra_config: ecstore/config.py lists every key with its default ("store" is
 the only one needed); an unknown key or a value of the wrong kind fails the engine's start

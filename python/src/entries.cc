@@ -6,6 +6,8 @@
 #include <nanobind/stl/vector.h>
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+
 namespace ecstore::py {
 
 using namespace nb::literals;
@@ -126,6 +128,23 @@ void Reservation::commit(bool checksum_when_spilled) {
   Check(slot.Commit(checksum_when_spilled));
 }
 
+// The library's messages name its Options fields; a Python caller sets the same thing
+// through an argument of ecstore.open/connect, or a daemon's flag.
+static std::string WithArgumentNames(std::string msg) {
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"Options::device_pool_bytes", "device_pool_size"},
+      {"Options::pool_bytes", "pool_size"},
+      {"Options::disk_quota_bytes", "disk_quota"},
+      {"the TensorMeta shape/dtype", "the dtype/shape"},
+      {"ServerOptions::rdma_listen", "the daemon's --rdma-listen"},
+      {"ClientOptions::token", "connect(token=...) or EC_STORE_TOKEN"},
+  };
+  for (auto [lib, arg] : kNames)
+    for (size_t at = msg.find(lib); at != std::string::npos; at = msg.find(lib, at + 1))
+      msg.replace(at, std::strlen(lib), arg);
+  return msg;
+}
+
 // Status errors raise the ecstore.errors class of their code, with the status's message.
 void BindErrors() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
@@ -134,7 +153,7 @@ void BindErrors() {
     } catch (const StatusError& e) {
       nb::object errors = nb::module_::import_("ecstore.errors");
       nb::object cls = errors.attr(ecstore::Status::CodeName(e.status.code()));
-      PyErr_SetString(cls.ptr(), e.status.message().c_str());
+      PyErr_SetString(cls.ptr(), WithArgumentNames(e.status.message()).c_str());
     }
   });
 }

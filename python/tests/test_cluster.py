@@ -409,7 +409,7 @@ def test_the_readmes_cluster_section_runs_as_written(etcd, tmp_path):
     block = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
     port = _port()
     script = (block.replace("etcd://10.0.0.2:2379", f"etcd://127.0.0.1:{etcd.client}")
-              .replace("/var/cache/ec", str(tmp_path / "ec"))
+              .replace("/var/cache/ec-store", str(tmp_path / "ec"))
               .replace("0.0.0.0:7070", f"127.0.0.1:{port}")
               .replace("10.0.0.5:7070", f"127.0.0.1:{port}")
               .replace("ec-store ", f"{_ec_store_bin()} "))

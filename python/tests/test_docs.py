@@ -39,7 +39,7 @@ def test_the_readmes_quick_start_runs_as_written(tmp_path):
     where = str(tmp_path / "ec")
 
     def adapt(code):
-        return (code.replace("/var/cache/ec", where).replace("8GiB", "64MiB")
+        return (code.replace("/var/cache/ec-store", where).replace("8GiB", "64MiB")
                 .replace("127.0.0.1:7070", f"127.0.0.1:{port}")
                 .replace("serve &", f"serve --listen 127.0.0.1:{port} &"))
 
@@ -72,7 +72,7 @@ def _the_vllm_flag_resolves_and_hits(block, store):
     from vllm.distributed.ec_transfer.ec_connector.factory import ECConnectorFactory
 
     flag = json.loads(re.search(r"--ec-transfer-config '(.*)'", block, re.S).group(1))
-    assert flag["ec_connector_extra_config"]["store"] == "unix:/var/cache/ec/serve.sock"
+    assert flag["ec_connector_extra_config"]["store"] == "unix:/var/cache/ec-store/serve.sock"
     flag["ec_connector_extra_config"]["store"] = store
     ec = ECTransferConfig(**flag)
     cls = ECConnectorFactory.get_connector_class(ec)
@@ -142,7 +142,7 @@ def test_the_operations_pages_daemon_block_runs_as_written(tmp_path):
     block = re.findall(r"```sh\n(\$ ec-store serve .*?)```", page, re.S)[0]
     port, metrics = free_port(), free_port()
     (tmp_path / "token").write_text("s3cret\n")
-    text = (block.replace("/var/cache/ec", str(tmp_path / "ec"))
+    text = (block.replace("/var/cache/ec-store", str(tmp_path / "ec"))
             .replace("10.0.0.5:7070", f"127.0.0.1:{port}")
             .replace("/etc/ec.token", str(tmp_path / "token"))
             .replace("9464", str(metrics)))

@@ -576,3 +576,11 @@ def test_sizes_parse_as_the_cli_parses_them():
     for bad in ("4 GiB", "1e3MiB", "0x10", "-1", "4GiBs", "", True):
         with pytest.raises(ecstore.InvalidArgument):
             ecstore.parse_size(bad)
+
+
+def test_errors_name_the_python_argument_not_a_library_field(tmp_path):
+    """The library's messages say Options::pool_bytes; a Python caller sets pool_size."""
+    with ecstore.open(str(tmp_path / "s"), pool_size="1MiB") as c:
+        with pytest.raises(ecstore.NoSpace) as e:
+            c.put("ns", "k", np.zeros(4 << 20, np.uint8))
+    assert "raise pool_size" in str(e.value) and "Options::" not in str(e.value), e.value

@@ -6,6 +6,7 @@ EcStoreConnector), plus what only a pinning connector can promise; and vLLM's wo
 wrapper (ActiveECConnector) driving the real EcStoreConnector.
 """
 
+import logging
 import re
 from types import SimpleNamespace
 from unittest.mock import Mock, patch
@@ -245,10 +246,19 @@ def test_request_finished_reports_where_the_items_live(tmp_path):
     e.close()
 
 
-def test_an_unreachable_store_is_refused_at_startup():
-    conf = make_config("ecstore", "tcp://127.0.0.1:1", False, True)
+def test_an_unreachable_store_is_refused_at_startup_only_without_fail_open(caplog):
+    conf = make_config("ecstore", "tcp://127.0.0.1:1", False, True, {"fail_open": False})
     with pytest.raises(ecstore.Unavailable):
         EcStoreConnector(conf, ECConnectorRole.SCHEDULER)
+    # fail_open (the default): it starts, says so, and its items are misses meanwhile
+    conf = make_config("ecstore", "tcp://127.0.0.1:1", False, True)
+    with caplog.at_level(logging.WARNING):
+        c = EcStoreConnector(conf, ECConnectorRole.SCHEDULER)
+    assert "items are misses until it answers" in caplog.text
+    assert not c.has_cache_item("x")
+    with pytest.raises(ecstore.Unavailable):
+        c.cache.contains(c.namespace, "x")
+    c.shutdown()
 
 
 def test_default_namespace_separates_models():

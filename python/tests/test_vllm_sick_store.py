@@ -163,3 +163,38 @@ def test_a_slowed_daemon_costs_misses_never_a_scheduler_stall(daemon):
     finally:
         sched.shutdown()
         proxy.close()
+
+
+def test_an_engine_started_before_its_daemon_misses_until_it_answers(tmp_path):
+    """fail_open (the default): an engine unit up before ec-store.service builds its
+    connectors, sees misses, and hits once the daemon answers -- no restart."""
+    directory = tmp_path / "d"
+    addr = f"unix:{directory / 'serve.sock'}"
+    extra = {"lookup_budget_ms": 1000, "timeout_ms": 2000, "retries": 0}
+    producer = EcStoreConnector(make_config("ecstore", addr, True, False, extra),
+                                ECConnectorRole.WORKER)
+    sched = EcStoreConnector(make_config("ecstore", addr, False, True, extra),
+                             ECConnectorRole.SCHEDULER)
+    proc = None
+    try:
+        longest, hit = schedule(sched, "before", ["a"])
+        assert not hit and longest < BOUND_S
+        with pytest.raises(ecstore.Unavailable):
+            ecstore.connect(addr)  # nothing there yet: the connector made no connection
+        proc, _ = start_daemon(directory)
+        deadline = time.monotonic() + 10
+        while True:
+            producer.save_caches(encoder_cache={"a": torch.ones(64, 64)}, mm_hash="a")
+            producer.wait_for_saves()
+            if schedule(sched, "after", ["a"])[1]:
+                break
+            assert time.monotonic() < deadline, "no hit after the daemon came up"
+            time.sleep(0.2)
+        with ecstore.connect(addr) as c:
+            assert c.contains(sched.namespace, "a")
+    finally:
+        producer.shutdown()
+        sched.shutdown()
+        if proc:
+            proc.kill()
+            proc.wait()
