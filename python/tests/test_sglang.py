@@ -255,3 +255,100 @@ def test_the_documented_sitecustomize_makes_the_mooncake_name_ec_store(tmp_path,
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["ecstore.sglang", "EcStoreEmbeddingStore", "[False]"], r.stdout
+
+
+# Run in its own process: SGLang's publish() sets process-wide state. It parses the
+# documented encoder-only command line with SGLang's parser, then runs the block of SGLang's
+# own MMEncoder.__init__ that builds the global cache (MMEncoder itself also loads the model
+# and joins a process group, which a test cannot do without weights and a GPU).
+LAUNCH_PROBE = r'''
+import inspect, json, re, shlex, sys, textwrap, types
+import numpy, torch
+import ecstore.sglang
+from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.disaggregation.encoder.server import MMEncoder
+from sglang.srt.mem_cache import embedding_cache_controller as ecc
+from sglang.srt.runtime_context import get_mm, get_parallel, publish
+from sglang.srt.server_args import prepare_server_args
+
+exec(sys.argv[2])  # the documented sitecustomize.py
+argv = shlex.split(sys.argv[1])
+args = prepare_server_args(argv[argv.index("sglang.launch_server") + 1:])
+args.resolve_once()
+publish(args, role="encoder")
+src = textwrap.dedent(inspect.getsource(MMEncoder.__init__))
+block = re.search(r"^    if get_mm\(\)\.enable_mm_global_cache:\n.*?"
+                  r"^    else:\n        self\.mm_global_cache = None\n", src, re.M | re.S)
+assert block, "MMEncoder.__init__ no longer builds its global cache as this probe expects"
+create = ecc.EmbeddingCacheController._create_pools
+ecc.EmbeddingCacheController._create_pools = lambda self, pin_memory: create(self, False)
+encoder = types.SimpleNamespace(model_config=ModelConfig.from_server_args(args),
+                                _embedding_dtype=torch.bfloat16)
+encoder._embedding_dims = MMEncoder._infer_embedding_dims(encoder)
+with get_parallel().override(tp_size=1, tp_rank=0,
+                             tp_group=types.SimpleNamespace(cpu_group=None)):
+    exec(textwrap.dedent(block.group(0)), {"get_mm": get_mm, "self": encoder})
+store = encoder.mm_global_cache.embedding_store
+store.cache.put(store.namespace, "seen", numpy.zeros(8, "uint8"))
+lang = shlex.split(sys.argv[3])
+lang_args = prepare_server_args(lang[lang.index("sglang.launch_server") + 1:])
+print(json.dumps({"language": [lang_args.language_only, lang_args.encoder_urls],
+                  "encoder_only": args.encoder_only, "backend": type(store).__name__,
+                  "exists": store.batch_is_exist(["seen", "unseen"])}))
+encoder.mm_global_cache.stop_event.set()
+'''
+
+
+def launch_lines() -> list[str]:
+    """The documented launch: each command of the sh block, its continuations joined."""
+    text = re.sub(r"\\\n\s*", " ", doc_block("sh"))
+    return [ln for ln in text.splitlines() if "sglang.launch_server" in ln]
+
+
+def tiny_model(tmp_path) -> pathlib.Path:
+    """A Qwen2.5-VL config without weights: enough for SGLang's argument resolution."""
+    d = tmp_path / "model"
+    d.mkdir()
+    vision = {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+              "out_hidden_size": 64, "patch_size": 14, "spatial_merge_size": 2,
+              "temporal_patch_size": 2, "window_size": 112, "fullatt_block_indexes": [0]}
+    cfg = {"architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl",
+           "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+           "num_hidden_layers": 1, "num_key_value_heads": 2, "vocab_size": 1000,
+           "max_position_embeddings": 1024, "torch_dtype": "bfloat16", "vision_config": vision,
+           "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+           "image_token_id": 999, "video_token_id": 998, "vision_start_token_id": 997}
+    (d / "config.json").write_text(__import__("json").dumps(cfg))
+    return d
+
+
+def test_the_documented_encoder_launch_creates_the_ecstore_backend(tmp_path, daemon):
+    import json
+
+    encoder, language = launch_lines()
+    assert "--encoder-only" in encoder and "--language-only" in language
+    model = tiny_model(tmp_path)
+    env_part, _, command = encoder.partition(" python ")
+    assert "EC_STORE_URL=" in env_part and "PYTHONPATH=" in env_part  # given here instead
+    env = dict(os.environ, EC_STORE_URL=daemon["unix"], HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1")
+    command = (command.replace("Qwen/Qwen2.5-VL-7B-Instruct", str(model))
+               + " --device cpu")  # no accelerator here
+    language = language.replace("Qwen/Qwen2.5-VL-7B-Instruct", str(model)) + " --device cpu"
+    r = subprocess.run([sys.executable, "-c", LAUNCH_PROBE, command, doc_block("python"),
+                        language],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got == {"language": [True, ["http://ENCODER_HOST:30001"]], "encoder_only": True, "backend": "EcStoreEmbeddingStore",
+                   "exists": [True, False]}, got
+
+
+def test_only_sglangs_encoder_server_creates_a_global_cache_backend():
+    """Why docs/sglang.md gives the encoder-only launch: the plain server never creates one."""
+    import sglang
+
+    root = pathlib.Path(sglang.__file__).parent
+    callers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                     if "EmbeddingStoreFactory.create_backend(" in p.read_text(errors="replace"))
+    assert callers == ["srt/disaggregation/encoder/server.py"], callers
