@@ -33,7 +33,6 @@ logger = logging.getLogger(__name__)
 # answer did not come back within the budget, or another engine claimed it and is computing
 # it now (its save is due within the claim).
 ABSENT, UNAVAILABLE, TIMEOUT, CLAIMED = "absent", "unavailable", "timeout", "claimed"
-_WARN_EVERY_S = 30.0
 
 
 @dataclass
@@ -45,11 +44,15 @@ class _Ask:
 
 class Lookups:
     def __init__(self, cache: ecstore.Cache, ns: str, budget_s: float,
-                 on_answer: Callable[[float], None] | None = None, claim_s: float = 0.0):
+                 on_answer: Callable[[float], None] | None = None, claim_s: float = 0.0,
+                 store: str = "the store"):
         """on_answer(seconds): called on the scheduler thread with each answered ask's time
         from asked to answered. claim_s > 0: an absent key is claimed for that long (this
-        engine computes it: ABSENT), or found claimed by another engine (CLAIMED)."""
+        engine computes it: ABSENT), or found claimed by another engine (CLAIMED). `store`
+        names the store in the warnings: one when its lookups start failing (timing out or
+        unavailable), one when they answer again."""
         self._cache, self._ns, self._budget, self._on_answer = cache, ns, budget_s, on_answer
+        self._store = store
         self._claim = claim_s
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-lookup")
         # Prefetches read an embedded store's disk on their thread: not in the pins' way.
@@ -59,8 +62,8 @@ class Lookups:
         self._asks: dict[str, _Ask] = {}
         self.timeouts = 0  # asks answered by the budget, not the store
         self.errors = 0    # keys whose pin failed (the store unreachable, ...)
-        self._warned_at = -_WARN_EVERY_S  # a dead store fails every key: logged this often
-        self._unwarned = 0
+        self._failing = 0  # asks failed in a row (scheduler thread)
+        self._last_error = ""  # why the lookup thread's last failing pin failed
 
     def ask(self, req_id: str, keys: list[str]) -> dict[str, Any] | None:
         """The request's pins once the store has answered: {key: Lease, or ABSENT or
@@ -84,13 +87,29 @@ class Lookups:
             self.errors += errors
             if self._on_answer is not None:
                 self._on_answer(answered - ask.started)
+            self._note_health(f"unavailable: {self._last_error}" if errors else None)
             return got
         if time.monotonic() - ask.started < self._budget:
             return None
         del self._asks[req_id]
         self._abandon(ask)
         self.timeouts += 1
+        self._note_health(f"no answer within {self._budget * 1e3:.0f} ms")
         return {k: TIMEOUT for k in keys}
+
+    def _note_health(self, failure: str | None) -> None:
+        """One warning when lookups start failing and one when they answer again: a dead
+        store fails every key of every step, which must not flood the engine's log."""
+        if failure is not None:
+            if self._failing == 0:
+                logger.warning("ec-store: lookups in %s are failing (%s); items are misses "
+                               "(the encoder computes them) until it answers", self._store,
+                               failure)
+            self._failing += 1
+        elif self._failing:
+            logger.warning("ec-store: lookups in %s answer again (%d asks failed meanwhile)",
+                           self._store, self._failing)
+            self._failing = 0
 
     def forget(self, req_id: str) -> None:
         """The request is gone: an answer still to come releases its pins."""
@@ -137,15 +156,6 @@ class Lookups:
         except ecstore.Error as e:  # a hint; the pins decide
             logger.debug("ec-store: prefetch of %d items failed: %s", len(keys), e)
 
-    def _warn_unavailable(self, key: str, e: Exception) -> None:
-        now = time.monotonic()
-        if now - self._warned_at < _WARN_EVERY_S:
-            self._unwarned += 1
-            return
-        more = f" ({self._unwarned} more since the last report)" if self._unwarned else ""
-        logger.warning("ec-store: %s unavailable (%s); computing it%s", key, e, more)
-        self._warned_at, self._unwarned = now, 0
-
     def _claim_absent(self, key: str) -> Any:
         """An absent key: ABSENT (this engine computes it: its claim was granted, or claims
         are off), CLAIMED (another engine is computing it), or its pin once it has landed."""
@@ -173,7 +183,8 @@ class Lookups:
             except ecstore.NotFound:
                 got[key] = self._claim_absent(key)
             except ecstore.Error as e:
-                self._warn_unavailable(key, e)
+                logger.debug("ec-store: %s unavailable (%s); computing it", key, e)
+                self._last_error = str(e)
                 got[key] = UNAVAILABLE
                 errors += 1
         return got, errors, time.monotonic()

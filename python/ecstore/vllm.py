@@ -29,6 +29,7 @@ waits for the event and hands the bytes to the store, so `save_caches` returns a
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import threading
 import time
@@ -59,6 +60,26 @@ if TYPE_CHECKING:
     from vllm.v1.request import Request
 
 logger = init_logger(__name__)
+
+
+class _ThroughVllm(logging.Handler):
+    """Hands the connector's records (ecstore.lookups, ecstore.vllm_stores, ...) to vLLM's
+    logger: they go where vLLM's own go, with its format, rather than to Python's last-resort
+    handler (bare lines, warnings only). Looked up per record, so a later reconfiguration
+    of vLLM's logging is followed."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger("vllm").handle(record)
+
+
+def _log_through_vllm() -> None:
+    """Left alone where the application gave "ecstore" handlers of its own."""
+    ours = logging.getLogger("ecstore")
+    if ours.handlers:
+        return
+    ours.addHandler(_ThroughVllm())
+    ours.setLevel(logging.getLogger("vllm").getEffectiveLevel())
+    ours.propagate = False  # once, through vLLM's logger
 
 
 def default_namespace(vllm_config: "VllmConfig") -> str:
@@ -105,6 +126,7 @@ class EcStoreConnector(ECConnectorBase):
         cfg = vllm_config.ec_transfer_config
         extra = dict(getattr(cfg, "ec_connector_extra_config", None) or {})
         check_keys(extra)
+        _log_through_vllm()  # vLLM has configured its logging by now
         self._fail_open = setting(extra, "fail_open")
         self._ns = extra.get("namespace") or default_namespace(vllm_config)
         self._spec, self._cache = vllm_stores.acquire(extra)

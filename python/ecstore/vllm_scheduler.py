@@ -74,7 +74,7 @@ class SchedulerSide:
         self._claim = setting(extra, "claim_ms") if producer else 0.0
         self._lookups = Lookups(cache, ns, setting(extra, "lookup_budget_ms"),
                                 on_answer=lambda s: stats.observe("lookup_seconds", s),
-                                claim_s=self._claim)
+                                claim_s=self._claim, store=spec)
         self._pins: dict[str, list[Any]] = {}  # store key -> [lease, uses]
         # request id -> identifier -> the store key pinned for it, or None (a miss)
         self._decided: dict[str, dict[str, str | None]] = {}

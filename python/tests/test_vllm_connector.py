@@ -246,6 +246,25 @@ def test_request_finished_reports_where_the_items_live(tmp_path):
     e.close()
 
 
+def test_the_connectors_logs_go_through_vllms_logger(tmp_path):
+    e = Engine("ecstore", str(tmp_path / "s"))
+    seen = []
+
+    class Seen(logging.Handler):
+        def emit(self, record):
+            seen.append(record.name)
+
+    theirs = logging.getLogger("vllm")
+    handler = Seen(logging.WARNING)
+    theirs.addHandler(handler)
+    try:
+        logging.getLogger("ecstore.lookups").warning("through vLLM's handlers")
+    finally:
+        theirs.removeHandler(handler)
+        e.close()
+    assert seen == ["ecstore.lookups"]
+
+
 def test_an_unreachable_store_is_refused_at_startup_only_without_fail_open(caplog):
     conf = make_config("ecstore", "tcp://127.0.0.1:1", False, True, {"fail_open": False})
     with pytest.raises(ecstore.Unavailable):

@@ -50,7 +50,7 @@ def schedule(sched, req_id, keys, hit_key="a", deadline_s=5):
     return max(longest, time.monotonic() - t), hit
 
 
-def test_a_hung_dead_or_restarted_daemon_costs_misses_never_a_scheduler_stall(tmp_path):
+def test_a_hung_dead_or_restarted_daemon_costs_misses_never_a_scheduler_stall(tmp_path, caplog):
     proc, port = start_daemon(tmp_path / "d")
     addr = f"tcp://127.0.0.1:{port}"
     # A budget a sanitized daemon answers a healthy lookup within; the hooks never wait on it.
@@ -93,6 +93,12 @@ def test_a_hung_dead_or_restarted_daemon_costs_misses_never_a_scheduler_stall(tm
             if hit:
                 break
             assert time.monotonic() < deadline, "no hit after the daemon restarted"
+        # The engine's log says it once each way per outage (hung; dead until restarted),
+        # naming the store, however many asks failed meanwhile.
+        said = [r.getMessage() for r in caplog.records if r.name == "ecstore.lookups"]
+        failing = [m for m in said if "are failing" in m]
+        again = [m for m in said if "answer again" in m]
+        assert 2 <= len(failing) == len(again) <= 4 and addr in failing[0], said
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGCONT)
