@@ -230,6 +230,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   net::ServerOptions so;
   so.listen = a.listen;
   so.token = token;
+  so.group_access = g.group_access;
   so.rdma_listen = a.rdma_listen;
   so.lease_ttl = Millis(a.lease_ttl);
   so.idle_timeout = Millis(a.idle_timeout);

@@ -14,6 +14,7 @@
 
 #include "net/admin_requests.h"
 #include "net/lease_batch.h"
+#include "net/peer_access.h"
 #include "net/protocol.h"
 #include "net/put_arena.h"
 
@@ -42,14 +43,6 @@ Status SendFrame(int fd, Op op, uint64_t id, const std::string& body,
   return SendAll(fd, iov, payload.empty() ? 2 : 3, "client", deadline);
 }
 
-// InvalidArgument, not Unavailable: a client takes Unavailable for a broken connection and
-// reconnects, which would release every lease it holds.
-Status NoDevicePoolToShare() {
-  return Status::InvalidArgument(
-      "this server has no device pool to share (serve with --device-pool-size, on a CUDA build "
-      "with a GPU; where it has one, its log says why it cannot be exported)");
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions& options) {
@@ -70,7 +63,7 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
   s->listen_fd_ = std::move(fd).value();
   s->device_ipc_ = DeviceIpcGets::Export(store);  // same-host readers open the device pool once
   if (!options.shm_socket.empty()) {
-    auto shm = ShmGets::Listen(store, options.shm_socket);
+    auto shm = ShmGets::Listen(store, options.shm_socket, options.group_access);
     if (!shm.ok()) return shm.status();
     s->shm_ = std::move(shm).value();
     s->device_puts_.Offered();  // looks for a GPU now (~0.1 s on one), not in a HELLO
@@ -323,11 +316,11 @@ void Server::Serve(Conn* c) {
     }
     body.resize(h->body_len);
     if (!RecvAll(fd, body.data(), body.size(), "client", deadline).ok()) break;
+    if (!greeted) --ungreeted_;  // before the reply: its client may connect again at once
+    greeted = true;
     Status st = hello ? Hello(c, *h, body) : Handle(c, *h, body);
     Finish(c, *h, start);
     if (!st.ok()) break;  // the connection itself failed or the request was malformed
-    if (!greeted) --ungreeted_;
-    greeted = true;
   }
   ::shutdown(fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed when reaped
   c->leases.Clear();          // a reader that went away (or crashed) holds nothing
@@ -347,12 +340,15 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
     std::lock_guard<std::mutex> l(token_mu_);
     required = token_;
   }
-  if (!r.Str(&token, 4096) || (!required.empty() && !SameToken(token, required))) {
-    SendFrame(fd, Op::kError, h.request_id,
-              ErrorBody(Status::InvalidArgument(
-                  "wrong or missing token: this server requires the shared secret "
-                  "(ClientOptions::token)")));
-    spdlog::warn("refused a client from {} with a wrong or missing token", c->peer);
+  Status may = required.empty() ? LocalPeerMayConnect(fd, c->shm, {opt_.group_access})
+               : r.Str(&token, 4096) && SameToken(token, required)
+                   ? Status::Ok()
+                   : Status::InvalidArgument(
+                         "wrong or missing token: this server requires "
+                         "the shared secret (ClientOptions::token)");
+  if (!may.ok()) {
+    SendFrame(fd, Op::kError, h.request_id, ErrorBody(may));
+    spdlog::warn("refused a client from {}: {}", c->peer, may.message());
     metrics_.RecordRefusedToken();
     c->outcome = Outcome::kError;
     return Status::InvalidArgument("wrong token");
@@ -519,7 +515,7 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
     return k.status();
   }
   const ServerTransport* t = TransportFor(h.op);  // null: PIN
-  if (h.op == Op::kGetDevice && !t) return reply_error(NoDevicePoolToShare());
+  if (h.op == Op::kGetDevice && !t) return reply_error(DeviceIpcGets::NoPool());
   c->ns = k->ns;
   c->key = k->key;
   auto lease = t ? t->Acquire(store_, k->ns, k->key) : store_->Acquire(k->ns, k->key);
@@ -576,7 +572,7 @@ Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
 
 // The device pool's CUDA IPC handle, for a same-host reader to open once.
 Status Server::HandleDevicePool(Conn* c, const FrameHeader& h) {
-  if (!device_ipc_) return ReplyError(c, h, NoDevicePoolToShare());
+  if (!device_ipc_) return ReplyError(c, h, DeviceIpcGets::NoPool());
   return SendFrame(c->fd.get(), Op::kDevicePoolOk, h.request_id,
                    device_ipc_->PoolBody(store_->device_ordinal()));
 }

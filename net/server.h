@@ -56,6 +56,10 @@ struct ServerOptions {
   // connection limit.
   std::chrono::milliseconds hello_timeout{5000};
   size_t max_ungreeted = 64;
+  // Without a token only the server's own user (and root) may connect, over the unix socket
+  // or loopback TCP (net/peer_access.h); with group_access the members of its group too, and
+  // the socket is group-writable.
+  bool group_access = false;
   // Same-host clients' put arenas together, at most this many bytes (0: the pool's size, at
   // least 256 MiB); past it a client's puts go through the socket.
   uint64_t max_arena_bytes = 0;

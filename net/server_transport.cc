@@ -7,12 +7,13 @@
 
 namespace ecstore::net {
 
-Result<std::unique_ptr<ShmGets>> ShmGets::Listen(Store* store, const std::string& path) {
+Result<std::unique_ptr<ShmGets>> ShmGets::Listen(Store* store, const std::string& path,
+                                                 bool group_access) {
   if (store->pool_region().shm_fd < 0)
     return Status::InvalidArgument(
         "shared-memory serving needs a store whose Options::memory_backend is "
         "NewSharedHostBackend");
-  auto fd = ListenUnix(path);
+  auto fd = ListenUnix(path, group_access ? 0660 : 0600);
   if (!fd.ok()) return fd.status();
   return std::unique_ptr<ShmGets>(new ShmGets(store->pool_region(), path, std::move(fd).value()));
 }
@@ -85,6 +86,12 @@ std::string DeviceIpcGets::PoolBody(int device) const {
   w.U64(device_.size);
   w.Str(handle_);
   return w.data();
+}
+
+Status DeviceIpcGets::NoPool() {
+  return Status::InvalidArgument(
+      "this server has no device pool to share (serve with --device-pool-size, on a CUDA build "
+      "with a GPU; where it has one, its log says why it cannot be exported)");
 }
 
 }  // namespace ecstore::net

@@ -56,7 +56,9 @@ class TcpGets : public ServerTransport {
 class ShmGets : public ServerTransport {
  public:
   // Needs a store whose pool is shared memory (Options::memory_backend).
-  static Result<std::unique_ptr<ShmGets>> Listen(Store* store, const std::string& path);
+  // The socket is the owner's only, or its group's too with group_access.
+  static Result<std::unique_ptr<ShmGets>> Listen(Store* store, const std::string& path,
+                                                 bool group_access = false);
   Op request() const override { return Op::kGetShm; }
   Op reply() const override { return Op::kGetShmOk; }
   Wire wire() const override { return Wire::kShm; }
@@ -115,6 +117,9 @@ class DeviceIpcGets : public ServerTransport {
   }
   // DEVICE_POOL's answer: the device, the pool's size and the handle.
   std::string PoolBody(int device) const;
+  // The answer where there is no DeviceIpcGets: InvalidArgument, not Unavailable, which a
+  // client takes for a broken connection and reconnects, releasing every lease it holds.
+  static Status NoPool();
 
  private:
   DeviceIpcGets(MemoryRegion device, std::string handle)

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <algorithm>
@@ -164,14 +165,14 @@ static Result<sockaddr_un> UnixAddr(const std::string& path) {
   return sa;
 }
 
-Result<UniqueFd> ListenUnix(const std::string& path) {
+Result<UniqueFd> ListenUnix(const std::string& path, mode_t mode) {
   auto sa = UnixAddr(path);
   if (!sa.ok()) return sa.status();
   ::unlink(path.c_str());  // a stale socket of a previous run
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Status::FromErrno(errno, "socket");
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&*sa), sizeof(*sa)) != 0 ||
-      listen(fd.get(), 64) != 0)
+      ::chmod(path.c_str(), mode) != 0 || listen(fd.get(), 64) != 0)
     return Status::FromErrno(errno, "listen on " + path);
   return fd;
 }

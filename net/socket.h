@@ -25,7 +25,8 @@ Result<UniqueFd> Listen(const HostPort& at, uint16_t* bound_port, bool* loopback
 Result<UniqueFd> ConnectTcp(const HostPort& to, std::chrono::milliseconds timeout);
 void SetTimeouts(int fd, std::chrono::milliseconds timeout);
 
-Result<UniqueFd> ListenUnix(const std::string& path);
+// The socket file gets `mode` (owner only by default) before it listens.
+Result<UniqueFd> ListenUnix(const std::string& path, mode_t mode = 0600);
 Result<UniqueFd> ConnectUnix(const std::string& path, std::chrono::milliseconds timeout);
 // Sends the iovecs with `pass_fd` attached (SCM_RIGHTS) to the first byte.
 Status SendWithFd(int fd, iovec* iov, int iovcnt, int pass_fd, const char* what);

@@ -40,13 +40,15 @@ Result<std::unique_ptr<DurableTier>> DurableTier::Open(const std::string& dir, E
   std::unique_ptr<DurableTier> t(new DurableTier(dir, env, options));
   t->index_path_ = dir + "/index.sqlite";
   t->index_existed_ = env->FileExists(t->index_path_);
+  // SQLite makes the -wal and -shm with the database's mode: made first with the store's
+  // (an empty file is an empty database), so that no file of the index is ever readable by
+  // others, whatever the umask.
+  if (!t->index_existed_ && !options.read_only)
+    (void)env->OpenFile(t->index_path_, O_RDWR | O_CREAT, options.file_mode);
   auto index = Index::OpenOrReplace(t->index_path_, env, options.read_only, options.rebuild_index,
                                     &t->index_damaged_);
   if (!index.ok()) return index.status();
   t->index_ = std::move(index).value();
-  // SQLite makes its files as the umask allows: made private here (the -wal and -shm take
-  // the database's mode).
-  if (!t->index_existed_ && !options.read_only) ::chmod(t->index_path_.c_str(), options.file_mode);
   DiskOptions dopt;
   dopt.file_mode = options.file_mode;
   // Segments of at most an eighth of the quota, so that compacting dead bytes away (which
@@ -59,12 +61,26 @@ Result<std::unique_ptr<DurableTier>> DurableTier::Open(const std::string& dir, E
   auto disk = DiskTier::Open(dir + "/segments", env, dopt);
   if (!disk.ok()) return disk.status();
   t->disk_ = std::move(disk).value();
+  if (!options.read_only) t->KeepPrivate();
   struct stat st {};
   if (::stat((dir + "/segments").c_str(), &st) == 0) {
     t->segments_dev_ = st.st_dev;
     t->segments_ino_ = st.st_ino;
   }
   return t;
+}
+
+// The store's modes on what it made, every open: a store made by a build that left the
+// index's -wal and -shm or segments/ readable by others is closed to them from then on.
+void DurableTier::KeepPrivate() const {
+  const mode_t file = opt_.file_mode, dir = file | ((file & 0444) >> 2);
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const std::string path = index_path_ + suffix;
+    if (::chmod(path.c_str(), file) != 0 && errno != ENOENT)
+      spdlog::warn("could not set mode {:o} on {}: {}", file, path, std::strerror(errno));
+  }
+  if (::chmod((dir_ + "/segments").c_str(), dir) != 0 && errno != ENOENT)
+    spdlog::warn("could not set mode {:o} on {}/segments: {}", dir, dir_, std::strerror(errno));
 }
 
 DurableTier::~DurableTier() {

@@ -205,6 +205,7 @@ class DurableTier {
   DurableTier(std::string dir, Env* env, DurableOptions o)
       : dir_(std::move(dir)), env_(env), opt_(std::move(o)), acct_(opt_.quota_bytes) {}
   Status RecoverOnce(bool rebuild, Owner* owner);
+  void KeepPrivate() const;  // the index's files and segments/ get the store's modes
 
   struct Plan;
   Plan PlanSpill(const std::vector<SpillItem>& items);

@@ -14,11 +14,11 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Open(Tier tier,
   if (!region.ok()) return region.status();
   if (!region->locked)
     spdlog::warn(
-        "the {} pool ({} bytes) could not be locked in memory: RLIMIT_MEMLOCK is below its "
+        "the {} ({} bytes) could not be locked in memory: RLIMIT_MEMLOCK is below its "
         "size, so it is not pinned and host<->device copies run at pageable speed. Raise the "
         "limit: LimitMEMLOCK=infinity (systemd), `ulimit -l unlimited`, or give the process "
         "CAP_IPC_LOCK",
-        TierName(tier), region->size);
+        tier == Tier::kPool ? "pool" : "device pool", region->size);
   return std::unique_ptr<MemoryTier>(new MemoryTier(tier, std::move(backend), *region, o));
 }
 

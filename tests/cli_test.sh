@@ -407,6 +407,38 @@ expect_error "wrong or missing token" $EC $TR stats
 check "a refused token is logged with the peer's address" grep -q "refused a client from 127.0.0.1:" tok.err
 kill -TERM $TSRV; wait $TSRV
 
+# Other local users: a daemon without a token serves only its own user (and root) -- the
+# unprivileged `nobody` neither reads nor erases through its loopback port -- and what it
+# writes is its user's alone (its group's too with --group-access).
+mode_of() { stat -c %a "$1"; }
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  install -d -m 0755 "$T/bin" && install -m 0755 "$EC" "$T/bin/ec-store" && chmod 0711 "$T"
+  AS_NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups "$T/bin/ec-store")
+  $EC --dir "$T/own" serve --listen 127.0.0.1:0 >own.out 2>own.err &
+  OSRV=$!
+  for _ in $(seq 50); do grep -q "port" own.out 2>/dev/null && break; sleep 0.1; done
+  OR="--server 127.0.0.1:$(sed -n 's/.*(port \([0-9]*\).*/\1/p' own.out)"
+  $EC $OR put mine big.safetensors >/dev/null
+  expect_error "user 65534 may not use this server" "${AS_NOBODY[@]}" $OR get mine -o /dev/null
+  expect_error "user 65534 may not use this server" "${AS_NOBODY[@]}" $OR evict mine
+  check "its own user still reads the entry another user tried to erase" \
+    bash -c "$EC $OR inspect mine >/dev/null"
+  for f in index.sqlite index.sqlite-wal index.sqlite-shm serve.sock; do
+    check "$f is the daemon user's alone (600)" test "$(mode_of "$T/own/$f")" = 600
+  done
+  check "segments/ is the daemon user's alone (700)" test "$(mode_of "$T/own/segments")" = 700
+  kill -TERM $OSRV; wait $OSRV
+  $EC --dir "$T/grp" --group-access serve --listen 127.0.0.1:0 >grp.out 2>grp.err &
+  GSRV=$!
+  for _ in $(seq 50); do grep -q "port" grp.out 2>/dev/null && break; sleep 0.1; done
+  check "--group-access: its group may use the socket (660)" test "$(mode_of "$T/grp/serve.sock")" = 660
+  check "--group-access: its group may read the index (640)" \
+    test "$(mode_of "$T/grp/index.sqlite-wal")" = 640
+  kill -TERM $GSRV; wait $GSRV
+else
+  echo "skip - other local users: acting as another user needs root and setpriv"
+fi
+
 # progress: drawn on a terminal only, with totals and rate
 check "progress is drawn on a terminal, with totals and rate" \
   bash -c "script -qec '$EC --dir $T/conv verify' /dev/null | grep -qE 'verify: [0-9]+/[0-9]+ entries, [0-9.]+/s'"
