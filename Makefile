@@ -7,7 +7,7 @@ CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE) $(CMAKE_EXTRA
 # library's sources while the one below it still links, where make waits.
 export CMAKE_GENERATOR ?= Ninja
 
-.PHONY: soak deps build demo test test-gpu python-ext python-test python-daemon-test python-install sglang-test python-wheel test-rdma test-shared bench-rdma bench bench-quick asan tsan sanitized-test house-rules clean format format-check
+.PHONY: soak deps build demo test test-gpu python-ext python-test python-daemon-test python-install sglang-test python-wheel python-wheels test-rdma test-shared bench-rdma bench bench-quick asan tsan sanitized-test house-rules clean format format-check
 
 # Two tests at a time on a 2-core machine; those that measure time or memory, or take both
 # cores themselves, run alone (RUN_SERIAL in CMakeLists.txt). Labels pick suites:
@@ -48,7 +48,7 @@ PY_ENV = VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 EC_STORE
 JUNIT = --junitxml=$(CURDIR)/build-wheel/junit/$(1).xml
 PYTEST = cd /tmp && $(PY_ENV) $(TEST_VENV)/bin/python -m pytest -q -p no:cacheprovider
 python-install: python-wheel
-	@scripts/wheel-test-env.sh $(TEST_VENV) dist/ecstore-*.whl
+	@scripts/wheel-test-env.sh $(TEST_VENV) dist/ecstore-*-$(WHEEL_TAG)-*.whl
 
 python-test: python-install
 	$(PYTEST) $(call JUNIT,python) $(CURDIR)/python/tests --ignore=$(CURDIR)/python/tests/test_sglang.py \
@@ -86,17 +86,19 @@ sglang-test: python-install
 	cd /tmp && EC_REQUIRE_SGLANG=1 PYTHONPATH=$$SITE $(PY_ENV) $$VENV/bin/python -m pytest -q \
 	  -p no:cacheprovider $(call JUNIT,sglang) $(CURDIR)/python/tests/test_sglang.py
 
-# `pip wheel .` through scikit-build-core: a wheel with the extension and the package.
-# The wheel as a package index takes it: the extension and the ec-store binary with their
-# shared libraries vendored by auditwheel (manylinux, the oldest tag this build's glibc
-# allows), then installed into a fresh venv offline and run (scripts/check-wheel.py).
+# `pip wheel .` as a user runs it, for PYTHON (default python3, the Python of the test venv),
+# in a small venv of its own (scripts/build-wheel.sh: build isolation, auditwheel, then the
+# wheel installed offline into a fresh venv and run). `make python-wheels` does it for each
+# CPython of WHEEL_PYTHONS (3.10 to 3.13 where pyenv has them).
+PYTHON ?= python3
+WHEEL_TAG = $(shell $(PYTHON) -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+WHEEL_PYTHONS ?= $(wildcard $(HOME)/.pyenv/versions/3.1[0-3].*/bin/python3)
 python-wheel: deps
-	@VENV=$$(scripts/python-env.sh) && rm -rf dist build-wheel/raw && \
-	$$VENV/bin/python -m pip wheel --no-build-isolation --no-deps -w build-wheel/raw . && \
-	PATH=$$VENV/bin:$$PATH $$VENV/bin/auditwheel repair --plat auto -w dist \
-	  build-wheel/raw/ecstore-*.whl >/dev/null && \
-	$$VENV/bin/python -m pip download -q --only-binary :all: -d build-wheel/deps numpy && \
-	$$VENV/bin/python scripts/check-wheel.py dist/ecstore-*.whl build-wheel/deps
+	@scripts/build-wheel.sh $(PYTHON)
+
+python-wheels: deps
+	@[ -n "$(WHEEL_PYTHONS)" ] || { echo "python-wheels: no CPython 3.10-3.13 (set WHEEL_PYTHONS)" >&2; exit 1; }
+	@for py in $(WHEEL_PYTHONS); do scripts/build-wheel.sh $$py || exit 1; done
 
 # Real RDMA verbs under Soft-RoCE in a QEMU VM (also part of `make test`).
 test-rdma: build

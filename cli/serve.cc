@@ -2,11 +2,15 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #ifdef EC_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
 #endif
 
 #include <atomic>
+#include <cstddef>
+#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -37,15 +41,38 @@ milliseconds Millis(const std::string& text) {
   return milliseconds(Check(ParseDuration(text)) / 1000);
 }
 
-// Tells systemd (Type=notify units: NOTIFY_SOCKET is set) what the daemon is doing; without
-// libsystemd, or outside such a unit, nothing.
+#ifndef EC_HAVE_SYSTEMD
+// sd_notify(3)'s protocol where libsystemd is not linked (the wheel: it would bring libgcrypt,
+// lzma, zstd and libcap along): the state as one datagram to the unix socket NOTIFY_SOCKET
+// names, "@" standing for the abstract namespace. 1 sent, 0 not under such a unit, or -errno.
+int NotifyDatagram(const char* state) {
+  const char* path = std::getenv("NOTIFY_SOCKET");
+  if (!path || !*path) return 0;  // not under a Type=notify unit
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  const size_t len = std::strlen(path);
+  if (len >= sizeof(sa.sun_path) || (path[0] != '/' && path[0] != '@')) return -EINVAL;
+  std::memcpy(sa.sun_path, path, len);
+  if (path[0] == '@') sa.sun_path[0] = '\0';
+  UniqueFd fd(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return -errno;
+  const socklen_t sa_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len);
+  if (sendto(fd.get(), state, std::strlen(state), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&sa),
+             sa_len) < 0)
+    return -errno;
+  return 1;
+}
+#endif
+
+// Tells systemd (Type=notify units: NOTIFY_SOCKET is set) what the daemon is doing; outside
+// such a unit, nothing.
 void Notify(const std::string& state) {
 #ifdef EC_HAVE_SYSTEMD
   int rc = sd_notify(0, state.c_str());
-  if (rc < 0) spdlog::warn("telling systemd '{}' failed: {}", state, std::strerror(-rc));
 #else
-  (void)state;
+  int rc = NotifyDatagram(state.c_str());
 #endif
+  if (rc < 0) spdlog::warn("telling systemd '{}' failed: {}", state, std::strerror(-rc));
 }
 
 // Takes the settings as they read now: the log level, the slow-request threshold and the

@@ -29,6 +29,10 @@ assert "manylinux_" in show, show
 # RDMA is loaded at run time (rdma/verbs_api.h): neither vendored nor needed, so the host's
 # own libibverbs loads the host's own NIC providers.
 assert not any("libibverbs" in n or "librdmacm" in n for n in names), "rdma-core vendored"
+# systemd is told through the notify datagram itself: libsystemd and what only it brings
+# (libgcrypt, lzma, zstd, libcap) stay out.
+extra = [n for n in names if re.search(r"ecstore\.libs/lib(systemd|gcrypt|gpg-error|lzma|zstd|cap)-", n)]
+assert not extra, f"vendored only for libsystemd: {extra}"
 
 with tempfile.TemporaryDirectory() as d:
     venv = os.path.join(d, "venv")

@@ -185,14 +185,22 @@ def test_slow_http_clients_do_not_stop_the_health_checks(served):
 PACKAGING = os.path.join(os.path.dirname(__file__), "..", "..", "packaging")
 
 
-def test_serve_tells_systemd_when_it_is_ready_and_stopping_with_the_packaged_config(tmp_path):
-    """A Type=notify unit's daemon sends READY=1 once it serves, STOPPING=1 at SIGTERM; the
-    packaged config is one `serve` takes (its directory and sizes overridden here)."""
+@pytest.mark.parametrize("where", ["path", "abstract"])
+def test_serve_tells_systemd_when_it_is_ready_and_stopping_with_the_packaged_config(
+        tmp_path, where):
+    """A Type=notify unit's daemon sends READY=1 once it serves, STOPPING=1 at SIGTERM, to a
+    NOTIFY_SOCKET path or abstract name ("@..."), as systemd gives either; the packaged config
+    is one `serve` takes (its directory and sizes overridden here)."""
     from conftest import _ec_store_bin
 
-    sock_path = str(tmp_path / "notify")
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    notify.bind(sock_path)
+    if where == "path":
+        sock_path = str(tmp_path / "notify")
+        notify.bind(sock_path)
+    else:
+        name = f"ec-store-notify-{os.getpid()}"
+        notify.bind("\0" + name)
+        sock_path = "@" + name
     notify.settimeout(60)
     env = dict(os.environ, NOTIFY_SOCKET=sock_path)
     proc = subprocess.Popen(
