@@ -5,7 +5,7 @@
 //     step's items leased together (AcquireMany: the disk-only ones read into the pool in one
 //     batch), each copied host -> device straight from the CUDA-registered pool; a miss is a
 //     device -> host copy into a reserved pool block, then Commit.
-//   ec-store-streamed: the step through GetManyToDevice (store/device_load.h), what the
+//   ec-store-streamed: the step through GetManyToDevice (cache/device_load.h), what the
 //     connector calls since the twenty-third round: each host -> device copy enqueued as its
 //     item's bytes become readable (a pool hit's at once, a disk read's piece by piece).
 //   ec-store-daemon: the same through `ec-store serve` on this host, over shared memory
@@ -23,9 +23,9 @@
 #include "bench/mixed.h"
 #include "bench/results.h"
 #include "bench/workloads.h"
+#include "cache/device_load.h"
 #include "cuda/cuda.h"
 #include "net/client.h"
-#include "store/device_load.h"
 
 #ifdef EC_HAVE_CUDA
 #include <cuda_runtime_api.h>

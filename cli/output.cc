@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/stats_json.h"
+#include "cache/stats_json.h"
 
 namespace ecstore::cli {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "store/cache.h"
+#include "cache/cache.h"
 
 namespace ecstore::cli {
 

@@ -9,11 +9,11 @@
 #endif
 
 #include <atomic>
-#include <cstddef>
-#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "cache/cache.h"
 #include "cluster/etcd.h"
 #include "cluster/member_watch.h"
 #include "cluster/membership.h"
@@ -53,7 +54,6 @@
 #include "cluster/placement.h"
 #include "net/claim_table.h"
 #include "net/connection.h"
-#include "store/cache.h"
 
 namespace ecstore::net {
 class Client;

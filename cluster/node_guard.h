@@ -25,9 +25,9 @@
 #include <string>
 
 #include "base/status.h"
+#include "cache/cache.h"
 #include "cluster/etcd.h"
 #include "cluster/member_watch.h"
-#include "store/cache.h"
 
 namespace ecstore::cluster {
 

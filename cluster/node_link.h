@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache.h"
 #include "cluster/membership.h"
 #include "net/connection.h"
-#include "store/cache.h"
 
 namespace ecstore::net {
 class Client;

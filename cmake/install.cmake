@@ -5,11 +5,11 @@ include(CMakePackageConfigHelpers)
 
 # Shared libraries find each other, and ec-store finds them, wherever the prefix is.
 if(BUILD_SHARED_LIBS)
-  set_target_properties(ecstore_base ecstore_cuda ecstore_store ecstore_rdma ecstore_net
+  set_target_properties(ecstore_base ecstore_cuda ecstore_cache ecstore_store ecstore_rdma ecstore_net
                         ecstore_ops ecstore_cluster PROPERTIES INSTALL_RPATH "$ORIGIN")
   set_target_properties(ec-store PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 endif()
-install(TARGETS ecstore_base ecstore_cuda ecstore_store ecstore_rdma ecstore_net ecstore_cluster ecstore EXPORT ecstoreTargets
+install(TARGETS ecstore_base ecstore_cuda ecstore_cache ecstore_store ecstore_rdma ecstore_net ecstore_cluster ecstore EXPORT ecstoreTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS ec-store RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -20,8 +20,9 @@ install(DIRECTORY include/ecstore/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecsto
 install(FILES base/copy_pool.h base/entry_record.h base/env.h base/host_port.h base/log.h
               base/memory_backend.h base/mutex.h base/status.h base/tensor_meta.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/base)
-install(FILES store/buffer_io.h store/cache.h store/cache_parts.h store/device_load.h store/store.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
+install(FILES cache/buffer_io.h cache/cache.h cache/cache_parts.h cache/device_load.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cache)
+install(FILES store/store.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
 install(FILES net/claim_table.h net/client.h net/connection.h net/device_put.h net/frame_stream.h
               net/lease_generation.h net/lease_table.h net/list_cursor.h net/piece_checker.h
               net/prefetcher.h net/protocol.h net/put_arena.h net/server.h net/server_metrics.h

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "store/stats_json.h"
+#include "cache/stats_json.h"
 
 namespace ecstore::net {
 

@@ -24,8 +24,8 @@
 #include <unordered_map>
 
 #include "base/mutex.h"
+#include "cache/cache.h"
 #include "net/protocol.h"
-#include "store/cache.h"
 
 namespace ecstore {
 class Store;
@@ -33,7 +33,7 @@ class Store;
 
 namespace ecstore::net {
 
-using ecstore::ClaimAnswer;  // store/cache.h: Cache::Claim answers them
+using ecstore::ClaimAnswer;  // cache/cache.h: Cache::Claim answers them
 using ecstore::ClaimOutcome;
 const char* ClaimOutcomeName(ClaimOutcome o);  // "granted" / "held" / "present"
 

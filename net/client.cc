@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "store/stats_json.h"
-#include "store/told_copies.h"
+#include "cache/stats_json.h"
+#include "cache/told_copies.h"
 
 namespace ecstore::net {
 namespace {

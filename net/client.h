@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "base/copy_pool.h"
+#include "cache/cache.h"
 #include "net/claim_table.h"
 #include "net/connection.h"
 #include "net/protocol.h"
 #include "net/socket.h"
 #include "net/transport.h"
-#include "store/cache.h"
 
 namespace ecstore::net {
 

@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache.h"
 #include "net/frame_stream.h"
 #include "net/lease_generation.h"
 #include "net/socket.h"
 #include "net/transport.h"
-#include "store/cache.h"
 
 namespace ecstore::net {
 

@@ -17,9 +17,9 @@
 #include <string>
 
 #include "base/status.h"
+#include "cache/cache.h"
 #include "net/protocol.h"
 #include "net/socket.h"
-#include "store/cache.h"
 
 namespace ecstore::net {
 

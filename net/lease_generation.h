@@ -31,9 +31,9 @@
 #include <functional>
 #include <memory>
 
+#include "cache/cache.h"
 #include "net/frame_stream.h"
 #include "net/transport.h"
-#include "store/cache.h"
 
 namespace ecstore::net {
 

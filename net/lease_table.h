@@ -18,7 +18,7 @@
 #include <unordered_map>
 
 #include "base/status.h"
-#include "store/cache.h"
+#include "cache/cache.h"
 
 namespace ecstore::net {
 

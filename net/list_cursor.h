@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "store/cache.h"
+#include "cache/cache.h"
 
 namespace ecstore::net {
 

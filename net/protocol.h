@@ -18,7 +18,7 @@
 
 #include "base/status.h"
 #include "base/tensor_meta.h"
-#include "store/cache.h"
+#include "cache/cache.h"
 
 namespace ecstore::net {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache.h"
 #include "net/protocol.h"
-#include "store/cache.h"
 
 namespace ecstore::net {
 

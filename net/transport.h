@@ -14,10 +14,10 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/cache.h"
 #include "net/protocol.h"
 #include "net/put_arena.h"
 #include "rdma/verbs.h"
-#include "store/cache.h"
 
 namespace ecstore::net {
 

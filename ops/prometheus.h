@@ -7,9 +7,9 @@
 
 #include <string>
 
+#include "cache/cache.h"
 #include "net/prefetcher.h"
 #include "net/server_metrics.h"
-#include "store/cache.h"
 
 namespace ecstore::ops {
 

@@ -18,7 +18,6 @@
 #include "base/copy_pool.h"
 #include "store/evictor.h"
 #include "store/keydir.h"
-#include "store/store.h"
 
 namespace ecstore {
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "cache/cache.h"
 #include "disk/record.h"
-#include "store/cache.h"
 #include "store/compaction_picker.h"
 
 namespace ecstore {

@@ -34,10 +34,10 @@
 #include "base/env.h"
 #include "base/log_limiter.h"
 #include "base/mutex.h"
+#include "cache/cache.h"
 #include "disk/aligned_buffer.h"
 #include "disk/disk_tier.h"
 #include "index/index.h"
-#include "store/cache.h"
 #include "store/compaction_picker.h"
 #include "store/disk_accounting.h"
 

@@ -27,13 +27,12 @@
 #include <vector>
 
 #include "base/mutex.h"
-#include "store/cache.h"
+#include "cache/cache.h"
 #include "store/durable_tier.h"
 #include "store/entry.h"
 #include "store/keydir_table.h"
 #include "store/memory_tier.h"
 #include "store/quota_victims.h"
-#include "store/store.h"
 
 namespace ecstore {
 

@@ -22,8 +22,8 @@
 #include <utility>
 
 #include "base/flat_set.h"
+#include "cache/cache.h"
 #include "index/index.h"
-#include "store/cache.h"
 #include "store/cold_row.h"
 #include "store/entry.h"
 

@@ -21,7 +21,7 @@
 
 #include "base/entry_record.h"
 #include "base/memory_backend.h"
-#include "store/cache.h"
+#include "cache/cache.h"
 #include "store/eviction_policy.h"
 #include "store/pool_allocator.h"
 

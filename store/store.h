@@ -25,7 +25,7 @@
 #include "base/memory_backend.h"
 #include "base/status.h"
 #include "base/tensor_meta.h"
-#include "store/cache.h"
+#include "cache/cache.h"
 
 namespace ecstore {
 

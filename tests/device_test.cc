@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "base/units.h"
+#include "cache/buffer_io.h"
+#include "cache/device_load.h"
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "net/device_put.h"
-#include "store/buffer_io.h"
-#include "store/device_load.h"
 #include "store/store.h"
 #include "tests/test_util.h"
 
@@ -595,7 +595,7 @@ TEST(DevicePut, AServerWithADeviceTierCopiesDeviceToDevice) {
   ExpectDevicePutsStoreWhatWasWritten(d.c.get(), Tier::kDevice);
 }
 
-// ---- GetManyToDevice (store/device_load.h): each copy enqueued as its bytes become readable.
+// ---- GetManyToDevice (cache/device_load.h): each copy enqueued as its bytes become readable.
 
 constexpr uint64_t kLoadSizes[] = {12 * kMiB + 6, kMiB, 5 * kMiB + 4};  // bf16: even
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "store/cache.h"
+#include "cache/cache.h"
 
 namespace ecstore::testing {
 

@@ -1,5 +1,5 @@
 // <ecstore/device_load.h>: a step's entries into device memory (GetManyToDevice) --
-// store/device_load.h. Thread rules: as the header it includes says.
+// cache/device_load.h. Thread rules: as the header it includes says.
 #pragma once
 
-#include "store/device_load.h"
+#include "cache/device_load.h"

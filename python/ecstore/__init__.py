@@ -169,7 +169,7 @@ class Cache:
         raise Busy(f"{ns}/{key} kept changing size while being read")
 
     def _get_to_device(self, ns: str, key: str, device: Any) -> Any:
-        """One buffer descriptor (store/buffer_io.h): the cache reads into the new tensor
+        """One buffer descriptor (cache/buffer_io.h): the cache reads into the new tensor
         whichever way it can -- a device tier, a same-host daemon's device pool, a pool read
         in place, or staged through host memory."""
         import torch

@@ -22,7 +22,7 @@ from ecstore import _tensors
 class AsyncSaver:
     """save() returns at once: it records a CUDA event behind the tensor on the caller's
     stream and hands the rest to one worker thread, which puts the tensor as one buffer
-    descriptor on its own stream after that event (store/buffer_io.h's PutFromBuffer): a
+    descriptor on its own stream after that event (cache/buffer_io.h's PutFromBuffer): a
     same-host daemon that offers device puts copies the tensor itself, device->host straight
     into its pool (one copy; net/device_put.h); otherwise the bytes are copied device->host
     straight into a reserved block -- pool memory of an embedded store, or a same-host
@@ -144,11 +144,11 @@ def load_many(cache: ecstore.Cache, ns: str, keys: list[str], device: Any,
 def get_many_to_device(cache: ecstore.Cache, ns: str, keys: list[str], dev: torch.device,
                        rows: list[int] | None = None) -> list[torch.Tensor | None]:
     """New tensors on `dev` (CPU or CUDA) of the entries' shapes (None where absent), filled
-    in one call of buffer descriptors (store/buffer_io.h), on a GPU after the work on the
+    in one call of buffer descriptors (cache/buffer_io.h), on a GPU after the work on the
     current stream: from a device tier by the store; from a same-host daemon's device pool
     over CUDA IPC; from a pool read in place, each host->device copy enqueued as its entry's
     bytes become readable (a pool hit's while the step's disk reads are in flight, a disk
-    read's piece by piece as it lands: store/device_load.h); elsewhere (TCP, RDMA, a
+    read's piece by piece as it lands: cache/device_load.h); elsewhere (TCP, RDMA, a
     cluster) one pipelined get into host memory, then the copies. Returns once they are
     done."""
     stream = 0

@@ -1,4 +1,4 @@
-// ecstore._ecstore: the Cache interface (store/cache.h) for Python, bound once for every
+// ecstore._ecstore: the Cache interface (cache/cache.h) for Python, bound once for every
 // Cache -- the embedded Store, the remote Client, a cluster -- with no branch on which it is
 // (cluster() and owners() are a cluster client's alone). The Python package
 // (python/ecstore/__init__.py) turns tensors and arrays into the views these functions take.
@@ -20,12 +20,12 @@
 
 #include "base/host_buffer.h"
 #include "base/units.h"
+#include "cache/buffer_io.h"
+#include "cache/cache_parts.h"
+#include "cache/stats_json.h"
 #include "cuda/cuda.h"
 #include "net/client.h"
 #include "python/src/entries.h"
-#include "store/buffer_io.h"
-#include "store/cache_parts.h"
-#include "store/stats_json.h"
 #include "store/store.h"
 
 namespace nb = nanobind;
@@ -191,7 +191,7 @@ class PyCache {
     return out;
   }
 
-  // ---- any memory: buffer descriptors (store/buffer_io.h)
+  // ---- any memory: buffer descriptors (cache/buffer_io.h)
   // descs[i] = (address, bytes, CUDA device or -1 for host memory, stream): keys[i]'s bytes
   // land there, device memory after the work queued on `stream` (torch's current stream),
   // complete on return. None where absent; any other failure raises.
@@ -213,7 +213,7 @@ class PyCache {
   }
   // The bytes at `src` (a descriptor as above) put under (ns, key), after the work queued on
   // its stream: device memory copied by the cache itself, into a reserved block, or staged
-  // (store/buffer_io.h). Returns the way it went: "host", "cache", "slot", "landing" or
+  // (cache/buffer_io.h). Returns the way it went: "host", "cache", "slot", "landing" or
   // "staged".
   const char* put_from_buffer(const std::string& ns, const std::string& key,
                               const std::string& dtype, const std::vector<int64_t>& shape,
@@ -241,7 +241,7 @@ class PyCache {
   }
 
   // ---- device memory and hints: what the cache does itself (CacheCapabilities)
-  // CacheCapabilities by name: what this cache does itself (store/cache.h).
+  // CacheCapabilities by name: what this cache does itself (cache/cache.h).
   nb::dict capabilities() {
     CacheCapabilities c = core_->Live()->capabilities();
     nb::dict d;

@@ -76,7 +76,7 @@ def test_load_many_brings_a_step_to_the_gpu(cache):
 def test_load_many_streams_a_step_of_pool_and_disk_entries(where, tmp_path, request):
     """A step of entries only on disk and a pool hit, through the 64 MiB pool of an embedded
     store or a same-host daemon: load_many enqueues each host->device copy as the entry's
-    bytes become readable (store/device_load.h); every tensor lands byte for byte."""
+    bytes become readable (cache/device_load.h); every tensor lands byte for byte."""
     if where == "daemon":
         c = ecstore.connect(request.getfixturevalue("daemon")["unix"])
     else:

@@ -101,7 +101,7 @@ struct VerifyReport {
   std::vector<std::string> errors;
 };
 
-// One schema locally and remotely (store/stats_json.h writes and reads it).
+// One schema locally and remotely (cache/stats_json.h writes and reads it).
 struct StoreStats {
   std::vector<TierStats> tiers;       // the tiers this store has, fastest first
   double pool_fragmentation = 0;      // free bytes outside the largest free extent / capacity
@@ -259,7 +259,7 @@ struct ClaimAnswer {
 };
 
 // What a Cache does itself beyond host bytes, so that callers choose without asking which
-// implementation it is (the rest they stage through host memory: store/device_load.h does
+// implementation it is (the rest they stage through host memory: cache/device_load.h does
 // for loads to a GPU). See each field's call below.
 struct CacheCapabilities {
   bool device_tier = false;      // keeps entries in device memory; GetToDevice serves from it
@@ -364,7 +364,7 @@ class Cache {
                                const void* src, uint64_t bytes, bool checksum_when_spilled = false);
   // The entry copied to device memory at `dst` (at least its size) from whichever tier holds
   // it, complete on return. InvalidArgument without a device tier (capabilities().device_tier):
-  // load through host leases (store/device_load.h).
+  // load through host leases (cache/device_load.h).
   virtual Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
                                         uint64_t dst_bytes);
   // The entry's device copy, leased (memory_kind() kDevice). InvalidArgument where there is

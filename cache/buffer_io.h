@@ -1,4 +1,4 @@
-// Gets into and puts from BufferDescs (store/cache.h) through any Cache: host or device
+// Gets into and puts from BufferDescs (cache/cache.h) through any Cache: host or device
 // memory, one call. Each Cache moves what it can itself -- a device tier copies to and from
 // device memory, a store read in place has its pool copied up as each entry's bytes land, a
 // same-host daemon copies device memory out itself -- and the rest is staged here through a
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/cache.h"
+#include "cache/cache.h"
 
 namespace ecstore {
 
@@ -28,7 +28,7 @@ namespace ecstore {
 // device descriptors, by the cache's capabilities: GetToDevice from a device tier; a
 // device->device copy from a same-host daemon's device pool where it holds the entry
 // (AcquireOnDevice, over CUDA IPC); else GetManyToDevice from a pool read in place
-// (store/device_load.h), else one GetMany into a host staging buffer and a host->device copy
+// (cache/device_load.h), else one GetMany into a host staging buffer and a host->device copy
 // of each entry.
 std::vector<Result<EntryInfo>> GetIntoBuffers(Cache& cache, std::string_view ns,
                                               const std::vector<std::string>& keys,

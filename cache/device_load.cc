@@ -1,7 +1,7 @@
-#include "store/device_load.h"
+#include "cache/device_load.h"
 
+#include "cache/told_copies.h"
 #include "cuda/cuda.h"
-#include "store/told_copies.h"
 
 namespace ecstore {
 namespace {

@@ -1,4 +1,4 @@
-#include "store/told_copies.h"
+#include "cache/told_copies.h"
 
 #include <gtest/gtest.h>
 

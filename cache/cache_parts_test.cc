@@ -1,6 +1,6 @@
 // GetIntoParts / PutFromParts on an embedded store: entries in one part and in several,
 // absent keys and wrong sizes in the same batch.
-#include "store/cache_parts.h"
+#include "cache/cache_parts.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "store/cache.h"
+#include "cache/cache.h"
 
 namespace ecstore {
 

@@ -1,4 +1,4 @@
-#include "store/buffer_io.h"
+#include "cache/buffer_io.h"
 
 #include <algorithm>
 #include <map>
@@ -6,9 +6,9 @@
 #include <thread>
 #include <utility>
 
+#include "cache/device_load.h"
 #include "cuda/cuda.h"
 #include "cuda/events.h"
-#include "store/device_load.h"
 
 namespace ecstore {
 namespace {
@@ -70,7 +70,7 @@ void FromDeviceLeases(Cache& cache, std::string_view ns, const std::vector<std::
   }
 }
 
-// From a pool read in place: store/device_load.h, one call per stream.
+// From a pool read in place: cache/device_load.h, one call per stream.
 void FromPool(Cache& cache, std::string_view ns, const std::vector<std::string>& keys,
               const std::vector<BufferDesc>& dsts, const ByStream& groups, Results* out) {
   for (const auto& [where, idx] : groups) {

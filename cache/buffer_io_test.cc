@@ -2,7 +2,7 @@
 // each way a Cache moves them (a device tier, a pool read in place, staged through host
 // memory over TCP) on a GPU -- the DeviceBuffers tests, which `make test-gpu` runs and which
 // skip (saying why) elsewhere.
-#include "store/buffer_io.h"
+#include "cache/buffer_io.h"
 
 #include <gtest/gtest.h>
 

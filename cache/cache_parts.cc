@@ -1,4 +1,4 @@
-#include "store/cache_parts.h"
+#include "cache/cache_parts.h"
 
 #include <cstring>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "store/stats_json.h"
+#include "cache/stats_json.h"
 
 #include <nlohmann/json.hpp>
 

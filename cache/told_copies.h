@@ -19,7 +19,7 @@
 #include <span>
 #include <vector>
 
-#include "store/cache.h"
+#include "cache/cache.h"
 
 namespace ecstore {
 

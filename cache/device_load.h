@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/cache.h"
+#include "cache/cache.h"
 
 namespace ecstore {
 

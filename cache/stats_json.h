@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "store/store.h"
+#include "cache/cache.h"
 
 namespace ecstore {
 
