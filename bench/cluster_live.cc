@@ -23,7 +23,7 @@
 #include "bench/workloads.h"
 #include "cluster/cluster_cache.h"
 #include "net/client.h"
-#include "net/server.h"
+#include "server/server.h"
 #include "store/store.h"
 
 namespace ecstore::bench {

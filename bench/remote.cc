@@ -21,7 +21,7 @@
 #include "base/copy_pool.h"
 #include "bench/pinned_buffer.h"
 #include "net/client.h"
-#include "net/server.h"
+#include "server/server.h"
 
 namespace ecstore::bench {
 namespace {

@@ -11,8 +11,8 @@
 #include "bench/workloads.h"
 #include "disk/aligned_buffer.h"
 #include "net/client.h"
-#include "net/server.h"
 #include "rdma/verbs.h"
+#include "server/server.h"
 
 namespace ecstore::bench {
 namespace {

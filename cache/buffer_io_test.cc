@@ -11,7 +11,7 @@
 #include "base/units.h"
 #include "cuda/cuda.h"
 #include "net/client.h"
-#include "net/server.h"
+#include "server/server.h"
 #include "store/store.h"
 #include "tests/gpu_buffer.h"
 #include "tests/test_util.h"

@@ -26,10 +26,10 @@
 #include "cli/flags.h"
 #include "cli/json_log.h"
 #include "cli/output.h"
-#include "net/server.h"
 #include "net/socket.h"
 #include "ops/http_endpoint.h"
 #include "ops/prometheus.h"
+#include "server/server.h"
 
 namespace ecstore::cli {
 namespace {

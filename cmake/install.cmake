@@ -5,11 +5,11 @@ include(CMakePackageConfigHelpers)
 
 # Shared libraries find each other, and ec-store finds them, wherever the prefix is.
 if(BUILD_SHARED_LIBS)
-  set_target_properties(ecstore_base ecstore_cuda ecstore_cache ecstore_store ecstore_rdma ecstore_net
+  set_target_properties(ecstore_base ecstore_cuda ecstore_cache ecstore_store ecstore_rdma ecstore_net ecstore_server
                         ecstore_ops ecstore_cluster PROPERTIES INSTALL_RPATH "$ORIGIN")
   set_target_properties(ec-store PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 endif()
-install(TARGETS ecstore_base ecstore_cuda ecstore_cache ecstore_store ecstore_rdma ecstore_net ecstore_cluster ecstore EXPORT ecstoreTargets
+install(TARGETS ecstore_base ecstore_cuda ecstore_cache ecstore_store ecstore_rdma ecstore_net ecstore_server ecstore_cluster ecstore EXPORT ecstoreTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS ec-store RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -24,10 +24,11 @@ install(FILES cache/buffer_io.h cache/cache.h cache/cache_parts.h cache/device_l
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cache)
 install(FILES store/store.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
 install(FILES net/claim_table.h net/client.h net/connection.h net/device_put.h net/frame_stream.h
-              net/lease_generation.h net/lease_table.h net/list_cursor.h net/piece_checker.h
-              net/prefetcher.h net/protocol.h net/put_arena.h net/server.h net/server_metrics.h
-              net/server_transport.h net/socket.h net/transport.h
+              net/lease_generation.h net/protocol.h net/put_arena.h net/socket.h net/transport.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)
+install(FILES server/lease_table.h server/list_cursor.h server/piece_checker.h server/prefetcher.h
+              server/server.h server/server_metrics.h server/server_transport.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/server)
 install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)
 install(FILES cluster/cluster_cache.h cluster/etcd.h cluster/member_watch.h cluster/membership.h
               cluster/node_link.h cluster/placement.h

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "cache/cache.h"
-#include "net/prefetcher.h"
-#include "net/server_metrics.h"
+#include "server/prefetcher.h"
+#include "server/server_metrics.h"
 
 namespace ecstore::ops {
 

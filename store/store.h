@@ -192,7 +192,7 @@ class Store : public Cache {
   // True when every listed disk entry is now in the pool; false where some did not fit.
   Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys) override = 0;
   // AcquireMany with a watch (Cache::LandingWatch): a server streams what it tells to a
-  // same-host client, who copies each piece out while the rest are read (net/server.h).
+  // same-host client, who copies each piece out while the rest are read (server/server.h).
   // (A store that cannot watch its reads answers as AcquireMany, streamed all false.)
   using Cache::AcquireMany;
   // EraseMany writes all the tombstones in one durable write (one fdatasync, not one per

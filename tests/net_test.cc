@@ -17,7 +17,7 @@
 
 #include "base/units.h"
 #include "net/client.h"
-#include "net/server.h"
+#include "server/server.h"
 #include "tests/raw_hello.h"
 #include "tests/test_util.h"
 

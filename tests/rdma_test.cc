@@ -8,8 +8,8 @@
 
 #include "base/units.h"
 #include "net/client.h"
-#include "net/server.h"
 #include "rdma/verbs.h"
+#include "server/server.h"
 #include "tests/test_util.h"
 
 namespace ecstore::net {

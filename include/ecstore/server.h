@@ -1,5 +1,5 @@
-// <ecstore/server.h>: serving a store from this process (ecstore::net::Server) -- net/server.h.
+// <ecstore/server.h>: serving a store from this process (ecstore::net::Server) -- server/server.h.
 // Thread rules: as the header it includes says.
 #pragma once
 
-#include "net/server.h"
+#include "server/server.h"

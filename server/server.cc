@@ -1,4 +1,4 @@
-#include "net/server.h"
+#include "server/server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -12,11 +12,11 @@
 #include <system_error>
 #include <tuple>
 
-#include "net/admin_requests.h"
-#include "net/lease_batch.h"
-#include "net/peer_access.h"
 #include "net/protocol.h"
 #include "net/put_arena.h"
+#include "server/admin_requests.h"
+#include "server/lease_batch.h"
+#include "server/peer_access.h"
 
 namespace ecstore::net {
 namespace {
@@ -543,7 +543,7 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   return SendFrame(fd, t ? t->reply() : Op::kPinOk, h.request_id, w.data());
 }
 
-// GET_SHM_MANY and GET_SHM_STREAM (net/lease_batch.h), the leases kept in the connection's
+// GET_SHM_MANY and GET_SHM_STREAM (server/lease_batch.h), the leases kept in the connection's
 // table. A key that is not found does not make the request an error.
 Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
   LeaseBatchTally tally;

@@ -1,6 +1,6 @@
 // Lease batches: a same-host reader's GET_SHM_MANY and GET_SHM_STREAM, answered from the
 // store as a free function of it, as the administration and key requests are
-// (net/admin_requests.h).
+// (server/admin_requests.h).
 //
 // GET_SHM_MANY leases a step's entries together: Store::AcquireMany reads the disk-only ones
 // in one batch, and each key is answered as GET_SHM answers it, or with its own error.
@@ -23,8 +23,8 @@
 #include <string>
 
 #include "base/status.h"
-#include "net/lease_table.h"
 #include "net/protocol.h"
+#include "server/lease_table.h"
 #include "store/store.h"
 
 namespace ecstore::net {

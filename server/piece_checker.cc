@@ -1,4 +1,4 @@
-#include "net/piece_checker.h"
+#include "server/piece_checker.h"
 
 #include <algorithm>
 #include <system_error>

@@ -1,4 +1,4 @@
-#include "net/prefetcher.h"
+#include "server/prefetcher.h"
 
 #include <spdlog/spdlog.h>
 

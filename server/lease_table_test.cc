@@ -1,5 +1,5 @@
 // LeaseTable: a connection's leases, bounded, released by id, by TTL and at the end.
-#include "net/lease_table.h"
+#include "server/lease_table.h"
 
 #include <gtest/gtest.h>
 

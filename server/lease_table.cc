@@ -1,4 +1,4 @@
-#include "net/lease_table.h"
+#include "server/lease_table.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "net/server_metrics.h"
+#include "server/server_metrics.h"
 
 #include <algorithm>
 

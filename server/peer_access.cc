@@ -1,4 +1,4 @@
-#include "net/peer_access.h"
+#include "server/peer_access.h"
 
 #include <arpa/inet.h>
 #include <grp.h>

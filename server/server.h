@@ -1,7 +1,7 @@
 // Server: serves a Store to remote and same-host consumers: TCP (frames of net/protocol.h),
 // shared memory over its unix socket, RDMA verbs (rdma/) and CUDA IPC (net/device_put.h).
 // Every get is answered under a read lease, through the ServerTransport of its kind
-// (net/server_transport.h): over TCP straight from pool memory (one sendmsg), otherwise as
+// (server/server_transport.h): over TCP straight from pool memory (one sendmsg), otherwise as
 // a location the reader takes the bytes from; an eviction never overwrites bytes in flight.
 // Thread rules: Start/Stop from the owner; one acceptor thread and one thread per
 // connection inside, plus, on 4 or more cores, a PieceChecker helper for each connection
@@ -19,15 +19,15 @@
 
 #include "net/claim_table.h"
 #include "net/device_put.h"
-#include "net/lease_table.h"
-#include "net/list_cursor.h"
-#include "net/piece_checker.h"
-#include "net/prefetcher.h"
 #include "net/protocol.h"
 #include "net/put_arena.h"
-#include "net/server_metrics.h"
-#include "net/server_transport.h"
 #include "net/socket.h"
+#include "server/lease_table.h"
+#include "server/list_cursor.h"
+#include "server/piece_checker.h"
+#include "server/prefetcher.h"
+#include "server/server_metrics.h"
+#include "server/server_transport.h"
 #include "store/store.h"
 
 namespace ecstore::net {
@@ -57,7 +57,7 @@ struct ServerOptions {
   std::chrono::milliseconds hello_timeout{5000};
   size_t max_ungreeted = 64;
   // Without a token only the server's own user (and root) may connect, over the unix socket
-  // or loopback TCP (net/peer_access.h); with group_access the members of its group too, and
+  // or loopback TCP (server/peer_access.h); with group_access the members of its group too, and
   // the socket is group-writable.
   bool group_access = false;
   // Same-host clients' put arenas together, at most this many bytes (0: the pool's size, at

@@ -1,4 +1,4 @@
-#include "net/admin_requests.h"
+#include "server/admin_requests.h"
 
 #include <spdlog/spdlog.h>
 

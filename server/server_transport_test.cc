@@ -1,7 +1,7 @@
 // The server's transports on their own, on a real store: what each leases, where it says the
 // bytes are, what it tells HELLO, and a clear refusal where it cannot serve. (The wire
 // round trips through them are net_test.cc's and the RDMA VM test's.)
-#include "net/server_transport.h"
+#include "server/server_transport.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "net/server_transport.h"
+#include "server/server_transport.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>

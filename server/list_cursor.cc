@@ -1,4 +1,4 @@
-#include "net/list_cursor.h"
+#include "server/list_cursor.h"
 
 #include <algorithm>
 #include <tuple>

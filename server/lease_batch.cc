@@ -1,4 +1,4 @@
-#include "net/lease_batch.h"
+#include "server/lease_batch.h"
 
 namespace ecstore::net {
 

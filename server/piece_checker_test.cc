@@ -1,5 +1,5 @@
 // PieceChecker: a TCP put's pieces checked on a helper thread while the next is received.
-#include "net/piece_checker.h"
+#include "server/piece_checker.h"
 
 #include <gtest/gtest.h>
 

@@ -15,9 +15,9 @@
 #include <string>
 
 #include "net/protocol.h"
-#include "net/server_metrics.h"
 #include "net/socket.h"
 #include "rdma/verbs.h"
+#include "server/server_metrics.h"
 #include "store/store.h"
 
 namespace ecstore::net {
