@@ -6,7 +6,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "tests/test_util.h"
+#include "base/test_util.h"
 
 namespace ecstore::safetensors {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "base/safetensors.h"
-#include "tests/test_util.h"
+#include "base/test_util.h"
 
 namespace ecstore {
 namespace {

@@ -247,7 +247,7 @@ class PutSlot {
   virtual Status Commit(bool checksum_when_spilled) = 0;
 };
 
-// A claim on a key a caller found absent (net/claim_table.h keeps them on a server).
+// A claim on a key a caller found absent (server/claim_table.h keeps them on a server).
 enum class ClaimOutcome : uint8_t {
   kGranted = 0,  // the caller computes and puts the entry
   kHeld = 1,     // another caller is computing it: wait for its put (ms_left at most)

@@ -52,7 +52,7 @@
 #include "cluster/membership.h"
 #include "cluster/node_link.h"
 #include "cluster/placement.h"
-#include "net/claim_table.h"
+#include "net/claims.h"
 #include "net/connection.h"
 
 namespace ecstore::net {

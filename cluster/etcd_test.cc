@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "tests/test_util.h"
+#include "base/test_util.h"
 
 namespace ecstore::cluster {
 namespace {

@@ -23,10 +23,11 @@ install(FILES base/copy_pool.h base/entry_record.h base/env.h base/host_port.h b
 install(FILES cache/buffer_io.h cache/cache.h cache/cache_parts.h cache/device_load.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cache)
 install(FILES store/store.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
-install(FILES net/claim_table.h net/client.h net/connection.h net/device_put.h net/frame_stream.h
+install(FILES net/claims.h net/client.h net/connection.h net/device_put.h net/frame_stream.h
               net/lease_generation.h net/protocol.h net/put_arena.h net/socket.h net/transport.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)
-install(FILES server/lease_table.h server/list_cursor.h server/piece_checker.h server/prefetcher.h
+install(FILES server/arena_puts.h server/claim_table.h server/device_puts.h
+              server/lease_table.h server/list_cursor.h server/piece_checker.h server/prefetcher.h
               server/server.h server/server_metrics.h server/server_transport.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/server)
 install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)

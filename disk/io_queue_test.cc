@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/test_util.h"
 #include "disk/aligned_buffer.h"
 #include "disk/record.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

@@ -7,8 +7,8 @@
 #include <random>
 
 #include "base/embedding.h"
+#include "base/test_util.h"
 #include "disk/codec.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

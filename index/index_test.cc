@@ -10,7 +10,7 @@
 #include <fstream>
 #include <thread>
 
-#include "tests/test_util.h"
+#include "base/test_util.h"
 
 namespace ecstore {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "base/copy_pool.h"
 #include "cache/cache.h"
-#include "net/claim_table.h"
+#include "net/claims.h"
 #include "net/connection.h"
 #include "net/protocol.h"
 #include "net/socket.h"
@@ -85,7 +85,7 @@ class Client : public Cache {
   // false where the server does not offer it (an older one) or its queue was full. A bad
   // key is InvalidArgument, and nothing is sent.
   Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys) override;
-  // A claim on a key this caller found absent (net/claim_table.h): granted (compute and put
+  // A claim on a key this caller found absent (server/claim_table.h): granted (compute and put
   // it), held by another caller (wait for its put, ms_left at most), or present. A server
   // without claims grants every one: each caller computes, as without claims.
   Result<ClaimAnswer> Claim(std::string_view ns, std::string_view key,

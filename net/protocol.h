@@ -87,7 +87,7 @@ enum class Op : uint16_t {
   // (0: the queue was full and the hint was dropped). A bad key queues nothing.
   kPrefetch = 23,  // ns, n, n x key -> kOk(queued u8) | kError
   // A server whose HELLO_OK offers kFeatureClaims, on any connection: a claim on a key not
-  // stored yet, so that one of several engines missing it computes it (net/claim_table.h).
+  // stored yet, so that one of several engines missing it computes it (server/claim_table.h).
   kClaim = 24,  // ns, key, ttl ms u32 -> kOk(outcome u8: granted/held/present, ms left u32)
   kHelloOk = 101,
   kGetOk = 102,

@@ -20,10 +20,11 @@
 // passes it, so the device->host copy and the server's copy run together. A server without
 // kFeaturePutLanding gives no counter: fill, then commit.
 //
+// The server's half (PUT_ARENA, PUT_SHM) is server/arena_puts.h.
+//
 // Thread rules: a SharedArena is shared (shared_ptr) by the transport that asked for it and
 // the reservations carved from it; Allocate and Free may be called from any thread. An
-// ArenaReservation is used by one thread at a time. PutFromArena runs on a connection's
-// thread.
+// ArenaReservation is used by one thread at a time.
 #pragma once
 
 #include <atomic>
@@ -41,7 +42,6 @@
 #include "base/status.h"
 #include "net/protocol.h"
 #include "net/socket.h"
-#include "store/store.h"
 
 namespace ecstore::net {
 
@@ -153,26 +153,12 @@ inline constexpr uint64_t kPutLandingPiece = 1ull << 20;
 // kPutLanding, then the counter's offset).
 std::string PutShmBody(const std::string& head, uint64_t offset, uint64_t size, uint8_t flags,
                        uint64_t counter_offset = ArenaReservation::kNoCounter);
-// What the server's arena requests use: its store, the copier that splits each block's
-// copy, and how long a landing block may take to land.
-struct ArenaContext {
-  Store* store;
-  CopyPool* copier;
-  std::chrono::milliseconds landing_timeout;
-  // Every connection's arena bytes together, and their bound: a PUT_ARENA past it is Busy
-  // (the client then puts through the socket), so that clients cannot make the daemon
-  // fault in gigabytes of shared memory each.
-  std::atomic<uint64_t>* arena_bytes;
-  uint64_t arena_budget;
-};
-// Server: answers PUT_ARENA (a new arena for the connection replaces *arena; the reply
-// passes (*arena)->fd()) or PUT_SHM (a block of *arena put into the store: a block outside
-// it, or no arena yet, is the answer's InvalidArgument). A malformed body is the outer
-// status: answer it, then close the connection. *key and *bytes_in are set for the log.
-// The block is copied by cx.copier (the caller's thread and its helpers); a landing block
-// piece by piece as its counter passes them, waiting up to cx.landing_timeout for the rest.
-Result<Answer> AnswerArena(const ArenaContext& cx, Op op, BodyReader* r,
-                           std::shared_ptr<SharedArena>* arena, std::string* ns, std::string* key,
-                           uint64_t* bytes_in);
+// Until the landing counter at `word` reaches `want` (or kFailed) or `deadline` passes: what
+// it holds then. A short spin (pieces land every ~0.1-0.3 ms on a GPU host), then 20 us
+// sleeps, so a slow writer costs the waiting thread no core.
+uint64_t AwaitLandingWord(const uint64_t* word, uint64_t want,
+                          std::chrono::steady_clock::time_point deadline);
+// The error of a put whose bytes did not come (`why`: "did not land in time", ...).
+Status NotLanded(const char* why);
 
 }  // namespace ecstore::net

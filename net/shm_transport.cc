@@ -319,7 +319,7 @@ class ShmTransport : public Transport {
       if (id == a.buffer_id) return h;
     auto h = cuda::ExportIpcHandle(a.base);
     if (!h.ok()) return h.status();
-    if (handles_.size() >= DeviceImports::kMaxImports) handles_.erase(handles_.begin());
+    if (handles_.size() >= kMaxDeviceImports) handles_.erase(handles_.begin());
     handles_.emplace_back(a.buffer_id, *h);
     return h;
   }

@@ -6,6 +6,8 @@
 2. No build output tracked: wheels, objects, archives, shared objects, build folders.
 3. No issue numbers, dates or machine names in library comments: a comment gives the reason;
    the run that measured it belongs in the commit message and docs/benchmarks.md.
+4. Rooms: a file includes only its own folder and the folders ROOMS lets it see (tests
+   included), and the includes inside a folder never run in a circle.
 
 Usage: python scripts/house_rules.py [ROOT]   (ROOT: a git work tree, default this one)
 Exit 0 when every rule holds; 1 with one line per breach, saying what to do.
@@ -30,6 +32,31 @@ KNOWN_LONG_FUNCTIONS = {
     ("python/ecstore/bench.py", "main"): 82,
     ("store/store.cc", "ecstore::StoreImpl::Init"): 82,
 }
+
+# folder -> the folders its files may include besides their own (docs/architecture.md#rooms).
+# A room sees the rooms beneath it, never one beside or above it: net/ (the client) never sees
+# store/ (the engine); only server/, cli/ and what sits over everything do.
+_LIB = ["base", "cuda", "rdma", "cache", "disk", "index", "store", "net", "server", "cluster",
+        "ops", "cli"]
+ROOMS = {
+    "base": set(),
+    "cuda": {"base"},
+    "rdma": {"base"},
+    "cache": {"base", "cuda"},
+    "disk": {"base"},
+    "index": {"base", "disk"},
+    "store": {"base", "cuda", "cache", "disk", "index"},
+    "net": {"base", "cuda", "rdma", "cache"},
+    "server": {"base", "cuda", "rdma", "cache", "disk", "index", "store", "net"},
+    "cluster": {"base", "cuda", "rdma", "cache", "net"},
+    "ops": {"base", "cuda", "rdma", "cache", "disk", "index", "store", "net", "server"},
+    "cli": set(_LIB) - {"cli"},
+    "include": set(_LIB) - {"cli", "ops"},  # the public facades over the libraries
+    "python": set(_LIB) - {"cli", "ops"},
+    "bench": set(_LIB) | {"include"},
+    "tests": set(_LIB) | {"include"},
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
 SOURCE = re.compile(r"\.(cc|h|cu|py)$")
 EXEMPT = re.compile(r"(^|/)tests/|_test\.cc$|_fuzz\.cc$|(^|/)conftest\.py$|^scripts/")
@@ -90,6 +117,52 @@ def long_functions(root, files):
                     f.length
 
 
+def room_of(path):
+    parts = path.split("/")
+    if parts[0] == "python" and len(parts) > 1 and parts[1] == "src":
+        return "python"
+    return parts[0] if parts[0] in ROOMS else None
+
+
+def room_breaches(root, files):
+    """Includes that reach a room this one may not see, and circles inside a room."""
+    breaches, graph = [], {}
+    for p in files:
+        room = room_of(p)
+        if room is None or not re.search(r"\.(cc|h|cu)$", p):
+            continue
+        with open(os.path.join(root, p), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for m in INCLUDE.finditer(text):
+            target = m.group(1)
+            line = text.count("\n", 0, m.start()) + 1
+            if target == room or (room == "python" and target == "python"):
+                graph.setdefault(p, []).append(f"{target}/{m.group(2)}")
+            elif target == "ecstore" and room in ("include", "bench", "tests", "python"):
+                continue  # include/ecstore/*.h, as an engine includes them
+            elif target in ROOMS and target not in ROOMS[room]:
+                breaches.append(f"{p}:{line}: includes {target}/{m.group(2)}, a room {room}/ "
+                                "may not see: move the code to the room that owns it, or the "
+                                "shared part down")
+    state = {}
+
+    def visit(node, stack):
+        state[node] = 1
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt] if nxt in stack else [node, nxt]
+                breaches.append(f"{node}: includes run in a circle: {' -> '.join(cycle)}: "
+                                "break it with a forward declaration or a smaller header")
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return breaches
+
+
 def check(root):
     breaches = []
     files = tracked(root)
@@ -137,6 +210,7 @@ def check(root):
         if key[0] in library:
             breaches.append(f"{key[0]}: {key[1]} is within {MAX_FUNCTION_LINES} lines or gone: "
                             "remove it from KNOWN_LONG_FUNCTIONS in scripts/house_rules.py")
+    breaches += room_breaches(root, files)
     for p in KNOWN_LONG_FILES.keys() - seen_files:
         if os.path.isdir(os.path.join(root, os.path.dirname(p))):
             breaches.append(f"{p}: gone: remove it from KNOWN_LONG_FILES in "
@@ -155,7 +229,7 @@ def main():
         sys.exit(1)
     print(f"house-rules: {checked} library files within {MAX_FILE_LINES} lines and functions "
           f"within {MAX_FUNCTION_LINES} (known exceptions not grown), no build output "
-          "tracked, no issue, date or machine in a comment")
+          "tracked, no issue, date or machine in a comment, no include outside its rooms")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@
 #include <functional>
 #include <string>
 
+#include "base/test_util.h"
 #include "net/socket.h"
-#include "tests/test_util.h"
 
 namespace ecstore::net {
 namespace {

@@ -5,10 +5,10 @@
 
 #include <cstring>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "disk/record.h"
-#include "tests/store_util.h"
-#include "tests/test_util.h"
+#include "store/store_test_util.h"
 
 namespace ecstore::net {
 namespace {

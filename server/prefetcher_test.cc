@@ -5,8 +5,8 @@
 #include <chrono>
 #include <thread>
 
+#include "base/test_util.h"
 #include "base/units.h"
-#include "tests/test_util.h"
 
 namespace ecstore::net {
 namespace {

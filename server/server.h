@@ -17,11 +17,12 @@
 #include <thread>
 #include <vector>
 
-#include "net/claim_table.h"
-#include "net/device_put.h"
 #include "net/protocol.h"
 #include "net/put_arena.h"
 #include "net/socket.h"
+#include "server/arena_puts.h"
+#include "server/claim_table.h"
+#include "server/device_puts.h"
 #include "server/lease_table.h"
 #include "server/list_cursor.h"
 #include "server/piece_checker.h"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "base/test_util.h"
 
 namespace ecstore::net {
 namespace {

@@ -9,11 +9,11 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "disk/record.h"
 #include "store/device_tier_test_util.h"
 #include "store/evictor.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <map>
 
+#include "base/test_util.h"
 #include "base/units.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

@@ -6,9 +6,9 @@
 #include <list>
 #include <random>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "store/store.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

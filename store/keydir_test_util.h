@@ -11,8 +11,8 @@
 #include <string>
 
 #include "base/env.h"
+#include "base/test_util.h"
 #include "store/keydir.h"
-#include "tests/test_util.h"
 
 namespace ecstore::testing {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/test_util.h"
 #include "store/store.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

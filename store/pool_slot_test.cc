@@ -4,8 +4,8 @@
 
 #include <cstring>
 
+#include "base/test_util.h"
 #include "store/store.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

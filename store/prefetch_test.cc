@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "store/store.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <string>
 
+#include "base/test_util.h"
 #include "index/index.h"
 #include "store/store.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

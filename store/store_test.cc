@@ -10,9 +10,9 @@
 #include <fstream>
 #include <thread>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "disk/record.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

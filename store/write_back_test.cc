@@ -7,11 +7,11 @@
 #include <cstring>
 #include <thread>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "disk/record.h"
 #include "store/store.h"
-#include "tests/store_util.h"
-#include "tests/test_util.h"
+#include "store/store_test_util.h"
 
 namespace ecstore {
 namespace {

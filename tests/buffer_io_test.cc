@@ -14,7 +14,7 @@
 #include "server/server.h"
 #include "store/store.h"
 #include "tests/gpu_buffer.h"
-#include "tests/test_util.h"
+#include "tests/gpu_test_util.h"
 
 namespace ecstore {
 namespace {

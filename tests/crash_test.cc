@@ -10,9 +10,9 @@
 #include <random>
 #include <thread>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "store/store.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

@@ -2,19 +2,18 @@
 // every refusal is clear, keeps the connection and stores nothing. The copies themselves,
 // which need a GPU and a second process, are in tests/device_test.cc (DevicePut*).
 // A store and its server in this process; clients over the real unix socket.
-#include "net/device_put.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <string>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "net/client.h"
 #include "net/frame_stream.h"
+#include "server/device_puts.h"
 #include "server/server.h"
 #include "tests/raw_hello.h"
-#include "tests/test_util.h"
 
 namespace ecstore::net {
 namespace {

@@ -19,9 +19,9 @@
 #include "cache/device_load.h"
 #include "cuda/cuda.h"
 #include "net/client.h"
-#include "net/device_put.h"
+#include "server/device_puts.h"
 #include "store/store.h"
-#include "tests/test_util.h"
+#include "tests/gpu_test_util.h"
 
 #ifdef EC_HAVE_CUDA
 #include <cuda_runtime_api.h>

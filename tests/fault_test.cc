@@ -5,9 +5,9 @@
 #include <atomic>
 #include <filesystem>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "store/store.h"
-#include "tests/test_util.h"
 
 namespace ecstore {
 namespace {

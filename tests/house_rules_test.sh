@@ -30,5 +30,12 @@ git rm -qf store/big.cc && : > pkg.whl && git add pkg.whl
 printf '// Measured on the H100 host.\nint x;\n' > store/note.cc && git rm -q --cached pkg.whl && git add store/note.cc
 ! "$PY" "$SRC/scripts/house_rules.py" "$T" > c.out && grep -q "^store/note.cc:1: a comment names a machine" c.out ||
   { cat c.out; echo "FAIL: a machine in a comment passed"; exit 1; }
-echo "house rules: 600 lines pass; 601 lines, a tracked wheel and a machine in a comment fail"
+git rm -qf store/note.cc && mkdir -p net && printf '#include "store/store.h"\n' > net/reach.h &&
+  printf '#include "net/b.h"\n' > net/a.h && printf '#include "net/a.h"\n' > net/b.h && git add net
+! "$PY" "$SRC/scripts/house_rules.py" "$T" > r.out &&
+  grep -q '^net/reach.h:1: includes store/store.h, a room net/ may not see' r.out &&
+  grep -q 'includes run in a circle: net/a.h -> net/b.h -> net/a.h' r.out ||
+  { cat r.out; echo "FAIL: an include into a room net/ may not see, or a circle, passed"; exit 1; }
+echo "house rules: 600 lines pass; 601 lines, a tracked wheel, a machine in a comment, an include"
+echo "outside the rooms and a circle of includes fail"
 cat big.out

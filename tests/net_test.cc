@@ -15,11 +15,11 @@
 #include <sstream>
 #include <thread>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "net/client.h"
 #include "server/server.h"
 #include "tests/raw_hello.h"
-#include "tests/test_util.h"
 
 namespace ecstore::net {
 namespace {

@@ -11,13 +11,13 @@
 #include <cstring>
 #include <thread>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "disk/record.h"
 #include "net/client.h"
 #include "net/frame_stream.h"
 #include "server/server.h"
 #include "tests/raw_hello.h"
-#include "tests/test_util.h"
 
 namespace ecstore::net {
 namespace {

@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <thread>
 
+#include "base/test_util.h"
 #include "base/units.h"
 #include "net/client.h"
 #include "rdma/verbs.h"
 #include "server/server.h"
-#include "tests/test_util.h"
 
 namespace ecstore::net {
 namespace {

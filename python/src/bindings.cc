@@ -288,7 +288,7 @@ class PyCache {
     return Check(c->Prefetch(ns, keys));
   }
 
-  // A claim on a key found absent (net/claim_table.h): ("granted" | "held" | "present",
+  // A claim on a key found absent (server/claim_table.h): ("granted" | "held" | "present",
   // ms left on a held claim). An embedded store grants every claim (nothing else computes
   // for it).
   std::pair<std::string, uint32_t> claim(const std::string& ns, const std::string& key,

@@ -1,4 +1,4 @@
-#include "net/claim_table.h"
+#include "server/claim_table.h"
 
 #include "store/store.h"
 
@@ -8,18 +8,6 @@ namespace {
 // A claim outlives no hung holder by much: longer TTLs are cut to this.
 constexpr uint32_t kMaxTtlMs = 60'000;
 }  // namespace
-
-const char* ClaimOutcomeName(ClaimOutcome o) {
-  switch (o) {
-    case ClaimOutcome::kGranted:
-      return "granted";
-    case ClaimOutcome::kHeld:
-      return "held";
-    case ClaimOutcome::kPresent:
-      return "present";
-  }
-  return "granted";
-}
 
 Result<ClaimAnswer> ClaimTable::Claim(std::string_view ns, std::string_view key, bool present,
                                       std::chrono::milliseconds ttl, Clock::time_point now,
@@ -79,14 +67,6 @@ uint64_t ClaimTable::held() const {
   return held_;
 }
 
-std::string ClaimBody(std::string_view ns, std::string_view key, uint32_t ttl_ms) {
-  BodyWriter w;
-  w.Str(ns);
-  w.Str(key);
-  w.U32(ttl_ms);
-  return w.data();
-}
-
 Result<Answer> AnswerClaim(ClaimTable* claims, Store* store, BodyReader* r, uint64_t holder) {
   auto k = ParseKeyBody(r);
   uint32_t ttl_ms = 0;
@@ -106,15 +86,6 @@ Result<Answer> AnswerClaim(ClaimTable* claims, Store* store, BodyReader* r, uint
   w.U8(static_cast<uint8_t>(a->outcome));
   w.U32(a->ms_left);
   return Answer{Status::Ok(), Op::kOk, w.data()};
-}
-
-Result<ClaimAnswer> ParseClaimReply(const std::string& body) {
-  BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
-  uint8_t o = 0;
-  ClaimAnswer a;
-  if (!r.U8(&o) || !r.U32(&a.ms_left) || o > 2) return Status::Unavailable("malformed CLAIM reply");
-  a.outcome = static_cast<ClaimOutcome>(o);
-  return a;
 }
 
 }  // namespace ecstore::net

@@ -1,4 +1,6 @@
-// Helpers shared by the tests that open a store.
+// Helpers shared by the tests that open a store. Test-only.
+//
+// Thread rules: call from a test's body.
 #pragma once
 
 #include <gtest/gtest.h>

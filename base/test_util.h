@@ -1,4 +1,7 @@
-// Helpers shared by the tests: scratch directories and deterministic payloads.
+// Helpers shared by the tests of every room: scratch directories, deterministic payloads,
+// deadlines scaled to the machine. Test-only: no library source includes it.
+//
+// Thread rules: TempDir belongs to its test; the functions are pure.
 #pragma once
 
 #include <unistd.h>
@@ -14,7 +17,6 @@
 #include <vector>
 
 #include "base/tensor_meta.h"
-#include "cuda/cuda.h"
 
 namespace ecstore::testing {
 
@@ -79,8 +81,6 @@ bool WaitFor(Fn&& done, std::chrono::milliseconds limit) {
 
 }  // namespace ecstore::testing
 
-// Skips (or, under EC_REQUIRE_GPU=1 -- `make test-gpu` -- fails) when there is no GPU to
-// test on, saying why.
 // EC_SANITIZED: built with AddressSanitizer or ThreadSanitizer, by gcc (which defines
 // __SANITIZE_*) or clang (which answers __has_feature).
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -90,12 +90,3 @@ bool WaitFor(Fn&& done, std::chrono::milliseconds limit) {
 #define EC_SANITIZED 1
 #endif
 #endif
-
-#define REQUIRE_GPU()                                                 \
-  do {                                                                \
-    std::string why;                                                  \
-    if (::ecstore::cuda::DeviceCount(&why) == 0) {                    \
-      if (std::getenv("EC_REQUIRE_GPU")) FAIL() << "no GPU: " << why; \
-      GTEST_SKIP() << "GPU test skipped: " << why;                    \
-    }                                                                 \
-  } while (0)

@@ -1,4 +1,4 @@
-#include "net/claim_table.h"
+#include "server/claim_table.h"
 
 #include <gtest/gtest.h>
 

@@ -25,6 +25,7 @@
 
 #include "base/mutex.h"
 #include "cache/cache.h"
+#include "net/claims.h"
 #include "net/protocol.h"
 
 namespace ecstore {
@@ -32,10 +33,6 @@ class Store;
 }
 
 namespace ecstore::net {
-
-using ecstore::ClaimAnswer;  // cache/cache.h: Cache::Claim answers them
-using ecstore::ClaimOutcome;
-const char* ClaimOutcomeName(ClaimOutcome o);  // "granted" / "held" / "present"
 
 class ClaimTable {
  public:
@@ -69,11 +66,8 @@ class ClaimTable {
   uint64_t held_ GUARDED_BY(mu_) = 0;
 };
 
-// CLAIM's wire form: ns, key, ttl ms u32 -> OK(outcome u8, ms left u32).
-std::string ClaimBody(std::string_view ns, std::string_view key, uint32_t ttl_ms);
 // Answers a CLAIM of connection `holder` against `store` (whether the key is present) and
 // `claims`.
 Result<Answer> AnswerClaim(ClaimTable* claims, Store* store, BodyReader* r, uint64_t holder = 0);
-Result<ClaimAnswer> ParseClaimReply(const std::string& body);
 
 }  // namespace ecstore::net
