@@ -25,7 +25,7 @@ std::unique_ptr<uint8_t[]> Staging(uint64_t bytes) {
 
 // From a device tier: each entry copied by the store on its own stream, once the work queued
 // on the descriptor's stream (which may still use the memory) is done.
-void FromDeviceTier(Cache& cache, std::string_view ns, const std::vector<std::string>& keys,
+void FromDeviceTier(DeviceIo& cache, std::string_view ns, const std::vector<std::string>& keys,
                     const std::vector<BufferDesc>& dsts, const ByStream& groups, Results* out) {
   for (const auto& [where, idx] : groups) {
     Status waited = cuda::WaitForStream(where.first, where.second);
@@ -39,7 +39,7 @@ void FromDeviceTier(Cache& cache, std::string_view ns, const std::vector<std::st
 // copied device->device on its descriptor's stream, the leases held until the stream ran
 // the copies. A key that cannot be leased there (no device pool, or one full of leased
 // entries) goes to *rest, for the next way; an absent key is NotFound at once.
-void FromDeviceLeases(Cache& cache, std::string_view ns, const std::vector<std::string>& keys,
+void FromDeviceLeases(DeviceIo& cache, std::string_view ns, const std::vector<std::string>& keys,
                       const std::vector<BufferDesc>& dsts, const ByStream& groups, Results* out,
                       ByStream* rest) {
   for (const auto& [where, idx] : groups) {
@@ -182,6 +182,7 @@ std::vector<Result<EntryInfo>> GetIntoBuffers(Cache& cache, std::string_view ns,
     return Results(keys.size(),
                    Status::InvalidArgument("GetIntoBuffers needs one descriptor per key"));
   Results out(keys.size(), Status::Unavailable("not attempted"));
+  const CacheCapabilities caps = cache.capabilities();
   std::vector<size_t> got_idx;  // one GetMany: host memory, and device memory written directly
   ByStream direct, device;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -189,7 +190,8 @@ std::vector<Result<EntryInfo>> GetIntoBuffers(Cache& cache, std::string_view ns,
     if (!d.on_device())
       got_idx.push_back(i);
     else
-      (cache.GetsInto(d) ? direct : device)[{d.device, d.stream}].push_back(i);
+      (caps.memory && caps.memory->GetsInto(d) ? direct : device)[{d.device, d.stream}].push_back(
+          i);
   }
   // The NIC writes device memory only after the work queued on its stream (which may still
   // use that memory) is done.
@@ -212,14 +214,13 @@ std::vector<Result<EntryInfo>> GetIntoBuffers(Cache& cache, std::string_view ns,
     for (size_t j = 0; j < got_idx.size(); ++j) out[got_idx[j]] = std::move(got[j]);
   }
   if (device.empty()) return out;
-  const CacheCapabilities caps = cache.capabilities();
-  if (caps.device_tier) {
-    FromDeviceTier(cache, ns, keys, dsts, device, &out);
+  if (caps.device_tier && caps.device_io) {
+    FromDeviceTier(*caps.device_io, ns, keys, dsts, device, &out);
     return out;
   }
-  if (caps.device_leases) {
+  if (caps.device_leases && caps.device_io) {
     ByStream rest;
-    FromDeviceLeases(cache, ns, keys, dsts, device, &out, &rest);
+    FromDeviceLeases(*caps.device_io, ns, keys, dsts, device, &out, &rest);
     device = std::move(rest);
   }
   if (device.empty()) return out;
@@ -254,17 +255,18 @@ Status PutFromBuffer(Cache& cache, std::string_view ns, std::string_view key,
   way = PutRoute::kHost;
   if (!src.on_device() || src.size == 0) return cache.Put(ns, key, meta, src.span());
   const CacheCapabilities caps = cache.capabilities();
-  if (o.device_puts && (caps.device_tier || caps.device_puts)) {
+  if (o.device_puts && caps.device_io && (caps.device_tier || caps.device_puts)) {
     way = PutRoute::kCacheCopy;
     // The store copies on a stream of its own: the producer's work must be done first.
     EC_RETURN_IF_ERROR(cuda::WaitForStream(src.device, src.stream));
-    Status st = cache.PutFromDevice(ns, key, meta, src.data, src.size, o.checksum_when_spilled);
+    Status st =
+        caps.device_io->PutFromDevice(ns, key, meta, src.data, src.size, o.checksum_when_spilled);
     // A daemon that cannot open this memory (a GPU it does not see) refuses it: on below.
     if (st.ok() || caps.device_tier || !st.IsInvalidArgument()) return st;
   }
-  if (caps.reserve) {
+  if (caps.reservations) {
     const bool landing = o.landing && src.size >= kLandingMinBytes;
-    auto slot = cache.ReserveSlot(ns, key, meta, src.size, landing);
+    auto slot = caps.reservations->ReserveSlot(ns, key, meta, src.size, landing);
     // InvalidArgument: no block to be had this way (an older daemon without put arenas, a
     // put larger than an arena): staged. Busy and the rest are the put's answer.
     if (slot.ok()) {

@@ -75,7 +75,9 @@ void ReadLease::Reset() {
 }
 
 std::vector<Result<ReadLease>> Cache::AcquireMany(std::string_view ns,
-                                                  const std::vector<std::string>& keys) {
+                                                  const std::vector<std::string>& keys,
+                                                  LandingWatch* watch) {
+  if (watch) watch->streamed.assign(keys.size(), false);
   std::vector<Result<ReadLease>> out;
   out.reserve(keys.size());
   for (const std::string& k : keys) out.push_back(Acquire(ns, k));
@@ -103,42 +105,11 @@ Result<bool> Cache::Prefetch(std::string_view, const std::vector<std::string>&) 
   return false;  // a hint: nothing to do where there is no prefetch
 }
 
-Result<ClaimAnswer> Cache::Claim(std::string_view, std::string_view, std::chrono::milliseconds) {
+Result<ClaimAnswer> ClaimOrGrant(const CacheCapabilities& caps, std::string_view ns,
+                                 std::string_view key, std::chrono::milliseconds ttl) {
+  if (caps.claims) return caps.claims->Claim(ns, key, ttl);
   return ClaimAnswer{};  // no one else's claims are seen here: compute, as without claims
 }
-
-Status Cache::PutFromDevice(std::string_view, std::string_view, const TensorMeta&, const void*,
-                            uint64_t, bool) {
-  return Status::InvalidArgument(std::string("a ") + transport() +
-                                 " cache takes no device puts (it does not copy device memory "
-                                 "itself): copy the tensor to host memory and put that");
-}
-
-Result<EntryInfo> Cache::GetToDevice(std::string_view, std::string_view, void*, uint64_t) {
-  return Status::InvalidArgument(std::string("a ") + transport() +
-                                 " cache has no device tier to copy from; load through host "
-                                 "leases (GetManyToDevice)");
-}
-
-Result<ReadLease> Cache::AcquireOnDevice(std::string_view, std::string_view) {
-  return Status::InvalidArgument(std::string("a ") + transport() +
-                                 " cache has no device pool to lease from; acquire the host copy");
-}
-
-Result<std::unique_ptr<PutSlot>> Cache::ReserveSlot(std::string_view, std::string_view,
-                                                    const TensorMeta&, uint64_t, bool) {
-  return Status::InvalidArgument(std::string("a ") + transport() +
-                                 " cache has no memory to reserve a put in (reserve is for an "
-                                 "embedded store or a same-host daemon); use Put");
-}
-
-Status Cache::RegisterMemory(const BufferDesc&) {
-  return Status::Ok();  // nothing here lands through a bounce buffer
-}
-
-void Cache::UnregisterMemory(const BufferDesc&) {}
-
-Result<bool> Cache::RegisterPutMemoryWith(std::shared_ptr<MemoryRegistrar>) { return false; }
 
 Result<std::vector<EntryInfo>> Cache::List() {
   std::vector<EntryInfo> all;

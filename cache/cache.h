@@ -91,7 +91,7 @@ struct TierStats {
 // DEFAULT_NAMESPACE: one default for every front end.
 inline constexpr char kDefaultNamespace[] = "default";
 
-// What Store::Verify (and a server asked to verify) reports.
+// What Admin::Verify reports.
 struct VerifyReport {
   uint64_t checked = 0;
   uint64_t bytes = 0;
@@ -258,19 +258,128 @@ struct ClaimAnswer {
   uint32_t ms_left = 0;  // kHeld: until the holder's claim lapses
 };
 
+// What a Cache does beyond host bytes comes as facets: small interfaces that capabilities()
+// hands out where the cache has them and leaves null where it has not, so that a caller asks
+// once instead of calling and reading an error (NIXL-style capability queries).
+//
+//   if (DeviceIo* d = cache->capabilities().device_io) d->GetToDevice(ns, key, dst, n);
+//   else ...  // load through host leases (cache/device_load.h)
+//
+// A facet lives as long as its cache, and follows its cache's thread rules.
+
+// Device memory the cache copies itself.
+class DeviceIo {
+ public:
+  virtual ~DeviceIo() = default;
+  // `bytes` of this process's device memory at `src` (written, its stream synchronized),
+  // copied into the store by the store itself; readable when this returns Ok.
+  // checksum_when_spilled: the payload's checksum may wait for its first spill to disk.
+  // An error where it cannot (capabilities().device_puts false, or memory it cannot open:
+  // InvalidArgument; an embedded store without a device tier: Unavailable): copy to host
+  // memory and Put.
+  virtual Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
+                               const void* src, uint64_t bytes,
+                               bool checksum_when_spilled = false) = 0;
+  // The entry copied to device memory at `dst` (at least its size) from whichever tier holds
+  // it, complete on return. InvalidArgument without a device tier (capabilities().device_tier):
+  // load through host leases (cache/device_load.h).
+  virtual Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
+                                        uint64_t dst_bytes) = 0;
+  // The entry's device copy, leased (memory_kind() kDevice). InvalidArgument where there is
+  // no device pool to lease from (capabilities().device_leases false).
+  virtual Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key) = 0;
+};
+
+// Memory registration, and the host memory this process shares with the store.
+class MemoryRegistration {
+ public:
+  virtual ~MemoryRegistration() = default;
+  // Registers memory that gets will land in, once, so that a transport that needs it (RDMA
+  // verbs) writes there directly instead of through its bounce buffer; kept across
+  // reconnects until UnregisterMemory or the cache's end, and the memory must stay valid
+  // that long. Ok and nothing done where nothing would gain (TCP, shared memory). Device
+  // memory: registered where the NIC can reach it (dma-buf or nvidia-peermem), else
+  // Unavailable saying why -- gets into it are then staged.
+  virtual Status RegisterMemory(const BufferDesc& memory) = 0;
+  virtual void UnregisterMemory(const BufferDesc& memory) = 0;
+  // Whether GetMany may be given `memory` as a destination: host memory always; device
+  // memory where the transport writes it itself (RDMA verbs into device memory registered
+  // above), so GetIntoBuffers need not stage it through host memory.
+  virtual bool GetsInto(const BufferDesc& memory) const { return !memory.on_device(); }
+  virtual TransferStats transfer_stats() const { return {}; }
+  // See HostPoolView; empty by default.
+  virtual HostPoolView host_pool() const { return {}; }
+  // Host memory this process fills for puts and the store copies from (a same-host client's
+  // put arenas) is registered with `registrar` from now on (CUDA host registration: device
+  // to host copies into it at pinned speed), each piece deregistered before it is unmapped,
+  // and prepared now rather than at the first put. False where the cache has none (the
+  // default; an embedded store's pool is host_pool(), registered by whoever wants it).
+  virtual Result<bool> RegisterPutMemoryWith(std::shared_ptr<MemoryRegistrar>) { return false; }
+};
+
+// Puts filled in place.
+class Reservations {
+ public:
+  virtual ~Reservations() = default;
+  // A block for one put of `bytes` to fill in place (PutSlot): an embedded store's pool, or
+  // a same-host daemon's put arena (with `landing`, a landing block where it offers them).
+  virtual Result<std::unique_ptr<PutSlot>> ReserveSlot(std::string_view ns, std::string_view key,
+                                                       const TensorMeta& meta, uint64_t bytes,
+                                                       bool landing = false) = 0;
+};
+
+// Claims seen by every caller of one store (a daemon's, a cluster's). Without this facet no
+// one else's claims are seen: compute, as without claims (ClaimOrGrant).
+class Claims {
+ public:
+  virtual ~Claims() = default;
+  // A claim on a key this caller found absent: granted (compute and put it), held by another
+  // caller (wait for its put), or present.
+  virtual Result<ClaimAnswer> Claim(std::string_view ns, std::string_view key,
+                                    std::chrono::milliseconds ttl) = 0;
+};
+
+// What Admin::Compact did: the disk bytes used before and after.
+struct CompactReport {
+  uint64_t before = 0, after = 0;
+};
+
+// Administration of one store's whole disk tier, run where the store is (an embedded store,
+// or a daemon asked through its client); a cluster has none (ask one node).
+class Admin {
+ public:
+  virtual ~Admin() = default;
+  // Reads every entry and checks its checksum; corrupt entries are dropped and reported.
+  // An entry whose read fails with an I/O error is reported in `errors` and kept. progress
+  // (optional) is told (done, total) as it goes; through a daemon, once at the end.
+  virtual Result<VerifyReport> Verify(
+      const std::function<void(uint64_t done, uint64_t total)>& progress) = 0;
+  // Rewrites live records of sealed segments whose live ratio is below the threshold
+  // (threshold 1.0 compacts every sealed segment with any dead bytes).
+  virtual Result<CompactReport> Compact(double live_ratio_threshold) = 0;
+};
+
 // What a Cache does itself beyond host bytes, so that callers choose without asking which
 // implementation it is (the rest they stage through host memory: cache/device_load.h does
-// for loads to a GPU). See each field's call below.
+// for loads to a GPU): flags, and the facets it has (null where it has none).
 struct CacheCapabilities {
-  bool device_tier = false;      // keeps entries in device memory; GetToDevice serves from it
-  bool device_puts = false;      // PutFromDevice copies device memory into the store itself
-  bool device_leases = false;    // AcquireOnDevice may lease a device copy (asking tells)
-  bool in_place_reads = false;   // a lease reads the store's host memory in place, no copy
-  bool reserve = false;          // a put may fill a block in place, then commit (asking tells)
-  bool prefetch = false;         // Prefetch acts on its hint
-  bool prefetch_queued = false;  // ... queued and answered at once, not done in the call
-  bool claims = false;           // Claim is decided where other callers' claims are seen
+  bool device_tier = false;       // keeps entries in device memory; GetToDevice serves from it
+  bool device_puts = false;       // PutFromDevice copies device memory into the store itself
+  bool device_leases = false;     // AcquireOnDevice may lease a device copy (asking tells)
+  bool in_place_reads = false;    // a lease reads the store's host memory in place, no copy
+  bool reserve = false;           // a put may fill a block in place, then commit (asking tells)
+  bool prefetch = false;          // Prefetch acts on its hint
+  bool prefetch_queued = false;   // ... queued and answered at once, not done in the call
+  DeviceIo* device_io = nullptr;  // set where any of the device flags is
+  MemoryRegistration* memory = nullptr;
+  Reservations* reservations = nullptr;  // set where reserve is
+  Claims* claims = nullptr;              // Claim decided where other callers' claims are seen
+  Admin* admin = nullptr;
 };
+
+// Claim through caps.claims, or granted where no one else's claims are seen.
+Result<ClaimAnswer> ClaimOrGrant(const CacheCapabilities& caps, std::string_view ns,
+                                 std::string_view key, std::chrono::milliseconds ttl);
 
 class Cache {
  public:
@@ -292,31 +401,30 @@ class Cache {
   virtual Result<ReadLease> Acquire(std::string_view ns, std::string_view key) = 0;
   // Several entries of one namespace for zero-copy reading; result i belongs to keys[i]. An
   // embedded store reads the disk-only ones into its pool as one batch, all in flight
-  // together (by default: Acquire, key by key).
-  virtual std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
-                                                     const std::vector<std::string>& keys);
-  // AcquireMany, telling `watch` of each entry's bytes as they become readable where its
-  // lease will lie, so that a reader copies them out (into its buffer, to a GPU) while the
-  // rest are read: an embedded store tells of its pool hits at once and of each disk read's
-  // pieces as they land; a same-host client relays what its server tells (GET_SHM_STREAM).
-  // Told on the calling thread: landed(i, at, n) says [0, n) of key i's entry lies at `at`
-  // -- in order, not yet checked; a read redone elsewhere starts again at 0 at another
-  // `at`. batch_end (optional) is called where nothing more is told at once, so that what
-  // was told together can be acted on together. On return streamed[i] is true where key i's
-  // lease is of exactly the bytes told, at `at`, checked (nothing wrote them in between);
-  // elsewhere the lease (if any) came another way and is to be read whole.
+  // together.
+  std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
+                                             const std::vector<std::string>& keys) {
+    return AcquireMany(ns, keys, nullptr);
+  }
+  // AcquireMany, telling `watch` (if any) of each entry's bytes as they become readable where
+  // its lease will lie, so that a reader copies them out (into its buffer, to a GPU) while
+  // the rest are read: an embedded store tells of its pool hits at once and of each disk
+  // read's pieces as they land; a same-host client relays what its server tells
+  // (GET_SHM_STREAM). Told on the calling thread: landed(i, at, n) says [0, n) of key i's
+  // entry lies at `at` -- in order, not yet checked; a read redone elsewhere starts again at
+  // 0 at another `at`. batch_end (optional) is called where nothing more is told at once, so
+  // that what was told together can be acted on together. On return streamed[i] is true
+  // where key i's lease is of exactly the bytes told, at `at`, checked (nothing wrote them in
+  // between); elsewhere the lease (if any) came another way and is to be read whole.
   struct LandingWatch {
     std::function<void(size_t key, const uint8_t* at, uint64_t landed)> landed;
     std::function<void()> batch_end;
     std::vector<bool> streamed;
   };
-  // (By default: AcquireMany, nothing told, streamed all false.)
+  // (By default: Acquire key by key, nothing told, streamed all false.)
   virtual std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
                                                      const std::vector<std::string>& keys,
-                                                     LandingWatch* watch) {
-    if (watch) watch->streamed.assign(keys.size(), false);
-    return AcquireMany(ns, keys);
-  }
+                                                     LandingWatch* watch);
   // Keeps the entry resident in memory (never evicted, never overwritten in place) until the
   // returned lease is destroyed, without moving its bytes (a remote pin's data() is null). A
   // scheduler pins what it has promised a worker will find. Remote pins also end when the
@@ -344,62 +452,12 @@ class Cache {
   Result<std::vector<EntryInfo>> List();  // every page, collected
   virtual Result<StoreStats> Stats() = 0;
 
-  // ---- beyond host bytes: each says by capabilities() whether it acts here
-  virtual CacheCapabilities capabilities() const { return {}; }
+  // What this cache does beyond host bytes: flags and facets (see CacheCapabilities).
+  virtual CacheCapabilities capabilities() { return {}; }
   // A hint that `keys` will be read soon: disk-only entries are read into memory ahead of use
   // (by a daemon, on its own thread). False where nothing (or not all of it) was done: no
   // prefetch here, a full queue, no free room now. A bad key is InvalidArgument.
   virtual Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys);
-  // A claim on a key this caller found absent: granted (compute and put it), held by another
-  // caller (wait for its put), or present. Granted where no one else's claims are seen.
-  virtual Result<ClaimAnswer> Claim(std::string_view ns, std::string_view key,
-                                    std::chrono::milliseconds ttl);
-  // `bytes` of this process's device memory at `src` (written, its stream synchronized),
-  // copied into the store by the store itself; readable when this returns Ok.
-  // checksum_when_spilled: the payload's checksum may wait for its first spill to disk.
-  // An error where it cannot (capabilities().device_puts false, or memory it cannot open:
-  // InvalidArgument; an embedded store without a device tier: Unavailable): copy to host
-  // memory and Put.
-  virtual Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
-                               const void* src, uint64_t bytes, bool checksum_when_spilled = false);
-  // The entry copied to device memory at `dst` (at least its size) from whichever tier holds
-  // it, complete on return. InvalidArgument without a device tier (capabilities().device_tier):
-  // load through host leases (cache/device_load.h).
-  virtual Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
-                                        uint64_t dst_bytes);
-  // The entry's device copy, leased (memory_kind() kDevice). InvalidArgument where there is
-  // no device pool to lease from.
-  virtual Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key);
-
-  // A block for one put of `bytes` to fill in place (PutSlot): an embedded store's pool, or
-  // a same-host daemon's put arena (with `landing`, a landing block where it offers them).
-  // InvalidArgument where the cache has neither (capabilities().reserve false): put instead.
-  virtual Result<std::unique_ptr<PutSlot>> ReserveSlot(std::string_view ns, std::string_view key,
-                                                       const TensorMeta& meta, uint64_t bytes,
-                                                       bool landing = false);
-
-  // ---- memory: registration and the host memory this process shares with the store
-  // Registers memory that gets will land in, once, so that a transport that needs it (RDMA
-  // verbs) writes there directly instead of through its bounce buffer; kept across
-  // reconnects until UnregisterMemory or the cache's end, and the memory must stay valid
-  // that long. Ok and nothing done where nothing would gain (an embedded store, TCP, shared
-  // memory). Device memory: registered where the NIC can reach it (dma-buf or
-  // nvidia-peermem), else Unavailable saying why -- gets into it are then staged.
-  virtual Status RegisterMemory(const BufferDesc& memory);
-  virtual void UnregisterMemory(const BufferDesc& memory);
-  // Whether GetMany may be given `memory` as a destination: host memory always; device
-  // memory where the transport writes it itself (RDMA verbs into device memory registered
-  // above), so GetIntoBuffers need not stage it through host memory.
-  virtual bool GetsInto(const BufferDesc& memory) const { return !memory.on_device(); }
-  virtual TransferStats transfer_stats() const { return {}; }
-  // See HostPoolView; empty by default.
-  virtual HostPoolView host_pool() const { return {}; }
-  // Host memory this process fills for puts and the store copies from (a same-host client's
-  // put arenas) is registered with `registrar` from now on (CUDA host registration: device
-  // to host copies into it at pinned speed), each piece deregistered before it is unmapped,
-  // and prepared now rather than at the first put. False where the cache has none (the
-  // default; an embedded store's pool is host_pool(), registered by whoever wants it).
-  virtual Result<bool> RegisterPutMemoryWith(std::shared_ptr<MemoryRegistrar> registrar);
   // Makes what was put durable (an embedded store); Ok and nothing to do elsewhere.
   virtual Status Flush() { return Status::Ok(); }
   // Persists and stops (an embedded store; call once, after other calls have returned); Ok

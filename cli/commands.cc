@@ -29,28 +29,27 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// Through --server the server verifies its own store (no progress: one reply at the end).
-void OneNodeOnly(const Globals& g, const char* what) {
+// Admin (verify, compact) runs where one store is: a local directory, or one daemon through
+// --server (no progress there: one reply at the end). A cluster has no admin facet.
+Target OpenAdmin(const Globals& g, const char* what, Admin** admin) {
   if (!g.cluster.empty())
     throw CliError(std::string("InvalidArgument: ") + what +
                    " runs on one node's store: give --server HOST:PORT (`cluster status` lists "
                    "the nodes' addresses)");
+  Target t = Target::Open(g, Use::kInspect);
+  *admin = t.cache().capabilities().admin;
+  if (!*admin) throw CliError(std::string("InvalidArgument: ") + what + " is not offered here");
+  return t;
 }
 
 int VerifyCommand(const Globals& g) {
-  OneNodeOnly(g, "verify");
-  VerifyReport report;
-  if (!g.server.empty()) {
-    Target t = Target::Open(g, Use::kInspect);
-    report = Check(t.client()->Verify());
-  } else {
-    auto store = OpenStore(g, Use::kInspect);
-    Progress progress("verify", "entries", !g.json);
-    report =
-        Check(store->Verify([&](uint64_t done, uint64_t total) { progress.Update(done, total); }));
-    progress.Done();
-    Check(store->Close());
-  }
+  Admin* admin = nullptr;
+  Target t = OpenAdmin(g, "verify", &admin);
+  Progress progress("verify", "entries", !g.json && t.local());
+  VerifyReport report =
+      Check(admin->Verify([&](uint64_t done, uint64_t total) { progress.Update(done, total); }));
+  progress.Done();
+  t.Close();
   if (g.json) {
     std::cout << json{{"checked", report.checked},
                       {"bytes", report.bytes},
@@ -61,8 +60,7 @@ int VerifyCommand(const Globals& g) {
   } else {
     std::printf("checked %llu entries (%s)%s: %zu corrupt, %zu unreadable\n",
                 (unsigned long long)report.checked, HumanBytes(report.bytes).c_str(),
-                g.server.empty() ? "" : (" on " + g.server).c_str(), report.corrupt.size(),
-                report.errors.size());
+                t.where().c_str(), report.corrupt.size(), report.errors.size());
     for (auto& c : report.corrupt) std::printf("  dropped %s\n", c.c_str());
     for (auto& c : report.errors) std::printf("  kept (I/O error) %s\n", c.c_str());
   }
@@ -78,22 +76,14 @@ int VerifyCommand(const Globals& g) {
 }
 
 int CompactCommand(const Globals& g) {
-  OneNodeOnly(g, "compact");
-  uint64_t before = 0, after = 0;
-  if (!g.server.empty()) {
-    Target t = Target::Open(g, Use::kInspect);
-    std::tie(before, after) = Check(t.client()->Compact());
-  } else {
-    auto store = OpenStore(g, Use::kInspect);
-    before = Check(store->Stats()).disk().used;
-    Check(store->Compact(1.0));
-    after = Check(store->Stats()).disk().used;
-    Check(store->Close());
-  }
+  Admin* admin = nullptr;
+  Target t = OpenAdmin(g, "compact", &admin);
+  CompactReport r = Check(admin->Compact(1.0));
+  t.Close();
   if (g.json)
-    std::cout << json{{"before", before}, {"after", after}}.dump() << "\n";
+    std::cout << json{{"before", r.before}, {"after", r.after}}.dump() << "\n";
   else
-    std::printf("compacted: %s -> %s\n", HumanBytes(before).c_str(), HumanBytes(after).c_str());
+    std::printf("compacted: %s -> %s\n", HumanBytes(r.before).c_str(), HumanBytes(r.after).c_str());
   return 0;
 }
 

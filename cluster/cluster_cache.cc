@@ -278,7 +278,9 @@ std::vector<Result<EntryInfo>> ClusterCache::GetMany(std::string_view ns,
 }
 
 std::vector<Result<ReadLease>> ClusterCache::AcquireMany(std::string_view ns,
-                                                         const std::vector<std::string>& keys) {
+                                                         const std::vector<std::string>& keys,
+                                                         LandingWatch* watch) {
+  if (watch) watch->streamed.assign(keys.size(), false);
   return Batched<ReadLease>(
       ns, keys,
       [&](net::Client& c, const std::shared_ptr<NodeLink>& n, const std::vector<size_t>& idx) {

@@ -83,7 +83,9 @@ struct ClusterCounters {
   uint64_t bad_records = 0;  // records under the members' prefix that were not a node's
 };
 
-class ClusterCache : public Cache {
+// A ClusterCache is a Cache with the memory and claims facets; admin runs on one node (ask
+// its net::Client), device I/O and reservations are same-host only.
+class ClusterCache : public Cache, public MemoryRegistration, public Claims {
  public:
   // uri: "etcd://HOST:PORT[,HOST:PORT...]/NAME". Unavailable where etcd cannot be read.
   static Result<std::unique_ptr<ClusterCache>> Open(const std::string& uri,
@@ -98,8 +100,12 @@ class ClusterCache : public Cache {
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts) override;
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;
+  // Each node's part leased through its client; nothing is told to `watch` (streamed all
+  // false): the parts come from other hosts.
+  using Cache::AcquireMany;
   std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
-                                             const std::vector<std::string>& keys) override;
+                                             const std::vector<std::string>& keys,
+                                             LandingWatch* watch) override;
   Result<ReadLease> Pin(std::string_view ns, std::string_view key) override;
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(
@@ -128,8 +134,8 @@ class ClusterCache : public Cache {
   // where the owner does not answer: the caller computes, as it would without claims.
   Result<ClaimAnswer> Claim(std::string_view ns, std::string_view key,
                             std::chrono::milliseconds ttl) override;
-  CacheCapabilities capabilities() const override {
-    return {.prefetch = true, .prefetch_queued = true, .claims = true};
+  CacheCapabilities capabilities() override {
+    return {.prefetch = true, .prefetch_queued = true, .memory = this, .claims = this};
   }
   // Registered with the client of every node reached so far, and of each reached later; an
   // error (device memory no node's NIC can reach) leaves it registered nowhere.

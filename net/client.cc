@@ -10,15 +10,6 @@
 namespace ecstore::net {
 namespace {
 
-// A get over shared memory: the leased entry copied out of the mapping into dst, the lease
-// released on return.
-Result<EntryInfo> CopyOut(Result<ReadLease> lease, std::span<uint8_t> dst) {
-  if (!lease.ok()) return lease.status();
-  if (dst.size() < lease->size()) return BufferTooSmall(dst.size(), lease->size());
-  std::memcpy(dst.data(), lease->data(), lease->size());
-  return lease->info();
-}
-
 const Status& StatusOf(const Status& s) { return s; }
 template <typename T>
 const Status& StatusOf(const Result<T>& r) {
@@ -92,7 +83,7 @@ Result<EntryInfo> Client::Get(std::string_view ns, std::string_view key, std::sp
   // Same host, a server that streams leases: one GET_SHM_STREAM, a disk entry's pieces copied
   // out as they land (as GetMany's, which falls back and reconnects on its own).
   if (link_.transport()->caps().streamed_leases && !no_lease_batches_)
-    return std::move(CopyOutOfLeases(ns, keys, {dst})[0]);
+    return std::move(shm_reads_.CopyOutOfLeases(ns, keys, {dst})[0]);
   return WithRetry([&]() -> Result<EntryInfo> {
     if (link_.transport()->caps().same_host_zero_copy)  // one GET_SHM, a copy out of the mapping
       return CopyOut(link_.transport()->AcquireInPlace(link_, ns, key), dst);
@@ -126,6 +117,12 @@ class OwnedBuffer : public ReadLease::Releaser {
 };
 OwnedBuffer owned_buffer;
 }  // namespace
+
+Result<EntryInfo> Client::GetToDevice(std::string_view, std::string_view, void*, uint64_t) {
+  return Status::InvalidArgument("a " + std::string(transport()) +
+                                 " client has no device tier to copy from; load through host "
+                                 "leases (GetManyToDevice)");
+}
 
 Result<ReadLease> Client::AcquireOnDevice(std::string_view ns, std::string_view key) {
   EC_RETURN_IF_ERROR(ValidateNamespace(ns));
@@ -184,7 +181,7 @@ std::vector<Result<ReadLease>> Client::AcquireMany(std::string_view ns,
   Status st = ValidateNamespace(ns);
   if (st.ok() && !link_.valid()) st = link_.Open();
   if (!st.ok() || no_lease_batches_ || !caps().same_host_zero_copy)
-    return Cache::AcquireMany(ns, keys);  // each key answers for itself
+    return Cache::AcquireMany(ns, keys, watch);  // each key answers for itself
   std::vector<std::optional<Result<ReadLease>>> slot(keys.size());
   std::vector<size_t> sent;  // the valid keys
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -273,14 +270,8 @@ Result<ClaimAnswer> Client::Claim(std::string_view ns, std::string_view key,
 
 // An older server answers a batch opcode it lacks "unknown opcode" and hangs up: the
 // connection is dropped (the next request reconnects), and the caller goes key by key.
-bool Client::RefusedAsUnknown(const Status& st) {
-  if (st.message().find("unknown opcode") == std::string::npos) return false;
-  link_.Abandon();
-  return true;
-}
-
 void Client::NoteRefusedBatch(const Status& st) {
-  if (RefusedAsUnknown(st)) no_lease_batches_ = true;
+  if (AbandonIfUnknownOp(&link_, st)) no_lease_batches_ = true;
 }
 
 std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
@@ -305,139 +296,12 @@ std::vector<Result<EntryInfo>> Client::GetMany(std::string_view ns,
                                        "get it through GetIntoBuffers (staged)"));
         return out;
       }
-  if (link_.transport()->caps().same_host_zero_copy) return CopyOutOfLeases(ns, keys, dsts);
+  if (link_.transport()->caps().same_host_zero_copy)
+    return shm_reads_.CopyOutOfLeases(ns, keys, dsts);
   out = link_.transport()->GetMany(link_, ns, keys, dsts);
   for (const auto& r : out)
     if (!r.ok() && r.status().IsUnavailable()) link_.Abandon();  // reconnect on the next call
   return out;
-}
-
-// Shared memory: the keys leased in batches (one GET_SHM_MANY each, the server reading the
-// disk-only entries together), each entry copied out of the mapping and its lease released
-// at once. A batch asks for at most a quarter of the pool in destination bytes, so that it
-// stays within the server's leased-bytes share (half the pool by default) and does not
-// evict the rest of the step to promote it; a key still refused for that share (Busy) is
-// asked again alone once the batch's leases are released. A server that streams leases
-// answers each batch in one GET_SHM_STREAM (StreamInto). From an older one, a batch holding
-// both pool and disk-only entries goes as two requests in flight, the pool's first
-// (SplitByTier): their copies run while the server reads the others from disk, as an
-// embedded GetMany copies its pool hits while its reads are in flight.
-std::vector<Result<EntryInfo>> Client::CopyOutOfLeases(
-    std::string_view ns, const std::vector<std::string>& keys,
-    const std::vector<std::span<uint8_t>>& dsts) {
-  const uint64_t budget = shared_pool().size() / 4;
-  std::vector<Result<EntryInfo>> out(keys.size(), Status::Unavailable("not read"));
-  std::vector<size_t> refused;
-  auto copy = [&](const std::vector<size_t>& which, std::vector<Result<ReadLease>> leases) {
-    for (size_t j = 0; j < which.size(); ++j) {
-      const size_t i = which[j];
-      if (leases[j].status().IsBusy()) refused.push_back(i);
-      out[i] = CopyOut(std::move(leases[j]), dsts[i]);  // released here
-    }
-  };
-  for (size_t at = 0; at < keys.size();) {
-    size_t end = at + 1;
-    for (uint64_t bytes = dsts[at].size();
-         end < keys.size() && end - at < kMaxLeaseBatch && bytes + dsts[end].size() <= budget;)
-      bytes += dsts[end++].size();
-    std::vector<std::vector<size_t>> groups;
-    if (link_.transport()->caps().streamed_leases && !no_lease_batches_) {
-      StreamInto(ns, keys, dsts, at, end, &out, &refused);
-    } else if ((groups = SplitByTier(ns, keys, at, end)).size() == 2) {
-      LeaseInTwo(ns, keys, groups, copy);
-    } else {
-      std::vector<std::string> batch(keys.begin() + at, keys.begin() + end);
-      copy(groups[0], AcquireMany(ns, batch));
-    }
-    for (size_t i : refused) out[i] = CopyOut(Acquire(ns, keys[i]), dsts[i]);
-    refused.clear();
-    at = end;
-  }
-  return out;
-}
-
-// keys[at, end) in one GET_SHM_STREAM (AcquireMany watched by ToldCopies): each pool hit and
-// each disk read's pieces are copied out as the server tells of them (what was told together
-// goes together, over the copy helpers), as in process. Leases so copied whole are released
-// unread; the rest are copied out. A key refused for the leased-bytes share goes to *refused.
-void Client::StreamInto(std::string_view ns, const std::vector<std::string>& keys,
-                        const std::vector<std::span<uint8_t>>& dsts, size_t at, size_t end,
-                        std::vector<Result<EntryInfo>>* out, std::vector<size_t>* refused) {
-  const std::vector<std::string> batch(keys.begin() + at, keys.begin() + end);
-  const std::vector<std::span<uint8_t>> into(dsts.begin() + at, dsts.begin() + end);
-  if (!copier_)
-    copier_ =
-        std::make_unique<CopyPool>(CopyPool::DefaultThreads(std::thread::hardware_concurrency()));
-  std::vector<CopyPool::Item> copies;  // told, not yet copied
-  ToldCopies told(
-      into,
-      [&](void* d, const uint8_t* p, uint64_t n) {
-        copies.push_back({d, p, n});
-        return true;
-      },
-      [&] {
-        copier_->Copy(copies);
-        copies.clear();
-      });
-  auto got = AcquireMany(ns, batch, told.watch());
-  for (size_t j = 0; j < batch.size(); ++j) {
-    Result<ReadLease>& lease = got[j];
-    if (lease.status().IsBusy()) refused->push_back(at + j);
-    (*out)[at + j] = lease.ok() && told.Whole(j, *lease)
-                         ? Result<EntryInfo>(lease->info())  // released on return
-                         : CopyOut(std::move(lease), dsts[at + j]);
-  }
-}
-
-// keys[at, end) as the pool's entries (and absent keys: answered at once) and the rest, where
-// both are there and the server leases batches; else as one group.
-std::vector<std::vector<size_t>> Client::SplitByTier(std::string_view ns,
-                                                     const std::vector<std::string>& keys,
-                                                     size_t at, size_t end) {
-  std::vector<std::vector<size_t>> groups(1);
-  for (size_t i = at; i < end; ++i) groups[0].push_back(i);
-  if (end - at < 2 || no_lease_batches_) return groups;
-  for (size_t i = at; i < end; ++i)
-    if (!ValidateKey(keys[i]).ok()) return groups;  // AcquireMany answers it
-  auto found = LookupMany(ns, std::vector<std::string>(keys.begin() + at, keys.begin() + end));
-  if (!found.ok()) return groups;
-  std::vector<std::vector<size_t>> split(2);
-  for (size_t i = at; i < end; ++i) {
-    const auto& f = (*found)[i - at];
-    split[!f || f->tier() == Tier::kPool ? 0 : 1].push_back(i);
-  }
-  return split[0].empty() || split[1].empty() ? groups : split;
-}
-
-// Both groups' requests sent, then each reply read and handed to `copy` in turn. A reply that
-// cannot be read leaves the connection out of step: it is reset, and what is left goes
-// through AcquireMany (which reconnects, retries, or goes key by key for an older server).
-// Where the second send fails, the first request's reply is still read: an older server
-// answers it "unknown opcode" and hangs up, maybe before the second is sent (seen in CI).
-void Client::LeaseInTwo(
-    std::string_view ns, const std::vector<std::string>& keys,
-    const std::vector<std::vector<size_t>>& groups,
-    const std::function<void(const std::vector<size_t>&, std::vector<Result<ReadLease>>)>& copy) {
-  std::vector<std::vector<std::string>> names(groups.size());
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (size_t i : groups[g]) names[g].push_back(keys[i]);
-  Status sent;
-  size_t in_flight = 0;
-  for (; in_flight < groups.size(); ++in_flight)
-    if (!(sent = link_.transport()->SendLeaseBatch(link_, ns, names[in_flight])).ok()) break;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    auto got = g < in_flight && link_.valid()
-                   ? link_.transport()->ReadLeaseBatch(link_, ns, names[g])
-                   : Result<std::vector<Result<ReadLease>>>(sent);
-    if (!got.ok()) {
-      NoteRefusedBatch(got.status());
-      link_.Abandon();  // out of step
-      sent = got.status();
-      copy(groups[g], AcquireMany(ns, names[g]));
-      continue;
-    }
-    copy(groups[g], std::move(got).value());
-  }
 }
 
 Result<EntryInfo> Client::Lookup(std::string_view ns, std::string_view key) {
@@ -560,7 +424,7 @@ Status Client::EraseMany(const std::vector<std::pair<std::string, std::string>>&
         st = ParseEraseManyReply(&r, n, &got, &durable);
       }
     }
-    if (!st.ok() && RefusedAsUnknown(st)) no_erase_batches_ = true;
+    if (!st.ok() && AbandonIfUnknownOp(&link_, st)) no_erase_batches_ = true;
     if (no_erase_batches_) {
       for (size_t i = at; i < at + n; ++i) {
         Status one = Erase(ns_keys[i].first, ns_keys[i].second);
@@ -612,42 +476,6 @@ Result<StoreStats> Client::Stats() {
       return Status::Unavailable("malformed STATS reply: " + stats.status().message());
     return stats;
   });
-}
-
-Result<std::string> Client::Admin(Op op, Op expect) {
-  if (!link_.valid()) EC_RETURN_IF_ERROR(link_.Open());
-  SetTimeouts(link_.fd(), std::chrono::milliseconds(0));  // as long as the work takes
-  Status st = link_.SendRequest(op, {});
-  auto body = st.ok() ? link_.ReadReply(expect) : Result<std::string>(st);
-  if (link_.valid()) SetTimeouts(link_.fd(), link_.options().timeout);
-  if (!body.ok()) return body.status();
-  auto js = JsonReplyText(*body);
-  if (!js.ok()) return js.status();
-  return std::string(*js);
-}
-
-static Result<nlohmann::json> ParseAdmin(const Result<std::string>& text) {
-  if (!text.ok()) return text.status();
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::Unavailable("malformed admin reply");
-  return j;
-}
-
-Result<VerifyReport> Client::Verify() {
-  auto j = ParseAdmin(Admin(Op::kVerify, Op::kVerifyOk));
-  if (!j.ok()) return j.status();
-  VerifyReport rep;
-  rep.checked = j->value("checked", uint64_t{0});
-  rep.bytes = j->value("bytes", uint64_t{0});
-  rep.corrupt = j->value("corrupt", std::vector<std::string>{});
-  rep.errors = j->value("errors", std::vector<std::string>{});
-  return rep;
-}
-
-Result<std::pair<uint64_t, uint64_t>> Client::Compact() {
-  auto j = ParseAdmin(Admin(Op::kCompact, Op::kCompactOk));
-  if (!j.ok()) return j.status();
-  return std::make_pair(j->value("before", uint64_t{0}), j->value("after", uint64_t{0}));
 }
 
 }  // namespace ecstore::net

@@ -21,12 +21,21 @@
 #include "net/claims.h"
 #include "net/connection.h"
 #include "net/protocol.h"
+#include "net/remote_admin.h"
+#include "net/shm_reads.h"
 #include "net/socket.h"
 #include "net/transport.h"
 
 namespace ecstore::net {
 
-class Client : public Cache {
+// A Client is a Cache with the facets its server and transport offer: memory registration and
+// admin always; claims (decided by the server); device I/O and reservations on the same host
+// where the server offers them.
+class Client : public Cache,
+               public DeviceIo,
+               public MemoryRegistration,
+               public Reservations,
+               public Claims {
  public:
   // uri: "tcp://host:port", "host:port", or "unix:/path/serve.sock" (shared memory).
   static Result<std::unique_ptr<Client>> Connect(const std::string& uri,
@@ -42,15 +51,21 @@ class Client : public Cache {
   // leases where the server offers them -- device puts until it refuses this process's
   // memory, device leases until it answers that it has no device pool); prefetch is queued by the
   // server, and claims are decided there (an older server grants every claim).
-  CacheCapabilities capabilities() const override {
+  CacheCapabilities capabilities() override {
     TransportCaps t = caps();
-    return {.device_puts = t.device_puts && !device_puts_refused_,
-            .device_leases = t.device_memory && !no_device_pool_,
+    const bool device_puts = t.device_puts && !device_puts_refused_;
+    const bool device_leases = t.device_memory && !no_device_pool_;
+    return {.device_puts = device_puts,
+            .device_leases = device_leases,
             .in_place_reads = t.same_host_zero_copy,
             .reserve = t.same_host_zero_copy,
             .prefetch = true,
             .prefetch_queued = true,
-            .claims = true};
+            .device_io = device_puts || device_leases ? this : nullptr,
+            .memory = this,
+            .reservations = t.same_host_zero_copy ? this : nullptr,
+            .claims = this,
+            .admin = &admin_};
   }
 
   // The Cache interface. Acquire over shared memory reads the server's pool in place, pinned
@@ -69,10 +84,7 @@ class Client : public Cache {
   // Over shared memory, one GET_SHM_MANY per kMaxLeaseBatch keys (the server reads the
   // disk-only entries in one batch); elsewhere, or from a server without it, Acquire key by
   // key.
-  std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
-                                             const std::vector<std::string>& keys) override {
-    return AcquireMany(ns, keys, nullptr);
-  }
+  using Cache::AcquireMany;
   // With a watch (Cache::LandingWatch), from a server that streams leases (same host,
   // caps().streamed_leases): one GET_SHM_STREAM per batch, each GET_SHM_LANDED frame told as
   // it comes, batch_end before each wait for the next. Elsewhere as AcquireMany.
@@ -160,40 +172,24 @@ class Client : public Cache {
   // device puts) its pool registered now, best effort -- a failure there is the first put's
   // to report, with its context. False elsewhere.
   Result<bool> RegisterPutMemoryWith(std::shared_ptr<MemoryRegistrar> registrar) override;
-  // Administration of the server's whole store, run there: Store::Verify, and
-  // Store::Compact(1.0) answering the disk bytes used before and after. Each waits as long
-  // as the work takes (no reply timeout) and is not retried.
-  Result<VerifyReport> Verify();
-  Result<std::pair<uint64_t, uint64_t>> Compact();
+  // The server has no device tier this process can copy from: load through leases.
+  Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
+                                uint64_t dst_bytes) override;
 
  private:
   Client(HostPort hp, std::string unix_path, ClientOptions o)
       : link_(std::move(hp), std::move(unix_path), std::move(o)) {}
   template <typename Fn>
   auto WithRetry(Fn fn) -> decltype(fn());
-  std::vector<Result<EntryInfo>> CopyOutOfLeases(std::string_view ns,
-                                                 const std::vector<std::string>& keys,
-                                                 const std::vector<std::span<uint8_t>>& dsts);
-  bool RefusedAsUnknown(const Status& st);  // "unknown opcode": an older server
   void NoteRefusedBatch(const Status& st);
-  void StreamInto(std::string_view ns, const std::vector<std::string>& keys,
-                  const std::vector<std::span<uint8_t>>& dsts, size_t at, size_t end,
-                  std::vector<Result<EntryInfo>>* out, std::vector<size_t>* refused);
-  std::vector<std::vector<size_t>> SplitByTier(std::string_view ns,
-                                               const std::vector<std::string>& keys, size_t at,
-                                               size_t end);
-  void LeaseInTwo(
-      std::string_view ns, const std::vector<std::string>& keys,
-      const std::vector<std::vector<size_t>>& groups,
-      const std::function<void(const std::vector<size_t>&, std::vector<Result<ReadLease>>)>& copy);
-  Result<std::string> Admin(Op op, Op expect);  // the reply's JSON text
 
-  Connection link_;                   // the server: control connection, data path, leases
-  std::unique_ptr<CopyPool> copier_;  // StreamInto's copies (made at its first use)
-  bool no_lease_batches_ = false;     // the server answered GET_SHM_MANY "unknown opcode"
-  bool no_erase_batches_ = false;     // ... and ERASE_MANY
+  Connection link_;                // the server: control connection, data path, leases
+  bool no_lease_batches_ = false;  // the server answered GET_SHM_MANY "unknown opcode"
+  ShmReads shm_reads_{this, &link_, &no_lease_batches_};  // GetMany over shared memory
+  bool no_erase_batches_ = false;                         // ... and ERASE_MANY
   bool device_puts_refused_ = false;  // the server could not open this process's memory
   bool no_device_pool_ = false;       // the server has no device pool to share
+  RemoteAdmin admin_{&link_};         // capabilities().admin
 };
 
 }  // namespace ecstore::net

@@ -161,4 +161,10 @@ void Connection::Release(void* token) {
   (void)conn_.SendRelease(token);
 }
 
+bool AbandonIfUnknownOp(Connection* link, const Status& st) {
+  if (st.message().find("unknown opcode") == std::string::npos) return false;
+  link->Abandon();
+  return true;
+}
+
 }  // namespace ecstore::net

@@ -124,4 +124,9 @@ class Connection : public Channel, private ReadLease::Releaser {
   std::shared_ptr<MemoryRegistrar> arena_registrar_;  // SetArenaRegistrar's
 };
 
+// Whether `st` is an older server's answer to a request it does not know ("unknown
+// opcode"); if so the link is abandoned (that server hangs up after it), so the caller can
+// go the older way on a fresh one.
+bool AbandonIfUnknownOp(Connection* link, const Status& st);
+
 }  // namespace ecstore::net

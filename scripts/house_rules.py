@@ -23,14 +23,12 @@ MAX_FUNCTION_LINES = 80
 # path -> lines today. Split these; never raise a number.
 KNOWN_LONG_FILES = {
     "python/ecstore/bench.py": 637,
-    "net/client.cc": 653,
 }
 # (path, function) -> lines today.
 KNOWN_LONG_FUNCTIONS = {
     ("cli/serve.cc", "ecstore::cli::ServeCommand"): 117,
     ("server/server.cc", "ecstore::net::Server::Serve"): 86,
     ("python/ecstore/bench.py", "main"): 82,
-    ("store/store.cc", "ecstore::StoreImpl::Init"): 82,
 }
 
 # folder -> the folders its files may include besides their own (docs/architecture.md#rooms).

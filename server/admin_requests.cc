@@ -41,13 +41,10 @@ Result<std::string> AnswerAdmin(Store* store, Op op, const std::string& peer) {
     spdlog::info("verify requested by {}: {} entries checked, {} corrupt dropped, {} unreadable",
                  peer, rep->checked, rep->corrupt.size(), rep->errors.size());
   } else {
-    auto before = store->Stats();
-    Status st = before.ok() ? store->Compact(1.0) : before.status();
-    auto after = st.ok() ? store->Stats() : Result<StoreStats>(st);
-    if (!after.ok()) return after.status();
-    j = {{"before", before->disk().used}, {"after", after->disk().used}};
-    spdlog::info("compaction requested by {}: disk {} -> {} bytes", peer, before->disk().used,
-                 after->disk().used);
+    auto r = store->Compact(1.0);
+    if (!r.ok()) return r.status();
+    j = {{"before", r->before}, {"after", r->after}};
+    spdlog::info("compaction requested by {}: disk {} -> {} bytes", peer, r->before, r->after);
   }
   return JsonBody(j.dump());
 }

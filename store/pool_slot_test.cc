@@ -22,18 +22,19 @@ TEST(PoolSlot, AFilledSlotIsCommittedOnceAndADroppedOnePutsNothing) {
   auto s = Store::Open(dir.path(), o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   Cache& c = **s;
-  ASSERT_TRUE(c.capabilities().reserve);
+  ASSERT_TRUE(c.capabilities().reserve && c.capabilities().reservations);
+  Reservations& r = *c.capabilities().reservations;
   const uint64_t n = 1 << 20;
   const uint64_t used_before = (*s)->Stats()->pool().used;
   {
-    auto dropped = c.ReserveSlot("ns", "gone", Bf16(n), n);
+    auto dropped = r.ReserveSlot("ns", "gone", Bf16(n), n);
     ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
     EXPECT_FALSE((*dropped)->landing()) << "a pool block is filled, then committed";
   }
   EXPECT_TRUE(c.Lookup("ns", "gone").status().IsNotFound());
   EXPECT_EQ((*s)->Stats()->pool().used, used_before) << "the dropped slot's block went back";
 
-  auto slot = c.ReserveSlot("ns", "k", Bf16(n), n);
+  auto slot = r.ReserveSlot("ns", "k", Bf16(n), n);
   ASSERT_TRUE(slot.ok()) << slot.status().ToString();
   ASSERT_EQ((*slot)->bytes().size(), n);
   std::memcpy((*slot)->bytes().data(), Payload(3, n).data(), n);

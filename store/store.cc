@@ -11,59 +11,8 @@
 #include "store/verify.h"
 
 namespace ecstore {
-
-PutReservation::PutReservation(Owner* o, void* token, uint8_t* d, uint64_t n)
-    : owner_(o), token_(token), data_(d), size_(n) {}
-PutReservation::PutReservation(PutReservation&& o) noexcept { *this = std::move(o); }
-PutReservation& PutReservation::operator=(PutReservation&& o) noexcept {
-  if (this != &o) {
-    Reset();
-    owner_ = std::exchange(o.owner_, nullptr);
-    token_ = std::exchange(o.token_, nullptr);
-    data_ = std::exchange(o.data_, nullptr);
-    size_ = std::exchange(o.size_, 0);
-    hasher_ = std::move(o.hasher_);
-    hashed_ = std::exchange(o.hashed_, 0);
-    checksum_when_spilled_ = std::exchange(o.checksum_when_spilled_, false);
-    same_ = std::move(o.same_);
-    o.same_.reset();
-  }
-  return *this;
-}
-PutReservation::~PutReservation() { Reset(); }
-void PutReservation::Reset() {
-  if (owner_ && token_) owner_->Abandon(token_);
-  owner_ = nullptr;
-  token_ = nullptr;
-  data_ = nullptr;
-  size_ = 0;
-  hasher_.reset();
-  hashed_ = 0;
-  checksum_when_spilled_ = false;
-  same_.reset();
-}
-void PutReservation::Filled(uint64_t n) {
-  n = std::min(n, size_);
-  if (n <= hashed_) return;
-  if (!hasher_) hasher_ = std::make_unique<PayloadHasher>(size_);
-  hasher_->Update(data_ + hashed_, n - hashed_);
-  if (same_ && std::memcmp(data_ + hashed_, same_->data() + hashed_, n - hashed_) != 0)
-    same_.reset();
-  hashed_ = n;
-}
-uint64_t PutReservation::Checksum() {
-  if (!hasher_ && !same_) return PayloadChecksum(data_, size_);
-  // With an entry to compare against, the rest goes in pieces: each is hashed and compared
-  // while it is in cache.
-  constexpr uint64_t kPiece = 256 << 10;
-  for (uint64_t at = hashed_; at < size_;) Filled(at = std::min(size_, at + kPiece));
-  if (!hasher_) hasher_ = std::make_unique<PayloadHasher>(size_);  // 0 bytes
-  return hasher_->Digest();
-}
 namespace {
-
 constexpr uint64_t kMinFreeBytes = 1ull << 20;  // below this at open: read-only
-
 }  // namespace
 
 // ---------------------------------------------------------------- open / close
@@ -87,7 +36,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& dir, const Options
   return std::unique_ptr<Store>(std::move(store));
 }
 
-Status StoreImpl::Init() {
+Status StoreImpl::LockDir() {
   const bool fresh = !env_->FileExists(dir_);
   Status st = env_->CreateDirs(dir_);
   if (!st.ok())
@@ -108,7 +57,11 @@ Status StoreImpl::Init() {
   std::string pid = std::to_string(getpid()) + "\n";
   if (ftruncate(lock_fd_.get(), 0) == 0 && pwrite(lock_fd_.get(), pid.data(), pid.size(), 0) < 0)
     spdlog::debug("could not record pid in LOCK");
+  return Status::Ok();
+}
 
+// The disk tier's options from the store's; read-only where asked, or where the disk is full.
+DurableOptions StoreImpl::DiskOptions() {
   DurableOptions dopt;
   dopt.read_only = opt_.read_only;
   dopt.read_only_reason = "as asked";
@@ -132,6 +85,12 @@ Status StoreImpl::Init() {
   dopt.compact_live_ratio = opt_.compact_live_ratio;
   dopt.rebuild_index = opt_.rebuild_index;
   dopt.file_mode = opt_.group_access ? 0640 : 0600;
+  return dopt;
+}
+
+Status StoreImpl::Init() {
+  EC_RETURN_IF_ERROR(LockDir());
+  const DurableOptions dopt = DiskOptions();
   if (dopt.read_only && dopt.rebuild_index)
     return Status::NoSpace("rebuilding the index of " + dir_ + " needs free disk space (" +
                            (opt_.read_only ? "opened read-only" : "the disk is full") + ")");
@@ -485,11 +444,6 @@ std::vector<Result<EntryInfo>> StoreImpl::GetMany(std::string_view ns,
 }
 
 std::vector<Result<ReadLease>> StoreImpl::AcquireMany(std::string_view ns,
-                                                      const std::vector<std::string>& keys) {
-  return batch_->AcquireMany(ns, keys, nullptr);
-}
-
-std::vector<Result<ReadLease>> StoreImpl::AcquireMany(std::string_view ns,
                                                       const std::vector<std::string>& keys,
                                                       LandingWatch* watch) {
   return batch_->AcquireMany(ns, keys, watch);
@@ -595,6 +549,13 @@ Status StoreImpl::Flush() {
   return ev_->Flush();
 }
 
-Status StoreImpl::Compact(double threshold) { return durable_->Compact(threshold); }
+Result<CompactReport> StoreImpl::Compact(double threshold) {
+  auto before = Stats();
+  if (!before.ok()) return before.status();
+  EC_RETURN_IF_ERROR(durable_->Compact(threshold));
+  auto after = Stats();
+  if (!after.ok()) return after.status();
+  return CompactReport{.before = before->disk().used, .after = after->disk().used};
+}
 
 }  // namespace ecstore

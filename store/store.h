@@ -144,7 +144,13 @@ class PutReservation {
   std::optional<ReadLease> same_;
 };
 
-class Store : public Cache {
+// Store is a Cache with every facet but claims (no one else's claims are seen here): device
+// I/O where it has a device tier, memory (its pool as host_pool()), reservations, admin.
+class Store : public Cache,
+              public DeviceIo,
+              public MemoryRegistration,
+              public Reservations,
+              public Admin {
  public:
   // Opens (creating if needed) the store in `dir`. Fails with a clear message if another
   // process has the directory open, or the directory cannot be written.
@@ -163,8 +169,8 @@ class Store : public Cache {
   virtual Result<PutReservation> Reserve(std::string_view ns, std::string_view key,
                                          const TensorMeta& meta, uint64_t size) = 0;
   virtual Status Commit(PutReservation reservation) = 0;
-  // Reserve and Commit as a PutSlot (Cache::ReserveSlot); `landing` is ignored (a block of
-  // the pool is filled, then committed).
+  // Reserve and Commit as a PutSlot (Reservations::ReserveSlot); `landing` is ignored (a
+  // block of the pool is filled, then committed).
   Result<std::unique_ptr<PutSlot>> ReserveSlot(std::string_view ns, std::string_view key,
                                                const TensorMeta& meta, uint64_t bytes,
                                                bool landing) override;
@@ -200,13 +206,8 @@ class Store : public Cache {
   // Writes every entry without a disk copy to disk (device entries through the host pool)
   // and commits the index: afterwards a crash loses nothing that was Put before the call.
   Status Flush() override = 0;
-  // Reads every entry and checks its checksum; corrupt entries are dropped and reported.
-  // An entry whose read fails with an I/O error is reported in `errors` and kept.
-  virtual Result<VerifyReport> Verify(
-      const std::function<void(uint64_t done, uint64_t total)>& progress) = 0;
-  // Rewrites live records of sealed segments whose live ratio is below the threshold
-  // (threshold 1.0 compacts every sealed segment with any dead bytes).
-  virtual Status Compact(double live_ratio_threshold) = 0;
+  // Verify and Compact as Admin's: Verify tells progress as it goes; Compact reports the
+  // disk bytes used before and after (Stats().disk().used).
   // ---- device memory (a CUDA build; the first three need Options::device_pool_bytes > 0)
   // Stores `bytes` bytes at device pointer `src` into the device tier (device->device). The
   // copy runs on the store's own non-blocking stream, which waits for no other: src must be
@@ -227,14 +228,18 @@ class Store : public Cache {
   // it has none. Leased device entries are never demoted or overwritten.
   Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key) override = 0;
   // In-place reads, reserve and prefetch; with a device tier, device puts and leases too.
-  CacheCapabilities capabilities() const override {
+  CacheCapabilities capabilities() override {
     const bool dev = device_region().base != nullptr;
     return {.device_tier = dev,
             .device_puts = dev,
             .device_leases = dev,
             .in_place_reads = true,
             .reserve = true,
-            .prefetch = true};
+            .prefetch = true,
+            .device_io = dev ? this : nullptr,
+            .memory = this,
+            .reservations = this,
+            .admin = this};
   }
   // The device pool's region (base null without a device tier), and its GPU.
   virtual MemoryRegion device_region() const = 0;
@@ -251,6 +256,9 @@ class Store : public Cache {
     MemoryRegion r = pool_region();
     return {{r.base, r.size}, false};
   }
+  // Nothing here lands through a bounce buffer: registration is a no-op.
+  Status RegisterMemory(const BufferDesc&) override { return Status::Ok(); }
+  void UnregisterMemory(const BufferDesc&) override {}
   // Registers the pool with a transport or device once (an RDMA memory region, CUDA host
   // registration): r->Register(pool_region()) now, r->Deregister at RemoveRegistrar or Close.
   // `r` must outlive that.

@@ -38,7 +38,7 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   }
   ~StoreImpl() override { Close(); }
 
-  Status Init();
+  Status Init();  // LockDir, the tiers opened, recovery, the threads started
   Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
              std::span<const uint8_t> bytes) override;
   Result<PutReservation> Reserve(std::string_view ns, std::string_view key, const TensorMeta& meta,
@@ -50,8 +50,7 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override;  // and Host's
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts) override;
-  std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
-                                             const std::vector<std::string>& keys) override;
+  using Cache::AcquireMany;
   std::vector<Result<ReadLease>> AcquireMany(std::string_view ns,
                                              const std::vector<std::string>& keys,
                                              LandingWatch* watch) override;
@@ -70,7 +69,7 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   Result<StoreStats> Stats() override;
   Status Flush() override;
   Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& progress) override;
-  Status Compact(double threshold) override;
+  Result<CompactReport> Compact(double threshold) override;
   Status Close() override;
   Status Health() override;
   Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
@@ -87,6 +86,8 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   void RemoveRegistrar(MemoryRegistrar* r) override;
 
  private:
+  Status LockDir();  // the directory made (private) and LOCK held, or Busy naming its holder
+  DurableOptions DiskOptions();
   struct Pending;  // a reserved, not yet committed Put
   void Abandon(void* token) override;
   Status CheckKey(std::string_view ns, std::string_view key) const;

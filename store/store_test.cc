@@ -927,9 +927,10 @@ TEST(Store, ThePoolIsFaultedInAtOpenAndTheStatsSayHowLong) {
   EXPECT_DOUBLE_EQ(st->pool_prefault_seconds, s->pool_region().prefault_seconds);
 }
 
-// An embedded store reads in place, reserves and prefetches; without a device tier it has
-// no device capabilities (DeviceTier.NeedsAGpuAndSaysSo: what a device put answers); and it
-// grants every claim (no one else's are seen).
+// An embedded store reads in place, reserves and prefetches; it hands out the memory,
+// reservations and admin facets; without a device tier it has no device facet
+// (DeviceTier.NeedsAGpuAndSaysSo: what a device put answers); and it has no claims facet, so
+// every claim is granted (no one else's are seen).
 TEST(Store, AnEmbeddedStoreSaysWhatItDoesItself) {
   TempDir dir;
   Options o;
@@ -940,8 +941,11 @@ TEST(Store, AnEmbeddedStoreSaysWhatItDoesItself) {
   CacheCapabilities caps = c.capabilities();
   EXPECT_TRUE(caps.in_place_reads && caps.reserve && caps.prefetch);
   EXPECT_FALSE(caps.device_tier || caps.device_puts || caps.device_leases);
-  EXPECT_FALSE(caps.prefetch_queued || caps.claims);
-  auto claim = c.Claim("ns", "k", std::chrono::milliseconds(100));
+  EXPECT_FALSE(caps.prefetch_queued || caps.claims || caps.device_io);
+  EXPECT_TRUE(caps.memory && caps.reservations && caps.admin);
+  EXPECT_FALSE(caps.memory->host_pool().read_only);
+  EXPECT_EQ(caps.memory->host_pool().bytes.size(), o.pool_bytes);
+  auto claim = ClaimOrGrant(caps, "ns", "k", std::chrono::milliseconds(100));
   ASSERT_TRUE(claim.ok());
   EXPECT_EQ(claim->outcome, ClaimOutcome::kGranted);
   auto hint = c.Prefetch("ns", {"absent"});

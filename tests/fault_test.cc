@@ -135,8 +135,8 @@ TEST(Faults, PutsAndErasesAcknowledgedWhileTheIndexCannotCommitSurviveARestart) 
       ASSERT_TRUE((*s)->Put("ns", "later", U8(kMiB), Span(Payload(99, kMiB))).ok());
       ASSERT_TRUE((*s)->Flush().ok());
       // Compaction waits on the index too: its failure once stuck, and it failed for ever.
-      Status compacted = (*s)->Compact(1.0);
-      EXPECT_TRUE(compacted.ok()) << compacted.ToString();
+      auto compacted = (*s)->Compact(1.0);
+      EXPECT_TRUE(compacted.ok()) << compacted.status().ToString();
     }
     ASSERT_TRUE((*s)->Close().ok());
     env.index_error = 0;

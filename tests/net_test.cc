@@ -1639,7 +1639,7 @@ class CountingStore : public Store {
   Result<VerifyReport> Verify(const std::function<void(uint64_t, uint64_t)>& p) override {
     return s_->Verify(p);
   }
-  Status Compact(double t) override { return s_->Compact(t); }
+  Result<CompactReport> Compact(double t) override { return s_->Compact(t); }
   Status Close() override { return s_->Close(); }
   Status Health() override { return s_->Health(); }
   MemoryRegion pool_region() const override { return s_->pool_region(); }
@@ -1768,9 +1768,9 @@ TEST(Protocol, EraseManyReplyRoundTrips) {
   }
 }
 
-// Each Cache says what it does itself (CacheCapabilities); what it does not, its default
-// answers with what to do instead. A same-host client reads in place and reserves put-arena
-// blocks; a TCP one does neither; both have the server queue prefetches and decide claims.
+// Each Cache says what it does itself (CacheCapabilities): flags, and the facets it hands out.
+// A same-host client reads in place and reserves put-arena blocks; a TCP one does neither;
+// both have the server queue prefetches and decide claims, and both administer it.
 TEST(NetShm, ClientsSayWhatTheyDoThemselvesAndRefuseTheRestWithWhatToDo) {
   testing::TempDir dir;
   ServerProcess server(dir.path(), "", 64 * kMiB, 0, true);
@@ -1779,23 +1779,27 @@ TEST(NetShm, ClientsSayWhatTheyDoThemselvesAndRefuseTheRestWithWhatToDo) {
   CacheCapabilities s = shm->capabilities(), t = tcp->capabilities();
   EXPECT_TRUE(s.in_place_reads && s.reserve);
   EXPECT_FALSE(t.in_place_reads || t.reserve || t.device_puts || t.device_leases);
+  EXPECT_TRUE(s.reservations && !t.reservations);
   for (const CacheCapabilities& c : {s, t}) {
-    EXPECT_TRUE(c.prefetch && c.prefetch_queued && c.claims);
+    EXPECT_TRUE(c.prefetch && c.prefetch_queued && c.claims && c.memory && c.admin);
     EXPECT_FALSE(c.device_tier);
   }
-  Cache& as_cache = *tcp;  // through the interface, as the bindings call it
-  auto got = as_cache.GetToDevice("ns", "k", nullptr, 0);
+  EXPECT_FALSE(t.device_io) << "a TCP client copies no device memory itself";
+  EXPECT_EQ(s.memory->host_pool().bytes.size(), shm->shared_pool().size());
+  EXPECT_TRUE(s.memory->host_pool().read_only);
+  auto got = tcp->GetToDevice("ns", "k", nullptr, 0);
   EXPECT_TRUE(got.status().IsInvalidArgument());
   EXPECT_NE(got.status().message().find("load through host leases"), std::string::npos)
       << got.status().ToString();
+  Cache& as_cache = *tcp;  // through the interface, as the bindings call it
   ASSERT_TRUE(as_cache.Put("ns", "k", U8(10), Span(Payload(1, 10))).ok());
-  Result<ClaimAnswer> claim = as_cache.Claim("ns", "absent", std::chrono::milliseconds(500));
+  Result<ClaimAnswer> claim = ClaimOrGrant(t, "ns", "absent", std::chrono::milliseconds(500));
   ASSERT_TRUE(claim.ok()) << claim.status().ToString();
   EXPECT_EQ(claim->outcome, ClaimOutcome::kGranted);
-  claim = shm->Claim("ns", "absent", std::chrono::milliseconds(500));
+  claim = s.claims->Claim("ns", "absent", std::chrono::milliseconds(500));
   ASSERT_TRUE(claim.ok());
   EXPECT_EQ(claim->outcome, ClaimOutcome::kHeld) << "the server saw the first claim";
-  claim = as_cache.Claim("ns", "k", std::chrono::milliseconds(500));
+  claim = t.claims->Claim("ns", "k", std::chrono::milliseconds(500));
   EXPECT_EQ(claim->outcome, ClaimOutcome::kPresent);
 }
 

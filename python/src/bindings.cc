@@ -137,30 +137,6 @@ class PyCache {
       out.emplace_back(s.ok(), s.IsNotFound(), s.ok() ? "" : s.ToString());
     return out;
   }
-  static std::vector<Parts> ToParts(const std::vector<std::string>& keys,
-                                    const std::vector<std::vector<uint64_t>>& ptrs,
-                                    const std::vector<std::vector<uint64_t>>& sizes) {
-    if (ptrs.size() != keys.size() || sizes.size() != keys.size())
-      Check(Status::InvalidArgument("give one list of pointers and one of sizes per key"));
-    std::vector<Parts> parts(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (ptrs[i].size() != sizes[i].size())
-        Check(Status::InvalidArgument("key " + keys[i] + " has " + std::to_string(ptrs[i].size()) +
-                                      " pointers but " + std::to_string(sizes[i].size()) +
-                                      " sizes"));
-      for (size_t j = 0; j < ptrs[i].size(); ++j) {
-        // Raw addresses by design (a tensor's data_ptr()); what can be checked is.
-        if (ptrs[i][j] == 0 || ptrs[i][j] + sizes[i][j] < ptrs[i][j])
-          Check(Status::InvalidArgument(
-              "key " + keys[i] + ", piece " + std::to_string(j) +
-              (ptrs[i][j] == 0 ? ": a null address" : ": address + size wraps around") +
-              "; give each piece's data_ptr() and its byte count"));
-        parts[i].emplace_back(reinterpret_cast<uint8_t*>(ptrs[i][j]), sizes[i][j]);
-      }
-    }
-    return parts;
-  }
-
   Lease acquire(const std::string& ns, const std::string& key) {
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
@@ -240,7 +216,14 @@ class PyCache {
                        : BufferDesc::Host({static_cast<uint8_t*>(p), nbytes});
   }
 
-  // ---- device memory and hints: what the cache does itself (CacheCapabilities)
+  // ---- device memory and hints: what the cache does itself (CacheCapabilities' facets)
+  // The facet, or a Python error saying what to do instead where this cache has none.
+  static DeviceIo& Device(Cache* c, const char* instead) {
+    if (DeviceIo* d = c->capabilities().device_io) return *d;
+    Check(Status::InvalidArgument(std::string("a ") + c->transport() +
+                                  " cache does not copy device memory itself: " + instead));
+    __builtin_unreachable();
+  }
   // CacheCapabilities by name: what this cache does itself (cache/cache.h).
   nb::dict capabilities() {
     CacheCapabilities c = core_->Live()->capabilities();
@@ -252,7 +235,7 @@ class PyCache {
     d["reserve"] = c.reserve;
     d["prefetch"] = c.prefetch;
     d["prefetch_queued"] = c.prefetch_queued;
-    d["claims"] = c.claims;
+    d["claims"] = c.claims != nullptr;
     return d;
   }
   // src: a device address (torch's data_ptr()); the copy is complete on return.
@@ -267,7 +250,8 @@ class PyCache {
     Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
-    Check(c->PutFromDevice(ns, key, meta, p, nbytes, checksum_when_spilled));
+    Check(Device(c, "copy the tensor to host memory and put that")
+              .PutFromDevice(ns, key, meta, p, nbytes, checksum_when_spilled));
   }
   // Embedded: from the store's device tier. A same-host client: the server's device pool,
   // opened once over CUDA IPC.
@@ -275,7 +259,7 @@ class PyCache {
     Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
-    return Lease(Check(c->AcquireOnDevice(ns, key)), core_, device);
+    return Lease(Check(Device(c, "acquire the host copy").AcquireOnDevice(ns, key)), core_, device);
   }
 
   // A hint: an embedded store reads the keys' disk-only entries into its pool in one batch;
@@ -296,7 +280,8 @@ class PyCache {
     Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
-    ClaimAnswer got = Check(c->Claim(ns, key, std::chrono::milliseconds(ttl_ms)));
+    ClaimAnswer got =
+        Check(ClaimOrGrant(c->capabilities(), ns, key, std::chrono::milliseconds(ttl_ms)));
     return {net::ClaimOutcomeName(got.outcome), got.ms_left};
   }
 
@@ -399,7 +384,8 @@ class PyCache {
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
     StoreStats s = Check(core_->Live()->Stats());
-    TransferStats t = core_->Live()->transfer_stats();
+    MemoryRegistration* m = core_->Live()->capabilities().memory;
+    TransferStats t = m ? m->transfer_stats() : TransferStats{};
     std::string extra = std::string("{\"transport\":\"") + core_->Live()->transport() +
                         "\",\"transfer\":{\"direct_reads\":" + std::to_string(t.direct_reads) +
                         ",\"direct_bytes\":" + std::to_string(t.direct_bytes) +
@@ -412,7 +398,8 @@ class PyCache {
   // with CUDA once. An embedded store's pool, or a shared-memory client's mapping of the
   // server's; (0, 0, True) where there is none here.
   std::tuple<uint64_t, uint64_t, bool> pool_region() {
-    HostPoolView p = core_->Live()->host_pool();
+    MemoryRegistration* m = core_->Live()->capabilities().memory;
+    HostPoolView p = m ? m->host_pool() : HostPoolView{};
     return {reinterpret_cast<uint64_t>(p.bytes.data()), p.bytes.size(), p.read_only};
   }
 
@@ -424,7 +411,8 @@ class PyCache {
     if (!reg) return false;
     nb::gil_scoped_release nogil;
     auto lock = core_->Lock();
-    return Check(c->RegisterPutMemoryWith(std::move(reg)));
+    MemoryRegistration* m = c->capabilities().memory;
+    return m && Check(m->RegisterPutMemoryWith(std::move(reg)));
   }
 
   // Memory gets will land in, registered once (RDMA: the NIC writes it, no bounce copy):
@@ -433,13 +421,15 @@ class PyCache {
     Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
     auto lock = core_->Lock();
-    Check(c->RegisterMemory(ToDesc(ptr, nbytes, device)));
+    if (MemoryRegistration* m = c->capabilities().memory)
+      Check(m->RegisterMemory(ToDesc(ptr, nbytes, device)));
   }
   void unregister_memory(uint64_t ptr, uint64_t nbytes, int device) {
     Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
     auto lock = core_->Lock();
-    c->UnregisterMemory(ToDesc(ptr, nbytes, device));
+    if (MemoryRegistration* m = c->capabilities().memory)
+      m->UnregisterMemory(ToDesc(ptr, nbytes, device));
   }
 
   Reservation reserve(const std::string& ns, const std::string& key, const std::string& dtype,
@@ -450,7 +440,12 @@ class PyCache {
     nb::gil_scoped_release nogil;
     auto lock = core_->Lock();
     core_->Live();  // closed meanwhile?
-    return Reservation(Check(c->ReserveSlot(ns, key, meta, bytes, landing)), core_);
+    Reservations* r = c->capabilities().reservations;
+    if (!r)
+      Check(Status::InvalidArgument(std::string("a ") + c->transport() +
+                                    " cache has no memory to reserve a put in (reserve is for "
+                                    "an embedded store or a same-host daemon); use put"));
+    return Reservation(Check(r->ReserveSlot(ns, key, meta, bytes, landing)), core_);
   }
 
   void flush() {

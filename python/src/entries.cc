@@ -211,4 +211,27 @@ void BindEntries(nb::module_& m) {
       .def_prop_ro("landed", &Reservation::Landing::landed);
 }
 
+std::vector<Parts> ToParts(const std::vector<std::string>& keys,
+                           const std::vector<std::vector<uint64_t>>& ptrs,
+                           const std::vector<std::vector<uint64_t>>& sizes) {
+  if (ptrs.size() != keys.size() || sizes.size() != keys.size())
+    Check(Status::InvalidArgument("give one list of pointers and one of sizes per key"));
+  std::vector<Parts> parts(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (ptrs[i].size() != sizes[i].size())
+      Check(Status::InvalidArgument("key " + keys[i] + " has " + std::to_string(ptrs[i].size()) +
+                                    " pointers but " + std::to_string(sizes[i].size()) + " sizes"));
+    for (size_t j = 0; j < ptrs[i].size(); ++j) {
+      // Raw addresses by design (a tensor's data_ptr()); what can be checked is.
+      if (ptrs[i][j] == 0 || ptrs[i][j] + sizes[i][j] < ptrs[i][j])
+        Check(Status::InvalidArgument(
+            "key " + keys[i] + ", piece " + std::to_string(j) +
+            (ptrs[i][j] == 0 ? ": a null address" : ": address + size wraps around") +
+            "; give each piece's data_ptr() and its byte count"));
+      parts[i].emplace_back(reinterpret_cast<uint8_t*>(ptrs[i][j]), sizes[i][j]);
+    }
+  }
+  return parts;
+}
+
 }  // namespace ecstore::py

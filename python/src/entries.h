@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache_parts.h"
 #include "cluster/cluster_cache.h"
 #include "net/client.h"
 #include "store/store.h"
@@ -185,5 +186,12 @@ class Lease {
 // and Reservation.
 void BindErrors();
 void BindEntries(nb::module_& m);
+
+// The pieces of each key's entry from raw addresses and byte counts (a tensor's data_ptr()
+// and nbytes): InvalidArgument, raised, for lists that do not match or a null or wrapping
+// address.
+std::vector<Parts> ToParts(const std::vector<std::string>& keys,
+                           const std::vector<std::vector<uint64_t>>& ptrs,
+                           const std::vector<std::vector<uint64_t>>& sizes);
 
 }  // namespace ecstore::py
