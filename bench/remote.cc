@@ -205,7 +205,7 @@ Sample TimeMemcpy(const std::vector<std::span<const uint8_t>>& values, int round
 void TimePuts(const ServerProcess& sp, const std::vector<std::span<const uint8_t>>& values,
               int rounds, bool new_keys, Sample* put, Sample* upload) {
   net::ClientOptions tcp_only;
-  tcp_only.transport = "tcp";
+  tcp_only.transport = net::TransportKind::kTcp;
   auto c = net::Client::Connect("127.0.0.1:" + std::to_string(sp.store_port), tcp_only);
   auto fd = net::ConnectTcp({"127.0.0.1", sp.stream_port}, std::chrono::seconds(10));
   Timer t, up;
@@ -420,7 +420,7 @@ RemoteResults RunRemote(const std::vector<std::span<const uint8_t>>& values, int
     });
   };
   net::ClientOptions tcp_only;
-  tcp_only.transport = "tcp";
+  tcp_only.transport = net::TransportKind::kTcp;
   const Sample stream_before = time_stream();
   res.ecstore_tcp =
       time_gets(net::Client::Connect("127.0.0.1:" + std::to_string(sp->store_port), tcp_only));

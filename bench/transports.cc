@@ -172,7 +172,7 @@ void RdmaWorkload(const Config& cfg, Payloads& pl) {
         Way{"tcp", false, "ec-store-tcp"}}) {
     net::ClientOptions co;
     co.token = "bench";
-    co.transport = w.transport;
+    co.transport = *net::ParseTransportKind(w.transport);
     co.timeout = std::chrono::milliseconds(60000);
     auto c = net::Client::Connect(
         so.listen.substr(0, so.listen.rfind(':')) + ":" + std::to_string((*server)->port()), co);

@@ -46,7 +46,7 @@ void CheckAdvertise(const Globals& g, const std::string& address, Store* store) 
   o.token = ClientToken(g);
   o.timeout = std::chrono::milliseconds(2000);
   o.retries = 0;
-  o.transport = "tcp";
+  o.transport = net::TransportKind::kTcp;
   auto c = net::Client::Connect("tcp://" + address, o);
   Status found = c.ok() ? (*c)->Lookup(kNs, nonce).status() : c.status();
   (void)store->Erase(kNs, nonce);

@@ -74,7 +74,9 @@ Status NodeLink::Reach(std::unique_lock<std::mutex>* l, const Registered& regist
   // too, so that a call costs one deadline.
   Result<std::unique_ptr<net::Client>> c = Status::Unavailable("not connected");
   const auto t0 = std::chrono::steady_clock::now();
-  if (SameHost(info_) && options_.transport != "tcp" && options_.transport != "rdma")
+  auto use = net::ChooseTransport({.same_host = SameHost(info_), .shm = !info_.unix_path.empty()},
+                                  options_.transport);
+  if (use.ok() && *use == net::TransportKind::kShm)
     c = net::Client::Connect("unix:" + info_.unix_path, options_);
   const bool hung = !c.ok() && std::chrono::steady_clock::now() - t0 >= options_.timeout / 2;
   if (!c.ok() && !hung) c = net::Client::Connect("tcp://" + info_.tcp, options_);

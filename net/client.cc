@@ -20,15 +20,16 @@ const Status& StatusOf(const Result<T>& r) {
 
 Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
                                                 const ClientOptions& options) {
-  if (options.transport != "auto" && options.transport != "tcp" && options.transport != "shm" &&
-      options.transport != "rdma")
-    return Status::InvalidArgument("transport must be auto, tcp, shm or rdma");
   std::unique_ptr<Client> c;
   if (uri.rfind("unix:", 0) == 0) {
+    if (options.transport == TransportKind::kTcp || options.transport == TransportKind::kRdma)
+      return Status::InvalidArgument(std::string("transport ") +
+                                     TransportKindName(options.transport) +
+                                     " needs a HOST:PORT address; a unix: socket is shared memory");
     c.reset(new Client({}, uri.substr(5), options));
   } else {
-    if (options.transport == "shm")
-      return Status::InvalidArgument("transport shm needs a unix:/path/serve.sock address");
+    // A TCP address is chosen against as a server on another host until HELLO says more.
+    EC_RETURN_IF_ERROR(ChooseTransport({.rdma = true}, options.transport).status());
     auto hp = ParseHostPort(uri);
     if (!hp.ok()) return hp.status();
     c.reset(new Client(*hp, "", options));

@@ -24,30 +24,36 @@ Status Connection::Hello(HelloInfo* info, int* pool_fd) {
   return Status::Ok();
 }
 
-// The data path, by capability: the server's memory in place when it is on this host and
-// passed its pool (shared memory); one-sided reads when both ends have RDMA; else TCP.
+// The data path (ChooseTransport): the server's memory in place when it is on this host and
+// passed its pool (shared memory); one-sided reads when both ends have RDMA; else TCP. Over
+// TCP to a loopback server offering shared memory, TCP for now: Open switches to its socket.
 Status Connection::ChooseTransport(const HelloInfo& info, int pool_fd) {
   transport_.reset();
   features_ = info.features;
-  if (unix_) {
+  TransportOffer offer{.same_host = unix_ || IsLoopback(hp_.host),
+                       .shm = unix_ ? pool_fd >= 0 : !info.shm_path.empty(),
+                       .rdma = !unix_ && !info.rdma_addr.empty()};
+  offer.rdma_device = offer.rdma && !offer.same_host && opt_.transport == TransportKind::kAuto &&
+                      rdma::RdmaDevicePresent();  // looked for only where it decides
+  auto use = net::ChooseTransport(offer, opt_.transport);
+  if (!use.ok()) return use.status();
+  if (*use == TransportKind::kShm && unix_) {
     const uint32_t arena = kFeaturePutArena | kFeaturePutLanding | kFeaturePutDevice;
     auto t =
         NewShmTransport(pool_fd, info.pool_bytes,
                         opt_.put_arena ? info.features : info.features & ~arena, arena_registrar_);
     if (!t.ok()) return t.status();
     transport_ = std::move(t).value();
-  } else if (opt_.transport == "rdma" || (opt_.transport == "auto" && !IsLoopback(hp_.host) &&
-                                          !info.rdma_addr.empty() && rdma::RdmaDevicePresent())) {
-    if (info.rdma_addr.empty())
-      return Status::Unavailable("server offers no RDMA (it has no ServerOptions::rdma_listen)");
+  } else if (*use == TransportKind::kRdma) {
     auto t = NewRdmaTransport(info.rdma_addr, opt_.rdma_bounce_bytes, opt_.timeout, rdma_reads_);
     if (t.ok())
       transport_ = std::move(t).value();
-    else if (opt_.transport == "rdma")
+    else if (opt_.transport == TransportKind::kRdma)
       return t.status();
     else
       spdlog::warn("RDMA unavailable ({}); using TCP", t.status().ToString());
   }
+  switch_to_shm_ = *use == TransportKind::kShm && !unix_;
   if (!transport_) transport_ = NewTcpTransport();
   for (const BufferDesc& m : registered_) EC_RETURN_IF_ERROR(transport_->RegisterMemory(m));
   return Status::Ok();
@@ -90,7 +96,7 @@ Status Connection::Open() {
     return st;
   }
   // Same host (loopback) and the server offers shared memory: switch to it.
-  if (!unix_ && opt_.transport == "auto" && IsLoopback(hp_.host) && !info.shm_path.empty()) {
+  if (switch_to_shm_) {
     UniqueFd tcp = conn_.Take();
     auto tcp_transport = std::move(transport_);
     unix_ = true;

@@ -26,6 +26,7 @@
 #include "net/lease_generation.h"
 #include "net/socket.h"
 #include "net/transport.h"
+#include "net/transport_choice.h"
 
 namespace ecstore::net {
 
@@ -36,11 +37,11 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{0};
   int retries = 1;
   std::string token;
-  // "auto": chosen by capability -- a loopback server that offers shared memory is read in
-  // place through it; a remote one that offers RDMA, from a host with an RDMA device, by
-  // one-sided reads; else TCP. "tcp", "shm" and "rdma" force one ("rdma" fails with
+  // kAuto: chosen by capability (ChooseTransport) -- a loopback server that offers shared
+  // memory is read in place through it; a remote one that offers RDMA, from a host with an
+  // RDMA device, by one-sided reads; else TCP. The others force one (kRdma fails with
   // Unavailable where it cannot be set up).
-  std::string transport = "auto";
+  TransportKind transport = TransportKind::kAuto;
   size_t rdma_bounce_bytes = 64ull << 20;  // registered once per connection
   // Same host: puts through the connection's put arena (net/put_arena.h), a shared memfd of
   // at least 64 MiB and twice the largest put, asked for at the first put; false: puts
@@ -110,7 +111,8 @@ class Connection : public Channel, private ReadLease::Releaser {
 
   HostPort hp_;
   const ClientOptions opt_;
-  bool unix_ = false;  // the control connection is the unix socket (same host)
+  bool unix_ = false;           // the control connection is the unix socket (same host)
+  bool switch_to_shm_ = false;  // ChooseTransport: a loopback server offering shared memory
   std::string unix_path_;
   FrameStream conn_;  // the control connection
   UniqueFd parked_;   // an abandoned one's socket, until the next Open retires or closes it

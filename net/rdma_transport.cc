@@ -32,6 +32,7 @@ class RdmaTransport : public Transport {
                                          const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts) override {
     std::vector<Result<EntryInfo>> out(keys.size(), Status::Unavailable("not attempted"));
+    std::vector<bool> answered(keys.size(), false);  // out[i] is key i's own answer
     Status st;
     for (size_t i = 0; i < keys.size() && st.ok(); ++i)
       st = ch.SendRequest(Op::kGetRdma, KeyBody(ns, keys[i]));
@@ -43,6 +44,7 @@ class RdmaTransport : public Transport {
       if (!body.ok()) {
         if (body.status().IsUnavailable()) st = body.status();
         out[i] = body.status();
+        answered[i] = true;
         continue;
       }
       BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
@@ -58,17 +60,19 @@ class RdmaTransport : public Transport {
       info.key = keys[i];
       if (dsts[i].size() < info.bytes) {
         out[i] = BufferTooSmall(dsts[i].size(), info.bytes);
+        answered[i] = true;
         continue;
       }
       reads.push_back({addr, rkey, info.bytes, dsts[i].data()});
       read_of.push_back(i);
       out[i] = info;
+      answered[i] = true;
     }
     if (st.ok() && !reads.empty()) st = conn_->ReadMany(reads);
     if (!st.ok()) {  // the connection is broken: the Client rebuilds it
       for (size_t i : read_of) out[i] = st;
-      for (auto& o : out)
-        if (o.ok() || o.status().message() == "not attempted") o = st;
+      for (size_t i = 0; i < out.size(); ++i)
+        if (out[i].ok() || !answered[i]) out[i] = st;
       return out;
     }
     for (uint64_t lease : leases) ch.lease_releaser()->Release(reinterpret_cast<void*>(lease));

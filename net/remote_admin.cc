@@ -42,8 +42,9 @@ Result<VerifyReport> RemoteAdmin::Verify(
 
 Result<CompactReport> RemoteAdmin::Compact(double live_ratio_threshold) {
   if (live_ratio_threshold != 1.0)
-    return Status::InvalidArgument("a daemon compacts at threshold 1.0 only (every sealed "
-                                   "segment with dead bytes); ask for 1.0");
+    return Status::InvalidArgument(
+        "a daemon compacts at threshold 1.0 only (every sealed "
+        "segment with dead bytes); ask for 1.0");
   auto j = ParseAdmin(Ask(Op::kCompact, Op::kCompactOk));
   if (!j.ok()) return j.status();
   return CompactReport{.before = j->value("before", uint64_t{0}),

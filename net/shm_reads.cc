@@ -69,8 +69,8 @@ std::vector<Result<EntryInfo>> ShmReads::CopyOutOfLeases(
 // goes together, over the copy helpers), as in process. Leases so copied whole are released
 // unread; the rest are copied out. A key refused for the leased-bytes share goes to *refused.
 void ShmReads::StreamInto(std::string_view ns, const std::vector<std::string>& keys,
-                        const std::vector<std::span<uint8_t>>& dsts, size_t at, size_t end,
-                        std::vector<Result<EntryInfo>>* out, std::vector<size_t>* refused) {
+                          const std::vector<std::span<uint8_t>>& dsts, size_t at, size_t end,
+                          std::vector<Result<EntryInfo>>* out, std::vector<size_t>* refused) {
   const std::vector<std::string> batch(keys.begin() + at, keys.begin() + end);
   const std::vector<std::span<uint8_t>> into(dsts.begin() + at, dsts.begin() + end);
   if (!copier_)
@@ -100,14 +100,15 @@ void ShmReads::StreamInto(std::string_view ns, const std::vector<std::string>& k
 // keys[at, end) as the pool's entries (and absent keys: answered at once) and the rest, where
 // both are there and the server leases batches; else as one group.
 std::vector<std::vector<size_t>> ShmReads::SplitByTier(std::string_view ns,
-                                                     const std::vector<std::string>& keys,
-                                                     size_t at, size_t end) {
+                                                       const std::vector<std::string>& keys,
+                                                       size_t at, size_t end) {
   std::vector<std::vector<size_t>> groups(1);
   for (size_t i = at; i < end; ++i) groups[0].push_back(i);
   if (end - at < 2 || *no_lease_batches_) return groups;
   for (size_t i = at; i < end; ++i)
     if (!ValidateKey(keys[i]).ok()) return groups;  // AcquireMany answers it
-  auto found = client_->LookupMany(ns, std::vector<std::string>(keys.begin() + at, keys.begin() + end));
+  auto found =
+      client_->LookupMany(ns, std::vector<std::string>(keys.begin() + at, keys.begin() + end));
   if (!found.ok()) return groups;
   std::vector<std::vector<size_t>> split(2);
   for (size_t i = at; i < end; ++i) {

@@ -119,7 +119,7 @@ TEST(DeviceBuffers, OverTcpBothWaysAreStagedThroughHostMemory) {
   auto server = net::Server::Start(s.get(), so);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   net::ClientOptions co;
-  co.transport = "tcp";
+  co.transport = net::TransportKind::kTcp;
   auto c = net::Client::Connect("127.0.0.1:" + std::to_string((*server)->port()), co);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_FALSE((*c)->capabilities().in_place_reads);

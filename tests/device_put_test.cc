@@ -72,7 +72,7 @@ TEST_F(DevicePutTest, OfferedOnlyWhereTheServerSeesAGpu) {
   EXPECT_TRUE(store_->Lookup("ns", "host").status().IsNotFound());
   // Over TCP, never.
   ClientOptions over_tcp;
-  over_tcp.transport = "tcp";  // not upgraded to the unix socket
+  over_tcp.transport = TransportKind::kTcp;  // not upgraded to the unix socket
   auto tcp = Client::Connect("127.0.0.1:" + std::to_string(server_->port()), over_tcp);
   ASSERT_TRUE(tcp.ok());
   EXPECT_FALSE((*tcp)->caps().device_puts);

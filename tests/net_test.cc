@@ -116,7 +116,7 @@ using testing::U8;
 
 ClientOptions TcpOnly() {
   ClientOptions o;
-  o.transport = "tcp";
+  o.transport = TransportKind::kTcp;
   return o;
 }
 
@@ -126,7 +126,7 @@ class NetP : public ::testing::TestWithParam<std::string> {
  protected:
   ClientOptions Opts() const {
     ClientOptions o;
-    o.transport = GetParam() == "shm" ? "auto" : "tcp";
+    o.transport = GetParam() == "shm" ? TransportKind::kAuto : TransportKind::kTcp;
     return o;
   }
 };

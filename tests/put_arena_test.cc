@@ -56,7 +56,7 @@ class PutArenaTest : public ::testing::Test {
   }
   std::unique_ptr<Client> Connect(const std::string& transport = "auto", bool put_arena = true) {
     ClientOptions o;
-    o.transport = transport;
+    o.transport = *ParseTransportKind(transport);
     o.put_arena = put_arena;
     auto c = Client::Connect(transport == "tcp" ? "127.0.0.1:" + std::to_string(server_->port())
                                                 : "unix:" + dir_.sub("serve.sock"),

@@ -47,7 +47,7 @@ class RdmaTest : public ::testing::Test {
   std::unique_ptr<Client> Connect(size_t bounce = 4 * kMiB) {
     ClientOptions o;
     o.token = "rdma-test";
-    o.transport = "rdma";
+    o.transport = TransportKind::kRdma;
     o.timeout = testing::Scaled(std::chrono::milliseconds(20000));  // emulated RDMA is slow
     o.rdma_bounce_bytes = bounce;
     auto c =

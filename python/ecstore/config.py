@@ -39,9 +39,8 @@ KNOWN_KEYS = {
 DEFAULTS = {
     "timeout_ms": (2000, "ms"), "connect_timeout_ms": (500, "ms"), "retries": (1, "count"),
     "lookup_budget_ms": (50, "ms"), "saved_wait_ms": (5000, "ms"), "claim_ms": (2000, "ms"),
-    "fail_open": (True, "bool"), "tenant_salt": (True, "bool"), "transport": ("auto", "choice"),
+    "fail_open": (True, "bool"), "tenant_salt": (True, "bool"), "transport": ("auto", "transport"),
 }
-_CHOICES = {"transport": ("auto", "tcp", "shm", "rdma")}
 
 FORMS = ("tcp://HOST:PORT (a daemon over TCP), unix:/PATH (a same-host daemon's socket, "
          "e.g. unix:/var/cache/ec-store/serve.sock), etcd://HOST:PORT/NAME (a cluster of daemons "
@@ -77,11 +76,13 @@ def setting(extra: dict, key: str):
     milliseconds, a count or a boolean, as the key takes, is refused naming the key."""
     default, kind = DEFAULTS[key]
     value = extra.get(key, default)
-    if kind == "choice":
-        if value not in _CHOICES[key]:
-            raise ValueError(f"ec_connector_extra_config {key}={value!r}: write one of "
-                             f"{', '.join(_CHOICES[key])} (default {default})")
-        return value
+    if kind == "transport":  # checked by the library itself, as connect checks it
+        from . import _ecstore
+        try:
+            return _ecstore.parse_transport(str(value))
+        except Exception as e:
+            raise ValueError(f"ec_connector_extra_config {key}={value!r}: {e} "
+                             f"(default {default})") from None
     if kind == "bool":
         if isinstance(value, bool):
             return value

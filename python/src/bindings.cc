@@ -504,7 +504,7 @@ std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& toke
   net::ClientOptions o;
   o.put_arena = put_arena;
   o.token = token;
-  o.transport = transport;
+  o.transport = Check(net::ParseTransportKind(transport));
   o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   o.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_s * 1000));
   o.retries = retries;
@@ -576,6 +576,12 @@ void BindFunctions(nb::module_& m) {
   m.def(
       "parse_size", [](const std::string& text) { return Check(ParseSize(text)); }, "text"_a,
       "bytes from '256MiB', '4GiB', '1.5G' or '4096' (the CLI's parser, base/units.h)");
+  m.def(
+      "parse_transport",
+      [](const std::string& t) {
+        return net::TransportKindName(Check(net::ParseTransportKind(t)));
+      },
+      "name"_a, "the transport's name, checked as connect checks it (net/transport_choice.h)");
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
         "retries"_a = 1, "put_arena"_a = true, "connect_timeout_s"_a = 0.0, "replicas"_a = 1);
 }

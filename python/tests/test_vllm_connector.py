@@ -446,7 +446,7 @@ def test_unix_naming_a_store_directory_names_its_socket(tmp_path, daemon):
     ({"lookup_budget_ms": -5}, "lookup_budget_ms=-5: write milliseconds"),
     ({"retries": 1.5}, "retries=1.5: write a whole number"),
     ({"fail_open": "maybe"}, "fail_open='maybe': write true or false"),
-    ({"transport": "udp"}, "transport='udp': write one of auto, tcp, shm, rdma"),
+    ({"transport": "udp"}, "transport='udp': transport 'udp' is not one of auto, tcp, shm, rdma"),
 ])
 def test_a_value_of_the_wrong_kind_is_refused_naming_the_key(tmp_path, extra, says):
     config = make_config("ecstore", str(tmp_path / "s"), True, False, extra)

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   auto server = ecstore::net::Server::Start(s->get(), so);
   if (!server.ok()) return std::printf("serve: %s\n", server.status().ToString().c_str()), 1;
   ecstore::net::ClientOptions co;
-  co.transport = "tcp";
+  co.transport = ecstore::net::TransportKind::kTcp;
   auto c = ecstore::net::Client::Connect("127.0.0.1:" + std::to_string((*server)->port()), co);
   if (!c.ok()) return 1;
   std::vector<uint8_t> bytes(4096, 42), got(4096);
