@@ -249,11 +249,8 @@ std::unique_ptr<ops::HttpEndpoint> StartHttp(const ServeArgs& a, Lifecycle& life
   return http;
 }
 
-}  // namespace
-
-int ServeCommand(const Globals& g, const ServeArgs& a,
-                 const std::function<Result<Settings>()>& reread) {
-  const std::string token = ClientToken(g);
+// The daemon's server options from the command line.
+net::ServerOptions ServerOptionsOf(const Globals& g, const ServeArgs& a, const std::string& token) {
   net::ServerOptions so;
   so.listen = a.listen;
   so.token = token;
@@ -267,15 +264,14 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   so.max_arena_bytes = Check(ParseSize(a.arena_budget));
   so.copy_threads = a.copy_threads;
   so.check_put_pieces = a.check_put_pieces;
-  const milliseconds summary = Millis(a.log_summary);
-  // Refused before a long recovery, not after it (Server::Start decides again on the
-  // address it binds).
-  auto hp = Check(net::ParseHostPort(a.listen));
-  if (token.empty() && !net::IsLoopback(hp.host))
-    throw CliError("InvalidArgument: listening on " + hp.host +
-                   " (not a loopback address) needs a shared-secret token: give --token-file "
-                   "FILE or set EC_STORE_TOKEN");
-  // Block the stop signals before any thread starts, so only sigwait below sees them.
+  // Same-host readers map the pool through this socket (its permissions gate them).
+  so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
+  return so;
+}
+
+// The stop signals blocked before any thread starts, so only sigwait sees them; the log's
+// format and level.
+sigset_t BlockStopSignalsAndSetUpLogs(const Globals& g, const ServeArgs& a) {
   sigset_t stop;
   sigemptyset(&stop);
   for (int sig : {SIGINT, SIGTERM, SIGQUIT, SIGHUP}) sigaddset(&stop, sig);
@@ -285,7 +281,61 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   else
     spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [ec-store] [%l] %v");
   if (!g.log_level_given) spdlog::set_level(spdlog::level::info);
+  return stop;
+}
 
+void AnnounceServing(const Globals& g, const ServeArgs& a, const net::Server& server,
+                     const ops::HttpEndpoint* http) {
+  Notify("READY=1\nSTATUS=serving " + g.dir);
+  spdlog::info(
+      "same-host puts are copied out of their put arenas by {} thread(s) each; TCP puts' "
+      "pieces are checksummed {}",
+      server.put_copy_threads(),
+      server.checks_put_pieces_behind() ? "on a helper thread per connection" : "as they land");
+  std::printf(
+      "serving %s on %s (port %u, transport %s)%s; SIGINT/SIGTERM to stop, SIGHUP to "
+      "persist the pool\n",
+      g.dir.c_str(), a.listen.c_str(), server.port(), server.transport(),
+      http ? (", metrics port " + std::to_string(http->port())).c_str() : "");
+  std::fflush(stdout);
+}
+
+// Clients route elsewhere before the connections close; the guard stops before the store.
+// A full disk at the stop costs the entries only the pool held (never acknowledged as
+// durable: what was on disk stays, and the index catches up at the next open). That is a
+// cache losing what it could not keep, not a failed stop: the restart must not be refused.
+int StopServing(ClusterMembership* member, net::Server* server, Store* store,
+                ops::HttpEndpoint* http) {
+  if (member->registration) member->registration->Stop();
+  member->guard.reset();
+  server->Stop();
+  Status closed = store->Close();
+  if (http) http->Stop();
+  if (closed.IsNoSpace()) {
+    spdlog::error("stopped; entries held only in the pool were not persisted: {}",
+                  closed.ToString());
+    return 0;
+  }
+  Check(closed);
+  spdlog::info("stopped cleanly");
+  return 0;
+}
+
+}  // namespace
+
+int ServeCommand(const Globals& g, const ServeArgs& a,
+                 const std::function<Result<Settings>()>& reread) {
+  const std::string token = ClientToken(g);
+  net::ServerOptions so = ServerOptionsOf(g, a, token);
+  const milliseconds summary = Millis(a.log_summary);
+  // Refused before a long recovery, not after it (Server::Start decides again on the
+  // address it binds).
+  auto hp = Check(net::ParseHostPort(a.listen));
+  if (token.empty() && !net::IsLoopback(hp.host))
+    throw CliError("InvalidArgument: listening on " + hp.host +
+                   " (not a loopback address) needs a shared-secret token: give --token-file "
+                   "FILE or set EC_STORE_TOKEN");
+  sigset_t stop = BlockStopSignalsAndSetUpLogs(g, a);
   Lifecycle life;
   // In a cluster: a member once it serves; it leaves first when it stops.
   ClusterMembership member;
@@ -299,26 +349,13 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   // Before it serves: a node back from outside the ring drops what may be out of date.
   std::optional<ClusterJoin> join;
   if (!g.cluster.empty()) join = PrepareJoin(g, a, store.get());
-  // Same-host readers map the pool through this socket (its permissions gate them).
-  so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
   auto server = Check(net::Server::Start(store.get(), so));
   life.Up(store.get(), server.get());
   if (join) {
     member = JoinCluster(g, a, *join, hp.host, server->port(), store.get());
     registered = member.registration.get();
   }
-  Notify("READY=1\nSTATUS=serving " + g.dir);
-  spdlog::info(
-      "same-host puts are copied out of their put arenas by {} thread(s) each; TCP puts' "
-      "pieces are checksummed {}",
-      server->put_copy_threads(),
-      server->checks_put_pieces_behind() ? "on a helper thread per connection" : "as they land");
-  std::printf(
-      "serving %s on %s (port %u, transport %s)%s; SIGINT/SIGTERM to stop, SIGHUP to "
-      "persist the pool\n",
-      g.dir.c_str(), a.listen.c_str(), server->port(), server->transport(),
-      http ? (", metrics port " + std::to_string(http->port())).c_str() : "");
-  std::fflush(stdout);
+  AnnounceServing(g, a, *server, http.get());
   std::atomic<bool> stopping{false};
   std::thread summaries;
   if (summary.count() > 0) summaries = std::thread([&] { life.Summaries(summary, stopping); });
@@ -340,23 +377,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   stopping = true;
   life.Wake();
   if (summaries.joinable()) summaries.join();
-  // Clients route elsewhere before the connections close; the guard stops before the store.
-  if (member.registration) member.registration->Stop();
-  member.guard.reset();
-  server->Stop();
-  Status closed = store->Close();
-  if (http) http->Stop();
-  // A full disk at the stop costs the entries only the pool held (never acknowledged as
-  // durable: what was on disk stays, and the index catches up at the next open). That is a
-  // cache losing what it could not keep, not a failed stop: the restart must not be refused.
-  if (closed.IsNoSpace()) {
-    spdlog::error("stopped; entries held only in the pool were not persisted: {}",
-                  closed.ToString());
-    return 0;
-  }
-  Check(closed);
-  spdlog::info("stopped cleanly");
-  return 0;
+  return StopServing(&member, server.get(), store.get(), http.get());
 }
 
 }  // namespace ecstore::cli

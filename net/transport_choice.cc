@@ -37,8 +37,7 @@ Result<TransportKind> ChooseTransport(const TransportOffer& offer, TransportKind
       return wanted;
     case TransportKind::kRdma:
       if (!offer.rdma)
-        return Status::Unavailable(
-            "server offers no RDMA (it has no ServerOptions::rdma_listen)");
+        return Status::Unavailable("server offers no RDMA (it has no ServerOptions::rdma_listen)");
       return wanted;
     case TransportKind::kAuto:
       break;

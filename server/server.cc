@@ -142,28 +142,14 @@ double Server::uptime_seconds() const {
 }
 
 Status Server::ReplyError(Conn* c, const FrameHeader& h, const Status& st) {
-  c->outcome = st.IsNotFound() ? Outcome::kNotFound : Outcome::kError;
+  c->req.outcome = st.IsNotFound() ? Outcome::kNotFound : Outcome::kError;
   return SendFrame(c->fd.get(), Op::kError, h.request_id, ErrorBody(st));
 }
 
-void Server::Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::time_point start) {
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+void Server::Finish(Conn* c, const FrameHeader& h) {
   const ServerTransport* t = TransportFor(h.op);
   const Wire wire = t && t != &tcp_ ? t->wire() : c->shm ? Wire::kShm : Wire::kTcp;
-  const uint64_t in = h.op == Op::kPut ? h.body_len : c->bytes_in;
-  const Op op = c->one_key_stream ? Op::kGetShm : h.op;
-  metrics_.Record(op, wire, c->outcome, in, c->bytes_out, secs);
-  if (t || c->one_key_stream)
-    metrics_.RecordGet(wire, c->outcome == Outcome::kOk ? c->served_from : std::nullopt, secs);
-  const int64_t slow_ms = slow_request_ms_.load();
-  const bool slow = slow_ms > 0 && secs * 1000 > static_cast<double>(slow_ms);
-  if (slow || spdlog::should_log(spdlog::level::debug))
-    spdlog::log(slow ? spdlog::level::warn : spdlog::level::debug,
-                "{}{} {}/{} (request {}) from {} over {}: {}, {} bytes in, {} out, {:.3f} ms",
-                slow ? "slow " : "", OpLabel(op), c->ns.empty() ? "-" : c->ns,
-                c->key.empty() ? "-" : c->key, h.request_id, c->peer, WireName(wire),
-                OutcomeName(c->outcome), in, c->bytes_out, secs * 1e3);
+  c->req.Finish(&metrics_, h, wire, t != nullptr, c->peer, slow_request_ms_.load());
 }
 
 void Server::AcceptLoop() {
@@ -243,74 +229,82 @@ void Server::AcceptLoop() {
   }
 }
 
+// Until the connection's next request may be read (kRequest), it should be looked at again
+// (kAgain), or closed (kClose: no HELLO in time, idle too long, a failed poll). An idle client
+// may wait as long as it likes for its next request (only a frame that has begun is bounded
+// by io_timeout); the wait wakes regularly to notice Stop and, while leases are held, at
+// least every ttl/4 so they still expire on time.
+Server::Wait Server::AwaitRequest(Conn* c, bool greeted, Clock::time_point hello_by,
+                                  Clock::time_point* last_request) {
+  if (!greeted && Clock::now() >= hello_by) {
+    spdlog::debug("closing a connection from {}: no HELLO within {} ms", c->peer,
+                  opt_.hello_timeout.count());
+    return Wait::kClose;
+  }
+  pollfd p{c->fd.get(), POLLIN, 0};
+  int wait_ms = !greeted ? 100
+                : c->leases.empty()
+                    ? 500
+                    : static_cast<int>(std::max<int64_t>(10, opt_.lease_ttl.count() / 4));
+  int rc = poll(&p, 1, wait_ms);
+  if (!c->leases.empty()) c->leases.Expire(Clock::now());
+  // Device memory the client opened to us and no longer puts from: let it go (it stays
+  // allocated while open here, even once the client frees it).
+  if (c->imports) c->imports->CloseIdle(Clock::now());
+  if (rc == 0 && c->leases.empty() && opt_.idle_timeout.count() > 0 &&
+      Clock::now() - *last_request >= opt_.idle_timeout) {
+    spdlog::debug("closing a connection idle for {} ms", opt_.idle_timeout.count());
+    return Wait::kClose;
+  }
+  if (rc == 0 || (rc < 0 && errno == EINTR)) return Wait::kAgain;
+  *last_request = Clock::now();
+  return rc < 0 ? Wait::kClose : Wait::kRequest;
+}
+
+// The next frame's header, if it may be served: a malformed one, a reply sent as a request,
+// or anything before HELLO but a small HELLO is answered with why, and the connection closes
+// (an error). Before HELLO nothing is read past the header: no body, no allocation.
+Result<FrameHeader> Server::ReadRequestHeader(Conn* c, bool greeted) {
+  const int fd = c->fd.get();
+  uint8_t hdr[kHeaderBytes];
+  EC_RETURN_IF_ERROR(RecvAll(fd, hdr, kHeaderBytes, "client"));
+  auto h = DecodeHeader(hdr);
+  if (!h.ok()) {  // malformed: say why, then hang up
+    SendFrame(fd, Op::kError, 0, ErrorBody(h.status()));
+    spdlog::warn("closing a connection: {}", h.status().ToString());
+    return h.status();
+  }
+  Status refused;
+  if (!IsRequest(h->op, c->shm, rdma_ != nullptr))
+    refused = Status::InvalidArgument("opcode is a reply, not a request");
+  else if (!greeted && (h->op != Op::kHello || h->body_len > kMaxHelloBody))
+    refused = Status::InvalidArgument(h->op == Op::kHello ? "HELLO body is too large"
+                                                          : "send HELLO first");
+  if (!refused.ok()) {
+    SendFrame(fd, Op::kError, h->request_id, ErrorBody(refused));
+    return refused;
+  }
+  return h;
+}
+
 void Server::Serve(Conn* c) {
   ++connections_;
   const int fd = c->fd.get();
   bool greeted = false;
   std::string body;
-  auto last_request = std::chrono::steady_clock::now();
+  auto last_request = Clock::now();
   const auto hello_by = last_request + opt_.hello_timeout;
   while (!stop_) {
-    if (!greeted && std::chrono::steady_clock::now() >= hello_by) {
-      spdlog::debug("closing a connection from {}: no HELLO within {} ms", c->peer,
-                    opt_.hello_timeout.count());
-      break;
-    }
-    // An idle client may wait as long as it likes for its next request (only a frame that
-    // has begun is bounded by io_timeout); wake regularly to notice Stop and, while leases
-    // are held, at least every ttl/4 so they still expire on time.
-    pollfd p{fd, POLLIN, 0};
-    int wait_ms = !greeted ? 100
-                  : c->leases.empty()
-                      ? 500
-                      : static_cast<int>(std::max<int64_t>(10, opt_.lease_ttl.count() / 4));
-    int rc = poll(&p, 1, wait_ms);
-    if (!c->leases.empty()) c->leases.Expire(std::chrono::steady_clock::now());
-    // Device memory the client opened to us and no longer puts from: let it go (it stays
-    // allocated while open here, even once the client frees it).
-    if (c->imports) c->imports->CloseIdle(std::chrono::steady_clock::now());
-    if (rc == 0 && c->leases.empty() && opt_.idle_timeout.count() > 0 &&
-        std::chrono::steady_clock::now() - last_request >= opt_.idle_timeout) {
-      spdlog::debug("closing a connection idle for {} ms", opt_.idle_timeout.count());
-      break;
-    }
-    if (rc == 0 || (rc < 0 && errno == EINTR)) continue;
-    last_request = std::chrono::steady_clock::now();
-    if (rc < 0) break;
-    uint8_t hdr[kHeaderBytes];
-    if (!RecvAll(fd, hdr, kHeaderBytes, "client").ok()) break;
-    auto h = DecodeHeader(hdr);
-    if (!h.ok()) {  // malformed: say why, then hang up
-      SendFrame(fd, Op::kError, 0, ErrorBody(h.status()));
-      spdlog::warn("closing a connection: {}", h.status().ToString());
-      break;
-    }
-    const bool is_request = IsRequest(h->op, c->shm, rdma_ != nullptr);
-    if (!is_request) {
-      SendFrame(fd, Op::kError, h->request_id,
-                ErrorBody(Status::InvalidArgument("opcode is a reply, not a request")));
-      break;
-    }
-    // Before HELLO nothing but a small HELLO is read: no body, no allocation.
-    const bool hello = h->op == Op::kHello;
-    if (!greeted && (!hello || h->body_len > kMaxHelloBody)) {
-      SendFrame(fd, Op::kError, h->request_id,
-                ErrorBody(Status::InvalidArgument(hello ? "HELLO body is too large"
-                                                        : "send HELLO first")));
-      break;
-    }
+    const Wait w = AwaitRequest(c, greeted, hello_by, &last_request);
+    if (w == Wait::kClose) break;
+    if (w == Wait::kAgain) continue;
+    auto h = ReadRequestHeader(c, greeted);
+    if (!h.ok()) break;
     const Deadline deadline = FrameDeadline(opt_.io_timeout, h->body_len);
-    const auto start = std::chrono::steady_clock::now();
-    c->outcome = Outcome::kOk;
-    c->bytes_out = 0;
-    c->bytes_in = 0;
-    c->ns.clear();
-    c->key.clear();
-    c->served_from.reset();
-    c->one_key_stream = false;
+    c->req.Begin();
     if (h->op == Op::kPut) {  // streamed straight into a reserved pool block
       Status st = HandlePut(c, *h, deadline);
-      Finish(c, *h, start);
+      Finish(c, *h);
       if (!st.ok()) break;
       continue;
     }
@@ -318,8 +312,8 @@ void Server::Serve(Conn* c) {
     if (!RecvAll(fd, body.data(), body.size(), "client", deadline).ok()) break;
     if (!greeted) --ungreeted_;  // before the reply: its client may connect again at once
     greeted = true;
-    Status st = hello ? Hello(c, *h, body) : Handle(c, *h, body);
-    Finish(c, *h, start);
+    Status st = h->op == Op::kHello ? Hello(c, *h, body) : Handle(c, *h, body);
+    Finish(c, *h);
     if (!st.ok()) break;  // the connection itself failed or the request was malformed
   }
   ::shutdown(fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed when reaped
@@ -350,7 +344,7 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
     SendFrame(fd, Op::kError, h.request_id, ErrorBody(may));
     spdlog::warn("refused a client from {}: {}", c->peer, may.message());
     metrics_.RecordRefusedToken();
-    c->outcome = Outcome::kError;
+    c->req.outcome = Outcome::kError;
     return Status::InvalidArgument("wrong token");
   }
   HelloInfo info;
@@ -386,8 +380,8 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
     ReplyError(c, h, st);
     return st;
   }
-  c->ns = k->ns;
-  c->key = k->key;
+  c->req.ns = k->ns;
+  c->req.key = k->key;
   const uint64_t in_prefix = r.remaining();
   const uint64_t size = h.body_len - (n - in_prefix);
   auto res = store_->Reserve(k->ns, k->key, meta, size);
@@ -476,9 +470,10 @@ uint64_t Server::ArenaBudget() const {
 Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) {
   auto a = h.op == Op::kPutArena || h.op == Op::kPutShm
                ? AnswerArena({store_, &copier_, opt_.io_timeout, &arena_bytes_, ArenaBudget()},
-                             h.op, r, &c->arena, &c->ns, &c->key, &c->bytes_in)
+                             h.op, r, &c->arena, &c->req.ns, &c->req.key, &c->req.bytes_in)
            : h.op == Op::kPrepareDevicePuts || h.op == Op::kPutDevice
-               ? AnswerDevicePut(&device_puts_, &c->imports, h.op, r, &c->ns, &c->key, &c->bytes_in)
+               ? AnswerDevicePut(&device_puts_, &c->imports, h.op, r, &c->req.ns, &c->req.key,
+                                 &c->req.bytes_in)
            : h.op == Op::kPrefetch ? AnswerPrefetch(&prefetcher_, r)
            : h.op == Op::kClaim    ? AnswerClaim(&claims_, store_, r, c->id)
                                    : AnswerKeys(store_, h.op, r);
@@ -516,12 +511,12 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   }
   const ServerTransport* t = TransportFor(h.op);  // null: PIN
   if (h.op == Op::kGetDevice && !t) return reply_error(DeviceIpcGets::NoPool());
-  c->ns = k->ns;
-  c->key = k->key;
+  c->req.ns = k->ns;
+  c->req.key = k->key;
   auto lease = t ? t->Acquire(store_, k->ns, k->key) : store_->Acquire(k->ns, k->key);
   if (!lease.ok()) return reply_error(lease.status());
-  c->served_from = lease->served_from();
-  if (t) c->bytes_out = lease->size();
+  c->req.served_from = lease->served_from();
+  if (t) c->req.bytes_out = lease->size();
   const EntryInfo e = lease->info();  // a copy: the lease moves into the table below
   BodyWriter w;
   if (t && t->sends_bytes()) {  // straight from pinned pool memory, one sendmsg
@@ -554,19 +549,20 @@ Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
                      FrameDeadline(opt_.io_timeout, body.size()));
   };
   auto a = AnswerLeaseBatch(store_, &c->leases, h.op, r, tell, &tally);
-  c->bytes_out = tally.bytes_out;
+  c->req.bytes_out = tally.bytes_out;
   if (!a.ok()) {  // malformed: answer, then close
     ReplyError(c, h, a.status());
     return a.status();
   }
-  if (tally.failed) c->outcome = Outcome::kError;
+  if (tally.failed) c->req.outcome = Outcome::kError;
   // A stream of one key is a client's Get: counted as one, its outcome and tier with it.
-  c->one_key_stream = h.op == Op::kGetShmStream && tally.keys == 1;
-  if (c->one_key_stream && tally.not_found) c->outcome = Outcome::kNotFound;
-  if (c->one_key_stream) c->served_from = tally.served_from;
-  c->ns = tally.ns;
-  c->key = tally.keys == 1 ? tally.first_key
-                           : tally.first_key + " and " + std::to_string(tally.keys - 1) + " more";
+  c->req.one_key_stream = h.op == Op::kGetShmStream && tally.keys == 1;
+  if (c->req.one_key_stream && tally.not_found) c->req.outcome = Outcome::kNotFound;
+  if (c->req.one_key_stream) c->req.served_from = tally.served_from;
+  c->req.ns = tally.ns;
+  c->req.key = tally.keys == 1
+                   ? tally.first_key
+                   : tally.first_key + " and " + std::to_string(tally.keys - 1) + " more";
   return SendFrame(c->fd.get(), a->op, h.request_id, a->body);
 }
 

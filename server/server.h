@@ -27,6 +27,7 @@
 #include "server/list_cursor.h"
 #include "server/piece_checker.h"
 #include "server/prefetcher.h"
+#include "server/request_record.h"
 #include "server/server_metrics.h"
 #include "server/server_transport.h"
 #include "store/store.h"
@@ -118,14 +119,8 @@ class Server {
     const uint64_t id = ++next_id;
     UniqueFd fd;
     bool shm = false;
-    std::string peer;  // "IP:PORT", or "unix pid N" on the shared-memory socket
-    // The request being answered, for its metrics and log line.
-    Outcome outcome = Outcome::kOk;
-    uint64_t bytes_out = 0;
-    uint64_t bytes_in = 0;            // of a PUT_SHM (a PUT's are its body)
-    std::string ns, key;              // of a GET or PUT (a batch: its first key, and how many)
-    std::optional<Tier> served_from;  // a GET's tier before it was served
-    bool one_key_stream = false;      // a GET_SHM_STREAM of one key: metered as a get
+    std::string peer;   // "IP:PORT", or "unix pid N" on the shared-memory socket
+    RequestRecord req;  // the request being answered, for its metrics and log line
     std::thread thread;
     std::atomic<bool> done{false};
     // The leases this reader holds (shared memory, RDMA, CUDA IPC, pins).
@@ -143,6 +138,11 @@ class Server {
   void AcceptLoop();
   size_t ReapLocked();  // joins finished connections; returns how many are live
   void Serve(Conn* c);
+  using Clock = std::chrono::steady_clock;
+  enum class Wait { kRequest, kAgain, kClose };
+  Wait AwaitRequest(Conn* c, bool greeted, Clock::time_point hello_by,
+                    Clock::time_point* last_request);
+  Result<FrameHeader> ReadRequestHeader(Conn* c, bool greeted);
   Status Handle(Conn* c, const FrameHeader& h, std::string& body);
   // Answers a request with an error (counted as a miss when NotFound, else an error).
   Status ReplyError(Conn* c, const FrameHeader& h, const Status& st);
@@ -150,7 +150,7 @@ class Server {
   Status HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r);
   uint64_t ArenaBudget() const;  // ServerOptions::max_arena_bytes, or its default
   // Counts an answered request and logs it (debug; warn when slow).
-  void Finish(Conn* c, const FrameHeader& h, std::chrono::steady_clock::time_point start);
+  void Finish(Conn* c, const FrameHeader& h);  // c->req counted and logged
   Status Hello(Conn* c, const FrameHeader& h, const std::string& body);
   Status HandleGet(Conn* c, const FrameHeader& h, BodyReader* r);
   Status HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r);

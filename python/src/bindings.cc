@@ -18,8 +18,6 @@
 #include <mutex>
 #include <optional>
 
-#include "base/host_buffer.h"
-#include "base/units.h"
 #include "cache/buffer_io.h"
 #include "cache/cache_parts.h"
 #include "cache/stats_json.h"
@@ -557,31 +555,11 @@ void BindCache(nb::module_& m) {
       .def("close", &PyCache::close);
 }
 
-// The module's functions: open, connect, host_buffer.
+// The module's functions that make a Cache: open, connect.
 void BindFunctions(nb::module_& m) {
-  m.def(
-      "host_buffer",
-      [](size_t nbytes) {
-        auto* hb = new ecstore::HostBuffer(Check(ecstore::HostBuffer::Allocate(nbytes)));
-        nb::capsule owner(hb,
-                          [](void* p) noexcept { delete static_cast<ecstore::HostBuffer*>(p); });
-        return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(hb->data(), {hb->size()}, owner);
-      },
-      "nbytes"_a,
-      "a writable uint8 array of pinned memory in huge pages where there are any, faulted in "
-      "(base/host_buffer.h); freed with the array");
   m.def("open", &Open, "dir"_a, "pool_bytes"_a, "disk_quota_bytes"_a, "shareable"_a = false,
         "compress"_a = false, "promote_on_get"_a = true, "device"_a = 0, "device_pool_bytes"_a = 0,
         "eviction_policy"_a = "freq");
-  m.def(
-      "parse_size", [](const std::string& text) { return Check(ParseSize(text)); }, "text"_a,
-      "bytes from '256MiB', '4GiB', '1.5G' or '4096' (the CLI's parser, base/units.h)");
-  m.def(
-      "parse_transport",
-      [](const std::string& t) {
-        return net::TransportKindName(Check(net::ParseTransportKind(t)));
-      },
-      "name"_a, "the transport's name, checked as connect checks it (net/transport_choice.h)");
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
         "retries"_a = 1, "put_arena"_a = true, "connect_timeout_s"_a = 0.0, "replicas"_a = 1);
 }
@@ -598,4 +576,5 @@ NB_MODULE(_ecstore, m) {
   BindEntries(m);
   BindCache(m);
   BindFunctions(m);
+  BindUtilities(m);
 }

@@ -186,6 +186,7 @@ class Lease {
 // and Reservation.
 void BindErrors();
 void BindEntries(nb::module_& m);
+void BindUtilities(nb::module_& m);  // utilities.cc
 
 // The pieces of each key's entry from raw addresses and byte counts (a tensor's data_ptr()
 // and nbytes): InvalidArgument, raised, for lists that do not match or a null or wrapping

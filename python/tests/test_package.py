@@ -264,7 +264,7 @@ def test_a_reservation_checksummed_when_spilled_reads_back_checked(tmp_path):
 
 def test_reserve_needs_an_embedded_store_or_the_same_host(daemon):
     c = ecstore.connect(daemon["tcp"], transport="tcp")
-    with pytest.raises(ecstore.InvalidArgument, match="same-host.*use Put"):
+    with pytest.raises(ecstore.InvalidArgument, match="same-host.*use put"):
         c.reserve("ns", "k", "F32", [4])
     assert c.pool_region() == (0, 0, True)
     c.close()
