@@ -3,7 +3,24 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/tensor_meta.h"
+
 namespace ecstore {
+
+struct Status::Needed {
+  uint64_t bytes;
+  TensorMeta meta;
+};
+
+Status Status::BufferTooSmall(std::string msg, uint64_t needed_bytes, const TensorMeta& meta) {
+  Status s(Code::kInvalidArgument, std::move(msg));
+  s.needed_ = std::make_shared<const Needed>(Needed{needed_bytes, meta});
+  return s;
+}
+
+uint64_t Status::needed_bytes() const { return needed_ ? needed_->bytes : 0; }
+
+const TensorMeta* Status::needed_meta() const { return needed_ ? &needed_->meta : nullptr; }
 
 const char* Status::CodeName(Code code) {
   switch (code) {

@@ -3,11 +3,15 @@
 #pragma once
 
 #include <cassert>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 namespace ecstore {
+
+struct TensorMeta;  // base/tensor_meta.h
 
 class Status {
  public:
@@ -33,6 +37,10 @@ class Status {
     return Status(Code::kInvalidArgument, std::move(msg));
   }
   static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
+  // A destination too small for an entry: InvalidArgument, carrying the entry's size and
+  // layout, so that the caller sizes its buffer from this answer and asks again -- no lookup
+  // first.
+  static Status BufferTooSmall(std::string msg, uint64_t needed_bytes, const TensorMeta& meta);
   // Maps an errno from a failed system call to the matching code.
   static Status FromErrno(int err, const std::string& context);
 
@@ -45,18 +53,27 @@ class Status {
   bool IsIOError() const { return code_ == Code::kIOError; }
   bool IsBusy() const { return code_ == Code::kBusy; }
   bool IsUnavailable() const { return code_ == Code::kUnavailable; }
+  bool IsBufferTooSmall() const { return needed_ != nullptr; }
+  // Where IsBufferTooSmall(): the entry's size and layout (0 and null otherwise).
+  uint64_t needed_bytes() const;
+  const TensorMeta* needed_meta() const;
   const std::string& message() const { return message_; }
   std::string ToString() const;
   // The same code, its message prefixed with what was being done ("registering ...: ").
   Status WithContext(const std::string& context) const {
-    return ok() ? *this : Status(code_, context + ": " + message_);
+    if (ok()) return *this;
+    Status s(code_, context + ": " + message_);
+    s.needed_ = needed_;
+    return s;
   }
   static const char* CodeName(Code code);
 
  private:
   Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}
+  struct Needed;  // what a too-small destination needed (status.cc)
   Code code_ = Code::kOk;
   std::string message_;
+  std::shared_ptr<const Needed> needed_;
 };
 
 // A value or the Status that explains why there is none.

@@ -54,7 +54,7 @@ void FromDeviceLeases(DeviceIo& cache, std::string_view ns, const std::vector<st
         continue;
       }
       if (lease->size() > dsts[i].size) {
-        (*out)[i] = DeviceBufferTooSmall(keys[i], lease->size(), dsts[i].size);
+        (*out)[i] = DeviceBufferTooSmall(keys[i], lease->info(), dsts[i].size);
         continue;
       }
       Status st = cuda::EnqueueCopy(dsts[i].data, lease->data(), lease->size(),

@@ -38,7 +38,7 @@ std::vector<Result<EntryInfo>> LoadRound(Cache& cache, std::string_view ns,
       continue;
     }
     if (l->size() > dsts[i].size()) {
-      out.push_back(DeviceBufferTooSmall(keys[i], l->size(), dsts[i].size()));
+      out.push_back(DeviceBufferTooSmall(keys[i], l->info(), dsts[i].size()));
       continue;
     }
     const bool done = told.Whole(i, *l) && failed.ok();
@@ -60,10 +60,11 @@ std::vector<Result<EntryInfo>> LoadRound(Cache& cache, std::string_view ns,
 
 }  // namespace
 
-Status DeviceBufferTooSmall(const std::string& key, uint64_t bytes, uint64_t room) {
-  return Status::InvalidArgument("the device buffer for '" + key + "' holds " +
-                                 std::to_string(room) + " bytes, the entry " +
-                                 std::to_string(bytes) + ": pass one at least its size");
+Status DeviceBufferTooSmall(const std::string& key, const EntryInfo& entry, uint64_t room) {
+  return Status::BufferTooSmall("the device buffer for '" + key + "' holds " +
+                                    std::to_string(room) + " bytes, the entry " +
+                                    std::to_string(entry.bytes) + ": pass one at least its size",
+                                entry.bytes, entry.meta);
 }
 
 // A step larger than a batch may hold under lease comes back Busy for the keys past that

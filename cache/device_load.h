@@ -25,7 +25,7 @@
 namespace ecstore {
 
 // The InvalidArgument of a device buffer of `room` bytes for an entry of `bytes`.
-Status DeviceBufferTooSmall(const std::string& key, uint64_t bytes, uint64_t room);
+Status DeviceBufferTooSmall(const std::string& key, const EntryInfo& entry, uint64_t room);
 
 // Result i: keys[i]'s info once its bytes are in dsts[i], or why not (NotFound where absent,
 // InvalidArgument where dsts[i] is smaller than the entry).

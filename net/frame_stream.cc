@@ -80,7 +80,7 @@ Status FrameStream::ReadGetReply(const std::function<std::span<uint8_t>(const En
     return RecvAll(fd_.get(), dst.data(), info->bytes, "server");
   std::string drain(info->bytes, '\0');  // keep the stream in step, then refuse
   EC_RETURN_IF_ERROR(RecvAll(fd_.get(), drain.data(), drain.size(), "server"));
-  return BufferTooSmall(dst.size(), info->bytes);
+  return BufferTooSmall(dst.size(), *info);
 }
 
 }  // namespace ecstore::net

@@ -59,7 +59,7 @@ class RdmaTransport : public Transport {
       info.ns = ns;
       info.key = keys[i];
       if (dsts[i].size() < info.bytes) {
-        out[i] = BufferTooSmall(dsts[i].size(), info.bytes);
+        out[i] = BufferTooSmall(dsts[i].size(), info);
         answered[i] = true;
         continue;
       }

@@ -10,7 +10,7 @@ namespace ecstore::net {
 
 Result<EntryInfo> CopyOut(Result<ReadLease> lease, std::span<uint8_t> dst) {
   if (!lease.ok()) return lease.status();
-  if (dst.size() < lease->size()) return BufferTooSmall(dst.size(), lease->size());
+  if (dst.size() < lease->size()) return BufferTooSmall(dst.size(), lease->info());
   std::memcpy(dst.data(), lease->data(), lease->size());
   return lease->info();
 }

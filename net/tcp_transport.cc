@@ -11,9 +11,10 @@ std::string KeyBody(std::string_view ns, std::string_view key) {
   return w.data();
 }
 
-Status BufferTooSmall(uint64_t have, uint64_t need) {
-  return Status::InvalidArgument("destination buffer holds " + std::to_string(have) +
-                                 " bytes but the entry has " + std::to_string(need));
+Status BufferTooSmall(uint64_t have, const EntryInfo& entry) {
+  return Status::BufferTooSmall("destination buffer holds " + std::to_string(have) +
+                                    " bytes but the entry has " + std::to_string(entry.bytes),
+                                entry.bytes, entry.meta);
 }
 
 std::vector<Result<EntryInfo>> Transport::GetMany(Channel&, std::string_view,

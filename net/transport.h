@@ -129,6 +129,7 @@ Result<std::unique_ptr<Transport>> NewRdmaTransport(const std::string& rdma_addr
 
 // The GET/GET_SHM/PIN body: ns, key.
 std::string KeyBody(std::string_view ns, std::string_view key);
-Status BufferTooSmall(uint64_t have, uint64_t need);
+// `have` bytes of room for `entry`: Status::BufferTooSmall carrying its size and layout.
+Status BufferTooSmall(uint64_t have, const EntryInfo& entry);
 
 }  // namespace ecstore::net

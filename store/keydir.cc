@@ -498,9 +498,10 @@ Result<std::optional<ReadLease>> Keydir::LeaseInMemory(std::string_view ns, std:
   if (!found.ok()) return found.status();
   const EntryPtr& e = *found;
   if (room < e->bytes)
-    return Status::InvalidArgument("destination holds " + std::to_string(room) +
-                                   " bytes but entry '" + e->key + "' has " +
-                                   std::to_string(e->bytes) + "; Lookup the size first");
+    return Status::BufferTooSmall("destination holds " + std::to_string(room) +
+                                      " bytes but entry '" + e->key + "' has " +
+                                      std::to_string(e->bytes) + "; size it from this answer",
+                                  e->bytes, e->meta);
   if (e->device) return std::optional<ReadLease>(LeaseLocked(e, true, MemoryKind::kDevice));
   if (e->pool) return std::optional<ReadLease>(LeaseLocked(e, true));
   return std::optional<ReadLease>();

@@ -174,7 +174,7 @@ TEST(Keydir, ReadsLeaseWhatMemoryHoldsAndSayWhyNot) {
   f.Insert("b", 4096);
   auto small = f.kd->LeaseInMemory("ns", "a", 4096);
   EXPECT_TRUE(small.status().IsInvalidArgument());
-  EXPECT_NE(small.status().message().find("Lookup the size first"), std::string::npos);
+  EXPECT_NE(small.status().message().find("size it from this answer"), std::string::npos);
   EXPECT_TRUE(f.kd->LeaseInMemory("ns", "absent", 1 << 20).status().IsNotFound());
   {
     auto a = f.kd->LeaseInMemory("ns", "a", 8192);

@@ -350,9 +350,10 @@ Result<EntryInfo> StoreImpl::Get(std::string_view ns, std::string_view key, std:
       if (!found.ok()) return found.status();
       e = *found;
       if (dst.size() < e->bytes)
-        return Status::InvalidArgument("destination buffer holds " + std::to_string(dst.size()) +
-                                       " bytes but entry '" + e->key + "' has " +
-                                       std::to_string(e->bytes) + "; Lookup the size first");
+        return Status::BufferTooSmall("destination buffer holds " + std::to_string(dst.size()) +
+                                          " bytes but entry '" + e->key + "' has " +
+                                          std::to_string(e->bytes) + "; size it from this answer",
+                                      e->bytes, e->meta);
       if (e->pool) {
         ReadLease lease =
             ro.record_access ? kd_->LeaseLocked(e, !promoted) : kd_->QuietLeaseLocked(e);

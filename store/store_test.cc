@@ -153,6 +153,37 @@ TEST(Store, RejectsBadInputWithoutLosingData) {
   ExpectEntry(s.get(), "good", 2, 8192);
 }
 
+// A get into too small a buffer (none at all included) answers the entry's size and layout,
+// so the caller sizes its buffer from it and gets again: no lookup first, wherever the entry
+// lies, and the probe counts no hit.
+TEST(Store, AGetIntoTooSmallABufferSaysTheSizeAndLayoutItNeeds) {
+  TempDir dir;
+  auto s = OpenOrDie(dir.path(), Small());
+  const TensorMeta meta{DType::kBF16, {16, 256}};
+  ASSERT_TRUE(s->Put("ns", "k", meta, Span(Payload(4, 8192))).ok());
+  for (bool on_disk : {false, true}) {
+    if (on_disk) {
+      ASSERT_TRUE(s->Flush().ok());
+      ASSERT_TRUE(s->Close().ok());
+      s = OpenOrDie(dir.path(), Small());
+    }
+    const uint64_t hits = s->Stats()->pool().hits;
+    auto probe = s->Get("ns", "k", {});
+    ASSERT_TRUE(probe.status().IsBufferTooSmall()) << probe.status().ToString();
+    EXPECT_TRUE(probe.status().IsInvalidArgument()) << "a too-small buffer is the caller's input";
+    EXPECT_EQ(probe.status().needed_bytes(), 8192u);
+    ASSERT_NE(probe.status().needed_meta(), nullptr);
+    EXPECT_EQ(probe.status().needed_meta()->shape, meta.shape);
+    EXPECT_EQ(probe.status().needed_meta()->dtype, meta.dtype);
+    EXPECT_EQ(s->Stats()->pool().hits, hits) << "the probe is not a read";
+    std::vector<uint8_t> dst(probe.status().needed_bytes());
+    auto got = s->Get("ns", "k", {dst.data(), dst.size()});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(dst, Payload(4, 8192));
+  }
+  EXPECT_FALSE(s->Get("ns", "absent", {}).status().IsBufferTooSmall());
+}
+
 // Watermarks out of order are refused at Open with what is wrong, for the host pool and the
 // device pool alike (checked before any device is looked for), and the store's entries wait
 // for a good open.

@@ -155,6 +155,15 @@ TEST_P(NetP, RemoteProducerAndConsumerAreByteExact) {
     ASSERT_EQ(info->bytes, sizes[i]);
     ASSERT_EQ(0, std::memcmp(buf.data(), Payload(i, sizes[i]).data(), sizes[i])) << "k" << i;
   }
+  // A buffer too small: the answer says the entry's size and layout (the stream kept in
+  // step over TCP: the next get is whole).
+  auto probe = consumer->Get("ns", "k3", {buf.data(), 10});
+  ASSERT_TRUE(probe.status().IsBufferTooSmall()) << probe.status().ToString();
+  EXPECT_EQ(probe.status().needed_bytes(), sizes[3]);
+  ASSERT_NE(probe.status().needed_meta(), nullptr);
+  EXPECT_EQ(probe.status().needed_meta()->shape, U8(sizes[3]).shape);
+  ASSERT_TRUE(consumer->Get("ns", "k3", {buf.data(), sizes[3]}).ok());
+  ASSERT_EQ(0, std::memcmp(buf.data(), Payload(3, sizes[3]).data(), sizes[3]));
   // Batches: lookups with a missing key, and a pipelined GetMany.
   auto found = consumer->ContainsMany("ns", {"k0", "missing", "k5"});
   ASSERT_TRUE(found.ok());

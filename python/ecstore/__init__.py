@@ -153,20 +153,12 @@ class Cache:
         array (like="numpy"), dtype and shape restored. Raises NotFound when absent."""
         if device is not None and str(device) != "cpu":
             return self._get_to_device(ns, key, device)
-        info = self.lookup(ns, key)
-        for _ in range(3):  # replaced by an entry of another size since the lookup: again
-            if info is None:
-                raise NotFound(f"no entry for key '{key}' in namespace '{ns}'")
-            out = _tensors.empty(info.dtype, list(info.shape), like)
-            try:
-                got = self._c.get_into(ns, key, _tensors.flat_bytes(out))
-            except InvalidArgument:  # larger now: sized again
-                info = self.lookup(ns, key)
-                continue
-            if _same_layout(got, info):
-                return out
-            info = got  # smaller now: the bytes read are the new entry's, read at its size
-        raise Busy(f"{ns}/{key} kept changing size while being read")
+
+        def alloc(dtype: str, shape: list[int]) -> tuple[Any, Any]:
+            out = _tensors.empty(dtype, shape, like)
+            return out, _tensors.flat_bytes(out)
+
+        return self._c.get_new(ns, key, alloc)[0]  # sized by the store's own answer
 
     def _get_to_device(self, ns: str, key: str, device: Any) -> Any:
         """One buffer descriptor (cache/buffer_io.h): the cache reads into the new tensor

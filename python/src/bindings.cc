@@ -39,6 +39,7 @@ class PyCache {
  public:
   explicit PyCache(std::unique_ptr<Store> s) : core_(std::make_shared<Core>()) {
     core_->cache = std::move(s);
+    core_->embedded = true;
   }
   explicit PyCache(std::unique_ptr<net::Client> c) : core_(std::make_shared<Core>()) {
     core_->cache = std::move(c);
@@ -71,18 +72,34 @@ class PyCache {
     return ToInfo(Check(core_->Live()->Get(ns, key, {out.data(), out.size()})));
   }
 
-  // Result i: the entry's info, or None where keys[i] is absent. Other errors raise.
-  static std::vector<std::optional<Info>> InfosOrNone(const std::vector<Result<EntryInfo>>& got) {
-    std::vector<std::optional<Info>> out;
-    for (auto& g : got) {
-      if (g.ok())
-        out.push_back(ToInfo(*g));
-      else if (g.status().IsNotFound())
-        out.push_back(std::nullopt);
-      else
-        Check(g.status());
+  // The entry in a new array that alloc(dtype, shape) makes and returns with its writable
+  // uint8 view, sized by the cache's answer: an embedded store's get into no buffer says the
+  // entry's size and layout; a daemon or cluster is asked LOOKUP first (a get would move the
+  // bytes). An entry replaced meanwhile by one of another size is sized again from the get's
+  // own answer. NotFound raises. Returns (array, info).
+  std::pair<nb::object, Info> get_new(const std::string& ns, const std::string& key,
+                                      nb::callable alloc) {
+    Cache* c = core_->Live();
+    Result<EntryInfo> got = Status::NotFound("");
+    {
+      nb::gil_scoped_release nogil;
+      auto l = core_->Lock();
+      got = core_->embedded ? c->Get(ns, key, {}) : c->Lookup(ns, key);
     }
-    return out;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (!got.ok() && !got.status().IsBufferTooSmall()) Check(got.status());
+      const TensorMeta& meta = got.ok() ? got->meta : *got.status().needed_meta();
+      nb::tuple made = nb::cast<nb::tuple>(alloc(DTypeName(meta.dtype), meta.shape));
+      OutBytes out = nb::cast<OutBytes>(made[1]);
+      {
+        nb::gil_scoped_release nogil;
+        auto l = core_->Lock();
+        got = c->Get(ns, key, {out.data(), out.size()});
+      }
+      if (got.ok() && got->bytes == out.size()) return {made[0], ToInfo(*got)};
+    }
+    Check(Status::Busy(ns + "/" + key + " kept changing size while being read"));
+    __builtin_unreachable();
   }
 
   std::vector<std::optional<Info>> get_many(const std::string& ns,
@@ -208,20 +225,7 @@ class PyCache {
     }
     return PutRouteName(route);
   }
-  static BufferDesc ToDesc(uint64_t ptr, uint64_t nbytes, int device, uint64_t stream = 0) {
-    void* p = reinterpret_cast<void*>(ptr);
-    return device >= 0 ? BufferDesc::Device(p, nbytes, device, stream)
-                       : BufferDesc::Host({static_cast<uint8_t*>(p), nbytes});
-  }
-
   // ---- device memory and hints: what the cache does itself (CacheCapabilities' facets)
-  // The facet, or a Python error saying what to do instead where this cache has none.
-  static DeviceIo& Device(Cache* c, const char* instead) {
-    if (DeviceIo* d = c->capabilities().device_io) return *d;
-    Check(Status::InvalidArgument(std::string("a ") + c->transport() +
-                                  " cache does not copy device memory itself: " + instead));
-    __builtin_unreachable();
-  }
   // CacheCapabilities by name: what this cache does itself (cache/cache.h).
   nb::dict capabilities() {
     CacheCapabilities c = core_->Live()->capabilities();
@@ -521,6 +525,7 @@ void BindCache(nb::module_& m) {
       .def_prop_ro("transport", &PyCache::transport)
       .def("put", &PyCache::put, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "data"_a)
       .def("get_into", &PyCache::get_into, "ns"_a, "key"_a, "out"_a)
+      .def("get_new", &PyCache::get_new, "ns"_a, "key"_a, "alloc"_a)
       .def("get_many", &PyCache::get_many, "ns"_a, "keys"_a, "outs"_a)
       .def("acquire", &PyCache::acquire, "ns"_a, "key"_a)
       .def("acquire_many", &PyCache::acquire_many, "ns"_a, "keys"_a)

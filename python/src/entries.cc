@@ -234,4 +234,32 @@ std::vector<Parts> ToParts(const std::vector<std::string>& keys,
   return parts;
 }
 
+BufferDesc ToDesc(uint64_t ptr, uint64_t nbytes, int device, uint64_t stream) {
+  void* p = reinterpret_cast<void*>(ptr);
+  return device >= 0 ? BufferDesc::Device(p, nbytes, device, stream)
+                     : BufferDesc::Host({static_cast<uint8_t*>(p), nbytes});
+}
+
+// The facet, or a Python error saying what to do instead where this cache has none.
+DeviceIo& Device(Cache* c, const char* instead) {
+  if (DeviceIo* d = c->capabilities().device_io) return *d;
+  Check(Status::InvalidArgument(std::string("a ") + c->transport() +
+                                " cache does not copy device memory itself: " + instead));
+  __builtin_unreachable();
+}
+
+// Result i: the entry's info, or None where keys[i] is absent. Other errors raise.
+std::vector<std::optional<Info>> InfosOrNone(const std::vector<Result<EntryInfo>>& got) {
+  std::vector<std::optional<Info>> out;
+  for (auto& g : got) {
+    if (g.ok())
+      out.push_back(ToInfo(*g));
+    else if (g.status().IsNotFound())
+      out.push_back(std::nullopt);
+    else
+      Check(g.status());
+  }
+  return out;
+}
+
 }  // namespace ecstore::py

@@ -114,6 +114,7 @@ struct Core {
   std::unique_ptr<Cache> cache;
   bool one_thread = false;                   // a Client serves one thread at a time: calls take mu
   cluster::ClusterCache* cluster = nullptr;  // `cache`, where it is a cluster client
+  bool embedded = false;                     // `cache` is a Store in this process
   bool closed = false;
   std::mutex leases_mu;  // leases and shut_when_released
   int leases = 0;
@@ -194,5 +195,13 @@ void BindUtilities(nb::module_& m);  // utilities.cc
 std::vector<Parts> ToParts(const std::vector<std::string>& keys,
                            const std::vector<std::vector<uint64_t>>& ptrs,
                            const std::vector<std::vector<uint64_t>>& sizes);
+
+// A buffer descriptor from Python's (address, bytes, CUDA device or -1 for host memory,
+// stream).
+BufferDesc ToDesc(uint64_t ptr, uint64_t nbytes, int device, uint64_t stream = 0);
+// The cache's device facet, or a Python error saying what to do instead where it has none.
+DeviceIo& Device(Cache* c, const char* instead);
+// Result i: the entry's info, or None where keys[i] is absent. Other errors raise.
+std::vector<std::optional<Info>> InfosOrNone(const std::vector<Result<EntryInfo>>& got);
 
 }  // namespace ecstore::py

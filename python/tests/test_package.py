@@ -262,6 +262,24 @@ def test_a_reservation_checksummed_when_spilled_reads_back_checked(tmp_path):
         assert torch.equal(c.get("ns", "k"), t)
 
 
+def test_a_get_is_sized_by_the_stores_own_answer_without_a_lookup(tmp_path):
+    """An embedded store's get of a disk entry is one call: the store answers the size and
+    layout it needs, and no lookup is made (none counted)."""
+    t = torch.arange(3 * 1000, dtype=torch.float32).reshape(3, 1000)
+    with ecstore.open(str(tmp_path / "s"), "16MiB") as c:
+        c.put("ns", "k", t)
+    with ecstore.open(str(tmp_path / "s"), "16MiB") as c:
+        assert c._c.lookup("ns", "k").tier == "disk"
+        before = c.stats()["lookups"]["hits"]
+        got = c.get("ns", "k")
+        assert torch.equal(got, t) and got.shape == (3, 1000)
+        assert c.stats()["lookups"]["hits"] == before
+        c.put("ns", "k", torch.ones(5, 7, dtype=torch.bfloat16))  # replaced, another size
+        assert c.get("ns", "k").shape == (5, 7)
+        with pytest.raises(ecstore.NotFound):
+            c.get("ns", "absent")
+
+
 def test_reserve_needs_an_embedded_store_or_the_same_host(daemon):
     c = ecstore.connect(daemon["tcp"], transport="tcp")
     with pytest.raises(ecstore.InvalidArgument, match="same-host.*use put"):
