@@ -40,6 +40,8 @@ const char* Status::CodeName(Code code) {
       return "InvalidArgument";
     case Code::kUnavailable:
       return "Unavailable";
+    case Code::kPermissionDenied:
+      return "PermissionDenied";
   }
   return "Unknown";
 }

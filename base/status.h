@@ -24,6 +24,7 @@ class Status {
     kBusy,
     kInvalidArgument,
     kUnavailable,
+    kPermissionDenied,  // the caller's principal lacks the right (server/acl.h)
   };
 
   Status() = default;
@@ -37,6 +38,9 @@ class Status {
     return Status(Code::kInvalidArgument, std::move(msg));
   }
   static Status Unavailable(std::string msg) { return Status(Code::kUnavailable, std::move(msg)); }
+  static Status PermissionDenied(std::string msg) {
+    return Status(Code::kPermissionDenied, std::move(msg));
+  }
   // A destination too small for an entry: InvalidArgument, carrying the entry's size and
   // layout, so that the caller sizes its buffer from this answer and asks again -- no lookup
   // first.
@@ -53,6 +57,7 @@ class Status {
   bool IsIOError() const { return code_ == Code::kIOError; }
   bool IsBusy() const { return code_ == Code::kBusy; }
   bool IsUnavailable() const { return code_ == Code::kUnavailable; }
+  bool IsPermissionDenied() const { return code_ == Code::kPermissionDenied; }
   bool IsBufferTooSmall() const { return needed_ != nullptr; }
   // Where IsBufferTooSmall(): the entry's size and layout (0 and null otherwise).
   uint64_t needed_bytes() const;

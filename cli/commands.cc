@@ -136,12 +136,13 @@ const CLI::Validator kDuration(
 // connection (a scheme ec-store does not speak, e.g. http://, is named).
 const CLI::Validator kServer(
     [](const std::string& v) -> std::string {
-      const char* forms = " (give HOST:PORT, tcp://HOST:PORT or unix:/path/serve.sock)";
+      const char* forms =
+          " (give HOST:PORT, tcp://HOST:PORT, tls://HOST:PORT or unix:/path/serve.sock)";
       if (v.rfind("unix:", 0) == 0)
         return v.size() > 5 ? "" : std::string("unix: names no socket") + forms;
       std::string rest = v;
       if (const size_t scheme = v.find("://"); scheme != std::string::npos) {
-        if (v.compare(0, scheme, "tcp") != 0)
+        if (v.compare(0, scheme, "tcp") != 0 && v.compare(0, scheme, "tls") != 0)
           return "'" + v.substr(0, scheme + 3) + "' is not a scheme ec-store speaks: drop it" +
                  forms;
         rest = v.substr(scheme + 3);
@@ -200,6 +201,15 @@ void AddGlobals(CLI::App& app, Globals& g) {
   app.add_option("--token-file", g.token_file,
                  "file holding the shared secret (serve: clients must present it, required for "
                  "a non-loopback --listen; clients: presented). Else EC_STORE_TOKEN");
+  app.add_option("--tls-ca", g.tls_ca,
+                 "PEM CA certificate: clients trust servers it signed (default: the system's); "
+                 "serve asks clients for certificates it signed");
+  app.add_option("--tls-cert", g.tls_cert,
+                 "PEM certificate: serve's (TLS on its TCP port), or a client's own where the "
+                 "server requires one");
+  app.add_option("--tls-key", g.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-server-name", g.tls_server_name,
+                 "the name the server's certificate must carry (default: the host connected to)");
   app.add_option("--log-level", g.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
@@ -299,6 +309,18 @@ void AddServeClusterOptions(CLI::App* serve, ServeArgs& a) {
       ->capture_default_str();
 }
 
+// Who may use the daemon: client certificates and the ACL (docs/security.md); its own
+// certificate and CA are the global --tls-* options.
+void AddServeTrustOptions(CLI::App* serve, ServeArgs& a) {
+  serve
+      ->add_option("--tls-auth-clients", a.tls_auth_clients,
+                   "with --tls-ca: required (default), optional or no client certificates")
+      ->check(CLI::IsMember({"required", "optional", "no"}));
+  serve->add_option("--acl-file", a.acl_file,
+                    "principals and their rights per namespace (docs/security.md); reloaded at "
+                    "SIGHUP");
+}
+
 void AddStoreCommands(CLI::App& app, Commands& c) {
   auto local = [&](CLI::App* sub, std::function<int()> fn) {
     c.run.emplace_back(sub, std::move(fn));
@@ -315,6 +337,7 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
   serve->add_option("--listen", a.listen, "HOST:PORT to bind")->capture_default_str();
   serve->add_option("--rdma-listen", a.rdma_listen,
                     "IP:PORT of an RDMA (RoCE/IB) port to serve gets over verbs");
+  AddServeTrustOptions(serve, a);
   serve->add_option("--metrics-listen", a.metrics_listen,
                     "HOST:PORT of the HTTP operator port: /metrics, /healthz, /readyz");
   // A zero bound would fail every frame, a zero lease end every read at once: refused.

@@ -119,11 +119,14 @@ EntryInfo ResolveKey(Cache& cache, const std::string& ns, const std::string& key
   auto exact = cache.Lookup(ns, key);
   if (exact.ok() || !exact.status().IsNotFound() || key.empty()) return Check(std::move(exact));
   std::vector<EntryInfo> matches;
-  Check(cache.ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+  // A principal that may not list (ACL admin) gets the lookup's answer, not the refusal.
+  Status listed = cache.ListPages(1024, [&](std::vector<EntryInfo>&& page) {
     for (EntryInfo& e : page)
       if (e.ns == ns && e.key.rfind(key, 0) == 0) matches.push_back(std::move(e));
     return matches.size() < 4;
-  }));
+  });
+  if (listed.IsPermissionDenied()) return Check(std::move(exact));
+  Check(listed);
   if (matches.size() == 1) return matches[0];
   if (matches.empty()) return Check(std::move(exact));  // NotFound, with the store's message
   std::string some;
@@ -210,6 +213,16 @@ std::string ClientToken(const Globals& g) {
   return token;
 }
 
+net::ClientOptions ClientOptionsOf(const Globals& g) {
+  net::ClientOptions co;
+  co.token = ClientToken(g);
+  co.timeout = std::chrono::milliseconds(Check(ParseDuration(g.timeout)) / 1000);
+  if (net::IsTlsAddress(g.server) || !g.tls_ca.empty())
+    co.tls = net::TlsOptions{
+        .cert = g.tls_cert, .key = g.tls_key, .ca = g.tls_ca, .server_name = g.tls_server_name};
+  return co;
+}
+
 bool IsTerminal(int fd) { return isatty(fd) == 1; }
 
 std::unique_ptr<Store> OpenStore(const Globals& g, Use use) {
@@ -247,9 +260,7 @@ Target Target::Open(const Globals& g, Use use) {
     t.store_ = OpenStore(g, use);
     return t;
   }
-  net::ClientOptions co;
-  co.token = ClientToken(g);
-  co.timeout = std::chrono::milliseconds(Check(ParseDuration(g.timeout)) / 1000);
+  net::ClientOptions co = ClientOptionsOf(g);
   if (!g.cluster.empty()) {
     cluster::ClusterOptions o;
     o.client = co;

@@ -30,6 +30,9 @@ struct Globals {
   size_t replicas = 1;                   // through a cluster: nodes a put goes to
   std::string timeout = "5s";            // a client's bound on one reply (not verify/compact)
   std::string token_file;  // the shared secret (serve: required of clients; else: presented)
+  // TLS: serve's certificate and key, and the CA of client certificates; a client's CA to
+  // trust, its own pair, and the server name to verify.
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
   std::string log_level = "warn";
   bool log_level_given = false;  // serve logs at info unless told
   std::string config;            // the config file read beneath the command line
@@ -40,6 +43,9 @@ inline int JsonIndent(const Globals& g) { return g.pretty ? 2 : -1; }
 
 // The shared secret: --token-file's first line, else EC_STORE_TOKEN, else none.
 std::string ClientToken(const Globals& g);
+// A client's options: the token, --timeout and, for a tls:// --server or with a --tls-ca,
+// TLS (--tls-ca, --tls-cert, --tls-key, --tls-server-name).
+net::ClientOptions ClientOptionsOf(const Globals& g);
 // True when stdout (fd 1) or stderr (fd 2) is a terminal: tables shorten keys and progress
 // is drawn only there.
 bool IsTerminal(int fd);

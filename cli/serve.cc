@@ -93,6 +93,11 @@ void Reload(const std::function<Result<Settings>()>& reread, net::Server* server
   } catch (const std::exception& e) {
     spdlog::error("SIGHUP: the token was not reloaded: {}", e.what());
   }
+  if (Status st = server->gate().ReloadAcl(); !st.ok())
+    spdlog::error("SIGHUP: the ACL was not reloaded, the old one stays: {}", st.message());
+  if (Status st = server->gate().ReloadTls(); !st.ok())
+    spdlog::error("SIGHUP: the TLS certificate was not reloaded, the old pair stays: {}",
+                  st.message());
   std::vector<std::string> fixed;
   auto same = [&](const char* flag, const auto& was, const auto& is) {
     if (!(was == is)) fixed.push_back(flag);
@@ -117,9 +122,14 @@ void Reload(const std::function<Result<Settings>()>& reread, net::Server* server
   same("--max-connections", v.max_connections, a.max_connections);
   same("--copy-threads", v.copy_threads, a.copy_threads);
   same("--check-put-pieces", v.check_put_pieces, a.check_put_pieces);
+  same("--tls-cert", w.tls_cert, g.tls_cert);  // the files' contents reload; their names do not
+  same("--tls-key", w.tls_key, g.tls_key);
+  same("--tls-ca", w.tls_ca, g.tls_ca);
+  same("--tls-auth-clients", v.tls_auth_clients, a.tls_auth_clients);
+  same("--acl-file", v.acl_file, a.acl_file);
   std::string list;
   for (const auto& f : fixed) list += (list.empty() ? "" : ", ") + f;
-  spdlog::info("SIGHUP: log level {}, slow requests over {}, token reloaded",
+  spdlog::info("SIGHUP: log level {}, slow requests over {}, token, ACL and TLS pair reloaded",
                spdlog::level::to_string_view(spdlog::get_level()), a.slow_request);
   if (!list.empty()) spdlog::warn("SIGHUP: {} changed but take effect only at a restart", list);
   *now = std::move(next).value();
@@ -264,6 +274,17 @@ net::ServerOptions ServerOptionsOf(const Globals& g, const ServeArgs& a, const s
   so.max_arena_bytes = Check(ParseSize(a.arena_budget));
   so.copy_threads = a.copy_threads;
   so.check_put_pieces = a.check_put_pieces;
+  so.acl_file = a.acl_file;
+  if (!g.tls_cert.empty() || !g.tls_key.empty()) {
+    so.tls.emplace();
+    so.tls->cert = g.tls_cert;
+    so.tls->key = g.tls_key;
+    so.tls->ca = g.tls_ca;
+    if (!a.tls_auth_clients.empty())
+      so.tls->client_auth = Check(net::ParseClientAuth(a.tls_auth_clients));
+  } else if (!a.tls_auth_clients.empty()) {
+    throw CliError("InvalidArgument: --tls-auth-clients needs TLS: give --tls-cert and --tls-key");
+  }
   // Same-host readers map the pool through this socket (its permissions gate them).
   so.shm_socket = fs::absolute(g.dir + "/serve.sock").string();
   return so;
@@ -331,10 +352,13 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   // Refused before a long recovery, not after it (Server::Start decides again on the
   // address it binds).
   auto hp = Check(net::ParseHostPort(a.listen));
-  if (token.empty() && !net::IsLoopback(hp.host))
+  const bool certs_required =
+      so.tls && !so.tls->ca.empty() && so.tls->client_auth == net::ClientAuth::kRequired;
+  if (token.empty() && a.acl_file.empty() && !certs_required && !net::IsLoopback(hp.host))
     throw CliError("InvalidArgument: listening on " + hp.host +
-                   " (not a loopback address) needs a shared-secret token: give --token-file "
-                   "FILE or set EC_STORE_TOKEN");
+                   " (not a loopback address) needs clients that prove who they are: give "
+                   "--token-file FILE (or set EC_STORE_TOKEN), --acl-file FILE, or --tls-cert, "
+                   "--tls-key and --tls-ca (client certificates required)");
   sigset_t stop = BlockStopSignalsAndSetUpLogs(g, a);
   Lifecycle life;
   // In a cluster: a member once it serves; it leaves first when it stops.

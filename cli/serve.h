@@ -24,6 +24,8 @@ struct ServeArgs {
   size_t max_connections = 1024;
   int copy_threads = -1;
   int check_put_pieces = -1;
+  std::string tls_auth_clients;  // with a CA: required (the default), optional, no
+  std::string acl_file;
 };
 
 // What `serve` was started with; read again at SIGHUP.

@@ -24,11 +24,11 @@ install(FILES cache/buffer_io.h cache/cache.h cache/cache_parts.h cache/device_l
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cache)
 install(FILES store/store.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
 install(FILES net/claims.h net/client.h net/connection.h net/device_put.h net/frame_stream.h
-              net/lease_generation.h net/protocol.h net/put_arena.h net/remote_admin.h net/shm_reads.h net/socket.h net/transport.h net/transport_choice.h
+              net/lease_generation.h net/protocol.h net/put_arena.h net/remote_admin.h net/shm_reads.h net/socket.h net/stream.h net/tls.h net/transport.h net/transport_choice.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)
 install(FILES server/arena_puts.h server/claim_table.h server/device_puts.h
               server/lease_table.h server/list_cursor.h server/piece_checker.h server/prefetcher.h
-              server/request_record.h server/server.h server/server_metrics.h server/server_transport.h
+              server/request_record.h server/server.h server/server_metrics.h server/server_transport.h server/acl.h server/gate.h server/peer_access.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/server)
 install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)
 install(FILES cluster/cluster_cache.h cluster/etcd.h cluster/member_watch.h cluster/membership.h
@@ -51,7 +51,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ecstoreConfig.cmake
 # must name them (Requires), not only --static (Requires.private). Shared ones link their
 # own. cpp-httplib is named as a library, not required: its .pc file's Cflags would hand
 # its build's defines to every consumer, and no public header includes it.
-set(EC_PC_DEPS "liburing liblz4 sqlite3 libxxhash spdlog")
+set(EC_PC_DEPS "liburing liblz4 sqlite3 libxxhash spdlog libssl libcrypto")
 set(EC_PC_LIBS "")
 if(BUILD_SHARED_LIBS)
   set(EC_PC_REQUIRES "")

@@ -32,7 +32,9 @@ Result<std::unique_ptr<Client>> Client::Connect(const std::string& uri,
     EC_RETURN_IF_ERROR(ChooseTransport({.rdma = true}, options.transport).status());
     auto hp = ParseHostPort(uri);
     if (!hp.ok()) return hp.status();
-    c.reset(new Client(*hp, "", options));
+    ClientOptions o = options;
+    if (IsTlsAddress(uri) && !o.tls) o.tls = TlsOptions{};  // the system's CAs, the host's name
+    c.reset(new Client(*hp, "", std::move(o)));
   }
   EC_RETURN_IF_ERROR(c->link_.Open());
   return c;

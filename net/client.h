@@ -37,7 +37,8 @@ class Client : public Cache,
                public Reservations,
                public Claims {
  public:
-  // uri: "tcp://host:port", "host:port", or "unix:/path/serve.sock" (shared memory).
+  // uri: "tcp://host:port", "host:port", "tls://host:port" (TLS: ClientOptions::tls, else
+  // the system's CAs and the host's name), or "unix:/path/serve.sock" (shared memory).
   static Result<std::unique_ptr<Client>> Connect(const std::string& uri,
                                                  const ClientOptions& options = {});
   ~Client() override;

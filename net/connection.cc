@@ -53,7 +53,7 @@ Status Connection::ChooseTransport(const HelloInfo& info, int pool_fd) {
     else
       spdlog::warn("RDMA unavailable ({}); using TCP", t.status().ToString());
   }
-  switch_to_shm_ = *use == TransportKind::kShm && !unix_;
+  switch_to_shm_ = *use == TransportKind::kShm && !unix_ && !opt_.tls;
   if (!transport_) transport_ = NewTcpTransport();
   for (const BufferDesc& m : registered_) EC_RETURN_IF_ERROR(transport_->RegisterMemory(m));
   return Status::Ok();
@@ -88,7 +88,8 @@ Status Connection::Open() {
   conn_.Adopt(std::move(fd).value());
   HelloInfo info;
   int passed = -1;
-  Status st = Hello(&info, &passed);
+  Status st = !unix_ && opt_.tls ? StartTls(conn_.fd()) : Status::Ok();
+  if (st.ok()) st = Hello(&info, &passed);
   UniqueFd pool_fd(passed);
   if (st.ok()) st = ChooseTransport(info, pool_fd.get());
   if (!st.ok()) {
@@ -106,6 +107,21 @@ Status Connection::Open() {
     conn_.Adopt(std::move(tcp));
     transport_ = std::move(tcp_transport);
   }
+  return Status::Ok();
+}
+
+// The handshake, the server's certificate checked against the CA and the name; the context
+// is made once and kept across reconnects.
+Status Connection::StartTls(int fd) {
+  if (!tls_ctx_) {
+    auto ctx = TlsContext::ForClient(*opt_.tls);
+    if (!ctx.ok()) return ctx.status();
+    tls_ctx_ = std::move(ctx).value();
+  }
+  auto timeout = opt_.connect_timeout.count() > 0 ? opt_.connect_timeout : opt_.timeout;
+  auto s = TlsSession::Connect(tls_ctx_, fd, hp_.host, std::chrono::steady_clock::now() + timeout);
+  if (!s.ok()) return s.status().WithContext(hp_.host + ":" + std::to_string(hp_.port));
+  conn_.SetTls(std::move(s).value());
   return Status::Ok();
 }
 
@@ -152,6 +168,7 @@ Result<std::string> Connection::ReadReplyOrNote(Op expect, Op note, bool* is_not
   return conn_.ReadReplyOrNote(expect, note, is_note);
 }
 bool Connection::InputWaiting() {
+  if (conn_.Buffered()) return true;
   pollfd p{conn_.fd(), POLLIN, 0};
   return conn_.valid() && ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }

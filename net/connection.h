@@ -17,6 +17,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,11 @@ struct ClientOptions {
   // at least 64 MiB and twice the largest put, asked for at the first put; false: puts
   // cross the unix socket, and ReservePut is refused.
   bool put_arena = true;
+  // TLS to a TCP server (a tls:// address sets it): the CA trusted (empty: the system's),
+  // a client certificate and key for a server that asks for one, and the name its
+  // certificate must carry (empty: the host connected to). Never used over a unix socket,
+  // and a loopback server is not left for its unix socket.
+  std::optional<TlsOptions> tls;
 };
 
 class Connection : public Channel, private ReadLease::Releaser {
@@ -72,6 +78,8 @@ class Connection : public Channel, private ReadLease::Releaser {
   // socket stays open until then, and on past it while leases from it are held.
   void Abandon();
   int fd() const { return conn_.fd(); }
+  // The open link's TLS session (null in the clear).
+  const TlsSession* tls() const { return conn_.tls(); }
   const ClientOptions& options() const { return opt_; }
   // The data path of the open link (null before the first Open succeeds).
   Transport* transport() const { return transport_.get(); }
@@ -104,6 +112,7 @@ class Connection : public Channel, private ReadLease::Releaser {
  private:
   Status Hello(HelloInfo* info, int* pool_fd);
   Status ChooseTransport(const HelloInfo& info, int pool_fd);
+  Status StartTls(int fd);
   // Ends the control connection; its transport goes too, unless leases from it are still
   // held: then its generation is retired with it until they are released.
   void End();
@@ -124,6 +133,7 @@ class Connection : public Channel, private ReadLease::Releaser {
   // Every RDMA transport's reads, across reconnects.
   std::shared_ptr<rdma::ReadCounters> rdma_reads_ = std::make_shared<rdma::ReadCounters>();
   std::shared_ptr<MemoryRegistrar> arena_registrar_;  // SetArenaRegistrar's
+  std::shared_ptr<TlsContext> tls_ctx_;               // made at the first TLS Open
 };
 
 // Whether `st` is an older server's answer to a request it does not know ("unknown

@@ -5,13 +5,13 @@
 namespace ecstore::net {
 
 Status FrameStream::Send(Op op, const std::string& body, std::span<const uint8_t> payload) {
-  if (!fd_.valid()) return Status::Unavailable("not connected");
+  if (!io_.valid()) return Status::Unavailable("not connected");
   uint8_t hdr[kHeaderBytes];
   EncodeHeader({kVersion, op, next_id_++, body.size() + payload.size()}, hdr);
   iovec iov[3] = {{hdr, kHeaderBytes},
                   {const_cast<char*>(body.data()), body.size()},
                   {const_cast<uint8_t*>(payload.data()), payload.size()}};
-  Status st = SendAll(fd_.get(), iov, payload.empty() ? 2 : 3, "server");
+  Status st = io_.Send(iov, payload.empty() ? 2 : 3, "server");
   if (!st.ok()) sends_whole_ = false;
   return st;
 }
@@ -24,8 +24,10 @@ Status FrameStream::SendRelease(void* lease_token) {
 
 Status FrameStream::ReadHeader(FrameHeader* h, int* passed_fd) {
   uint8_t hdr[kHeaderBytes];
-  EC_RETURN_IF_ERROR(passed_fd ? RecvAllWithFd(fd_.get(), hdr, kHeaderBytes, passed_fd, "server")
-                               : RecvAll(fd_.get(), hdr, kHeaderBytes, "server"));
+  // A descriptor comes only over the unix socket, never under TLS.
+  EC_RETURN_IF_ERROR(passed_fd && !io_.tls()
+                         ? RecvAllWithFd(io_.fd(), hdr, kHeaderBytes, passed_fd, "server")
+                         : io_.Recv(hdr, kHeaderBytes, "server"));
   auto d = DecodeHeader(hdr);
   if (!d.ok()) return Status::Unavailable("server sent a malformed frame: " + d.status().message());
   *h = *d;
@@ -44,7 +46,7 @@ Result<std::string> FrameStream::ReadFrame(Op expect, Op note, bool* is_note, in
   FrameHeader h;
   EC_RETURN_IF_ERROR(ReadHeader(&h, passed_fd));
   std::string body(h.body_len, '\0');
-  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), body.data(), body.size(), "server"));
+  EC_RETURN_IF_ERROR(io_.Recv(body.data(), body.size(), "server"));
   if (h.op == Op::kError) {
     BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
     return ParseErrorBody(&r);
@@ -61,25 +63,25 @@ Status FrameStream::ReadGetReply(const std::function<std::span<uint8_t>(const En
   EC_RETURN_IF_ERROR(ReadHeader(&h));
   if (h.op == Op::kError) {
     std::string body(h.body_len, '\0');
-    EC_RETURN_IF_ERROR(RecvAll(fd_.get(), body.data(), body.size(), "server"));
+    EC_RETURN_IF_ERROR(io_.Recv(body.data(), body.size(), "server"));
     BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
     return ParseErrorBody(&r);
   }
   if (h.op != Op::kGetOk) return Status::Unavailable("server answered with an unexpected frame");
   uint32_t info_len = 0;
-  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), &info_len, 4, "server"));
+  EC_RETURN_IF_ERROR(io_.Recv(&info_len, 4, "server"));
   if (info_len > kMaxMetaBody || 4 + info_len > h.body_len)
     return Status::Unavailable("server sent a malformed GET reply");
   std::string ib(info_len, '\0');
-  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), ib.data(), ib.size(), "server"));
+  EC_RETURN_IF_ERROR(io_.Recv(ib.data(), ib.size(), "server"));
   BodyReader r(reinterpret_cast<const uint8_t*>(ib.data()), ib.size());
   if (!ReadInfo(&r, info) || info->bytes != h.body_len - 4 - info_len)
     return Status::Unavailable("server sent a malformed GET reply");
   std::span<uint8_t> dst = dst_for(*info);
   if (dst.size() >= info->bytes)  // straight into the caller's buffer
-    return RecvAll(fd_.get(), dst.data(), info->bytes, "server");
+    return io_.Recv(dst.data(), info->bytes, "server");
   std::string drain(info->bytes, '\0');  // keep the stream in step, then refuse
-  EC_RETURN_IF_ERROR(RecvAll(fd_.get(), drain.data(), drain.size(), "server"));
+  EC_RETURN_IF_ERROR(io_.Recv(drain.data(), drain.size(), "server"));
   return BufferTooSmall(dst.size(), *info);
 }
 

@@ -19,20 +19,25 @@
 #include "base/status.h"
 #include "cache/cache.h"
 #include "net/protocol.h"
-#include "net/socket.h"
+#include "net/stream.h"
 
 namespace ecstore::net {
 
 class FrameStream {
  public:
-  bool valid() const { return fd_.valid(); }
-  int fd() const { return fd_.get(); }
-  void reset() { fd_.reset(); }
+  bool valid() const { return io_.valid(); }
+  int fd() const { return io_.fd(); }
+  void reset() { io_.reset(); }
   void Adopt(UniqueFd fd) {
-    fd_ = std::move(fd);
+    io_.Adopt(std::move(fd));
     sends_whole_ = true;
   }
-  UniqueFd Take() { return std::move(fd_); }
+  // After Adopt, where the connection is TLS: its bytes go through the session from now on.
+  void SetTls(std::unique_ptr<TlsSession> session) { io_.SetTls(std::move(session)); }
+  const TlsSession* tls() const { return io_.tls(); }
+  // Whether a reply's bytes are already here (decrypted), which poll() would not show.
+  bool Buffered() const { return io_.Buffered(); }
+  UniqueFd Take() { return io_.Take(); }
   // Every request frame went out whole: the server reads the stream at a frame boundary,
   // so more frames may still follow on it (a timed-out reply leaves the reading side out of
   // step, never the sending side). False once a Send failed, maybe partway.
@@ -56,7 +61,7 @@ class FrameStream {
  private:
   Status ReadHeader(FrameHeader* h, int* passed_fd = nullptr);
   Result<std::string> ReadFrame(Op expect, Op note, bool* is_note, int* passed_fd);
-  UniqueFd fd_;
+  Stream io_;
   bool sends_whole_ = true;
   uint64_t next_id_ = 1;  // kept across reconnects
 };

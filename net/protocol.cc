@@ -255,7 +255,7 @@ Status ParseErrorBody(BodyReader* r) {
   uint16_t code;
   std::string msg;
   if (!r->U16(&code) || !r->Str(&msg, 4096) || code == 0 ||
-      code > static_cast<uint16_t>(Status::Code::kUnavailable))
+      code > static_cast<uint16_t>(Status::Code::kPermissionDenied))
     return Status::Corruption("malformed error frame from the server");
   switch (static_cast<Status::Code>(code)) {
     case Status::Code::kNotFound:
@@ -270,6 +270,8 @@ Status ParseErrorBody(BodyReader* r) {
       return Status::Busy(msg);
     case Status::Code::kInvalidArgument:
       return Status::InvalidArgument(msg);
+    case Status::Code::kPermissionDenied:
+      return Status::PermissionDenied(msg);
     default:
       return Status::Unavailable(msg);
   }

@@ -18,7 +18,7 @@
 namespace ecstore::net {
 
 Result<HostPort> ParseHostPort(std::string_view text) {
-  if (text.rfind("tcp://", 0) == 0) text.remove_prefix(6);
+  if (text.rfind("tcp://", 0) == 0 || IsTlsAddress(text)) text.remove_prefix(6);
   size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0)
     return Status::InvalidArgument("address '" + std::string(text) +

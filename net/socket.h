@@ -15,8 +15,10 @@
 
 namespace ecstore::net {
 
-// "tcp://127.0.0.1:7070", "127.0.0.1:7070", "localhost:7070" or "[::1]:7070".
+// "tcp://127.0.0.1:7070", "127.0.0.1:7070", "localhost:7070" or "[::1]:7070"; "tls://" as
+// "tcp://" (IsTlsAddress says which).
 Result<HostPort> ParseHostPort(std::string_view text);
+inline bool IsTlsAddress(std::string_view text) { return text.rfind("tls://", 0) == 0; }
 // True when every address `host` resolves to is loopback (127.0.0.0/8, ::1).
 bool IsLoopback(const std::string& host);
 

@@ -149,6 +149,12 @@ void Served(Writer& w, const net::MetricsSnapshot& m, const ServerState& st) {
   w.Sample("ecstore_bytes_total", Label("direction", "out"), static_cast<double>(m.bytes_out));
   w.Metric("ecstore_refused_tokens_total", "counter", "Clients refused for a wrong token.",
            static_cast<double>(m.refused_tokens));
+  w.Family("ecstore_refused_requests_total", "counter",
+           "Connections and requests refused: a wrong secret (token), a right the principal "
+           "lacks (permission), a failed TLS handshake or a plain client on a TLS port (tls).");
+  for (auto r : {net::Refusal::kToken, net::Refusal::kPermission, net::Refusal::kTls})
+    w.Sample("ecstore_refused_requests_total", Label("reason", net::RefusalName(r)),
+             static_cast<double>(m.refused[static_cast<size_t>(r)]));
   w.Metric("ecstore_connections", "gauge", "Client connections open now.",
            static_cast<double>(st.connections));
   w.Metric("ecstore_client_leases", "gauge", "Leases clients hold now (shared memory, RDMA).",

@@ -7,11 +7,13 @@
 
 namespace ecstore::net {
 
-Result<std::string> ListCursor::Page(Cache* store, uint32_t offset, uint32_t limit) {
+Result<std::string> ListCursor::Page(Cache* store, uint32_t offset, uint32_t limit,
+                                     const std::function<bool(const std::string& ns)>& visible) {
   if (offset == 0 || snapshot_.empty()) {
     auto listing = store->List();
     if (!listing.ok()) return listing.status();
     snapshot_ = std::move(listing).value();
+    std::erase_if(snapshot_, [&](const EntryInfo& e) { return !visible(e.ns); });
     std::sort(snapshot_.begin(), snapshot_.end(), [](const EntryInfo& a, const EntryInfo& b) {
       return std::tie(a.ns, a.key) < std::tie(b.ns, b.key);
     });

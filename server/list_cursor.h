@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,10 @@ namespace ecstore::net {
 class ListCursor {
  public:
   // The LIST_OK body for `limit` entries from `offset` (ordered by namespace, then key):
-  // n, more, n x (ns, key, info). The snapshot is let go with the last page.
-  Result<std::string> Page(Cache* store, uint32_t offset, uint32_t limit);
+  // n, more, n x (ns, key, info). The snapshot (of the namespaces `visible` says the reader
+  // may see) is let go with the last page.
+  Result<std::string> Page(Cache* store, uint32_t offset, uint32_t limit,
+                           const std::function<bool(const std::string& ns)>& visible);
 
  private:
   std::vector<EntryInfo> snapshot_;

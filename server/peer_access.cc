@@ -149,17 +149,16 @@ Result<uid_t> LoopbackPeerUidFromProc(int fd) {
   return UidByProc(*e);
 }
 
+Result<uid_t> UnixPeerUid(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return Status::FromErrno(errno, "SO_PEERCRED");
+  return cred.uid;
+}
+
 Status LocalPeerMayConnect(int fd, bool unix_socket, const PeerRule& rule) {
-  Result<uid_t> uid = Status::NotFound("");
-  if (unix_socket) {
-    ucred cred{};
-    socklen_t len = sizeof(cred);
-    uid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0
-              ? Result<uid_t>(cred.uid)
-              : Status::FromErrno(errno, "SO_PEERCRED");
-  } else {
-    uid = LoopbackPeerUid(fd);
-  }
+  Result<uid_t> uid = unix_socket ? UnixPeerUid(fd) : LoopbackPeerUid(fd);
   const std::string remedy =
       "; a server without a token serves only its own user on this host (and its group with "
       "--group-access): give it --token-file FILE (or EC_STORE_TOKEN) and its clients the "

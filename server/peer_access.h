@@ -28,5 +28,7 @@ Status LocalPeerMayConnect(int fd, bool unix_socket, const PeerRule& rule);
 // the second reads alone).
 Result<uid_t> LoopbackPeerUid(int fd);
 Result<uid_t> LoopbackPeerUidFromProc(int fd);
+// The user at the other end of a unix socket (SO_PEERCRED).
+Result<uid_t> UnixPeerUid(int fd);
 
 }  // namespace ecstore::net

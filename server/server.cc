@@ -33,14 +33,14 @@ Deadline FrameDeadline(std::chrono::milliseconds io_timeout, uint64_t bytes) {
          std::chrono::milliseconds(bytes / ((64ull << 20) / 1000));
 }
 
-Status SendFrame(int fd, Op op, uint64_t id, const std::string& body,
+Status SendFrame(Stream& io, Op op, uint64_t id, const std::string& body,
                  std::span<const uint8_t> payload = {}, Deadline deadline = Deadline::max()) {
   uint8_t hdr[kHeaderBytes];
   EncodeHeader({kVersion, op, id, body.size() + payload.size()}, hdr);
   iovec iov[3] = {{hdr, kHeaderBytes},
                   {const_cast<char*>(body.data()), body.size()},
                   {const_cast<uint8_t*>(payload.data()), payload.size()}};
-  return SendAll(fd, iov, payload.empty() ? 2 : 3, "client", deadline);
+  return io.Send(iov, payload.empty() ? 2 : 3, "client", deadline);
 }
 
 }  // namespace
@@ -52,14 +52,19 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
   // Sockets that never speak get at most a quarter of the slots: the rest stay for clients.
   s->opt_.max_ungreeted =
       std::min(options.max_ungreeted, std::max<size_t>(1, options.max_connections / 4));
+  auto gate = Gate::Make(
+      {options.token, options.group_access, options.tls, options.acl_file, &s->metrics_});
+  if (!gate.ok()) return gate.status();
+  s->gate_ = std::move(gate).value();
   bool loopback = false;
   auto fd = Listen(*hp, &s->port_, &loopback);
   if (!fd.ok()) return fd.status();
   // Decided on the address actually bound, not on how the host was spelled.
-  if (!loopback && options.token.empty())
+  if (!loopback && !s->gate_->remote_clients_provable())
     return Status::InvalidArgument("listening on " + hp->host +
-                                   " (not a loopback address) needs a shared-secret token: "
-                                   "set ServerOptions::token");
+                                   " (not a loopback address) needs clients that prove who "
+                                   "they are: set ServerOptions::token, an ACL file, or TLS "
+                                   "with client certificates required");
   s->listen_fd_ = std::move(fd).value();
   s->device_ipc_ = DeviceIpcGets::Export(store);  // same-host readers open the device pool once
   if (!options.shm_socket.empty()) {
@@ -76,8 +81,8 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
     s->rdma_ = std::move(rdma).value();
   }
   s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
-  spdlog::info("serving on {}:{} over tcp{}{}", hp->host, s->port_,
-               options.token.empty() ? "" : " (token required)",
+  spdlog::info("serving on {}:{} over tcp{} ({}){}", hp->host, s->port_,
+               s->gate_->tls() ? "+tls" : "", s->gate_->Describe(),
                options.shm_socket.empty() ? "" : ", shared memory on " + options.shm_socket);
   return s;
 }
@@ -90,7 +95,7 @@ void Server::Stop() {
   if (acceptor_.joinable()) acceptor_.join();
   if (shm_) shm_->Stop();
   std::lock_guard<std::mutex> l(mu_);
-  for (Conn& c : conns_) ::shutdown(c.fd.get(), SHUT_RDWR);
+  for (Conn& c : conns_) ::shutdown(c.io.fd(), SHUT_RDWR);
   for (Conn& c : conns_)
     if (c.thread.joinable()) c.thread.join();
   conns_.clear();
@@ -129,10 +134,14 @@ size_t Server::ReapLocked() {
 }
 
 namespace {
-// Tells a client it cannot be served now, then hangs up (the caller closes fd).
+// Tells a client it cannot be served now, then hangs up (the caller closes fd). In the
+// clear: a TLS client sees a failed handshake.
 void Refuse(int fd, const std::string& why) {
-  SendFrame(fd, Op::kError, 0, ErrorBody(Status::Busy(why)), {},
-            std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+  uint8_t hdr[kHeaderBytes];
+  const std::string body = ErrorBody(Status::Busy(why));
+  EncodeHeader({kVersion, Op::kError, 0, body.size()}, hdr);
+  iovec iov[2] = {{hdr, kHeaderBytes}, {const_cast<char*>(body.data()), body.size()}};
+  SendAll(fd, iov, 2, "client", std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
   ::shutdown(fd, SHUT_RDWR);
 }
 }  // namespace
@@ -143,7 +152,7 @@ double Server::uptime_seconds() const {
 
 Status Server::ReplyError(Conn* c, const FrameHeader& h, const Status& st) {
   c->req.outcome = st.IsNotFound() ? Outcome::kNotFound : Outcome::kError;
-  return SendFrame(c->fd.get(), Op::kError, h.request_id, ErrorBody(st));
+  return SendFrame(c->io, Op::kError, h.request_id, ErrorBody(st));
 }
 
 void Server::Finish(Conn* c, const FrameHeader& h) {
@@ -215,7 +224,7 @@ void Server::AcceptLoop() {
     }
     Conn& c = conns_.emplace_back(LeaseLimits(), &leases_held_);
     ++ungreeted_;  // until its HELLO, or its end
-    c.fd = UniqueFd(fd);
+    c.io.Adopt(UniqueFd(fd));
     c.shm = shm;
     c.peer = PeerName(fd, peer);
     try {
@@ -241,7 +250,8 @@ Server::Wait Server::AwaitRequest(Conn* c, bool greeted, Clock::time_point hello
                   opt_.hello_timeout.count());
     return Wait::kClose;
   }
-  pollfd p{c->fd.get(), POLLIN, 0};
+  if (c->io.Buffered()) return Wait::kRequest;  // a TLS record held more than one frame
+  pollfd p{c->io.fd(), POLLIN, 0};
   int wait_ms = !greeted ? 100
                 : c->leases.empty()
                     ? 500
@@ -265,12 +275,12 @@ Server::Wait Server::AwaitRequest(Conn* c, bool greeted, Clock::time_point hello
 // or anything before HELLO but a small HELLO is answered with why, and the connection closes
 // (an error). Before HELLO nothing is read past the header: no body, no allocation.
 Result<FrameHeader> Server::ReadRequestHeader(Conn* c, bool greeted) {
-  const int fd = c->fd.get();
+  Stream& io = c->io;
   uint8_t hdr[kHeaderBytes];
-  EC_RETURN_IF_ERROR(RecvAll(fd, hdr, kHeaderBytes, "client"));
+  EC_RETURN_IF_ERROR(io.Recv(hdr, kHeaderBytes, "client"));
   auto h = DecodeHeader(hdr);
   if (!h.ok()) {  // malformed: say why, then hang up
-    SendFrame(fd, Op::kError, 0, ErrorBody(h.status()));
+    SendFrame(io, Op::kError, 0, ErrorBody(h.status()));
     spdlog::warn("closing a connection: {}", h.status().ToString());
     return h.status();
   }
@@ -281,7 +291,7 @@ Result<FrameHeader> Server::ReadRequestHeader(Conn* c, bool greeted) {
     refused = Status::InvalidArgument(h->op == Op::kHello ? "HELLO body is too large"
                                                           : "send HELLO first");
   if (!refused.ok()) {
-    SendFrame(fd, Op::kError, h->request_id, ErrorBody(refused));
+    SendFrame(io, Op::kError, h->request_id, ErrorBody(refused));
     return refused;
   }
   return h;
@@ -289,12 +299,14 @@ Result<FrameHeader> Server::ReadRequestHeader(Conn* c, bool greeted) {
 
 void Server::Serve(Conn* c) {
   ++connections_;
-  const int fd = c->fd.get();
+  const int fd = c->io.fd();
   bool greeted = false;
   std::string body;
   auto last_request = Clock::now();
   const auto hello_by = last_request + opt_.hello_timeout;
-  while (!stop_) {
+  // The handshake counts against the time to say HELLO.
+  const bool secure = c->shm || !gate_->tls() || gate_->Secure(&c->io, c->peer, hello_by).ok();
+  while (secure && !stop_) {
     const Wait w = AwaitRequest(c, greeted, hello_by, &last_request);
     if (w == Wait::kClose) break;
     if (w == Wait::kAgain) continue;
@@ -309,7 +321,7 @@ void Server::Serve(Conn* c) {
       continue;
     }
     body.resize(h->body_len);
-    if (!RecvAll(fd, body.data(), body.size(), "client", deadline).ok()) break;
+    if (!c->io.Recv(body.data(), body.size(), "client", deadline).ok()) break;
     if (!greeted) --ungreeted_;  // before the reply: its client may connect again at once
     greeted = true;
     Status st = h->op == Op::kHello ? Hello(c, *h, body) : Handle(c, *h, body);
@@ -324,29 +336,22 @@ void Server::Serve(Conn* c) {
   c->done = true;
 }
 
-// Checks the token and answers HELLO; over the unix socket the pool's (read-only, sealed)
-// memfd goes with the reply. A non-OK return closes the connection.
+// Finds the connection's principal (Gate::Identify) and answers HELLO; over the unix socket
+// the pool's (read-only, sealed) memfd goes with the reply. A non-OK return closes the
+// connection.
 Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
-  const int fd = c->fd.get();
+  const int fd = c->io.fd();
   BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
-  std::string token, required;
-  {
-    std::lock_guard<std::mutex> l(token_mu_);
-    required = token_;
-  }
-  Status may = required.empty() ? LocalPeerMayConnect(fd, c->shm, {opt_.group_access})
-               : r.Str(&token, 4096) && SameToken(token, required)
-                   ? Status::Ok()
-                   : Status::InvalidArgument(
-                         "wrong or missing token: this server requires "
-                         "the shared secret (ClientOptions::token)");
-  if (!may.ok()) {
-    SendFrame(fd, Op::kError, h.request_id, ErrorBody(may));
-    spdlog::warn("refused a client from {}: {}", c->peer, may.message());
-    metrics_.RecordRefusedToken();
+  std::string secret;
+  r.Str(&secret, 4096);
+  auto who = gate_->Identify(c->io, c->shm, secret);
+  if (!who.ok()) {
+    SendFrame(c->io, Op::kError, h.request_id, ErrorBody(who.status()));
+    spdlog::warn("refused a client from {}: {}", c->peer, who.status().message());
     c->req.outcome = Outcome::kError;
-    return Status::InvalidArgument("wrong token");
+    return who.status();
   }
+  c->who = std::move(who).value();
   HelloInfo info;
   info.transport = c->shm ? "shm" : "tcp";
   info.features = kFeaturePrefetch | kFeatureClaims;
@@ -362,16 +367,16 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   }
   if (shm_) shm_->Advertise(&info);
   if (rdma_) rdma_->Advertise(&info);
-  return SendFrame(fd, Op::kHelloOk, h.request_id, HelloBody(info));
+  return SendFrame(c->io, Op::kHelloOk, h.request_id, HelloBody(info));
 }
 
 // PUT without a staging copy: the key and meta are read first, then the payload lands in a
 // reserved pool block. A refused PUT's payload is read and dropped, and the error answered.
 Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
-  const int fd = c->fd.get();
+  Stream& io = c->io;
   uint8_t prefix[kPutPrefixMax];
   const size_t n = static_cast<size_t>(std::min<uint64_t>(h.body_len, sizeof(prefix)));
-  EC_RETURN_IF_ERROR(RecvAll(fd, prefix, n, "client", deadline));
+  EC_RETURN_IF_ERROR(io.Recv(prefix, n, "client", deadline));
   BodyReader r(prefix, n);
   auto k = ParseKeyBody(&r);
   TensorMeta meta;
@@ -384,9 +389,10 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
   c->req.key = k->key;
   const uint64_t in_prefix = r.remaining();
   const uint64_t size = h.body_len - (n - in_prefix);
-  auto res = store_->Reserve(k->ns, k->key, meta, size);
+  Status may = gate_->CheckNamespace(&c->who, kWrite, k->ns);
+  auto res = may.ok() ? store_->Reserve(k->ns, k->key, meta, size) : Result<PutReservation>(may);
   if (!res.ok()) {
-    EC_RETURN_IF_ERROR(DiscardBytes(fd, size - in_prefix, "client", deadline));
+    EC_RETURN_IF_ERROR(io.Discard(size - in_prefix, "client", deadline));
     return ReplyError(c, h, res.status());
   }
   // Each piece checksummed as it lands, while the client sends the next: hashing after the
@@ -395,11 +401,11 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
   // next (PieceChecker).
   std::memcpy(res->bytes().data(), r.position(), in_prefix);
   PieceChecker* checker = CheckerFor(c->checker, check_behind_, size, kPutPieceBytes);
-  EC_RETURN_IF_ERROR(ReceivePieces(
-      *res, in_prefix, kPutPieceBytes, checker,
-      [&](uint8_t* dst, uint64_t n) { return RecvAll(fd, dst, n, "client", deadline); }));
+  EC_RETURN_IF_ERROR(
+      ReceivePieces(*res, in_prefix, kPutPieceBytes, checker,
+                    [&](uint8_t* dst, uint64_t n) { return io.Recv(dst, n, "client", deadline); }));
   Status st = store_->Commit(std::move(res).value());
-  return st.ok() ? SendFrame(fd, Op::kOk, h.request_id, {}) : ReplyError(c, h, st);
+  return st.ok() ? SendFrame(io, Op::kOk, h.request_id, {}) : ReplyError(c, h, st);
 }
 
 LeaseTable::Limits Server::LeaseLimits() const {
@@ -411,9 +417,10 @@ LeaseTable::Limits Server::LeaseLimits() const {
 
 // Answers one request. A non-OK return closes the connection.
 Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
-  const int fd = c->fd.get();
   BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
   auto reply_error = [&](const Status& st) { return ReplyError(c, h, st); };
+  // Refused before it touches the store; the connection stays.
+  if (Status may = gate_->Check(&c->who, h.op, body); !may.ok()) return reply_error(may);
   switch (h.op) {
     case Op::kGet:
     case Op::kGetShm:
@@ -451,7 +458,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       // The store's one schema, plus how this connection and this server move data.
       auto body = AnswerStats(store_, connections_.load(), leases_held_.load(),
                               c->shm ? "shm" : "tcp", transport());
-      return body.ok() ? SendFrame(fd, Op::kStatsOk, h.request_id, *body)
+      return body.ok() ? SendFrame(c->io, Op::kStatsOk, h.request_id, *body)
                        : reply_error(body.status());
     }
     default:
@@ -482,18 +489,18 @@ Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) 
     return a.status();
   }
   if (!a->error.ok()) return ReplyError(c, h, a->error);
-  if (a->op != Op::kPutArenaOk) return SendFrame(c->fd.get(), a->op, h.request_id, a->body);
+  if (a->op != Op::kPutArenaOk) return SendFrame(c->io, a->op, h.request_id, a->body);
   uint8_t out[kHeaderBytes];
   EncodeHeader({kVersion, a->op, h.request_id, a->body.size()}, out);
   iovec iov[2] = {{out, kHeaderBytes}, {a->body.data(), a->body.size()}};
-  return SendWithFd(c->fd.get(), iov, 2, c->arena->fd(), "client");
+  return SendWithFd(c->io.fd(), iov, 2, c->arena->fd(), "client");
 }
 
 // VERIFY and COMPACT: the store's own, run on this connection's thread (the client waits).
 Status Server::HandleAdmin(Conn* c, const FrameHeader& h) {
   auto body = AnswerAdmin(store_, h.op, c->peer);
   if (!body.ok()) return ReplyError(c, h, body.status());
-  return SendFrame(c->fd.get(), h.op == Op::kVerify ? Op::kVerifyOk : Op::kCompactOk, h.request_id,
+  return SendFrame(c->io, h.op == Op::kVerify ? Op::kVerifyOk : Op::kCompactOk, h.request_id,
                    *body);
 }
 
@@ -502,7 +509,6 @@ Status Server::HandleAdmin(Conn* c, const FrameHeader& h) {
 // The lease keeps eviction away from these bytes until they are sent (TCP) or the reader
 // releases them, or the lease TTL passes.
 Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
-  const int fd = c->fd.get();
   auto reply_error = [&](const Status& st) { return ReplyError(c, h, st); };
   auto k = ParseKeyBody(r);
   if (!k.ok()) {  // malformed: answer, then close
@@ -525,7 +531,7 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
     w.U32(static_cast<uint32_t>(inner.data().size()));
     w.Raw(inner.data().data(), inner.data().size());
     // The whole reply has a deadline: a slow reader cannot hold the lease past it.
-    return SendFrame(fd, t->reply(), h.request_id, w.data(), lease->bytes(),
+    return SendFrame(c->io, t->reply(), h.request_id, w.data(), lease->bytes(),
                      FrameDeadline(opt_.io_timeout, lease->size()));
   }
   BodyWriter where;
@@ -535,7 +541,7 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
   w.U64(*id);
   w.Raw(where.data().data(), where.data().size());
   WriteInfo(&w, e);
-  return SendFrame(fd, t ? t->reply() : Op::kPinOk, h.request_id, w.data());
+  return SendFrame(c->io, t ? t->reply() : Op::kPinOk, h.request_id, w.data());
 }
 
 // GET_SHM_MANY and GET_SHM_STREAM (server/lease_batch.h), the leases kept in the connection's
@@ -545,7 +551,7 @@ Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
   // A reader that stops reading holds up the batch's reads (and other readers waiting on
   // their entries) for at most io_timeout: then no more frames are sent to it.
   auto tell = [&](const std::string& body) {
-    return SendFrame(c->fd.get(), Op::kGetShmLanded, h.request_id, body, {},
+    return SendFrame(c->io, Op::kGetShmLanded, h.request_id, body, {},
                      FrameDeadline(opt_.io_timeout, body.size()));
   };
   auto a = AnswerLeaseBatch(store_, &c->leases, h.op, r, tell, &tally);
@@ -563,13 +569,13 @@ Status Server::HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) {
   c->req.key = tally.keys == 1
                    ? tally.first_key
                    : tally.first_key + " and " + std::to_string(tally.keys - 1) + " more";
-  return SendFrame(c->fd.get(), a->op, h.request_id, a->body);
+  return SendFrame(c->io, a->op, h.request_id, a->body);
 }
 
 // The device pool's CUDA IPC handle, for a same-host reader to open once.
 Status Server::HandleDevicePool(Conn* c, const FrameHeader& h) {
   if (!device_ipc_) return ReplyError(c, h, DeviceIpcGets::NoPool());
-  return SendFrame(c->fd.get(), Op::kDevicePoolOk, h.request_id,
+  return SendFrame(c->io, Op::kDevicePoolOk, h.request_id,
                    device_ipc_->PoolBody(store_->device_ordinal()));
 }
 
@@ -580,12 +586,13 @@ Status Server::HandleList(Conn* c, const FrameHeader& h, BodyReader* r) {
     ReplyError(c, h, st);
     return st;
   }
-  auto page = c->listing.Page(store_, offset, limit);
+  auto page = c->listing.Page(store_, offset, limit,
+                              [&](const std::string& ns) { return gate_->MayList(&c->who, ns); });
   if (!page.ok()) {
     ReplyError(c, h, page.status());
     return page.status();
   }
-  return SendFrame(c->fd.get(), Op::kListOk, h.request_id, *page);
+  return SendFrame(c->io, Op::kListOk, h.request_id, *page);
 }
 
 }  // namespace ecstore::net

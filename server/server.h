@@ -13,6 +13,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "server/arena_puts.h"
 #include "server/claim_table.h"
 #include "server/device_puts.h"
+#include "server/gate.h"
 #include "server/lease_table.h"
 #include "server/list_cursor.h"
 #include "server/piece_checker.h"
@@ -36,8 +38,13 @@ namespace ecstore::net {
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:7070";
-  // Required when `listen` is not a loopback address; clients must present it in HELLO.
+  // Clients must present it in HELLO: a principal with every right (server/gate.h). A
+  // listen address that is not loopback needs it, an ACL, or client certificates required.
   std::string token;
+  // TLS on the TCP port (net/tls.h): plain clients are refused there with why.
+  std::optional<TlsOptions> tls;
+  // Principals and their grants per namespace (server/acl.h); empty: none.
+  std::string acl_file;
   std::chrono::milliseconds io_timeout{30000};
   // Same-host transport: a unix socket over which the pool's memfd is passed once; gets
   // return an offset under a lease. Needs a store opened with
@@ -105,10 +112,9 @@ class Server {
   void SetSlowRequest(std::chrono::milliseconds threshold) {
     slow_request_ms_.store(threshold.count());
   }
-  void SetToken(std::string token) {
-    std::lock_guard<std::mutex> l(token_mu_);
-    token_ = std::move(token);
-  }
+  void SetToken(std::string token) { gate_->SetToken(std::move(token)); }
+  // Who may connect and what they may do: its ACL and certificate reloads (SIGHUP).
+  Gate& gate() { return *gate_; }
 
  private:
   struct Conn {
@@ -117,7 +123,8 @@ class Server {
     // Unique for the process's life: who holds this connection's claims (ClaimTable's cap).
     static inline std::atomic<uint64_t> next_id{0};
     const uint64_t id = ++next_id;
-    UniqueFd fd;
+    Stream io;     // the socket, through TLS where the gate asks for it
+    Identity who;  // the principal it proved at HELLO
     bool shm = false;
     std::string peer;   // "IP:PORT", or "unix pid N" on the shared-memory socket
     RequestRecord req;  // the request being answered, for its metrics and log line
@@ -131,10 +138,7 @@ class Server {
     std::unique_ptr<PieceChecker> checker;   // checks its large TCP puts, once it has had one
   };
   Server(Store* s, ServerOptions o)
-      : store_(s),
-        opt_(std::move(o)),
-        slow_request_ms_(opt_.slow_request.count()),
-        token_(opt_.token) {}
+      : store_(s), opt_(std::move(o)), slow_request_ms_(opt_.slow_request.count()) {}
   void AcceptLoop();
   size_t ReapLocked();  // joins finished connections; returns how many are live
   void Serve(Conn* c);
@@ -164,8 +168,7 @@ class Server {
   Store* store_;
   ServerOptions opt_;
   std::atomic<int64_t> slow_request_ms_{0};  // opt_.slow_request, then SetSlowRequest
-  std::mutex token_mu_;
-  std::string token_;  // opt_.token, then SetToken; under token_mu_
+  std::unique_ptr<Gate> gate_;               // the token, ACL and TLS certificate; made at Start
   UniqueFd listen_fd_;
   // The ways gets are answered: TCP always, the others where offered.
   TcpGets tcp_;

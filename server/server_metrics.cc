@@ -153,7 +153,21 @@ MetricsSnapshot ServerMetrics::Snapshot() const {
   s.bytes_in = bytes_in_.load(std::memory_order_relaxed);
   s.bytes_out = bytes_out_.load(std::memory_order_relaxed);
   s.refused_tokens = refused_tokens_.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < refused_.size(); ++i)
+    s.refused[i] = refused_[i].load(std::memory_order_relaxed);
   return s;
+}
+
+const char* RefusalName(Refusal r) {
+  switch (r) {
+    case Refusal::kToken:
+      return "token";
+    case Refusal::kPermission:
+      return "permission";
+    case Refusal::kTls:
+      return "tls";
+  }
+  return "unknown";
 }
 
 }  // namespace ecstore::net

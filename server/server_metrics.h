@@ -53,7 +53,12 @@ struct MetricsSnapshot {
   std::vector<Latency> get_by_tier;
   uint64_t bytes_in = 0, bytes_out = 0, requests_total = 0, errors_total = 0;
   uint64_t refused_tokens = 0;
+  std::array<uint64_t, 3> refused{};  // by Refusal
 };
+
+// Why a connection or a request was refused (ecstore_refused_requests_total{reason}).
+enum class Refusal : uint8_t { kToken, kPermission, kTls };
+const char* RefusalName(Refusal r);  // "token", "permission", "tls"
 
 class ServerMetrics {
  public:
@@ -63,7 +68,13 @@ class ServerMetrics {
               double seconds);
   // A get (any transport) served from `tier` (nullopt: a miss).
   void RecordGet(Wire wire, std::optional<Tier> tier, double seconds);
-  void RecordRefusedToken() { refused_tokens_.fetch_add(1, std::memory_order_relaxed); }
+  void RecordRefusedToken() {
+    refused_tokens_.fetch_add(1, std::memory_order_relaxed);
+    RecordRefused(Refusal::kToken);
+  }
+  void RecordRefused(Refusal r) {
+    refused_[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed);
+  }
   MetricsSnapshot Snapshot() const;
 
  private:
@@ -80,6 +91,7 @@ class ServerMetrics {
   std::array<Histogram, kOps * kWires> latency_{};
   std::array<Histogram, kWires * kTiers> get_by_tier_{};
   std::atomic<uint64_t> bytes_in_{0}, bytes_out_{0}, refused_tokens_{0};
+  std::array<std::atomic<uint64_t>, 3> refused_{};
 };
 
 }  // namespace ecstore::net

@@ -279,7 +279,7 @@ kill -KILL $SRV; wait $SRV 2>/dev/null || true
 $EC --dir "$T/srv" get hup-a -o hup.raw >/dev/null
 check "put acknowledged before SIGHUP survives SIGKILL" cmp <(tensor_bytes a.safetensors) hup.raw
 expect_error "cannot connect" $EC $R stats
-expect_error "needs a shared-secret token" $EC --dir "$T/srv2" serve --listen 0.0.0.0:0
+expect_error "needs clients that prove who they are" $EC --dir "$T/srv2" serve --listen 0.0.0.0:0
 # an index row claiming 64 MiB more than its record: the store corrects it from the record,
 # and get writes the record's bytes, not the row's length
 $EC --dir "$T/row" put row-a a.safetensors >/dev/null
@@ -352,7 +352,7 @@ fi
 OUTSIDE=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -v '^127\.' | grep -v : | head -1 || true)
 if [ -n "$OUTSIDE" ] && unshare -m true 2>/dev/null; then
   { cat /etc/hosts; echo "$OUTSIDE 127.attacker.test"; } >hosts.fake
-  expect_error "needs a shared-secret token" timeout 10 unshare -m sh -c \
+  expect_error "needs clients that prove who they are" timeout 10 unshare -m sh -c \
     "mount --bind $T/hosts.fake /etc/hosts && exec $EC --dir $T/srv3 serve --listen 127.attacker.test:0"
 else
   echo "skip - token check by resolved address: needs a non-loopback IPv4 address and unshare -m"
@@ -406,6 +406,42 @@ check "EC_STORE_TOKEN_FILE works as --token-file" bash -c "EC_STORE_TOKEN_FILE=t
 expect_error "wrong or missing token" $EC $TR stats
 check "a refused token is logged with the peer's address" grep -q "refused a client from 127.0.0.1:" tok.err
 kill -TERM $TSRV; wait $TSRV
+
+# TLS and an ACL from the command line (docs/security.md's steps): a certificate the
+# client's CA signed, a principal per client certificate, rotation and ACL edits at SIGHUP.
+P="$T/pki" && mkdir -p "$P"
+EC_KEY=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+openssl req -x509 "${EC_KEY[@]}" -days 2 -subj /CN=cli-ca -keyout $P/ca.key -out $P/ca.crt 2>/dev/null
+for n in server:node-1 next:node-1-next reader:reader; do
+  f=${n%%:*}; cn=${n#*:}
+  openssl req "${EC_KEY[@]}" -subj /CN=$cn -keyout $P/$f.key -out $P/$f.csr 2>/dev/null
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >$P/$f.ext
+  openssl x509 -req -in $P/$f.csr -CA $P/ca.crt -CAkey $P/ca.key -CAcreateserial -days 2 \
+    -extfile $P/$f.ext -out $P/$f.crt 2>/dev/null
+done
+cp $P/server.crt $P/live.crt && cp $P/server.key $P/live.key
+printf 'reader cert=reader ns=cli* rights=read\n' >acl.txt
+$EC --dir "$T/tls" --tls-cert $P/live.crt --tls-key $P/live.key --tls-ca $P/ca.crt serve \
+  --listen 127.0.0.1:0 --acl-file acl.txt >tls.out 2>tls.err &
+LSRV=$!
+for _ in $(seq 50); do grep -q "port" tls.out 2>/dev/null && break; sleep 0.1; done
+LPORT=$(sed -n 's/.*(port \([0-9]*\).*/\1/p' tls.out)
+LR=(--server tls://127.0.0.1:$LPORT --tls-ca $P/ca.crt --tls-cert $P/reader.crt --tls-key $P/reader.key)
+check "the start-up log says TLS is on and whether kTLS is" grep -q "kTLS" tls.err
+expect_error "requires TLS" $EC --server 127.0.0.1:$LPORT stats
+expect_error "may not write namespace 'cli1'" $EC "${LR[@]}" put --namespace cli1 k1 big.safetensors
+expect_error "may not read namespace 'other'" $EC "${LR[@]}" get --namespace other k1 -o /dev/null
+check "a granted read over TLS answers (a miss is NotFound, not a refusal)" \
+  bash -c "$EC ${LR[*]} get --namespace cli1 nope -o /dev/null 2>&1 | grep -q NotFound"
+printf 'reader cert=reader ns=cli*,other rights=read\n' >acl.txt
+cp $P/next.crt $P/live.crt && cp $P/next.key $P/live.key
+kill -HUP $LSRV
+for _ in $(seq 50); do grep -q "SIGHUP" tls.err && break; sleep 0.1; done
+check "after SIGHUP the edited ACL applies" \
+  bash -c "$EC ${LR[*]} get --namespace other k1 -o /dev/null 2>&1 | grep -q NotFound"
+check "after SIGHUP new connections get the new certificate" bash -c \
+  "openssl s_client -connect 127.0.0.1:$LPORT -CAfile $P/ca.crt -cert $P/reader.crt -key $P/reader.key </dev/null 2>/dev/null | grep -q 'CN = node-1-next'"
+kill -TERM $LSRV; wait $LSRV
 
 # Other local users: a daemon without a token serves only its own user (and root) -- the
 # unprivileged `nobody` neither reads nor erases through its loopback port -- and what it

@@ -22,7 +22,7 @@ from . import _tensors
 from ._ecstore import EntryInfo
 from . import _ecstore
 from .errors import (Busy, Corruption, Error, InvalidArgument, IOError, NoSpace,  # noqa: A004
-                     NotFound, Unavailable)
+                     NotFound, PermissionDenied, Unavailable)
 
 __version__ = _ecstore.__version__
 # The namespace the `ec-store` CLI uses when none is given (one default for every front end).
@@ -31,7 +31,7 @@ DEFAULT_NAMESPACE: str = _ecstore.DEFAULT_NAMESPACE
 __all__ = ["open", "connect", "host_buffer", "DEFAULT_NAMESPACE", "__version__", "Cache", "Lease", "EntryInfo",
            "parse_size", "Error",
            "NotFound", "Corruption", "IOError", "NoSpace", "Busy", "InvalidArgument",
-           "Unavailable"]
+           "Unavailable", "PermissionDenied"]
 
 
 def parse_size(size: int | str) -> int:
@@ -437,21 +437,46 @@ def open(dir: str, pool_size: int | str = "256MiB", disk_quota: int | str = "16G
     return c
 
 
+_TLS_KEYS = ("ca", "cert", "key", "server_name")
+
+
+def _tls_options(uri: str, tls) -> dict | None:
+    """connect's tls= as the extension takes it: None (plain), or a dict of _TLS_KEYS."""
+    if tls is None or tls is False:
+        return {} if uri.startswith("tls://") else None
+    if tls is True:
+        return {}
+    if not isinstance(tls, dict):
+        raise InvalidArgument(f"tls={tls!r}: give True or a dict with keys {', '.join(_TLS_KEYS)}")
+    unknown = sorted(set(tls) - set(_TLS_KEYS))
+    if unknown:
+        raise InvalidArgument(f"tls has unknown keys {unknown}: give {', '.join(_TLS_KEYS)}")
+    return {k: str(v) for k, v in tls.items() if v is not None}
+
+
 def connect(uri: str, *, token: str | None = None, transport: str = "auto",
             timeout: float = 5.0, retries: int = 1, put_arena: bool = True,
-            connect_timeout: float | None = None, replicas: int = 1) -> Cache:
-    """Connects to an `ec-store serve` daemon: "tcp://host:port", "host:port" or
-    "unix:/dir/serve.sock"; or to a cluster of them, "etcd://host:port[,host:port]/NAME":
-    each call goes to its key's owner (a node that does not answer is a miss); with
-    replicas=R a put goes to the key's first R nodes and a get reads the first that answers. Same-host servers are read through shared memory, and put to
-    through the connection's put arena (shared memory of at least 64 MiB and twice the
+            connect_timeout: float | None = None, replicas: int = 1,
+            tls: bool | dict | None = None) -> Cache:
+    """Connects to an `ec-store serve` daemon: "tcp://host:port", "host:port",
+    "tls://host:port" or "unix:/dir/serve.sock"; or to a cluster of them,
+    "etcd://host:port[,host:port]/NAME": each call goes to its key's owner (a node that does
+    not answer is a miss); with replicas=R a put goes to the key's first R nodes and a get
+    reads the first that answers. Same-host servers are read through shared memory, and put
+    to through the connection's put arena (shared memory of at least 64 MiB and twice the
     largest put; put_arena=False: over the socket, and reserve is refused). timeout bounds
     each call (seconds, per attempt), connect_timeout a TCP connection's setup (default:
-    timeout); a failed call is tried `retries` more times on a new connection."""
+    timeout); a failed call is tried `retries` more times on a new connection.
+
+    tls=True, or a dict of "ca" (the CA to trust; default the system's), "cert" and "key"
+    (a client certificate, for a server that asks for one) and "server_name" (the name the
+    server's certificate must carry; default the host), makes the connection TLS; a tls://
+    address does too. Through a cluster every node is reached so, and a node's certificate
+    must name its node id or its address."""
     if not 1 <= replicas <= 16:
         raise InvalidArgument(f"replicas={replicas!r}: write 1 to 16")
     if replicas != 1 and not uri.startswith("etcd://"):
         raise InvalidArgument(f"replicas={replicas} is for a cluster (etcd://HOST:PORT/NAME); "
                               f"{uri!r} is one daemon")
     return Cache(_ecstore.connect(uri, token or "", transport, timeout, retries, put_arena,
-                                  connect_timeout or 0.0, replicas))
+                                  connect_timeout or 0.0, replicas, _tls_options(uri, tls)))

@@ -11,14 +11,19 @@ from dataclasses import dataclass
 
 # ec_connector_extra_config keys, each with what it sets.
 KNOWN_KEYS = {
-    "store": "where the store is: tcp://HOST:PORT, unix:/PATH, etcd://HOST:PORT/NAME or "
-             "dir:/ABSOLUTE/PATH",
+    "store": "where the store is: tcp://HOST:PORT, tls://HOST:PORT, unix:/PATH, "
+             "etcd://HOST:PORT/NAME or dir:/ABSOLUTE/PATH",
     "namespace": "the entries' namespace (default: derived from the model)",
     "pool_size": "an embedded store's pool (dir:; default 256MiB), e.g. 8GiB",
     "disk_quota": "an embedded store's disk quota (dir:; default 16GiB), e.g. 64GiB",
     "token_file": "a file holding the daemon's shared secret",
     "token": "the daemon's shared secret itself (prefer token_file or EC_STORE_TOKEN)",
     "fail_open": "true (default): a store that cannot be reached is a miss",
+    "tls_ca": "TLS to the daemon (or every node of a cluster): the CA certificate to trust "
+              "(PEM; default: the system's)",
+    "tls_cert": "TLS: this engine's client certificate (PEM), for a daemon that requires one",
+    "tls_key": "TLS: the private key of tls_cert (PEM)",
+    "tls_server_name": "TLS: the name the daemon's certificate must carry (default: its host)",
     "tenant_salt": "true (default): a request's cache_salt scopes its items' entries, so two "
                    "tenants' identical images are two entries and neither hits the other's",
     "timeout_ms": "a daemon's bound on each call, in ms (default 2000)",
@@ -42,14 +47,14 @@ DEFAULTS = {
     "fail_open": (True, "bool"), "tenant_salt": (True, "bool"), "transport": ("auto", "transport"),
 }
 
-FORMS = ("tcp://HOST:PORT (a daemon over TCP), unix:/PATH (a same-host daemon's socket, "
+FORMS = ("tcp://HOST:PORT (a daemon over TCP), tls://HOST:PORT (over TLS), unix:/PATH (a same-host daemon's socket, "
          "e.g. unix:/var/cache/ec-store/serve.sock), etcd://HOST:PORT/NAME (a cluster of daemons "
          "registered in etcd) or dir:/ABSOLUTE/PATH (a store embedded in this engine process)")
 
 
 @dataclass(frozen=True)
 class StoreSpec:
-    kind: str    # "tcp", "unix", "etcd" or "dir"
+    kind: str    # "tcp", "tls", "unix", "etcd" or "dir"
     target: str  # what ecstore.connect (tcp, unix, etcd) or ecstore.open (dir) takes
 
     @property
@@ -108,13 +113,15 @@ def parse_store(spec: object) -> StoreSpec:
     if not text:
         raise ValueError(f'EcStoreConnector needs ec_connector_extra_config["store"]: '
                          f"{FORMS}; {example}")
-    if text.startswith("tcp://"):
-        hostport = text[len("tcp://"):]
+    for scheme in ("tcp", "tls"):
+        if not text.startswith(scheme + "://"):
+            continue
+        hostport = text[len(scheme) + 3:]
         host, _, port = hostport.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"store {text!r}: write tcp://HOST:PORT with a port number, "
-                             "e.g. tcp://10.0.0.5:7070")
-        return StoreSpec("tcp", text)
+            raise ValueError(f"store {text!r}: write {scheme}://HOST:PORT with a port number, "
+                             f"e.g. {scheme}://10.0.0.5:7070")
+        return StoreSpec(scheme, text)
     if text.startswith("unix:"):
         path = text[len("unix:"):]
         if not path.startswith("/"):
@@ -143,3 +150,16 @@ def parse_store(spec: object) -> StoreSpec:
                              "--cluster` was given)")
         return StoreSpec("etcd", text)
     raise ValueError(f"store {text!r} is not a store address: use {FORMS}; {example}")
+
+
+def tls_options(extra: dict, spec: StoreSpec) -> dict | None:
+    """ecstore.connect's tls= from the tls_* keys: None (plain) unless the store is tls://
+    or a key is given."""
+    given = {k[len("tls_"):]: str(extra[k]) for k in
+             ("tls_ca", "tls_cert", "tls_key", "tls_server_name") if extra.get(k)}
+    if spec.kind == "tls" or given:
+        if spec.kind in ("unix", "dir"):
+            raise ValueError(f"ec_connector_extra_config tls_* keys are for a daemon over TCP "
+                             f"(tls://HOST:PORT) or a cluster; store is {spec.kind}:")
+        return given
+    return None

@@ -36,5 +36,10 @@ class Unavailable(Error, ConnectionError):
     """The server cannot be reached (or the store is closed)."""
 
 
+class PermissionDenied(Error, PermissionError):
+    """The principal this connection proved lacks the right for that namespace, or a TLS
+    certificate was refused; the message names which."""
+
+
 __all__ = ["Error", "NotFound", "Corruption", "IOError", "NoSpace", "Busy",
-           "InvalidArgument", "Unavailable"]
+           "InvalidArgument", "Unavailable", "PermissionDenied"]

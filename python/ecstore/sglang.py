@@ -6,11 +6,14 @@ SGLang's ``EmbeddingCacheController`` creates the backend with no arguments, so 
 named by the environment (docs/sglang.md):
 
     EC_STORE_URL        the daemon or cluster: unix:/var/cache/ec-store/serve.sock,
-                        tcp://host:7070 or etcd://host:2379/NAME (required)
+                        tcp://host:7070, tls://host:7070 or etcd://host:2379/NAME (required)
     EC_STORE_NAMESPACE  the namespace entries live in (default "sglang"); engines of one
                         model share it, engines of different models must not
     EC_STORE_TOKEN      the daemon's token, if it has one
     EC_STORE_TIMEOUT    seconds one call may take before it counts as a miss (default 1.0)
+    EC_STORE_TLS_CA, EC_STORE_TLS_CERT, EC_STORE_TLS_KEY, EC_STORE_TLS_SERVER_NAME
+                        TLS to the daemon (docs/security.md): the CA to trust, this engine's
+                        client certificate and key, the name the daemon's certificate carries
 
 The controller hands each entry as pieces of its pinned host pool (page runs, one where the
 pool is not fragmented): they are read and written as one batch per call, each entry in one
@@ -38,6 +41,14 @@ logger = logging.getLogger(__name__)
 BACKEND_NAME = "ecstore"
 
 
+def _tls_from_env(url: str) -> dict | None:
+    """TLS to the daemon from EC_STORE_TLS_CA, _CERT, _KEY and _SERVER_NAME (any one, or a
+    tls:// url, turns it on)."""
+    given = {k.lower(): os.environ[f"EC_STORE_TLS_{k}"]
+             for k in ("CA", "CERT", "KEY", "SERVER_NAME") if os.environ.get(f"EC_STORE_TLS_{k}")}
+    return given if given or url.startswith("tls://") else None
+
+
 class EcStoreEmbeddingStore(EmbeddingStore):
     """SGLang's EmbeddingStore on an ec-store daemon or cluster. A failure of the store is a
     miss (False) for the keys it touched, logged once per kind of failure, never an
@@ -55,7 +66,8 @@ class EcStoreEmbeddingStore(EmbeddingStore):
         if timeout is None:
             timeout = float(os.environ.get("EC_STORE_TIMEOUT", "1.0"))
         self._cache = cache if cache is not None else ecstore.connect(
-            url, token=token or os.environ.get("EC_STORE_TOKEN"), timeout=timeout)
+            url, token=token or os.environ.get("EC_STORE_TOKEN"), timeout=timeout,
+            tls=_tls_from_env(url))
         self._ns = namespace or os.environ.get("EC_STORE_NAMESPACE") or "sglang"
         self._regions: list[tuple[int, int]] = []
         self._lock = threading.Lock()

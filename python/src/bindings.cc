@@ -6,6 +6,7 @@
 // thread-safe; a Client is not, so a remote Cache serialises its calls with a mutex.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -14,6 +15,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -502,8 +504,17 @@ std::unique_ptr<PyCache> Open(const std::string& dir, uint64_t pool_bytes,
 
 std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& token,
                                  const std::string& transport, double timeout_s, int retries,
-                                 bool put_arena, double connect_timeout_s, size_t replicas) {
+                                 bool put_arena, double connect_timeout_s, size_t replicas,
+                                 const std::optional<std::map<std::string, std::string>>& tls) {
   net::ClientOptions o;
+  if (tls) {  // keys checked by ecstore.connect
+    o.tls.emplace();
+    auto at = [&](const char* k) { return tls->count(k) ? tls->at(k) : std::string(); };
+    o.tls->ca = at("ca");
+    o.tls->cert = at("cert");
+    o.tls->key = at("key");
+    o.tls->server_name = at("server_name");
+  }
   o.put_arena = put_arena;
   o.token = token;
   o.transport = Check(net::ParseTransportKind(transport));
@@ -566,7 +577,8 @@ void BindFunctions(nb::module_& m) {
         "compress"_a = false, "promote_on_get"_a = true, "device"_a = 0, "device_pool_bytes"_a = 0,
         "eviction_policy"_a = "freq");
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
-        "retries"_a = 1, "put_arena"_a = true, "connect_timeout_s"_a = 0.0, "replicas"_a = 1);
+        "retries"_a = 1, "put_arena"_a = true, "connect_timeout_s"_a = 0.0, "replicas"_a = 1,
+        "tls"_a = nb::none());
 }
 
 }  // namespace

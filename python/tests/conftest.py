@@ -42,7 +42,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "daemon: starts an ec-store process")
 
 
-_DAEMON_FIXTURES = ("daemon", "big_daemon", "device_daemon", "served")
+_DAEMON_FIXTURES = ("daemon", "big_daemon", "device_daemon", "served", "tls_daemon")
 _IN_PROCESS = ("embedded", "example", "ecstore-embedded")
 
 
@@ -129,3 +129,46 @@ def served(tmp_path):
     """A daemon with its operator port; yields (tcp uri, unix uri, metrics base url, dir)."""
     for d in _serve(tmp_path, "--metrics-listen", "127.0.0.1:0"):
         yield d["tcp"], d["unix"], d["metrics"], d["dir"]
+
+
+def make_pki(directory, *names, server_names="DNS:localhost,DNS:node-1,IP:127.0.0.1"):
+    """A CA (ca.crt), a server certificate (server.crt/.key, CN node-1) and a client
+    certificate for each of `names` (NAME.crt/.key, CN NAME), made with openssl."""
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    run("req", "-x509", *ec, "-days", "2", "-subj", "/CN=test-ca",
+        "-keyout", str(directory / "ca.key"), "-out", str(directory / "ca.crt"))
+    for name, cn, sans in [("server", "node-1", server_names)] + [(n, n, "") for n in names]:
+        run("req", *ec, "-subj", f"/CN={cn}", "-keyout", str(directory / f"{name}.key"),
+            "-out", str(directory / f"{name}.csr"))
+        (directory / f"{name}.ext").write_text(f"subjectAltName={sans}\n" if sans else "")
+        run("x509", "-req", "-in", str(directory / f"{name}.csr"), "-CA", str(directory / "ca.crt"),
+            "-CAkey", str(directory / "ca.key"), "-CAcreateserial", "-days", "2",
+            "-extfile", str(directory / f"{name}.ext"), "-out", str(directory / f"{name}.crt"))
+    return directory
+
+
+@pytest.fixture
+def tls_daemon(tmp_path):
+    """A daemon serving TLS with an ACL: "encoder" (its certificate) reads and writes
+    namespaces test*, "prefill" only reads them, "ops" may read the stats; client
+    certificates are optional, so a client without one proves itself by its secret (here
+    "bob-secret": b* only). Yields its tls:// URI, the PKI directory and the ACL file."""
+    import hashlib
+
+    pki = make_pki(tmp_path / "pki", "encoder", "prefill", "ops", "stranger")
+    bob = hashlib.sha256(b"bob-secret").hexdigest()
+    acl = tmp_path / "acl"
+    acl.write_text("encoder cert=encoder ns=test* rights=read,write\n"
+                   "prefill cert=prefill ns=test* rights=read\n"
+                   "ops     cert=ops     ns=*     rights=admin\n"
+                   f"bob     secret=sha256:{bob} ns=b* rights=all\n")
+    for d in _serve(tmp_path, "--tls-cert", str(pki / "server.crt"), "--tls-key",
+                    str(pki / "server.key"), "--tls-ca", str(pki / "ca.crt"),
+                    "--tls-auth-clients", "optional", "--acl-file", str(acl)):
+        yield {"tls": d["tcp"].replace("tcp://", "tls://"), "tcp": d["tcp"], "pki": pki,
+               "acl": acl, "dir": d["dir"]}

@@ -1,0 +1,245 @@
+#include "server/gate.h"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+namespace ecstore::net {
+namespace {
+
+// The first byte a TLS client sends: a handshake record.
+constexpr uint8_t kTlsHandshake = 0x16;
+// Refusals logged one line each per principal, right and namespace, up to this many.
+constexpr size_t kMaxLogged = 4096;
+
+const char* const kNoPrincipal =
+    "no principal is proved by this connection: give the secret of one (ClientOptions::token), "
+    "a client certificate the ACL names (cert=), or connect over the unix socket as a uid it "
+    "names (uid=)";
+
+}  // namespace
+
+Result<std::unique_ptr<Gate>> Gate::Make(GateOptions o) {
+  std::unique_ptr<Gate> g(new Gate(std::move(o)));
+  g->token_ = g->opt_.token;
+  if (g->opt_.tls) {
+    auto ctx = TlsContext::ForServer(*g->opt_.tls);
+    if (!ctx.ok()) return ctx.status();
+    g->tls_ctx_ = std::move(ctx).value();
+    g->tls_on_ = true;
+  }
+  if (!g->opt_.acl_file.empty()) {
+    auto acl = Acl::Load(g->opt_.acl_file);
+    if (!acl.ok()) return acl.status();
+    g->acl_ = std::move(acl).value();
+  }
+  return g;
+}
+
+bool Gate::has_acl() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return acl_ != nullptr;
+}
+
+bool Gate::remote_clients_provable() const {
+  std::lock_guard<std::mutex> l(mu_);
+  const bool certs = tls_on_ && !opt_.tls->ca.empty() &&
+                     opt_.tls->client_auth == ClientAuth::kRequired;
+  return !token_.empty() || acl_ || certs;
+}
+
+std::string Gate::Describe() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string out;
+  if (tls_on_) {
+    out += "TLS (certificate " + tls_ctx_->subject() + ", valid until " + tls_ctx_->not_after();
+    if (!opt_.tls->ca.empty())
+      out += std::string(", client certificates ") +
+             (opt_.tls->client_auth == ClientAuth::kRequired   ? "required"
+              : opt_.tls->client_auth == ClientAuth::kOptional ? "optional"
+                                                               : "not asked for");
+    out += std::string(", kTLS ") + (KernelHasTls() ? "where the cipher allows" : "off: this kernel has no tls module") + ")";
+  }
+  if (acl_) out += (out.empty() ? "" : ", ") + std::to_string(acl_->size()) + " ACL principals";
+  if (!token_.empty()) out += (out.empty() ? "" : ", ") + std::string("token required");
+  return out.empty() ? "local users only" : out;
+}
+
+Status Gate::Secure(Stream* io, const std::string& peer, Deadline deadline) {
+  const int fd = io->fd();
+  uint8_t first = 0;
+  pollfd p{fd, POLLIN, 0};
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  if (poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count()))) != 1 ||
+      recv(fd, &first, 1, MSG_PEEK) != 1)
+    return Status::Unavailable("the client sent nothing before its deadline");
+  if (first != kTlsHandshake) {
+    Status st = Status::InvalidArgument(
+        "this server requires TLS on this port: connect with tls://HOST:PORT and the CA that "
+        "signed its certificate (--tls-ca, ClientOptions::tls)");
+    uint8_t hdr[kHeaderBytes];
+    const std::string body = ErrorBody(st);
+    EncodeHeader({kVersion, Op::kError, 0, body.size()}, hdr);
+    iovec iov[2] = {{hdr, kHeaderBytes}, {const_cast<char*>(body.data()), body.size()}};
+    SendAll(fd, iov, 2, "client", std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+    if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kTls);
+    spdlog::warn("refused a plain-TCP client from {} on the TLS port", peer);
+    return st;
+  }
+  auto session = TlsSession::Accept(tls_context(), fd, deadline);
+  if (!session.ok()) {
+    if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kTls);
+    spdlog::warn("TLS handshake with {} failed: {}", peer, session.status().message());
+    return session.status();
+  }
+  io->SetTls(std::move(session).value());
+  return Status::Ok();
+}
+
+Result<Identity> Gate::Identify(const Stream& io, bool unix_socket, std::string_view secret) {
+  std::string token;
+  std::shared_ptr<const Acl> acl;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    token = token_;
+    acl = acl_;
+  }
+  Identity who;
+  who.generation = acl_generation_.load();
+  auto found = [&](const Principal* p) {
+    who.name = p->name;
+    who.acl = acl;
+    who.principal = p;
+    return who;
+  };
+  auto own = [&](std::string name) {
+    who.own = Acl::Everything(name);
+    who.name = std::move(name);
+    who.principal = who.own.get();
+    return who;
+  };
+  if (!secret.empty()) {
+    if (!token.empty() && SameToken(std::string(secret), token)) return own("token");
+    if (acl)
+      if (const Principal* p = acl->BySecret(secret)) return found(p);
+    if (opt_.metrics) opt_.metrics->RecordRefusedToken();
+    return Status::InvalidArgument(
+        "wrong or missing token: this server requires the shared secret (ClientOptions::token)");
+  }
+  const TlsSession* tls = io.tls();
+  if (tls && tls->peer()) {
+    if (acl) {
+      if (const Principal* p = acl->ByCert(tls->peer()->cn, tls->peer()->dns)) return found(p);
+    } else if (token.empty()) {
+      return own("cert:" + tls->peer()->cn);  // client certificates are the proof
+    }
+  }
+  if (unix_socket && acl) {
+    auto uid = UnixPeerUid(io.fd());
+    if (uid.ok())
+      if (const Principal* p = acl->ByUid(*uid)) return found(p);
+  }
+  if (token.empty() && !acl) {
+    Status may = LocalPeerMayConnect(io.fd(), unix_socket, {opt_.group_access});
+    if (!may.ok()) {
+      if (opt_.metrics) opt_.metrics->RecordRefusedToken();
+      return may;
+    }
+    return own("local");
+  }
+  if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kPermission);
+  if (token.empty() && acl)
+    return Status::PermissionDenied(kNoPrincipal);
+  return Status::InvalidArgument(
+      "wrong or missing token: this server requires the shared secret (ClientOptions::token)");
+}
+
+// The principal as the ACL now has it: an edit applies to the next request.
+const Principal* Gate::Current(Identity* who) {
+  if (!who->acl || who->generation == acl_generation_.load()) return who->principal;
+  std::shared_ptr<const Acl> acl;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    acl = acl_;
+  }
+  who->generation = acl_generation_.load();
+  who->acl = acl;
+  who->principal = acl ? acl->ByName(who->name) : nullptr;
+  return who->principal;
+}
+
+Status Gate::Refuse(Identity* who, uint8_t right, std::string_view ns, const char* what_instead) {
+  const Principal* p = who->principal;
+  std::string what = what_instead ? what_instead : "namespace '" + std::string(ns) + "'";
+  if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kPermission);
+  Status st = Status::PermissionDenied(
+      "principal '" + who->name + "' may not " + RightName(right) + " " + what +
+      (p ? " (it may: " + p->Grants() + ")" : " (it is no longer in the ACL)") +
+      "; ask the server's operator for the grant (--acl-file)");
+  std::lock_guard<std::mutex> l(logged_mu_);
+  if (logged_.size() < kMaxLogged &&
+      logged_.insert(who->name + '\0' + RightName(right) + '\0' + std::string(ns)).second)
+    spdlog::warn("refused: {}", st.message());
+  return st;
+}
+
+Status Gate::CheckNamespace(Identity* who, uint8_t right, std::string_view ns) {
+  const Principal* p = Current(who);
+  if (p && p->Allows(right, ns)) return Status::Ok();
+  return Refuse(who, right, ns);
+}
+
+Status Gate::Check(Identity* who, Op op, std::string_view body) {
+  const RequestScope s = ScopeOf(op, body);
+  if (s.right == 0 || s.malformed) return Status::Ok();
+  const Principal* p = Current(who);
+  if (s.every_namespace)
+    return p && p->AllowsEvery(s.right)
+               ? Status::Ok()
+               : Refuse(who, s.right, "*", "the whole server (stats, verify and compact need ns=*)");
+  if (s.namespaces.empty())
+    return p && p->AllowsAny(s.right) ? Status::Ok() : Refuse(who, s.right, "", "any namespace");
+  for (std::string_view ns : s.namespaces) EC_RETURN_IF_ERROR(CheckNamespace(who, s.right, ns));
+  return Status::Ok();
+}
+
+bool Gate::MayList(Identity* who, std::string_view ns) {
+  const Principal* p = Current(who);
+  return p && p->Allows(kAdmin, ns);
+}
+
+void Gate::SetToken(std::string token) {
+  std::lock_guard<std::mutex> l(mu_);
+  token_ = std::move(token);
+}
+
+Status Gate::ReloadAcl() {
+  if (opt_.acl_file.empty()) return Status::Ok();
+  auto acl = Acl::Load(opt_.acl_file);
+  if (!acl.ok()) return acl.status();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    acl_ = std::move(acl).value();
+  }
+  ++acl_generation_;
+  std::lock_guard<std::mutex> l(logged_mu_);
+  logged_.clear();
+  return Status::Ok();
+}
+
+Status Gate::ReloadTls() {
+  if (!tls_on_) return Status::Ok();
+  auto ctx = TlsContext::ForServer(*opt_.tls);
+  if (!ctx.ok()) return ctx.status();
+  std::lock_guard<std::mutex> l(mu_);
+  tls_ctx_ = std::move(ctx).value();
+  return Status::Ok();
+}
+
+std::shared_ptr<TlsContext> Gate::tls_context() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return tls_ctx_;
+}
+
+}  // namespace ecstore::net

@@ -1,0 +1,99 @@
+// Gate: who may use the server, and for what. It holds what proves a client -- the shared
+// token, the ACL (server/acl.h), the TLS certificate and the CA of client certificates --
+// and answers three questions: may this TCP connection go on (the TLS handshake, a plain
+// client on a TLS port told why), who is this greeted connection (its principal, from its
+// HELLO secret, its client certificate, or its uid over the unix socket), and may it make
+// this request (the right over each namespace the request names).
+//
+//   auto gate = Gate::Make({.token = t, .tls = tls_options, .acl_file = "/etc/ec-store/acl"});
+//   EC_RETURN_IF_ERROR(gate->Secure(&stream, deadline));          // TCP, TLS on
+//   auto who = gate->Identify(stream, /*unix_socket=*/false, hello_secret);
+//   if (Status st = gate->Check(&*who, op, body); !st.ok()) reply(st);   // PermissionDenied
+//
+// Reloads (SIGHUP) swap a whole new ACL or certificate pair in, or keep the old one and say
+// why: new connections get the new pair, open ones keep theirs; a new ACL applies to the
+// next request of every connection.
+// Thread rules: thread-safe; an Identity belongs to its connection's thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "net/protocol.h"
+#include "net/stream.h"
+#include "net/tls.h"
+#include "server/acl.h"
+#include "server/peer_access.h"
+#include "server/server_metrics.h"
+
+namespace ecstore::net {
+
+struct GateOptions {
+  std::string token;               // an all-namespace principal named "token"
+  bool group_access = false;       // no token, no ACL: the server's group may connect too
+  std::optional<TlsOptions> tls;   // TLS on the TCP port
+  std::string acl_file;            // principals and their grants; empty: none
+  ServerMetrics* metrics = nullptr;  // told of each refusal
+};
+
+// A greeted connection's principal, re-read from the ACL when it has changed.
+struct Identity {
+  std::string name;
+  std::shared_ptr<const Principal> own;  // a principal outside the ACL (token, local, cert)
+  std::shared_ptr<const Acl> acl;        // the ACL `name` was found in, else null
+  const Principal* principal = nullptr;  // in `acl`, or own.get()
+  uint64_t generation = 0;               // the ACL's when resolved
+};
+
+class Gate {
+ public:
+  // InvalidArgument where the certificate, key, CA or ACL file is unusable (the reason).
+  static Result<std::unique_ptr<Gate>> Make(GateOptions o);
+  bool tls() const { return tls_on_; }
+  bool has_acl() const;
+  // Whether a client that is not on this host can prove who it is (a token, an ACL, or
+  // client certificates required): what a non-loopback address needs.
+  bool remote_clients_provable() const;
+  std::string Describe() const;  // for the start-up log line
+
+  // TCP with TLS on: the handshake within `deadline`. A client speaking the plain protocol is
+  // answered in the clear with an ERROR saying to use tls://, and refused.
+  Status Secure(Stream* io, const std::string& peer, Deadline deadline);
+  // The principal of a connection that said HELLO with `secret` (may be empty).
+  // InvalidArgument for a wrong secret, PermissionDenied where nothing proves a principal.
+  Result<Identity> Identify(const Stream& io, bool unix_socket, std::string_view secret);
+  // Ok, or PermissionDenied naming the right, the namespace and the principal's grants
+  // (counted; logged once per principal and namespace). A malformed body passes: its
+  // handler says why.
+  Status Check(Identity* who, Op op, std::string_view body);
+  Status CheckNamespace(Identity* who, uint8_t right, std::string_view ns);
+  // Whether the principal may see entries of `ns` in a LIST.
+  bool MayList(Identity* who, std::string_view ns);
+
+  void SetToken(std::string token);
+  Status ReloadAcl();  // from acl_file; on failure the old ACL stays
+  Status ReloadTls();  // the certificate and key as a pair; on failure the old pair stays
+  // The TLS context new connections get (null: TLS off).
+  std::shared_ptr<TlsContext> tls_context() const;
+
+ private:
+  explicit Gate(GateOptions o) : opt_(std::move(o)) {}
+  const Principal* Current(Identity* who);
+  Status Refuse(Identity* who, uint8_t right, std::string_view ns,
+                const char* what_instead = nullptr);
+  GateOptions opt_;
+  bool tls_on_ = false;
+  mutable std::mutex mu_;
+  std::string token_;                    // GUARDED_BY(mu_)
+  std::shared_ptr<const Acl> acl_;       // GUARDED_BY(mu_)
+  std::shared_ptr<TlsContext> tls_ctx_;  // GUARDED_BY(mu_)
+  std::atomic<uint64_t> acl_generation_{1};
+  std::mutex logged_mu_;
+  std::set<std::string> logged_;  // GUARDED_BY(logged_mu_): principal, right, namespace
+};
+
+}  // namespace ecstore::net
