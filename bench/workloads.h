@@ -38,6 +38,9 @@ void RemoteWorkload(const Config& cfg, Payloads& pl);
 void RdmaWorkload(const Config& cfg, Payloads& pl);
 void DeviceWorkload(const Config& cfg, Payloads& pl);
 
+// tls.cc: gets and puts over TLS against plain TCP, handshakes, the ACL check.
+void TlsWorkload(const Config& cfg, Payloads& pl);
+
 // erase.cc: entries with disk copies removed through a same-host daemon, batched (ERASE_MANY)
 // and key by key, against EraseMany in this process.
 void EraseWorkload(const Config& cfg);

@@ -62,10 +62,9 @@ std::string SubjectCn(X509* x) {
 // Waits for the socket as SSL asked (want read or write); false at the deadline.
 bool WaitFor(int fd, int ssl_error, Deadline deadline) {
   short ev = ssl_error == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
-  auto left = deadline == Deadline::max()
-                  ? std::chrono::milliseconds(-1)
-                  : std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now());
+  auto left = deadline == Deadline::max() ? std::chrono::milliseconds(-1)
+                                          : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                deadline - std::chrono::steady_clock::now());
   if (deadline != Deadline::max() && left.count() <= 0) return false;
   pollfd p{fd, ev, 0};
   int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
@@ -124,7 +123,8 @@ TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 Result<std::shared_ptr<TlsContext>> TlsContext::ForServer(const TlsOptions& o) {
   std::string why;
   if (o.cert.empty() || o.key.empty())
-    return Status::InvalidArgument("TLS needs both a certificate and a key (--tls-cert, --tls-key)");
+    return Status::InvalidArgument(
+        "TLS needs both a certificate and a key (--tls-cert, --tls-key)");
   if (!Readable(o.cert, &why)) return FileError("certificate", o.cert, why, "check --tls-cert");
   if (!Readable(o.key, &why)) return FileError("key", o.key, why, "check --tls-key");
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
@@ -155,11 +155,11 @@ Result<std::shared_ptr<TlsContext>> TlsContext::ForServer(const TlsOptions& o) {
                        "give the CA's PEM certificate");
     if (o.client_auth != ClientAuth::kNo) {
       SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(o.ca.c_str()));
-      SSL_CTX_set_verify(ctx,
-                         SSL_VERIFY_PEER | (o.client_auth == ClientAuth::kRequired
-                                                ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT
-                                                : 0),
-                         nullptr);
+      SSL_CTX_set_verify(
+          ctx,
+          SSL_VERIFY_PEER |
+              (o.client_auth == ClientAuth::kRequired ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
+          nullptr);
     }
   }
   X509* x = SSL_CTX_get0_certificate(ctx);
@@ -187,8 +187,9 @@ Result<std::shared_ptr<TlsContext>> TlsContext::ForClient(const TlsOptions& o) {
                        "give the CA's PEM certificate");
   }
   if (o.cert.empty() != o.key.empty())
-    return Status::InvalidArgument("a TLS client certificate needs its key and the key its "
-                                   "certificate: give both (cert and key) or neither");
+    return Status::InvalidArgument(
+        "a TLS client certificate needs its key and the key its "
+        "certificate: give both (cert and key) or neither");
   if (!o.cert.empty()) {
     if (!Readable(o.cert, &why)) return FileError("certificate", o.cert, why, "check the option");
     if (!Readable(o.key, &why)) return FileError("key", o.key, why, "check the option");
@@ -224,6 +225,7 @@ Result<std::unique_ptr<TlsSession>> TlsSession::Connect(std::shared_ptr<TlsConte
   if (!ssl) return Status::IOError("SSL_new: " + SslErrors("out of memory"));
   std::string names = ctx->options().server_name.empty() ? host : ctx->options().server_name;
   std::unique_ptr<TlsSession> s(new TlsSession(std::move(ctx), ssl, fd));
+  s->names_ = names;
   SSL_set_fd(ssl, fd);
   // Any one of the names (comma-separated) may be the one the certificate carries.
   std::stringstream in(names);
@@ -267,12 +269,14 @@ Status TlsSession::Handshake(bool server, Deadline deadline) {
     long v = SSL_get_verify_result(ssl_);
     std::string reason = SslErrors(e == SSL_ERROR_SYSCALL ? "the connection was closed" : "failed");
     if (v != X509_V_OK)
-      return Status::PermissionDenied(std::string("TLS: the ") + who + "'s certificate was refused: " +
-                                      X509_verify_cert_error_string(v) +
-                                      (server ? "" : " (check the CA you trust, the name you "
-                                                     "connect by and the certificate's dates)"));
-    if (server)
-      return Status::PermissionDenied("TLS handshake with the client failed: " + reason);
+      return Status::PermissionDenied(
+          std::string("TLS: the ") + who +
+          "'s certificate was refused: " + X509_verify_cert_error_string(v) +
+          (server ? ""
+                  : " (it must name " + names_ +
+                        ", be signed by the CA you trust and be "
+                        "within its dates)"));
+    if (server) return Status::PermissionDenied("TLS handshake with the client failed: " + reason);
     return Status::Unavailable("TLS handshake with the server failed: " + reason +
                                " (is it serving TLS? does it require a client certificate? "
                                "give cert and key)");
@@ -286,8 +290,8 @@ Status TlsSession::Handshake(bool server, Deadline deadline) {
   if (x && SSL_get_verify_result(ssl_) == X509_V_OK) {
     has_peer_ = true;
     peer_.cn = SubjectCn(x);
-    auto* names = static_cast<GENERAL_NAMES*>(
-        X509_get_ext_d2i(x, NID_subject_alt_name, nullptr, nullptr));
+    auto* names =
+        static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(x, NID_subject_alt_name, nullptr, nullptr));
     for (int i = 0; names && i < sk_GENERAL_NAME_num(names); ++i) {
       const GENERAL_NAME* g = sk_GENERAL_NAME_value(names, i);
       if (g->type != GEN_DNS) continue;
@@ -349,8 +353,8 @@ Status TlsSession::Write(const void* p, size_t n, const char* what, Deadline dea
   NoSigpipe no_sigpipe;
   ERR_clear_error();
   if (SSL_write_ex(ssl_, p, n, &put) == 1 && put == n) return Status::Ok();
-  return Status::Unavailable(std::string(what) + " stopped reading: TLS: " +
-                             SslErrors(std::strerror(errno)));
+  return Status::Unavailable(std::string(what) +
+                             " stopped reading: TLS: " + SslErrors(std::strerror(errno)));
 }
 
 Status TlsSession::Send(iovec* iov, int iovcnt, const char* what, Deadline deadline) {

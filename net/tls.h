@@ -113,6 +113,7 @@ class TlsSession {
   bool ktls_send_ = false, ktls_recv_ = false;
   bool has_peer_ = false;
   PeerIdentity peer_;
+  std::string names_;  // client: the names the server's certificate may carry
 };
 
 // Whether this kernel offers TLS to sockets at all (the `tls` upper-layer protocol), for

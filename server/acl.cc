@@ -41,13 +41,20 @@ std::vector<std::string> Split(std::string_view s, char sep) {
 Result<uint8_t> ParseRights(std::string_view text) {
   uint8_t rights = 0;
   for (const std::string& r : Split(text, ',')) {
-    if (r == "read") rights |= kRead;
-    else if (r == "write") rights |= kWrite;
-    else if (r == "admin") rights |= kAdmin;
-    else if (r == "all") rights |= kAll;
-    else return Status::InvalidArgument("right '" + r + "' is unknown: give read, write, admin or all");
+    if (r == "read")
+      rights |= kRead;
+    else if (r == "write")
+      rights |= kWrite;
+    else if (r == "admin")
+      rights |= kAdmin;
+    else if (r == "all")
+      rights |= kAll;
+    else
+      return Status::InvalidArgument("right '" + r +
+                                     "' is unknown: give read, write, admin or all");
   }
-  if (rights == 0) return Status::InvalidArgument("rights= names none: give read, write, admin or all");
+  if (rights == 0)
+    return Status::InvalidArgument("rights= names none: give read, write, admin or all");
   return rights;
 }
 
@@ -56,13 +63,15 @@ Status ParseWord(const std::string& word, Principal* p, std::vector<std::string>
                  uint8_t* rights) {
   size_t eq = word.find('=');
   if (eq == std::string::npos)
-    return Status::InvalidArgument("'" + word + "' is not KEY=VALUE (secret=, cert=, uid=, ns=, rights=)");
+    return Status::InvalidArgument("'" + word +
+                                   "' is not KEY=VALUE (secret=, cert=, uid=, ns=, rights=)");
   std::string k = word.substr(0, eq), v = word.substr(eq + 1);
   if (k == "secret") {
     std::array<uint8_t, 32> h;
     if (v.rfind("sha256:", 0) != 0 || !ParseHex32(std::string_view(v).substr(7), &h))
-      return Status::InvalidArgument("secret= takes sha256: and 64 hex digits, the secret's "
-                                     "hash (`printf %s SECRET | sha256sum`), never the secret");
+      return Status::InvalidArgument(
+          "secret= takes sha256: and 64 hex digits, the secret's "
+          "hash (`printf %s SECRET | sha256sum`), never the secret");
     p->secrets.push_back(h);
   } else if (k == "cert") {
     p->certs.push_back(v);
@@ -79,7 +88,8 @@ Status ParseWord(const std::string& word, Principal* p, std::vector<std::string>
     if (!r.ok()) return r.status();
     *rights = *r;
   } else {
-    return Status::InvalidArgument("'" + k + "' is unknown: give secret=, cert=, uid=, ns=, rights=");
+    return Status::InvalidArgument("'" + k +
+                                   "' is unknown: give secret=, cert=, uid=, ns=, rights=");
   }
   return Status::Ok();
 }
@@ -90,11 +100,13 @@ Status ParseLine(const std::string& line, std::vector<Principal>* out) {
   p.name = words[0];
   std::vector<std::string> globs;
   uint8_t rights = 0;
-  for (size_t i = 1; i < words.size(); ++i) EC_RETURN_IF_ERROR(ParseWord(words[i], &p, &globs, &rights));
+  for (size_t i = 1; i < words.size(); ++i)
+    EC_RETURN_IF_ERROR(ParseWord(words[i], &p, &globs, &rights));
   if (globs.empty() != (rights == 0))
     return Status::InvalidArgument("ns= and rights= go together: give both or neither");
   for (const std::string& g : globs) p.grants.push_back({g, rights});
-  auto same = std::find_if(out->begin(), out->end(), [&](const Principal& o) { return o.name == p.name; });
+  auto same =
+      std::find_if(out->begin(), out->end(), [&](const Principal& o) { return o.name == p.name; });
   if (same == out->end()) {
     out->push_back(std::move(p));
     return Status::Ok();
@@ -120,7 +132,8 @@ bool Principal::Allows(uint8_t right, std::string_view ns) const {
 }
 
 bool Principal::AllowsAny(uint8_t right) const {
-  return std::any_of(grants.begin(), grants.end(), [&](const Grant& g) { return g.rights & right; });
+  return std::any_of(grants.begin(), grants.end(),
+                     [&](const Grant& g) { return g.rights & right; });
 }
 
 bool Principal::AllowsEvery(uint8_t right) const {
@@ -142,8 +155,8 @@ std::string Principal::Grants() const {
 Result<std::shared_ptr<const Acl>> Acl::Load(const std::string& path) {
   auto text = safetensors::ReadFile(path);
   if (!text.ok())
-    return Status::InvalidArgument("ACL file " + path + " cannot be read: " +
-                                   text.status().message() + " (check --acl-file)");
+    return Status::InvalidArgument(
+        "ACL file " + path + " cannot be read: " + text.status().message() + " (check --acl-file)");
   return Parse(*text, path);
 }
 
@@ -157,7 +170,8 @@ Result<std::shared_ptr<const Acl>> Acl::Parse(std::string_view text, const std::
     std::replace(line.begin(), line.end(), '\t', ' ');
     if (line.find_first_not_of(' ') == std::string::npos) continue;
     Status st = ParseLine(line, &acl->principals_);
-    if (!st.ok()) return Status::InvalidArgument(source + ":" + std::to_string(n) + ": " + st.message());
+    if (!st.ok())
+      return Status::InvalidArgument(source + ":" + std::to_string(n) + ": " + st.message());
   }
   for (const Principal& p : acl->principals_)
     if (p.secrets.empty() && p.certs.empty() && p.uids.empty())
@@ -205,7 +219,8 @@ namespace {
 // A u16-length-prefixed string at the front of *body, as BodyWriter::Str wrote it.
 bool TakeStr(std::string_view* body, std::string_view* out) {
   if (body->size() < 2) return false;
-  const size_t n = static_cast<uint8_t>((*body)[0]) | static_cast<size_t>(static_cast<uint8_t>((*body)[1])) << 8;
+  const size_t n =
+      static_cast<uint8_t>((*body)[0]) | static_cast<size_t>(static_cast<uint8_t>((*body)[1])) << 8;
   if (body->size() < 2 + n) return false;
   *out = body->substr(2, n);
   body->remove_prefix(2 + n);
@@ -230,11 +245,21 @@ void PairsScope(std::string_view body, RequestScope* s) {
 RequestScope ScopeOf(Op op, std::string_view body) {
   RequestScope s;
   switch (op) {
-    case Op::kGet: case Op::kGetShm: case Op::kGetRdma: case Op::kPin: case Op::kGetDevice:
-    case Op::kGetShmMany: case Op::kGetShmStream: case Op::kPrefetch: case Op::kClaim:
+    case Op::kGet:
+    case Op::kGetShm:
+    case Op::kGetRdma:
+    case Op::kPin:
+    case Op::kGetDevice:
+    case Op::kGetShmMany:
+    case Op::kGetShmStream:
+    case Op::kPrefetch:
+    case Op::kClaim:
       s.right = kRead;
       break;
-    case Op::kPut: case Op::kErase: case Op::kPutShm: case Op::kPutDevice:
+    case Op::kPut:
+    case Op::kErase:
+    case Op::kPutShm:
+    case Op::kPutDevice:
       s.right = kWrite;
       break;
     case Op::kLookup:
@@ -248,13 +273,16 @@ RequestScope ScopeOf(Op op, std::string_view body) {
     case Op::kDevicePool:
       s.right = kRead;
       return s;
-    case Op::kPutArena: case Op::kPrepareDevicePuts:
+    case Op::kPutArena:
+    case Op::kPrepareDevicePuts:
       s.right = kWrite;
       return s;
     case Op::kList:  // only the namespaces granted are listed
       s.right = kAdmin;
       return s;
-    case Op::kStats: case Op::kVerify: case Op::kCompact:  // the whole server's
+    case Op::kStats:
+    case Op::kVerify:
+    case Op::kCompact:  // the whole server's
       s.right = kAdmin;
       s.every_namespace = true;
       return s;
@@ -262,8 +290,10 @@ RequestScope ScopeOf(Op op, std::string_view body) {
       return s;  // HELLO, RELEASE
   }
   std::string_view ns;  // the body's first field
-  if (!TakeStr(&body, &ns)) s.malformed = true;
-  else s.namespaces.push_back(ns);
+  if (!TakeStr(&body, &ns))
+    s.malformed = true;
+  else
+    s.namespaces.push_back(ns);
   return s;
 }
 

@@ -43,8 +43,8 @@ bool Gate::has_acl() const {
 
 bool Gate::remote_clients_provable() const {
   std::lock_guard<std::mutex> l(mu_);
-  const bool certs = tls_on_ && !opt_.tls->ca.empty() &&
-                     opt_.tls->client_auth == ClientAuth::kRequired;
+  const bool certs =
+      tls_on_ && !opt_.tls->ca.empty() && opt_.tls->client_auth == ClientAuth::kRequired;
   return !token_.empty() || acl_ || certs;
 }
 
@@ -58,7 +58,9 @@ std::string Gate::Describe() const {
              (opt_.tls->client_auth == ClientAuth::kRequired   ? "required"
               : opt_.tls->client_auth == ClientAuth::kOptional ? "optional"
                                                                : "not asked for");
-    out += std::string(", kTLS ") + (KernelHasTls() ? "where the cipher allows" : "off: this kernel has no tls module") + ")";
+    out += std::string(", kTLS ") +
+           (KernelHasTls() ? "where the cipher allows" : "off: this kernel has no tls module") +
+           ")";
   }
   if (acl_) out += (out.empty() ? "" : ", ") + std::to_string(acl_->size()) + " ACL principals";
   if (!token_.empty()) out += (out.empty() ? "" : ", ") + std::string("token required");
@@ -82,7 +84,8 @@ Status Gate::Secure(Stream* io, const std::string& peer, Deadline deadline) {
     const std::string body = ErrorBody(st);
     EncodeHeader({kVersion, Op::kError, 0, body.size()}, hdr);
     iovec iov[2] = {{hdr, kHeaderBytes}, {const_cast<char*>(body.data()), body.size()}};
-    SendAll(fd, iov, 2, "client", std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+    SendAll(fd, iov, 2, "client",
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
     if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kTls);
     spdlog::warn("refused a plain-TCP client from {} on the TLS port", peer);
     return st;
@@ -149,8 +152,7 @@ Result<Identity> Gate::Identify(const Stream& io, bool unix_socket, std::string_
     return own("local");
   }
   if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kPermission);
-  if (token.empty() && acl)
-    return Status::PermissionDenied(kNoPrincipal);
+  if (token.empty() && acl) return Status::PermissionDenied(kNoPrincipal);
   return Status::InvalidArgument(
       "wrong or missing token: this server requires the shared secret (ClientOptions::token)");
 }
@@ -197,7 +199,8 @@ Status Gate::Check(Identity* who, Op op, std::string_view body) {
   if (s.every_namespace)
     return p && p->AllowsEvery(s.right)
                ? Status::Ok()
-               : Refuse(who, s.right, "*", "the whole server (stats, verify and compact need ns=*)");
+               : Refuse(who, s.right, "*",
+                        "the whole server (stats, verify and compact need ns=*)");
   if (s.namespaces.empty())
     return p && p->AllowsAny(s.right) ? Status::Ok() : Refuse(who, s.right, "", "any namespace");
   for (std::string_view ns : s.namespaces) EC_RETURN_IF_ERROR(CheckNamespace(who, s.right, ns));

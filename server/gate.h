@@ -33,10 +33,10 @@
 namespace ecstore::net {
 
 struct GateOptions {
-  std::string token;               // an all-namespace principal named "token"
-  bool group_access = false;       // no token, no ACL: the server's group may connect too
-  std::optional<TlsOptions> tls;   // TLS on the TCP port
-  std::string acl_file;            // principals and their grants; empty: none
+  std::string token;                 // an all-namespace principal named "token"
+  bool group_access = false;         // no token, no ACL: the server's group may connect too
+  std::optional<TlsOptions> tls;     // TLS on the TCP port
+  std::string acl_file;              // principals and their grants; empty: none
   ServerMetrics* metrics = nullptr;  // told of each refusal
 };
 

@@ -249,7 +249,8 @@ class AclTest : public TlsTest {
         "encoder ns=a.* rights=read\n"
         "prefill cert=prefill ns=a.* rights=read\n"
         "ops     cert=ops     ns=*   rights=admin\n"
-        "bob     secret=" + SecretHash("bob-secret") + " ns=b.* rights=all\n");
+        "bob     secret=" +
+        SecretHash("bob-secret") + " ns=b.* rights=all\n");
     Serve(so);
   }
 };
@@ -303,7 +304,8 @@ TEST_F(AclTest, AnEditAppliesToTheNextRequest) {
   EXPECT_TRUE((*pre)->Lookup("c.model", "x").status().IsNotFound());
   WriteAcl("prefill cert=prefill ns=a.* rights=bogus\n");
   Status bad = server_->gate().ReloadAcl();
-  EXPECT_NE(bad.message().find(":1: right 'bogus' is unknown"), std::string::npos) << bad.ToString();
+  EXPECT_NE(bad.message().find(":1: right 'bogus' is unknown"), std::string::npos)
+      << bad.ToString();
   EXPECT_TRUE((*pre)->Lookup("c.model", "x").status().IsNotFound());  // the old one stays
 }
 
@@ -321,7 +323,9 @@ TEST_F(AclTest, FuzzedRequestsNeverSucceedOutsideTheirGrants) {
   std::vector<Who> who = {
       {"encoder", "", [&](char op, const std::string& ns) { return op != 's' && in_a(ns); }},
       {"prefill", "",
-       [&](char op, const std::string& ns) { return op != 'p' && op != 'e' && op != 's' && in_a(ns); }},
+       [&](char op, const std::string& ns) {
+         return op != 'p' && op != 'e' && op != 's' && in_a(ns);
+       }},
       {"ops", "", [&](char op, const std::string&) { return op == 's'; }},
       {"", "bob-secret", [&](char op, const std::string& ns) { return op != 's' && in_b(ns); }},
   };
