@@ -36,8 +36,8 @@ struct Pair {
 };
 
 // Each op of one size over both connections, alternated (which goes first alternates too).
-void TimeBoth(net::Client& plain, net::Client& tls, int rounds, const std::function<Status(
-              net::Client&, int round)>& op, uint64_t bytes, Pair* out) {
+void TimeBoth(net::Client& plain, net::Client& tls, int rounds,
+              const std::function<Status(net::Client&, int round)>& op, uint64_t bytes, Pair* out) {
   for (int r = -1; r < rounds; ++r)
     for (int k = 0; k < 2; ++k) {
       const bool tls_first = (r + k) % 2 != 0;
@@ -59,17 +59,25 @@ void SizeRows(net::Client& plain, net::Client& tls, int shape, int rounds, Paylo
   Pair get, put;
   if (Status st = plain.Put("bench", "tls-get", meta, {value.data(), value.size()}); !st.ok())
     Die(st, "tls put");
-  TimeBoth(plain, tls, rounds, [&](net::Client& c, int) {
-    return c.Get("bench", "tls-get", {dst.data(), dst.size()}).status();
-  }, bytes, &get);
+  TimeBoth(
+      plain, tls, rounds,
+      [&](net::Client& c, int) {
+        return c.Get("bench", "tls-get", {dst.data(), dst.size()}).status();
+      },
+      bytes, &get);
   // New keys each round, as an encoder saves new images (the pool evicts the oldest).
   int n = 0;
-  TimeBoth(plain, tls, rounds, [&](net::Client& c, int) {
-    return c.Put("bench", "tls-put-" + std::to_string(n++ % 8), meta, {value.data(), value.size()});
-  }, bytes, &put);
+  TimeBoth(
+      plain, tls, rounds,
+      [&](net::Client& c, int) {
+        return c.Put("bench", "tls-put-" + std::to_string(n++ % 8), meta,
+                     {value.data(), value.size()});
+      },
+      bytes, &put);
   const std::string w = std::string("tls_get_") + mb, wp = std::string("tls_put_") + mb;
   get.plain.Report(w.c_str(), "limit", "plain TCP loopback get of the same entry, same store");
-  get.tls.Report(w.c_str(), "ec-store-tls", "Client::Get over TLS 1.3 (userspace OpenSSL where kTLS is off)");
+  get.tls.Report(w.c_str(), "ec-store-tls",
+                 "Client::Get over TLS 1.3 (userspace OpenSSL where kTLS is off)");
   put.plain.Report(wp.c_str(), "limit", "plain TCP loopback put of the same bytes, same store");
   put.tls.Report(wp.c_str(), "ec-store-tls", "Client::Put over TLS 1.3");
   HoldToLimit(w, "ec-store-tls", w);
@@ -90,7 +98,8 @@ void HandshakeRows(const std::string& tcp, const std::string& tls, const net::Cl
       (t ? secure : plain).Add(s, 0);
     }
   plain.Report("tls_handshake", "limit", "TCP connect and HELLO on loopback");
-  secure.Report("tls_handshake", "ec-store-tls", "TCP connect, TLS 1.3 handshake (P-256) and HELLO");
+  secure.Report("tls_handshake", "ec-store-tls",
+                "TCP connect, TLS 1.3 handshake (P-256) and HELLO");
 }
 
 // Gate::Check of a GET under a principal among 100, each with two globs.
@@ -103,8 +112,11 @@ void AclRow(const std::string& dir) {
   FILE* f = std::fopen(path.c_str(), "w");
   std::fputs(text.c_str(), f);
   std::fclose(f);
-  auto gate = net::Gate::Make({.token = "", .group_access = false, .tls = std::nullopt,
-                               .acl_file = path, .metrics = nullptr});
+  auto gate = net::Gate::Make({.token = "",
+                               .group_access = false,
+                               .tls = std::nullopt,
+                               .acl_file = path,
+                               .metrics = nullptr});
   if (!gate.ok()) Die(gate.status(), "acl");
   auto acl = net::Acl::Load(path);
   net::Identity who{"p99", nullptr, *acl, (*acl)->ByName("p99"), 1};
@@ -138,8 +150,11 @@ void TlsWorkload(const Config& cfg, Payloads& pl) {
   net::ServerOptions so;
   so.listen = "127.0.0.1:0";
   auto plain_server = net::Server::Start(store->get(), so);
-  so.tls = net::TlsOptions{.cert = dir + "/pki/s.crt", .key = dir + "/pki/s.key", .ca = "",
-                           .client_auth = net::ClientAuth::kNo, .server_name = ""};
+  so.tls = net::TlsOptions{.cert = dir + "/pki/s.crt",
+                           .key = dir + "/pki/s.key",
+                           .ca = "",
+                           .client_auth = net::ClientAuth::kNo,
+                           .server_name = ""};
   auto tls_server = net::Server::Start(store->get(), so);
   if (!plain_server.ok() || !tls_server.ok()) Die(tls_server.status(), "tls servers");
   net::ClientOptions co;
@@ -147,8 +162,11 @@ void TlsWorkload(const Config& cfg, Payloads& pl) {
   const std::string tcp = "tcp://127.0.0.1:" + std::to_string((*plain_server)->port());
   const std::string tls = "tls://127.0.0.1:" + std::to_string((*tls_server)->port());
   net::ClientOptions to = co;
-  to.tls = net::TlsOptions{.cert = "", .key = "", .ca = dir + "/pki/ca.crt",
-                           .client_auth = net::ClientAuth::kNo, .server_name = ""};
+  to.tls = net::TlsOptions{.cert = "",
+                           .key = "",
+                           .ca = dir + "/pki/ca.crt",
+                           .client_auth = net::ClientAuth::kNo,
+                           .server_name = ""};
   auto pc = net::Client::Connect(tcp, co);
   auto tc = net::Client::Connect(tls, to);
   if (!pc.ok() || !tc.ok()) Die(tc.status(), "tls clients");

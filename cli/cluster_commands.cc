@@ -12,6 +12,7 @@
 
 #include "cli/flags.h"
 #include "cli/output.h"
+#include "cli/reach.h"
 #include "cluster/cluster_cache.h"
 #include "net/client.h"
 
@@ -19,7 +20,8 @@ namespace ecstore::cli {
 
 ClusterJoin PrepareJoin(const Globals& g, const ServeArgs& a, Store* store) {
   ClusterJoin j;
-  auto etcd = Check(cluster::EtcdClient::Parse(g.cluster, &j.name));
+  auto etcd = Check(
+      cluster::EtcdClient::Parse(g.cluster, &j.name, std::chrono::seconds(2), EtcdAccessOf(g)));
   j.id = Check(cluster::NodeId(g.dir, a.node_id));
   j.incarnation = Check(cluster::NextIncarnation(g.dir));
   j.rejoin = Check(cluster::CheckRejoin(etcd, j.name, j.id, j.incarnation - 1));
@@ -77,7 +79,8 @@ void CheckAdvertise(const Globals& g, const std::string& a_node_id, const std::s
 ClusterMembership JoinCluster(const Globals& g, const ServeArgs& a, const ClusterJoin& join,
                               const std::string& listen_host, uint16_t port, Store* store) {
   std::string name;
-  auto etcd = Check(cluster::EtcdClient::Parse(g.cluster, &name));
+  auto etcd =
+      Check(cluster::EtcdClient::Parse(g.cluster, &name, std::chrono::seconds(2), EtcdAccessOf(g)));
   cluster::NodeInfo self;
   self.id = join.id;
   if (!a.advertise.empty()) {
@@ -122,12 +125,14 @@ int ClusterStatusCommand(const Globals& g) {
     throw CliError("InvalidArgument: say which cluster: --cluster etcd://HOST:PORT/NAME");
   net::ClientOptions co = ClientOptionsOf(g);
   co.retries = 0;  // a node that does not answer is shown as such, not waited for twice
-  auto cache = Check(cluster::ClusterCache::Open(g.cluster, {.client = co}));
+  auto cache =
+      Check(cluster::ClusterCache::Open(g.cluster, {.client = co, .etcd = EtcdAccessOf(g)}));
   auto nodes = cache->StatsByNode();
   // Each node's lease: seconds left of the TTL it was granted ("-" where etcd cannot say).
   std::map<std::string, std::string> lease_left;
   std::string name;
-  auto etcd = Check(cluster::EtcdClient::Parse(g.cluster, &name));
+  auto etcd =
+      Check(cluster::EtcdClient::Parse(g.cluster, &name, std::chrono::seconds(2), EtcdAccessOf(g)));
   if (auto range = etcd.PrefixAt(cluster::NodesPrefix(name)); range.ok())
     for (size_t i = 0; i < range->kvs.size(); ++i)
       if (auto ttl = etcd.TimeToLive(range->leases[i]); ttl.ok())

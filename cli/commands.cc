@@ -210,6 +210,14 @@ void AddGlobals(CLI::App& app, Globals& g) {
   app.add_option("--tls-key", g.tls_key, "PEM private key of --tls-cert");
   app.add_option("--tls-server-name", g.tls_server_name,
                  "the name the server's certificate must carry (default: the host connected to)");
+  app.add_option("--etcd-ca", g.etcd_ca,
+                 "PEM CA the cluster's etcd (etcds://) is verified against");
+  app.add_option("--etcd-cert", g.etcd_cert,
+                 "PEM client certificate for an etcd with --client-cert-auth");
+  app.add_option("--etcd-key", g.etcd_key, "PEM key of --etcd-cert");
+  app.add_option("--etcd-user", g.etcd_user, "etcd user (etcdctl auth enable)");
+  app.add_option("--etcd-password-file", g.etcd_password_file,
+                 "file holding --etcd-user's password");
   app.add_option("--log-level", g.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();

@@ -16,6 +16,7 @@
 #include "base/safetensors.h"
 #include "cli/flags.h"
 #include "cli/output.h"
+#include "cli/reach.h"
 
 namespace ecstore::cli {
 namespace {
@@ -202,27 +203,6 @@ std::vector<EntryInfo> EvictionVictims(Cache& cache, const EvictArgs& a,
 
 }  // namespace
 
-std::string ClientToken(const Globals& g) {
-  if (g.token_file.empty()) {
-    const char* env = std::getenv("EC_STORE_TOKEN");
-    return env ? env : "";
-  }
-  std::string token = Check(safetensors::ReadFile(g.token_file));
-  if (size_t nl = token.find_first_of("\r\n"); nl != std::string::npos) token.resize(nl);
-  if (token.empty()) throw CliError("InvalidArgument: token file " + g.token_file + " is empty");
-  return token;
-}
-
-net::ClientOptions ClientOptionsOf(const Globals& g) {
-  net::ClientOptions co;
-  co.token = ClientToken(g);
-  co.timeout = std::chrono::milliseconds(Check(ParseDuration(g.timeout)) / 1000);
-  if (net::IsTlsAddress(g.server) || !g.tls_ca.empty())
-    co.tls = net::TlsOptions{
-        .cert = g.tls_cert, .key = g.tls_key, .ca = g.tls_ca, .server_name = g.tls_server_name};
-  return co;
-}
-
 bool IsTerminal(int fd) { return isatty(fd) == 1; }
 
 std::unique_ptr<Store> OpenStore(const Globals& g, Use use) {
@@ -264,6 +244,7 @@ Target Target::Open(const Globals& g, Use use) {
   if (!g.cluster.empty()) {
     cluster::ClusterOptions o;
     o.client = co;
+    o.etcd = EtcdAccessOf(g);
     o.replicas = g.replicas;
     t.cluster_ = Check(cluster::ClusterCache::Open(g.cluster, o));
     t.server_ = "cluster " + t.cluster_->name();

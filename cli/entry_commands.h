@@ -33,6 +33,9 @@ struct Globals {
   // TLS: serve's certificate and key, and the CA of client certificates; a client's CA to
   // trust, its own pair, and the server name to verify.
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  // etcd over TLS (etcds://) and etcd auth: its CA, this process's certificate and key, an
+  // etcd user and a file holding its password.
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
   std::string log_level = "warn";
   bool log_level_given = false;  // serve logs at info unless told
   std::string config;            // the config file read beneath the command line
@@ -41,11 +44,6 @@ struct Globals {
 // JSON output's indent: one object per line unless --pretty.
 inline int JsonIndent(const Globals& g) { return g.pretty ? 2 : -1; }
 
-// The shared secret: --token-file's first line, else EC_STORE_TOKEN, else none.
-std::string ClientToken(const Globals& g);
-// A client's options: the token, --timeout and, for a tls:// --server or with a --tls-ca,
-// TLS (--tls-ca, --tls-cert, --tls-key, --tls-server-name).
-net::ClientOptions ClientOptionsOf(const Globals& g);
 // True when stdout (fd 1) or stderr (fd 2) is a terminal: tables shorten keys and progress
 // is drawn only there.
 bool IsTerminal(int fd);

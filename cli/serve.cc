@@ -26,6 +26,7 @@
 #include "cli/flags.h"
 #include "cli/json_log.h"
 #include "cli/output.h"
+#include "cli/reach.h"
 #include "net/socket.h"
 #include "ops/http_endpoint.h"
 #include "ops/prometheus.h"

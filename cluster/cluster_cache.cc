@@ -39,7 +39,7 @@ ClusterCache::ClusterCache(std::string name, ClusterOptions o)
 Result<std::unique_ptr<ClusterCache>> ClusterCache::Open(const std::string& uri,
                                                          ClusterOptions options) {
   std::string name;
-  auto etcd = EtcdClient::Parse(uri, &name);
+  auto etcd = EtcdClient::Parse(uri, &name, std::chrono::seconds(2), options.etcd);
   if (!etcd.ok()) return etcd.status();
   if (options.replicas == 0) return Status::InvalidArgument("replicas must be at least 1");
   const auto idle = options.watch_idle;
@@ -516,8 +516,12 @@ std::vector<std::string> ClusterCache::Owners(std::string_view ns, std::string_v
 }
 
 ClusterCounters ClusterCache::counters() const {
-  return {routed_.load(), fallback_hits_.load(), unavailable_.load(),
-          watch_ ? watch_->changes() : 0, watch_ ? watch_->bad_records() : 0};
+  return {routed_.load(),
+          fallback_hits_.load(),
+          unavailable_.load(),
+          watch_ ? watch_->changes() : 0,
+          watch_ ? watch_->bad_records() : 0,
+          NodeLink::unproven()};
 }
 
 }  // namespace ecstore::cluster

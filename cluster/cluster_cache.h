@@ -62,7 +62,12 @@ class Client;
 namespace ecstore::cluster {
 
 struct ClusterOptions {
-  net::ClientOptions client;  // each node's connection: token, deadlines, retries, transport
+  // Each node's connection: token, deadlines, retries, transport. With `client.tls`, every
+  // node is reached over TLS and must prove the node id or the host its etcd record claims
+  // (its certificate names one); a node that cannot is skipped (a miss, logged once, and
+  // counted in counters().unproven_members).
+  net::ClientOptions client;
+  EtcdAccess etcd;  // etcds:// (TLS) and etcd auth
   // A put goes to the key's first `replicas` places (distinct hosts while there are enough);
   // a get reads the first of them that has it. At most the places the nodes keep (`keep`).
   size_t replicas = 1;
@@ -80,7 +85,8 @@ struct ClusterCounters {
   uint64_t fallback_hits = 0;  // misses at the owner found at the next choice
   uint64_t unavailable = 0;    // calls (per key) a dead or hung node answered with nothing
   uint64_t membership_changes = 0;
-  uint64_t bad_records = 0;  // records under the members' prefix that were not a node's
+  uint64_t bad_records = 0;       // records under the members' prefix that were not a node's
+  uint64_t unproven_members = 0;  // connections refused: a node's certificate named another
 };
 
 // A ClusterCache is a Cache with the memory and claims facets; admin runs on one node (ask

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "net/socket.h"
+#include "net/tls.h"
 
 namespace ecstore::cluster {
 
@@ -60,13 +61,18 @@ Result<std::string> FromBase64(std::string_view in) {
 }
 
 Result<EtcdClient> EtcdClient::Parse(const std::string& uri, std::string* name,
-                                     std::chrono::milliseconds timeout) {
-  const std::string scheme = "etcd://";
+                                     std::chrono::milliseconds timeout, EtcdAccess access) {
+  const bool etcds = uri.rfind("etcds://", 0) == 0;
+  const std::string scheme = etcds ? "etcds://" : "etcd://";
   const size_t slash = uri.find('/', scheme.size());
   if (uri.rfind(scheme, 0) != 0 || slash == std::string::npos || slash + 1 >= uri.size())
     return Status::InvalidArgument("cluster '" + uri +
-                                   "': write etcd://HOST:PORT[,HOST:PORT...]/NAME, e.g. "
-                                   "etcd://127.0.0.1:2379/prod");
+                                   "': write etcd://HOST:PORT[,HOST:PORT...]/NAME (etcds:// "
+                                   "over TLS), e.g. etcd://127.0.0.1:2379/prod");
+  if (access.cert.empty() != access.key.empty())
+    return Status::InvalidArgument(
+        "an etcd client certificate needs its key and the key its "
+        "certificate: give both or neither");
   *name = uri.substr(slash + 1);
   if (name->find('/') != std::string::npos)
     return Status::InvalidArgument("cluster name '" + *name + "' may not contain '/'");
@@ -87,24 +93,71 @@ Result<EtcdClient> EtcdClient::Parse(const std::string& uri, std::string* name,
     endpoints.push_back(hp);
     at = comma + 1;
   }
-  return EtcdClient(std::move(endpoints), timeout);
+  const bool tls = etcds || !access.ca.empty() || !access.cert.empty();
+  return EtcdClient(std::move(endpoints), timeout, std::move(access), tls);
+}
+
+std::unique_ptr<httplib::Client> EtcdClient::Http(const std::string& hp) {
+  auto c = std::make_unique<httplib::Client>((tls_ ? "https://" : "http://") + hp, access_.cert,
+                                             access_.key);
+  if (tls_) {
+    if (!access_.ca.empty()) c->set_ca_cert_path(access_.ca);
+    c->enable_server_certificate_verification(true);
+  }
+  if (!auth_token_.empty()) c->set_default_headers({{"Authorization", auth_token_}});
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout_).count();
+  const auto usecs =
+      std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count() % 1000000;
+  c->set_connection_timeout(secs, usecs);
+  c->set_read_timeout(secs, usecs);
+  c->set_write_timeout(secs, usecs);
+  return c;
+}
+
+Status EtcdClient::Authenticate() {
+  auth_token_.clear();
+  bool unused = false;
+  auto r = CallOnce("/v3/auth/authenticate",
+                    json{{"name", access_.user}, {"password", access_.password}}.dump(), &unused);
+  if (!r.ok()) return r.status();
+  auto j = json::parse(*r, nullptr, false);
+  if (j.is_discarded() || !j.contains("token"))
+    return Status::PermissionDenied("etcd refused user '" + access_.user + "': " + *r);
+  auth_token_ = j["token"].get<std::string>();
+  return Status::Ok();
 }
 
 Result<std::string> EtcdClient::Call(const std::string& path, const std::string& body) {
+  if (!access_.user.empty() && auth_token_.empty()) EC_RETURN_IF_ERROR(Authenticate());
+  bool auth_failed = false;
+  auto r = CallOnce(path, body, &auth_failed);
+  if (!auth_failed || access_.user.empty()) return r;
+  EC_RETURN_IF_ERROR(Authenticate());  // the token expired: once more with a new one
+  return CallOnce(path, body, &auth_failed);
+}
+
+Result<std::string> EtcdClient::CallOnce(const std::string& path, const std::string& body,
+                                         bool* auth_failed) {
   std::string last = "no endpoint";
+  net::ScopedNoSigpipe no_sigpipe;  // https: OpenSSL writes with write(2)
   for (const std::string& hp : endpoints_) {
-    const size_t colon = hp.rfind(':');
-    httplib::Client c(hp.substr(0, colon), std::stoi(hp.substr(colon + 1)));
-    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout_).count();
-    const auto usecs =
-        std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count() % 1000000;
-    c.set_connection_timeout(secs, usecs);
-    c.set_read_timeout(secs, usecs);
-    c.set_write_timeout(secs, usecs);
-    auto res = c.Post(path.c_str(), body, "application/json");
+    auto c = Http(hp);
+    auto res = c->Post(path.c_str(), body, "application/json");
     if (!res) {
       last = hp + ": " + httplib::to_string(res.error());
+      if (tls_ && res.error() == httplib::Error::SSLServerVerification)
+        last +=
+            " (the etcd server's certificate is not signed by the CA given, or does not "
+            "name " +
+            hp + ")";
       continue;
+    }
+    if (res->status == 401 || res->body.find("invalid auth token") != std::string::npos ||
+        res->body.find("user name is empty") != std::string::npos) {
+      *auth_failed = true;
+      return Status::PermissionDenied("etcd " + hp + path + " refused this client: " + res->body +
+                                      " (give an etcd user and password, or a client "
+                                      "certificate etcd accepts)");
     }
     if (res->status != 200) return Status::Unavailable("etcd " + hp + path + ": " + res->body);
     return res->body;
@@ -253,10 +306,9 @@ Status EtcdClient::Watch(const std::string& prefix, int64_t from_revision,
                          const std::function<void(const Event&)>& on_event, WatchCancel* cancel,
                          std::chrono::milliseconds idle) {
   const std::string hp = endpoints_[watch_at_ % endpoints_.size()];
-  const size_t colon = hp.rfind(':');
-  httplib::Client c(hp.substr(0, colon), std::stoi(hp.substr(colon + 1)));
-  const auto connect = std::chrono::duration_cast<std::chrono::microseconds>(timeout_).count();
-  c.set_connection_timeout(connect / 1000000, connect % 1000000);
+  if (!access_.user.empty() && auth_token_.empty()) EC_RETURN_IF_ERROR(Authenticate());
+  auto http = Http(hp);
+  httplib::Client& c = *http;
   // A stream idle this long is watched again (a peer that vanished without a reset).
   const auto quiet = std::chrono::duration_cast<std::chrono::microseconds>(idle).count();
   c.set_read_timeout(quiet / 1000000, quiet % 1000000);
@@ -290,6 +342,7 @@ Status EtcdClient::Watch(const std::string& prefix, int64_t from_revision,
   }
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
+  net::ScopedNoSigpipe no_sigpipe;
   const bool sent = c.send(req, res, err);
   bool cancelled;
   {
@@ -301,6 +354,7 @@ Status EtcdClient::Watch(const std::string& prefix, int64_t from_revision,
   if (!failed.ok()) return failed;
   if (err == httplib::Error::Read) return Status::Ok();  // idle (or gone): watch again
   ++watch_at_;                                           // the next watch tries the next endpoint
+  auth_token_.clear();  // and authenticates again, in case the token is what expired
   if (!sent) return Status::Unavailable("etcd " + hp + " watch: " + httplib::to_string(err));
   return Status::Unavailable("etcd " + hp + " closed the watch");
 }

@@ -8,6 +8,12 @@
 //   etcd->Put("/ec-store/prod/nodes/a", value, *lease);
 //   etcd->KeepAlive(*lease);                  // well within the TTL, again and again
 //
+// An etcd run as production etcds are (https, --client-cert-auth, `etcdctl auth enable`) is
+// reached with "etcds://" and EtcdAccess: the CA it is verified against, this client's
+// certificate and key, and an etcd user and password (a token is asked for once and again
+// when etcd says it expired; with a client certificate and no user, etcd takes the
+// certificate's CN as the user).
+//
 // Thread rules: one thread at a time per EtcdClient (each call opens its own connection to
 // the first endpoint that answers).
 #pragma once
@@ -16,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,11 +36,18 @@ class Client;
 
 namespace ecstore::cluster {
 
+struct EtcdAccess {
+  std::string ca, cert, key;   // TLS (https): any of them, or an etcds:// address, turns it on
+  std::string user, password;  // etcd auth
+};
+
 class EtcdClient {
  public:
-  // "etcd://HOST:PORT[,HOST:PORT...]/NAME": the endpoints, and the cluster's name in *name.
+  // "etcd://HOST:PORT[,HOST:PORT...]/NAME" (or "etcds://" over TLS): the endpoints, and the
+  // cluster's name in *name.
   static Result<EtcdClient> Parse(const std::string& uri, std::string* name,
-                                  std::chrono::milliseconds timeout = std::chrono::seconds(2));
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(2),
+                                  EtcdAccess access = {});
   const std::vector<std::string>& endpoints() const { return endpoints_; }
 
   Result<int64_t> GrantLease(std::chrono::seconds ttl);
@@ -95,14 +109,27 @@ class EtcdClient {
                std::chrono::milliseconds idle);
 
  private:
-  EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout)
-      : endpoints_(std::move(endpoints)), timeout_(timeout) {}
+  EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout,
+             EtcdAccess access, bool tls)
+      : endpoints_(std::move(endpoints)),
+        timeout_(timeout),
+        access_(std::move(access)),
+        tls_(tls) {}
   // POSTs `body` (JSON) to `path` at the first endpoint that answers; the reply's JSON text.
+  // With a user, authenticated (again once where etcd says the token is no longer valid).
   Result<std::string> Call(const std::string& path, const std::string& body);
+  Result<std::string> CallOnce(const std::string& path, const std::string& body, bool* auth_failed);
+  // A client of endpoint `hp` (https with the CA and certificate where TLS is on), with
+  // the auth token where there is one.
+  std::unique_ptr<httplib::Client> Http(const std::string& hp);
+  Status Authenticate();
 
   std::vector<std::string> endpoints_;
   std::chrono::milliseconds timeout_;
-  size_t watch_at_ = 0;  // the endpoint Watch uses
+  EtcdAccess access_;
+  bool tls_ = false;
+  std::string auth_token_;  // etcd's, while it lasts
+  size_t watch_at_ = 0;     // the endpoint Watch uses
 };
 
 // Base64 as etcd's JSON gateway writes keys and values.

@@ -38,11 +38,25 @@ class NodeLink::Leases : public ReadLease::Releaser {
   }
 };
 
+namespace {
+std::atomic<uint64_t> g_unproven{0};
+
+// Over TLS the node proves the id or the host its record claims: whoever can write a
+// record cannot also present a certificate the CA signed for that name.
+net::ClientOptions ProvingItsName(net::ClientOptions o, const NodeInfo& info) {
+  if (o.tls && o.tls->server_name.empty())
+    o.tls->server_name = info.id + "," + info.tcp.substr(0, info.tcp.rfind(':'));
+  return o;
+}
+}  // namespace
+
+uint64_t NodeLink::unproven() { return g_unproven.load(); }
+
 NodeLink::NodeLink(NodeInfo info, std::string cluster, net::ClientOptions options,
                    std::chrono::milliseconds down_for)
     : info_(std::move(info)),
       cluster_(std::move(cluster)),
-      options_(std::move(options)),
+      options_(ProvingItsName(std::move(options), info_)),
       down_for_(down_for) {}
 
 NodeLink::~NodeLink() = default;
@@ -74,12 +88,23 @@ Status NodeLink::Reach(std::unique_lock<std::mutex>* l, const Registered& regist
   // too, so that a call costs one deadline.
   Result<std::unique_ptr<net::Client>> c = Status::Unavailable("not connected");
   const auto t0 = std::chrono::steady_clock::now();
-  auto use = net::ChooseTransport({.same_host = SameHost(info_), .shm = !info_.unix_path.empty()},
-                                  options_.transport);
+  // Over TLS never a record's unix socket: nothing there proves the node.
+  auto use = net::ChooseTransport(
+      {.same_host = SameHost(info_), .shm = !info_.unix_path.empty() && !options_.tls},
+      options_.transport);
   if (use.ok() && *use == net::TransportKind::kShm)
     c = net::Client::Connect("unix:" + info_.unix_path, options_);
   const bool hung = !c.ok() && std::chrono::steady_clock::now() - t0 >= options_.timeout / 2;
-  if (!c.ok() && !hung) c = net::Client::Connect("tcp://" + info_.tcp, options_);
+  if (!c.ok() && !hung)
+    c = net::Client::Connect((options_.tls ? "tls://" : "tcp://") + info_.tcp, options_);
+  if (!c.ok() && c.status().IsPermissionDenied() && options_.tls &&
+      c.status().message().find("certificate") != std::string::npos) {
+    ++g_unproven;
+    MarkDown(Status::PermissionDenied("it cannot prove it is node " + info_.id + ": " +
+                                      c.status().message()));
+    return Status::Unavailable("cluster node " + info_.id + " at " + info_.tcp +
+                               " did not prove its name; nothing was sent to it");
+  }
   if (!c.ok()) {
     MarkDown(c.status());
     return Status::Unavailable("cluster node " + info_.id + ": " + c.status().message());

@@ -36,6 +36,9 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
            std::chrono::milliseconds down_for);
   ~NodeLink();
   const NodeInfo& info() const { return info_; }
+  // Connections refused in this process because a node's TLS certificate did not name the
+  // node id or host its record claims.
+  static uint64_t unproven();
 
   // Holds the link's mutex in *l with its connection made; Unavailable at once while the
   // node is marked down, or when it cannot be reached (then marked down). A node that does

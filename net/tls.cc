@@ -71,38 +71,11 @@ bool WaitFor(int fd, int ssl_error, Deadline deadline) {
   return rc != 0;
 }
 
-// OpenSSL writes to its socket with write(2), not send(MSG_NOSIGNAL): a peer that has gone
-// would raise SIGPIPE and end the process. The signal is blocked in this thread for the call
-// and, if it came, taken before the mask is restored (as libcurl does).
-class NoSigpipe {
- public:
-  NoSigpipe() {
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, &old_);
-  }
-  ~NoSigpipe() {
-    sigset_t pipe, pending;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    sigpending(&pending);
-    if (!was_pending_ && sigismember(&pending, SIGPIPE)) {
-      const timespec zero{0, 0};
-      sigtimedwait(&pipe, nullptr, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  NoSigpipe(const NoSigpipe&) = delete;
-  NoSigpipe& operator=(const NoSigpipe&) = delete;
-
- private:
-  sigset_t old_;
-  bool was_pending_ = false;
-};
+bool IsIpAddress(const std::string& name) {
+  in6_addr a6;
+  in_addr a4;
+  return inet_pton(AF_INET, name.c_str(), &a4) == 1 || inet_pton(AF_INET6, name.c_str(), &a6) == 1;
+}
 
 }  // namespace
 
@@ -225,26 +198,34 @@ Result<std::unique_ptr<TlsSession>> TlsSession::Connect(std::shared_ptr<TlsConte
   if (!ssl) return Status::IOError("SSL_new: " + SslErrors("out of memory"));
   std::string names = ctx->options().server_name.empty() ? host : ctx->options().server_name;
   std::unique_ptr<TlsSession> s(new TlsSession(std::move(ctx), ssl, fd));
-  s->names_ = names;
   SSL_set_fd(ssl, fd);
-  // Any one of the names (comma-separated) may be the one the certificate carries.
+  // Any one of the names (comma-separated: DNS names or IP addresses) may be the one the
+  // certificate carries. OpenSSL's own check would ask for a host and an IP both where both
+  // are given, so the names are checked here, once the chain is verified and before any
+  // byte of ours is sent.
+  std::vector<std::string> list;
   std::stringstream in(names);
-  bool first = true;
-  for (std::string name; std::getline(in, name, ',');) {
-    if (name.empty()) continue;
-    in6_addr a6;
-    in_addr a4;
-    bool ip = inet_pton(AF_INET, name.c_str(), &a4) == 1 || inet_pton(AF_INET6, name.c_str(), &a6);
-    if (ip) {
-      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
-    } else {
-      if (first) SSL_set_tlsext_host_name(ssl, name.c_str());
-      (first ? SSL_set1_host : SSL_add1_host)(ssl, name.c_str());
-      first = false;
+  for (std::string name; std::getline(in, name, ',');)
+    if (!name.empty()) list.push_back(name);
+  for (const std::string& name : list)
+    if (!IsIpAddress(name)) {
+      SSL_set_tlsext_host_name(ssl, name.c_str());  // SNI: the first DNS name
+      break;
     }
-  }
   EC_RETURN_IF_ERROR(s->Handshake(false, deadline));
-  return s;
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  for (const std::string& name : list)
+    if (cert &&
+        (IsIpAddress(name) ? X509_check_ip_asc(cert, name.c_str(), 0)
+                           : X509_check_host(cert, name.c_str(), name.size(), 0, nullptr)) == 1)
+      return s;
+  return Status::PermissionDenied(
+      "TLS: the server's certificate was refused: hostname mismatch: it "
+      "names none of " +
+      names +
+      " (connect by a name it carries, or "
+      "set the server name; in a cluster it must name the node id or "
+      "the address the node's record claims)");
 }
 
 // Non-blocking for the handshake alone, so the deadline bounds it; blocking afterwards, as
@@ -252,7 +233,7 @@ Result<std::unique_ptr<TlsSession>> TlsSession::Connect(std::shared_ptr<TlsConte
 Status TlsSession::Handshake(bool server, Deadline deadline) {
   const int flags = fcntl(fd_, F_GETFL);
   fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
-  NoSigpipe no_sigpipe;
+  ScopedNoSigpipe no_sigpipe;
   int rc;
   for (;;) {
     ERR_clear_error();
@@ -272,10 +253,7 @@ Status TlsSession::Handshake(bool server, Deadline deadline) {
       return Status::PermissionDenied(
           std::string("TLS: the ") + who +
           "'s certificate was refused: " + X509_verify_cert_error_string(v) +
-          (server ? ""
-                  : " (it must name " + names_ +
-                        ", be signed by the CA you trust and be "
-                        "within its dates)"));
+          (server ? "" : " (it must be signed by the CA you trust and be within its dates)"));
     if (server) return Status::PermissionDenied("TLS handshake with the client failed: " + reason);
     return Status::Unavailable("TLS handshake with the server failed: " + reason +
                                " (is it serving TLS? does it require a client certificate? "
@@ -310,7 +288,7 @@ const char* TlsSession::cipher() const { return SSL_get_cipher_name(ssl_); }
 
 Status TlsSession::Recv(void* buf, size_t n, const char* what, Deadline deadline) {
   auto* p = static_cast<uint8_t*>(buf);
-  NoSigpipe no_sigpipe;  // a read may answer the peer (an alert, a key update)
+  ScopedNoSigpipe no_sigpipe;  // a read may answer the peer (an alert, a key update)
   while (n > 0) {
     if (SSL_pending(ssl_) == 0 && deadline != Deadline::max() &&
         !WaitFor(fd_, SSL_ERROR_WANT_READ, deadline))
@@ -350,7 +328,7 @@ Status TlsSession::Write(const void* p, size_t n, const char* what, Deadline dea
   if (deadline != Deadline::max() && !WaitFor(fd_, SSL_ERROR_WANT_WRITE, deadline))
     return Status::Unavailable(std::string(what) + " did not take the whole reply in time");
   size_t put = 0;
-  NoSigpipe no_sigpipe;
+  ScopedNoSigpipe no_sigpipe;
   ERR_clear_error();
   if (SSL_write_ex(ssl_, p, n, &put) == 1 && put == n) return Status::Ok();
   return Status::Unavailable(std::string(what) +
@@ -373,6 +351,28 @@ Status TlsSession::Send(iovec* iov, int iovcnt, const char* what, Deadline deadl
     EC_RETURN_IF_ERROR(Write(p, iov[i].iov_len, what, deadline));
   }
   return Write(small.data(), small.size(), what, deadline);
+}
+
+ScopedNoSigpipe::ScopedNoSigpipe() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  sigset_t pending;
+  sigpending(&pending);
+  was_pending_ = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &old_);
+}
+
+ScopedNoSigpipe::~ScopedNoSigpipe() {
+  sigset_t pipe, pending;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  sigpending(&pending);
+  if (!was_pending_ && sigismember(&pending, SIGPIPE)) {
+    const timespec zero{0, 0};
+    sigtimedwait(&pipe, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
 }
 
 bool KernelHasTls() {

@@ -14,6 +14,7 @@
 // at a time, as its socket is.
 #pragma once
 
+#include <signal.h>
 #include <sys/uio.h>
 
 #include <chrono>
@@ -113,7 +114,21 @@ class TlsSession {
   bool ktls_send_ = false, ktls_recv_ = false;
   bool has_peer_ = false;
   PeerIdentity peer_;
-  std::string names_;  // client: the names the server's certificate may carry
+};
+
+// OpenSSL writes to its socket with write(2), not send(MSG_NOSIGNAL): a peer that has gone
+// would raise SIGPIPE and end the process. While one of these lives, SIGPIPE is blocked in
+// this thread, and one that came is taken before the mask is restored (as libcurl does).
+class ScopedNoSigpipe {
+ public:
+  ScopedNoSigpipe();
+  ~ScopedNoSigpipe();
+  ScopedNoSigpipe(const ScopedNoSigpipe&) = delete;
+  ScopedNoSigpipe& operator=(const ScopedNoSigpipe&) = delete;
+
+ private:
+  sigset_t old_;
+  bool was_pending_ = false;
 };
 
 // Whether this kernel offers TLS to sockets at all (the `tls` upper-layer protocol), for

@@ -454,10 +454,20 @@ def _tls_options(uri: str, tls) -> dict | None:
     return {k: str(v) for k, v in tls.items() if v is not None}
 
 
+def _etcd_options(etcd) -> dict:
+    keys = ("ca", "cert", "key", "user", "password")
+    if etcd is None:
+        return {}
+    unknown = sorted(set(etcd) - set(keys)) if isinstance(etcd, dict) else ["?"]
+    if unknown:
+        raise InvalidArgument(f"etcd={etcd!r}: give a dict with keys {', '.join(keys)}")
+    return {k: str(v) for k, v in etcd.items() if v is not None}
+
+
 def connect(uri: str, *, token: str | None = None, transport: str = "auto",
             timeout: float = 5.0, retries: int = 1, put_arena: bool = True,
             connect_timeout: float | None = None, replicas: int = 1,
-            tls: bool | dict | None = None) -> Cache:
+            tls: bool | dict | None = None, etcd: dict | None = None) -> Cache:
     """Connects to an `ec-store serve` daemon: "tcp://host:port", "host:port",
     "tls://host:port" or "unix:/dir/serve.sock"; or to a cluster of them,
     "etcd://host:port[,host:port]/NAME": each call goes to its key's owner (a node that does
@@ -472,11 +482,15 @@ def connect(uri: str, *, token: str | None = None, transport: str = "auto",
     (a client certificate, for a server that asks for one) and "server_name" (the name the
     server's certificate must carry; default the host), makes the connection TLS; a tls://
     address does too. Through a cluster every node is reached so, and a node's certificate
-    must name its node id or its address."""
+    must name its node id or its address.
+
+    etcd= reaches a cluster's etcd run with TLS ("etcds://" addresses) and auth: a dict of
+    "ca", "cert", "key", "user" and "password"."""
     if not 1 <= replicas <= 16:
         raise InvalidArgument(f"replicas={replicas!r}: write 1 to 16")
-    if replicas != 1 and not uri.startswith("etcd://"):
+    if replicas != 1 and not uri.startswith(("etcd://", "etcds://")):
         raise InvalidArgument(f"replicas={replicas} is for a cluster (etcd://HOST:PORT/NAME); "
                               f"{uri!r} is one daemon")
     return Cache(_ecstore.connect(uri, token or "", transport, timeout, retries, put_arena,
-                                  connect_timeout or 0.0, replicas, _tls_options(uri, tls)))
+                                  connect_timeout or 0.0, replicas, _tls_options(uri, tls),
+                                  _etcd_options(etcd)))

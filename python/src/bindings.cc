@@ -25,6 +25,7 @@
 #include "cache/stats_json.h"
 #include "cuda/cuda.h"
 #include "net/client.h"
+#include "python/src/client_options.h"
 #include "python/src/entries.h"
 #include "store/store.h"
 
@@ -375,7 +376,8 @@ class PyCache {
            ",\"fallback_hits\":" + std::to_string(k.fallback_hits) +
            ",\"unavailable\":" + std::to_string(k.unavailable) +
            ",\"membership_changes\":" + std::to_string(k.membership_changes) +
-           ",\"bad_records\":" + std::to_string(k.bad_records) + "}";
+           ",\"bad_records\":" + std::to_string(k.bad_records) +
+           ",\"unproven_members\":" + std::to_string(k.unproven_members) + "}";
   }
   // The ids of the key's first n choices in a cluster, best first (its owner first).
   std::vector<std::string> owners(const std::string& ns, const std::string& key, size_t n) {
@@ -505,26 +507,15 @@ std::unique_ptr<PyCache> Open(const std::string& dir, uint64_t pool_bytes,
 std::unique_ptr<PyCache> Connect(const std::string& uri, const std::string& token,
                                  const std::string& transport, double timeout_s, int retries,
                                  bool put_arena, double connect_timeout_s, size_t replicas,
-                                 const std::optional<std::map<std::string, std::string>>& tls) {
-  net::ClientOptions o;
-  if (tls) {  // keys checked by ecstore.connect
-    o.tls.emplace();
-    auto at = [&](const char* k) { return tls->count(k) ? tls->at(k) : std::string(); };
-    o.tls->ca = at("ca");
-    o.tls->cert = at("cert");
-    o.tls->key = at("key");
-    o.tls->server_name = at("server_name");
-  }
-  o.put_arena = put_arena;
-  o.token = token;
-  o.transport = Check(net::ParseTransportKind(transport));
-  o.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  o.connect_timeout = std::chrono::milliseconds(static_cast<int64_t>(connect_timeout_s * 1000));
-  o.retries = retries;
+                                 const std::optional<std::map<std::string, std::string>>& tls,
+                                 const std::map<std::string, std::string>& etcd) {
+  net::ClientOptions o =
+      ToClientOptions(token, transport, timeout_s, retries, put_arena, connect_timeout_s, tls);
   nb::gil_scoped_release nogil;
-  if (uri.rfind("etcd://", 0) == 0) {  // a cluster: each node reached with these options
+  if (uri.rfind("etcd://", 0) == 0 || uri.rfind("etcds://", 0) == 0) {  // a cluster
     cluster::ClusterOptions co;
-    co.client = o;
+    co.client = o;  // each node reached with these options
+    co.etcd = ToEtcdAccess(etcd);
     co.replicas = replicas;
     return std::make_unique<PyCache>(Check(cluster::ClusterCache::Open(uri, co)));
   }
@@ -578,7 +569,7 @@ void BindFunctions(nb::module_& m) {
         "eviction_policy"_a = "freq");
   m.def("connect", &Connect, "uri"_a, "token"_a = "", "transport"_a = "auto", "timeout_s"_a = 5.0,
         "retries"_a = 1, "put_arena"_a = true, "connect_timeout_s"_a = 0.0, "replicas"_a = 1,
-        "tls"_a = nb::none());
+        "tls"_a = nb::none(), "etcd"_a = std::map<std::string, std::string>());
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ def test_refused_clients_are_told_why(tls_daemon):
         ecstore.connect(tls_daemon["tcp"], retries=0)
     with pytest.raises(ecstore.PermissionDenied, match="no principal"):
         ecstore.connect(tls_daemon["tls"], tls=tls_opts(tls_daemon, "stranger"), retries=0)
-    with pytest.raises(ecstore.PermissionDenied, match="hostname mismatch .*must name node-2"):
+    with pytest.raises(ecstore.PermissionDenied, match="hostname mismatch: it names none of node-2"):
         ecstore.connect(tls_daemon["tls"], retries=0,
                         tls=dict(tls_opts(tls_daemon, "encoder"), server_name="node-2"))
     with pytest.raises(ecstore.InvalidArgument, match="unknown keys"):
