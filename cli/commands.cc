@@ -324,6 +324,8 @@ void AddServeTrustOptions(CLI::App* serve, ServeArgs& a) {
       ->add_option("--tls-auth-clients", a.tls_auth_clients,
                    "with --tls-ca: required (default), optional or no client certificates")
       ->check(CLI::IsMember({"required", "optional", "no"}));
+  serve->add_option("--metrics-token-file", a.metrics_token_file,
+                    "file holding a bearer token /metrics requires (Authorization: Bearer ...)");
   serve->add_option("--acl-file", a.acl_file,
                     "principals and their rights per namespace (docs/security.md); reloaded at "
                     "SIGHUP");

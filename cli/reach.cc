@@ -12,7 +12,8 @@ namespace {
 std::string FirstLine(const std::string& path, const char* flag) {
   std::string text = Check(safetensors::ReadFile(path));
   if (size_t nl = text.find_first_of("\r\n"); nl != std::string::npos) text.resize(nl);
-  if (text.empty()) throw CliError(std::string("InvalidArgument: ") + flag + " " + path + " is empty");
+  if (text.empty())
+    throw CliError(std::string("InvalidArgument: ") + flag + " " + path + " is empty");
   return text;
 }
 }  // namespace
@@ -37,7 +38,8 @@ net::ClientOptions ClientOptionsOf(const Globals& g) {
 
 cluster::EtcdAccess EtcdAccessOf(const Globals& g) {
   cluster::EtcdAccess a{g.etcd_ca, g.etcd_cert, g.etcd_key, g.etcd_user, ""};
-  if (!g.etcd_password_file.empty()) a.password = FirstLine(g.etcd_password_file, "--etcd-password-file");
+  if (!g.etcd_password_file.empty())
+    a.password = FirstLine(g.etcd_password_file, "--etcd-password-file");
   if (!a.user.empty() && a.password.empty() && a.cert.empty())
     throw CliError("InvalidArgument: --etcd-user needs its password: give --etcd-password-file");
   return a;

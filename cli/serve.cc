@@ -128,6 +128,7 @@ void Reload(const std::function<Result<Settings>()>& reread, net::Server* server
   same("--tls-ca", w.tls_ca, g.tls_ca);
   same("--tls-auth-clients", v.tls_auth_clients, a.tls_auth_clients);
   same("--acl-file", v.acl_file, a.acl_file);
+  same("--metrics-token-file", v.metrics_token_file, a.metrics_token_file);
   std::string list;
   for (const auto& f : fixed) list += (list.empty() ? "" : ", ") + f;
   spdlog::info("SIGHUP: log level {}, slow requests over {}, token, ACL and TLS pair reloaded",
@@ -242,9 +243,15 @@ void LogStartup(const Store& store, const StoreStats& s, double open_secs) {
 
 // The operator endpoint, up first: /healthz and /readyz answer during recovery. Its degraded
 // line says when the node is not in its cluster's ring as itself.
-std::unique_ptr<ops::HttpEndpoint> StartHttp(const ServeArgs& a, Lifecycle& life,
+std::unique_ptr<ops::HttpEndpoint> StartHttp(const Globals& g, const ServeArgs& a, Lifecycle& life,
                                              std::atomic<cluster::Registration*>& registered) {
   if (a.metrics_listen.empty()) return nullptr;
+  ops::HttpSecurity security{g.tls_cert, g.tls_key, ""};
+  if (!a.metrics_token_file.empty()) {
+    Globals token_only;
+    token_only.token_file = a.metrics_token_file;
+    security.metrics_token = ClientToken(token_only);
+  }
   auto http = Check(ops::HttpEndpoint::Start(
       a.metrics_listen,
       {[&] { return life.Metrics(); }, [&] { return life.Health(); }, [&] { return life.Ready(); },
@@ -254,9 +261,12 @@ std::unique_ptr<ops::HttpEndpoint> StartHttp(const ServeArgs& a, Lifecycle& life
                     ? "not registered in its cluster (etcd unreachable, or its id held by "
                       "another node): serving, registering again"
                     : "";
-       }}));
-  spdlog::info("metrics on http://{}:{}/metrics (and /healthz, /readyz)",
-               a.metrics_listen.substr(0, a.metrics_listen.rfind(':')), http->port());
+       }},
+      security));
+  spdlog::info("metrics on {}://{}:{}/metrics{} (and /healthz, /readyz)",
+               http->https() ? "https" : "http",
+               a.metrics_listen.substr(0, a.metrics_listen.rfind(':')), http->port(),
+               security.metrics_token.empty() ? "" : " (bearer token required)");
   return http;
 }
 
@@ -365,7 +375,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   // In a cluster: a member once it serves; it leaves first when it stops.
   ClusterMembership member;
   std::atomic<cluster::Registration*> registered{nullptr};  // for /healthz's thread
-  std::unique_ptr<ops::HttpEndpoint> http = StartHttp(a, life, registered);
+  std::unique_ptr<ops::HttpEndpoint> http = StartHttp(g, a, life, registered);
   spdlog::info("ec-store {} opening {}", EC_STORE_VERSION, g.dir);
   auto t0 = std::chrono::steady_clock::now();
   auto store = OpenStore(g, Use::kServe);

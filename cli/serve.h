@@ -26,6 +26,7 @@ struct ServeArgs {
   int check_put_pieces = -1;
   std::string tls_auth_clients;  // with a CA: required (the default), optional, no
   std::string acl_file;
+  std::string metrics_token_file;  // /metrics asks for this bearer token
 };
 
 // What `serve` was started with; read again at SIGHUP.

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include "net/protocol.h"
 #include "net/socket.h"
 
 namespace ecstore::ops {
@@ -20,13 +21,28 @@ void Answer(httplib::Response& res, const Status& st, const std::string& degrade
 }  // namespace
 
 Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& listen,
-                                                          HttpHandlers handlers) {
+                                                          HttpHandlers handlers,
+                                                          const HttpSecurity& security) {
   auto hp = net::ParseHostPort(listen);
   if (!hp.ok())
     return Status::InvalidArgument("bad metrics address '" + listen +
                                    "': " + hp.status().message() + "; give HOST:PORT");
+  const bool https = !security.cert.empty();
+  if (!https && !net::IsLoopback(hp->host))
+    return Status::InvalidArgument("the operator port on " + hp->host +
+                                   " (not a loopback address) needs https: give --tls-cert and "
+                                   "--tls-key, or listen on 127.0.0.1");
   std::unique_ptr<HttpEndpoint> e(new HttpEndpoint());
-  e->server_ = std::make_unique<httplib::Server>();
+  e->https_ = https;
+  if (https) {
+    auto ssl = std::make_unique<httplib::SSLServer>(security.cert.c_str(), security.key.c_str());
+    if (!ssl->is_valid())
+      return Status::InvalidArgument("the operator port cannot use certificate " + security.cert +
+                                     " and key " + security.key + " (check --tls-cert, --tls-key)");
+    e->server_ = std::move(ssl);
+  } else {
+    e->server_ = std::make_unique<httplib::Server>();
+  }
   auto& svr = *e->server_;
   // A scrape is answered in microseconds: the threads are for clients that are slow to send
   // or read, each bounded by the timeouts, so that a few of them cannot hold every thread
@@ -36,7 +52,16 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& lis
   svr.set_write_timeout(std::chrono::seconds(2));
   svr.set_keep_alive_timeout(2);
   svr.set_keep_alive_max_count(16);
-  svr.Get("/metrics", [h = handlers](const httplib::Request&, httplib::Response& res) {
+  svr.Get("/metrics", [h = handlers, token = security.metrics_token](const httplib::Request& req,
+                                                                     httplib::Response& res) {
+    if (!token.empty() &&
+        !net::SameToken(req.get_header_value("Authorization"), "Bearer " + token)) {
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Bearer");
+      res.set_content("/metrics needs Authorization: Bearer <the --metrics-token-file secret>\n",
+                      "text/plain");
+      return;
+    }
     res.set_content(h.metrics(), "text/plain; version=0.0.4; charset=utf-8");
   });
   svr.Get("/healthz", [h = handlers](const httplib::Request&, httplib::Response& res) {

@@ -29,11 +29,22 @@ struct HttpHandlers {
   std::function<std::string()> degraded;
 };
 
+// Who may read the operator port: over https with the data port's certificate and key, and
+// /metrics only with `Authorization: Bearer <metrics_token>` where one is set (/healthz and
+// /readyz stay open: probes carry no secret). Plain http only on a loopback address.
+struct HttpSecurity {
+  std::string cert, key;
+  std::string metrics_token;
+};
+
 class HttpEndpoint {
  public:
-  // listen: "HOST:PORT" (port 0: any free port).
+  // listen: "HOST:PORT" (port 0: any free port). InvalidArgument for plain http on an
+  // address that is not loopback.
   static Result<std::unique_ptr<HttpEndpoint>> Start(const std::string& listen,
-                                                     HttpHandlers handlers);
+                                                     HttpHandlers handlers,
+                                                     const HttpSecurity& security = {});
+  bool https() const { return https_; }
   ~HttpEndpoint();
   uint16_t port() const { return port_; }
   void Stop();  // idempotent
@@ -43,6 +54,7 @@ class HttpEndpoint {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   uint16_t port_ = 0;
+  bool https_ = false;
 };
 
 }  // namespace ecstore::ops

@@ -19,9 +19,10 @@ std::string JsonBody(const std::string& js) {
 }  // namespace
 
 Result<std::string> AnswerStats(Store* store, uint64_t connections, uint64_t client_leases,
-                                const std::string& transport,
-                                const std::string& server_transports) {
+                                const std::string& transport, const std::string& server_transports,
+                                const std::string& tls_json) {
   nlohmann::json extra{{"transport", transport}, {"server_transports", server_transports}};
+  if (!tls_json.empty()) extra["tls"] = nlohmann::json::parse(tls_json, nullptr, false);
   auto stats = store->Stats();
   if (!stats.ok()) return stats.status();
   stats->connections = connections;

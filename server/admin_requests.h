@@ -13,9 +13,11 @@
 namespace ecstore::net {
 
 // The STATS_OK body (u32 length + JSON): the store's one schema, with the server's live
-// connections and client leases, and the transport of the asking connection and the server's.
+// connections and client leases, the transport of the asking connection and the server's,
+// and where TLS is on, its JSON object (Gate::TlsJson) as "tls".
 Result<std::string> AnswerStats(Store* store, uint64_t connections, uint64_t client_leases,
-                                const std::string& transport, const std::string& server_transports);
+                                const std::string& transport, const std::string& server_transports,
+                                const std::string& tls_json = "");
 // The VERIFY_OK or COMPACT_OK body (u32 length + JSON) for `op`, logged as asked by `peer`.
 Result<std::string> AnswerAdmin(Store* store, Op op, const std::string& peer);
 

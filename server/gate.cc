@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 namespace ecstore::net {
 namespace {
@@ -96,6 +97,12 @@ Status Gate::Secure(Stream* io, const std::string& peer, Deadline deadline) {
     spdlog::warn("TLS handshake with {} failed: {}", peer, session.status().message());
     return session.status();
   }
+  ++sessions_;
+  if ((*session)->ktls_send()) ++ktls_send_;
+  if ((*session)->ktls_recv()) ++ktls_recv_;
+  spdlog::debug("TLS with {}: {} {}, kTLS send {}, receive {}", peer, (*session)->version(),
+                (*session)->cipher(), (*session)->ktls_send() ? "on" : "off",
+                (*session)->ktls_recv() ? "on" : "off");
   io->SetTls(std::move(session).value());
   return Status::Ok();
 }
@@ -238,6 +245,52 @@ Status Gate::ReloadTls() {
   std::lock_guard<std::mutex> l(mu_);
   tls_ctx_ = std::move(ctx).value();
   return Status::Ok();
+}
+
+namespace {
+// The later modification time of the certificate and key files, in ns (0: unreadable).
+int64_t PairMtime(const TlsOptions& o) {
+  struct stat a {
+  }, b{};
+  if (stat(o.cert.c_str(), &a) != 0 || stat(o.key.c_str(), &b) != 0) return 0;
+  auto ns = [](const struct stat& s) {
+    return static_cast<int64_t>(s.st_mtim.tv_sec) * 1000000000 + s.st_mtim.tv_nsec;
+  };
+  return std::max(ns(a), ns(b));
+}
+}  // namespace
+
+void Gate::ReloadTlsIfChanged() {
+  if (!tls_on_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - looked_at_ < std::chrono::seconds(1)) return;
+  looked_at_ = now;
+  const int64_t m = PairMtime(*opt_.tls);
+  if (pair_mtime_ == 0) pair_mtime_ = m;  // the pair Make loaded
+  if (m == 0 || m == pair_mtime_ || m == failed_mtime_) return;
+  if (Status st = ReloadTls(); !st.ok()) {
+    failed_mtime_ = m;  // said once; a later change is tried again
+    spdlog::error("the TLS certificate files changed but do not load, the old pair stays: {}",
+                  st.message());
+    return;
+  }
+  pair_mtime_ = m;
+  spdlog::info("the TLS certificate files changed: new connections get {} (valid until {})",
+               tls_context()->subject(), tls_context()->not_after());
+}
+
+std::string Gate::TlsJson(const TlsSession* session) const {
+  if (!tls_on_) return "";
+  std::string out = "{\"sessions\":" + std::to_string(sessions_.load()) +
+                    ",\"ktls_send\":" + std::to_string(ktls_send_.load()) +
+                    ",\"ktls_recv\":" + std::to_string(ktls_recv_.load()) +
+                    ",\"kernel_tls\":" + (KernelHasTls() ? "true" : "false");
+  if (session)
+    out += std::string(",\"this_connection\":{\"version\":\"") + session->version() +
+           "\",\"cipher\":\"" + session->cipher() +
+           "\",\"ktls_send\":" + (session->ktls_send() ? "true" : "false") +
+           ",\"ktls_recv\":" + (session->ktls_recv() ? "true" : "false") + "}";
+  return out + "}";
 }
 
 std::shared_ptr<TlsContext> Gate::tls_context() const {

@@ -79,6 +79,12 @@ class Gate {
   Status ReloadTls();  // the certificate and key as a pair; on failure the old pair stays
   // The TLS context new connections get (null: TLS off).
   std::shared_ptr<TlsContext> tls_context() const;
+  // Reloads the pair where its files changed since it was loaded (looked at no more than
+  // once a second): a rotation needs no SIGHUP. A pair that does not load is logged once.
+  void ReloadTlsIfChanged();
+  // For STATS: TLS sessions made, how many had kTLS per direction, and `session`'s own
+  // version, cipher and kTLS (empty where TLS is off).
+  std::string TlsJson(const TlsSession* session) const;
 
  private:
   explicit Gate(GateOptions o) : opt_(std::move(o)) {}
@@ -92,6 +98,10 @@ class Gate {
   std::shared_ptr<const Acl> acl_;       // GUARDED_BY(mu_)
   std::shared_ptr<TlsContext> tls_ctx_;  // GUARDED_BY(mu_)
   std::atomic<uint64_t> acl_generation_{1};
+  std::atomic<uint64_t> sessions_{0}, ktls_send_{0}, ktls_recv_{0};
+  std::chrono::steady_clock::time_point looked_at_{};  // acceptor thread only
+  int64_t pair_mtime_ = 0;                             // acceptor thread only: the loaded pair's
+  int64_t failed_mtime_ = 0;                           // acceptor thread only: logged as bad
   std::mutex logged_mu_;
   std::set<std::string> logged_;  // GUARDED_BY(logged_mu_): principal, right, namespace
 };

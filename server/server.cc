@@ -178,6 +178,7 @@ void Server::AcceptLoop() {
       std::lock_guard<std::mutex> l(mu_);
       live = ReapLocked();
     }
+    gate_->ReloadTlsIfChanged();
     pollfd p[2] = {{listen_fd_.get(), POLLIN, 0}, {shm_ ? shm_->listener() : -1, POLLIN, 0}};
     if (poll(p, shm_ ? 2 : 1, 200) <= 0) continue;
     bool shm = shm_ && (p[1].revents & POLLIN);
@@ -457,7 +458,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kStats: {
       // The store's one schema, plus how this connection and this server move data.
       auto body = AnswerStats(store_, connections_.load(), leases_held_.load(),
-                              c->shm ? "shm" : "tcp", transport());
+                              c->shm ? "shm" : "tcp", transport(), gate_->TlsJson(c->io.tls()));
       return body.ok() ? SendFrame(c->io, Op::kStatsOk, h.request_id, *body)
                        : reply_error(body.status());
     }

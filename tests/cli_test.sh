@@ -421,13 +421,21 @@ for n in server:node-1 next:node-1-next reader:reader; do
 done
 cp $P/server.crt $P/live.crt && cp $P/server.key $P/live.key
 printf 'reader cert=reader ns=cli* rights=read\n' >acl.txt
+echo metrics-secret >metrics.token
 $EC --dir "$T/tls" --tls-cert $P/live.crt --tls-key $P/live.key --tls-ca $P/ca.crt serve \
-  --listen 127.0.0.1:0 --acl-file acl.txt >tls.out 2>tls.err &
+  --listen 127.0.0.1:0 --acl-file acl.txt --metrics-listen 127.0.0.1:0 \
+  --metrics-token-file metrics.token >tls.out 2>tls.err &
 LSRV=$!
 for _ in $(seq 50); do grep -q "port" tls.out 2>/dev/null && break; sleep 0.1; done
 LPORT=$(sed -n 's/.*(port \([0-9]*\).*/\1/p' tls.out)
 LR=(--server tls://127.0.0.1:$LPORT --tls-ca $P/ca.crt --tls-cert $P/reader.crt --tls-key $P/reader.key)
 check "the start-up log says TLS is on and whether kTLS is" grep -q "kTLS" tls.err
+MPORT=$(sed -n 's/.*metrics port \([0-9]*\).*/\1/p' tls.out)
+check "the operator port speaks https with the same certificate, /metrics with the bearer token" \
+  bash -c "curl -sf --cacert $P/ca.crt -H 'Authorization: Bearer metrics-secret' https://127.0.0.1:$MPORT/metrics | grep -q ecstore_refused_requests_total"
+check "/metrics without the token is 401" test "$(curl -s -o /dev/null -w '%{http_code}' --cacert $P/ca.crt https://127.0.0.1:$MPORT/metrics)" = 401
+check "/healthz needs no token" bash -c "curl -sf --cacert $P/ca.crt https://127.0.0.1:$MPORT/healthz | grep -q ok"
+expect_error "needs https" $EC --dir "$T/tls2" serve --listen 127.0.0.1:0 --metrics-listen 0.0.0.0:0
 expect_error "requires TLS" $EC --server 127.0.0.1:$LPORT stats
 expect_error "may not write namespace 'cli1'" $EC "${LR[@]}" put --namespace cli1 k1 big.safetensors
 expect_error "may not read namespace 'other'" $EC "${LR[@]}" get --namespace other k1 -o /dev/null

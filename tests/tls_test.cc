@@ -237,6 +237,32 @@ TEST_F(TlsTest, RotationUnderLoadFailsNoRequest) {
   EXPECT_EQ(server_->gate().tls_context()->subject(), "node-1-next");
 }
 
+// A rotation needs no signal: the acceptor notices the files changed. STATS says what TLS
+// this connection has.
+TEST_F(TlsTest, ChangedCertificateFilesAreReloadedWithoutASignal) {
+  std::filesystem::copy_file(pki_->Path("server.crt"), dir_.sub("live.crt"));
+  std::filesystem::copy_file(pki_->Path("server.key"), dir_.sub("live.key"));
+  ServerOptions so;
+  so.tls = Files(dir_.sub("live.crt"), dir_.sub("live.key"), pki_->ca());
+  Serve(so);
+  auto c = Connect(pki_->Client("encoder"));
+  ASSERT_TRUE(c.ok());
+  auto stats = (*c)->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  pki_->Issue("next", "node-1-next", "DNS:localhost,IP:127.0.0.1");
+  std::filesystem::copy_file(pki_->Path("next.crt"), dir_.sub("live.crt"),
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(pki_->Path("next.key"), dir_.sub("live.key"),
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_TRUE(
+      testing::WaitFor([&] { return server_->gate().tls_context()->subject() == "node-1-next"; },
+                       std::chrono::milliseconds(5000)));
+  EXPECT_TRUE(Connect(pki_->Client("encoder")).ok());
+  EXPECT_TRUE((*c)->Lookup("ns", "none").status().IsNotFound());  // the open one keeps its session
+  EXPECT_NE(server_->gate().TlsJson(nullptr).find("\"sessions\":2"), std::string::npos)
+      << server_->gate().TlsJson(nullptr);
+}
+
 class AclTest : public TlsTest {
  protected:
   void ServeWithAcl() {
