@@ -93,6 +93,18 @@ bool PeerIdentity::Names(const std::string& name) const {
 
 TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
+// TLS 1.2 at least, and kTLS where the kernel and the cipher allow it.
+Result<std::shared_ptr<TlsContext>> TlsContext::Make(bool server, const TlsOptions& o) {
+  SSL_CTX* ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+  if (!ctx) return Status::IOError("SSL_CTX_new: " + SslErrors("out of memory"));
+  std::shared_ptr<TlsContext> c(new TlsContext(ctx, o));
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+#ifdef SSL_OP_ENABLE_KTLS
+  SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
+#endif
+  return c;
+}
+
 Result<std::shared_ptr<TlsContext>> TlsContext::ForServer(const TlsOptions& o) {
   std::string why;
   if (o.cert.empty() || o.key.empty())
@@ -100,13 +112,10 @@ Result<std::shared_ptr<TlsContext>> TlsContext::ForServer(const TlsOptions& o) {
         "TLS needs both a certificate and a key (--tls-cert, --tls-key)");
   if (!Readable(o.cert, &why)) return FileError("certificate", o.cert, why, "check --tls-cert");
   if (!Readable(o.key, &why)) return FileError("key", o.key, why, "check --tls-key");
-  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  if (!ctx) return Status::IOError("SSL_CTX_new: " + SslErrors("out of memory"));
-  std::shared_ptr<TlsContext> c(new TlsContext(ctx, o));
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-#ifdef SSL_OP_ENABLE_KTLS
-  SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
-#endif
+  auto made = Make(true, o);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<TlsContext> c = std::move(made).value();
+  SSL_CTX* ctx = c->ctx_;
   if (SSL_CTX_use_certificate_chain_file(ctx, o.cert.c_str()) != 1)
     return FileError("certificate", o.cert, "is not a PEM certificate: " + SslErrors("unreadable"),
                      "give the PEM file openssl wrote");
@@ -143,13 +152,10 @@ Result<std::shared_ptr<TlsContext>> TlsContext::ForServer(const TlsOptions& o) {
 
 Result<std::shared_ptr<TlsContext>> TlsContext::ForClient(const TlsOptions& o) {
   std::string why;
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  if (!ctx) return Status::IOError("SSL_CTX_new: " + SslErrors("out of memory"));
-  std::shared_ptr<TlsContext> c(new TlsContext(ctx, o));
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-#ifdef SSL_OP_ENABLE_KTLS
-  SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
-#endif
+  auto made = Make(false, o);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<TlsContext> c = std::move(made).value();
+  SSL_CTX* ctx = c->ctx_;
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   if (o.ca.empty()) {
     SSL_CTX_set_default_verify_paths(ctx);

@@ -65,6 +65,7 @@ class TlsContext {
 
  private:
   TlsContext(SSL_CTX* ctx, TlsOptions o) : ctx_(ctx), opt_(std::move(o)) {}
+  static Result<std::shared_ptr<TlsContext>> Make(bool server, const TlsOptions& o);
   SSL_CTX* ctx_;
   const TlsOptions opt_;
   std::string subject_, not_after_;

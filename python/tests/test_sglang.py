@@ -352,3 +352,26 @@ def test_only_sglangs_encoder_server_creates_a_global_cache_backend():
     callers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                      if "EmbeddingStoreFactory.create_backend(" in p.read_text(errors="replace"))
     assert callers == ["srt/disaggregation/encoder/server.py"], callers
+
+
+def test_a_tls_daemon_with_scoped_principals_serves_sglang(tls_daemon, monkeypatch):
+    """EC_STORE_URL=tls://... with EC_STORE_TLS_*: the encoder's certificate writes the
+    test* namespaces; a certificate that may only read gets misses, never an exception."""
+    pki = tls_daemon["pki"]
+    monkeypatch.setenv("EC_STORE_URL", tls_daemon["tls"])
+    monkeypatch.setenv("EC_STORE_NAMESPACE", "test-sglang")
+    monkeypatch.setenv("EC_STORE_TLS_CA", str(pki / "ca.crt"))
+    monkeypatch.setenv("EC_STORE_TLS_CERT", str(pki / "encoder.crt"))
+    monkeypatch.setenv("EC_STORE_TLS_KEY", str(pki / "encoder.key"))
+    enc = EmbeddingStoreFactory.create_backend("ecstore")
+    a = embedding(5, 300)
+    assert enc.batch_put(["a"], [a.data_ptr()], [nbytes(a)]) == [True]
+    monkeypatch.setenv("EC_STORE_TLS_CERT", str(pki / "prefill.crt"))
+    monkeypatch.setenv("EC_STORE_TLS_KEY", str(pki / "prefill.key"))
+    pre = EmbeddingStoreFactory.create_backend("ecstore")
+    got = torch.empty_like(a)
+    assert pre.batch_get(["a"], [got.data_ptr()], [nbytes(a)]) == [True]
+    assert torch.equal(got, a)
+    b = embedding(6, 300)
+    assert pre.batch_put(["b"], [b.data_ptr()], [nbytes(b)]) == [False]  # read-only: refused
+    assert not enc.batch_is_exist(["b"])[0]
