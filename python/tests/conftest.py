@@ -157,7 +157,7 @@ def tls_daemon(tmp_path):
     """A daemon serving TLS with an ACL: "encoder" (its certificate) reads and writes
     namespaces test*, "prefill" only reads them, "ops" may read the stats; client
     certificates are optional, so a client without one proves itself by its secret (here
-    "bob-secret": b* only). Yields its tls:// URI, the PKI directory and the ACL file."""
+    "bob-secret": b* only); over the unix socket this user is "local", who reads test*. Yields its tls:// URI, the PKI directory and the ACL file."""
     import hashlib
 
     pki = make_pki(tmp_path / "pki", "encoder", "prefill", "ops", "stranger")
@@ -166,9 +166,10 @@ def tls_daemon(tmp_path):
     acl.write_text("encoder cert=encoder ns=test* rights=read,write\n"
                    "prefill cert=prefill ns=test* rights=read\n"
                    "ops     cert=ops     ns=*     rights=admin\n"
-                   f"bob     secret=sha256:{bob} ns=b* rights=all\n")
+                   f"bob     secret=sha256:{bob} ns=b* rights=all\n"
+                   f"local   uid={os.getuid()} ns=test* rights=read\n")
     for d in _serve(tmp_path, "--tls-cert", str(pki / "server.crt"), "--tls-key",
                     str(pki / "server.key"), "--tls-ca", str(pki / "ca.crt"),
                     "--tls-auth-clients", "optional", "--acl-file", str(acl)):
-        yield {"tls": d["tcp"].replace("tcp://", "tls://"), "tcp": d["tcp"], "pki": pki,
-               "acl": acl, "dir": d["dir"]}
+        yield {"tls": d["tcp"].replace("tcp://", "tls://"), "tcp": d["tcp"], "unix": d["unix"],
+               "pki": pki, "acl": acl, "dir": d["dir"]}

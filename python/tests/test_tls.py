@@ -35,6 +35,17 @@ def test_tls_puts_and_gets_are_byte_exact_and_each_principal_keeps_to_its_grants
     assert ecstore.connect(tls_daemon["tls"], tls=tls_opts(tls_daemon, "ops")).stats()
 
 
+def test_a_same_host_user_is_the_principal_its_uid_names(tls_daemon):
+    enc = ecstore.connect(tls_daemon["tls"], tls=tls_opts(tls_daemon, "encoder"))
+    x = np.arange(1000, dtype=np.uint8)
+    enc.put("test.model", "img", x)
+    local = ecstore.connect(tls_daemon["unix"])
+    assert local.transport == "shm"
+    assert np.array_equal(local.get("test.model", "img"), x)
+    with pytest.raises(ecstore.PermissionDenied, match="principal 'local' may not write"):
+        local.put("test.model", "mine", x)
+
+
 def test_refused_clients_are_told_why(tls_daemon):
     with pytest.raises(ecstore.InvalidArgument, match="requires TLS"):
         ecstore.connect(tls_daemon["tcp"], retries=0)
