@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #ifdef EC_HAVE_SYSTEMD
@@ -270,6 +271,30 @@ std::unique_ptr<ops::HttpEndpoint> StartHttp(const Globals& g, const ServeArgs& 
   return http;
 }
 
+// Each connection may hold a socket, a put arena's memfd and device imports; the store and
+// the listeners hold a few hundred more. The soft limit is raised to what --max-connections
+// needs (up to the hard limit), and where even that is short, said at start with the
+// remedy -- not found out at the 1,000th client as a refusal.
+void FitOpenFilesLimit(size_t max_connections) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t need = static_cast<rlim_t>(max_connections) * 2 + 256;
+  if (lim.rlim_cur >= need) return;
+  const rlim_t was = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? need : std::min(need, lim.rlim_max);
+  if (setrlimit(RLIMIT_NOFILE, &lim) != 0) lim.rlim_cur = was;
+  if (lim.rlim_cur >= need) {
+    spdlog::info("open-files limit raised from {} to {} for --max-connections {}", was,
+                 lim.rlim_cur, max_connections);
+    return;
+  }
+  spdlog::warn(
+      "the open-files limit is {} (hard {}): about {} clients can connect, not the "
+      "--max-connections {}; raise it (LimitNOFILE={} in the unit, or `ulimit -n {}`)",
+      lim.rlim_cur, lim.rlim_max, lim.rlim_cur > 256 ? (lim.rlim_cur - 256) / 2 : 0,
+      max_connections, need, need);
+}
+
 // The daemon's server options from the command line.
 net::ServerOptions ServerOptionsOf(const Globals& g, const ServeArgs& a, const std::string& token) {
   net::ServerOptions so;
@@ -371,6 +396,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
                    "--token-file FILE (or set EC_STORE_TOKEN), --acl-file FILE, or --tls-cert, "
                    "--tls-key and --tls-ca (client certificates required)");
   sigset_t stop = BlockStopSignalsAndSetUpLogs(g, a);
+  FitOpenFilesLimit(a.max_connections);
   Lifecycle life;
   // In a cluster: a member once it serves; it leaves first when it stops.
   ClusterMembership member;

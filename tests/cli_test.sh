@@ -407,6 +407,24 @@ expect_error "wrong or missing token" $EC $TR stats
 check "a refused token is logged with the peer's address" grep -q "refused a client from 127.0.0.1:" tok.err
 kill -TERM $TSRV; wait $TSRV
 
+# The open-files limit: raised at start to what --max-connections needs, or the shortfall said.
+HARD=$(ulimit -Hn)
+CASES=("300 300:about 22 clients can connect")
+if [ "$HARD" = unlimited ] || [ "$HARD" -ge 2304 ]; then
+  CASES+=("512 $HARD:raised from 512 to 2304")
+else
+  echo "skip - raising the open-files limit: the hard limit here is $HARD, under 2304"
+fi
+for lim in "${CASES[@]}"; do
+  soft=${lim%% *}; rest=${lim#* }; hard=${rest%%:*}; want=${rest#*:}
+  (ulimit -Sn "$soft"; ulimit -Hn "$hard"
+   exec $EC --dir "$T/nofile" serve --listen 127.0.0.1:0 --max-connections 1024 >nofile.out 2>nofile.err) &
+  NSRV=$!
+  for _ in $(seq 50); do grep -q "port" nofile.out 2>/dev/null && break; sleep 0.1; done
+  check "open files $soft/$hard: $want" grep -q "$want" nofile.err
+  kill -TERM $NSRV; wait $NSRV || true
+done
+
 # TLS and an ACL from the command line (docs/security.md's steps): a certificate the
 # client's CA signed, a principal per client certificate, rotation and ACL edits at SIGHUP.
 P="$T/pki" && mkdir -p "$P"
