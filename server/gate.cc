@@ -129,7 +129,9 @@ Result<Identity> Gate::Identify(const Stream& io, bool unix_socket, std::string_
     who.principal = who.own.get();
     return who;
   };
-  if (!secret.empty()) {
+  // A secret where the server asks for none (no token, no ACL) proves nothing and costs
+  // nothing: such a client is let in as any other local user would be.
+  if (!secret.empty() && (!token.empty() || acl)) {
     if (!token.empty() && SameToken(std::string(secret), token)) return own("token");
     if (acl)
       if (const Principal* p = acl->BySecret(secret)) return found(p);

@@ -389,6 +389,18 @@ TEST_F(AclTest, FuzzedRequestsNeverSucceedOutsideTheirGrants) {
   EXPECT_GT(allowed, 60);
 }
 
+// A client that sends a token to a server that asks for none (EC_STORE_TOKEN set for
+// another daemon) is served as a local user, as before principals existed.
+TEST_F(TlsTest, ASecretSentToAServerThatAsksForNoneIsIgnored) {
+  Serve(ServerOptions{});
+  ClientOptions co;
+  co.token = "for-another-daemon";
+  co.retries = 0;
+  auto c = Client::Connect("tcp://127.0.0.1:" + std::to_string(server_->port()), co);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE((*c)->Lookup("ns", "absent").status().IsNotFound());
+}
+
 TEST(Acl, ParsesGrantsAndSaysWhereAFileIsWrong) {
   auto acl = Acl::Parse("x cert=x ns=m.*,n rights=read,write # comment\nx uid=5\n", "t");
   ASSERT_TRUE(acl.ok()) << acl.status().ToString();
