@@ -21,7 +21,8 @@ namespace {
   std::fprintf(
       stderr,
       "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,erase,"
-      "mixed_gpu,remote,tls,rdma,device,policy,index,alloc,cluster] [--rdma-addr IP] [--dir DIR] "
+      "mixed_gpu,remote,tls,conns,rdma,device,policy,index,alloc,cluster] [--rdma-addr IP] [--dir "
+      "DIR] "
       "[--json FILE] "
       "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf] [--watermarks H,L] "
       "[--drift EVERY,STEP]\n");
@@ -103,9 +104,9 @@ Config ParseArgs(int argc, char** argv) {
     }
     flag->second(argv[++i], &cfg);
   }
-  const std::set<std::string> known = {"put",    "get_hot",   "get_disk", "spill",   "mixed",
-                                       "remote", "rdma",      "device",   "policy",  "index",
-                                       "alloc",  "mixed_gpu", "erase",    "cluster", "tls"};
+  const std::set<std::string> known = {
+      "put",    "get_hot", "get_disk", "spill",     "mixed", "remote",  "rdma", "device",
+      "policy", "index",   "alloc",    "mixed_gpu", "erase", "cluster", "tls",  "conns"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
@@ -130,6 +131,7 @@ int main(int argc, char** argv) {
   if (cfg.Want("mixed_gpu")) MixedGpuWorkload(cfg, pl);
   if (cfg.Want("remote")) RemoteWorkload(cfg, pl);
   if (cfg.Want("tls")) TlsWorkload(cfg, pl);
+  if (cfg.Want("conns")) ConnsWorkload(cfg, pl);
   if (cfg.Want("rdma")) RdmaWorkload(cfg, pl);
   if (cfg.Want("device")) DeviceWorkload(cfg, pl);
   if (cfg.Want("policy")) PolicyWorkload(cfg);

@@ -33,7 +33,9 @@ const std::map<std::string, std::string> kLimitOf = {{"put", "memcpy_puts"},
                                                      {"erase", "erase"},
                                                      {"cluster_get_2.87MB", "cluster_get_2.87MB"},
                                                      {"cluster_get_16.5MB", "cluster_get_16.5MB"},
-                                                     {"cluster_put_2.87MB", "cluster_put_2.87MB"}};
+                                                     {"cluster_put_2.87MB", "cluster_put_2.87MB"},
+                                                     {"conns_get_4KB", "conns_get_4KB"},
+                                                     {"conns_get_2.9MB", "conns_get_2.9MB"}};
 
 Record* LimitOf(const std::string& workload) {
   auto l = kLimitOf.find(workload);

@@ -41,6 +41,9 @@ void DeviceWorkload(const Config& cfg, Payloads& pl);
 // tls.cc: gets and puts over TLS against plain TCP, handshakes, the ACL check.
 void TlsWorkload(const Config& cfg, Payloads& pl);
 
+// conns.cc: gets from a daemon holding 10, 1,000 and 10,000 idle connections; its memory.
+void ConnsWorkload(const Config& cfg, Payloads& pl);
+
 // erase.cc: entries with disk copies removed through a same-host daemon, batched (ERASE_MANY)
 // and key by key, against EraseMany in this process.
 void EraseWorkload(const Config& cfg);

@@ -122,6 +122,7 @@ void Reload(const std::function<Result<Settings>()>& reread, net::Server* server
   same("--log-summary", v.log_summary, a.log_summary);
   same("--arena-budget", v.arena_budget, a.arena_budget);
   same("--max-connections", v.max_connections, a.max_connections);
+  same("--workers", v.workers, a.workers);
   same("--copy-threads", v.copy_threads, a.copy_threads);
   same("--check-put-pieces", v.check_put_pieces, a.check_put_pieces);
   same("--tls-cert", w.tls_cert, g.tls_cert);  // the files' contents reload; their names do not
@@ -169,9 +170,19 @@ class Lifecycle {
     if (!store_ || !server_) return "# ec-store is " + phase_ + "\n";
     auto stats = store_->Stats();
     if (!stats.ok()) return "# stats unavailable: " + stats.status().ToString() + "\n";
-    return ops::RenderPrometheus(*stats, server_->metrics().Snapshot(),
-                                 {server_->connections(), server_->client_leases(),
-                                  server_->uptime_seconds(), server_->prefetches()});
+    const auto n = server_->connection_counts();
+    ops::ServerState st{server_->connections(),
+                        server_->client_leases(),
+                        n.waiting,
+                        n.busy,
+                        n.sending,
+                        n.ungreeted,
+                        n.workers,
+                        n.workers_busy,
+                        n.tick_lag_seconds,
+                        server_->uptime_seconds(),
+                        server_->prefetches()};
+    return ops::RenderPrometheus(*stats, server_->metrics().Snapshot(), st);
   }
   // One line every `every`: what moved since the last one.
   void Summaries(milliseconds every, const std::atomic<bool>& stop) {
@@ -271,14 +282,15 @@ std::unique_ptr<ops::HttpEndpoint> StartHttp(const Globals& g, const ServeArgs& 
   return http;
 }
 
-// Each connection may hold a socket, a put arena's memfd and device imports; the store and
-// the listeners hold a few hundred more. The soft limit is raised to what --max-connections
+// Each connection holds its socket (a same-host one also its put arena's memfd, and those
+// arenas are few: each is 64 MiB or more, within --max-arena-bytes); the store, the
+// listeners and the arenas get 512 more. The soft limit is raised to what --max-connections
 // needs (up to the hard limit), and where even that is short, said at start with the
-// remedy -- not found out at the 1,000th client as a refusal.
+// remedy -- not found out at the 10,000th client as a refusal.
 void FitOpenFilesLimit(size_t max_connections) {
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
-  const rlim_t need = static_cast<rlim_t>(max_connections) * 2 + 256;
+  const rlim_t need = static_cast<rlim_t>(max_connections) + 512;
   if (lim.rlim_cur >= need) return;
   const rlim_t was = lim.rlim_cur;
   lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? need : std::min(need, lim.rlim_max);
@@ -291,8 +303,8 @@ void FitOpenFilesLimit(size_t max_connections) {
   spdlog::warn(
       "the open-files limit is {} (hard {}): about {} clients can connect, not the "
       "--max-connections {}; raise it (LimitNOFILE={} in the unit, or `ulimit -n {}`)",
-      lim.rlim_cur, lim.rlim_max, lim.rlim_cur > 256 ? (lim.rlim_cur - 256) / 2 : 0,
-      max_connections, need, need);
+      lim.rlim_cur, lim.rlim_max, lim.rlim_cur > 512 ? lim.rlim_cur - 512 : 0, max_connections,
+      need, need);
 }
 
 // The daemon's server options from the command line.
@@ -307,6 +319,7 @@ net::ServerOptions ServerOptionsOf(const Globals& g, const ServeArgs& a, const s
   so.io_timeout = Millis(a.io_timeout);
   so.slow_request = Millis(a.slow_request);
   so.max_connections = a.max_connections;
+  so.workers = a.workers;
   so.max_arena_bytes = Check(ParseSize(a.arena_budget));
   so.copy_threads = a.copy_threads;
   so.check_put_pieces = a.check_put_pieces;
@@ -345,10 +358,10 @@ void AnnounceServing(const Globals& g, const ServeArgs& a, const net::Server& se
                      const ops::HttpEndpoint* http) {
   Notify("READY=1\nSTATUS=serving " + g.dir);
   spdlog::info(
-      "same-host puts are copied out of their put arenas by {} thread(s) each; TCP puts' "
-      "pieces are checksummed {}",
-      server.put_copy_threads(),
-      server.checks_put_pieces_behind() ? "on a helper thread per connection" : "as they land");
+      "{} workers serve up to {} connections; same-host puts are copied out of their put "
+      "arenas by {} thread(s) each; TCP puts' pieces are checksummed {}",
+      server.workers(), a.max_connections, server.put_copy_threads(),
+      server.checks_put_pieces_behind() ? "on a helper thread per worker" : "as they land");
   std::printf(
       "serving %s on %s (port %u, transport %s)%s; SIGINT/SIGTERM to stop, SIGHUP to "
       "persist the pool\n",

@@ -10,6 +10,10 @@
 
 #include "cli/entry_commands.h"
 
+namespace CLI {
+class App;
+}
+
 namespace ecstore::cli {
 
 struct ServeArgs {
@@ -21,7 +25,8 @@ struct ServeArgs {
   std::string cluster_ttl = "10s";  // its etcd lease
   size_t cluster_keep = 3;          // how deep in a key's places it keeps the key
   std::string arena_budget = "0";
-  size_t max_connections = 1024;
+  size_t max_connections = 16384;
+  unsigned workers = 0;  // 0: twice the cores, 8 to 64
   int copy_threads = -1;
   int check_put_pieces = -1;
   std::string tls_auth_clients;  // with a CA: required (the default), optional, no
@@ -40,5 +45,7 @@ struct Settings {
 // change is logged as needing a restart.
 int ServeCommand(const Globals& g, const ServeArgs& a,
                  const std::function<Result<Settings>()>& reread);
+// `serve`'s options, into `a` (cli/serve_flags.cc).
+void AddServeOptions(CLI::App* serve, ServeArgs& a);
 
 }  // namespace ecstore::cli

@@ -29,6 +29,8 @@ install(FILES net/claims.h net/client.h net/connection.h net/device_put.h net/fr
 install(FILES server/arena_puts.h server/claim_table.h server/device_puts.h
               server/lease_table.h server/list_cursor.h server/piece_checker.h server/prefetcher.h
               server/request_record.h server/server.h server/server_metrics.h server/server_transport.h server/acl.h server/gate.h server/peer_access.h
+              server/acceptor.h server/conn_table.h server/event_loop.h server/reply_outbox.h
+              server/request_arrival.h server/server_conn.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/server)
 install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)
 install(FILES cluster/cluster_cache.h cluster/etcd.h cluster/member_watch.h cluster/membership.h

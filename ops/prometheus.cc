@@ -157,6 +157,22 @@ void Served(Writer& w, const net::MetricsSnapshot& m, const ServerState& st) {
              static_cast<double>(m.refused[static_cast<size_t>(r)]));
   w.Metric("ecstore_connections", "gauge", "Client connections open now.",
            static_cast<double>(st.connections));
+  w.Family("ecstore_connections_by_state", "gauge",
+           "Client connections: waiting for a request on the event loop, being served by a "
+           "worker, or sending a reply a slow reader has not taken; ungreeted: not yet said "
+           "HELLO (any state).");
+  for (auto [name, n] : {std::pair{"waiting", st.waiting},
+                         {"busy", st.busy},
+                         {"sending", st.sending},
+                         {"ungreeted", st.ungreeted}})
+    w.Sample("ecstore_connections_by_state", Label("state", name), static_cast<double>(n));
+  w.Metric("ecstore_workers", "gauge", "Threads that serve requests.",
+           static_cast<double>(st.workers));
+  w.Metric("ecstore_workers_busy", "gauge", "Workers serving a connection now.",
+           static_cast<double>(st.workers_busy));
+  w.Metric("ecstore_event_loop_lag_seconds", "gauge",
+           "How late the connections' 100 ms timer (deadlines, lease expiry) last ran.",
+           st.loop_lag_seconds);
   w.Metric("ecstore_client_leases", "gauge", "Leases clients hold now (shared memory, RDMA).",
            static_cast<double>(st.client_leases));
   w.Metric("ecstore_uptime_seconds", "gauge", "Seconds since the server started.",

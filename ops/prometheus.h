@@ -16,6 +16,11 @@ namespace ecstore::ops {
 struct ServerState {
   uint64_t connections = 0;
   uint64_t client_leases = 0;
+  // Connections by state: waiting for a request on the event loop, being served, leaving a
+  // reply to a slow reader; and those not yet greeted (of the open ones).
+  uint64_t waiting = 0, busy = 0, sending = 0, ungreeted = 0;
+  unsigned workers = 0, workers_busy = 0;
+  double loop_lag_seconds = 0;  // how late the connections' 100 ms tick last ran
   double uptime_seconds = 0;
   net::Prefetcher::Counters prefetch;  // PREFETCH hints queued, dropped, acted on
 };

@@ -17,14 +17,14 @@
 #include "server/admin_requests.h"
 #include "server/lease_batch.h"
 #include "server/peer_access.h"
+#include "server/request_arrival.h"
 
 namespace ecstore::net {
 namespace {
 
-// ns, key and tensor meta of a PUT body: 2+128 + 2+256 + 4+1+8*8+8 bytes at most.
-constexpr size_t kPutPrefixMax = 512;
 constexpr uint64_t kPutPieceBytes = 1 << 20;  // received, then checksummed while in L2
 constexpr size_t kMaxHelloBody = 2 + 4096;
+constexpr int kRequestsPerTurn = 16;  // then the connection waits its turn again
 
 // A whole frame (request or reply) must move within io_timeout plus its size at 64 MiB/s:
 // a peer that trickles bytes cannot hold a connection, a lease or pool space for longer.
@@ -80,7 +80,26 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
     if (!rdma.ok()) return rdma.status();
     s->rdma_ = std::move(rdma).value();
   }
-  s->acceptor_ = std::thread([p = s.get()] { p->AcceptLoop(); });
+  Server* p = s.get();
+  s->conns_ = std::make_unique<ConnTable>(
+      ConnTable::Limits{options.max_connections, s->opt_.max_ungreeted, options.hello_timeout,
+                        options.idle_timeout, options.io_timeout, s->LeaseLimits()},
+      &s->leases_held_, &s->arena_bytes_);
+  const unsigned workers = options.workers
+                               ? options.workers
+                               : EventLoop::DefaultWorkers(std::thread::hardware_concurrency());
+  EC_RETURN_IF_ERROR(
+      s->conns_->Start(workers, [p](Conn* c, uint32_t events) { return p->Turn(c, events); }));
+  EC_RETURN_IF_ERROR(s->acceptor_.Start(
+      s->listen_fd_.get(), s->shm_ ? s->shm_->listener() : -1,
+      [p](UniqueFd* fd, std::string peer, bool shm) {
+        SetTimeouts(fd->get(), p->opt_.io_timeout);
+        return p->conns_->Adopt(fd, std::move(peer), shm);
+      },
+      [p] {
+        p->gate_->ReloadTlsIfChanged();
+        p->conns_->Tick(Clock::now());
+      }));
   spdlog::info("serving on {}:{} over tcp{} ({}){}", hp->host, s->port_,
                s->gate_->tls() ? "+tls" : "", s->gate_->Describe(),
                options.shm_socket.empty() ? "" : ", shared memory on " + options.shm_socket);
@@ -92,13 +111,9 @@ Server::~Server() { Stop(); }
 void Server::Stop() {
   if (stop_.exchange(true)) return;
   ::shutdown(listen_fd_.get(), SHUT_RDWR);
-  if (acceptor_.joinable()) acceptor_.join();
+  acceptor_.Stop();
   if (shm_) shm_->Stop();
-  std::lock_guard<std::mutex> l(mu_);
-  for (Conn& c : conns_) ::shutdown(c.io.fd(), SHUT_RDWR);
-  for (Conn& c : conns_)
-    if (c.thread.joinable()) c.thread.join();
-  conns_.clear();
+  if (conns_) conns_->CloseAll();
   prefetcher_.Stop();  // before the store closes
   if (rdma_) rdma_->Stop();
 }
@@ -118,34 +133,6 @@ const ServerTransport* Server::TransportFor(Op op) const {
   }
 }
 
-// Joins connections whose thread has finished, closing their descriptors. Runs on every
-// turn of the accept loop, so fds come back even when no new client arrives.
-size_t Server::ReapLocked() {
-  size_t live = 0;
-  for (auto it = conns_.begin(); it != conns_.end();) {
-    if (it->done) {
-      it->thread.join();
-      it = conns_.erase(it);
-    } else {
-      ++it, ++live;
-    }
-  }
-  return live;
-}
-
-namespace {
-// Tells a client it cannot be served now, then hangs up (the caller closes fd). In the
-// clear: a TLS client sees a failed handshake.
-void Refuse(int fd, const std::string& why) {
-  uint8_t hdr[kHeaderBytes];
-  const std::string body = ErrorBody(Status::Busy(why));
-  EncodeHeader({kVersion, Op::kError, 0, body.size()}, hdr);
-  iovec iov[2] = {{hdr, kHeaderBytes}, {const_cast<char*>(body.data()), body.size()}};
-  SendAll(fd, iov, 2, "client", std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-  ::shutdown(fd, SHUT_RDWR);
-}
-}  // namespace
-
 double Server::uptime_seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
 }
@@ -161,121 +148,11 @@ void Server::Finish(Conn* c, const FrameHeader& h) {
   c->req.Finish(&metrics_, h, wire, t != nullptr, c->peer, slow_request_ms_.load());
 }
 
-void Server::AcceptLoop() {
-  // One descriptor held in reserve: at the fd limit it is given up to accept a client and
-  // refuse it clearly, instead of leaving it in the backlog and spinning on EMFILE.
-  UniqueFd reserve(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  auto last_warning = std::chrono::steady_clock::time_point{};
-  auto warn = [&](const std::string& what) {
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_warning < std::chrono::seconds(10)) return;
-    last_warning = now;
-    spdlog::warn("{}", what);
-  };
-  while (!stop_) {
-    size_t live;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      live = ReapLocked();
-    }
-    gate_->ReloadTlsIfChanged();
-    pollfd p[2] = {{listen_fd_.get(), POLLIN, 0}, {shm_ ? shm_->listener() : -1, POLLIN, 0}};
-    if (poll(p, shm_ ? 2 : 1, 200) <= 0) continue;
-    bool shm = shm_ && (p[1].revents & POLLIN);
-    int lfd = shm ? shm_->listener() : listen_fd_.get();
-    sockaddr_storage peer{};
-    socklen_t peer_len = sizeof(peer);
-    int fd = accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno != EMFILE && errno != ENFILE) continue;
-      warn("out of file descriptors: refusing new clients (raise `ulimit -n`)");
-      if (!reserve.valid()) reserve.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-      if (reserve.valid()) {
-        reserve.reset();
-        int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c >= 0) {
-          Refuse(c, "server is out of file descriptors; try again later");
-          ::close(c);  // before the reserve is taken back
-        }
-        reserve.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // reaping frees some
-      }
-      continue;
-    }
-    SetTimeouts(fd, opt_.io_timeout);
-    if (ungreeted_ >= opt_.max_ungreeted) {
-      warn("too many connections (" + std::to_string(opt_.max_ungreeted) +
-           ") have not said HELLO: refusing new clients until they do or time out");
-      Refuse(fd, "server has too many connections that have not said HELLO; try again later");
-      ::close(fd);
-      continue;
-    }
-    if (live >= opt_.max_connections) {
-      warn("connection limit (" + std::to_string(opt_.max_connections) +
-           ") reached: refusing new clients");
-      Refuse(fd, "server has " + std::to_string(live) + " connections, its limit; try again later");
-      ::close(fd);
-      continue;
-    }
-    std::lock_guard<std::mutex> l(mu_);
-    if (stop_) {
-      ::close(fd);
-      break;
-    }
-    Conn& c = conns_.emplace_back(LeaseLimits(), &leases_held_);
-    ++ungreeted_;  // until its HELLO, or its end
-    c.io.Adopt(UniqueFd(fd));
-    c.shm = shm;
-    c.peer = PeerName(fd, peer);
-    try {
-      c.thread = std::thread([this, &c] { Serve(&c); });
-    } catch (const std::system_error& e) {  // out of threads: refuse, never abort
-      warn(std::string("cannot start a connection thread: ") + e.what());
-      Refuse(fd, "server cannot start a thread for this connection; try again later");
-      conns_.pop_back();
-      --ungreeted_;
-    }
-  }
-}
-
-// Until the connection's next request may be read (kRequest), it should be looked at again
-// (kAgain), or closed (kClose: no HELLO in time, idle too long, a failed poll). An idle client
-// may wait as long as it likes for its next request (only a frame that has begun is bounded
-// by io_timeout); the wait wakes regularly to notice Stop and, while leases are held, at
-// least every ttl/4 so they still expire on time.
-Server::Wait Server::AwaitRequest(Conn* c, bool greeted, Clock::time_point hello_by,
-                                  Clock::time_point* last_request) {
-  if (!greeted && Clock::now() >= hello_by) {
-    spdlog::debug("closing a connection from {}: no HELLO within {} ms", c->peer,
-                  opt_.hello_timeout.count());
-    return Wait::kClose;
-  }
-  if (c->io.Buffered()) return Wait::kRequest;  // a TLS record held more than one frame
-  pollfd p{c->io.fd(), POLLIN, 0};
-  int wait_ms = !greeted ? 100
-                : c->leases.empty()
-                    ? 500
-                    : static_cast<int>(std::max<int64_t>(10, opt_.lease_ttl.count() / 4));
-  int rc = poll(&p, 1, wait_ms);
-  if (!c->leases.empty()) c->leases.Expire(Clock::now());
-  // Device memory the client opened to us and no longer puts from: let it go (it stays
-  // allocated while open here, even once the client frees it).
-  if (c->imports) c->imports->CloseIdle(Clock::now());
-  if (rc == 0 && c->leases.empty() && opt_.idle_timeout.count() > 0 &&
-      Clock::now() - *last_request >= opt_.idle_timeout) {
-    spdlog::debug("closing a connection idle for {} ms", opt_.idle_timeout.count());
-    return Wait::kClose;
-  }
-  if (rc == 0 || (rc < 0 && errno == EINTR)) return Wait::kAgain;
-  *last_request = Clock::now();
-  return rc < 0 ? Wait::kClose : Wait::kRequest;
-}
-
 // The next frame's header, if it may be served: a malformed one, a reply sent as a request,
 // or anything before HELLO but a small HELLO is answered with why, and the connection closes
 // (an error). Before HELLO nothing is read past the header: no body, no allocation.
-Result<FrameHeader> Server::ReadRequestHeader(Conn* c, bool greeted) {
+Result<FrameHeader> Server::ReadRequestHeader(Conn* c) {
+  const bool greeted = c->greeted;
   Stream& io = c->io;
   uint8_t hdr[kHeaderBytes];
   EC_RETURN_IF_ERROR(io.Recv(hdr, kHeaderBytes, "client"));
@@ -298,43 +175,59 @@ Result<FrameHeader> Server::ReadRequestHeader(Conn* c, bool greeted) {
   return h;
 }
 
-void Server::Serve(Conn* c) {
-  ++connections_;
-  const int fd = c->io.fd();
-  bool greeted = false;
-  std::string body;
-  auto last_request = Clock::now();
-  const auto hello_by = last_request + opt_.hello_timeout;
-  // The handshake counts against the time to say HELLO.
-  const bool secure = c->shm || !gate_->tls() || gate_->Secure(&c->io, c->peer, hello_by).ok();
-  while (secure && !stop_) {
-    const Wait w = AwaitRequest(c, greeted, hello_by, &last_request);
-    if (w == Wait::kClose) break;
-    if (w == Wait::kAgain) continue;
-    auto h = ReadRequestHeader(c, greeted);
-    if (!h.ok()) break;
-    const Deadline deadline = FrameDeadline(opt_.io_timeout, h->body_len);
-    c->req.Begin();
-    if (h->op == Op::kPut) {  // streamed straight into a reserved pool block
-      Status st = HandlePut(c, *h, deadline);
-      Finish(c, *h);
-      if (!st.ok()) break;
-      continue;
-    }
-    body.resize(h->body_len);
-    if (!c->io.Recv(body.data(), body.size(), "client", deadline).ok()) break;
-    if (!greeted) --ungreeted_;  // before the reply: its client may connect again at once
-    greeted = true;
-    Status st = h->op == Op::kHello ? Hello(c, *h, body) : Handle(c, *h, body);
-    Finish(c, *h);
-    if (!st.ok()) break;  // the connection itself failed or the request was malformed
+// A turn on a worker. An idle client waits on the event loop as long as it likes for its
+// next request; only a frame that has arrived (server/request_arrival.h) is read, and each is
+// bounded by io_timeout. After kRequestsPerTurn requests the connection waits its turn again.
+ConnTable::Next Server::Turn(Conn* c, uint32_t events) {
+  using Next = ConnTable::Next;
+  if (stop_) return Next::kClose;
+  if (c->sending) {  // EPOLLOUT: more of a reply its reader was slow to take
+    auto sent = c->sending->Push(c->io.fd(), {}, {});
+    if (!sent.ok()) return Next::kClose;
+    if (!*sent) return Next::kWrite;
+    c->sending.reset();
   }
-  ::shutdown(fd, SHUT_RDWR);  // the peer sees EOF now; the fd is closed when reaped
-  c->leases.Clear();          // a reader that went away (or crashed) holds nothing
-  if (!greeted) --ungreeted_;
-  if (c->arena) arena_bytes_ -= c->arena->bytes().size();
-  --connections_;
-  c->done = true;
+  if (!c->secured) {  // the handshake counts against the time to say HELLO
+    if (!c->shm && gate_->tls() && !gate_->Secure(&c->io, c->peer, c->hello_by).ok())
+      return Next::kClose;
+    c->secured = true;
+    if (c->io.tls() && !c->io.tls()->ktls_recv())
+      c->arrival.set_framing(RequestArrival::kTlsRecords);
+    else if (c->io.tls())
+      c->arrival.set_framing(RequestArrival::kUnchecked);
+  }
+  bool hangup = events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR);  // read on: the read says so
+  for (int served = 0; served < kRequestsPerTurn; ++served, hangup = false) {
+    if (stop_) return Next::kClose;
+    if (!hangup && !c->io.Buffered() && !c->arrival.Arrived(c->io.fd(), c->greeted))
+      return Next::kRead;
+    if (!ServeRequest(c).ok()) return Next::kClose;  // the connection failed or was malformed
+    if (c->sending) return Next::kWrite;
+  }
+  return Next::kRead;
+}
+
+// Reads one request and answers it. A non-OK return closes the connection.
+Status Server::ServeRequest(Conn* c) {
+  auto h = ReadRequestHeader(c);
+  if (!h.ok()) return h.status();
+  const Deadline deadline = FrameDeadline(opt_.io_timeout, h->body_len);
+  c->req.Begin();
+  c->last_request = Clock::now();
+  if (h->op == Op::kPut) {  // streamed straight into a reserved pool block
+    Status st = HandlePut(c, *h, deadline);
+    Finish(c, *h);
+    return st;
+  }
+  // The worker's, reused across requests and connections: a waiting connection holds none.
+  thread_local std::string body;
+  body.resize(h->body_len);
+  EC_RETURN_IF_ERROR(c->io.Recv(body.data(), body.size(), "client", deadline));
+  conns_->Greeted(c);
+  Status st = h->op == Op::kHello ? Hello(c, *h, body) : Handle(c, *h, body);
+  Finish(c, *h);
+  if (body.capacity() > (1u << 20)) std::string().swap(body);
+  return st;
 }
 
 // Finds the connection's principal (Gate::Identify) and answers HELLO; over the unix socket
@@ -401,7 +294,8 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
   // Where there are cores to spare, a helper checks a piece while this thread receives the
   // next (PieceChecker).
   std::memcpy(res->bytes().data(), r.position(), in_prefix);
-  PieceChecker* checker = CheckerFor(c->checker, check_behind_, size, kPutPieceBytes);
+  thread_local std::unique_ptr<PieceChecker> worker_checker;  // one helper per worker
+  PieceChecker* checker = CheckerFor(worker_checker, check_behind_, size, kPutPieceBytes);
   EC_RETURN_IF_ERROR(
       ReceivePieces(*res, in_prefix, kPutPieceBytes, checker,
                     [&](uint8_t* dst, uint64_t n) { return io.Recv(dst, n, "client", deadline); }));
@@ -457,8 +351,8 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       return HandleAdmin(c, h);
     case Op::kStats: {
       // The store's one schema, plus how this connection and this server move data.
-      auto body = AnswerStats(store_, connections_.load(), leases_held_.load(),
-                              c->shm ? "shm" : "tcp", transport(), gate_->TlsJson(c->io.tls()));
+      auto body = AnswerStats(store_, connections(), leases_held_.load(), c->shm ? "shm" : "tcp",
+                              transport(), gate_->TlsJson(c->io.tls()));
       return body.ok() ? SendFrame(c->io, Op::kStatsOk, h.request_id, *body)
                        : reply_error(body.status());
     }
@@ -532,8 +426,21 @@ Status Server::HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) {
     w.U32(static_cast<uint32_t>(inner.data().size()));
     w.Raw(inner.data().data(), inner.data().size());
     // The whole reply has a deadline: a slow reader cannot hold the lease past it.
-    return SendFrame(c->io, t->reply(), h.request_id, w.data(), lease->bytes(),
-                     FrameDeadline(opt_.io_timeout, lease->size()));
+    const Deadline by = FrameDeadline(opt_.io_timeout, lease->size());
+    if (c->io.tls())
+      return SendFrame(c->io, t->reply(), h.request_id, w.data(), lease->bytes(), by);
+    // In the clear, a reader that stops keeping up is left to the event loop with the rest,
+    // and the worker goes on to other clients.
+    std::string head(kHeaderBytes, '\0');
+    EncodeHeader({kVersion, t->reply(), h.request_id, w.data().size() + lease->size()},
+                 reinterpret_cast<uint8_t*>(head.data()));
+    head += w.data();
+    const auto budget = Outbox::InlineBudget(lease->size());
+    auto out = std::make_unique<Outbox>(std::move(head), std::move(lease).value(), by);
+    auto sent = out->Push(c->io.fd(), std::chrono::milliseconds(5), budget);
+    if (!sent.ok()) return sent.status();
+    if (!*sent) c->sending = std::move(out);
+    return Status::Ok();
   }
   BodyWriter where;
   if (t) t->Locate(*lease, &where);

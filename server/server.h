@@ -3,16 +3,15 @@
 // Every get is answered under a read lease, through the ServerTransport of its kind
 // (server/server_transport.h): over TCP straight from pool memory (one sendmsg), otherwise as
 // a location the reader takes the bytes from; an eviction never overwrites bytes in flight.
-// Thread rules: Start/Stop from the owner; one acceptor thread and one thread per
-// connection inside, plus, on 4 or more cores, a PieceChecker helper for each connection
-// that has sent a PUT of two or more pieces.
+// Thread rules: Start/Stop from the owner. Inside: an acceptor thread (server/acceptor.h), and
+// a fixed pool of workers over an event loop that holds every connection between requests
+// (server/conn_table.h), so threads do not grow with clients; on 4 or more cores, each
+// worker that has received a PUT of two or more pieces has a PieceChecker helper.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -21,8 +20,10 @@
 #include "net/protocol.h"
 #include "net/put_arena.h"
 #include "net/socket.h"
+#include "server/acceptor.h"
 #include "server/arena_puts.h"
 #include "server/claim_table.h"
+#include "server/conn_table.h"
 #include "server/device_puts.h"
 #include "server/gate.h"
 #include "server/lease_table.h"
@@ -57,14 +58,17 @@ struct ServerOptions {
   // Per connection: at most this many shared-memory/RDMA leases, over at most this many
   // bytes (0 = half the pool), so one reader cannot pin the pool and keep every put Busy.
   size_t max_leases_per_connection = 1024;
-  // Clients beyond this many connections are refused with a clear error (each connection
-  // has a thread). A connection idle this long, holding no lease, is closed (0 = never).
-  size_t max_connections = 1024;
+  // Clients beyond this many connections are refused with a clear error. A waiting
+  // connection costs its descriptor and a few KiB, no thread (docs/limits.md). A connection
+  // idle for idle_timeout, holding no lease, is closed (0 = never).
+  size_t max_connections = 16384;
   // A connection must say HELLO within hello_timeout, and at most max_ungreeted (and a
   // quarter of max_connections) may be waiting to: sockets that never speak cannot fill the
   // connection limit.
   std::chrono::milliseconds hello_timeout{5000};
-  size_t max_ungreeted = 64;
+  size_t max_ungreeted = 1024;
+  // Threads that serve requests (0: EventLoop::DefaultWorkers, twice the cores, 8 to 64).
+  unsigned workers = 0;
   // Without a token only the server's own user (and root) may connect, over the unix socket
   // or loopback TCP (server/peer_access.h); with group_access the members of its group too, and
   // the socket is group-writable.
@@ -80,8 +84,8 @@ struct ServerOptions {
   // (PUT_SHM) into the pool; -1: CopyPool::ServerThreads (7 on 16 cores, none on 2).
   int copy_threads = -1;
   // A TCP put's pieces checksummed (and compared with the entry the key holds) on a helper
-  // thread per connection while the connection's thread receives the next (net/
-  // piece_checker.h): 1 yes, 0 no, -1 where the machine has 4 or more cores.
+  // thread per worker while the worker receives the next (server/piece_checker.h): 1 yes,
+  // 0 no, -1 where the machine has 4 or more cores.
   int check_put_pieces = -1;
 };
 
@@ -93,7 +97,9 @@ class Server {
   const char* transport() const {
     return rdma_ ? (shm_ ? "tcp+shm+rdma" : "tcp+rdma") : (shm_ ? "tcp+shm" : "tcp");
   }
-  // Threads that copy one same-host put out of its arena: the connection's and the helpers.
+  // Threads that serve requests (ServerOptions::workers).
+  unsigned workers() const { return conns_ ? conns_->workers() : 0; }
+  // Threads that copy one same-host put out of its arena: the worker's and the helpers.
   unsigned put_copy_threads() const { return copier_.threads() + 1; }
   // Whether a connection's TCP puts are checked on a helper (ServerOptions::check_put_pieces).
   bool checks_put_pieces_behind() const { return check_behind_; }
@@ -101,7 +107,11 @@ class Server {
   void Stop();
   // What it has served (ops/prometheus.h renders it), and who it serves now.
   const ServerMetrics& metrics() const { return metrics_; }
-  uint64_t connections() const { return connections_.load(); }
+  uint64_t connections() const { return conns_ ? conns_->open() : 0; }
+  // Connections by state, and the workers (/metrics).
+  ConnTable::Counts connection_counts() const {
+    return conns_ ? conns_->counts() : ConnTable::Counts{};
+  }
   uint64_t client_leases() const { return leases_held_.load(); }
   Prefetcher::Counters prefetches() const { return prefetcher_.counters(); }
   // CLAIMs answered: granted (the asker computes) and held (another asker is computing).
@@ -117,36 +127,15 @@ class Server {
   Gate& gate() { return *gate_; }
 
  private:
-  struct Conn {
-    Conn(LeaseTable::Limits limits, std::atomic<uint64_t>* leases_held)
-        : leases(limits, leases_held) {}
-    // Unique for the process's life: who holds this connection's claims (ClaimTable's cap).
-    static inline std::atomic<uint64_t> next_id{0};
-    const uint64_t id = ++next_id;
-    Stream io;     // the socket, through TLS where the gate asks for it
-    Identity who;  // the principal it proved at HELLO
-    bool shm = false;
-    std::string peer;   // "IP:PORT", or "unix pid N" on the shared-memory socket
-    RequestRecord req;  // the request being answered, for its metrics and log line
-    std::thread thread;
-    std::atomic<bool> done{false};
-    // The leases this reader holds (shared memory, RDMA, CUDA IPC, pins).
-    LeaseTable leases;
-    ListCursor listing;                      // a LIST in progress
-    std::shared_ptr<SharedArena> arena;      // same host: this client's put arena, once asked for
-    std::unique_ptr<DeviceImports> imports;  // same host: its device memory opened here
-    std::unique_ptr<PieceChecker> checker;   // checks its large TCP puts, once it has had one
-  };
+  using Conn = ServerConn;
   Server(Store* s, ServerOptions o)
       : store_(s), opt_(std::move(o)), slow_request_ms_(opt_.slow_request.count()) {}
-  void AcceptLoop();
-  size_t ReapLocked();  // joins finished connections; returns how many are live
-  void Serve(Conn* c);
   using Clock = std::chrono::steady_clock;
-  enum class Wait { kRequest, kAgain, kClose };
-  Wait AwaitRequest(Conn* c, bool greeted, Clock::time_point hello_by,
-                    Clock::time_point* last_request);
-  Result<FrameHeader> ReadRequestHeader(Conn* c, bool greeted);
+  // One turn of a connection whose socket is ready: its TLS handshake, the requests that
+  // have arrived, or the rest of a reply a slow reader left (what it waits for next).
+  ConnTable::Next Turn(Conn* c, uint32_t events);
+  Status ServeRequest(Conn* c);
+  Result<FrameHeader> ReadRequestHeader(Conn* c);
   Status Handle(Conn* c, const FrameHeader& h, std::string& body);
   // Answers a request with an error (counted as a miss when NotFound, else an error).
   Status ReplyError(Conn* c, const FrameHeader& h, const Status& st);
@@ -177,8 +166,7 @@ class Server {
   std::unique_ptr<DeviceIpcGets> device_ipc_;  // with a device tier that could be exported
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
-  std::thread acceptor_;
-  std::mutex mu_;
+  Acceptor acceptor_;
   // Across connections (stats); declared before conns_, whose lease tables count into it.
   std::atomic<uint64_t> leases_held_{0};
   // Same-host PUT_DEVICE (the pool's CUDA registration); declared before conns_, whose
@@ -187,10 +175,8 @@ class Server {
   // PREFETCH hints, acted on by its own thread; declared before conns_, which queue to it.
   Prefetcher prefetcher_{store_};
   ClaimTable claims_;
-  std::list<Conn> conns_;
-  std::atomic<uint64_t> connections_{0};
-  std::atomic<uint64_t> ungreeted_{0};    // accepted connections that have not said HELLO
   std::atomic<uint64_t> arena_bytes_{0};  // every connection's put arena together
+  std::unique_ptr<ConnTable> conns_;      // made at Start
   ServerMetrics metrics_;
   // Splits PUT_SHM's copies out of put arenas, in 1 MiB pieces (one copy at a time uses the
   // helpers, another connection's copies on its own thread meanwhile). After opt_.

@@ -409,11 +409,11 @@ kill -TERM $TSRV; wait $TSRV
 
 # The open-files limit: raised at start to what --max-connections needs, or the shortfall said.
 HARD=$(ulimit -Hn)
-CASES=("300 300:about 22 clients can connect")
-if [ "$HARD" = unlimited ] || [ "$HARD" -ge 2304 ]; then
-  CASES+=("512 $HARD:raised from 512 to 2304")
+CASES=("800 800:about 288 clients can connect")
+if [ "$HARD" = unlimited ] || [ "$HARD" -ge 1536 ]; then
+  CASES+=("512 $HARD:raised from 512 to 1536")
 else
-  echo "skip - raising the open-files limit: the hard limit here is $HARD, under 2304"
+  echo "skip - raising the open-files limit: the hard limit here is $HARD, under 1536"
 fi
 for lim in "${CASES[@]}"; do
   soft=${lim%% *}; rest=${lim#* }; hard=${rest%%:*}; want=${rest#*:}

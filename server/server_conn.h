@@ -1,0 +1,56 @@
+// ServerConn: the state of one client connection of a Server -- its stream, the principal it
+// proved, its leases and listing, its same-host put arena and device imports, a reply a slow
+// reader has not taken yet, and where it stands between requests. Nothing here is a thread:
+// the connection waits on the event loop (server/conn_table.h) and a worker serves it a turn
+// at a time. Its put arena and device imports are made at first use, not on connect.
+// Thread rules: everything but `state` and `done` under `turn`, held by the worker serving
+// the connection or by the ticker looking at it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "net/put_arena.h"
+#include "net/stream.h"
+#include "server/device_puts.h"
+#include "server/gate.h"
+#include "server/lease_table.h"
+#include "server/list_cursor.h"
+#include "server/reply_outbox.h"
+#include "server/request_arrival.h"
+#include "server/request_record.h"
+
+namespace ecstore::net {
+
+struct ServerConn {
+  using Clock = std::chrono::steady_clock;
+  enum State : uint8_t { kWaiting, kBusy, kSending };
+  ServerConn(LeaseTable::Limits limits, std::atomic<uint64_t>* leases_held)
+      : leases(limits, leases_held) {}
+  // Unique for the process's life: who holds this connection's claims (ClaimTable's cap).
+  static inline std::atomic<uint64_t> next_id{0};
+  const uint64_t id = ++next_id;
+  std::mutex turn;
+  std::atomic<State> state{kWaiting};
+  std::atomic<bool> done{false};  // closed; the table frees it at its next tick
+  Stream io;                      // the socket, through TLS where the gate asks for it
+  Identity who;                   // the principal it proved at HELLO
+  bool shm = false;               // came over the unix socket
+  bool secured = false;           // TLS handshake done, or none needed
+  bool greeted = false;           // said HELLO
+  std::string peer;               // "IP:PORT", or "unix pid N" on the shared-memory socket
+  Clock::time_point hello_by, last_request;
+  RequestArrival arrival{RequestArrival::kFrames};
+  RequestRecord req;  // the request being answered, for its metrics and log line
+  // The leases this reader holds (shared memory, RDMA, CUDA IPC, pins).
+  LeaseTable leases;
+  ListCursor listing;                      // a LIST in progress
+  std::shared_ptr<SharedArena> arena;      // same host: this client's put arena, once asked for
+  std::unique_ptr<DeviceImports> imports;  // same host: its device memory opened here
+  std::unique_ptr<Outbox> sending;         // a GET reply its reader has not taken yet
+};
+
+}  // namespace ecstore::net
