@@ -15,7 +15,8 @@ std::string ConnTable::Adopt(UniqueFd* fd, std::string peer, bool shm) {
   if (ungreeted_ >= limits_.max_ungreeted)
     return "server has too many connections that have not said HELLO; try again later";
   if (open_ >= limits_.max_connections)
-    return "server has " + std::to_string(open_.load()) + " connections, its limit; try again later";
+    return "server has " + std::to_string(open_.load()) +
+           " connections, its limit; try again later";
   std::lock_guard<std::mutex> l(mu_);
   ServerConn& c = conns_.emplace_back(limits_.leases, leases_held_);
   c.io.Adopt(std::move(*fd));
@@ -144,9 +145,15 @@ ConnTable::Counts ConnTable::counts() const {
   for (const ServerConn& c : conns_) {
     if (c.done) continue;
     switch (c.state.load(std::memory_order_relaxed)) {
-      case ServerConn::kWaiting: ++n.waiting; break;
-      case ServerConn::kBusy: ++n.busy; break;
-      case ServerConn::kSending: ++n.sending; break;
+      case ServerConn::kWaiting:
+        ++n.waiting;
+        break;
+      case ServerConn::kBusy:
+        ++n.busy;
+        break;
+      case ServerConn::kSending:
+        ++n.sending;
+        break;
     }
   }
   return n;

@@ -69,7 +69,7 @@ class ConnTable {
 
  private:
   void Ready(ServerConn* c, uint32_t events);
-  void Close(ServerConn* c);  // under c->turn
+  void Close(ServerConn* c);                           // under c->turn
   bool Overdue(ServerConn* c, Clock::time_point now);  // under c->turn
 
   const Limits limits_;

@@ -24,22 +24,24 @@ TEST(EventLoop, EverySocketIsServedByOneWorkerAtATimeAndArmedAgain) {
   std::vector<std::atomic<int>> inside(kSockets);
   std::atomic<int> overlapped{0}, served{0};
   EventLoop loop;
-  ASSERT_TRUE(loop.Start(4, [&](void* tag, uint32_t) {
-                    const auto i = reinterpret_cast<intptr_t>(tag) - 1;
-                    if (inside[i].fetch_add(1) != 0) ++overlapped;
-                    char b;
-                    if (read(pairs[i][1].get(), &b, 1) == 1) {
-                      std::this_thread::sleep_for(std::chrono::microseconds(200));
-                      ++served;
-                      ASSERT_EQ(write(pairs[i][1].get(), &b, 1), 1);
-                    }
-                    inside[i].fetch_sub(1);
-                    loop.Arm(pairs[i][1].get(), tag, EPOLLIN);
-                  })
+  ASSERT_TRUE(loop.Start(4,
+                         [&](void* tag, uint32_t) {
+                           const auto i = reinterpret_cast<intptr_t>(tag) - 1;
+                           if (inside[i].fetch_add(1) != 0) ++overlapped;
+                           char b;
+                           if (read(pairs[i][1].get(), &b, 1) == 1) {
+                             std::this_thread::sleep_for(std::chrono::microseconds(200));
+                             ++served;
+                             ASSERT_EQ(write(pairs[i][1].get(), &b, 1), 1);
+                           }
+                           inside[i].fetch_sub(1);
+                           loop.Arm(pairs[i][1].get(), tag, EPOLLIN);
+                         })
                   .ok());
   EXPECT_EQ(loop.workers(), 4u);
   for (int i = 0; i < kSockets; ++i)
-    ASSERT_TRUE(loop.Add(pairs[i][1].get(), reinterpret_cast<void*>(intptr_t{i + 1}), EPOLLIN).ok());
+    ASSERT_TRUE(
+        loop.Add(pairs[i][1].get(), reinterpret_cast<void*>(intptr_t{i + 1}), EPOLLIN).ok());
   for (int r = 0; r < kRounds; ++r) {
     for (auto& p : pairs) ASSERT_EQ(write(p[0].get(), "x", 1), 1);
     for (auto& p : pairs) {

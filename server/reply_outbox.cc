@@ -14,8 +14,7 @@ Result<bool> Outbox::Push(int fd, std::chrono::milliseconds stall, Clock::durati
   while (sent_ < total_) {
     iovec iov[2];
     int n = 0;
-    if (sent_ < head_.size())
-      iov[n++] = {head_.data() + sent_, head_.size() - sent_};
+    if (sent_ < head_.size()) iov[n++] = {head_.data() + sent_, head_.size() - sent_};
     const uint64_t from = sent_ > head_.size() ? sent_ - head_.size() : 0;
     if (lease_.size() > from)
       iov[n++] = {const_cast<uint8_t*>(lease_.data()) + from, lease_.size() - from};
@@ -36,8 +35,9 @@ Result<bool> Outbox::Push(int fd, std::chrono::milliseconds stall, Clock::durati
     if (left <= Clock::duration::zero()) return false;
     const auto wait = std::min<Clock::duration>(stall, left);
     pollfd p{fd, POLLOUT, 0};
-    int rc = poll(&p, 1, static_cast<int>(std::max<int64_t>(
-                             1, std::chrono::ceil<std::chrono::milliseconds>(wait).count())));
+    int rc = poll(&p, 1,
+                  static_cast<int>(std::max<int64_t>(
+                      1, std::chrono::ceil<std::chrono::milliseconds>(wait).count())));
     if (rc == 0) return false;  // the reader stalled: the event loop takes it from here
   }
   lease_ = ReadLease();  // sent: eviction may have these bytes now

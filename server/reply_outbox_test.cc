@@ -7,10 +7,9 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
-
 #include <vector>
 
-#include "tests/tcp_pair.h"
+#include "net/tcp_pair_test_util.h"
 
 namespace ecstore::net {
 namespace {

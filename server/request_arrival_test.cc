@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "net/protocol.h"
-#include "tests/tcp_pair.h"
+#include "net/tcp_pair_test_util.h"
 
 namespace ecstore::net {
 namespace {
