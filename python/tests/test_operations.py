@@ -93,6 +93,14 @@ def test_metrics_move_under_load_and_parse(served):
     assert _value(after, "ecstore_tier_entries", tier="pool") == 8
     assert _value(after, "ecstore_tier_capacity_bytes", tier="pool") == 64 << 20
     assert _value(after, "ecstore_connections") >= 2
+    # Connections by state: the two clients wait on the event loop between requests (or are
+    # just being put back there after their last reply); the workers are a fixed pool.
+    by_state = {s: _value(after, "ecstore_connections_by_state", state=s)
+                for s in ("waiting", "busy", "sending")}
+    assert by_state["waiting"] + by_state["busy"] >= 2
+    assert _value(after, "ecstore_workers") >= 8
+    assert _value(after, "ecstore_workers_busy") <= _value(after, "ecstore_workers")
+    assert _value(after, "ecstore_event_loop_lag_seconds") >= 0
     assert _value(after, "ecstore_uptime_seconds") > 0
 
 
