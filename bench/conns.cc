@@ -95,7 +95,8 @@ void ConnsWorkload(const Config& cfg, Payloads& pl) {
   getrlimit(RLIMIT_NOFILE, &lim);
   lim.rlim_cur = lim.rlim_max;
   setrlimit(RLIMIT_NOFILE, &lim);  // the child inherits it
-  const size_t most = lim.rlim_cur == RLIM_INFINITY ? 10000 : std::min<size_t>(10000, lim.rlim_cur - 600);
+  const size_t most =
+      lim.rlim_cur == RLIM_INFINITY ? 10000 : std::min<size_t>(10000, lim.rlim_cur - 600);
   ChildDaemon server(cfg.dir + "/conns");
   net::ClientOptions co;
   co.transport = net::TransportKind::kTcp;
@@ -113,22 +114,24 @@ void ConnsWorkload(const Config& cfg, Payloads& pl) {
   // between the runs shows as the two limit figures, and the faster is kept.
   for (size_t target : {size_t{10}, size_t{1000}, size_t{10000}, size_t{10}}) {
     const size_t n = std::min(target, most);
-    if (n < target) std::fprintf(stderr, "conns: the open-files limit allows %zu, not %zu\n", n, target);
+    if (n < target)
+      std::fprintf(stderr, "conns: the open-files limit allows %zu, not %zu\n", n, target);
     while (idle.size() < n) idle.push_back(IdleConnection(server.port));
     idle.resize(n);
     usleep(200000);
     const uint64_t rss = ProcField(server.pid, "VmRSS");
     if (rss10 == 0) rss10 = rss;
     char note[256];
-    std::snprintf(note, sizeof note, "%zu idle: daemon RSS %.0f MiB, %.1f KiB/conn, %llu threads", n,
-                  rss / 1024.0, n > 10 ? double(rss - std::min(rss, rss10)) / double(n - 10) : 0.0,
+    std::snprintf(note, sizeof note, "%zu idle: daemon RSS %.0f MiB, %.1f KiB/conn, %llu threads",
+                  n, rss / 1024.0,
+                  n > 10 ? double(rss - std::min(rss, rss10)) / double(n - 10) : 0.0,
                   static_cast<unsigned long long>(ProcField(server.pid, "Threads")));
     const std::string sys = target == 10 ? "limit" : "ec-store-" + std::to_string(n);
     for (int size = 0; size < 2; ++size) {
       TimedReads t;
       const int rounds = cfg.quick ? 200 : (size == 0 ? 5000 : 500);
-      std::span<uint8_t> to = size == 0 ? std::span<uint8_t>(dst.data(), small.size())
-                                        : std::span<uint8_t>(dst);
+      std::span<uint8_t> to =
+          size == 0 ? std::span<uint8_t>(dst.data(), small.size()) : std::span<uint8_t>(dst);
       for (int r = -200; r < rounds; ++r) {
         auto s = Clock::now();
         if (!(*c)->Get("bench", size == 0 ? "small" : "big", to).ok())
