@@ -74,7 +74,7 @@ void ClusterCache::Install(std::vector<NodeInfo> members) {
     v->nodes.push_back(same ? it->second
                             : std::make_shared<NodeLink>(m, name_, opt_.client, opt_.down_for));
   }
-  v->layout = Layout::Of(members);
+  v->layout = Layout::Of(members, &old->layout);
   MutexLock l(&view_mu_);
   view_ = std::move(v);
 }

@@ -20,7 +20,7 @@ std::string NodeInfo::ToJson() const {
               {"rdma", rdma},       {"host", host},
               {"unix", unix_path},  {"capacity", capacity},
               {"version", version}, {"incarnation", incarnation},
-              {"keep", keep}}
+              {"keep", keep},       {"slots", slots}}
       .dump();
 }
 
@@ -81,6 +81,10 @@ Result<NodeInfo> NodeInfo::FromJson(const std::string& text) {
   if (st.ok()) st = CountField(j, "incarnation", UINT64_MAX, &n.incarnation);
   if (st.ok()) st = CountField(j, "keep", 64, &n.keep);
   if (st.ok() && n.keep == 0) st = Status::InvalidArgument("'keep' is 0");
+  // A record without slots is from a node that ranks each key (0).
+  uint64_t slots = 0;
+  if (st.ok()) st = CountField(j, "slots", SlotTable::kMaxBits, &slots);
+  n.slots = static_cast<int>(slots);
   if (!st.ok()) return Status::InvalidArgument("not a node's record: " + st.message());
   return n;
 }
@@ -96,17 +100,21 @@ Result<NodeInfo> NodeInfo::FromRecord(const std::string& key, const std::string&
   return n;
 }
 
-Layout Layout::Of(const std::vector<NodeInfo>& members_by_id) {
+Layout Layout::Of(const std::vector<NodeInfo>& members_by_id, const Layout* previous) {
   Layout l;
   std::vector<Member> ring;
+  // Slots only where every member places by the same slots: while a cluster mixes versions
+  // (a rolling upgrade), all rank each key, as the older nodes do.
+  int slots = members_by_id.empty() ? 0 : members_by_id.front().slots;
   for (const NodeInfo& m : members_by_id) {
+    if (m.slots != slots) slots = 0;
     ring.push_back({m.id, m.capacity ? static_cast<double>(m.capacity) : 1.0});
     // Replicas spread by the address clients reach the node at -- checked by the node at
     // start (serve --advertise), unlike the host name it reports.
     l.hosts.push_back(m.tcp.substr(0, m.tcp.rfind(':')));
     l.keep = l.keep ? std::min<size_t>(l.keep, m.keep) : m.keep;
   }
-  l.ring = Ring(std::move(ring));
+  l.ring = Ring(std::move(ring), slots, previous ? &previous->ring : nullptr);
   return l;
 }
 

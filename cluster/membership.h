@@ -42,6 +42,9 @@ struct NodeInfo {
   // replicas and clears the rest of those places, a read looks there, and the node drops a
   // key that a membership change puts deeper (serve --cluster-keep).
   uint64_t keep = 3;
+  // The slots it places keys over (Ring: 2^slots), or 0 where it ranks each key (a record
+  // from a version before slots).
+  int slots = kSlotBits;
 
   std::string ToJson() const;
   // Every field checked by type and range (ids printable, addresses HOST:PORT, capacity at
@@ -54,13 +57,15 @@ struct NodeInfo {
 
 // Where a member list puts keys: its ring (by capacity), each member's host -- the host of
 // the address it serves at, which it checked at start -- for replicas on distinct hosts, and
-// how deep its members keep a key (the least `keep`). Every client and node builds the same
-// one from the same members.
+// how deep its members keep a key (the least `keep`), ranking slots where every member
+// does. Every client and node builds the same one from the same members.
 struct Layout {
   Ring ring{{}};
   std::vector<std::string> hosts;  // hosts[i] is ring.members()[i]'s
   size_t keep = 0;
-  static Layout Of(const std::vector<NodeInfo>& members_by_id);  // members in id order
+  // Members in id order; `previous`, the last layout, lets the slot table be filled from its
+  // predecessor's at once.
+  static Layout Of(const std::vector<NodeInfo>& members_by_id, const Layout* previous = nullptr);
   // The key's places: CopyOrder, `keep` deep.
   std::vector<size_t> Places(std::string_view ns, std::string_view key) const {
     return CopyOrder(ring, hosts, ns, key, keep);

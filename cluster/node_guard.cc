@@ -89,7 +89,8 @@ void NodeGuard::OnMembers(std::vector<NodeInfo> members) {
                          [&](const NodeInfo& n) { return n.id == self_; });
   if (me == members.end()) return;  // not in the ring: Registration drops all when it rejoins
   const size_t at = static_cast<size_t>(me - members.begin());
-  const Layout layout = Layout::Of(members);
+  last_ = Layout::Of(members, &last_);
+  const Layout& layout = last_;
   auto n = DropWhere(store_, [&](const EntryInfo& e) {
     auto places = layout.Places(e.ns, e.key);
     return std::find(places.begin(), places.end(), at) == places.end();

@@ -61,6 +61,7 @@ class NodeGuard {
   const std::string cluster_, self_;
   Cache* const store_;
   std::atomic<uint64_t> dropped_{0};
+  Layout last_;                         // the MemberWatch's thread's: the last view's layout
   std::unique_ptr<MemberWatch> watch_;  // last: it stops before the rest goes
 };
 

@@ -3,42 +3,59 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
+
+#include "cluster/slot_table.h"
 
 namespace ecstore::cluster {
 
-Ring::Ring(std::vector<Member> members) : members_(std::move(members)) {
-  seeds_.reserve(members_.size());
-  for (const Member& m : members_) seeds_.push_back(XXH3_64bits(m.id.data(), m.id.size()));
+Ring::Ring(std::vector<Member> members, int slot_bits, const Ring* previous)
+    : members_(std::move(members)), slot_bits_(slot_bits) {
+  scored_.reserve(members_.size());
+  for (const Member& m : members_)
+    scored_.push_back({m.id, XXH3_64bits(m.id.data(), m.id.size()), m.weight});
+  if (slot_bits_ <= 0 || slot_bits_ > SlotTable::kMaxBits) {
+    slot_bits_ = 0;
+    return;
+  }
+  if (members_.empty() || members_.size() > SlotTable::kMaxMembers) return;  // ranked directly
+  const SlotTable* before =
+      previous && previous->slot_bits_ == slot_bits_ ? previous->table_.get() : nullptr;
+  table_ = std::make_shared<SlotTable>(slot_bits_, scored_, before);
+}
+
+bool Ring::table_ready() const { return table_ && table_->ready(); }
+
+void Ring::WaitForTable() const {
+  if (table_) table_->Wait();
 }
 
 std::vector<size_t> Ring::Choices(std::string_view ns, std::string_view key, size_t n) const {
-  // The key hashed once, seeded by its namespace's hash; each node's score mixes that with
-  // the node's seed. Weighted: -w / ln(u) with u uniform in (0, 1), whose maximum picks each
-  // node with probability w / sum(w) (Schindelhauer and Schomaker's weighted HRW).
+  // The key hashed once, seeded by its namespace's hash.
   const uint64_t h =
       XXH3_64bits_withSeed(key.data(), key.size(), XXH3_64bits(ns.data(), ns.size()));
+  if (slot_bits_ == 0) return Rank(h, n);
+  const auto slot = static_cast<uint32_t>(h >> (64 - slot_bits_));
+  std::vector<size_t> out;
+  if (table_ && table_->Lookup(slot, n, &out)) return out;
+  return Rank(slot, n);
+}
+
+std::vector<size_t> Ring::Rank(uint64_t point, size_t n) const {
   std::vector<std::pair<double, size_t>> scored;
   scored.reserve(members_.size());
-  for (size_t i = 0; i < members_.size(); ++i) {
-    const uint64_t mixed = XXH3_64bits_withSeed(&h, sizeof(h), seeds_[i]);
-    const double u = (static_cast<double>(mixed >> 11) + 0.5) / 9007199254740992.0;  // (0,1)
-    scored.emplace_back(-members_[i].weight / std::log(u), i);
-  }
+  for (size_t i = 0; i < members_.size(); ++i)
+    scored.emplace_back(RendezvousScore(point, scored_[i]), i);
   n = std::min(n, scored.size());
   std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(n), scored.end(),
                     [&](const auto& a, const auto& b) {
-                      // Ties (never in practice) go by id, so every client orders alike.
-                      return a.first != b.first ? a.first > b.first
-                                                : members_[a.second].id < members_[b.second].id;
+                      return RanksBefore(a.first, scored_[a.second], b.first, scored_[b.second]);
                     });
   std::vector<size_t> out;
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) out.push_back(scored[i].second);
   return out;
 }
-
 std::vector<size_t> CopyOrder(const Ring& ring, const std::vector<std::string>& hosts,
                               std::string_view ns, std::string_view key, size_t n) {
   const size_t all = ring.members().size();
