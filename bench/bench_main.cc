@@ -21,7 +21,8 @@ namespace {
   std::fprintf(
       stderr,
       "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,erase,"
-      "mixed_gpu,remote,tls,conns,rdma,device,policy,index,alloc,cluster] [--rdma-addr IP] [--dir "
+      "mixed_gpu,remote,tls,conns,rdma,device,policy,index,alloc,cluster,fleet,etcd_fleet] "
+      "[--rdma-addr IP] [--dir "
       "DIR] "
       "[--json FILE] "
       "[--png FILE] [--index-entries N,N,...] [--policy freq|lru|gdsf] [--watermarks H,L] "
@@ -104,9 +105,10 @@ Config ParseArgs(int argc, char** argv) {
     }
     flag->second(argv[++i], &cfg);
   }
-  const std::set<std::string> known = {
-      "put",    "get_hot", "get_disk", "spill",     "mixed", "remote",  "rdma", "device",
-      "policy", "index",   "alloc",    "mixed_gpu", "erase", "cluster", "tls",  "conns"};
+  const std::set<std::string> known = {"put",    "get_hot",   "get_disk",  "spill",   "mixed",
+                                       "remote", "rdma",      "device",    "policy",  "index",
+                                       "alloc",  "mixed_gpu", "erase",     "cluster", "tls",
+                                       "conns",  "fleet",     "etcd_fleet"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
@@ -139,6 +141,8 @@ int main(int argc, char** argv) {
     ClusterWorkload(cfg);
     ClusterLiveWorkload(cfg);
   }
+  if (cfg.Want("fleet")) FleetWorkload(cfg);
+  if (cfg.Want("etcd_fleet")) EtcdFleetWorkload(cfg);
   if (cfg.Want("index")) IndexWorkload(cfg);
   if (cfg.Want("alloc")) AllocWorkload(cfg);
   if (cfg.Want("erase")) EraseWorkload(cfg);

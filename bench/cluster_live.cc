@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/etcd_proc.h"
 #include "bench/results.h"
 #include "bench/workloads.h"
 #include "cluster/cluster_cache.h"
@@ -31,18 +32,6 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr int kTtlSeconds = 2;  // etcd's least: failover is measured at its fastest
-
-template <typename T>
-T Must(Result<T> r, const char* what) {
-  Die(r.status(), what);
-  return std::move(r).value();
-}
-
-uint16_t FreePort() {
-  uint16_t port = 0;
-  auto fd = net::Listen({"127.0.0.1", 0}, &port);
-  return fd.ok() ? port : 0;
-}
 
 // A node: a Store and a Server in a child process, registered as `id` until killed.
 [[noreturn]] void NodeMain(const std::string& uri, const std::string& id, const std::string& dir,
@@ -96,22 +85,6 @@ pid_t StartNode(const std::string& uri, const std::string& id, const std::string
   return up ? pid : -1;
 }
 
-pid_t StartEtcd(const std::string& dir, uint16_t client, uint16_t peer) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    const std::string c = "http://127.0.0.1:" + std::to_string(client);
-    const std::string p = "http://127.0.0.1:" + std::to_string(peer);
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
-    execlp("etcd", "etcd", "--data-dir", dir.c_str(), "--listen-client-urls", c.c_str(),
-           "--advertise-client-urls", c.c_str(), "--listen-peer-urls", p.c_str(),
-           "--initial-advertise-peer-urls", p.c_str(), "--initial-cluster",
-           ("default=" + p).c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
 template <typename Pred>
 bool WaitFor(Pred pred, double seconds) {
   const auto start = Clock::now();
@@ -122,12 +95,7 @@ bool WaitFor(Pred pred, double seconds) {
   return false;
 }
 
-void Stop(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGCONT);
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-}
+void Stop(pid_t pid) { StopProcess(pid); }
 
 // A plain client of the key's owner: the limit's way to it.
 std::unique_ptr<net::Client> OwnerClient(cluster::ClusterCache& c, const std::string& key) {
@@ -220,13 +188,10 @@ void ClusterLiveWorkload(const Config& cfg) {
   const std::string dir = cfg.dir + "-cluster";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const uint16_t client = FreePort(), peer = FreePort();
-  pid_t etcd = StartEtcd(dir + "/etcd", client, peer);
-  const std::string uri = "etcd://127.0.0.1:" + std::to_string(client) + "/bench";
-  std::string name;
-  auto probe = cluster::EtcdClient::Parse(uri, &name);
-  if (!WaitFor([&] { return probe->PrefixAt("/").ok(); }, 20))
-    Die(Status::Unavailable("etcd"), "start etcd");
+  const EtcdProcs etcd_procs = StartEtcdCluster(dir + "/etcd", 1);
+  const pid_t etcd = etcd_procs.pids.empty() ? -1 : etcd_procs.pids[0];
+  const std::string uri = etcd_procs.uri("bench");
+  if (etcd < 0) Die(Status::Unavailable("etcd"), "start etcd");
   std::vector<pid_t> nodes;
   for (int i = 0; i < 3; ++i)
     nodes.push_back(StartNode(uri, "node-" + std::to_string(i), dir + "/n" + std::to_string(i)));

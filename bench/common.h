@@ -50,7 +50,9 @@ struct Config {
   int drift_every = 0, drift_step = -1;  // --drift EVERY,STEP for the policy traces (0: defaults)
   // `rdma` runs only when asked for: it needs an RDMA device (or the Soft-RoCE VM).
   bool Want(const std::string& w) const {
-    return workloads.empty() ? w != "rdma" : workloads.count(w) > 0;
+    // rdma needs a device; fleet and etcd_fleet run for minutes: only when named.
+    return workloads.empty() ? w != "rdma" && w != "fleet" && w != "etcd_fleet"
+                             : workloads.count(w) > 0;
   }
 };
 
@@ -58,6 +60,12 @@ struct Config {
 void Progress(const std::string& msg);
 // Exits the bench (status 1) with `what` and the status, unless it is ok.
 void Die(const Status& st, const char* what);
+// The value, or Die.
+template <typename T>
+T Must(Result<T> r, const char* what) {
+  Die(r.status(), what);
+  return std::move(r).value();
+}
 
 // The design's entry mix (design.md / vllm-ec-connector.md): Qwen2.5-VL-7B 560px and 1344px,
 // Qwen3-VL-8B 560px and 1344px, with their weights.

@@ -31,6 +31,11 @@ void PolicyWorkload(const Config& cfg);
 void ClusterWorkload(const Config& cfg);
 // The same on a live cluster: routed gets and failover (bench/cluster_live.cc).
 void ClusterLiveWorkload(const Config& cfg);
+// A fleet of 1,000 simulated nodes under churn, through the real routing (bench/fleet.cc).
+void FleetWorkload(const Config& cfg);
+// A fleet's membership traffic on a real 3-member etcd: its CPU, and the staleness clients
+// see (bench/etcd_fleet.cc).
+void EtcdFleetWorkload(const Config& cfg);
 
 // transports.cc: remote (TCP and shared memory, against a socket stream and Redis), rdma
 // (verbs against TCP), device (the GPU tier against cudaMemcpy).

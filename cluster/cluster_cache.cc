@@ -52,6 +52,11 @@ Result<std::unique_ptr<ClusterCache>> ClusterCache::Open(const std::string& uri,
   return c;
 }
 
+std::unique_ptr<ClusterCache> ClusterCache::WithMembers(std::string name, ClusterOptions options) {
+  if (options.replicas == 0) options.replicas = 1;
+  return std::unique_ptr<ClusterCache>(new ClusterCache(std::move(name), std::move(options)));
+}
+
 ClusterCache::~ClusterCache() { watch_.reset(); }  // no view is installed after this
 
 std::shared_ptr<const ClusterCache::View> ClusterCache::Snapshot() const {
@@ -71,8 +76,9 @@ void ClusterCache::Install(std::vector<NodeInfo> members) {
     auto it = kept.find(m.id);
     const bool same = it != kept.end() && it->second->info().tcp == m.tcp &&
                       it->second->info().incarnation == m.incarnation;
-    v->nodes.push_back(same ? it->second
-                            : std::make_shared<NodeLink>(m, name_, opt_.client, opt_.down_for));
+    v->nodes.push_back(
+        same ? it->second
+             : std::make_shared<NodeLink>(m, name_, opt_.client, opt_.down_for, opt_.connector));
   }
   v->layout = Layout::Of(members, &old->layout);
   MutexLock l(&view_mu_);
@@ -80,7 +86,7 @@ void ClusterCache::Install(std::vector<NodeInfo> members) {
 }
 
 template <typename Fn>
-auto ClusterCache::OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<net::Client&>())) {
+auto ClusterCache::OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<Cache&>())) {
   return n.Call(fn, [this] { return RegisteredMemory(); });
 }
 
@@ -114,7 +120,7 @@ Result<T> ClusterCache::ReadFirst(std::string_view ns, std::string_view key, Fn 
   for (size_t i = 0; i < choices.size(); ++i) {
     const auto& node = v->nodes[choices[i]];
     ++routed_;
-    Result<T> r = OnNode(*node, [&](net::Client& c) { return fn(c, node); });
+    Result<T> r = OnNode(*node, [&](Cache& c) { return fn(c, node); });
     if (r.ok()) {
       if (i >= opt_.replicas) ++fallback_hits_;
       return r;
@@ -131,23 +137,23 @@ Result<T> ClusterCache::ReadFirst(std::string_view ns, std::string_view key, Fn 
 
 Result<EntryInfo> ClusterCache::Get(std::string_view ns, std::string_view key,
                                     std::span<uint8_t> dst) {
-  return ReadFirst<EntryInfo>(ns, key, [&](net::Client& c, auto&) { return c.Get(ns, key, dst); });
+  return ReadFirst<EntryInfo>(ns, key, [&](Cache& c, auto&) { return c.Get(ns, key, dst); });
 }
 
 Result<ReadLease> ClusterCache::Acquire(std::string_view ns, std::string_view key) {
-  return ReadFirst<ReadLease>(ns, key, [&](net::Client& c, const std::shared_ptr<NodeLink>& n) {
+  return ReadFirst<ReadLease>(ns, key, [&](Cache& c, const std::shared_ptr<NodeLink>& n) {
     return n->Wrap(c.Acquire(ns, key));
   });
 }
 
 Result<ReadLease> ClusterCache::Pin(std::string_view ns, std::string_view key) {
-  return ReadFirst<ReadLease>(ns, key, [&](net::Client& c, const std::shared_ptr<NodeLink>& n) {
+  return ReadFirst<ReadLease>(ns, key, [&](Cache& c, const std::shared_ptr<NodeLink>& n) {
     return n->Wrap(c.Pin(ns, key));
   });
 }
 
 Result<EntryInfo> ClusterCache::Lookup(std::string_view ns, std::string_view key) {
-  return ReadFirst<EntryInfo>(ns, key, [&](net::Client& c, auto&) { return c.Lookup(ns, key); });
+  return ReadFirst<EntryInfo>(ns, key, [&](Cache& c, auto&) { return c.Lookup(ns, key); });
 }
 
 Status ClusterCache::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
@@ -169,7 +175,7 @@ Status ClusterCache::Put(std::string_view ns, std::string_view key, const Tensor
   std::vector<std::future<Status>> clears;
   for (size_t k = opt_.replicas; k < places.size(); ++k)
     clears.push_back(std::async(std::launch::async, [&, n = v->nodes[places[k]]] {
-      return OnNode(*n, [&](net::Client& c) {
+      return OnNode(*n, [&](Cache& c) {
         std::vector<bool> gone;
         return c.EraseMany({{std::string(ns), std::string(key)}}, &gone);
       });
@@ -184,7 +190,7 @@ Status ClusterCache::Put(std::string_view ns, std::string_view key, const Tensor
     }
   };
   for (size_t k = 0; k < std::min(opt_.replicas, places.size()); ++k)
-    note(OnNode(*v->nodes[places[k]], [&](net::Client& c) { return c.Put(ns, key, meta, bytes); }));
+    note(OnNode(*v->nodes[places[k]], [&](Cache& c) { return c.Put(ns, key, meta, bytes); }));
   for (auto& f : clears) note(f.get());
   if (!missed.ok())
     return Status::Unavailable("the put of " + std::string(ns) + "/" + std::string(key) +
@@ -270,7 +276,7 @@ std::vector<std::string> Pick(const std::vector<std::string>& keys,
 std::vector<Result<EntryInfo>> ClusterCache::GetMany(std::string_view ns,
                                                      const std::vector<std::string>& keys,
                                                      const std::vector<std::span<uint8_t>>& dsts) {
-  return Batched<EntryInfo>(ns, keys, [&](net::Client& c, auto&, const std::vector<size_t>& idx) {
+  return Batched<EntryInfo>(ns, keys, [&](Cache& c, auto&, const std::vector<size_t>& idx) {
     std::vector<std::span<uint8_t>> d;
     for (size_t i : idx) d.push_back(dsts[i]);
     return c.GetMany(ns, Pick(keys, idx), d);
@@ -282,8 +288,7 @@ std::vector<Result<ReadLease>> ClusterCache::AcquireMany(std::string_view ns,
                                                          LandingWatch* watch) {
   if (watch) watch->streamed.assign(keys.size(), false);
   return Batched<ReadLease>(
-      ns, keys,
-      [&](net::Client& c, const std::shared_ptr<NodeLink>& n, const std::vector<size_t>& idx) {
+      ns, keys, [&](Cache& c, const std::shared_ptr<NodeLink>& n, const std::vector<size_t>& idx) {
         auto got = c.AcquireMany(ns, Pick(keys, idx));
         for (auto& r : got) r = n->Wrap(std::move(r));
         return got;
@@ -292,20 +297,19 @@ std::vector<Result<ReadLease>> ClusterCache::AcquireMany(std::string_view ns,
 
 Result<std::vector<std::optional<EntryInfo>>> ClusterCache::LookupMany(
     std::string_view ns, const std::vector<std::string>& keys) {
-  auto found =
-      Batched<EntryInfo>(ns, keys, [&](net::Client& c, auto&, const std::vector<size_t>& idx) {
-        std::vector<Result<EntryInfo>> out;
-        auto r = c.LookupMany(ns, Pick(keys, idx));
-        for (size_t k = 0; k < idx.size(); ++k) {
-          if (!r.ok())
-            out.push_back(r.status());
-          else if ((*r)[k])
-            out.push_back(*(*r)[k]);
-          else
-            out.push_back(Status::NotFound(keys[idx[k]]));
-        }
-        return out;
-      });
+  auto found = Batched<EntryInfo>(ns, keys, [&](Cache& c, auto&, const std::vector<size_t>& idx) {
+    std::vector<Result<EntryInfo>> out;
+    auto r = c.LookupMany(ns, Pick(keys, idx));
+    for (size_t k = 0; k < idx.size(); ++k) {
+      if (!r.ok())
+        out.push_back(r.status());
+      else if ((*r)[k])
+        out.push_back(*(*r)[k]);
+      else
+        out.push_back(Status::NotFound(keys[idx[k]]));
+    }
+    return out;
+  });
   std::vector<std::optional<EntryInfo>> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (found[i].ok())
@@ -319,7 +323,7 @@ Result<std::vector<std::optional<EntryInfo>>> ClusterCache::LookupMany(
 
 Result<bool> ClusterCache::Prefetch(std::string_view ns, const std::vector<std::string>& keys) {
   bool all = true;
-  auto r = Batched<bool>(ns, keys, [&](net::Client& c, auto&, const std::vector<size_t>& idx) {
+  auto r = Batched<bool>(ns, keys, [&](Cache& c, auto&, const std::vector<size_t>& idx) {
     auto q = c.Prefetch(ns, Pick(keys, idx));
     // A hint goes to the owner only: a queued one is not asked again elsewhere.
     return std::vector<Result<bool>>(idx.size(), q.ok() ? Result<bool>(true) : q.status());
@@ -337,7 +341,11 @@ Result<ClaimAnswer> ClusterCache::Claim(std::string_view ns, std::string_view ke
   if (v->layout.ring.empty()) return ClaimAnswer{};
   ++routed_;
   auto a = OnNode(*v->nodes[v->layout.ring.Choices(ns, key, 1)[0]],
-                  [&](net::Client& c) { return c.Claim(ns, key, ttl); });
+                  [&](Cache& c) -> Result<ClaimAnswer> {
+                    Claims* claims = c.capabilities().claims;
+                    if (!claims) return ClaimAnswer{};  // no claims there: compute
+                    return claims->Claim(ns, key, ttl);
+                  });
   if (!a.ok() && a.status().IsUnavailable()) {
     ++unavailable_;
     return ClaimAnswer{};
@@ -368,7 +376,7 @@ Status ClusterCache::EraseMany(const std::vector<std::pair<std::string, std::str
     std::vector<std::pair<std::string, std::string>> part;
     for (size_t i : idx) part.push_back(ns_keys[i]);
     std::vector<bool> here;
-    Status st = OnNode(*v->nodes[node], [&](net::Client& c) { return c.EraseMany(part, &here); });
+    Status st = OnNode(*v->nodes[node], [&](Cache& c) { return c.EraseMany(part, &here); });
     if (!st.ok()) {
       if (failed.ok())
         failed =
@@ -399,7 +407,7 @@ Status ClusterCache::ListNodePages(
   bool more = true;
   for (const auto& n : v->nodes) {
     if (!more) break;
-    Status st = OnNode(*n, [&](net::Client& c) {
+    Status st = OnNode(*n, [&](Cache& c) {
       return c.ListPages(page_size, [&](std::vector<EntryInfo>&& page) {
         return more = on_page(std::move(page), n->info().id);
       });
@@ -414,9 +422,8 @@ std::vector<ClusterCache::NodeStats> ClusterCache::StatsByNode() {
   auto v = Snapshot();
   std::vector<std::future<Result<StoreStats>>> asks;
   for (const auto& n : v->nodes)
-    asks.push_back(std::async(std::launch::async, [this, n] {
-      return OnNode(*n, [](net::Client& c) { return c.Stats(); });
-    }));
+    asks.push_back(std::async(
+        std::launch::async, [this, n] { return OnNode(*n, [](Cache& c) { return c.Stats(); }); }));
   std::vector<NodeStats> out;
   for (size_t i = 0; i < asks.size(); ++i) out.push_back({v->nodes[i]->info(), asks[i].get()});
   return out;
@@ -466,7 +473,9 @@ Status ClusterCache::RegisterMemory(const BufferDesc& memory) {
   }
   Status failed;
   for (const auto& n : Snapshot()->nodes) {
-    n->IfConnected([&](net::Client& c) { failed = c.RegisterMemory(memory); });
+    n->IfConnected([&](Cache& c) {
+      if (MemoryRegistration* m = c.capabilities().memory) failed = m->RegisterMemory(memory);
+    });
     if (!failed.ok()) {
       failed = failed.WithContext("cluster node " + n->info().id);
       break;
@@ -484,14 +493,17 @@ void ClusterCache::UnregisterMemory(const BufferDesc& memory) {
     });
   }
   for (const auto& n : Snapshot()->nodes)
-    n->IfConnected([&](net::Client& c) { c.UnregisterMemory(memory); });
+    n->IfConnected([&](Cache& c) {
+      if (MemoryRegistration* m = c.capabilities().memory) m->UnregisterMemory(memory);
+    });
 }
 
 TransferStats ClusterCache::transfer_stats() const {
   TransferStats sum;
   for (const auto& n : Snapshot()->nodes)
-    n->IfConnected([&](net::Client& c) {
-      TransferStats t = c.transfer_stats();
+    n->IfConnected([&](Cache& c) {
+      MemoryRegistration* m = c.capabilities().memory;
+      TransferStats t = m ? m->transfer_stats() : TransferStats{};
       sum.direct_reads += t.direct_reads;
       sum.direct_bytes += t.direct_bytes;
       sum.bounced_reads += t.bounced_reads;

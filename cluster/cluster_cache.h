@@ -77,6 +77,10 @@ struct ClusterOptions {
   std::chrono::milliseconds down_for{1000};
   // How long a quiet etcd watch stays open before it is made again.
   std::chrono::milliseconds watch_idle{30000};
+
+  // Advanced. Connects to a node in place of net::Client (the fleet simulator's in-process
+  // nodes); empty: net::Client over shared memory, TCP, TLS or RDMA.
+  Connector connector{};
 };
 
 // What this client did, for its metrics.
@@ -96,8 +100,14 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   // uri: "etcd://HOST:PORT[,HOST:PORT...]/NAME". Unavailable where etcd cannot be read.
   static Result<std::unique_ptr<ClusterCache>> Open(const std::string& uri,
                                                     ClusterOptions options = {});
+  // A client whose members the caller gives (Follow), not etcd: the fleet simulator, or a
+  // membership source of one's own. replicas 0 is taken as 1.
+  static std::unique_ptr<ClusterCache> WithMembers(std::string name, ClusterOptions options);
   ~ClusterCache() override;
   const char* transport() const override { return "cluster"; }
+  // Routes by `members` from now on, as the etcd watch does at each change (connections to
+  // unchanged nodes kept). Any thread; calls in flight finish on the members they began on.
+  void Follow(std::vector<NodeInfo> members) EXCLUDES(view_mu_) { Install(std::move(members)); }
   const std::string& name() const { return name_; }
 
   Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
@@ -173,7 +183,7 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   void Install(std::vector<NodeInfo> members) EXCLUDES(view_mu_);
   // Runs fn(client) on node n (NodeLink::Call, with the memory registered so far).
   template <typename Fn>
-  auto OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<net::Client&>()));
+  auto OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<Cache&>()));
   std::vector<BufferDesc> RegisteredMemory() const EXCLUDES(registered_mu_);
   // The key's places (CopyOrder, as deep as every member keeps keys): its replicas first,
   // then where a put clears older copies and a read looks next.

@@ -50,6 +50,13 @@ Result<uint64_t> DropAll(Cache* store, const std::string& why) {
   return n;
 }
 
+Result<uint64_t> DropOffPlaces(Cache* store, const Layout& layout, size_t self) {
+  return DropWhere(store, [&](const EntryInfo& e) {
+    auto places = layout.Places(e.ns, e.key);
+    return std::find(places.begin(), places.end(), self) == places.end();
+  });
+}
+
 Result<Rejoin> CheckRejoin(EtcdClient& etcd, const std::string& cluster, const std::string& id,
                            uint64_t previous_incarnation) {
   auto rec = etcd.Get(NodesPrefix(cluster) + id);
@@ -90,11 +97,7 @@ void NodeGuard::OnMembers(std::vector<NodeInfo> members) {
   if (me == members.end()) return;  // not in the ring: Registration drops all when it rejoins
   const size_t at = static_cast<size_t>(me - members.begin());
   last_ = Layout::Of(members, &last_);
-  const Layout& layout = last_;
-  auto n = DropWhere(store_, [&](const EntryInfo& e) {
-    auto places = layout.Places(e.ns, e.key);
-    return std::find(places.begin(), places.end(), at) == places.end();
-  });
+  auto n = DropOffPlaces(store_, last_, at);
   if (!n.ok()) {
     spdlog::error("cluster {}: dropping the keys a membership change moved away failed: {}",
                   cluster_, n.status().ToString());

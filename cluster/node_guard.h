@@ -46,6 +46,10 @@ Result<Rejoin> CheckRejoin(EtcdClient& etcd, const std::string& cluster, const s
 // Erases every entry `store` holds, saying why in the log; the number erased.
 Result<uint64_t> DropAll(Cache* store, const std::string& why);
 
+// Erases every entry `store` holds that is not at one of its places in `layout` for member
+// `self` (an index into the layout's ring): what a node does at each membership change.
+Result<uint64_t> DropOffPlaces(Cache* store, const Layout& layout, size_t self);
+
 class NodeGuard {
  public:
   static Result<std::unique_ptr<NodeGuard>> Start(EtcdClient etcd, std::string cluster,

@@ -53,11 +53,12 @@ net::ClientOptions ProvingItsName(net::ClientOptions o, const NodeInfo& info) {
 uint64_t NodeLink::unproven() { return g_unproven.load(); }
 
 NodeLink::NodeLink(NodeInfo info, std::string cluster, net::ClientOptions options,
-                   std::chrono::milliseconds down_for)
+                   std::chrono::milliseconds down_for, Connector connector)
     : info_(std::move(info)),
       cluster_(std::move(cluster)),
       options_(ProvingItsName(std::move(options), info_)),
-      down_for_(down_for) {}
+      down_for_(down_for),
+      connector_(std::move(connector)) {}
 
 NodeLink::~NodeLink() = default;
 
@@ -83,6 +84,22 @@ Status NodeLink::Reach(std::unique_lock<std::mutex>* l, const Registered& regist
                                " did not answer a moment ago");
   *l = std::unique_lock<std::mutex>(mu_);
   if (client_) return Status::Ok();
+  auto c = Connect();
+  if (!c.ok()) return c.status();
+  client_ = std::move(c).value();
+  MemoryRegistration* memory = client_->capabilities().memory;
+  for (const BufferDesc& m : registered())  // best effort: unregistered memory is bounced
+    if (Status st = memory ? memory->RegisterMemory(m) : Status::Ok(); !st.ok())
+      spdlog::warn("cluster {}: node {}: {}", cluster_, info_.id, st.ToString());
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Cache>> NodeLink::Connect() {
+  if (connector_) {
+    auto c = connector_(info_);
+    if (!c.ok()) MarkDown(c.status());
+    return c;
+  }
   // A node on this host is read through its shared memory (its unix socket), else over TCP.
   // A node that let its socket's deadline pass is hung, not elsewhere: TCP is not tried
   // too, so that a call costs one deadline.
@@ -109,11 +126,7 @@ Status NodeLink::Reach(std::unique_lock<std::mutex>* l, const Registered& regist
     MarkDown(c.status());
     return Status::Unavailable("cluster node " + info_.id + ": " + c.status().message());
   }
-  client_ = std::move(c).value();
-  for (const BufferDesc& m : registered())  // best effort: unregistered memory is bounced
-    if (Status st = client_->RegisterMemory(m); !st.ok())
-      spdlog::warn("cluster {}: node {}: {}", cluster_, info_.id, st.ToString());
-  return Status::Ok();
+  return std::unique_ptr<Cache>(std::move(c).value());
 }
 
 Result<ReadLease> NodeLink::Wrap(Result<ReadLease> got) {
@@ -129,14 +142,14 @@ Result<ReadLease> NodeLink::Wrap(Result<ReadLease> got) {
   return ReadLease(&leases, held, data, std::move(info), kind, from);
 }
 
-void NodeLink::IfConnected(const std::function<void(net::Client&)>& fn) {
+void NodeLink::IfConnected(const std::function<void(Cache&)>& fn) {
   std::lock_guard<std::mutex> l(mu_);
   if (client_) fn(*client_);
 }
 
 std::string NodeLink::transport() {
   std::string t;
-  IfConnected([&](net::Client& c) { t = c.transport(); });
+  IfConnected([&](Cache& c) { t = c.transport(); });
   return t;
 }
 

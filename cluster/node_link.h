@@ -3,7 +3,10 @@
 // down for a while after a call it did not answer, and the leases read through it.
 //
 //   NodeLink link(info, "prod", client_options, std::chrono::seconds(1));
-//   auto r = link.Call([&](net::Client& c) { return c.Get(ns, key, dst); }, registered);
+//   auto r = link.Call([&](Cache& c) { return c.Get(ns, key, dst); }, registered);
+//
+// The connection is a net::Client unless a Connector is given: the fleet simulator's
+// in-process nodes (bench/sim) are reached that way, through the same routing.
 //
 // Thread rules: thread-safe. One call at a time on the connection (mu); Call, Reach and the
 // leases' releases take it. A node that changes address or restarts (a new incarnation) is a
@@ -22,18 +25,18 @@
 #include "cluster/membership.h"
 #include "net/connection.h"
 
-namespace ecstore::net {
-class Client;
-}
-
 namespace ecstore::cluster {
+
+// Makes the connection to a node in place of net::Client::Connect (an in-process node for a
+// simulation); Unavailable where the node cannot be reached.
+using Connector = std::function<Result<std::unique_ptr<Cache>>(const NodeInfo&)>;
 
 class NodeLink : public std::enable_shared_from_this<NodeLink> {
  public:
   // What to register with a new connection (memory registered with the cluster client).
   using Registered = std::function<std::vector<BufferDesc>()>;
   NodeLink(NodeInfo info, std::string cluster, net::ClientOptions options,
-           std::chrono::milliseconds down_for);
+           std::chrono::milliseconds down_for, Connector connector = {});
   ~NodeLink();
   const NodeInfo& info() const { return info_; }
   // Connections refused in this process because a node's TLS certificate did not name the
@@ -44,13 +47,13 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
   // node is marked down, or when it cannot be reached (then marked down). A node that does
   // not answer costs one deadline, whatever transports were tried.
   Status Reach(std::unique_lock<std::mutex>* l, const Registered& registered);
-  net::Client& client() { return *client_; }  // with the mutex held by Reach
+  Cache& client() { return *client_; }  // with the mutex held by Reach
   // Down on Unavailable (for down_for, told in the log once), else up.
   void Observe(const Status& st);
 
   // fn(client) under Reach, then Observe of what it returned.
   template <typename Fn>
-  auto Call(Fn fn, const Registered& registered) -> decltype(fn(std::declval<net::Client&>())) {
+  auto Call(Fn fn, const Registered& registered) -> decltype(fn(std::declval<Cache&>())) {
     std::unique_lock<std::mutex> l;
     if (Status st = Reach(&l, registered); !st.ok()) return st;
     auto r = fn(*client_);
@@ -61,7 +64,7 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
   Result<ReadLease> Wrap(Result<ReadLease> got);
 
   // Runs fn(client) if the connection is made (without making it); for stats and memory.
-  void IfConnected(const std::function<void(net::Client&)>& fn);
+  void IfConnected(const std::function<void(Cache&)>& fn);
   std::string transport();  // "" before the first call
 
  private:
@@ -72,13 +75,15 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
     return r.status();
   }
   void MarkDown(const Status& why);
+  Result<std::unique_ptr<Cache>> Connect();  // net::Client's transports, or the Connector
 
   const NodeInfo info_;
   const std::string cluster_;
   const net::ClientOptions options_;
   const std::chrono::milliseconds down_for_;
-  std::mutex mu_;                        // one call at a time on client_
-  std::unique_ptr<net::Client> client_;  // under mu_; connected at the first call
+  const Connector connector_;
+  std::mutex mu_;                  // one call at a time on client_
+  std::unique_ptr<Cache> client_;  // under mu_; connected at the first call
   std::atomic<int64_t> down_until_us_{0};
   std::atomic<bool> down_{false};  // told in the log once per going and coming back
 };

@@ -83,7 +83,7 @@ TEST(SlotTable, FillingFromThePreviousTableGivesTheFreshTable) {
     EXPECT_TRUE(after.ready()) << "a few changes fill at once, in the caller's thread";
     ExpectMatchesReference(after, now);
   }
-  // Many joiners are left to the filling thread; the result is the same.
+  // Many joiners (more than a quarter) are left to the filling thread; the same result.
   auto grown = Named(30);
   for (auto& x : Named(40, 100)) grown.push_back(x);
   const auto now = Members(grown);

@@ -41,12 +41,13 @@ ROOMS = {
     "net": {"base", "cuda", "rdma", "cache"},
     "server": {"base", "cuda", "rdma", "cache", "disk", "index", "store", "net"},
     "cluster": {"base", "cuda", "rdma", "cache", "net"},
+    "sim": {"base", "cuda", "rdma", "cache", "net", "cluster"},
     "ops": {"base", "cuda", "rdma", "cache", "disk", "index", "store", "net", "server"},
     "cli": set(_LIB) - {"cli"},
     "include": set(_LIB) - {"cli", "ops"},  # the public facades over the libraries
     "python": set(_LIB) - {"cli", "ops"},
-    "bench": set(_LIB) | {"include"},
-    "tests": set(_LIB) | {"include"},
+    "bench": set(_LIB) | {"include", "sim"},
+    "tests": set(_LIB) | {"include", "sim"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
 
