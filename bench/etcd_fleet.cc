@@ -74,6 +74,44 @@ std::unique_ptr<cluster::MemberWatch> Follow(const std::string& uri, Probe* prob
   return w.ok() ? std::move(w).value() : nullptr;
 }
 
+// `changes` changes, one every 5 s (a new node joins, then leaves), each watched for by
+// every following client; their staleness in *stale (ms), the client-changes not seen in 5 s
+// returned.
+template <typename Reg>
+size_t MakeChanges(int changes, size_t nodes, size_t following, const Reg& reg,
+                   std::vector<std::unique_ptr<cluster::Registration>>* regs, Probe* probe_p,
+                   std::vector<double>* stale) {
+  Probe& probe = *probe_p;
+  size_t unseen = 0;
+  for (int c = 0; c < changes; ++c) {
+    Progress("etcd_fleet: change " + std::to_string(c + 1) + " of " + std::to_string(changes));
+    const bool join = c % 2 == 0;
+    const size_t i = nodes + static_cast<size_t>(c / 2);  // a new node joins, then leaves
+    {
+      // Set before the change is asked of etcd: staleness is counted from then (an upper
+      // bound: it includes etcd's own write).
+      std::lock_guard<std::mutex> l(probe.mu);
+      probe.seq = static_cast<uint64_t>(c + 1);
+      probe.id = NodeRecord(i).id;
+      probe.present = join;
+      probe.at = Clock::now();
+      probe.seen_ms.clear();
+    }
+    if (join) {
+      regs->push_back(Must(reg(i), "register a node"));
+    } else {
+      regs->back()->Stop();  // revokes the lease: the record goes at once
+      regs->pop_back();
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::lock_guard<std::mutex> l(probe.mu);
+    stale->insert(stale->end(), probe.seen_ms.begin(), probe.seen_ms.end());
+    unseen += following - probe.seen_ms.size();
+    probe.seq = 0;
+  }
+  return unseen;
+}
+
 }  // namespace
 
 void EtcdFleetWorkload(const Config& cfg) {
@@ -124,40 +162,15 @@ void EtcdFleetWorkload(const Config& cfg) {
   for (pid_t p : etcd.pids) etcd_cpu0 += CpuSeconds(p);
   const auto steady = Clock::now();
   std::vector<double> stale;
-  size_t unseen = 0;
-  for (int c = 0; c < changes; ++c) {
-    Progress("etcd_fleet: change " + std::to_string(c + 1) + " of " + std::to_string(changes));
-    const bool join = c % 2 == 0;
-    const size_t i = nodes + static_cast<size_t>(c / 2);  // a new node joins, then leaves
-    {
-      // Set before the change is asked of etcd: staleness is counted from then (an upper
-      // bound: it includes etcd's own write).
-      std::lock_guard<std::mutex> l(probe.mu);
-      probe.seq = static_cast<uint64_t>(c + 1);
-      probe.id = NodeRecord(i).id;
-      probe.present = join;
-      probe.at = Clock::now();
-      probe.seen_ms.clear();
-    }
-    if (join) {
-      regs.push_back(Must(reg(i), "register a node"));
-    } else {
-      regs.back()->Stop();  // revokes the lease: the record goes at once
-      regs.pop_back();
-    }
-    std::this_thread::sleep_for(std::chrono::seconds(5));
-    std::lock_guard<std::mutex> l(probe.mu);
-    stale.insert(stale.end(), probe.seen_ms.begin(), probe.seen_ms.end());
-    unseen += following - probe.seen_ms.size();
-    probe.seq = 0;
-  }
+  const size_t unseen = MakeChanges(changes, nodes, following, reg, &regs, &probe, &stale);
   const double secs = Since(steady);
   double etcd_cpu = -etcd_cpu0;
   for (pid_t p : etcd.pids) etcd_cpu += CpuSeconds(p);
   const double self_cpu = CpuSeconds(getpid()) - self_cpu0;
   std::sort(stale.begin(), stale.end());
   auto q = [&](double f) {
-    return stale.empty() ? 0.0 : stale[std::min(stale.size() - 1, static_cast<size_t>(f * stale.size()))];
+    return stale.empty() ? 0.0
+                         : stale[std::min(stale.size() - 1, static_cast<size_t>(f * stale.size()))];
   };
   char note[320];
   std::snprintf(note, sizeof(note),

@@ -35,8 +35,8 @@ EtcdProcs StartEtcdCluster(const std::string& dir, int members) {
   for (int i = 0; i < members; ++i) {
     e.client_ports.push_back(FreePort());
     peers.push_back(FreePort());
-    initial += (i ? ",m" : "m") + std::to_string(i) + "=http://127.0.0.1:" +
-               std::to_string(peers.back());
+    initial +=
+        (i ? ",m" : "m") + std::to_string(i) + "=http://127.0.0.1:" + std::to_string(peers.back());
   }
   for (int i = 0; i < members; ++i) {
     const std::string c = "http://127.0.0.1:" + std::to_string(e.client_ports[i]);

@@ -4,12 +4,13 @@
 // each event, recompute bytes, keys and bytes a join or leave moves against 1/N, a joining
 // empty node's share of the puts, claims and duplicates, balance over 10^6 keys, and what a
 // routed call pays to find its places. Held to no limit: the ideals are in each row.
+#include "sim/fleet.h"
+
 #include <cstdio>
 #include <string>
 
 #include "bench/results.h"
 #include "bench/workloads.h"
-#include "sim/fleet.h"
 
 namespace ecstore::bench {
 
@@ -61,19 +62,19 @@ void FleetWorkload(const Config& cfg) {
                 static_cast<unsigned long long>(r.fallback_hits),
                 static_cast<unsigned long long>(r.computes), r.recompute_bytes / 1e12);
   Add({"fleet", "trace", 0, r.requests / secs, 0, 0, -1, note});
-  std::snprintf(note, sizeof(note),
-                "%llu granted, %llu waited for another's put, %llu duplicate runs (%llu granted "
-                "because the owner did not answer); puts %llu acknowledged, %llu refused; "
-                "%llu wrong reads",
-                static_cast<unsigned long long>(r.claims_granted),
-                static_cast<unsigned long long>(r.claims_held),
-                static_cast<unsigned long long>(r.duplicates),
-                static_cast<unsigned long long>(r.unanswered_claims),
-                static_cast<unsigned long long>(r.puts_acked),
-                static_cast<unsigned long long>(r.puts_failed),
-                static_cast<unsigned long long>(r.wrong_reads));
+  std::snprintf(
+      note, sizeof(note),
+      "%llu granted, %llu waited for another's put, %llu duplicate runs (%llu granted "
+      "because the owner did not answer); puts %llu acknowledged, %llu refused; "
+      "%llu wrong reads",
+      static_cast<unsigned long long>(r.claims_granted),
+      static_cast<unsigned long long>(r.claims_held), static_cast<unsigned long long>(r.duplicates),
+      static_cast<unsigned long long>(r.unanswered_claims),
+      static_cast<unsigned long long>(r.puts_acked), static_cast<unsigned long long>(r.puts_failed),
+      static_cast<unsigned long long>(r.wrong_reads));
   Add({"fleet", "claims", 0, 0, 0, 0, -1, note});
-  std::snprintf(note, sizeof(note), "%zu keys over %zu nodes: the largest node holds %.2fx the mean bytes",
+  std::snprintf(note, sizeof(note),
+                "%zu keys over %zu nodes: the largest node holds %.2fx the mean bytes",
                 o.balance_keys, o.nodes, r.balance);
   Add({"fleet", "balance", 0, 0, 0, 0, -1, note});
   Add({"fleet", "a routed call's places", 0, 0, r.owner_p50_us, r.owner_p99_us, -1,

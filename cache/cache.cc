@@ -101,6 +101,16 @@ Result<std::vector<bool>> Cache::ContainsMany(std::string_view ns,
   return out;
 }
 
+Result<std::vector<std::vector<Location>>> Cache::Locate(std::string_view ns,
+                                                         const std::vector<std::string>& keys) {
+  auto found = LookupMany(ns, keys);
+  if (!found.ok()) return found.status();
+  std::vector<std::vector<Location>> out(found->size());
+  for (size_t i = 0; i < found->size(); ++i)
+    if ((*found)[i]) out[i].push_back({"", (*found)[i]->tier()});
+  return out;
+}
+
 Result<bool> Cache::Prefetch(std::string_view, const std::vector<std::string>&) {
   return false;  // a hint: nothing to do where there is no prefetch
 }

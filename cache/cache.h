@@ -39,6 +39,14 @@ enum class Tier : uint8_t { kDevice = 0, kPool = 1, kDisk = 2 };
 inline constexpr Tier kAllTiers[] = {Tier::kDevice, Tier::kPool, Tier::kDisk};
 const char* TierName(Tier t);  // "device" / "pool" / "disk"
 
+// Where a copy of an entry is (Cache::Locate): the node -- a cluster member's id, "" for
+// the cache asked -- and the fastest medium it has there.
+struct Location {
+  std::string node;
+  Tier medium = Tier::kPool;
+  bool operator==(const Location&) const = default;
+};
+
 // Which tiers hold a copy of an entry.
 class TierSet {
  public:
@@ -439,6 +447,10 @@ class Cache {
   virtual Result<bool> Contains(std::string_view ns, std::string_view key);
   virtual Result<std::vector<bool>> ContainsMany(std::string_view ns,
                                                  const std::vector<std::string>& keys);
+  // Per key, where it is held, best first (empty: nowhere). One store or daemon answers
+  // from its keydir (node ""); a cluster asks each key's places in parallel, batched.
+  virtual Result<std::vector<std::vector<Location>>> Locate(std::string_view ns,
+                                                            const std::vector<std::string>& keys);
   // NotFound when absent.
   virtual Status Erase(std::string_view ns, std::string_view key) = 0;
   // Erases every listed (namespace, key) that exists -- a missing one is skipped.

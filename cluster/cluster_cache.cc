@@ -321,6 +321,51 @@ Result<std::vector<std::optional<EntryInfo>>> ClusterCache::LookupMany(
   return out;
 }
 
+Result<std::vector<std::vector<Location>>> ClusterCache::Locate(
+    std::string_view ns, const std::vector<std::string>& keys) {
+  auto v = Snapshot();
+  std::vector<std::vector<size_t>> places(keys.size());
+  std::map<size_t, std::vector<size_t>> by_node;  // node -> indices of keys it is a place of
+  for (size_t i = 0; i < keys.size(); ++i) {
+    places[i] = Places(*v, ns, keys[i]);
+    for (size_t node : places[i]) by_node[node].push_back(i);
+  }
+  std::map<size_t, std::future<Result<std::vector<std::optional<EntryInfo>>>>> asks;
+  for (const auto& [node, idx] : by_node)
+    asks.emplace(node, std::async(std::launch::async, [&, node = node, &idx = idx] {
+                   routed_ += idx.size();
+                   return OnNode(*v->nodes[node],
+                                 [&](Cache& c) { return c.LookupMany(ns, Pick(keys, idx)); });
+                 }));
+  std::map<size_t, std::vector<std::optional<EntryInfo>>> answers;
+  for (auto& [node, f] : asks) {
+    auto r = f.get();
+    if (r.ok()) {
+      answers[node] = std::move(r).value();
+    } else if (r.status().IsUnavailable()) {
+      unavailable_ += by_node[node].size();
+    } else {
+      return r.status();
+    }
+  }
+  std::vector<std::vector<Location>> out(keys.size());
+  for (const auto& [node, found] : answers) {
+    const auto& idx = by_node[node];
+    for (size_t k = 0; k < idx.size(); ++k)
+      if (found[k]) out[idx[k]].push_back({v->nodes[node]->info().id, found[k]->tier()});
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {  // in the key's order of places: owner first
+    auto rank = [&](const Location& l) {
+      for (size_t p = 0; p < places[i].size(); ++p)
+        if (v->nodes[places[i][p]]->info().id == l.node) return p;
+      return places[i].size();
+    };
+    std::sort(out[i].begin(), out[i].end(),
+              [&](const Location& a, const Location& b) { return rank(a) < rank(b); });
+  }
+  return out;
+}
+
 Result<bool> ClusterCache::Prefetch(std::string_view ns, const std::vector<std::string>& keys) {
   bool all = true;
   auto r = Batched<bool>(ns, keys, [&](Cache& c, auto&, const std::vector<size_t>& idx) {

@@ -126,6 +126,10 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   Result<EntryInfo> Lookup(std::string_view ns, std::string_view key) override;
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(
       std::string_view ns, const std::vector<std::string>& keys) override;
+  // Each key's places asked for it (LookupMany, the nodes in parallel): every member that
+  // holds it, owner first. A node that does not answer is left out (counted in unavailable).
+  Result<std::vector<std::vector<Location>>> Locate(std::string_view ns,
+                                                    const std::vector<std::string>& keys) override;
   // Erases the entry at each of its places; Unavailable (not done) where one did not answer.
   Status Erase(std::string_view ns, std::string_view key) override;
   Status EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,

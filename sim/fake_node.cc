@@ -134,13 +134,13 @@ class FakeNode::Face : public Cache, public Claims {
       return Status::NoSpace("larger than node " + n_->id() + "'s capacity");
     return Status::Ok();
   }
-  Result<EntryInfo> Get(std::string_view ns, std::string_view key,
-                        std::span<uint8_t>) override {
+  Result<EntryInfo> Get(std::string_view ns, std::string_view key, std::span<uint8_t>) override {
     EC_RETURN_IF_ERROR(Up());
     EntryInfo info;
     if (!n_->Touch(Name(ns, key), &info.bytes))
       return Status::NotFound(std::string(ns) + "/" + std::string(key));
     info.ns = ns, info.key = key;
+    info.tiers.add(Tier::kPool);
     return info;
   }
   std::vector<Result<EntryInfo>> GetMany(std::string_view ns, const std::vector<std::string>& keys,
@@ -163,6 +163,7 @@ class FakeNode::Face : public Cache, public Claims {
     if (!n_->Has(Name(ns, key), &info.bytes))
       return Status::NotFound(std::string(ns) + "/" + std::string(key));
     info.ns = ns, info.key = key;
+    info.tiers.add(Tier::kPool);
     return info;
   }
   Result<std::vector<std::optional<EntryInfo>>> LookupMany(
@@ -194,8 +195,8 @@ class FakeNode::Face : public Cache, public Claims {
     for (size_t at = 0; at < all.size(); at += page_size) {
       std::vector<EntryInfo> page(
           std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(at)),
-          std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(
-                                                    std::min(all.size(), at + page_size))));
+          std::make_move_iterator(
+              all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), at + page_size))));
       if (!on_page(std::move(page))) break;
     }
     return Status::Ok();

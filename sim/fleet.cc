@@ -163,8 +163,9 @@ Fleet::Fleet(const FleetOptions& o) : o_(o), rng_(o.seed), zipf_(o.catalog, o.zi
 }
 
 size_t Fleet::Index(const std::string& id) const {
-  auto it = std::lower_bound(members_.begin(), members_.end(), id,
-                             [](const cluster::NodeInfo& m, const std::string& x) { return m.id < x; });
+  auto it =
+      std::lower_bound(members_.begin(), members_.end(), id,
+                       [](const cluster::NodeInfo& m, const std::string& x) { return m.id < x; });
   return it != members_.end() && it->id == id ? static_cast<size_t>(it - members_.begin())
                                               : SIZE_MAX;
 }
@@ -180,8 +181,10 @@ void Fleet::Install(FleetEvent* moved) {
     held.assign(distinct.begin(), distinct.end());
     for (const auto& [name, bytes] : held) {
       const size_t cut = name.find('\0');
-      owner_before.push_back(layout_.ring.members()[layout_.ring.Choices(
-          kNs, std::string_view(name).substr(cut + 1), 1)[0]].id);
+      owner_before.push_back(
+          layout_.ring
+              .members()[layout_.ring.Choices(kNs, std::string_view(name).substr(cut + 1), 1)[0]]
+              .id);
     }
   }
   cache_->Follow(members_);
@@ -197,8 +200,10 @@ void Fleet::Install(FleetEvent* moved) {
   for (size_t k = 0; k < held.size(); ++k) {
     const auto& [name, b] = held[k];
     const size_t cut = name.find('\0');
-    const std::string& now = layout_.ring.members()[layout_.ring.Choices(
-        kNs, std::string_view(name).substr(cut + 1), 1)[0]].id;
+    const std::string& now =
+        layout_.ring
+            .members()[layout_.ring.Choices(kNs, std::string_view(name).substr(cut + 1), 1)[0]]
+            .id;
     all_bytes += b;
     if (now != owner_before[k]) ++keys, bytes += b;
   }
@@ -207,8 +212,8 @@ void Fleet::Install(FleetEvent* moved) {
 }
 
 void Fleet::Join(const std::string& id, const char* what, bool fresh) {
-  members_.push_back(Record(id, std::hash<std::string>{}(id) % 16000000, o_.node_capacity,
-                            o_.keep, ++incarnation_[id]));
+  members_.push_back(Record(id, std::hash<std::string>{}(id) % 16000000, o_.node_capacity, o_.keep,
+                            ++incarnation_[id]));
   std::sort(members_.begin(), members_.end(),
             [](const auto& a, const auto& b) { return a.id < b.id; });
   FleetEvent e{.what = what};
@@ -264,7 +269,8 @@ void Fleet::Churn(size_t n) {
     case 2: {
       const std::string id = pick();
       nodes_.at(id)->SetDown(true);
-      r_.events.push_back({.minute = now / 60e6, .what = "a node killed, back within its lease",
+      r_.events.push_back({.minute = now / 60e6,
+                           .what = "a node killed, back within its lease",
                            .nodes = members_.size()});
       Schedule(now + ttl / 2, kRestart, 1, id);
       break;
@@ -339,10 +345,10 @@ void Fleet::Burst(Kind step) {
   std::sort(members_.begin(), members_.end(),
             [](const auto& a, const auto& b) { return a.id < b.id; });
   Install(nullptr);
-  r_.events.push_back({.minute = minute,
-                       .what = step == kBurstLapse ? "their leases lapse: they leave"
-                                                   : "they come back empty",
-                       .nodes = members_.size()});
+  r_.events.push_back(
+      {.minute = minute,
+       .what = step == kBurstLapse ? "their leases lapse: they leave" : "they come back empty",
+       .nodes = members_.size()});
 }
 
 void Fleet::Request() {
@@ -429,11 +435,21 @@ FleetReport Fleet::Run() {
         Request();
         Schedule(e.at_us + static_cast<uint64_t>(gap(rng_)) + 1, kRequest);
         break;
-      case kDone: Done(e.arg); break;
-      case kChurn: Churn(e.arg); break;
-      case kLapse: Remove(e.id, "a killed node's lease lapses: it leaves", false); break;
-      case kRestart: Restart(e.id, e.arg != 0); break;
-      default: Burst(e.kind); break;
+      case kDone:
+        Done(e.arg);
+        break;
+      case kChurn:
+        Churn(e.arg);
+        break;
+      case kLapse:
+        Remove(e.id, "a killed node's lease lapses: it leaves", false);
+        break;
+      case kRestart:
+        Restart(e.id, e.arg != 0);
+        break;
+      default:
+        Burst(e.kind);
+        break;
     }
   }
   FinishEvents();

@@ -34,22 +34,22 @@ struct FleetOptions {
   double burst_at_minute = 20;                 // 0: no burst
   double burst_share = 0.10;                   // of the nodes, lost at once
   double lease_ttl_s = 10;
-  size_t keep = 3;       // places a node keeps a key at (serve --cluster-keep)
-  size_t replicas = 1;   // a put's copies
+  size_t keep = 3;                // places a node keeps a key at (serve --cluster-keep)
+  size_t replicas = 1;            // a put's copies
   size_t balance_keys = 1000000;  // keys placed to measure balance (no churn, no capacity)
   uint64_t seed = 1;
 };
 
 struct FleetEvent {
   double minute = 0;
-  std::string what;  // "join", "leave", "kill, back within the lease", ...
-  size_t nodes = 0;  // members after it
-  double hit_before = 0;     // hit rate in the minute before
-  double hit_low = 0;        // the lowest minute's hit rate among the two after
-  double keys_moved = -1;    // share of held keys whose owner changed (joins and leaves)
-  double bytes_moved = -1;   // ... of their bytes
-  double ideal_moved = -1;   // 1/(N+1) for a join, 1/N for a leave
-  double joiner_puts = -1;   // a joiner's share of the puts in its first minute, times N
+  std::string what;         // "join", "leave", "kill, back within the lease", ...
+  size_t nodes = 0;         // members after it
+  double hit_before = 0;    // hit rate in the minute before
+  double hit_low = 0;       // the lowest minute's hit rate among the two after
+  double keys_moved = -1;   // share of held keys whose owner changed (joins and leaves)
+  double bytes_moved = -1;  // ... of their bytes
+  double ideal_moved = -1;  // 1/(N+1) for a join, 1/N for a leave
+  double joiner_puts = -1;  // a joiner's share of the puts in its first minute, times N
   uint64_t puts_to_joiner = 0, puts_in_minute = 0;  // ... from these counts
 };
 

@@ -60,8 +60,7 @@ TEST(FakeNode, AnswersAsANodeDoes) {
   ASSERT_NE(claims, nullptr);
   EXPECT_EQ(claims->Claim("ns", "x", std::chrono::milliseconds(100))->outcome,
             ClaimOutcome::kGranted);
-  EXPECT_EQ(claims->Claim("ns", "x", std::chrono::milliseconds(100))->outcome,
-            ClaimOutcome::kHeld);
+  EXPECT_EQ(claims->Claim("ns", "x", std::chrono::milliseconds(100))->outcome, ClaimOutcome::kHeld);
   now = 200000;  // the claim lapsed
   EXPECT_EQ(claims->Claim("ns", "x", std::chrono::milliseconds(100))->outcome,
             ClaimOutcome::kGranted);
