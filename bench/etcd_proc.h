@@ -1,4 +1,5 @@
-// etcd members the cluster benches start on loopback, in child processes, and stop.
+// Loopback ports, and etcd members the cluster benches start on loopback, in child processes, and
+// stop.
 //
 //   EtcdProcs etcd = StartEtcdCluster(dir, 3);   // three members, one cluster
 //   auto uri = etcd.uri("bench");                // etcd://127.0.0.1:P1,.../bench
@@ -14,6 +15,7 @@
 
 namespace ecstore::bench {
 
+// A loopback port free now (closed on return: the child that binds it comes next).
 uint16_t FreePort();
 
 struct EtcdProcs {

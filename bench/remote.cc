@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "base/copy_pool.h"
+#include "bench/etcd_proc.h"
 #include "bench/pinned_buffer.h"
 #include "net/client.h"
 #include "server/server.h"
@@ -85,12 +86,6 @@ void StreamServe(int listen_fd, const std::vector<std::span<const uint8_t>>* val
       close(fd);
     }).detach();
   }
-}
-
-uint16_t FreePort() {
-  uint16_t port = 0;
-  auto fd = net::Listen({"127.0.0.1", 0}, &port);
-  return port;  // closed on return; redis-server binds it next
 }
 
 // The server process: an ec-store server over a shared-memory pool holding the values (as

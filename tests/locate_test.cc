@@ -60,8 +60,8 @@ TEST(Locate, AClusterAsksEachKeysPlacesAndPutsTheOwnerFirst) {
   keys.push_back("never-put");
   auto where = c->Locate("ns", keys);
   ASSERT_TRUE(where.ok()) << where.status().ToString();
-  EXPECT_EQ((*where)[0], std::vector<Location>({{places[0], Tier::kPool},
-                                                {places[1], Tier::kPool}}));
+  EXPECT_EQ((*where)[0],
+            std::vector<Location>({{places[0], Tier::kPool}, {places[1], Tier::kPool}}));
   for (size_t i = 1; i < 40; ++i)
     EXPECT_EQ((*where)[i], std::vector<Location>({{c->Owners("ns", keys[i], 1)[0], Tier::kPool}}));
   EXPECT_TRUE(where->back().empty());
