@@ -82,7 +82,6 @@ std::string NodeId(size_t i) {
   return id;
 }
 
-}  // namespace
 
 // One simulated fleet on a virtual clock: the trace's requests, encoder runs finishing and
 // churn are events in time order.
@@ -475,7 +474,6 @@ void Fleet::FinishEvents() {
   }
 }
 
-namespace {
 // The largest node's bytes over the mean, `keys` images put through the real routing to
 // nodes that keep everything (no capacity, no churn): placement's balance alone.
 double Balance(const FleetOptions& o) {
