@@ -82,7 +82,6 @@ std::string NodeId(size_t i) {
   return id;
 }
 
-
 // One simulated fleet on a virtual clock: the trace's requests, encoder runs finishing and
 // churn are events in time order.
 class Fleet {
