@@ -46,7 +46,10 @@ EC_DAEMON ?= $(TEST_VENV)/bin/ec-store
 PY_ENV = VLLM_TARGET_DEVICE=cpu HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 EC_STORE_BIN=$(EC_DAEMON)
 # Each run leaves JUnit XML in build-wheel/junit (CI's report lists the slowest tests).
 JUNIT = --junitxml=$(CURDIR)/build-wheel/junit/$(1).xml
-PYTEST = cd /tmp && $(PY_ENV) $(TEST_VENV)/bin/python -m pytest -q -p no:cacheprovider
+# A passing test's tmp_path is removed as it ends: the cluster tests' stores preallocate
+# their segments, and a run would otherwise keep gigabytes on the disk.
+PYTEST = cd /tmp && $(PY_ENV) $(TEST_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+  -o tmp_path_retention_policy=failed
 python-install: python-wheel
 	@scripts/wheel-test-env.sh $(TEST_VENV) dist/ecstore-*-$(WHEEL_TAG)-*.whl
 

@@ -106,6 +106,9 @@ ClusterMembership JoinCluster(const Globals& g, const ServeArgs& a, const Cluste
                    " is under etcd's 2 s minimum");
   ClusterMembership m;
   m.guard = Check(cluster::NodeGuard::Start(etcd, join.name, join.id, store));
+  store->SetAdmission(
+      [g = m.guard.get()](std::string_view ns, std::string_view key) { return g->Admit(ns, key); });
+  m.admission.reset(store);
   const std::string why = "node " + join.id + " was out of cluster " + join.name +
                           ": puts and erases of its keys went elsewhere meanwhile";
   m.registration = Check(cluster::Registration::Start(

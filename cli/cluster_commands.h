@@ -26,9 +26,15 @@ ClusterJoin PrepareJoin(const Globals& g, const ServeArgs& a, Store* store);
 
 // The node in the cluster while it serves: its record under a lease kept alive every third of
 // --cluster-ttl, and the guard that drops keys a membership change moves off it.
+struct AdmissionOff {
+  void operator()(Store* store) const { store->SetAdmission(nullptr); }
+};
 struct ClusterMembership {
   std::unique_ptr<cluster::NodeGuard> guard;
   std::unique_ptr<cluster::Registration> registration;  // before guard goes: leaves first
+  // The store's puts ask the guard whether their key is this node's (NodeGuard::Admit);
+  // first to go, so no put asks a guard that is gone.
+  std::unique_ptr<Store, AdmissionOff> admission;
 };
 // Registers the node, reachable at --advertise (else the listen address, when it is one
 // clients can reach). Throws CliError on a bad setting or a taken id.

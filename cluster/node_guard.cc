@@ -89,15 +89,39 @@ Result<std::unique_ptr<NodeGuard>> NodeGuard::Start(EtcdClient etcd, std::string
 
 NodeGuard::~NodeGuard() { watch_.reset(); }
 
+Status NodeGuard::Admit(std::string_view ns, std::string_view key) const {
+  // Not a member in its own view: joining (its record not seen back yet), or out of the
+  // ring, when Registration drops everything before it is a member again.
+  auto v = view();
+  if (!v || !v->self) return Status::Ok();
+  const auto places = v->layout.Places(ns, key);
+  if (std::find(places.begin(), places.end(), *v->self) != places.end()) return Status::Ok();
+  // Busy, not Unavailable: the node answers (a client must not mark it down), and the put
+  // may be retried once the writer sees the members this node sees.
+  return Status::Busy("node " + self_ + " is not one of the places of '" + std::string(key) +
+                      "' in cluster " + cluster_ +
+                      " as it sees the members (they changed under the writer); retry");
+}
+
 void NodeGuard::OnMembers(std::vector<NodeInfo> members) {
   std::sort(members.begin(), members.end(),
             [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; });
   auto me = std::find_if(members.begin(), members.end(),
                          [&](const NodeInfo& n) { return n.id == self_; });
+  auto v = std::make_shared<View>();
+  if (me != members.end()) {
+    last_ = Layout::Of(members, &last_);
+    v->layout = last_;
+    v->self = static_cast<size_t>(me - members.begin());
+  }
+  {
+    // Published before the drop below lists the entries: a put admitted by the old view
+    // was installed before that listing (both under the store's lock) and is dropped there.
+    MutexLock l(&view_mu_);
+    view_ = std::move(v);
+  }
   if (me == members.end()) return;  // not in the ring: Registration drops all when it rejoins
-  const size_t at = static_cast<size_t>(me - members.begin());
-  last_ = Layout::Of(members, &last_);
-  auto n = DropOffPlaces(store_, last_, at);
+  auto n = DropOffPlaces(store_, last_, *view()->self);
   if (!n.ok()) {
     spdlog::error("cluster {}: dropping the keys a membership change moved away failed: {}",
                   cluster_, n.status().ToString());

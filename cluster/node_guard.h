@@ -6,6 +6,9 @@
 // - a membership change moves a key off the node's places: the node drops it then;
 // - the node was out of the ring (its lease lapsed or was revoked, its record deleted, a
 //   restart after either): it drops everything it holds before it serves or registers again.
+// - a writer whose view of the members lags the node's may put a key the node no longer
+//   holds: the node refuses it (Admit, asked by the store before it installs an entry), so
+//   the put is not acknowledged and nothing lands that the last drop did not see.
 // A node back within its lease (a crash and a quick restart, a pause shorter than the TTL)
 // missed nothing acknowledged -- every put and erase of its keys failed meanwhile -- and
 // keeps its entries.
@@ -13,17 +16,20 @@
 //   auto rejoin = CheckRejoin(etcd, "prod", "node-a", previous_incarnation);   // before serving
 //   if (!rejoin.value().keep) DropAll(store, "...");
 //   auto guard = NodeGuard::Start(etcd, "prod", "node-a", store);   // drops what moves away
+//   store->SetAdmission([g = guard->get()](auto ns, auto key) { return g->Admit(ns, key); });
 //
-// Thread rules: NodeGuard drops keys on its MemberWatch's thread; Start and the destructor
-// from the owner's thread. DropAll and CheckRejoin from any thread.
+// Thread rules: NodeGuard drops keys on its MemberWatch's thread; Admit from any thread;
+// Start and the destructor from the owner's thread. DropAll and CheckRejoin from any thread.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "cache/cache.h"
 #include "cluster/etcd.h"
@@ -56,6 +62,10 @@ class NodeGuard {
                                                   std::string self, Cache* store);
   ~NodeGuard();
   uint64_t dropped() const { return dropped_.load(); }  // keys dropped by membership changes
+  // Ok where (ns, key) is at this node's places in its last view of the members, or where
+  // that view does not have the node; else Busy, saying so (the writer's view is not this
+  // node's: a put it may retry).
+  Status Admit(std::string_view ns, std::string_view key) const;
 
  private:
   NodeGuard(std::string cluster, std::string self, Cache* store)
@@ -65,8 +75,19 @@ class NodeGuard {
   const std::string cluster_, self_;
   Cache* const store_;
   std::atomic<uint64_t> dropped_{0};
-  Layout last_;                         // the MemberWatch's thread's: the last view's layout
-  std::unique_ptr<MemberWatch> watch_;  // last: it stops before the rest goes
+  struct View {
+    Layout layout;
+    std::optional<size_t> self;  // this node's index in the layout, if it is a member
+  };
+  std::shared_ptr<const View> view() const EXCLUDES(view_mu_) {
+    MutexLock l(&view_mu_);
+    return view_;
+  }
+
+  Layout last_;  // the MemberWatch's thread's: the last view's layout
+  mutable Mutex view_mu_;
+  std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);  // what Admit reads
+  std::unique_ptr<MemberWatch> watch_;                     // last: it stops before the rest goes
 };
 
 }  // namespace ecstore::cluster

@@ -458,6 +458,14 @@ Result<EntryPtr> Keydir::InstallLocked(FreshEntry f, EntryPtr* old,
     tier.Free(f.block);
     return Status::Unavailable("store is closed");
   }
+  // Checked here, under mu, so that a caller that changes what it admits and then lists the
+  // entries (ListPages snapshots under mu) sees every entry admitted before the change.
+  if (admit_) {
+    if (Status st = admit_(f.ns, f.key); !st.ok()) {
+      tier.Free(f.block);
+      return st;
+    }
+  }
   EntryPtr e = NewEntry();
   e->ns = std::move(f.ns);
   e->key = std::move(f.key);

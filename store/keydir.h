@@ -33,6 +33,7 @@
 #include "store/keydir_table.h"
 #include "store/memory_tier.h"
 #include "store/quota_victims.h"
+#include "store/store.h"
 
 namespace ecstore {
 
@@ -94,6 +95,8 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   Status Recover() REQUIRES(mu);
   bool closed() const REQUIRES(mu) { return closed_; }
   void CloseLocked() REQUIRES(mu) { closed_ = true; }
+  // Asked, under mu, before a new entry is installed (Store::SetAdmission); null admits all.
+  void SetAdmissionLocked(Admission admit) REQUIRES(mu) { admit_ = std::move(admit); }
   uint64_t misses() const REQUIRES(mu) { return misses_; }
   // Existence checks (Lookup, LookupMany, Contains): found or not.
   void CountLookupLocked(bool found) REQUIRES(mu) { ++(found ? lookup_hits_ : lookup_misses_); }
@@ -142,7 +145,8 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
     PoolBlock block;
   };
   // Makes it (created now, the durable tier's next seq) and inserts it (InsertLocked), the
-  // replaced entry in *old. Unavailable once closed, and the block is freed.
+  // replaced entry in *old. Unavailable once closed, or the admission's refusal where it
+  // refuses the key: the block is freed either way.
   Result<EntryPtr> InstallLocked(FreshEntry f, EntryPtr* old, std::optional<Tombstone>* tomb)
       REQUIRES(mu);
   // A new entry (its bytes complete in its pool block) replaces the key's current one, which
@@ -290,6 +294,7 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   uint64_t lookup_misses_ GUARDED_BY(mu) = 0;
   uint64_t leases_ GUARDED_BY(mu) = 0;
   bool closed_ GUARDED_BY(mu) = false;
+  Admission admit_ GUARDED_BY(mu);
 };
 
 }  // namespace ecstore

@@ -253,6 +253,11 @@ Status StoreImpl::Commit(PutReservation r) {
                   .block = blk});
 }
 
+void StoreImpl::SetAdmission(Admission admit) {
+  Keydir::Lock l(kd_.get());
+  kd_->SetAdmissionLocked(std::move(admit));
+}
+
 Status StoreImpl::Install(Keydir::FreshEntry f) {
   const Tier tier = f.tier;
   std::optional<Tombstone> tomb;

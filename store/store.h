@@ -29,6 +29,11 @@
 
 namespace ecstore {
 
+// Whether a new entry of (ns, key) may be installed now: Ok, or the refusal its put returns.
+// Asked under the store's metadata lock, once per put: it must be quick and call no Store
+// method. A cluster node's says whether the key is at the node's places (cluster/node_guard.h).
+using Admission = std::function<Status(std::string_view ns, std::string_view key)>;
+
 struct Options {
   uint64_t pool_bytes = 256ull << 20;
   uint64_t disk_quota_bytes = 16ull << 30;
@@ -248,6 +253,10 @@ class Store : public Cache,
   // in place and writable, and moves out of the pools not failing (the last error if they
   // are: a full or failing disk). What a health check (/healthz) reports.
   virtual Status Health() = 0;
+  // Every put, device put and commit from now on asks `admit` (null: admit all) before its
+  // entry is installed; a refusal frees the reservation and is the put's status. Entries
+  // already held stay. A put installed before this returns was admitted by the old one.
+  virtual void SetAdmission(Admission admit) = 0;
   // Persists the pool (as Flush) and stops the background threads.
   Status Close() override = 0;
   // The pool's region: a lease's data() - base is its offset; shm_fd >= 0 when shareable.

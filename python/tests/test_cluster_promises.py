@@ -225,6 +225,34 @@ def _cv(k: int, seq: int) -> np.ndarray:
     return np.frombuffer(f"{k:04d}:{seq:08d};".encode() * 32, dtype=np.uint8).copy()
 
 
+def test_a_node_refuses_a_put_of_a_key_it_does_not_hold_in_its_view(cluster, etcd):
+    # A writer whose view lags (here: one that talks to the node directly) could otherwise
+    # leave a copy on a node that is not one of the key's places, found by no drop and
+    # served once the members change back.
+    cluster.start("node-d")
+    c = _client(etcd)
+    assert _wait(lambda: len(_members(c)) == 4)
+    nodes = {n["id"]: n for n in c.cluster()["nodes"]}
+    key = "img-0"
+    places = c.owners("n", key, 3)
+    outsider = next(i for i in nodes if i not in places)
+    direct = ecstore.connect("tcp://" + nodes[outsider]["tcp"])
+
+    def refused():  # once the outsider sees the four members (a put before is dropped then)
+        try:
+            direct.put("n", key, _v(0, 1), dtype="U8", shape=[640])
+            return False
+        except ecstore.errors.Busy as e:
+            assert "not one of the places of 'img-0'" in str(e), e
+            return True
+
+    assert _wait(refused)
+    assert _wait(lambda: key not in [e.key for e in direct.list("n")])
+    direct.close()
+    c.put("n", key, _v(0, 2), dtype="U8", shape=[640])  # through the cluster: at its places
+    assert _version(c, 0, key) == 2
+
+
 class _Faults:
     """Random faults on one node at a time: SIGKILL and restart (within its lease or after),
     SIGSTOP then SIGCONT, a clean stop and restart, node-d joining and leaving."""
