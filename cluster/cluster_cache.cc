@@ -28,11 +28,6 @@ Status AsMiss(std::string_view ns, std::string_view key, const std::optional<Sta
 }  // namespace
 
 // The members one call routes by: layout.ring.members()[i] is nodes[i].
-struct ClusterCache::View {
-  Layout layout;
-  std::vector<std::shared_ptr<NodeLink>> nodes;
-};
-
 ClusterCache::ClusterCache(std::string name, ClusterOptions o)
     : name_(std::move(name)), opt_(std::move(o)), view_(std::make_shared<View>()) {}
 
@@ -59,28 +54,19 @@ std::unique_ptr<ClusterCache> ClusterCache::WithMembers(std::string name, Cluste
 
 ClusterCache::~ClusterCache() { watch_.reset(); }  // no view is installed after this
 
-std::shared_ptr<const ClusterCache::View> ClusterCache::Snapshot() const {
+std::shared_ptr<const ClusterView> ClusterCache::Snapshot() const {
   MutexLock l(&view_mu_);
   return view_;
 }
 
 // A new view from `members`, keeping the connections of nodes that did not change.
 void ClusterCache::Install(std::vector<NodeInfo> members) {
-  std::sort(members.begin(), members.end(),
-            [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; });
-  auto old = Snapshot();
-  std::map<std::string, std::shared_ptr<NodeLink>> kept;
-  for (const auto& n : old->nodes) kept[n->info().id] = n;
-  auto v = std::make_shared<View>();
-  for (auto& m : members) {
-    auto it = kept.find(m.id);
-    const bool same = it != kept.end() && it->second->info().tcp == m.tcp &&
-                      it->second->info().incarnation == m.incarnation;
-    v->nodes.push_back(
-        same ? it->second
-             : std::make_shared<NodeLink>(m, name_, opt_.client, opt_.down_for, opt_.connector));
-  }
-  v->layout = Layout::Of(members, &old->layout);
+  auto v = ClusterView::Next(
+      *Snapshot(), std::move(members),
+      [&](const NodeInfo& m) {
+        return std::make_shared<NodeLink>(m, name_, opt_.client, opt_.down_for, opt_.connector);
+      },
+      opt_.settle);
   MutexLock l(&view_mu_);
   view_ = std::move(v);
 }
@@ -95,14 +81,9 @@ std::vector<BufferDesc> ClusterCache::RegisteredMemory() const {
   return registered_;
 }
 
-std::vector<size_t> ClusterCache::Places(const View& v, std::string_view ns,
-                                         std::string_view key) const {
-  return v.layout.Places(ns, key);
-}
-
 std::vector<size_t> ClusterCache::ReadChoices(const View& v, std::string_view ns,
                                               std::string_view key) const {
-  auto places = Places(v, ns, key);
+  auto places = v.Places(ns, key);
   if (!opt_.fallback && places.size() > opt_.replicas) places.resize(opt_.replicas);
   return places;
 }
@@ -169,12 +150,15 @@ Status ClusterCache::Put(std::string_view ns, std::string_view key, const Tensor
   // The replicas at the key's first places; the rest of its places are cleared, so that no
   // older copy is left where a read looks (after a join, or a put the owner missed). Every
   // place must answer: a node that did not may hold an older copy, and a read would find it.
-  const auto places = Places(*v, ns, key);
+  const auto places = v->Places(ns, key);
   routed_ += places.size();
   // The other places are cleared while the replicas are written (different nodes).
+  std::vector<size_t> cleared(places.begin() + std::min(opt_.replicas, places.size()),
+                              places.end());
+  for (size_t m : v->Moved(ns, key)) cleared.push_back(m);
   std::vector<std::future<Status>> clears;
-  for (size_t k = opt_.replicas; k < places.size(); ++k)
-    clears.push_back(std::async(std::launch::async, [&, n = v->nodes[places[k]]] {
+  for (size_t at : cleared)
+    clears.push_back(std::async(std::launch::async, [&, n = v->nodes[at]] {
       return OnNode(*n, [&](Cache& c) {
         std::vector<bool> gone;
         return c.EraseMany({{std::string(ns), std::string(key)}}, &gone);
@@ -327,7 +311,7 @@ Result<std::vector<std::vector<Location>>> ClusterCache::Locate(
   std::vector<std::vector<size_t>> places(keys.size());
   std::map<size_t, std::vector<size_t>> by_node;  // node -> indices of keys it is a place of
   for (size_t i = 0; i < keys.size(); ++i) {
-    places[i] = Places(*v, ns, keys[i]);
+    places[i] = v->Places(ns, keys[i]);
     for (size_t node : places[i]) by_node[node].push_back(i);
   }
   std::map<size_t, std::future<Result<std::vector<std::optional<EntryInfo>>>>> asks;
@@ -414,8 +398,10 @@ Status ClusterCache::EraseMany(const std::vector<std::pair<std::string, std::str
   if (v->layout.ring.empty() && !ns_keys.empty())
     return Status::Unavailable("cluster " + name_ + " has no live node: nothing was erased");
   std::map<size_t, std::vector<size_t>> by_node;
-  for (size_t i = 0; i < ns_keys.size(); ++i)
-    for (size_t node : Places(*v, ns_keys[i].first, ns_keys[i].second)) by_node[node].push_back(i);
+  for (size_t i = 0; i < ns_keys.size(); ++i) {
+    for (size_t node : v->Places(ns_keys[i].first, ns_keys[i].second)) by_node[node].push_back(i);
+    for (size_t node : v->Moved(ns_keys[i].first, ns_keys[i].second)) by_node[node].push_back(i);
+  }
   Status failed = Status::Ok();
   for (const auto& [node, idx] : by_node) {
     std::vector<std::pair<std::string, std::string>> part;

@@ -47,6 +47,7 @@
 
 #include "base/mutex.h"
 #include "cache/cache.h"
+#include "cluster/cluster_view.h"
 #include "cluster/etcd.h"
 #include "cluster/member_watch.h"
 #include "cluster/membership.h"
@@ -77,6 +78,10 @@ struct ClusterOptions {
   std::chrono::milliseconds down_for{1000};
   // How long a quiet etcd watch stays open before it is made again.
   std::chrono::milliseconds watch_idle{30000};
+  // For this long after a membership change, a put or erase also clears the key's places
+  // before the change that are still members: a node that has not seen the change yet (or
+  // not dropped what moved off it) holds no copy a client that has not seen it either reads.
+  std::chrono::milliseconds settle{10000};
 
   // Advanced. Connects to a node in place of net::Client (the fleet simulator's in-process
   // nodes); empty: net::Client over shared memory, TCP, TLS or RDMA.
@@ -179,7 +184,7 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   ClusterCounters counters() const;
 
  private:
-  struct View;
+  using View = ClusterView;
   ClusterCache(std::string name, ClusterOptions o);
 
   std::shared_ptr<const View> Snapshot() const EXCLUDES(view_mu_);
@@ -189,9 +194,6 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   template <typename Fn>
   auto OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<Cache&>()));
   std::vector<BufferDesc> RegisteredMemory() const EXCLUDES(registered_mu_);
-  // The key's places (CopyOrder, as deep as every member keeps keys): its replicas first,
-  // then where a put clears older copies and a read looks next.
-  std::vector<size_t> Places(const View& v, std::string_view ns, std::string_view key) const;
   // Where a key is read, best first: its places (only its replicas without fallback).
   std::vector<size_t> ReadChoices(const View& v, std::string_view ns, std::string_view key) const;
   // The first of the key's read choices that has it (fn per node); the owner's failure when
