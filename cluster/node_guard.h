@@ -10,8 +10,9 @@
 //   holds: the node refuses it (Admit, asked by the store before it installs an entry), so
 //   the put is not acknowledged and nothing lands that the last drop did not see.
 // A node back within its lease (a crash and a quick restart, a pause shorter than the TTL)
-// missed nothing acknowledged -- every put and erase of its keys failed meanwhile -- and
-// keeps its entries.
+// missed nothing acknowledged -- every put and erase of its keys failed meanwhile, and so
+// did those of keys that moved off it, which writers clear there while a membership
+// change settles (ClusterOptions::settle, at least the TTL) -- and keeps its entries.
 //
 //   auto rejoin = CheckRejoin(etcd, "prod", "node-a", previous_incarnation);   // before serving
 //   if (!rejoin.value().keep) DropAll(store, "...");
