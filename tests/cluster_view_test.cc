@@ -57,7 +57,8 @@ TensorMeta Version(int64_t v) { return {DType::kU8, {v}}; }  // told apart by th
 TEST(ClusterView, AWriteWhileAChangeSettlesClearsThePlacesTheKeyMovedOff) {
   for (const bool settling : {true, false}) {
     Fleet f;
-    auto writer = f.Client(settling ? std::chrono::milliseconds(60000) : std::chrono::milliseconds(0));
+    auto writer =
+        f.Client(settling ? std::chrono::milliseconds(60000) : std::chrono::milliseconds(0));
     auto lagging = f.Client(std::chrono::milliseconds(0));  // a reader that has not seen the join
     auto five = f.Client(std::chrono::milliseconds(0));
     writer->Follow(f.First(4));
