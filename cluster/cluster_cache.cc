@@ -52,7 +52,11 @@ std::unique_ptr<ClusterCache> ClusterCache::WithMembers(std::string name, Cluste
   return std::unique_ptr<ClusterCache>(new ClusterCache(std::move(name), std::move(options)));
 }
 
-ClusterCache::~ClusterCache() { watch_.reset(); }  // no view is installed after this
+ClusterCache::~ClusterCache() {
+  watch_.reset();  // no view is installed after this
+  MutexLock g(&registered_mu_);
+  Reregister(*Snapshot(), ClusterView{});  // the shared links forget this handle's memory
+}
 
 std::shared_ptr<const ClusterView> ClusterCache::Snapshot() const {
   MutexLock l(&view_mu_);
@@ -60,25 +64,41 @@ std::shared_ptr<const ClusterView> ClusterCache::Snapshot() const {
 }
 
 // A new view from `members`, keeping the connections of nodes that did not change.
+// Links are shared with the process's other handles (LinkRegistry); this handle's registered
+// memory is registered with the links it starts using and unregistered from those it stops.
 void ClusterCache::Install(std::vector<NodeInfo> members) {
+  MutexLock g(&registered_mu_);
+  auto old = Snapshot();
   auto v = ClusterView::Next(
-      *Snapshot(), std::move(members),
+      *old, std::move(members),
       [&](const NodeInfo& m) {
-        return std::make_shared<NodeLink>(m, name_, opt_.client, opt_.down_for, opt_.connector);
+        if (opt_.connector)  // an in-process node: not shared
+          return std::make_shared<NodeLink>(m, name_, opt_.client, opt_.down_for, opt_.connector);
+        return LinkRegistry::Process().Share(m, name_, opt_.client, opt_.down_for, opt_.idle_close);
       },
       opt_.settle);
+  Reregister(*old, *v);
   MutexLock l(&view_mu_);
   view_ = std::move(v);
 }
 
-template <typename Fn>
-auto ClusterCache::OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<Cache&>())) {
-  return n.Call(fn, [this] { return RegisteredMemory(); });
+void ClusterCache::Reregister(const View& from, const View& to) {
+  auto in = [](const View& v, const std::shared_ptr<NodeLink>& n) {
+    return std::find(v.nodes.begin(), v.nodes.end(), n) != v.nodes.end();
+  };
+  for (const auto& n : to.nodes)
+    if (!in(from, n))
+      for (const BufferDesc& m : registered_)  // best effort: unregistered memory is bounced
+        if (Status st = n->Register(m); !st.ok())
+          spdlog::warn("cluster {}: node {}: {}", name_, n->info().id, st.ToString());
+  for (const auto& n : from.nodes)
+    if (!in(to, n))
+      for (const BufferDesc& m : registered_) n->Unregister(m);
 }
 
-std::vector<BufferDesc> ClusterCache::RegisteredMemory() const {
-  MutexLock g(&registered_mu_);
-  return registered_;
+template <typename Fn>
+auto ClusterCache::OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<Cache&>())) {
+  return n.Call(fn);
 }
 
 std::vector<size_t> ClusterCache::ReadChoices(const View& v, std::string_view ns,
@@ -209,7 +229,7 @@ std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
       routed_ += idx.size();
       NodeLink& n = *v->nodes[node];
       std::unique_lock<std::mutex> l;
-      Status st = n.Reach(&l, [this] { return RegisteredMemory(); });
+      Status st = n.Reach(&l);
       if (!st.ok()) {
         for (size_t i : idx) out[i] = st;
         return;
@@ -498,35 +518,26 @@ std::vector<std::pair<NodeInfo, std::string>> ClusterCache::Connections() const 
 }
 
 Status ClusterCache::RegisterMemory(const BufferDesc& memory) {
-  {
-    MutexLock g(&registered_mu_);
-    registered_.push_back(memory);
-  }
-  Status failed;
-  for (const auto& n : Snapshot()->nodes) {
-    n->IfConnected([&](Cache& c) {
-      if (MemoryRegistration* m = c.capabilities().memory) failed = m->RegisterMemory(memory);
-    });
-    if (!failed.ok()) {
-      failed = failed.WithContext("cluster node " + n->info().id);
-      break;
+  MutexLock g(&registered_mu_);
+  auto v = Snapshot();
+  for (size_t i = 0; i < v->nodes.size(); ++i) {
+    if (Status st = v->nodes[i]->Register(memory); !st.ok()) {
+      for (size_t j = 0; j < i; ++j) v->nodes[j]->Unregister(memory);
+      return st.WithContext("cluster node " + v->nodes[i]->info().id);
     }
   }
-  if (!failed.ok()) UnregisterMemory(memory);
-  return failed;
+  registered_.push_back(memory);
+  return Status::Ok();
 }
 
 void ClusterCache::UnregisterMemory(const BufferDesc& memory) {
-  {
-    MutexLock g(&registered_mu_);
-    std::erase_if(registered_, [&](const BufferDesc& m) {
-      return m.data == memory.data && m.size == memory.size;
-    });
-  }
-  for (const auto& n : Snapshot()->nodes)
-    n->IfConnected([&](Cache& c) {
-      if (MemoryRegistration* m = c.capabilities().memory) m->UnregisterMemory(memory);
-    });
+  MutexLock g(&registered_mu_);
+  auto it = std::find_if(registered_.begin(), registered_.end(), [&](const BufferDesc& m) {
+    return m.data == memory.data && m.size == memory.size;
+  });
+  if (it == registered_.end()) return;
+  registered_.erase(it);
+  for (const auto& n : Snapshot()->nodes) n->Unregister(memory);
 }
 
 TransferStats ClusterCache::transfer_stats() const {

@@ -49,6 +49,7 @@
 #include "cache/cache.h"
 #include "cluster/cluster_view.h"
 #include "cluster/etcd.h"
+#include "cluster/link_registry.h"
 #include "cluster/member_watch.h"
 #include "cluster/membership.h"
 #include "cluster/node_link.h"
@@ -82,6 +83,10 @@ struct ClusterOptions {
   // before the change that are still members: a node that has not seen the change yet (or
   // not dropped what moved off it) holds no copy a client that has not seen it either reads.
   std::chrono::milliseconds settle{10000};
+  // A process holds one connection per node, shared by all its threads and ClusterCaches
+  // (with the same client options); one idle this long, with no lease read through it, is
+  // closed, and made again by the next call to the node (0: kept open).
+  std::chrono::milliseconds idle_close{60000};
 
   // Advanced. Connects to a node in place of net::Client (the fleet simulator's in-process
   // nodes); empty: net::Client over shared memory, TCP, TLS or RDMA.
@@ -189,11 +194,12 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
 
   std::shared_ptr<const View> Snapshot() const EXCLUDES(view_mu_);
   // A new view of `members` (MemberWatch's thread), keeping unchanged nodes' connections.
-  void Install(std::vector<NodeInfo> members) EXCLUDES(view_mu_);
-  // Runs fn(client) on node n (NodeLink::Call, with the memory registered so far).
+  void Install(std::vector<NodeInfo> members) EXCLUDES(view_mu_, registered_mu_);
+  // Runs fn(client) on node n (NodeLink::Call).
   template <typename Fn>
   auto OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<Cache&>()));
-  std::vector<BufferDesc> RegisteredMemory() const EXCLUDES(registered_mu_);
+  // This handle's memory onto the links `to` has and `from` had not, and off the others.
+  void Reregister(const View& from, const View& to) REQUIRES(registered_mu_);
   // Where a key is read, best first: its places (only its replicas without fallback).
   std::vector<size_t> ReadChoices(const View& v, std::string_view ns, std::string_view key) const;
   // The first of the key's read choices that has it (fn per node); the owner's failure when
@@ -211,7 +217,7 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   mutable Mutex view_mu_;
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);
   std::atomic<uint64_t> routed_{0}, fallback_hits_{0}, unavailable_{0};
-  mutable Mutex registered_mu_;  // taken after a node's mu, never before
+  mutable Mutex registered_mu_;  // taken before a node's mu (NodeLink::Register), never after
   std::vector<BufferDesc> registered_ GUARDED_BY(registered_mu_);  // RegisterMemory's
   std::unique_ptr<MemberWatch> watch_;  // last: it stops (no more Install) before the rest goes
 };

@@ -3,17 +3,19 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "net/client.h"
 
 namespace ecstore::cluster {
 
-namespace {
-
-int64_t NowUs() {
+int64_t NodeLink::NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+namespace {
 
 bool SameHost(const NodeInfo& n) {
   static const std::string self = HostName();
@@ -35,6 +37,8 @@ class NodeLink::Leases : public ReadLease::Releaser {
     std::shared_ptr<NodeLink> node = h->node;
     std::lock_guard<std::mutex> l(node->mu_);
     delete h;
+    node->last_use_us_.store(NowUs());
+    --node->leases_;
   }
 };
 
@@ -53,12 +57,14 @@ net::ClientOptions ProvingItsName(net::ClientOptions o, const NodeInfo& info) {
 uint64_t NodeLink::unproven() { return g_unproven.load(); }
 
 NodeLink::NodeLink(NodeInfo info, std::string cluster, net::ClientOptions options,
-                   std::chrono::milliseconds down_for, Connector connector)
+                   std::chrono::milliseconds down_for, Connector connector,
+                   std::chrono::milliseconds idle_close)
     : info_(std::move(info)),
       cluster_(std::move(cluster)),
       options_(ProvingItsName(std::move(options), info_)),
       down_for_(down_for),
-      connector_(std::move(connector)) {}
+      connector_(std::move(connector)),
+      idle_close_(idle_close) {}
 
 NodeLink::~NodeLink() = default;
 
@@ -72,13 +78,14 @@ void NodeLink::MarkDown(const Status& why) {
 }
 
 void NodeLink::Observe(const Status& st) {
+  last_use_us_.store(NowUs());
   if (st.IsUnavailable())
     MarkDown(st);
   else if (down_.exchange(false))
     spdlog::info("cluster {}: node {} answers again", cluster_, info_.id);
 }
 
-Status NodeLink::Reach(std::unique_lock<std::mutex>* l, const Registered& registered) {
+Status NodeLink::Reach(std::unique_lock<std::mutex>* l) {
   if (down_until_us_.load() > NowUs())
     return Status::Unavailable("cluster node " + info_.id + " at " + info_.tcp +
                                " did not answer a moment ago");
@@ -88,7 +95,7 @@ Status NodeLink::Reach(std::unique_lock<std::mutex>* l, const Registered& regist
   if (!c.ok()) return c.status();
   client_ = std::move(c).value();
   MemoryRegistration* memory = client_->capabilities().memory;
-  for (const BufferDesc& m : registered())  // best effort: unregistered memory is bounced
+  for (const BufferDesc& m : registered_)  // best effort: unregistered memory is bounced
     if (Status st = memory ? memory->RegisterMemory(m) : Status::Ok(); !st.ok())
       spdlog::warn("cluster {}: node {}: {}", cluster_, info_.id, st.ToString());
   return Status::Ok();
@@ -138,6 +145,7 @@ Result<ReadLease> NodeLink::Wrap(Result<ReadLease> got) {
   EntryInfo info = inner.info();
   const MemoryKind kind = inner.memory_kind();
   const Tier from = inner.served_from();
+  ++leases_;  // the call that read it ended moments ago: no idle close in between
   auto* held = new Leases::Held{shared_from_this(), std::move(inner)};
   return ReadLease(&leases, held, data, std::move(info), kind, from);
 }
@@ -145,6 +153,43 @@ Result<ReadLease> NodeLink::Wrap(Result<ReadLease> got) {
 void NodeLink::IfConnected(const std::function<void(Cache&)>& fn) {
   std::lock_guard<std::mutex> l(mu_);
   if (client_) fn(*client_);
+}
+
+bool NodeLink::CloseIfIdle() {
+  if (idle_close_.count() <= 0 || leases_.load() > 0) return false;
+  std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
+  if (!l.owns_lock() || !client_ || leases_.load() > 0) return false;
+  if (NowUs() - last_use_us_.load() < std::chrono::microseconds(idle_close_).count()) return false;
+  client_.reset();
+  return true;
+}
+
+bool NodeLink::connected() {
+  std::lock_guard<std::mutex> l(mu_);
+  return client_ != nullptr;
+}
+
+Status NodeLink::Register(const BufferDesc& memory) {
+  std::lock_guard<std::mutex> l(mu_);
+  registered_.push_back(memory);
+  MemoryRegistration* m = client_ ? client_->capabilities().memory : nullptr;
+  Status st = m ? m->RegisterMemory(memory) : Status::Ok();
+  if (!st.ok()) registered_.pop_back();
+  return st;
+}
+
+void NodeLink::Unregister(const BufferDesc& memory) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = std::find_if(registered_.begin(), registered_.end(), [&](const BufferDesc& r) {
+    return r.data == memory.data && r.size == memory.size;
+  });
+  if (it == registered_.end()) return;
+  registered_.erase(it);
+  const bool still = std::any_of(registered_.begin(), registered_.end(), [&](const BufferDesc& r) {
+    return r.data == memory.data && r.size == memory.size;
+  });
+  if (MemoryRegistration* m = client_ ? client_->capabilities().memory : nullptr; m && !still)
+    m->UnregisterMemory(memory);
 }
 
 std::string NodeLink::transport() {

@@ -3,14 +3,18 @@
 // down for a while after a call it did not answer, and the leases read through it.
 //
 //   NodeLink link(info, "prod", client_options, std::chrono::seconds(1));
-//   auto r = link.Call([&](Cache& c) { return c.Get(ns, key, dst); }, registered);
+//   auto r = link.Call([&](Cache& c) { return c.Get(ns, key, dst); });
 //
 // The connection is a net::Client unless a Connector is given: the fleet simulator's
-// in-process nodes (bench/sim) are reached that way, through the same routing.
+// in-process nodes (sim/) are reached that way, through the same routing. Links are shared
+// by every ClusterCache of a process (LinkRegistry, cluster/link_registry.h), so a process
+// holds one connection per node however many threads and handles call it. A connection
+// idle for `idle_close` with no lease read through it is closed (CloseIfIdle); the next
+// call makes it again, as the first did.
 //
-// Thread rules: thread-safe. One call at a time on the connection (mu); Call, Reach and the
-// leases' releases take it. A node that changes address or restarts (a new incarnation) is a
-// new NodeLink; the old one lives on while leases on it do.
+// Thread rules: thread-safe. One call at a time on the connection (mu); Call, Reach,
+// CloseIfIdle and the leases' releases take it. A node that changes address or restarts (a
+// new incarnation) is a new NodeLink; the old one lives on while leases on it do.
 #pragma once
 
 #include <atomic>
@@ -33,10 +37,9 @@ using Connector = std::function<Result<std::unique_ptr<Cache>>(const NodeInfo&)>
 
 class NodeLink : public std::enable_shared_from_this<NodeLink> {
  public:
-  // What to register with a new connection (memory registered with the cluster client).
-  using Registered = std::function<std::vector<BufferDesc>()>;
   NodeLink(NodeInfo info, std::string cluster, net::ClientOptions options,
-           std::chrono::milliseconds down_for, Connector connector = {});
+           std::chrono::milliseconds down_for, Connector connector = {},
+           std::chrono::milliseconds idle_close = std::chrono::milliseconds(0));
   ~NodeLink();
   const NodeInfo& info() const { return info_; }
   // Connections refused in this process because a node's TLS certificate did not name the
@@ -46,25 +49,34 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
   // Holds the link's mutex in *l with its connection made; Unavailable at once while the
   // node is marked down, or when it cannot be reached (then marked down). A node that does
   // not answer costs one deadline, whatever transports were tried.
-  Status Reach(std::unique_lock<std::mutex>* l, const Registered& registered);
+  Status Reach(std::unique_lock<std::mutex>* l);
   Cache& client() { return *client_; }  // with the mutex held by Reach
-  // Down on Unavailable (for down_for, told in the log once), else up.
+  // Down on Unavailable (for down_for, told in the log once), else up; the end of a call
+  // (idle from now).
   void Observe(const Status& st);
 
   // fn(client) under Reach, then Observe of what it returned.
   template <typename Fn>
-  auto Call(Fn fn, const Registered& registered) -> decltype(fn(std::declval<Cache&>())) {
+  auto Call(Fn fn) -> decltype(fn(std::declval<Cache&>())) {
     std::unique_lock<std::mutex> l;
-    if (Status st = Reach(&l, registered); !st.ok()) return st;
+    if (Status st = Reach(&l); !st.ok()) return st;
     auto r = fn(*client_);
     Observe(StatusOf(r));
     return r;
   }
+  // Closes the connection where it has been idle for idle_close (0: never) with no lease
+  // read through it outstanding and no call in progress; true if it did.
+  bool CloseIfIdle();
+  bool connected();
   // A lease read through this node, released over its connection (errors passed through).
   Result<ReadLease> Wrap(Result<ReadLease> got);
 
-  // Runs fn(client) if the connection is made (without making it); for stats and memory.
+  // Runs fn(client) if the connection is made (without making it); for stats.
   void IfConnected(const std::function<void(Cache&)>& fn);
+  // Memory registered with this node's connection now and with each one made later (a
+  // connection closed idle is made again with it); Unregister forgets one Register.
+  Status Register(const BufferDesc& memory);
+  void Unregister(const BufferDesc& memory);
   std::string transport();  // "" before the first call
 
  private:
@@ -74,6 +86,7 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
   static const Status& StatusOf(const Result<T>& r) {
     return r.status();
   }
+  static int64_t NowUs();
   void MarkDown(const Status& why);
   Result<std::unique_ptr<Cache>> Connect();  // net::Client's transports, or the Connector
 
@@ -82,8 +95,12 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
   const net::ClientOptions options_;
   const std::chrono::milliseconds down_for_;
   const Connector connector_;
-  std::mutex mu_;                  // one call at a time on client_
-  std::unique_ptr<Cache> client_;  // under mu_; connected at the first call
+  const std::chrono::milliseconds idle_close_;
+  std::mutex mu_;                       // one call at a time on client_
+  std::unique_ptr<Cache> client_;       // under mu_; connected at the first call
+  std::vector<BufferDesc> registered_;  // under mu_: Register's, each once per call
+  std::atomic<int64_t> last_use_us_{0};
+  std::atomic<int64_t> leases_{0};  // read through this link and not released yet
   std::atomic<int64_t> down_until_us_{0};
   std::atomic<bool> down_{false};  // told in the log once per going and coming back
 };
