@@ -185,4 +185,31 @@ int ClusterStatusCommand(const Globals& g) {
   return 0;
 }
 
+int LocateCommand(const Globals& g, const std::string& ns, const std::vector<std::string>& keys) {
+  Target t = Target::Open(g, Use::kInspect);
+  auto where = Check(t.cache().Locate(ns, keys));
+  t.Close();
+  const std::string here = t.cluster() ? "" : (g.server.empty() ? "local" : g.server);
+  if (g.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      nlohmann::json at = nlohmann::json::array();
+      for (const Location& l : where[i])
+        at.push_back({{"node", l.node.empty() ? here : l.node}, {"medium", TierName(l.medium)}});
+      rows.push_back({{"key", keys[i]}, {"at", std::move(at)}});
+    }
+    std::cout << nlohmann::json{{"namespace", ns}, {"keys", std::move(rows)}}.dump(JsonIndent(g))
+              << "\n";
+    return 0;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::cout << keys[i];
+    if (where[i].empty()) std::cout << "  (held nowhere)";
+    for (const Location& l : where[i])
+      std::cout << "  " << (l.node.empty() ? here : l.node) << ":" << TierName(l.medium);
+    std::cout << "\n";
+  }
+  return 0;
+}
+
 }  // namespace ecstore::cli

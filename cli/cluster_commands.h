@@ -43,4 +43,8 @@ ClusterMembership JoinCluster(const Globals& g, const ServeArgs& a, const Cluste
 
 int ClusterStatusCommand(const Globals& g);
 
+// `locate`: per key, every node and medium holding it (Cache::Locate) -- one store's
+// keydir, a daemon's, or a cluster's places asked in parallel. Exit 0 whether found or not.
+int LocateCommand(const Globals& g, const std::string& ns, const std::vector<std::string>& keys);
+
 }  // namespace ecstore::cli

@@ -111,7 +111,8 @@ struct Commands {
   EvictArgs evict;
   std::string dir_arg;
   ServeArgs serve;
-  std::string cluster_what;                  // `cluster status`
+  std::string cluster_what;  // `cluster status`
+  std::vector<std::string> locate_keys;
   std::function<Result<Settings>()> reread;  // serve's settings, read again (SIGHUP)
   std::vector<std::pair<CLI::App*, std::function<int()>>> run;
   // Commands that need the store itself (its files), not a connection to it.
@@ -236,6 +237,11 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
   inspect->add_option("-n,--namespace", c.find_ns, find_ns_help);
   c.run.emplace_back(inspect, [&c] { return InspectCommand(c.g, c.find_ns, c.put.key); });
 
+  auto* locate = app.add_subcommand("locate", "which nodes and media hold each key");
+  locate->add_option("keys", c.locate_keys, "entry keys (the images' mm_hash)")->required();
+  locate->add_option("-n,--namespace", c.put.ns, "the keys' namespace")->capture_default_str();
+  c.run.emplace_back(locate, [&c] { return LocateCommand(c.g, c.put.ns, c.locate_keys); });
+
   auto* namespaces = app.add_subcommand("namespaces", "list namespaces, their entries and bytes");
   c.run.emplace_back(namespaces, [&c] { return NamespacesCommand(c.g); });
 
@@ -313,7 +319,8 @@ int Dispatch(Commands& c) {
     if (local_only && !c.g.server.empty())
       throw CliError(
           "InvalidArgument: " + sub->get_name() +
-          " is not available with --server (remote: put, get, inspect, ls, namespaces, stats, "
+          " is not available with --server (remote: put, get, inspect, locate, ls, namespaces, "
+          "stats, "
           "evict, import, export, verify, compact); run it with --dir on the "
           "server's host after stopping the server");
     return fn();

@@ -17,12 +17,12 @@ std::string KeyOf(const NodeInfo& n, const std::string& cluster, const net::Clie
   };
   for (const std::string* s : {&cluster, &n.id, &n.tcp, &n.unix_path, &n.host, &n.rdma, &o.token})
     add(*s);
-  for (long long v : {static_cast<long long>(n.incarnation), static_cast<long long>(o.timeout.count()),
-                      static_cast<long long>(o.connect_timeout.count()),
-                      static_cast<long long>(o.retries), static_cast<long long>(o.transport),
-                      static_cast<long long>(o.rdma_bounce_bytes),
-                      static_cast<long long>(o.put_arena), static_cast<long long>(down_for.count()),
-                      static_cast<long long>(idle_close.count())})
+  for (long long v :
+       {static_cast<long long>(n.incarnation), static_cast<long long>(o.timeout.count()),
+        static_cast<long long>(o.connect_timeout.count()), static_cast<long long>(o.retries),
+        static_cast<long long>(o.transport), static_cast<long long>(o.rdma_bounce_bytes),
+        static_cast<long long>(o.put_arena), static_cast<long long>(down_for.count()),
+        static_cast<long long>(idle_close.count())})
     add(std::to_string(v));
   if (o.tls)
     for (const std::string* s : {&o.tls->cert, &o.tls->key, &o.tls->ca, &o.tls->server_name})

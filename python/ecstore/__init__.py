@@ -262,6 +262,13 @@ class Cache:
     def lookup_many(self, ns: str, keys: Sequence[str]) -> list[EntryInfo | None]:
         return self._c.lookup_many(ns, list(keys))
 
+    def locate(self, ns: str, keys: Sequence[str]) -> list[list[tuple[str, str]]]:
+        """Where each key is held: per key, (node, medium) of every copy, the owner first;
+        medium is "device", "pool" or "disk", and node is "" for an embedded store or a
+        daemon (a cluster names its nodes). A key held nowhere gets []. Through a cluster
+        each key's places are asked in parallel; a node that does not answer is left out."""
+        return [list(map(tuple, at)) for at in self._c.locate(ns, list(keys))]
+
     def contains(self, ns: str, key: str) -> bool:
         return self._c.contains(ns, key)
 

@@ -314,6 +314,19 @@ class PyCache {
     return out;
   }
 
+  // Per key, (node, medium) of every copy: "" for the node of an embedded store or daemon.
+  std::vector<std::vector<std::pair<std::string, std::string>>> locate(
+      const std::string& ns, const std::vector<std::string>& keys) {
+    nb::gil_scoped_release nogil;
+    auto l = core_->Lock();
+    std::vector<std::vector<std::pair<std::string, std::string>>> out;
+    for (auto& at : Check(core_->Live()->Locate(ns, keys))) {
+      auto& row = out.emplace_back();
+      for (auto& loc : at) row.emplace_back(std::move(loc.node), TierName(loc.medium));
+    }
+    return out;
+  }
+
   bool contains(const std::string& ns, const std::string& key) {
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
@@ -545,6 +558,7 @@ void BindCache(nb::module_& m) {
       .def("claim", &PyCache::claim, "ns"_a, "key"_a, "ttl_ms"_a)
       .def("lookup", &PyCache::lookup, "ns"_a, "key"_a)
       .def("lookup_many", &PyCache::lookup_many, "ns"_a, "keys"_a)
+      .def("locate", &PyCache::locate, "ns"_a, "keys"_a)
       .def("contains", &PyCache::contains, "ns"_a, "key"_a)
       .def("contains_many", &PyCache::contains_many, "ns"_a, "keys"_a)
       .def("erase", &PyCache::erase, "ns"_a, "key"_a)

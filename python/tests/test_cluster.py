@@ -320,6 +320,15 @@ def test_the_cli_reaches_every_entry_through_the_cluster(cluster, etcd, tmp_path
     listed = json.loads(out)
     assert len(listed) == 12
     assert all(e["node"] == c.owners("n", e["key"])[0] for e in listed)  # where each lies
+    # locate says the same, from the CLI and from Python: the owner, in its pool.
+    keys = [f"k{i}" for i in range(12)] + ["absent"]
+    out = subprocess.run([ec, "--cluster", etcd.uri("c1"), "--json", "locate", "-n", "n", *keys],
+                         check=True, capture_output=True, text=True).stdout
+    located = {row["key"]: row["at"] for row in json.loads(out)["keys"]}
+    assert located["absent"] == []
+    for i in range(12):
+        assert located[f"k{i}"] == [{"node": c.owners("n", f"k{i}")[0], "medium": "pool"}]
+    assert c.locate("n", keys) == [[(c.owners("n", k)[0], "pool")] for k in keys[:12]] + [[]]
     got = tmp_path / "y.bin"
     subprocess.run([ec, "--cluster", etcd.uri("c1"), "get", "-n", "n", "k7", "-o", str(got)],
                    check=True, capture_output=True)

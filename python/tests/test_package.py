@@ -49,6 +49,8 @@ def test_numpy_and_raw_bytes(cache):
     bits = cache.get("ns", "bf", like="numpy")  # numpy has no bf16: the raw bits
     assert bits.dtype in (np.uint16,) or bits.dtype.name == "bfloat16"
     assert bits.tobytes() == bf.view(torch.uint8).numpy().tobytes()
+    # One store (embedded or a daemon): its own copies, node "", in the medium holding them.
+    assert cache.locate("ns", ["arr", "absent"]) == [[("", "pool")], []]
 
 
 def test_get_into_a_host_buffer_from_the_disk_tier(tmp_path):
