@@ -21,7 +21,7 @@ namespace {
   std::fprintf(
       stderr,
       "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,erase,"
-      "mixed_gpu,remote,tls,conns,rdma,device,policy,index,alloc,cluster,fleet,etcd_fleet] "
+      "mixed_gpu,remote,tls,conns,rdma,device,policy,index,alloc,cluster,fleet,etcd_fleet,events] "
       "[--rdma-addr IP] [--dir "
       "DIR] "
       "[--json FILE] "
@@ -105,10 +105,10 @@ Config ParseArgs(int argc, char** argv) {
     }
     flag->second(argv[++i], &cfg);
   }
-  const std::set<std::string> known = {"put",    "get_hot",   "get_disk",  "spill",   "mixed",
-                                       "remote", "rdma",      "device",    "policy",  "index",
-                                       "alloc",  "mixed_gpu", "erase",     "cluster", "tls",
-                                       "conns",  "fleet",     "etcd_fleet"};
+  const std::set<std::string> known = {"put",    "get_hot",   "get_disk",   "spill",   "mixed",
+                                       "remote", "rdma",      "device",     "policy",  "index",
+                                       "alloc",  "mixed_gpu", "erase",      "cluster", "tls",
+                                       "conns",  "fleet",     "etcd_fleet", "events"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
   if (cfg.Want("index")) IndexWorkload(cfg);
   if (cfg.Want("alloc")) AllocWorkload(cfg);
   if (cfg.Want("erase")) EraseWorkload(cfg);
+  if (cfg.Want("events")) EventsWorkload(cfg, pl);
   if (cfg.Want("get_disk") || cfg.Want("spill")) MeasureDisk(cfg);  // again: the disk drifts
   MergeRepeatedLimits();
   Report(cfg);

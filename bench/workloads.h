@@ -53,4 +53,8 @@ void ConnsWorkload(const Config& cfg, Payloads& pl);
 // and key by key, against EraseMany in this process.
 void EraseWorkload(const Config& cfg);
 
+// events.cc: the entry event stream -- puts with it against without, a subscriber's lag and
+// the publisher's CPU, and holder precision routing by its index against an LRU guess.
+void EventsWorkload(const Config& cfg, Payloads& pl);
+
 }  // namespace ecstore::bench

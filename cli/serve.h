@@ -31,7 +31,9 @@ struct ServeArgs {
   int check_put_pieces = -1;
   std::string tls_auth_clients;  // with a CA: required (the default), optional, no
   std::string acl_file;
-  std::string metrics_token_file;  // /metrics asks for this bearer token
+  std::string metrics_token_file;       // /metrics asks for this bearer token
+  std::string events, events_replay;    // the entry events' PUB and ROUTER endpoints
+  std::string events_interval = "2ms";  // batches are sent at most this often
 };
 
 // What `serve` was started with; read again at SIGHUP.

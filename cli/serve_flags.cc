@@ -9,6 +9,20 @@ namespace ecstore::cli {
 namespace {
 
 // serve's options for a node of --cluster.
+// The entry events stream (docs/events.md).
+void EventsOptions(CLI::App* serve, ServeArgs& a) {
+  serve->add_option("--events", a.events,
+                    "publish where entries are (stored, removed, cleared) on this ZMQ endpoint, "
+                    "e.g. tcp://127.0.0.1:5557 (docs/events.md); off when not given");
+  serve->add_option("--events-replay", a.events_replay,
+                    "answer replay and snapshot requests on this ZMQ endpoint (with --events)");
+  serve
+      ->add_option("--events-interval", a.events_interval,
+                   "send event batches at most this often: longer costs the publisher fewer "
+                   "wake-ups, and routers that much more lag")
+      ->capture_default_str();
+}
+
 void ClusterOptions(CLI::App* serve, ServeArgs& a) {
   serve->add_option("--node-id", a.node_id,
                     "this node's id in --cluster (default: kept in the store directory)");
@@ -74,6 +88,7 @@ void AddServeOptions(CLI::App* serve, ServeArgs& a) {
       ->check(CLI::Validator(io_bound, "DURATION>=100ms"))
       ->capture_default_str();
   ClusterOptions(serve, a);
+  EventsOptions(serve, a);
   serve->add_option("--log-format", a.log_format, "text, or json: one object per log line")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

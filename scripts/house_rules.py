@@ -29,7 +29,7 @@ KNOWN_LONG_FUNCTIONS: dict = {}
 # A room sees the rooms beneath it, never one beside or above it: net/ (the client) never sees
 # store/ (the engine); only server/, cli/ and what sits over everything do.
 _LIB = ["base", "cuda", "rdma", "cache", "disk", "index", "store", "net", "server", "cluster",
-        "ops", "cli"]
+        "events", "ops", "cli"]
 ROOMS = {
     "base": set(),
     "cuda": {"base"},
@@ -42,10 +42,11 @@ ROOMS = {
     "server": {"base", "cuda", "rdma", "cache", "disk", "index", "store", "net"},
     "cluster": {"base", "cuda", "rdma", "cache", "net"},
     "sim": {"base", "cuda", "rdma", "cache", "net", "cluster"},
+    "events": {"base", "cuda", "cache", "store"},
     "ops": {"base", "cuda", "rdma", "cache", "disk", "index", "store", "net", "server"},
     "cli": set(_LIB) - {"cli"},
-    "include": set(_LIB) - {"cli", "ops"},  # the public facades over the libraries
-    "python": set(_LIB) - {"cli", "ops"},
+    "include": set(_LIB) - {"cli", "ops", "events"},  # the public facades over the libraries
+    "python": set(_LIB) - {"cli", "ops", "events"},
     "bench": set(_LIB) | {"include", "sim"},
     "tests": set(_LIB) | {"include", "sim"},
 }

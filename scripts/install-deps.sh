@@ -6,7 +6,8 @@
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config python3
       liburing-dev liblz4-dev libsqlite3-dev libspdlog-dev libfmt-dev libcli11-dev libcpp-httplib-dev
-      nlohmann-json3-dev libxxhash-dev libsystemd-dev libibverbs-dev librdmacm-dev libssl-dev)
+      nlohmann-json3-dev libxxhash-dev libsystemd-dev libibverbs-dev librdmacm-dev libssl-dev
+      libzmq3-dev cppzmq-dev libmsgpack-cxx-dev)
 if [ "${1:-all}" != build ]; then
   PKGS+=(libgtest-dev libbenchmark-dev systemd etcd-server etcd-client
          gnuplot-nox fio clang clang-format libclang-rt-14-dev redis-server libhiredis-dev

@@ -92,6 +92,7 @@ void Keydir::MaybeIdleLocked(Entry* e) {
 
 void Keydir::FreePoolLocked(Entry* e) {
   if (!e->pool) return;
+  RemovedLocked(*e, Tier::kPool);
   pool().Remove(e->id(), e->bytes, *e->pool);
   e->pool.reset();
   space_cv_.NotifyAll();
@@ -100,6 +101,7 @@ void Keydir::FreePoolLocked(Entry* e) {
 
 void Keydir::FreeDeviceLocked(Entry* e) {
   if (!e->device) return;
+  RemovedLocked(*e, Tier::kDevice);
   device_->Remove(e->id(), e->bytes, *e->device);
   e->device.reset();
   space_cv_.NotifyAll();
@@ -113,6 +115,7 @@ void Keydir::FreeCopiesLocked(Entry* e) {
 
 void Keydir::DropDiskLocked(Entry* e) {
   if (!e->disk) return;
+  RemovedLocked(*e, Tier::kDisk);
   durable_->Untrack(e->bytes, *e->disk);
   e->disk.reset();
 }
@@ -129,6 +132,9 @@ Tombstone Keydir::ForgetDiskCopyLocked(Entry* e) {
 // Unlinks an entry that has left the keydir. Its memory blocks go back now, or when the last
 // lease ends / the spill in flight finishes. Returns the tombstone its disk copy needs.
 std::optional<Tombstone> Keydir::DetachLocked(Entry* e) {
+  if (e->device) RemovedLocked(*e, Tier::kDevice);
+  if (e->pool) RemovedLocked(*e, Tier::kPool);
+  if (e->disk) RemovedLocked(*e, Tier::kDisk);
   e->erased = true;
   if (e->leases == 0 && !e->spilling) {
     FreeCopiesLocked(e);
@@ -236,6 +242,7 @@ void Keydir::EndSpillLocked(Entry* e) {
 void Keydir::SpilledLocked(Entry* e, const DiskLocation& loc) {
   e->spilling = false;
   e->disk = loc;
+  StoredLocked(*e, Tier::kDisk);
   durable_->Adopt(*e, loc, true);
 }
 
@@ -245,11 +252,13 @@ void Keydir::EndLoadLocked(Entry* e, std::optional<PoolBlock> blk) {
   if (!blk) return;
   e->pool = *blk;
   pool().Insert(e->id(), *e);
+  StoredLocked(*e, Tier::kPool);
 }
 
 void Keydir::AddCopyLocked(Entry* e, Tier tier, const PoolBlock& blk) {
   (tier == Tier::kDevice ? e->device : e->pool) = blk;
   (tier == Tier::kDevice ? *device_ : *pool_).Insert(e->id(), *e);
+  StoredLocked(*e, tier);
 }
 
 // Waits until a detached entry's spill in flight (if any) has ended, and with it the
@@ -357,6 +366,7 @@ bool Keydir::YieldForQuota(uint64_t incoming, std::vector<Tombstone>* tombs) {
 
 void Keydir::YieldRowLocked(ColdRow* r, std::vector<Tombstone>* tombs) {
   const std::string ns(table_.NamespaceOf(*r)), key = r->Key();
+  if (events_) events_->Removed(ns, key, Tier::kDisk);  // a row is a disk-only entry
   tombs->push_back({ns, key, r->seq, r->segment});
   durable_->Untrack(r->bytes, r->loc());
   table_.Erase(ns, key);
@@ -485,6 +495,9 @@ EntryPtr Keydir::InsertLocked(const EntryPtr& e, std::optional<Tombstone>* tomb)
   if (old) *tomb = DetachLocked(old.get());
   if (e->pool) pool().Insert(e->id(), *e);
   if (e->device) device_->Insert(e->id(), *e);
+  if (e->device) StoredLocked(*e, Tier::kDevice);
+  if (e->pool) StoredLocked(*e, Tier::kPool);
+  if (e->disk) StoredLocked(*e, Tier::kDisk);
   return old;
 }
 

@@ -97,6 +97,8 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   void CloseLocked() REQUIRES(mu) { closed_ = true; }
   // Asked, under mu, before a new entry is installed (Store::SetAdmission); null admits all.
   void SetAdmissionLocked(Admission admit) REQUIRES(mu) { admit_ = std::move(admit); }
+  // Told every copy stored or gone from now on (Store::SetEvents); null tells no one.
+  void SetEventsLocked(EntryEvents* events) REQUIRES(mu) { events_ = events; }
   uint64_t misses() const REQUIRES(mu) { return misses_; }
   // Existence checks (Lookup, LookupMany, Contains): found or not.
   void CountLookupLocked(bool found) REQUIRES(mu) { ++(found ? lookup_hits_ : lookup_misses_); }
@@ -295,6 +297,15 @@ class Keydir : public DurableTier::Owner, public ReadLease::Releaser {
   uint64_t leases_ GUARDED_BY(mu) = 0;
   bool closed_ GUARDED_BY(mu) = false;
   Admission admit_ GUARDED_BY(mu);
+  EntryEvents* events_ GUARDED_BY(mu) = nullptr;
+  // Tell events_ of a copy of e stored in / gone from `medium` (nothing for an erased entry:
+  // its removals were told when it was erased).
+  void StoredLocked(const Entry& e, Tier medium) REQUIRES(mu) {
+    if (events_ && !e.erased) events_->Stored(e.ns, e.key, medium, e.bytes);
+  }
+  void RemovedLocked(const Entry& e, Tier medium) REQUIRES(mu) {
+    if (events_ && !e.erased) events_->Removed(e.ns, e.key, medium);
+  }
 };
 
 }  // namespace ecstore

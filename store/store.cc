@@ -253,6 +253,11 @@ Status StoreImpl::Commit(PutReservation r) {
                   .block = blk});
 }
 
+void StoreImpl::SetEvents(EntryEvents* events) {
+  Keydir::Lock l(kd_.get());
+  kd_->SetEventsLocked(events);
+}
+
 void StoreImpl::SetAdmission(Admission admit) {
   Keydir::Lock l(kd_.get());
   kd_->SetAdmissionLocked(std::move(admit));

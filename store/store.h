@@ -34,6 +34,17 @@ namespace ecstore {
 // method. A cluster node's says whether the key is at the node's places (cluster/node_guard.h).
 using Admission = std::function<Status(std::string_view ns, std::string_view key)>;
 
+// Where a store tells each change of where its entries are held: a copy stored in a medium
+// (a put, a spill to disk, a promotion) or gone from it (an eviction, a demotion, an erase
+// or replacement -- whose removals come before the new entry's Stored). Called under the
+// store's metadata lock, in the order the changes happen: an implementation only queues.
+class EntryEvents {
+ public:
+  virtual ~EntryEvents() = default;
+  virtual void Stored(std::string_view ns, std::string_view key, Tier medium, uint64_t bytes) = 0;
+  virtual void Removed(std::string_view ns, std::string_view key, Tier medium) = 0;
+};
+
 struct Options {
   uint64_t pool_bytes = 256ull << 20;
   uint64_t disk_quota_bytes = 16ull << 30;
@@ -257,6 +268,9 @@ class Store : public Cache,
   // entry is installed; a refusal frees the reservation and is the put's status. Entries
   // already held stay. A put installed before this returns was admitted by the old one.
   virtual void SetAdmission(Admission admit) = 0;
+  // Tells `events` (null: no one) every change from now on; it must outlive the store or
+  // be replaced first. Entries held already are not told: list them (ListPages) after.
+  virtual void SetEvents(EntryEvents* events) = 0;
   // Persists the pool (as Flush) and stops the background threads.
   Status Close() override = 0;
   // The pool's region: a lease's data() - base is its offset; shm_fd >= 0 when shareable.

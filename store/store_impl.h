@@ -73,6 +73,7 @@ class StoreImpl : public Store, private PutReservation::Owner, private DeviceFro
   Status Close() override;
   Status Health() override;
   void SetAdmission(Admission admit) override;
+  void SetEvents(EntryEvents* events) override;
   Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
                        const void* src, uint64_t bytes, bool checksum_when_spilled) override;
   Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,

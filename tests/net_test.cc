@@ -1726,6 +1726,7 @@ class CountingStore : public Store {
   Status Close() override { return s_->Close(); }
   Status Health() override { return s_->Health(); }
   void SetAdmission(Admission a) override { s_->SetAdmission(std::move(a)); }
+  void SetEvents(EntryEvents* e) override { s_->SetEvents(e); }
   MemoryRegion pool_region() const override { return s_->pool_region(); }
   Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& m,
                        const void* src, uint64_t n, bool checksum_when_spilled) override {

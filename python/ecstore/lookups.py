@@ -111,6 +111,11 @@ class Lookups:
                            self._store, self._failing)
             self._failing = 0
 
+    def asking_for(self, key: str, other_than: str) -> bool:
+        """Whether another request's lookup still out covers `key`: its answer will pin it,
+        and one pin serves every request (the caller waits a step rather than ask again)."""
+        return any(key in ask.keys for r, ask in self._asks.items() if r != other_than)
+
     def forget(self, req_id: str) -> None:
         """The request is gone: an answer still to come releases its pins."""
         ask = self._asks.pop(req_id, None)

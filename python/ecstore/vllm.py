@@ -197,6 +197,11 @@ class EcStoreConnector(ECConnectorBase):
                 item["ec_store"]["key"] = key
         return False, items
 
+    def receive_addresses(self, *args: Any, **kwargs: Any) -> list:
+        """Where a push-based connector's peers send to: none here (consumers read the
+        store), for a base class that asks."""
+        return []
+
     def has_pending_push_work(self) -> bool:
         # The scheduler's connector learns of the workers' saves through their metadata.
         return self._saver.pending() > 0 or self._remote_pending > 0
@@ -270,6 +275,10 @@ class EcStoreConnector(ECConnectorBase):
         if not self.is_producer or _tp_rank() != 0:
             return
         meta = self._connector_metadata
+        if isinstance(meta, EcStoreConnectorMetadata) and mm_hash in meta.loads:
+            # The step loads it from the store: saving it back would write the same entry.
+            self._stats.count("saves_merged")
+            return
         saves = meta.saves if isinstance(meta, EcStoreConnectorMetadata) else {}
         for key in saves.get(mm_hash) or [mm_hash]:  # a tenant's salted key, else the hash
             self._saver.save(key, encoder_cache[mm_hash])
@@ -282,6 +291,8 @@ class EcStoreConnector(ECConnectorBase):
         self._stats.observe("save_seconds", seconds)
 
     def _save_failed(self, key: str, e: Exception) -> None:
+        # Never raised into the engine: the item stays computable, only its reuse is lost.
+        self._stats.count("save_errors")
         logger.warning("ec-store: saving %s failed: %s", key, e)
 
     def wait_for_saves(self, timeout: float | None = None) -> None:

@@ -14,6 +14,12 @@ step, then `has_cache_item(identifier)` for the same request's items, then
   ready; on the producer's store when it is not ours, the item is pulled from there.
 * A request's cache_salt (tenant_salt, default on) scopes its items' store keys, so two
   tenants' identical images are two entries and neither sees the other's.
+* One pin per key, whatever the requests: an item already pinned for another request is a
+  hit without a lookup, and one that another request's lookup is asking about waits a step
+  for that answer.
+* A request found waiting again after it was scheduled was preempted: vLLM freed its
+  encoder outputs but not its pins, which stay; its misses are looked up again (it may have
+  saved them before it was preempted).
 
 Thread rules: every method from the scheduler thread; pins are taken on the lookup thread,
 pulls run on the pull thread.
@@ -92,6 +98,7 @@ class SchedulerSide:
         self._pulled_done: set[str] = set()
         self._remotes: dict[str, ecstore.Cache] = {}
         self._unavailable: set[str] = set()
+        self._ran: set[str] = set()  # requests scheduled since their last ensure
 
     def key(self, request: Any, identifier: str) -> str:
         return item_key(identifier, getattr(request, "cache_salt", None) if self._salted
@@ -106,12 +113,27 @@ class SchedulerSide:
         if now < self._retry_at.get(req_id, 0.0):
             return False
         decided = self._decided.setdefault(req_id, {})
+        if req_id in self._ran:
+            # Waiting again after it was scheduled: preempted (vLLM freed its encoder
+            # outputs, its pins are kept). Its misses are asked again: it may have saved them.
+            self._ran.discard(req_id)
+            for ident in [i for i, key in decided.items() if key is None]:
+                del decided[ident]
         ready = True
         fresh: dict[str, str] = {}  # store key -> identifier
         for feature in request.mm_features:
             ident = feature.identifier
             key = self.key(request, ident)
             if ident in decided or key in fresh:
+                continue
+            if key in self._pins:  # pinned for another request: one pin serves both
+                self._take_pin(key, None)
+                decided[ident] = key
+                self._stats.count("hits")
+                self._stats.count("shared_pins")
+                continue
+            if self._lookups.asking_for(key, req_id):
+                ready = False  # another request's lookup will pin it: its answer first
                 continue
             source = reported_source(request, ident)
             if source is not None and source["store"] != self._spec and \
@@ -222,6 +244,7 @@ class SchedulerSide:
         return key is not None and key in self._pins
 
     def after_alloc(self, request: Any, index: int) -> None:
+        self._ran.add(request.request_id)
         ident = request.mm_features[index].identifier
         key = self._decided.get(request.request_id, {}).get(ident)
         if key is not None and key in self._pins:
@@ -251,6 +274,7 @@ class SchedulerSide:
         req_id = request.request_id
         self._lookups.forget(req_id)
         self._retry_at.pop(req_id, None)
+        self._ran.discard(req_id)
         for wait in [w for w in self._waits if w[0] == req_id]:
             del self._waits[wait]
         for key in self._decided.pop(req_id, {}).values():

@@ -228,7 +228,6 @@ class PyCache {
     }
     return PutRouteName(route);
   }
-  // ---- device memory and hints: what the cache does itself (CacheCapabilities' facets)
   // CacheCapabilities by name: what this cache does itself (cache/cache.h).
   nb::dict capabilities() {
     CacheCapabilities c = core_->Live()->capabilities();
@@ -376,21 +375,7 @@ class PyCache {
   std::string cluster_json() {
     core_->Live();
     if (!core_->cluster) return "null";
-    const cluster::ClusterCache& c = *core_->cluster;
-    std::string nodes;
-    for (const auto& [n, how] : c.Connections()) {
-      std::string j = n.ToJson();  // an object: the transport added before its closing brace
-      j.insert(j.size() - 1, ",\"transport\":\"" + how + "\"");
-      nodes += (nodes.empty() ? "" : ",") + j;
-    }
-    const cluster::ClusterCounters k = c.counters();
-    return "{\"cluster\":\"" + c.name() + "\",\"current\":" + (c.current() ? "true" : "false") +
-           ",\"nodes\":[" + nodes + "],\"routed\":" + std::to_string(k.routed) +
-           ",\"fallback_hits\":" + std::to_string(k.fallback_hits) +
-           ",\"unavailable\":" + std::to_string(k.unavailable) +
-           ",\"membership_changes\":" + std::to_string(k.membership_changes) +
-           ",\"bad_records\":" + std::to_string(k.bad_records) +
-           ",\"unproven_members\":" + std::to_string(k.unproven_members) + "}";
+    return ClusterJson(*core_->cluster);
   }
   // The ids of the key's first n choices in a cluster, best first (its owner first).
   std::vector<std::string> owners(const std::string& ns, const std::string& key, size_t n) {

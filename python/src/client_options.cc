@@ -36,4 +36,21 @@ cluster::EtcdAccess ToEtcdAccess(const std::map<std::string, std::string>& etcd)
           At(etcd, "password")};
 }
 
+std::string ClusterJson(const cluster::ClusterCache& c) {
+  std::string nodes;
+  for (const auto& [n, how] : c.Connections()) {
+    std::string j = n.ToJson();  // an object: the transport added before its closing brace
+    j.insert(j.size() - 1, ",\"transport\":\"" + how + "\"");
+    nodes += (nodes.empty() ? "" : ",") + j;
+  }
+  const cluster::ClusterCounters k = c.counters();
+  return "{\"cluster\":\"" + c.name() + "\",\"current\":" + (c.current() ? "true" : "false") +
+         ",\"nodes\":[" + nodes + "],\"routed\":" + std::to_string(k.routed) +
+         ",\"fallback_hits\":" + std::to_string(k.fallback_hits) +
+         ",\"unavailable\":" + std::to_string(k.unavailable) +
+         ",\"membership_changes\":" + std::to_string(k.membership_changes) +
+         ",\"bad_records\":" + std::to_string(k.bad_records) +
+         ",\"unproven_members\":" + std::to_string(k.unproven_members) + "}";
+}
+
 }  // namespace ecstore::py

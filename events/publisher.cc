@@ -1,0 +1,233 @@
+#include "events/publisher.h"
+
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <msgpack.hpp>
+#include <zmq.hpp>
+
+namespace ecstore::events {
+
+namespace {
+
+constexpr int64_t kEnd = -1;     // the last frame of a reply
+constexpr int64_t kTooOld = -2;  // the batches asked for are no longer kept
+constexpr size_t kSnapshotPage = 4096;
+
+std::string BigEndian(int64_t v) {
+  std::string s(8, '\0');
+  for (int i = 7; i >= 0; --i, v >>= 8) s[static_cast<size_t>(i)] = static_cast<char>(v & 0xff);
+  return s;
+}
+
+int64_t FromBigEndian(const zmq::message_t& m) {
+  int64_t v = 0;
+  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<const uint8_t*>(m.data())[i];
+  return v;
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+struct EventPublisher::Sockets {
+  zmq::context_t ctx{1};
+  zmq::socket_t pub{ctx, zmq::socket_type::pub};
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  bool replay = false;
+};
+
+EventPublisher::Wake::Wake() : fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+EventPublisher::Wake::~Wake() {
+  if (fd >= 0) close(fd);
+}
+void EventPublisher::Wake::Raise() const {
+  const uint64_t one = 1;
+  if (write(fd, &one, sizeof one) < 0) {
+  }  // EAGAIN: already raised past the counter's limit; the thread wakes anyway
+}
+void EventPublisher::Wake::Clear() const {
+  uint64_t n;
+  if (read(fd, &n, sizeof n) < 0) {
+  }  // EAGAIN: not raised
+}
+
+Result<std::unique_ptr<EventPublisher>> EventPublisher::Start(EventOptions options, Cache* store) {
+  std::unique_ptr<EventPublisher> p(new EventPublisher(std::move(options), store));
+  if (p->wake_.fd < 0)
+    return Status::IOError(std::string("events: eventfd: ") + std::strerror(errno));
+  p->sockets_ = std::make_unique<Sockets>();
+  auto bind = [](zmq::socket_t& s, const std::string& at, const char* what) -> Status {
+    try {
+      s.set(zmq::sockopt::linger, 0);
+      s.bind(at);
+      return Status::Ok();
+    } catch (const zmq::error_t& e) {
+      const std::string why = std::string(what) + " endpoint " + at + ": " + e.what();
+      if (e.num() == EADDRINUSE) return Status::Unavailable(why + " (another process has it)");
+      return Status::InvalidArgument(why + " (give tcp://HOST:PORT or ipc://PATH)");
+    }
+  };
+  EC_RETURN_IF_ERROR(bind(p->sockets_->pub, p->opt_.publish, "--events"));
+  if (!p->opt_.replay.empty()) {
+    EC_RETURN_IF_ERROR(bind(p->sockets_->router, p->opt_.replay, "--events-replay"));
+    p->sockets_->replay = true;
+  }
+  // The first batch: whatever a subscriber held of this node is gone (a start has an empty
+  // pool); what the node holds on disk comes with a snapshot.
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(3);
+  pk.pack(Now());
+  pk.pack_array(1);
+  pk.pack_array(3);
+  pk.pack(std::string("EcCleared"));
+  pk.pack(p->opt_.node);
+  pk.pack(p->opt_.incarnation);
+  pk.pack(p->opt_.node);
+  p->Publish(std::string(buf.data(), buf.size()));
+  p->thread_ = std::thread([q = p.get()] { q->Run(); });
+  return p;
+}
+
+EventPublisher::EventPublisher(EventOptions o, Cache* store) : opt_(std::move(o)), store_(store) {}
+
+EventPublisher::~EventPublisher() {
+  stop_ = true;
+  wake_.Raise();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EventPublisher::Queue(Event e) {
+  bool first;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    first = queue_.empty();
+    queue_.push_back(std::move(e));
+  }
+  // One wake-up per batch: the events that come while the thread sends join the next one.
+  if (first) wake_.Raise();
+}
+
+void EventPublisher::Stored(std::string_view ns, std::string_view key, Tier medium,
+                            uint64_t bytes) {
+  Queue({true, medium, bytes, std::string(ns), std::string(key)});
+}
+
+void EventPublisher::Removed(std::string_view ns, std::string_view key, Tier medium) {
+  Queue({false, medium, 0, std::string(ns), std::string(key)});
+}
+
+std::string EventPublisher::Encode(const std::vector<Event>& events, size_t from, size_t to) const {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(3);
+  pk.pack(Now());
+  pk.pack_array(static_cast<uint32_t>(to - from));
+  for (size_t i = from; i < to; ++i) {
+    const Event& e = events[i];
+    pk.pack_array(e.stored ? 6 : 5);
+    pk.pack(std::string(e.stored ? "EcStored" : "EcRemoved"));
+    pk.pack(e.ns);
+    pk.pack_array(1);
+    pk.pack(e.key);
+    pk.pack(opt_.node);
+    pk.pack(std::string(TierName(e.medium)));
+    if (e.stored) pk.pack(e.bytes);
+  }
+  pk.pack(opt_.node);
+  return std::string(buf.data(), buf.size());
+}
+
+void EventPublisher::Publish(const std::string& payload) {
+  const uint64_t seq = seq_.load() + 1;
+  const std::string seq_be = BigEndian(static_cast<int64_t>(seq));
+  auto& pub = sockets_->pub;
+  // PUB never blocks: a subscriber past its high water mark loses the batch, and replays.
+  pub.send(zmq::buffer(opt_.topic), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  pub.send(zmq::buffer(seq_be), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  pub.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+  kept_.emplace_back(seq, payload);
+  if (kept_.size() > opt_.keep_batches) kept_.pop_front();
+  seq_.store(seq);
+}
+
+size_t EventPublisher::Flush() {
+  std::vector<Event> events;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    events.swap(queue_);
+    wake_.Clear();  // these are taken: a wake-up raised for them is spent
+  }
+  for (size_t at = 0; at < events.size(); at += opt_.max_events) {
+    const size_t to = std::min(events.size(), at + opt_.max_events);
+    Publish(Encode(events, at, to));
+    events_ += to - at;
+  }
+  return events.size();
+}
+
+void EventPublisher::Answer() {
+  auto& r = sockets_->router;
+  std::vector<zmq::message_t> req;
+  for (;;) {
+    zmq::message_t m;
+    if (!r.recv(m, zmq::recv_flags::dontwait)) return;
+    const bool more = m.more();
+    req.push_back(std::move(m));
+    if (!more) break;
+  }
+  if (req.size() < 2) return;
+  ++replays_;
+  const zmq::message_t& id = req.front();
+  const zmq::message_t& body = req.back();
+  auto reply = [&](int64_t seq, const std::string& payload) {
+    r.send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore);
+    r.send(zmq::buffer("", 0), zmq::send_flags::sndmore);
+    r.send(zmq::buffer(BigEndian(seq)), zmq::send_flags::sndmore);
+    r.send(zmq::buffer(payload));
+  };
+  Flush();  // what is queued is published first: a reply is as of seq_ or later
+  if (body.to_string_view() == "snapshot") {
+    const auto seq = static_cast<int64_t>(seq_.load());
+    std::vector<Event> page;
+    Status st = store_->ListPages(kSnapshotPage, [&](std::vector<EntryInfo>&& entries) {
+      page.clear();
+      for (const EntryInfo& e : entries)
+        for (Tier t : {Tier::kDevice, Tier::kPool, Tier::kDisk})
+          if (e.tiers.has(t)) page.push_back({true, t, e.bytes, e.ns, e.key});
+      if (!page.empty()) reply(seq, Encode(page, 0, page.size()));
+      return true;
+    });
+    if (!st.ok()) spdlog::warn("events: a snapshot's listing failed: {}", st.ToString());
+  } else if (body.size() == 8) {
+    const int64_t from = FromBigEndian(body);
+    if (!kept_.empty() && from < static_cast<int64_t>(kept_.front().first))
+      reply(kTooOld, "");  // then a snapshot, and the stream from its sequence number
+    else
+      for (const auto& [seq, payload] : kept_)
+        if (static_cast<int64_t>(seq) >= from) reply(static_cast<int64_t>(seq), payload);
+  }
+  reply(kEnd, "");
+}
+
+void EventPublisher::Run() {
+  pthread_setname_np(pthread_self(), "ec-events");
+  while (!stop_) {
+    zmq::pollitem_t items[] = {{nullptr, wake_.fd, ZMQ_POLLIN, 0},
+                               {sockets_->router.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, sockets_->replay ? 2 : 1, std::chrono::milliseconds(-1));
+    if (items[0].revents & ZMQ_POLLIN) wake_.Clear();
+    if (sockets_->replay && (items[1].revents & ZMQ_POLLIN)) Answer();
+    if (Flush() > 0) std::this_thread::sleep_for(opt_.min_interval);  // what comes meanwhile joins
+  }
+  Flush();
+}
+
+}  // namespace ecstore::events

@@ -1,0 +1,103 @@
+// EventPublisher: where a store's entries are, as a stream routers follow -- the framing of
+// vLLM's KV events (and Mooncake's), so their subscribers and relays work: a ZMQ PUB socket
+// sends frames (topic, 8-byte big-endian sequence number, msgpack payload), the payload
+// [timestamp, [events], node]; an event is one of
+//   ["EcStored", ns, [key, ...], node, medium, bytes]
+//   ["EcRemoved", ns, [key, ...], node, medium]
+//   ["EcCleared", node, incarnation]        (the first batch of a start: forget this node)
+// with medium "device", "pool" or "disk". A ROUTER socket answers a request frame of 8
+// bytes (a sequence number) with the batches kept from it on, each (seq, payload), then
+// (-1, ""); or with (-2, "") where they are no longer kept; and a request "snapshot" with
+// (seq, payload) batches of EcStored for every copy held as of batch seq, then (-1, "").
+// Events are queued under the store's lock and sent in batches by a thread of the
+// publisher's: it sleeps min_interval after each batch it sends, and blocks on an eventfd
+// that the first event after a quiet spell raises -- one wake-up per batch, never per put. A put
+// never waits on a subscriber, and a slow one loses batches (ZMQ's high water mark) which it
+// replays by sequence number.
+//
+//   auto pub = EventPublisher::Start({.publish = "tcp://*:5557", .replay = "tcp://*:5558",
+//                                     .node = "node-a"}, store);
+//   store->SetEvents(pub->get());   // ... store->SetEvents(nullptr) before pub goes
+//
+// Thread rules: Stored/Removed from any thread (the store's, under its lock); Start and the
+// destructor from the owner's thread. The sockets are the publisher thread's alone.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "store/store.h"
+
+namespace ecstore::events {
+
+struct EventOptions {
+  std::string publish;       // the PUB socket's endpoint, e.g. tcp://127.0.0.1:5557
+  std::string replay;        // the ROUTER socket's (empty: none)
+  std::string node;          // this node's name in every batch
+  uint64_t incarnation = 0;  // told in the first batch's EcCleared
+  std::string topic = "ec";
+  size_t keep_batches = 4096;  // replayable
+  size_t max_events = 1024;    // per batch
+  // Batches are sent at most once per interval: under a stream of puts the publisher wakes
+  // once per interval, not once per put (the lag this adds is at most the interval).
+  std::chrono::microseconds min_interval{2000};
+};
+
+class EventPublisher : public EntryEvents {
+ public:
+  // Binds the sockets (InvalidArgument naming a bad endpoint, Unavailable where one is in
+  // use) and publishes EcCleared. `store` is listed for snapshots; it must outlive this.
+  static Result<std::unique_ptr<EventPublisher>> Start(EventOptions options, Cache* store);
+  ~EventPublisher() override;
+
+  void Stored(std::string_view ns, std::string_view key, Tier medium, uint64_t bytes) override;
+  void Removed(std::string_view ns, std::string_view key, Tier medium) override;
+
+  uint64_t batches() const { return seq_.load(); }      // published so far
+  uint64_t events() const { return events_.load(); }    // in them
+  uint64_t replays() const { return replays_.load(); }  // replay and snapshot requests
+
+ private:
+  struct Event {
+    bool stored;
+    Tier medium;
+    uint64_t bytes;
+    std::string ns, key;
+  };
+  struct Sockets;
+  struct Wake {  // an eventfd the publisher thread polls beside its sockets
+    Wake();
+    ~Wake();
+    void Raise() const;
+    void Clear() const;
+    const int fd;
+  };
+  EventPublisher(EventOptions o, Cache* store);
+  void Queue(Event e);
+  void Run();
+  size_t Flush();  // the queue, in batches of max_events; the events sent
+  void Publish(const std::string& payload);
+  void Answer();  // one ROUTER request
+  std::string Encode(const std::vector<Event>& events, size_t from, size_t to) const;
+
+  const EventOptions opt_;
+  Cache* const store_;
+  std::unique_ptr<Sockets> sockets_;
+  const Wake wake_;
+  std::mutex mu_;
+  std::vector<Event> queue_;                           // under mu_
+  std::deque<std::pair<uint64_t, std::string>> kept_;  // the thread's: the last batches
+  std::atomic<uint64_t> seq_{0}, events_{0}, replays_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace ecstore::events

@@ -1,0 +1,107 @@
+"""The entry events stream (docs/events.md) against a real daemon: every put, erase and
+spill reaches a subscriber's index, which agrees with locate; a subscriber that starts late
+converges through a snapshot; a replay from sequence 1 starts at the start's EcCleared;
+a gap is replayed."""
+import socket
+import time
+
+import numpy as np
+import pytest
+
+import ecstore
+from conftest import _serve
+
+zmq = pytest.importorskip("zmq", reason="pyzmq is not installed (vLLM brings it)")
+pytest.importorskip("msgspec", reason="msgspec is not installed (vLLM brings it)")
+from ecstore import events  # noqa: E402
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    pub, rep = f"tcp://127.0.0.1:{_port()}", f"tcp://127.0.0.1:{_port()}"
+    for d in _serve(tmp_path, "--events", pub, "--events-replay", rep, "--node-id", "node-x",
+                    pool_size="16MiB"):
+        yield d, pub, rep
+
+
+def _until(sub, cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sub.poll(50)
+        if cond():
+            return True
+    return cond()
+
+
+def _fastest(where):
+    """node -> the medium a read is served from (what locate tells), from the index."""
+    order = ["device", "pool", "disk"]
+    return {n: min(media, key=order.index) for n, media in where.items()}
+
+
+def test_puts_erases_and_spills_reach_the_index_as_locate_sees_them(daemon):
+    d, pub, rep = daemon
+    sub = events.Subscriber([pub], [rep])
+    time.sleep(0.3)  # a SUB socket misses what is sent before it is connected
+    c = ecstore.connect(d["tcp"])
+    keys = [f"img-{i}" for i in range(6)]
+    for i, k in enumerate(keys):
+        c.put("ns", k, np.full(1 << 20, i, dtype=np.uint8), dtype="U8", shape=[1 << 20])
+    c.erase("ns", keys[0])
+    c.flush()  # every entry gets a disk copy: EcStored disk
+
+    def agrees():
+        located = c.locate("ns", keys)
+        return all(_fastest(sub.index.where("ns", k)) == {n or "node-x": m for n, m in at}
+                   for k, at in zip(keys, located))
+
+    assert _until(sub, agrees), [(sub.index.where("ns", k), c.locate("ns", [k])) for k in keys]
+    assert sub.index.where("ns", keys[0]) == {}
+    assert sub.index.where("ns", keys[1])["node-x"] >= {"disk"}
+    assert events.score(sub.index, "ns", keys[1:3], ["node-x", "node-y"]) == \
+        {"node-x": 2 << 20, "node-y": 0}
+    # A subscriber that starts now converges through a snapshot.
+    late = events.Subscriber([pub], [rep])
+    time.sleep(0.3)
+    c.put("ns", "after", np.zeros(4096, dtype=np.uint8), dtype="U8", shape=[4096])
+    assert _until(late, lambda: late.index.where("ns", "after") != {})
+    assert late.snapshots >= 1
+    assert all(late.index.where("ns", k) == sub.index.where("ns", k) for k in keys)
+    sub.close()
+    late.close()
+    c.close()
+
+
+def test_a_replay_starts_at_the_starts_clear_and_a_gap_is_replayed(daemon):
+    d, pub, rep = daemon
+    c = ecstore.connect(d["tcp"])
+    c.put("ns", "a", np.zeros(4096, dtype=np.uint8), dtype="U8", shape=[4096])
+    sub = events.Subscriber([pub], [rep])
+    batches = sub.replay(0, 1)
+    first = events.msgspec.msgpack.decode(batches[0][1])
+    assert batches[0][0] == 1 and first[1] == [["EcCleared", "node-x", 0]] and first[2] == "node-x"
+    assert any(e[0] == "EcStored" and e[2] == ["a"]
+               for _, p in batches for e in events.msgspec.msgpack.decode(p)[1])
+    # Sequence numbers increase by one: a subscriber that lost some replays them.
+    assert [s for s, _ in batches] == list(range(1, len(batches) + 1))
+    time.sleep(0.3)
+    assert _until(sub, lambda: sub.index.where("ns", "a") != {})
+    sub._last[0] -= 1  # as if the last batch had been lost at the high water mark
+    sub.index.forget("node-x")
+    c.put("ns", "b", np.zeros(4096, dtype=np.uint8), dtype="U8", shape=[4096])
+    assert _until(sub, lambda: sub.index.where("ns", "b") != {})
+    assert sub.gaps == 1
+    sub.close()
+    c.close()
+
+
+def test_events_replay_without_events_is_a_clear_error(tmp_path):
+    from conftest import start_serve
+    with pytest.raises(RuntimeError, match="--events-replay needs --events"):
+        start_serve(tmp_path / "s", "--events-replay", f"tcp://127.0.0.1:{_port()}")
