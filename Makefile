@@ -164,8 +164,8 @@ asan:
 	ASAN_OPTIONS=verify_asan_link_order=0:quarantine_size_mb=8 $(MAKE) sanitized-test \
 	  BUILD=build-asan SANITIZE=address $(SANITIZER_SOAK) CMAKE_EXTRA="$(CLANG) $(UNITY)"
 tsan:
-	$(MAKE) sanitized-test BUILD=build-tsan SANITIZE=thread $(SANITIZER_SOAK) \
-	  CMAKE_EXTRA="$(CLANG) $(UNITY)"
+	TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp $(MAKE) sanitized-test BUILD=build-tsan \
+	  SANITIZE=thread $(SANITIZER_SOAK) CMAKE_EXTRA="$(CLANG) $(UNITY)"
 
 # The house rules (scripts/house_rules.py): file and function lengths, no tracked build
 # output, no issue, date or machine in a comment. CI runs it.

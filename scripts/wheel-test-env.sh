@@ -16,6 +16,9 @@ if [ ! -x "$VENV/bin/python" ]; then
     >"$site/ec_store_base_venv.pth"
 fi
 "$VENV/bin/python" -m pip install -q --no-index --no-deps --force-reinstall "$WHEEL"
+# ecstore.dynamo's test runs against Dynamo's runtime from PyPI (in this venv only).
+"$VENV/bin/python" -c 'import importlib.metadata as m; assert m.version("ai-dynamo-runtime") == "1.6.1"' \
+  2>/dev/null || "$VENV/bin/python" -m pip install -q ai-dynamo-runtime==1.6.1
 cd /tmp && "$VENV/bin/python" - "$VENV" <<'PY'
 import os, sys, ecstore
 venv = os.path.realpath(sys.argv[1])

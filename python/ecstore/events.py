@@ -64,6 +64,11 @@ class Index:
         """The nodes holding the key and the media there."""
         return {n: set(m) for n, m in self._at.get((ns, key), {}).items()}
 
+    def keys_at(self, node: str, ns: Optional[str] = None) -> set[str]:
+        """The keys `node` holds in any medium (of namespace `ns`, or every namespace)."""
+        return {k for (n, k), nodes in self._at.items()
+                if node in nodes and (ns is None or n == ns)}
+
     def bytes_at(self, ns: str, key: str, node: str) -> int:
         media = self._at.get((ns, key), {}).get(node)
         return max(media.values()) if media else 0
@@ -106,6 +111,10 @@ class Subscriber:
         self._poller = zmq.Poller()
         for s in self._subs:
             self._poller.register(s, zmq.POLLIN)
+
+    def node(self, i: int = 0) -> Optional[str]:
+        """Publisher i's node name, once a batch of it has arrived."""
+        return self._node[i]
 
     def close(self) -> None:
         for s in self._subs:
