@@ -183,16 +183,17 @@ void Reload(const std::function<Result<Settings>()>& reread, net::Server* server
 // they are up and cleared before they go.
 class Lifecycle {
  public:
-  void Up(Store* store, net::Server* server) {
+  void Up(Store* store, net::Server* server, const events::EventPublisher* events) {
     std::lock_guard<std::mutex> l(mu_);
     store_ = store;
     server_ = server;
+    events_ = events;
     phase_ = "serving";
   }
   void Phase(const char* phase) {
     std::lock_guard<std::mutex> l(mu_);
     phase_ = phase;
-    if (std::string(phase) != "serving") store_ = nullptr, server_ = nullptr;
+    if (std::string(phase) != "serving") store_ = nullptr, server_ = nullptr, events_ = nullptr;
   }
   // Ready: serving, and healthy (a store that cannot persist should get no new traffic).
   Status Ready() {
@@ -221,7 +222,9 @@ class Lifecycle {
                         n.workers_busy,
                         n.tick_lag_seconds,
                         server_->uptime_seconds(),
-                        server_->prefetches()};
+                        server_->prefetches(),
+                        {}};
+    if (events_) st.events = {true, events_->batches(), events_->events(), events_->replays()};
     return ops::RenderPrometheus(*stats, server_->metrics().Snapshot(), st);
   }
   // One line every `every`: what moved since the last one.
@@ -258,6 +261,7 @@ class Lifecycle {
   std::string phase_ = "starting: recovering the store";
   Store* store_ = nullptr;
   net::Server* server_ = nullptr;
+  const events::EventPublisher* events_ = nullptr;
 };
 
 // The bracketed choice of a /sys/kernel/mm/transparent_hugepage file ("never", "advise"...).
@@ -466,7 +470,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   Events events;
   StartEvents(a, join, store.get(), &events);
   auto server = Check(net::Server::Start(store.get(), so));
-  life.Up(store.get(), server.get());
+  life.Up(store.get(), server.get(), events.pub.get());
   if (join) {
     member = JoinCluster(g, a, *join, hp.host, server->port(), store.get());
     registered = member.registration.get();

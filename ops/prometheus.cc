@@ -185,6 +185,17 @@ void Served(Writer& w, const net::MetricsSnapshot& m, const ServerState& st) {
            static_cast<double>(st.prefetch.dropped));
   w.Sample("ecstore_prefetch_hints_total", Label("outcome", "done"),
            static_cast<double>(st.prefetch.done));
+  if (st.events.on) {
+    w.Metric("ecstore_events_batches_total", "counter",
+             "Entry event batches published (serve --events; each a sequence number).",
+             static_cast<double>(st.events.batches));
+    w.Metric("ecstore_events_total", "counter", "Entry events (stored, removed) published.",
+             static_cast<double>(st.events.events));
+    w.Metric("ecstore_events_replays_total", "counter",
+             "Replay and snapshot requests answered (subscribers that missed batches or "
+             "started late).",
+             static_cast<double>(st.events.replays));
+  }
   w.Family("ecstore_build_info", "gauge", "The ec-store version serving.");
   w.Sample("ecstore_build_info", Label("version", EC_STORE_VERSION), 1);
 }

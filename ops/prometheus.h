@@ -23,6 +23,10 @@ struct ServerState {
   double loop_lag_seconds = 0;  // how late the connections' 100 ms tick last ran
   double uptime_seconds = 0;
   net::Prefetcher::Counters prefetch;  // PREFETCH hints queued, dropped, acted on
+  struct EventCounts {  // the entry events' publisher (serve --events), where there is one
+    bool on = false;
+    uint64_t batches = 0, events = 0, replays = 0;
+  } events;
 };
 
 std::string RenderPrometheus(const StoreStats& stats, const net::MetricsSnapshot& served,

@@ -26,7 +26,7 @@ def _port() -> int:
 def daemon(tmp_path):
     pub, rep = f"tcp://127.0.0.1:{_port()}", f"tcp://127.0.0.1:{_port()}"
     for d in _serve(tmp_path, "--events", pub, "--events-replay", rep, "--node-id", "node-x",
-                    pool_size="16MiB"):
+                    "--metrics-listen", "127.0.0.1:0", pool_size="16MiB"):
         yield d, pub, rep
 
 
@@ -107,3 +107,26 @@ def test_events_replay_without_events_is_a_clear_error(tmp_path):
     from conftest import start_serve
     with pytest.raises(RuntimeError, match="--events-replay needs --events"):
         start_serve(tmp_path / "s", "--events-replay", f"tcp://127.0.0.1:{_port()}")
+
+
+def test_the_publishers_counts_are_on_metrics(daemon):
+    import urllib.request
+
+    d, pub, rep = daemon
+    c = ecstore.connect(d["tcp"])
+    for i in range(3):
+        c.put("ns", f"m{i}", np.zeros(4096, dtype=np.uint8), dtype="U8", shape=[4096])
+    events.Subscriber([pub], [rep]).replay(0, 1)
+
+    def counts():
+        text = urllib.request.urlopen(d["metrics"] + "/metrics", timeout=10).read().decode()
+        return {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+                if line.startswith("ecstore_events_")}
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and counts().get("ecstore_events_total", 0) < 3:
+        time.sleep(0.05)
+    got = counts()
+    assert got["ecstore_events_total"] >= 3 and got["ecstore_events_batches_total"] >= 2
+    assert got["ecstore_events_replays_total"] >= 1
+    c.close()
