@@ -96,7 +96,18 @@ Result<std::unique_ptr<EventPublisher>> EventPublisher::Start(EventOptions optio
   return p;
 }
 
-EventPublisher::EventPublisher(EventOptions o, Cache* store) : opt_(std::move(o)), store_(store) {}
+// A start's numbers begin at its start time in microseconds (unless told otherwise), so
+// they follow the last start's: a subscriber of that one sees a gap, and replays or takes a
+// snapshot, rather than taking new batches for ones it has seen.
+EventPublisher::EventPublisher(EventOptions o, Cache* store)
+    : opt_(std::move(o)),
+      store_(store),
+      first_(opt_.first_seq
+                 ? opt_.first_seq
+                 : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count())),
+      seq_(first_ - 1) {}
 
 EventPublisher::~EventPublisher() {
   stop_ = true;
@@ -208,7 +219,10 @@ void EventPublisher::Answer() {
     if (!st.ok()) spdlog::warn("events: a snapshot's listing failed: {}", st.ToString());
   } else if (body.size() == 8) {
     const int64_t from = FromBigEndian(body);
-    if (!kept_.empty() && from < static_cast<int64_t>(kept_.front().first))
+    // From before the window: too old, unless the window still holds this start's every
+    // batch (a subscriber of the last start: EcCleared and all since, from the start).
+    if (!kept_.empty() && from < static_cast<int64_t>(kept_.front().first) &&
+        kept_.front().first != first_)
       reply(kTooOld, "");  // then a snapshot, and the stream from its sequence number
     else
       for (const auto& [seq, payload] : kept_)

@@ -1,13 +1,15 @@
 // EventPublisher: where a store's entries are, as a stream routers follow -- the framing of
 // vLLM's KV events (and Mooncake's), so their subscribers and relays work: a ZMQ PUB socket
-// sends frames (topic, 8-byte big-endian sequence number, msgpack payload), the payload
+// sends frames (topic, 8-byte big-endian sequence number -- from the start time in µs, so
+// that a restart reads as a gap -- and msgpack payload), the payload
 // [timestamp, [events], node]; an event is one of
 //   ["EcStored", ns, [key, ...], node, medium, bytes]
 //   ["EcRemoved", ns, [key, ...], node, medium]
 //   ["EcCleared", node, incarnation]        (the first batch of a start: forget this node)
 // with medium "device", "pool" or "disk". A ROUTER socket answers a request frame of 8
 // bytes (a sequence number) with the batches kept from it on, each (seq, payload), then
-// (-1, ""); or with (-2, "") where they are no longer kept; and a request "snapshot" with
+// (-1, ""); or with (-2, "") where they are no longer kept (a number from before this start
+// gets the whole start while it is all kept); and a request "snapshot" with
 // (seq, payload) batches of EcStored for every copy held as of batch seq, then (-1, "").
 // Events are queued under the store's lock and sent in batches by a thread of the
 // publisher's: it sleeps min_interval after each batch it sends, and blocks on an eventfd
@@ -44,6 +46,7 @@ struct EventOptions {
   std::string node;          // this node's name in every batch
   uint64_t incarnation = 0;  // told in the first batch's EcCleared
   std::string topic = "ec";
+  uint64_t first_seq = 0;      // the first batch's sequence number; 0: the start time in µs
   size_t keep_batches = 4096;  // replayable
   size_t max_events = 1024;    // per batch
   // Batches are sent at most once per interval: under a stream of puts the publisher wakes
@@ -61,9 +64,10 @@ class EventPublisher : public EntryEvents {
   void Stored(std::string_view ns, std::string_view key, Tier medium, uint64_t bytes) override;
   void Removed(std::string_view ns, std::string_view key, Tier medium) override;
 
-  uint64_t batches() const { return seq_.load(); }      // published so far
-  uint64_t events() const { return events_.load(); }    // in them
-  uint64_t replays() const { return replays_.load(); }  // replay and snapshot requests
+  uint64_t batches() const { return seq_.load() - (first_ - 1); }  // published so far
+  uint64_t first_seq() const { return first_; }                    // this start's EcCleared batch
+  uint64_t events() const { return events_.load(); }               // in them
+  uint64_t replays() const { return replays_.load(); }             // replay and snapshot requests
 
  private:
   struct Event {
@@ -95,7 +99,8 @@ class EventPublisher : public EntryEvents {
   std::mutex mu_;
   std::vector<Event> queue_;                           // under mu_
   std::deque<std::pair<uint64_t, std::string>> kept_;  // the thread's: the last batches
-  std::atomic<uint64_t> seq_{0}, events_{0}, replays_{0};
+  const uint64_t first_;
+  std::atomic<uint64_t> seq_, events_{0}, replays_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -204,6 +204,7 @@ TEST(EventPublisher, PublishesTheFramingReplaysFromASequenceAndSnapshots) {
   o.node = "node-a";
   o.incarnation = 7;
   o.keep_batches = 4;
+  o.first_seq = 1;
   auto pub = EventPublisher::Start(o, s.get());
   ASSERT_TRUE(pub.ok()) << pub.status().ToString();
   s->SetEvents(pub->get());
@@ -243,6 +244,32 @@ TEST(EventPublisher, PublishesTheFramingReplaysFromASequenceAndSnapshots) {
     want.insert("EcStored ns b" + std::to_string(i) + " node-a pool 4096");
   EXPECT_EQ(listed, want);
   s->SetEvents(nullptr);
+}
+
+TEST(EventPublisher, ARestartsNumbersFollowTheLastStartsSoSubscribersSeeAGap) {
+  TempDir dir;
+  auto s = Open(dir.sub("store"), 8 * kMiB);
+  EventOptions o;
+  o.publish = "ipc://" + dir.sub("pub.sock");
+  o.replay = "ipc://" + dir.sub("replay.sock");
+  uint64_t last = 0;
+  for (int start = 0; start < 2; ++start) {
+    auto pub = EventPublisher::Start(o, s.get());
+    ASSERT_TRUE(pub.ok()) << pub.status().ToString();
+    s->SetEvents(pub->get());
+    ASSERT_TRUE(Put(s.get(), "k" + std::to_string(start), 4096).ok());
+    s->SetEvents(nullptr);
+    EXPECT_GT((*pub)->first_seq(), last);  // past every number of the start before
+    zmq::context_t ctx(1);
+    // A subscriber of the last start asks from its next number: this whole start, from its
+    // EcCleared, while all of it is kept.
+    auto got = Ask(ctx, o.replay, BigEndian(static_cast<int64_t>(last + 1)));
+    ASSERT_GE(got.size(), 1u);
+    EXPECT_EQ(got[0].first, static_cast<int64_t>((*pub)->first_seq()));
+    std::string node;
+    EXPECT_TRUE(Decode(got[0].second, &node)[0].starts_with("EcCleared"));
+    last = (*pub)->first_seq() + (*pub)->batches() - 1;
+  }
 }
 
 TEST(EventPublisher, ABadOrTakenEndpointIsAClearError) {

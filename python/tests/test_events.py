@@ -83,15 +83,15 @@ def test_a_replay_starts_at_the_starts_clear_and_a_gap_is_replayed(daemon):
     c = ecstore.connect(d["tcp"])
     c.put("ns", "a", np.zeros(4096, dtype=np.uint8), dtype="U8", shape=[4096])
     sub = events.Subscriber([pub], [rep])
-    batches = sub.replay(0, 1)
+    batches = sub.replay(0, 1)  # from before this start: all of it, while it is all kept
     first = events.msgspec.msgpack.decode(batches[0][1])
-    assert batches[0][0] == 1 and first[2] == "node-x"
+    assert batches[0][0] > 1 and first[2] == "node-x"  # numbered from the start time in µs
     (kind, node, incarnation), = first[1]  # a start: its incarnation tells it from the last
     assert (kind, node) == ("EcCleared", "node-x") and incarnation > 0
     assert any(e[0] == "EcStored" and e[2] == ["a"]
                for _, p in batches for e in events.msgspec.msgpack.decode(p)[1])
     # Sequence numbers increase by one: a subscriber that lost some replays them.
-    assert [s for s, _ in batches] == list(range(1, len(batches) + 1))
+    assert [s for s, _ in batches] == list(range(batches[0][0], batches[0][0] + len(batches)))
     time.sleep(0.3)
     assert _until(sub, lambda: sub.index.where("ns", "a") != {})
     sub._last[0] -= 1  # as if the last batch had been lost at the high water mark
@@ -130,3 +130,39 @@ def test_the_publishers_counts_are_on_metrics(daemon):
     assert got["ecstore_events_total"] >= 3 and got["ecstore_events_batches_total"] >= 2
     assert got["ecstore_events_replays_total"] >= 1
     c.close()
+
+
+def test_a_subscriber_follows_a_daemon_through_a_restart(tmp_path):
+    """The pool's copies are gone after a restart, the disk's stay: the index says so once
+    the new start's first batch reaches it (numbered past the last start's: a gap, replayed
+    from the start's EcCleared, then a snapshot)."""
+    import signal
+    from conftest import start_serve
+
+    pub, rep = f"tcp://127.0.0.1:{_port()}", f"tcp://127.0.0.1:{_port()}"
+    args = ("--events", pub, "--events-replay", rep, "--node-id", "node-r")
+    proc, _, port = start_serve(tmp_path / "s", *args)
+    sub = events.Subscriber([pub], [rep])
+    try:
+        time.sleep(0.3)
+        c = ecstore.connect(f"tcp://127.0.0.1:{port}")
+        for k in ("x", "y"):
+            c.put("ns", k, np.zeros(4096, dtype=np.uint8), dtype="U8", shape=[4096])
+        c.flush()
+        assert _until(sub, lambda: all(sub.index.where("ns", k) == {"node-r": {"pool", "disk"}}
+                                       for k in ("x", "y")))
+        c.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        proc, _, port = start_serve(tmp_path / "s", *args, port=port)
+        c = ecstore.connect(f"tcp://127.0.0.1:{port}")
+        time.sleep(0.3)
+        c.put("ns", "z", np.zeros(4096, dtype=np.uint8), dtype="U8", shape=[4096])
+        assert _until(sub, lambda: sub.index.where("ns", "z") != {} and all(
+            sub.index.where("ns", k) == {"node-r": {"disk"}} for k in ("x", "y"))), \
+            [sub.index.where("ns", k) for k in ("x", "y", "z")]
+        c.close()
+    finally:
+        sub.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
