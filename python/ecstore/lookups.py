@@ -60,6 +60,7 @@ class Lookups:
         # A pin's release tells a daemon, which may be the one that hangs.
         self._releaser = concurrent.futures.ThreadPoolExecutor(1, "ecstore-release")
         self._asks: dict[str, _Ask] = {}
+        self._keys_out: dict[str, int] = {}  # key -> asks out that cover it
         self.timeouts = 0  # asks answered by the budget, not the store
         self.errors = 0    # keys whose pin failed (the store unreachable, ...)
         self._failing = 0  # asks failed in a row (scheduler thread)
@@ -72,17 +73,18 @@ class Lookups:
         ask = self._asks.get(req_id)
         if ask is None or ask.keys != tuple(keys):
             if ask is not None:
+                self._take(req_id)
                 self._abandon(ask)
             ask = _Ask(tuple(keys), time.monotonic(),
                        self._pool.submit(self._pin_all, list(keys)))
-            self._asks[req_id] = ask
+            self._put(req_id, ask)
             # Their disk reads go out together ahead of the step that loads them. A daemon
             # queues the hint and answers at once, so one item is worth it; an embedded store
             # reads on the prefetch thread, so only a batch is.
             if len(keys) > 1 or self._cache.capabilities["prefetch_queued"]:
                 self._prefetcher.submit(self._prefetch, list(keys))
         if ask.future.done():
-            del self._asks[req_id]
+            self._take(req_id)
             got, errors, answered = ask.future.result()
             self.errors += errors
             if self._on_answer is not None:
@@ -91,7 +93,7 @@ class Lookups:
             return got
         if time.monotonic() - ask.started < self._budget:
             return None
-        del self._asks[req_id]
+        self._take(req_id)
         self._abandon(ask)
         self.timeouts += 1
         self._note_health(f"no answer within {self._budget * 1e3:.0f} ms")
@@ -114,13 +116,30 @@ class Lookups:
     def asking_for(self, key: str, other_than: str) -> bool:
         """Whether another request's lookup still out covers `key`: its answer will pin it,
         and one pin serves every request (the caller waits a step rather than ask again)."""
-        return any(key in ask.keys for r, ask in self._asks.items() if r != other_than)
+        out = self._keys_out.get(key, 0)
+        own = self._asks.get(other_than)
+        return out > (1 if own is not None and key in own.keys else 0)
 
     def forget(self, req_id: str) -> None:
         """The request is gone: an answer still to come releases its pins."""
-        ask = self._asks.pop(req_id, None)
+        ask = self._take(req_id)
         if ask is not None:
             self._abandon(ask)
+
+    def _put(self, req_id: str, ask: _Ask) -> None:
+        self._asks[req_id] = ask
+        for k in set(ask.keys):
+            self._keys_out[k] = self._keys_out.get(k, 0) + 1
+
+    def _take(self, req_id: str) -> _Ask | None:
+        ask = self._asks.pop(req_id, None)
+        if ask is not None:
+            for k in set(ask.keys):
+                if self._keys_out[k] == 1:
+                    del self._keys_out[k]
+                else:
+                    self._keys_out[k] -= 1
+        return ask
 
     def close(self) -> None:
         for req_id in list(self._asks):
