@@ -88,14 +88,19 @@ async def _relay_through_dynamo(c, pub_at, rep_at):
         rec = Recording(real)
         relay = Relay(rec, pub_at, rep_at, ns="ns")
         assert relay.poll(100) == (["before"], [])  # from the snapshot
+        await asyncio.sleep(0.3)  # its SUB socket connects (it would replay what it missed)
         for k in ("img-a", "img-b"):
             c.put("ns", k, np.ones(4096, dtype=np.uint8), dtype="U8", shape=[4096])
         c.put("other", "not-ours", np.ones(16, dtype=np.uint8), dtype="U8", shape=[16])
         c.erase("ns", "before")
         deadline = time.monotonic() + 10
+        nudged = time.monotonic()
         while time.monotonic() < deadline and \
                 relay.sub.index.keys_at("enc-0", "ns") != {"img-a", "img-b"}:
             await loop.run_in_executor(None, relay.poll, 50)
+            if time.monotonic() - nudged > 1:  # a batch after any it missed: a gap, replayed
+                c.put("other", "nudge", np.ones(16, dtype=np.uint8), dtype="U8", shape=[16])
+                nudged = time.monotonic()
         relay.poll(50)
         added = {k for a, _ in rec.deltas for k in a}
         removed = {k for _, r in rec.deltas for k in r}
