@@ -93,6 +93,8 @@ def test_a_replay_starts_at_the_starts_clear_and_a_gap_is_replayed(daemon):
     # Sequence numbers increase by one: a subscriber that lost some replays them.
     assert [s for s, _ in batches] == list(range(batches[0][0], batches[0][0] + len(batches)))
     time.sleep(0.3)
+    # A batch after its SUB connected: the subscriber, started late, takes a snapshot.
+    c.put("ns2", "nudge", np.zeros(16, dtype=np.uint8), dtype="U8", shape=[16])
     assert _until(sub, lambda: sub.index.where("ns", "a") != {})
     sub._last[0] -= 1  # as if the last batch had been lost at the high water mark
     sub.index.forget("node-x")
