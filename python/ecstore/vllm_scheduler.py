@@ -17,9 +17,10 @@ step, then `has_cache_item(identifier)` for the same request's items, then
 * One pin per key, whatever the requests: an item already pinned for another request is a
   hit without a lookup, and one that another request's lookup is asking about waits a step
   for that answer.
-* A request found waiting again after it was scheduled was preempted: vLLM freed its
-  encoder outputs but not its pins, which stay; its misses are looked up again (it may have
-  saved them before it was preempted).
+* A preempted request (its num_preemptions grew): vLLM freed its encoder outputs but not
+  its pins, which stay; its misses are looked up again (it may have saved them before it
+  was preempted). A running request in chunked prefill is asked about every step too, and
+  keeps its decisions.
 
 Thread rules: every method from the scheduler thread; pins are taken on the lookup thread,
 pulls run on the pull thread.
@@ -98,7 +99,7 @@ class SchedulerSide:
         self._pulled_done: set[str] = set()
         self._remotes: dict[str, ecstore.Cache] = {}
         self._unavailable: set[str] = set()
-        self._ran: set[str] = set()  # requests scheduled since their last ensure
+        self._preemptions: dict[str, int] = {}  # request -> its preemptions, as last seen
 
     def key(self, request: Any, identifier: str) -> str:
         return item_key(identifier, getattr(request, "cache_salt", None) if self._salted
@@ -113,10 +114,11 @@ class SchedulerSide:
         if now < self._retry_at.get(req_id, 0.0):
             return False
         decided = self._decided.setdefault(req_id, {})
-        if req_id in self._ran:
-            # Waiting again after it was scheduled: preempted (vLLM freed its encoder
-            # outputs, its pins are kept). Its misses are asked again: it may have saved them.
-            self._ran.discard(req_id)
+        preemptions = getattr(request, "num_preemptions", 0)
+        if preemptions != self._preemptions.get(req_id, 0):
+            # Preempted since it was last asked about: vLLM freed its encoder outputs (its
+            # pins are kept). Its misses are asked again: it may have saved them.
+            self._preemptions[req_id] = preemptions
             for ident in [i for i, key in decided.items() if key is None]:
                 del decided[ident]
         ready = True
@@ -244,7 +246,6 @@ class SchedulerSide:
         return key is not None and key in self._pins
 
     def after_alloc(self, request: Any, index: int) -> None:
-        self._ran.add(request.request_id)
         ident = request.mm_features[index].identifier
         key = self._decided.get(request.request_id, {}).get(ident)
         if key is not None and key in self._pins:
@@ -274,7 +275,7 @@ class SchedulerSide:
         req_id = request.request_id
         self._lookups.forget(req_id)
         self._retry_at.pop(req_id, None)
-        self._ran.discard(req_id)
+        self._preemptions.pop(req_id, None)
         for wait in [w for w in self._waits if w[0] == req_id]:
             del self._waits[wait]
         for key in self._decided.pop(req_id, {}).values():

@@ -117,8 +117,12 @@ def test_parity_a_preempted_request_keeps_its_hits_and_asks_again_for_its_misses
     assert hits == [True, False]
     engine.scheduler.update_state_after_alloc(req, 1)  # computed here, as vLLM allocates it
     engine.save({"fresh": fresh}, "fresh")
-    # Preempted: vLLM frees the worker's encoder outputs and tells the connector nothing;
-    # the request waits, and is asked about again.
+    # Asked about again while running (a chunked prefill's next step): nothing changes.
+    assert engine.scheduler.ensure_cache_available(req, 0) is True
+    assert not engine.scheduler.has_cache_item("fresh")
+    # Preempted: vLLM frees the worker's encoder outputs, counts the preemption and tells
+    # the connector nothing; the request waits, and is asked about again.
+    req.num_preemptions = 1
     hits, meta = engine.schedule(req)
     assert hits == [True, True]
     loaded = engine.load(meta)
