@@ -72,7 +72,13 @@ def test_puts_erases_and_spills_reach_the_index_as_locate_sees_them(daemon):
     c.put("ns", "after", np.zeros(4096, dtype=np.uint8), dtype="U8", shape=[4096])
     assert _until(late, lambda: late.index.where("ns", "after") != {})
     assert late.snapshots >= 1
-    assert all(late.index.where("ns", k) == sub.index.where("ns", k) for k in keys)
+
+    def same():  # both caught up with the same stream
+        sub.poll(0)
+        return all(late.index.where("ns", k) == sub.index.where("ns", k) for k in keys)
+
+    assert _until(late, same), [(late.index.where("ns", k), sub.index.where("ns", k))
+                                for k in keys]
     sub.close()
     late.close()
     c.close()
