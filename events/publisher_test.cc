@@ -203,12 +203,18 @@ std::string BigEndian(int64_t v) {
   return s;
 }
 
-TEST(EventPublisher, PublishesTheFramingReplaysFromASequenceAndSnapshots) {
-  TempDir dir;
-  auto s = Open(dir.sub("store"), 32 * kMiB);
+// A publisher's options with both sockets on unix paths in `dir`.
+EventOptions InDir(const TempDir& dir) {
   EventOptions o;
   o.publish = "ipc://" + dir.sub("pub.sock");
   o.replay = "ipc://" + dir.sub("replay.sock");
+  return o;
+}
+
+TEST(EventPublisher, PublishesTheFramingReplaysFromASequenceAndSnapshots) {
+  TempDir dir;
+  auto s = Open(dir.sub("store"), 32 * kMiB);
+  EventOptions o = InDir(dir);
   o.node = "node-a";
   o.incarnation = 7;
   o.keep_batches = 4;
@@ -268,9 +274,7 @@ TEST(EventPublisher, PublishesTheFramingReplaysFromASequenceAndSnapshots) {
 TEST(EventPublisher, ARestartsNumbersFollowTheLastStartsSoSubscribersSeeAGap) {
   TempDir dir;
   auto s = Open(dir.sub("store"), 8 * kMiB);
-  EventOptions o;
-  o.publish = "ipc://" + dir.sub("pub.sock");
-  o.replay = "ipc://" + dir.sub("replay.sock");
+  const EventOptions o = InDir(dir);
   uint64_t last = 0;
   for (int start = 0; start < 2; ++start) {
     auto pub = EventPublisher::Start(o, s.get());
