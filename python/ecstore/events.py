@@ -31,6 +31,7 @@ class Index:
 
     def __init__(self) -> None:
         self._at: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+        self._of: dict[str, set[tuple[str, str]]] = {}  # node -> its (ns, key)s
 
     def apply(self, event: list) -> None:
         kind = event[0]
@@ -38,6 +39,7 @@ class Index:
             _, ns, keys, node, medium, nbytes = event[:6]
             for k in keys:
                 self._at.setdefault((ns, k), {}).setdefault(node, {})[medium] = nbytes
+                self._of.setdefault(node, set()).add((ns, k))
         elif kind == "EcRemoved":
             _, ns, keys, node, medium = event[:5]
             for k in keys:
@@ -46,19 +48,21 @@ class Index:
                     continue
                 nodes[node].pop(medium, None)
                 if not nodes[node]:
-                    del nodes[node]
-                if not nodes:
-                    del self._at[(ns, k)]
+                    self._drop(ns, k, node)
         elif kind == "EcCleared":
             self.forget(event[1])
 
+    def _drop(self, ns: str, key: str, node: str) -> None:
+        nodes = self._at[(ns, key)]
+        del nodes[node]
+        if not nodes:
+            del self._at[(ns, key)]
+        self._of[node].discard((ns, key))
+
     def forget(self, node: str) -> None:
         """Everything the index says `node` holds."""
-        for key in list(self._at):
-            nodes = self._at[key]
-            nodes.pop(node, None)
-            if not nodes:
-                del self._at[key]
+        for ns, key in list(self._of.get(node, ())):
+            self._drop(ns, key, node)
 
     def where(self, ns: str, key: str) -> dict[str, set[str]]:
         """The nodes holding the key and the media there."""
@@ -66,8 +70,7 @@ class Index:
 
     def keys_at(self, node: str, ns: Optional[str] = None) -> set[str]:
         """The keys `node` holds in any medium (of namespace `ns`, or every namespace)."""
-        return {k for (n, k), nodes in self._at.items()
-                if node in nodes and (ns is None or n == ns)}
+        return {k for n, k in self._of.get(node, ()) if ns is None or n == ns}
 
     def bytes_at(self, ns: str, key: str, node: str) -> int:
         media = self._at.get((ns, key), {}).get(node)
