@@ -101,9 +101,10 @@ void DeviceWorkload(const Config& cfg, Payloads& pl) {
     Add({r.workload, r.system, r.s.gbps, r.s.ops_per_s, r.s.p50_us, r.s.p99_us, -1, r.note});
   // Each ec-store row against its limit, in the note: same sizes, same run.
   const std::pair<const char*, const char*> vs[] = {
-      {"device_get_d2d", "device_d2d"}, {"device_get_h2d", "device_h2d"},
-      {"device_promote", "device_h2d"}, {"device_demote", "device_d2h"},
-      {"device_ipc_get", "device_d2d"}, {"device_get_d2h", "device_d2h"}};
+      {"device_get_d2d", "device_d2d"}, {"device_lease_d2d", "device_d2d"},
+      {"device_get_h2d", "device_h2d"}, {"device_promote", "device_h2d"},
+      {"device_demote", "device_d2h"},  {"device_ipc_get", "device_d2d"},
+      {"device_get_d2h", "device_d2h"}};
   // Entry ready on the GPU, each tier against the file baseline's load_file(device="cuda").
   if (Record* warm = Find("ready_on_gpu", "baseline-warm"))
     for (auto [w, sys] : {std::pair{"device_get_d2d", "from the device tier"},

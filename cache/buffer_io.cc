@@ -90,10 +90,6 @@ void FromPool(Cache& cache, std::string_view ns, const std::vector<std::string>&
 // 10.6-16.5 MB).
 constexpr uint64_t kMinPiece = 4 << 20;
 constexpr uint64_t kMaxPieces = 16;
-// Entries below this fill their block first: the hand-over to a committing thread cost
-// more than the overlap gained (`python -m ecstore.bench`: landing piece by piece made a
-// save ready later at 2.87 and 10.6 MB, sooner at 57.8 MB).
-constexpr uint64_t kLandingMinBytes = 32 << 20;
 
 // The copy into a landing block in pieces, all enqueued at once with an event behind each;
 // the commit goes out at once on a thread of its own (the daemon copies each piece out as it

@@ -132,4 +132,14 @@ Result<std::vector<EntryInfo>> Cache::List() {
   return all;
 }
 
+std::vector<Status> DeviceIo::PutManyFromDevice(std::string_view ns,
+                                                const std::vector<DeviceSource>& items,
+                                                bool checksum_when_spilled) {
+  std::vector<Status> out;
+  out.reserve(items.size());
+  for (const DeviceSource& i : items)
+    out.push_back(PutFromDevice(ns, i.key, i.meta, i.src, i.bytes, checksum_when_spilled));
+  return out;
+}
+
 }  // namespace ecstore

@@ -275,6 +275,14 @@ struct ClaimAnswer {
 //
 // A facet lives as long as its cache, and follows its cache's thread rules.
 
+// One item of DeviceIo::PutManyFromDevice: `bytes` of device memory at `src` under `key`.
+struct DeviceSource {
+  std::string key;
+  TensorMeta meta;
+  const void* src = nullptr;
+  uint64_t bytes = 0;
+};
+
 // Device memory the cache copies itself.
 class DeviceIo {
  public:
@@ -288,6 +296,12 @@ class DeviceIo {
   virtual Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
                                const void* src, uint64_t bytes,
                                bool checksum_when_spilled = false) = 0;
+  // A step's items, each as PutFromDevice puts it; result i is items[i]'s. Through a
+  // same-host daemon that offers it, one request: one round trip and one wait for all the
+  // copies. By default, each item in turn.
+  virtual std::vector<Status> PutManyFromDevice(std::string_view ns,
+                                                const std::vector<DeviceSource>& items,
+                                                bool checksum_when_spilled = false);
   // The entry copied to device memory at `dst` (at least its size) from whichever tier holds
   // it, complete on return. InvalidArgument without a device tier (capabilities().device_tier):
   // load through host leases (cache/device_load.h).

@@ -114,6 +114,7 @@ class StreamImpl : public CopyStream {
     return CopyOnStream(dst, src, bytes, d, device_, reinterpret_cast<uintptr_t>(stream_));
   }
   int device() const override { return device_; }
+  uintptr_t handle() const override { return reinterpret_cast<uintptr_t>(stream_); }
 
  private:
   int device_;

@@ -45,6 +45,9 @@ class CopyStream {
   virtual ~CopyStream() = default;
   virtual Status Copy(void* dst, const void* src, size_t bytes, Direction d) = 0;
   virtual int device() const = 0;
+  // The stream as an integer, for EnqueueCopy and WaitForStream: several copies enqueued,
+  // then one wait.
+  virtual uintptr_t handle() const = 0;
 };
 
 // A copy enqueued on a stream the caller owns (a cudaStream_t as an integer: torch's

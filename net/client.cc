@@ -378,6 +378,38 @@ Status Client::PutFromDevice(std::string_view ns, std::string_view key, const Te
   return st;
 }
 
+std::vector<Status> Client::PutManyFromDevice(std::string_view ns,
+                                              const std::vector<DeviceSource>& items,
+                                              bool checksum_when_spilled) {
+  std::vector<Status> out(items.size(), Status::Ok());
+  std::vector<DeviceSource> valid;  // those whose PUT head is well formed
+  std::vector<size_t> at;
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto head = PutHeadBody(ns, items[i].key, items[i].meta, items[i].bytes);
+    if (!head.ok()) {
+      out[i] = head.status();
+      continue;
+    }
+    valid.push_back(items[i]);
+    at.push_back(i);
+  }
+  if (valid.empty()) return out;
+  const uint8_t flags = checksum_when_spilled ? kPutChecksumWhenSpilled : 0;
+  std::vector<Status> got;
+  Status st = WithRetry(
+      [&] { return link_.transport()->PutManyFromDevice(link_, ns, valid, flags, &got); });
+  if (st.IsInvalidArgument() && got.empty())  // not offered: one PUT_DEVICE each
+    got = DeviceIo::PutManyFromDevice(ns, valid, checksum_when_spilled);
+  else if (!st.ok())
+    got.assign(valid.size(), st);
+  for (size_t k = 0; k < at.size(); ++k) {
+    // Refused memory (a GPU the server does not see, a VMM allocation): no more asking.
+    if (got[k].IsInvalidArgument() && caps().device_puts) device_puts_refused_ = true;
+    out[at[k]] = std::move(got[k]);
+  }
+  return out;
+}
+
 Status Client::PrepareDevicePuts() {
   return WithRetry([&] { return link_.transport()->PrepareDevicePuts(link_); });
 }

@@ -150,6 +150,11 @@ class Client : public Cache,
   // it does not see): put through ReservePut instead. checksum_when_spilled as CommitPut's.
   Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
                        const void* src, uint64_t size, bool checksum_when_spilled = false) override;
+  // PutFromDevice of each item; through a server offering kFeaturePutDeviceMany one request
+  // per kMaxDevicePutBatch items (one round trip, the server's copies enqueued together and
+  // waited for once). An item refused alone is refused with its own status.
+  std::vector<Status> PutManyFromDevice(std::string_view ns, const std::vector<DeviceSource>& items,
+                                        bool checksum_when_spilled = false) override;
   // Has a server offering device puts register its pool with CUDA now, so the first
   // PutFromDevice does not wait for it. A no-op elsewhere.
   Status PrepareDevicePuts();

@@ -38,7 +38,8 @@ Status Connection::ChooseTransport(const HelloInfo& info, int pool_fd) {
   auto use = net::ChooseTransport(offer, opt_.transport);
   if (!use.ok()) return use.status();
   if (*use == TransportKind::kShm && unix_) {
-    const uint32_t arena = kFeaturePutArena | kFeaturePutLanding | kFeaturePutDevice;
+    const uint32_t arena =
+        kFeaturePutArena | kFeaturePutLanding | kFeaturePutDevice | kFeaturePutDeviceMany;
     auto t =
         NewShmTransport(pool_fd, info.pool_bytes,
                         opt_.put_arena ? info.features : info.features & ~arena, arena_registrar_);

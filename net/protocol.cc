@@ -48,6 +48,8 @@ bool IsKnownOp(uint16_t op) {
     case Op::kPutShm:
     case Op::kPrepareDevicePuts:
     case Op::kPutDevice:
+    case Op::kPutDeviceMany:
+    case Op::kPutDeviceManyOk:
     case Op::kError:
       return true;
   }
@@ -213,6 +215,7 @@ bool IsRequest(Op op, bool shm, bool rdma) {
     case Op::kPutShm:
     case Op::kPrepareDevicePuts:
     case Op::kPutDevice:
+    case Op::kPutDeviceMany:
       return shm;
     case Op::kGetRdma:
       return rdma && !shm;

@@ -89,6 +89,12 @@ enum class Op : uint16_t {
   // A server whose HELLO_OK offers kFeatureClaims, on any connection: a claim on a key not
   // stored yet, so that one of several engines missing it computes it (server/claim_table.h).
   kClaim = 24,  // ns, key, ttl ms u32 -> kOk(outcome u8: granted/held/present, ms left u32)
+  // Same host, a server whose HELLO_OK offers kFeaturePutDeviceMany: a step's device puts in
+  // one request (net/device_put.h). The server enqueues every copy on one stream, waits once
+  // and commits each; an item's failure is its own.
+  kPutDeviceMany = 25,  // ns, flags u8, n u32, n x (key, meta, bus id, handle, buffer id u64,
+                        // offset u64, size u64) -> kPutDeviceManyOk(n u32, n x (ok u8, or 0
+                        // then error code, message)) | kError
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,
@@ -106,6 +112,7 @@ enum class Op : uint16_t {
   kEraseManyOk = 117,
   kPutArenaOk = 118,
   kGetShmLanded = 119,
+  kPutDeviceManyOk = 120,
   kError = 200,  // code u16, message
 };
 bool IsKnownOp(uint16_t op);
@@ -167,6 +174,7 @@ inline constexpr uint32_t kFeaturePutDevice = 4;       // PREPARE_DEVICE_PUTS an
 inline constexpr uint32_t kFeatureStreamedLeases = 8;  // GET_SHM_STREAM
 inline constexpr uint32_t kFeaturePrefetch = 16;       // PREFETCH (any connection)
 inline constexpr uint32_t kFeatureClaims = 32;         // CLAIM (any connection)
+inline constexpr uint32_t kFeaturePutDeviceMany = 64;  // PUT_DEVICE_MANY
 // A GET_SHM_MANY_OK item's ok byte: 0 an error follows, 1 a lease, kLeaseStreamed a lease of
 // the bytes GET_SHM_LANDED told of (GET_SHM_STREAM only).
 inline constexpr uint8_t kLeaseStreamed = 2;

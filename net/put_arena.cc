@@ -182,6 +182,11 @@ Status Transport::PutFromDevice(Channel&, const std::string&, const void*, uint6
       "put through ReservePut");
 }
 
+Status Transport::PutManyFromDevice(Channel&, std::string_view, const std::vector<DeviceSource>&,
+                                    uint8_t, std::vector<Status>*) {
+  return Status::InvalidArgument("PUT_DEVICE_MANY is not offered here; put each item");
+}
+
 Status Transport::Put(Channel& ch, const std::string& head, std::span<const uint8_t> bytes) {
   EC_RETURN_IF_ERROR(ch.SendRequest(Op::kPut, head, bytes));
   return ch.ReadReply(Op::kOk).status();

@@ -123,6 +123,33 @@ class ShmTransport : public Transport {
     return ch.ReadReply(Op::kOk).status();
   }
 
+  Status PutManyFromDevice(Channel& ch, std::string_view ns, const std::vector<DeviceSource>& items,
+                           uint8_t flags, std::vector<Status>* out) override {
+    if (!(features_ & kFeaturePutDeviceMany))
+      return Transport::PutManyFromDevice(ch, ns, items, flags, out);
+    out->assign(items.size(), Status::Ok());
+    for (size_t at = 0; at < items.size(); at += kMaxDevicePutBatch) {
+      DevicePutBatch b{std::string(ns), flags, {}};
+      std::vector<size_t> sent;  // b's items' indexes in `items`
+      for (size_t i = at; i < std::min(items.size(), at + kMaxDevicePutBatch); ++i) {
+        auto item = DeviceItem(items[i]);
+        if (item.ok())
+          b.items.push_back(std::move(item).value()), sent.push_back(i);
+        else
+          (*out)[i] = item.status();
+      }
+      if (b.items.empty()) continue;
+      EC_RETURN_IF_ERROR(ch.SendRequest(Op::kPutDeviceMany, PutDeviceManyBody(b)));
+      auto body = ch.ReadReply(Op::kPutDeviceManyOk);
+      if (!body.ok()) return body.status();
+      BodyReader r(reinterpret_cast<const uint8_t*>(body->data()), body->size());
+      std::vector<Status> got;
+      EC_RETURN_IF_ERROR(ParsePutDeviceManyReply(&r, sent.size(), &got));
+      for (size_t k = 0; k < sent.size(); ++k) (*out)[sent[k]] = std::move(got[k]);
+    }
+    return Status::Ok();
+  }
+
   Status PrepareDevicePuts(Channel& ch) override {
     if (!(features_ & kFeaturePutDevice)) return Status::Ok();
     EC_RETURN_IF_ERROR(ch.SendRequest(Op::kPrepareDevicePuts, ""));
@@ -314,6 +341,19 @@ class ShmTransport : public Transport {
   }
 
   // The IPC handle of an allocation, exported once per buffer id (ids are never reused).
+  // A PUT_DEVICE_MANY item: the source's allocation and offset in it, or why it cannot be.
+  Result<DevicePutItem> DeviceItem(const DeviceSource& s) {
+    auto a = cuda::AllocationOf(s.src);
+    if (!a.ok()) return a.status().WithContext("a device put");
+    const uint64_t offset = static_cast<const uint8_t*>(s.src) - a->base;
+    if (s.bytes > a->bytes - offset)
+      return Status::InvalidArgument("a device put of " + std::to_string(s.bytes) +
+                                     " bytes runs past its allocation's end");
+    auto handle = HandleOf(*a);
+    if (!handle.ok()) return handle.status().WithContext("a device put");
+    return DevicePutItem{s.key, s.meta, a->bus_id, *handle, a->buffer_id, offset, s.bytes};
+  }
+
   Result<std::string> HandleOf(const cuda::DeviceAllocation& a) {
     for (const auto& [id, h] : handles_)
       if (id == a.buffer_id) return h;

@@ -108,6 +108,12 @@ class Transport {
   // (net/device_put.h), `head` as Put's. InvalidArgument elsewhere.
   virtual Status PutFromDevice(Channel& ch, const std::string& head, const void* src, uint64_t size,
                                uint8_t flags);
+  // Same host, a server offering kFeaturePutDeviceMany: the items in PUT_DEVICE_MANY requests
+  // (net/device_put.h), each item's status in (*out)[i]; the call's own status is the
+  // connection's. InvalidArgument and *out untouched elsewhere: put each with PutFromDevice.
+  virtual Status PutManyFromDevice(Channel& ch, std::string_view ns,
+                                   const std::vector<DeviceSource>& items, uint8_t flags,
+                                   std::vector<Status>* out);
   // PREPARE_DEVICE_PUTS where the server offers them; Ok and nothing done elsewhere.
   virtual Status PrepareDevicePuts(Channel&) { return Status::Ok(); }
   // Put arenas are registered with `registrar` from now on (the one mapped now too).

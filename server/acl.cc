@@ -260,6 +260,7 @@ RequestScope ScopeOf(Op op, std::string_view body) {
     case Op::kErase:
     case Op::kPutShm:
     case Op::kPutDevice:
+    case Op::kPutDeviceMany:  // one namespace, first
       s.right = kWrite;
       break;
     case Op::kLookup:

@@ -92,6 +92,12 @@ Result<const uint8_t*> DeviceImports::Open(const std::string& handle, uint64_t b
   return it->base + offset;
 }
 
+bool DeviceImports::WouldEvict(const std::string& handle, uint64_t buffer_id) const {
+  for (const Import& i : open_)
+    if (i.handle == handle && i.buffer_id == buffer_id) return false;
+  return open_.size() >= kMaxImports;
+}
+
 Result<cuda::CopyStream*> DeviceImports::Stream(int device) {
   if (!stream_ || stream_->device() != device) {
     auto s = cuda::CopyStream::Create(device);
@@ -136,6 +142,77 @@ Status PutFromClientDevice(DevicePuts* puts, DeviceImports* imports, const KeyRe
   if (flags & kPutChecksumWhenSpilled) res->ChecksumWhenSpilled();
   return store->Commit(std::move(res).value());
 }
+// A step's items: each reserved and its copy enqueued on the connection's stream, then one
+// wait and the commits. An item that fails is answered alone; a reservation whose copy
+// failed is dropped uncommitted. Items for the device tier's own GPU go device->device.
+class BatchPut {
+ public:
+  BatchPut(DevicePuts* puts, DeviceImports* imports, const DevicePutBatch& b)
+      : puts_(puts), imports_(imports), b_(b), out_(b.items.size(), Status::Ok()) {}
+
+  std::vector<Status> Run() {
+    for (size_t i = 0; i < b_.items.size(); ++i) out_[i] = Enqueue(i);
+    Finish();
+    return std::move(out_);
+  }
+
+ private:
+  Status Enqueue(size_t i) {
+    const DevicePutItem& it = b_.items[i];
+    auto device = imports_->Device(it.bus_id);
+    if (!device.ok()) return device.status();
+    if (imports_->WouldEvict(it.handle, it.buffer_id)) Finish();  // its source may be closed
+    auto src = imports_->Open(it.handle, it.buffer_id, *device, it.offset, it.size);
+    if (!src.ok()) return src.status();
+    Store* store = puts_->store();
+    if (store->device_region().base && store->device_ordinal() == *device)
+      return store->PutFromDevice(b_.ns, it.key, it.meta, *src, it.size);
+    EC_RETURN_IF_ERROR(puts_->Prepare());
+    auto stream = imports_->Stream(*device);
+    if (!stream.ok()) return stream.status();
+    // Blocks held uncommitted cannot be evicted: past a quarter of the pool, or where no
+    // block is to be had, the copies so far are committed first.
+    if (pending_bytes_ + it.size > store->pool_region().size / 4) Finish();
+    auto res = store->Reserve(b_.ns, it.key, it.meta, it.size);
+    if (!res.ok() && !pending_.empty()) {
+      Finish();
+      res = store->Reserve(b_.ns, it.key, it.meta, it.size);
+    }
+    if (!res.ok()) return res.status();
+    EC_RETURN_IF_ERROR(cuda::EnqueueCopy(res->bytes().data(), *src, it.size,
+                                         cuda::Direction::kDeviceToHost, *device,
+                                         (*stream)->handle())
+                           .WithContext("copying the client's device memory into the pool"));
+    if (b_.flags & kPutChecksumWhenSpilled) res->ChecksumWhenSpilled();
+    pending_bytes_ += it.size;
+    pending_.push_back({i, *device, (*stream)->handle(), std::move(res).value()});
+    return Status::Ok();
+  }
+
+  // Waits for the enqueued copies, then commits them.
+  void Finish() {
+    if (pending_.empty()) return;
+    const Status waited = cuda::WaitForStream(pending_.front().device, pending_.front().stream);
+    for (Pending& p : pending_)
+      out_[p.item] = waited.ok() ? puts_->store()->Commit(std::move(p.res))
+                                 : waited.WithContext("copying the client's device memory");
+    pending_.clear();
+    pending_bytes_ = 0;
+  }
+
+  struct Pending {
+    size_t item;
+    int device;
+    uintptr_t stream;
+    PutReservation res;
+  };
+  DevicePuts* const puts_;
+  DeviceImports* const imports_;
+  const DevicePutBatch& b_;
+  std::vector<Status> out_;
+  std::vector<Pending> pending_;
+  uint64_t pending_bytes_ = 0;
+};
 }  // namespace
 
 Result<Answer> AnswerDevicePut(DevicePuts* puts, std::unique_ptr<DeviceImports>* imports, Op op,
@@ -147,6 +224,17 @@ Result<Answer> AnswerDevicePut(DevicePuts* puts, std::unique_ptr<DeviceImports>*
                   Op::kError,
                   {}};
   if (op == Op::kPrepareDevicePuts) return Answer{puts->Prepare(), Op::kOk, {}};
+  if (!*imports) *imports = std::make_unique<DeviceImports>();
+  if (op == Op::kPutDeviceMany) {
+    auto b = ParsePutDeviceManyBody(r);
+    if (!b.ok()) return b.status();
+    *ns = b->ns;
+    *key = b->items[0].key;
+    *bytes_in = 0;
+    for (const DevicePutItem& i : b->items) *bytes_in += i.size;
+    return Answer{Status::Ok(), Op::kPutDeviceManyOk,
+                  PutDeviceManyReplyBody(BatchPut(puts, imports->get(), *b).Run())};
+  }
   auto k = ParseKeyBody(r);
   if (!k.ok()) return k.status();
   TensorMeta meta;
@@ -159,7 +247,6 @@ Result<Answer> AnswerDevicePut(DevicePuts* puts, std::unique_ptr<DeviceImports>*
   *ns = k->ns;
   *key = k->key;
   *bytes_in = size;
-  if (!*imports) *imports = std::make_unique<DeviceImports>();
   return Answer{PutFromClientDevice(puts, imports->get(), *k, meta, bus_id, handle, buffer_id,
                                     offset, size, flags),
                 Op::kOk,

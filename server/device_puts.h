@@ -87,6 +87,9 @@ class DeviceImports {
   // buffer id) on `device`; InvalidArgument if it lies outside the allocation.
   Result<const uint8_t*> Open(const std::string& handle, uint64_t buffer_id, int device,
                               uint64_t offset, uint64_t size);
+  // Whether Open(handle, buffer_id, ...) would close another mapping to make room (a batch
+  // first waits for the copies it has enqueued from those).
+  bool WouldEvict(const std::string& handle, uint64_t buffer_id) const;
   Result<cuda::CopyStream*> Stream(int device);
   // This process's ordinal of the GPU at `bus_id` (the last answer kept).
   Result<int> Device(const std::string& bus_id);
@@ -108,7 +111,8 @@ class DeviceImports {
   int device_ = -1;
 };
 
-// Server: answers PREPARE_DEVICE_PUTS or PUT_DEVICE (*imports made on first use). A malformed
+// Server: answers PREPARE_DEVICE_PUTS, PUT_DEVICE or PUT_DEVICE_MANY (*imports made on first
+// use). A malformed
 // body is the outer status: answer it, then close the connection. *key and *bytes_in are set
 // for the log.
 Result<Answer> AnswerDevicePut(DevicePuts* puts, std::unique_ptr<DeviceImports>* imports, Op op,

@@ -252,7 +252,7 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   if (c->shm) {  // hand over the pool once; gets then return offsets into it
     info.pool_bytes = store_->pool_region().size;
     info.features |= kFeaturePutArena | kFeaturePutLanding | kFeatureStreamedLeases |
-                     (device_puts_.Offered() ? kFeaturePutDevice : 0);
+                     (device_puts_.Offered() ? kFeaturePutDevice | kFeaturePutDeviceMany : 0);
     std::string b = HelloBody(info);
     uint8_t out[kHeaderBytes];
     EncodeHeader({kVersion, Op::kHelloOk, h.request_id, b.size()}, out);
@@ -341,6 +341,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
     case Op::kPutShm:
     case Op::kPrepareDevicePuts:
     case Op::kPutDevice:
+    case Op::kPutDeviceMany:
     case Op::kPrefetch:
     case Op::kClaim:
       return HandleStoreRequest(c, h, &r);
@@ -373,7 +374,7 @@ Status Server::HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) 
   auto a = h.op == Op::kPutArena || h.op == Op::kPutShm
                ? AnswerArena({store_, &copier_, opt_.io_timeout, &arena_bytes_, ArenaBudget()},
                              h.op, r, &c->arena, &c->req.ns, &c->req.key, &c->req.bytes_in)
-           : h.op == Op::kPrepareDevicePuts || h.op == Op::kPutDevice
+           : h.op == Op::kPrepareDevicePuts || h.op == Op::kPutDevice || h.op == Op::kPutDeviceMany
                ? AnswerDevicePut(&device_puts_, &c->imports, h.op, r, &c->req.ns, &c->req.key,
                                  &c->req.bytes_in)
            : h.op == Op::kPrefetch ? AnswerPrefetch(&prefetcher_, r)

@@ -39,6 +39,7 @@ const char* OpLabel(Op op) {
     case Op::kPut:
     case Op::kPutShm:
     case Op::kPutDevice:
+    case Op::kPutDeviceMany:
       return "put";
     case Op::kPutArena:
       return "put_arena";
@@ -81,7 +82,7 @@ constexpr Tier kTierOrder[] = {Tier::kDevice, Tier::kPool, Tier::kDisk};
 // GET, GET_SHM and GET_RDMA share one set of series (the transport label tells them apart),
 // and so do PUT, PUT_SHM and PUT_DEVICE.
 Op Canonical(Op op) {
-  if (op == Op::kPutShm || op == Op::kPutDevice) return Op::kPut;
+  if (op == Op::kPutShm || op == Op::kPutDevice || op == Op::kPutDeviceMany) return Op::kPut;
   if (op == Op::kGetShmStream) return Op::kGetShmMany;
   return op == Op::kGetShm || op == Op::kGetRdma ? Op::kGet : op;
 }

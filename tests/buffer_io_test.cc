@@ -59,6 +59,29 @@ TEST(BufferIo, HostDescriptorsArePutAndReadWithTheirErrorsKeyByKey) {
   EXPECT_NE(wrong[0].status().message().find("one descriptor per key"), std::string::npos);
 }
 
+// PutManyFromBuffers of host memory: each item Put, each answered alone.
+TEST(BufferIo, AStepOfHostItemsIsPutWithEachItemsOwnAnswer) {
+  TempDir dir;
+  auto s = OpenStore(dir);
+  std::vector<std::vector<uint8_t>> bytes = {Payload(1, 300000), Payload(2, 8192),
+                                             Payload(3, 65536)};
+  std::vector<BufferPut> items;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    items.push_back({i == 1 ? std::string("bad\nkey") : "k" + std::to_string(i),
+                     Bf16(bytes[i].size()), BufferDesc::Host({bytes[i].data(), bytes[i].size()})});
+  std::vector<PutRoute> routes;
+  auto got = PutManyFromBuffers(*s, "ns", items, {}, &routes);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_TRUE(got[1].IsInvalidArgument()) << got[1].ToString();
+  for (size_t i : {0, 2}) {
+    ASSERT_TRUE(got[i].ok()) << got[i].ToString();
+    EXPECT_EQ(routes[i], PutRoute::kHost);
+    std::vector<uint8_t> back(bytes[i].size());
+    ASSERT_TRUE(s->Get("ns", items[i].key, {back.data(), back.size()}).ok());
+    EXPECT_EQ(back, bytes[i]);
+  }
+}
+
 #ifdef EC_HAVE_CUDA
 using Gpu = testing::GpuBuffer;
 

@@ -595,6 +595,122 @@ TEST(DevicePut, AServerWithADeviceTierCopiesDeviceToDevice) {
   ExpectDevicePutsStoreWhatWasWritten(d.c.get(), Tier::kDevice);
 }
 
+// ---- PutManyFromBuffers (cache/buffer_io.h): a step's saves in one call.
+
+// `n` items of 0.5 to 3 MiB, most sliced from one allocation (as a caching allocator hands
+// out an engine's encoder outputs), every fifth in an allocation of its own; item `bad` has
+// a key no store takes. Put in one call, each is answered alone: the bad one refused, the
+// rest stored byte-exact and read back into device memory.
+void ExpectAStepOfSavesStoresEachItem(Cache* c, size_t n, size_t bad, PutRoute route) {
+  std::vector<uint64_t> sizes;
+  uint64_t shared = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sizes.push_back(kMiB / 2 + (i * 389 * 4096) % (5 * kMiB / 2));
+    if (i % 5 != 0) shared += sizes.back();
+  }
+  DeviceBuffer slab(shared);
+  std::vector<std::unique_ptr<DeviceBuffer>> own;
+  std::vector<BufferPut> items;
+  uint64_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* p = static_cast<uint8_t*>(slab.get()) + at;
+    if (i % 5 == 0) {
+      own.push_back(std::make_unique<DeviceBuffer>(sizes[i]));
+      p = static_cast<uint8_t*>(own.back()->get());
+    } else {
+      at += sizes[i];
+    }
+    ASSERT_EQ(cudaMemcpy(p, Payload(100 + i, sizes[i]).data(), sizes[i], cudaMemcpyHostToDevice),
+              cudaSuccess);
+    items.push_back({i == bad ? std::string("bad\nkey") : "item-" + std::to_string(i),
+                     Bf16(sizes[i]), BufferDesc::Device(p, sizes[i], 0, 0)});
+  }
+  std::vector<PutRoute> routes;
+  auto got = PutManyFromBuffers(*c, "ns", items, {.checksum_when_spilled = true}, &routes);
+  ASSERT_EQ(got.size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    if (i == bad) {
+      EXPECT_TRUE(got[i].IsInvalidArgument()) << got[i].ToString();
+      continue;
+    }
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].ToString();
+    EXPECT_EQ(routes[i], route) << i << " through " << c->transport();
+    DeviceBuffer back(sizes[i]);
+    auto read =
+        GetIntoBuffers(*c, "ns", {items[i].key}, {BufferDesc::Device(back.get(), sizes[i], 0, 0)});
+    ASSERT_TRUE(read[0].ok()) << read[0].status().ToString();
+    EXPECT_TRUE(back.Read() == Payload(100 + i, sizes[i])) << items[i].key << " differs";
+  }
+}
+
+TEST(DeviceBatch, AnEmbeddedStoreFillsReservedBlocksAndWaitsOnce) {
+  REQUIRE_GPU();
+  TempDir dir;
+  auto s = Store::Open(dir.path(), WithDevice(256 * kMiB, 0));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ExpectAStepOfSavesStoresEachItem(s->get(), 40, 7, PutRoute::kSlot);
+}
+
+TEST(DeviceBatch, AStoreWithADeviceTierTakesEachItemDeviceToDevice) {
+  REQUIRE_GPU();
+  TempDir dir;
+  auto s = Store::Open(dir.path(), WithDevice(256 * kMiB, 192 * kMiB));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ExpectAStepOfSavesStoresEachItem(s->get(), 12, 3, PutRoute::kCacheCopy);
+}
+
+// PUT_DEVICE_MANY: 40 items in 9 allocations, 64 MiB of them into the daemon's 64 MiB pool
+// (its batches commit every quarter of the pool); then 40 allocations of their own, more
+// than a connection keeps open (kMaxDeviceImports): the server waits for its copies before it
+// closes one.
+TEST(DeviceBatch, ASameHostDaemonTakesAStepInOneRequest) {
+  REQUIRE_GPU();
+  ServedDaemon d("");
+  ASSERT_NE(d.c, nullptr);
+  ASSERT_TRUE(d.c->caps().device_puts);
+  ExpectAStepOfSavesStoresEachItem(d.c.get(), 40, 11, PutRoute::kCacheCopy);
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+  std::vector<DeviceSource> srcs;
+  for (size_t i = 0; i < net::kMaxDeviceImports + 8; ++i) {
+    bufs.push_back(std::make_unique<DeviceBuffer>(kMiB / 4));
+    bufs.back()->Fill(200 + i);
+    srcs.push_back({"own-" + std::to_string(i), Bf16(kMiB / 4), bufs.back()->get(), kMiB / 4});
+  }
+  auto got = d.c->PutManyFromDevice("ns", srcs);
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].ToString();
+    std::vector<uint8_t> back(kMiB / 4);
+    ASSERT_TRUE(d.c->Get("ns", srcs[i].key, {back.data(), back.size()}).ok());
+    EXPECT_TRUE(back == Payload(200 + i, kMiB / 4)) << srcs[i].key;
+  }
+}
+
+TEST(DeviceBatch, ASameHostDaemonsPutArenaBlocksAreFilledTogether) {
+  REQUIRE_GPU();
+  TempDir dir;
+  pid_t pid = StartServer(dir.path(), "");
+  auto c = ConnectUnix(dir.path());
+  ASSERT_NE(c, nullptr);
+  const BufferPutOptions no_device_puts{.device_puts = false};
+  std::vector<BufferPut> items;
+  DeviceBuffer a(3 * kMiB), b(kMiB);
+  a.Fill(300);
+  b.Fill(301);
+  items.push_back({"a", Bf16(3 * kMiB), BufferDesc::Device(a.get(), 3 * kMiB, 0, 0)});
+  items.push_back({"b", Bf16(kMiB), BufferDesc::Device(b.get(), kMiB, 0, 0)});
+  std::vector<PutRoute> routes;
+  auto got = PutManyFromBuffers(*c, "ns", items, no_device_puts, &routes);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(got[i].ok()) << got[i].ToString();
+    EXPECT_EQ(routes[i], PutRoute::kSlot);
+    std::vector<uint8_t> back(items[i].src.size);
+    ASSERT_TRUE(c->Get("ns", items[i].key, {back.data(), back.size()}).ok());
+    EXPECT_TRUE(back == Payload(300 + i, back.size()));
+  }
+  c.reset();
+  StopProcess(pid, SIGTERM);
+}
+
 // ---- GetManyToDevice (cache/device_load.h): each copy enqueued as its bytes become readable.
 
 constexpr uint64_t kLoadSizes[] = {12 * kMiB + 6, kMiB, 5 * kMiB + 4};  // bf16: even

@@ -128,10 +128,12 @@ class Cache:
             # tensor itself where it can, else it is staged through host memory; either way
             # after the producer's work queued on the current stream.
             stream = torch.cuda.current_stream(t.device).cuda_stream
-            self._c.put_from_buffer(ns, key, dtype.upper() if dtype else _tensors.dtype_name(t),
-                                    list(shape if shape is not None else t.shape),
-                                    (t.data_ptr(), t.numel() * t.element_size(),
-                                     t.device.index, stream))
+            item = (key, dtype.upper() if dtype else _tensors.dtype_name(t),
+                    list(shape if shape is not None else t.shape),
+                    (t.data_ptr(), t.numel() * t.element_size(), t.device.index, stream))
+            got = self._c.put_many_from_buffers(ns, [item])[0]
+            if isinstance(got, Exception):
+                raise got
             return
         name, dims, flat = _tensors.host_bytes(value, dtype, shape)
         self._c.put(ns, key, name, dims, flat)

@@ -377,7 +377,7 @@ def load_breakdown(store: str, device: str, reps: int) -> dict:
 def save_breakdown(store: str, device: str, reps: int) -> dict:
     """Where a one-entry save's time goes until the entry is readable (p50 ms), each part
     timed on its own: `handoff` (a no-op handed to a one-thread executor and its result
-    taken: the saver's hand-over and wake-up), `put` (the saver's one call, put_from_buffer
+    taken: the saver's hand-over and wake-up), `put` (the saver's one call, put_many_from_buffers
     of a computed CUDA tensor into a new key, on this thread), `ready` (what the bench's
     ready column times: AsyncSaver.save, then wait) and `copy` (ready's limit:
     device->host into pinned memory)."""
@@ -404,8 +404,8 @@ def save_breakdown(store: str, device: str, reps: int) -> dict:
             key = f"{label}-{r}-save"
             for part, run in (
                     ("handoff", lambda: worker.submit(lambda: None).result()),
-                    ("put", lambda: cache._c.put_from_buffer(
-                        "bench", key + "-put", name, dims, _desc(src, dev, stream),
+                    ("put", lambda: cache._c.put_many_from_buffers(
+                        "bench", [(key + "-put", name, dims, _desc(src, dev, stream))],
                         checksum_when_spilled=True)),
                     ("ready", lambda: (saver.save(key, src), saver.wait())),
                     ("copy", lambda: pinned.copy_(src, non_blocking=True))):

@@ -7,7 +7,6 @@ worker thread does the store calls.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import threading
 import time
@@ -21,16 +20,19 @@ from ecstore import _tensors
 
 class AsyncSaver:
     """save() returns at once: it records a CUDA event behind the tensor on the caller's
-    stream and hands the rest to one worker thread, which puts the tensor as one buffer
-    descriptor on its own stream after that event (cache/buffer_io.h's PutFromBuffer): a
-    same-host daemon that offers device puts copies the tensor itself, device->host straight
-    into its pool (one copy; net/device_put.h); otherwise the bytes are copied device->host
-    straight into a reserved block -- pool memory of an embedded store, or a same-host
-    daemon's put arena, which the daemon copies into its pool (each registered with CUDA by
-    Cache.register_with_cuda) -- and committed; over TCP or RDMA, through a host buffer that
-    is then put. Through a daemon that offers landing blocks an entry of 32 MiB or more is
-    copied in pieces and committed at once: the daemon copies each piece as it lands, so its
-    copy overlaps the GPU's. The tensor is kept alive until its copy has run; the caller must
+    stream and queues the rest for one worker thread, which takes every save queued so far
+    and puts them in one call of buffer descriptors on its own stream, after their events
+    (cache/buffer_io.h's PutManyFromBuffers): a step's saves are one hand-over and, through a
+    same-host daemon that offers device puts, one request -- the daemon copies each tensor
+    itself, device->host straight into its pool, every copy enqueued before it waits once
+    (net/device_put.h); otherwise each tensor is copied device->host straight into a reserved
+    block -- pool memory of an embedded store, or a same-host daemon's put arena, which the
+    daemon copies into its pool (each registered with CUDA by Cache.register_with_cuda) --
+    the copies enqueued together, waited for once, and committed; over TCP or RDMA, through
+    a host buffer that is then put. Through a daemon that offers landing blocks an entry of
+    32 MiB or more is copied in pieces and committed at once: the daemon copies each piece as
+    it lands, so its copy overlaps the GPU's. Each save is told (on_saved) or failed
+    (on_error) on its own. The tensor is kept alive until its copy has run; the caller must
     not write to it afterwards (vLLM never changes an encoder output). A CPU tensor is put as
     it is."""
 
@@ -44,11 +46,16 @@ class AsyncSaver:
         PUT_DEVICE); reserve and fill put-arena blocks instead."""
         self._cache, self._ns, self._on_error, self._on_saved = cache, ns, on_error, on_saved
         self._landing, self._device_puts = landing, device_puts
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, "ecstore-save")
-        self._pending: set[concurrent.futures.Future] = set()
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._queue: list[tuple[str, torch.Tensor, Any, float]] = []  # handed over, not taken
+        self._taken = 0  # taken by the worker, not put yet
+        self._failure: Exception | None = None  # the first, for wait() when no on_error
+        self._closed = False
         self.device_puts = 0  # saves the cache copied out of device memory itself
+        self.batches = 0  # calls made: saves handed over together share one
         self._streams: dict[int, Any] = {}  # the worker's own stream, per device
+        self._thread = threading.Thread(target=self._run, name="ecstore-save", daemon=True)
+        self._thread.start()
 
     def save(self, key: str, tensor: torch.Tensor) -> None:
         src = tensor.detach()
@@ -56,62 +63,88 @@ class AsyncSaver:
         if src.device.type == "cuda":
             ready = torch.cuda.Event()
             ready.record()
-        fut = self._pool.submit(self._put, key, src, ready, time.monotonic())
-        with self._lock:
-            self._pending.add(fut)
-        fut.add_done_callback(self._finished)
+        with self._cond:
+            if self._closed:
+                raise ecstore.InvalidArgument("this saver is closed")
+            self._queue.append((key, src, ready, time.monotonic()))
+            self._cond.notify_all()
 
-    def _put(self, key: str, src: torch.Tensor, ready: Any, handed: float) -> None:
-        try:
-            self._put_buffer(key, src, ready)
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._queue or self._closed)
+                if not self._queue:
+                    return
+                batch, self._queue = self._queue, []
+                self._taken = len(batch)
+            try:
+                self._put_batch(batch)
+            except Exception as e:  # noqa: BLE001 - told to the caller, the thread goes on
+                for key, *_ in batch:
+                    self._failed(key, e)
+            finally:
+                with self._cond:
+                    self._taken = 0
+                    self._cond.notify_all()
+
+    def _put_batch(self, batch: list[tuple[str, torch.Tensor, Any, float]]) -> None:
+        """One call of descriptors; a CUDA tensor's on the worker's own stream of its
+        device, made to wait for the encoder's work (its event) rather than the host."""
+        items, keep = [], []
+        for key, src, ready, _ in batch:
+            stream = None
+            if ready is not None:
+                stream = self._streams.get(src.device.index)
+                if stream is None:
+                    stream = self._streams[src.device.index] = torch.cuda.Stream(src.device)
+                stream.wait_event(ready)
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                flat = src.contiguous()
+            keep.append(flat)  # alive until the call returns
+            items.append((key, _tensors.dtype_name(src), list(src.shape),
+                          _desc(flat, src.device, stream.cuda_stream if stream else 0)))
+        self.batches += 1
+        got = self._cache._c.put_many_from_buffers(
+            self._ns, items, checksum_when_spilled=any(r is not None for _, _, r, _ in batch),
+            device_puts=self._device_puts, landing=self._landing)
+        for (key, src, _, handed), route in zip(batch, got):
+            if isinstance(route, Exception):
+                self._failed(key, route)
+                continue
+            if route == "cache":
+                self.device_puts += 1
             if self._on_saved is not None:
-                self._on_saved(key, src.numel() * src.element_size(),
-                               time.monotonic() - handed)
-        except ecstore.Error as e:
-            if self._on_error is None:
-                raise
+                self._on_saved(key, src.numel() * src.element_size(), time.monotonic() - handed)
+
+    def _failed(self, key: str, e: Exception) -> None:
+        if self._on_error is not None:
             self._on_error(key, e)
-
-    def _put_buffer(self, key: str, src: torch.Tensor, ready: Any) -> None:
-        """One descriptor; a CUDA tensor's on the worker's own stream, made to wait for the
-        encoder's work (ready) rather than the host."""
-        stream = None
-        if ready is not None:
-            stream = self._streams.get(src.device.index)
-            if stream is None:
-                stream = self._streams[src.device.index] = torch.cuda.Stream(device=src.device)
-            stream.wait_event(ready)
-        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-            flat = src.contiguous()
-            route = self._cache._c.put_from_buffer(
-                self._ns, key, _tensors.dtype_name(src), list(src.shape),
-                _desc(flat, src.device, stream.cuda_stream if stream is not None else 0),
-                checksum_when_spilled=ready is not None, device_puts=self._device_puts,
-                landing=self._landing)
-        if route == "cache":
-            self.device_puts += 1
-
-    def _finished(self, fut: concurrent.futures.Future) -> None:
-        with self._lock:
-            self._pending.discard(fut)
+            return
+        with self._cond:
+            if self._failure is None:
+                self._failure = e
 
     def pending(self) -> int:
-        with self._lock:
-            return len(self._pending)
+        with self._cond:
+            return len(self._queue) + self._taken
 
     def wait(self, timeout: float | None = None) -> None:
-        """Blocks until every save handed over so far is in the store; raises the first
-        failure when no on_error was given."""
-        with self._lock:
-            pending = list(self._pending)
-        concurrent.futures.wait(pending, timeout=timeout)
-        for f in pending:
-            if f.done():
-                f.result()
+        """Blocks until every save handed over so far is in the store (or timeout seconds
+        have passed); raises the first failure when no on_error was given."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._queue and not self._taken, timeout)
+            failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
 
     def close(self) -> None:
-        self.wait()
-        self._pool.shutdown(wait=True)
+        try:
+            self.wait()
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+            self._thread.join()
 
 
 def load(cache: ecstore.Cache, ns: str, key: str, device: Any) -> torch.Tensor:

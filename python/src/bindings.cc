@@ -205,28 +205,32 @@ class PyCache {
     }
     return InfosOrNone(got);
   }
-  // The bytes at `src` (a descriptor as above) put under (ns, key), after the work queued on
-  // its stream: device memory copied by the cache itself, into a reserved block, or staged
-  // (cache/buffer_io.h). Returns the way it went: "host", "cache", "slot", "landing" or
-  // "staged".
-  const char* put_from_buffer(const std::string& ns, const std::string& key,
-                              const std::string& dtype, const std::vector<int64_t>& shape,
-                              const Desc& src, bool checksum_when_spilled, bool device_puts,
-                              bool landing) {
-    TensorMeta meta = ToMeta(dtype, shape);
-    const auto& [ptr, n, device, stream] = src;
-    BufferDesc d = ToDesc(ptr, n, device, stream);
+  // Each item's bytes at its descriptor (as above) put under (ns, key), after the work queued
+  // on its stream, a step's saves in one call (cache/buffer_io.h's PutManyFromBuffers):
+  // device memory copied by the cache itself, into reserved blocks, or staged. Returns for
+  // each item the way it went ("host", "cache", "slot", "landing" or "staged"), or the
+  // ecstore error it failed with (not raised: the other items are in).
+  using Item = std::tuple<std::string, std::string, std::vector<int64_t>, Desc>;
+  nb::list put_many_from_buffers(const std::string& ns, const std::vector<Item>& items,
+                                 bool checksum_when_spilled, bool device_puts, bool landing) {
+    std::vector<BufferPut> puts;
+    for (const auto& [key, dtype, shape, src] : items) {
+      const auto& [ptr, n, device, stream] = src;
+      puts.push_back({key, ToMeta(dtype, shape), ToDesc(ptr, n, device, stream)});
+    }
     Cache* c = core_->Live();
-    BufferPutOptions o{.checksum_when_spilled = checksum_when_spilled,
-                       .device_puts = device_puts,
-                       .landing = landing};
-    PutRoute route = PutRoute::kHost;
+    BufferPutOptions o{checksum_when_spilled, device_puts, landing};
+    std::vector<PutRoute> routes;
+    std::vector<Status> got;
     {
       nb::gil_scoped_release nogil;
       auto l = core_->Lock();
-      Check(PutFromBuffer(*c, ns, key, meta, d, o, &route));
+      got = PutManyFromBuffers(*c, ns, puts, o, &routes);
     }
-    return PutRouteName(route);
+    nb::list out;
+    for (size_t i = 0; i < got.size(); ++i)
+      out.append(got[i].ok() ? nb::object(nb::str(PutRouteName(routes[i]))) : ErrorObject(got[i]));
+    return out;
   }
   // CacheCapabilities by name: what this cache does itself (cache/cache.h).
   nb::dict capabilities() {
@@ -532,8 +536,8 @@ void BindCache(nb::module_& m) {
       .def("get_into_parts", &PyCache::get_into_parts, "ns"_a, "keys"_a, "ptrs"_a, "sizes"_a)
       .def("put_from_parts", &PyCache::put_from_parts, "ns"_a, "keys"_a, "ptrs"_a, "sizes"_a)
       .def("get_into_buffers", &PyCache::get_into_buffers, "ns"_a, "keys"_a, "descs"_a)
-      .def("put_from_buffer", &PyCache::put_from_buffer, "ns"_a, "key"_a, "dtype"_a, "shape"_a,
-           "src"_a, "checksum_when_spilled"_a = false, "device_puts"_a = true, "landing"_a = true)
+      .def("put_many_from_buffers", &PyCache::put_many_from_buffers, "ns"_a, "items"_a,
+           "checksum_when_spilled"_a = false, "device_puts"_a = true, "landing"_a = true)
       .def("prefetch", &PyCache::prefetch, "ns"_a, "keys"_a)
       .def("capabilities", &PyCache::capabilities)
       .def("put_device", &PyCache::put_device, "ns"_a, "key"_a, "dtype"_a, "shape"_a, "src"_a,

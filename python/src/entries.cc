@@ -158,6 +158,11 @@ void BindErrors() {
   });
 }
 
+nb::object ErrorObject(const Status& st) {
+  nb::object errors = nb::module_::import_("ecstore.errors");
+  return errors.attr(ecstore::Status::CodeName(st.code()))(WithArgumentNames(st.message()));
+}
+
 // What entries are and how their bytes are held: EntryInfo, Lease, Reservation.
 void BindEntries(nb::module_& m) {
   nb::class_<Info>(m, "EntryInfo")

@@ -29,6 +29,9 @@ struct StatusError {
   Status status;
 };
 
+// The ecstore.errors instance for a failed status (to return, not raise).
+nb::object ErrorObject(const Status& st);
+
 inline void Check(const Status& st) {
   if (!st.ok()) throw StatusError{st};
 }

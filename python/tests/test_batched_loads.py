@@ -1,8 +1,12 @@
 """A step's many items in one batched call (ecstore.transfer.get_many_to_device, what the
 connector's start_load_caches runs), on CPU tensors: video-like steps of many mixed-size
 items load byte-exact through the connector; an absent item is reported as such and the
-rest load; a batch larger than the pool is served (its disk reads go in rounds). Embedded
-and through a daemon. (The CUDA side runs in `make test-gpu`: test_cuda.py.)"""
+rest load; a batch larger than the pool is served (its disk reads go in rounds). A step's
+saves are handed over together (AsyncSaver: one put_many_from_buffers call for what was
+queued) and each is answered alone. Embedded and through a daemon. (The CUDA side runs in
+`make test-gpu`: test_cuda.py.)"""
+import threading
+
 import pytest
 import torch
 
@@ -11,6 +15,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed (make python-test inst
 import ecstore  # noqa: E402
 from conftest import _serve  # noqa: E402
 from ecstore import transfer  # noqa: E402
+from ecstore.transfer import AsyncSaver  # noqa: E402
 from test_vllm_connector import Engine, MockRequest  # noqa: E402
 
 
@@ -76,3 +81,46 @@ def test_a_step_of_many_mixed_items_loads_byte_exact_through_the_connector(tmp_p
         e.scheduler.request_finished(req)
     finally:
         e.close()
+
+
+def test_a_steps_saves_are_put_together_and_a_bad_one_fails_alone(small_pool):
+    items = _frames(12, seed=7)
+    first, busy, queued = next(iter(items)), threading.Event(), threading.Event()
+    saved, failed = [], []
+
+    def on_saved(key, nbytes, seconds):
+        saved.append(key)
+        if key == first:  # the worker holds here until the step is queued behind it
+            busy.set()
+            queued.wait(10)
+
+    saver = AsyncSaver(small_pool, "ns", on_error=lambda k, e: failed.append((k, e)),
+                       on_saved=on_saved)
+    saver.save(first, items[first])
+    assert busy.wait(10)
+    for k, t in list(items.items())[1:]:
+        saver.save(k, t)
+    saver.save("bad\nkey", items[first])
+    queued.set()
+    saver.wait()
+    assert saver.batches == 2  # the first save alone, then the 12 queued behind it
+    assert saved == list(items)
+    assert [k for k, _ in failed] == ["bad\nkey"]
+    assert isinstance(failed[0][1], ecstore.InvalidArgument)
+    got = transfer.load_many(small_pool, "ns", list(items), "cpu")
+    assert all(torch.equal(g, t) for g, t in zip(got, items.values()))
+    saver.close()
+
+
+def test_without_on_error_wait_raises_a_failed_save_and_the_rest_are_in(small_pool):
+    saver = AsyncSaver(small_pool, "ns")
+    t = torch.ones(64, 1024, dtype=torch.bfloat16)
+    for k in ("a", "bad\nkey", "b"):
+        saver.save(k, t)
+    with pytest.raises(ecstore.InvalidArgument):
+        saver.wait()
+    saver.wait()  # told once
+    assert all(torch.equal(small_pool.get("ns", k), t) for k in ("a", "b"))
+    saver.close()
+    with pytest.raises(ecstore.InvalidArgument, match="closed"):
+        saver.save("c", t)

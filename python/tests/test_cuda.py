@@ -61,6 +61,26 @@ def test_a_load_follows_the_work_queued_on_the_current_stream(cache):
     assert torch.equal(got.view(torch.int16), src.view(torch.int16))
 
 
+def test_a_step_of_mixed_saves_and_loads_is_byte_exact(cache):
+    """A video-like step: 24 frames of 0.5-3 MB saved through one AsyncSaver (handed over
+    together) and loaded in one call, looked up and sized by rows; an absent one is None."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    items = {f"step-{i}": torch.randn(61 + (i * 97) % 306, 4096, device="cuda", generator=g)
+             .to(torch.bfloat16) for i in range(24)}
+    saver = AsyncSaver(cache, "ns")
+    for k, t in items.items():
+        saver.save(k, t)
+    saver.wait()
+    saver.close()
+    keys = list(items) + ["never-saved"]
+    got = transfer.get_many_to_device(cache, "ns", keys, torch.device("cuda:0"))
+    assert got[-1] is None
+    assert all(torch.equal(x, items[k]) for k, x in zip(list(items), got))
+    rows = [t.shape[0] for t in items.values()]
+    got = transfer.load_many(cache, "ns", list(items), "cuda:0", rows=rows)
+    assert all(torch.equal(x, t) for x, t in zip(got, items.values()))
+
+
 def test_load_many_brings_a_step_to_the_gpu(cache):
     srcs = [torch.randn(s, device="cuda:0").to(torch.bfloat16) for s in SHAPES[:2]]
     for i, src in enumerate(srcs):

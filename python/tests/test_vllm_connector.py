@@ -327,7 +327,9 @@ def test_pending_saves_reach_the_scheduler_through_the_aggregator(tmp_path):
     sched = EcStoreConnector(make_config("ecstore", store, True, False),
                              ECConnectorRole.SCHEDULER)
     gate = threading.Event()
-    blocked = ranks[0]._saver._pool.submit(gate.wait)  # hold rank 0's save thread
+    saver = ranks[0]._saver
+    put_batch = saver._put_batch
+    saver._put_batch = lambda batch: (gate.wait(10), put_batch(batch))  # hold rank 0's saves
     ranks[0].save_caches(encoder_cache={"k": torch.ones(8)}, mm_hash="k")
 
     def step():
@@ -341,7 +343,6 @@ def test_pending_saves_reach_the_scheduler_through_the_aggregator(tmp_path):
     step()
     assert sched.has_pending_push_work(), "a save in flight on rank 0 was not reported"
     gate.set()
-    blocked.result()
     ranks[0].wait_for_saves()
     step()
     assert not sched.has_pending_push_work()
