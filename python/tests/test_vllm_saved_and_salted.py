@@ -83,7 +83,9 @@ def hold_saves(conn):
     """Holds the producer's save thread until the returned event is set: its saves are
     "still landing" for as long as the test needs."""
     gate = threading.Event()
-    conn._saver._pool.submit(gate.wait)
+    saver = conn._saver
+    put_batch = saver._put_batch
+    saver._put_batch = lambda batch: (gate.wait(30), put_batch(batch))
     return gate
 
 
