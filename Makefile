@@ -68,7 +68,8 @@ python-daemon-test:
 # device-tier tests, which fail instead of skipping when no GPU is found, and the CUDA
 # Python tests. BUILD there holds ecstore_tests, ec-store and python/ecstore.
 test-gpu:
-	EC_REQUIRE_GPU=1 $(BUILD)/ecstore_tests --gtest_filter='Device*'
+	EC_REQUIRE_GPU=1 EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store $(BUILD)/ecstore_tests \
+	  --gtest_filter='Device*'
 	cd /tmp && PYTHONPATH=$(CURDIR)/$(BUILD)/python EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store \
 	  python3 -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests/test_cuda.py
 

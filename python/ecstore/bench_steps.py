@@ -11,9 +11,11 @@ and erases them. p50 / p99 in ms:
   load  transfer.load_many of the step's keys, told their row counts (what start_load_caches
         runs). Limit: the step's bytes in one pinned host buffer, written device->host just
         before (as a saved entry is), copied host->device into one fresh tensor.
-and where a load's time goes (p50 ms, each part timed on its own): reload (the same load
-again: the entries no longer just saved), lookup (lookup_many of the step's keys), alloc (a
-tensor per item), get (get_into_buffers into tensors allocated beforehand).
+and where the time goes (p50 ms, each part timed on its own): reload (the same load again:
+the entries no longer just saved), lookup (lookup_many of the step's keys), alloc (a tensor
+per item), get (get_into_buffers into tensors allocated beforehand), put (the saver's one
+call, put_many_from_buffers of the step's tensors, on this thread), later (a load of those
+20 ms after they were put).
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ def run_store(cache: Any, rows: list[int], device: str, reps: int, tag: str) -> 
     dev = torch.device(device)
     stream = torch.cuda.current_stream(dev).cuda_stream if device.startswith("cuda") else 0
     parts: dict[str, list[float]] = {p: [] for p in ("save", "load", "reload", "lookup",
-                                                     "alloc", "get")}
+                                                     "alloc", "get", "put", "later")}
+    name = "BF16"
     for r in range(reps):
         keys = [f"{tag}-{r}-{i}" for i in range(len(rows))]
 
@@ -119,7 +122,14 @@ def run_store(cache: Any, rows: list[int], device: str, reps: int, tag: str) -> 
         descs = [_desc(o, dev, stream) for o in outs]
         parts["get"].append(timed(lambda: cache._c.get_into_buffers("steps", keys, descs),
                                   device))
-        cache.erase_many("steps", keys)  # room for the next rep: no spill runs beside it
+        again = [k + "-put" for k in keys]
+        items = [(k, name, list(s.shape), _desc(s, dev, stream)) for k, s in zip(again, srcs)]
+        parts["put"].append(timed(lambda: cache._c.put_many_from_buffers(
+            "steps", items, checksum_when_spilled=True), device))
+        time.sleep(0.02)  # the store's background work after the puts (write-back) is done
+        parts["later"].append(timed(
+            lambda: transfer.load_many(cache, "steps", again, device, rows=rows), device))
+        cache.erase_many("steps", keys + again)  # room for the next rep: no spill beside it
     saver.close()
     return {p: summary(v) for p, v in parts.items()}
 
@@ -149,13 +159,14 @@ def print_tables(results: dict) -> None:
                           f"{m[op]['p50_ms'] / lim[op]['p50_ms']:.2f}x"]
             print(f"{store:9} {step:13} {cells[0]:>15} {cells[1]:>13} {cells[2]:>6}"
                   f" {cells[3]:>15} {cells[4]:>13} {cells[5]:>6}")
-    print("\nWhere a step's load goes: p50 ms")
-    print(f"{'store':9} {'step':13} {'lookup':>7} {'alloc':>7} {'get':>7} {'load':>7}"
-          f" {'reload':>7} {'copy':>7}")
+    print("\nWhere a step's time goes: p50 ms")
+    parts = ("lookup", "alloc", "get", "load", "reload", "later", "put", "save")
+    print(f"{'store':9} {'step':13} " + " ".join(f"{p:>7}" for p in parts)
+          + f" {'copy':>7} {'d2h':>7}")
     for store, steps in results["stores"].items():
         for step, m in steps.items():
-            vals = [m[p]["p50_ms"] for p in ("lookup", "alloc", "get", "load", "reload")]
-            vals.append(results["limits"][step]["load"]["p50_ms"])
+            vals = [m[p]["p50_ms"] for p in parts]
+            vals += [results["limits"][step][op]["p50_ms"] for op in ("load", "save")]
             print(f"{store:9} {step:13} " + " ".join(f"{v:7.3f}" for v in vals))
 
 

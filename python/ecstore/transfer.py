@@ -98,9 +98,11 @@ class AsyncSaver:
                 if stream is None:
                     stream = self._streams[src.device.index] = torch.cuda.Stream(src.device)
                 stream.wait_event(ready)
-            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-                flat = src.contiguous()
-            keep.append(flat)  # alive until the call returns
+            flat = src
+            if not src.is_contiguous():
+                with torch.cuda.stream(stream) if stream else contextlib.nullcontext():
+                    flat = src.contiguous()
+                keep.append(flat)  # alive until the call returns
             items.append((key, _tensors.dtype_name(src), list(src.shape),
                           _desc(flat, src.device, stream.cuda_stream if stream else 0)))
         self.batches += 1
