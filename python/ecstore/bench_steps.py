@@ -12,7 +12,7 @@ and erases them. p50 / p99 in ms:
         runs). Limit: the step's bytes in one pinned host buffer, written device->host just
         before (as a saved entry is), copied host->device into one fresh tensor.
 and where the time goes (p50 ms, each part timed on its own): reload (the same load again:
-the entries no longer just saved), lookup (lookup_many of the step's keys), alloc (a tensor
+the entries no longer just saved; in_call: its time inside the one C++ call), lookup (lookup_many of the step's keys), alloc (a tensor
 per item), get (get_into_buffers into tensors allocated beforehand), put (the saver's one
 call, put_many_from_buffers of the step's tensors, on this thread), later (a load of those
 20 ms after they were put).
@@ -26,9 +26,12 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any
 
 import torch
+
+from .bench import _timed as timed
+from .bench import pct, start_daemon
 
 WIDTH = 4096
 ROWS_2_87MB = 350
@@ -37,25 +40,6 @@ MIXED = [61 + (i * 97) % 306 for i in range(32)]
 STEPS = {"1 x 2.87MB": [ROWS_2_87MB], "8 x 2.87MB": [ROWS_2_87MB] * 8,
          "32 x 2.87MB": [ROWS_2_87MB] * 32, "128 x 2.87MB": [ROWS_2_87MB] * 128,
          "32 mixed": MIXED}
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def timed(run: Callable[[], Any], device: str) -> float:
-    """Seconds `run` takes, the device idle before and waited for after."""
-    sync(device)
-    t0 = time.perf_counter()
-    run()
-    sync(device)
-    return time.perf_counter() - t0
 
 
 def summary(xs: list[float]) -> dict:
@@ -96,7 +80,8 @@ def run_store(cache: Any, rows: list[int], device: str, reps: int, tag: str) -> 
     dev = torch.device(device)
     stream = torch.cuda.current_stream(dev).cuda_stream if device.startswith("cuda") else 0
     parts: dict[str, list[float]] = {p: [] for p in ("save", "load", "reload", "lookup",
-                                                     "alloc", "get", "put", "later")}
+                                                     "alloc", "get", "put", "later",
+                                                     "in_call")}
     name = "BF16"
     for r in range(reps):
         keys = [f"{tag}-{r}-{i}" for i in range(len(rows))]
@@ -113,8 +98,12 @@ def run_store(cache: Any, rows: list[int], device: str, reps: int, tag: str) -> 
             device))
         for g, s in zip(got, srcs):
             assert torch.equal(g.view(torch.int16), s.view(torch.int16)), "a load differs"
+        inner, real = [0.0], cache._c
+        cache._c = _TimedCalls(real, inner)
         parts["reload"].append(timed(
             lambda: transfer.load_many(cache, "steps", keys, device, rows=rows), device))
+        cache._c = real
+        parts["in_call"].append(inner[0])
         outs: list = []
         parts["lookup"].append(timed(lambda: cache.lookup_many("steps", keys), device))
         parts["alloc"].append(timed(lambda: outs.extend(
@@ -132,6 +121,24 @@ def run_store(cache: Any, rows: list[int], device: str, reps: int, tag: str) -> 
         cache.erase_many("steps", keys + again)  # room for the next rep: no spill beside it
     saver.close()
     return {p: summary(v) for p, v in parts.items()}
+
+
+class _TimedCalls:
+    """A cache's extension object whose get_into_buffers calls add up their time in
+    total[0]: how much of a load is the one C++ call."""
+
+    def __init__(self, real: Any, total: list[float]):
+        self._real, self._total = real, total
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def get_into_buffers(self, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self._real.get_into_buffers(*args)
+        finally:
+            self._total[0] += time.perf_counter() - t0
 
 
 def open_cache(store: str) -> Any:
@@ -160,7 +167,7 @@ def print_tables(results: dict) -> None:
             print(f"{store:9} {step:13} {cells[0]:>15} {cells[1]:>13} {cells[2]:>6}"
                   f" {cells[3]:>15} {cells[4]:>13} {cells[5]:>6}")
     print("\nWhere a step's time goes: p50 ms")
-    parts = ("lookup", "alloc", "get", "load", "reload", "later", "put", "save")
+    parts = ("lookup", "alloc", "get", "load", "reload", "in_call", "later", "put", "save")
     print(f"{'store':9} {'step':13} " + " ".join(f"{p:>7}" for p in parts)
           + f" {'copy':>7} {'d2h':>7}")
     for store, steps in results["stores"].items():
@@ -171,8 +178,6 @@ def print_tables(results: dict) -> None:
 
 
 def main() -> None:
-    from ecstore.bench import start_daemon
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--steps", default=",".join(STEPS), help="which steps, comma-separated")
