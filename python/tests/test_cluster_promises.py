@@ -59,11 +59,25 @@ def _three(etcd, owner=None, **kw):
 
 @contextlib.contextmanager
 def _hung(cluster, node):
-    os.kill(cluster.procs[node].pid, signal.SIGSTOP)
+    pid = cluster.procs[node].pid
+    os.kill(pid, signal.SIGSTOP)
+    # Stopped once every thread is: until then a thread already running may still answer.
+    assert _wait(lambda: _stopped(pid), 5), f"{node} did not stop"
     try:
         yield
     finally:
         os.kill(cluster.procs[node].pid, signal.SIGCONT)
+
+
+def _stopped(pid):
+    """Whether every thread of the process is stopped (state T in /proc/PID/task/*/stat)."""
+    def state(tid):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:  # a thread that ended meanwhile
+            return "T"
+    return all(state(tid) in ("T", "t") for tid in os.listdir(f"/proc/{pid}/task"))
 
 
 def _stop(cluster, node, how):
