@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "net/device_put.h"
 #include "net/protocol.h"
 
 using namespace ecstore;
@@ -50,6 +51,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     bool more;
     (void)ParseListReply(body, static_cast<uint32_t>(size % 64), &page, &more);
     (void)JsonReplyText(body);
+  }
+  {
+    BodyReader r(data, size);
+    auto b = ParsePutDeviceManyBody(&r);
+    if (b.ok() && ParsePutDeviceManyBody(&r).ok()) __builtin_trap();  // nothing left to read
+    BodyReader again(data, size);
+    std::vector<Status> items;
+    (void)ParsePutDeviceManyReply(&again, size % 8, &items);
   }
   {
     BodyReader r(data, size);

@@ -142,6 +142,7 @@ Status PutFromClientDevice(DevicePuts* puts, DeviceImports* imports, const KeyRe
   if (flags & kPutChecksumWhenSpilled) res->ChecksumWhenSpilled();
   return store->Commit(std::move(res).value());
 }
+
 // A step's items: each reserved and its copy enqueued on the connection's stream, then one
 // wait and the commits. An item that fails is answered alone; a reservation whose copy
 // failed is dropped uncommitted. Items for the device tier's own GPU go device->device.
@@ -168,6 +169,8 @@ class BatchPut {
     if (store->device_region().base && store->device_ordinal() == *device)
       return store->PutFromDevice(b_.ns, it.key, it.meta, *src, it.size);
     EC_RETURN_IF_ERROR(puts_->Prepare());
+    // The connection's one stream follows the device: another GPU's item waits for the last.
+    if (!pending_.empty() && pending_.front().device != *device) Finish();
     auto stream = imports_->Stream(*device);
     if (!stream.ok()) return stream.status();
     // Blocks held uncommitted cannot be evicted: past a quarter of the pool, or where no

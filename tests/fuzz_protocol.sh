@@ -11,8 +11,8 @@ if ! command -v clang++ >/dev/null; then
 fi
 mkdir -p "$OUT/corpus"
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$SRC" "$SRC/net/protocol_fuzz.cc" "$SRC/net/protocol.cc" "$SRC/base/status.cc" \
-  "$SRC/base/tensor_meta.cc" -o "$OUT/protocol_fuzz"
+  -I"$SRC" "$SRC/net/protocol_fuzz.cc" "$SRC/net/protocol.cc" "$SRC/net/device_put.cc" \
+  "$SRC/base/status.cc" "$SRC/base/tensor_meta.cc" -o "$OUT/protocol_fuzz"
 # Seeds: a valid header and a valid key body, so the fuzzer starts inside the grammar.
 printf 'ECS1\x01\x00\x02\x00\x01\x00\x00\x00\x00\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00' > "$OUT/corpus/seed-header"
 printf '\x02\x00ns\x03\x00key' > "$OUT/corpus/seed-key"
