@@ -12,9 +12,10 @@ and erases them. p50 / p99 in ms:
         runs). Limit: the step's bytes in one pinned host buffer, written device->host just
         before (as a saved entry is), copied host->device into one fresh tensor.
 and where the time goes (p50 ms, each part timed on its own): reload (the same load again:
-the entries no longer just saved; in_call: its time inside the one C++ call), lookup (lookup_many of the step's keys), alloc (a tensor
-per item), get (get_into_buffers into tensors allocated beforehand), put (the saver's one
-call, put_many_from_buffers of the step's tensors, on this thread), later (a load of those
+the entries no longer just saved; in_call: its time inside the one C++ call), lookup
+(lookup_many of the step's keys), alloc (the step's tensors: one allocation, split), get (get_into_buffers into tensors allocated beforehand), put (the saver's one
+call, put_many_from_buffers of the step's tensors, on this thread), hand (the save() calls
+of a save alone: what the caller's thread spends), later (a load of those
 20 ms after they were put).
 """
 
@@ -81,14 +82,16 @@ def run_store(cache: Any, rows: list[int], device: str, reps: int, tag: str) -> 
     stream = torch.cuda.current_stream(dev).cuda_stream if device.startswith("cuda") else 0
     parts: dict[str, list[float]] = {p: [] for p in ("save", "load", "reload", "lookup",
                                                      "alloc", "get", "put", "later",
-                                                     "in_call")}
+                                                     "in_call", "hand")}
     name = "BF16"
     for r in range(reps):
         keys = [f"{tag}-{r}-{i}" for i in range(len(rows))]
 
         def save() -> None:
+            t0 = time.perf_counter()
             for k, s in zip(keys, srcs):
                 saver.save(k, s)
+            parts["hand"].append(time.perf_counter() - t0)
             saver.wait()
 
         got: list = []
@@ -107,7 +110,8 @@ def run_store(cache: Any, rows: list[int], device: str, reps: int, tag: str) -> 
         outs: list = []
         parts["lookup"].append(timed(lambda: cache.lookup_many("steps", keys), device))
         parts["alloc"].append(timed(lambda: outs.extend(
-            torch.empty(n, WIDTH, dtype=torch.bfloat16, device=dev) for n in rows), device))
+            torch.empty(sum(rows), WIDTH, dtype=torch.bfloat16, device=dev).split(rows)),
+            device))
         descs = [_desc(o, dev, stream) for o in outs]
         parts["get"].append(timed(lambda: cache._c.get_into_buffers("steps", keys, descs),
                                   device))
@@ -167,7 +171,8 @@ def print_tables(results: dict) -> None:
             print(f"{store:9} {step:13} {cells[0]:>15} {cells[1]:>13} {cells[2]:>6}"
                   f" {cells[3]:>15} {cells[4]:>13} {cells[5]:>6}")
     print("\nWhere a step's time goes: p50 ms")
-    parts = ("lookup", "alloc", "get", "load", "reload", "in_call", "later", "put", "save")
+    parts = ("lookup", "alloc", "get", "load", "reload", "in_call", "later", "hand", "put",
+             "save")
     print(f"{'store':9} {'step':13} " + " ".join(f"{p:>7}" for p in parts)
           + f" {'copy':>7} {'d2h':>7}")
     for store, steps in results["stores"].items():

@@ -7,7 +7,9 @@ worker thread does the store calls.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import math
 import threading
 import time
 from typing import Any, Callable
@@ -54,6 +56,10 @@ class AsyncSaver:
         self.device_puts = 0  # saves the cache copied out of device memory itself
         self.batches = 0  # calls made: saves handed over together share one
         self._streams: dict[int, Any] = {}  # the worker's own stream, per device
+        # Events the worker's stream already waits on, per device, recorded again by later
+        # saves (a wait takes the event's state when it is enqueued): no event made and
+        # destroyed per save. deque: append and pop need no lock.
+        self._events: dict[int, collections.deque] = {}
         self._thread = threading.Thread(target=self._run, name="ecstore-save", daemon=True)
         self._thread.start()
 
@@ -61,8 +67,11 @@ class AsyncSaver:
         src = tensor.detach()
         ready = None
         if src.device.type == "cuda":
-            ready = torch.cuda.Event()
-            ready.record()
+            try:
+                ready = self._events[src.device.index].pop()
+            except (KeyError, IndexError):
+                ready = torch.cuda.Event()
+            ready.record(torch.cuda.current_stream(src.device))  # the tensor's GPU's stream
         with self._cond:
             if self._closed:
                 raise ecstore.InvalidArgument("this saver is closed")
@@ -98,6 +107,7 @@ class AsyncSaver:
                 if stream is None:
                     stream = self._streams[src.device.index] = torch.cuda.Stream(src.device)
                 stream.wait_event(ready)
+                self._events.setdefault(src.device.index, collections.deque()).append(ready)
             flat = src
             if not src.is_contiguous():
                 with torch.cuda.stream(stream) if stream else contextlib.nullcontext():
@@ -225,16 +235,30 @@ def _get_many_sized_by_rows(cache: ecstore.Cache, ns: str, keys: list[str], dev:
                             ) -> list[torch.Tensor | None] | None:
     """get_many_to_device into tensors of rows[i] rows of `layout`, without a lookup; None
     where a guess was wrong (an entry larger than its tensor: nothing returned for any; or
-    one of another dtype or shape), so that the caller looks the entries up."""
+    one of another dtype or shape), so that the caller looks the entries up.
+
+    The tensors are views of one allocation for the step (as an encoder's batched output is):
+    one call of the allocator and descriptors by arithmetic, not a tensor's attributes per
+    item. The allocation is freed when the last of them is."""
     dtype, rest = layout
-    outs = [torch.empty((r, *rest), dtype=_tensors.torch_dtype(dtype), device=dev) for r in rows]
+    flat = torch.empty((sum(rows), *rest), dtype=_tensors.torch_dtype(dtype), device=dev)
+    outs = flat.split(rows)
+    row_bytes = math.prod(rest) * flat.element_size()
+    index = dev.index if dev.type == "cuda" else -1
+    at, descs = flat.data_ptr(), []
+    for r in rows:
+        descs.append((at, r * row_bytes, index, stream))
+        at += r * row_bytes
     try:
-        got = cache._c.get_into_buffers(ns, keys, [_desc(o, dev, stream) for o in outs])
+        got = cache._c.get_into_buffers(ns, keys, descs)
     except ecstore.InvalidArgument:
         return None
-    if any(i is not None and (i.dtype != dtype or tuple(i.shape) != tuple(o.shape))
-           for i, o in zip(got, outs)):
-        return None
+    shape = [0, *rest]
+    for i, r in zip(got, rows):
+        if i is not None:
+            shape[0] = r
+            if i.dtype != dtype or i.shape != shape:
+                return None
     return [None if i is None else o for i, o in zip(got, outs)]
 
 
