@@ -71,7 +71,8 @@ test-gpu:
 	EC_REQUIRE_GPU=1 EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store $(BUILD)/ecstore_tests \
 	  --gtest_filter='Device*'
 	cd /tmp && PYTHONPATH=$(CURDIR)/$(BUILD)/python EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store \
-	  python3 -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests/test_cuda.py
+	  python3 -m pytest -q -p no:cacheprovider -rs $(CURDIR)/python/tests/test_cuda.py \
+	  $(CURDIR)/python/tests/test_cuda_peer.py
 
 # The extension for a developer's edit-and-run loop, for the venv's Python, in build-py
 # (import it with PYTHONPATH=build-py/python); the suites use the installed wheel.

@@ -21,7 +21,8 @@ namespace {
   std::fprintf(
       stderr,
       "usage: ec-store-bench [--quick] [--workloads put,get_hot,get_disk,spill,mixed,erase,"
-      "mixed_gpu,remote,tls,conns,rdma,device,policy,index,alloc,cluster,fleet,etcd_fleet,events] "
+      "mixed_gpu,remote,tls,conns,rdma,device,device_step,device_peer,policy,index,alloc,cluster,"
+      "fleet,etcd_fleet,events] "
       "[--rdma-addr IP] [--dir "
       "DIR] "
       "[--json FILE] "
@@ -105,10 +106,10 @@ Config ParseArgs(int argc, char** argv) {
     }
     flag->second(argv[++i], &cfg);
   }
-  const std::set<std::string> known = {"put",    "get_hot",   "get_disk",   "spill",   "mixed",
-                                       "remote", "rdma",      "device",     "policy",  "index",
-                                       "alloc",  "mixed_gpu", "erase",      "cluster", "tls",
-                                       "conns",  "fleet",     "etcd_fleet", "events"};
+  const std::set<std::string> known = {
+      "put",    "get_hot", "get_disk", "spill",      "mixed",     "remote",      "rdma",
+      "device", "policy",  "index",    "alloc",      "mixed_gpu", "erase",       "cluster",
+      "tls",    "conns",   "fleet",    "etcd_fleet", "events",    "device_step", "device_peer"};
   for (auto& w : cfg.workloads)
     if (!known.count(w)) {
       std::fprintf(stderr, "ec-store-bench: unknown workload '%s'\n", w.c_str());
@@ -136,6 +137,8 @@ int main(int argc, char** argv) {
   if (cfg.Want("conns")) ConnsWorkload(cfg, pl);
   if (cfg.Want("rdma")) RdmaWorkload(cfg, pl);
   if (cfg.Want("device")) DeviceWorkload(cfg, pl);
+  if (cfg.Want("device_step")) DeviceStepWorkload(cfg);
+  if (cfg.Want("device_peer")) DevicePeerWorkload(cfg);
   if (cfg.Want("policy")) PolicyWorkload(cfg);
   if (cfg.Want("cluster")) {
     ClusterWorkload(cfg);

@@ -42,6 +42,12 @@ void EtcdFleetWorkload(const Config& cfg);
 void RemoteWorkload(const Config& cfg, Payloads& pl);
 void RdmaWorkload(const Config& cfg, Payloads& pl);
 void DeviceWorkload(const Config& cfg, Payloads& pl);
+// device_peer.cc: GPU 0's device tier read into GPU 1 (a peer copy) against
+// cudaMemcpyPeerAsync, peer copies off, and host staging (two GPUs; a row says why not).
+void DevicePeerWorkload(const Config& cfg);
+// device_step.cc: a step of 32 x 2.87 MB from the host pool to the GPU in one call, against
+// one copy, 32 copies and one batched copy of the same bytes.
+void DeviceStepWorkload(const Config& cfg);
 
 // tls.cc: gets and puts over TLS against plain TCP, handshakes, the ACL check.
 void TlsWorkload(const Config& cfg, Payloads& pl);

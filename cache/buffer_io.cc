@@ -9,6 +9,7 @@
 #include "cache/device_load.h"
 #include "cuda/cuda.h"
 #include "cuda/events.h"
+#include "cuda/peer.h"
 
 namespace ecstore {
 namespace {
@@ -36,12 +37,16 @@ void FromDeviceTier(DeviceIo& cache, std::string_view ns, const std::vector<std:
 }
 
 // From a same-host server's device pool, opened over CUDA IPC: each entry leased there and
-// copied device->device on its descriptor's stream, the leases held until the stream ran
-// the copies. A key that cannot be leased there (no device pool, or one full of leased
-// entries) goes to *rest, for the next way; an absent key is NotFound at once.
+// copied device->device on its descriptor's stream -- a peer copy where the descriptor is on
+// another GPU that can reach the pool's -- the leases held until the stream ran the copies.
+// A key that cannot be leased there (no device pool, or one full of leased entries), or
+// whose GPU cannot reach the pool's (cuda/peer.h), goes to *rest, for the next way (the
+// server's host pool); an absent key is NotFound at once.
 void FromDeviceLeases(DeviceIo& cache, std::string_view ns, const std::vector<std::string>& keys,
                       const std::vector<BufferDesc>& dsts, const ByStream& groups, Results* out,
                       ByStream* rest) {
+  cuda::PeerRoutes& routes = cuda::PeerRoutes::Process();
+  int pool_device = -2;  // the GPU of the pool, asked of the first lease: every one is in it
   for (const auto& [where, idx] : groups) {
     std::vector<ReadLease> held;
     for (size_t i : idx) {
@@ -57,8 +62,21 @@ void FromDeviceLeases(DeviceIo& cache, std::string_view ns, const std::vector<st
         (*out)[i] = DeviceBufferTooSmall(keys[i], lease->info(), dsts[i].size);
         continue;
       }
-      Status st = cuda::EnqueueCopy(dsts[i].data, lease->data(), lease->size(),
-                                    cuda::Direction::kDeviceToDevice, where.first, where.second);
+      if (pool_device == -2 && !cuda::IsDevicePointer(lease->data(), &pool_device))
+        pool_device = where.first;
+      const cuda::CrossGpu way = routes.Route(where.first, pool_device);
+      if (way == cuda::CrossGpu::kHostPath) {
+        (*rest)[where].push_back(i);
+        routes.Count(way, lease->size());
+        continue;
+      }
+      Status st =
+          way == cuda::CrossGpu::kPeer
+              ? cuda::EnqueuePeerCopy(dsts[i].data, where.first, lease->data(), pool_device,
+                                      lease->size(), where.first, where.second)
+              : cuda::EnqueueCopy(dsts[i].data, lease->data(), lease->size(),
+                                  cuda::Direction::kDeviceToDevice, where.first, where.second);
+      if (st.ok()) routes.Count(way, lease->size());
       (*out)[i] = st.ok() ? Result<EntryInfo>(lease->info()) : Result<EntryInfo>(st);
       held.push_back(std::move(lease).value());
     }

@@ -7,13 +7,19 @@ namespace ecstore {
 namespace {
 
 // One round: the keys' leases taken together, their bytes copied, the copies waited for,
-// the leases released.
+// the leases released. The copies are gathered and enqueued together (cuda::EnqueueCopies:
+// one submission where the driver batches) wherever the cache waits for more and at the end.
 std::vector<Result<EntryInfo>> LoadRound(Cache& cache, std::string_view ns,
                                          const std::vector<std::string>& keys,
                                          const std::vector<std::span<uint8_t>>& dsts, int device,
                                          uintptr_t stream) {
   std::vector<Result<EntryInfo>> out;
-  Status failed;  // the first copy or wait the stream refused
+  Status failed;  // the first submission or wait the stream refused
+  std::vector<cuda::CopyOp> pending;
+  auto submit = [&] {
+    if (failed.ok()) failed = cuda::EnqueueCopies(pending, device, stream);
+    pending.clear();
+  };
   // Where the cache waits for more, the copies told so far are finished: a client's told
   // bytes lie in its server's mapping, which a broken connection takes away. The host->device
   // copies run ~10-30 x faster than the disk reads that feed them, so they are done before the
@@ -21,11 +27,11 @@ std::vector<Result<EntryInfo>> LoadRound(Cache& cache, std::string_view ns,
   ToldCopies told(
       dsts,
       [&](void* d, const uint8_t* p, uint64_t n) {
-        if (failed.ok())
-          failed = cuda::EnqueueCopy(d, p, n, cuda::Direction::kHostToDevice, device, stream);
-        return failed.ok();
+        pending.push_back({d, p, n});
+        return true;
       },
       [&] {
+        submit();
         Status st = cuda::WaitForStream(device, stream);
         if (failed.ok()) failed = st;
       });
@@ -41,20 +47,16 @@ std::vector<Result<EntryInfo>> LoadRound(Cache& cache, std::string_view ns,
       out.push_back(DeviceBufferTooSmall(keys[i], l->info(), dsts[i].size()));
       continue;
     }
-    const bool done = told.Whole(i, *l) && failed.ok();
-    Status st;
-    if (!done)  // came another way (or a copy failed): the lease's bytes whole
-      st = cuda::EnqueueCopy(dsts[i].data(), l->data(), l->size(),
-                             l->memory_kind() == MemoryKind::kDevice
-                                 ? cuda::Direction::kDeviceToDevice
-                                 : cuda::Direction::kHostToDevice,
-                             device, stream);
-    out.push_back(st.ok() ? Result<EntryInfo>(l->info()) : Result<EntryInfo>(st));
+    if (!told.Whole(i, *l))  // came another way: the lease's bytes whole
+      pending.push_back({dsts[i].data(), l->data(), l->size()});
+    out.push_back(l->info());
   }
+  submit();
   Status waited = cuda::WaitForStream(device, stream);  // every copy done before any release
-  if (!waited.ok())
+  if (failed.ok()) failed = waited;
+  if (!failed.ok())
     for (auto& r : out)
-      if (r.ok()) r = waited;
+      if (r.ok()) r = failed;
   return out;
 }
 

@@ -151,7 +151,8 @@ void AddGlobals(CLI::App& app, Globals& g) {
                  "GPU device tier size (e.g. 8GiB; 0 = none; needs a CUDA build and a GPU)")
       ->check(kSize)
       ->capture_default_str();
-  app.add_option("--device", g.device, "GPU of the device tier")->capture_default_str();
+  app.add_option("--device,--device-pool-gpu", g.device, "GPU of the device tier (its ordinal)")
+      ->capture_default_str();
   app.add_option("--disk-quota", g.disk_quota, "disk tier quota (e.g. 4GiB)")
       ->check(kSize)
       ->capture_default_str();

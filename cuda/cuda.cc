@@ -5,11 +5,13 @@
 #include <cuda_runtime_api.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
 
 #include "cuda/events.h"
+#include "cuda/peer.h"
 
 namespace ecstore::cuda {
 namespace {
@@ -145,6 +147,79 @@ Status WaitForStream(int device, uintptr_t stream) {
   cudaError_t err = cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) return Fail(err, "waiting for the copies");
   return Status::Ok();
+}
+
+Status EnqueueCopies(const std::vector<CopyOp>& copies, int device, uintptr_t stream) {
+  if (copies.empty()) return Status::Ok();
+  DeviceScope scope(device);
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  // Off for good once the driver refuses batches; on the legacy stream (0), which batches
+  // may not use, too.
+  static std::atomic<bool> batches{true};
+  if (copies.size() > 1 && stream != 0 && batches.load(std::memory_order_relaxed)) {
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<size_t> sizes;
+    for (const CopyOp& c : copies)
+      dsts.push_back(c.dst), srcs.push_back(c.src), sizes.push_back(c.bytes);
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;  // after the work queued before
+    size_t first = 0;
+    cudaError_t err = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), copies.size(),
+                                           &attr, &first, 1, s);
+    if (err == cudaSuccess) return Status::Ok();
+    cudaGetLastError();
+    if (err == cudaErrorNotSupported || err == cudaErrorCallRequiresNewerDriver) {
+      batches = false;
+      spdlog::info("cudaMemcpyBatchAsync: {}; copies go one call each", cudaGetErrorString(err));
+    }
+    // Otherwise one at a time below, which names the copy that fails.
+  }
+  for (const CopyOp& c : copies) {
+    cudaError_t err = cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, s);
+    if (err != cudaSuccess) return Fail(err, "copying " + std::to_string(c.bytes) + " bytes");
+  }
+  return Status::Ok();
+}
+
+Status EnqueuePeerCopy(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
+                       int stream_device, uintptr_t stream) {
+  DeviceScope scope(stream_device);
+  cudaError_t err = cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes,
+                                        reinterpret_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess)
+    return Fail(err, "copying " + std::to_string(bytes) + " bytes from GPU " +
+                         std::to_string(src_device) + " to GPU " + std::to_string(dst_device));
+  return Status::Ok();
+}
+
+namespace {
+class Topology : public PeerTopology {
+ public:
+  bool CanAccessPeer(int device, int peer) override {
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, device, peer) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return can != 0;
+  }
+  Status EnablePeerAccess(int device, int peer) override {
+    DeviceScope scope(device);
+    cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled) {
+      cudaGetLastError();
+      return Status::Ok();
+    }
+    if (err != cudaSuccess) return Fail(err, "cudaDeviceEnablePeerAccess");
+    return Status::Ok();
+  }
+};
+}  // namespace
+
+PeerTopology& CudaTopology() {
+  static Topology t;
+  return t;
 }
 
 Result<uintptr_t> RecordEvent(int device, uintptr_t stream) {

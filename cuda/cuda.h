@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/memory_backend.h"
 #include "base/status.h"
@@ -62,6 +63,20 @@ Status CopyOnStream(void* dst, const void* src, size_t bytes, Direction d, int d
 Status EnqueueCopy(void* dst, const void* src, size_t bytes, Direction d, int device,
                    uintptr_t stream);
 Status WaitForStream(int device, uintptr_t stream);
+// Copies enqueued on the caller's stream together: one cudaMemcpyBatchAsync where the
+// runtime and driver have it (one submission for a step's items), else one cudaMemcpyAsync
+// each. Each copy's direction is told by its pointers (unified addressing). No wait.
+struct CopyOp {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+Status EnqueueCopies(const std::vector<CopyOp>& copies, int device, uintptr_t stream);
+// A copy from src_device's memory into dst_device's on `stream` (stream_device's, either
+// of the two): cudaMemcpyPeerAsync -- a direct peer copy once cuda/peer.h's PeerRoutes has
+// enabled the pair's access.
+Status EnqueuePeerCopy(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
+                       int stream_device, uintptr_t stream);
 
 // GPUDirect RDMA: a dma-buf fd for device memory [base, base+bytes)
 // (cuMemGetHandleForAddressRange, through the runtime's driver entry point: nothing links

@@ -1,6 +1,7 @@
 // ecstore::cuda in a build without the CUDA toolkit: every call says so.
 #include "cuda/cuda.h"
 #include "cuda/events.h"
+#include "cuda/peer.h"
 
 namespace ecstore::cuda {
 namespace {
@@ -23,6 +24,16 @@ Result<std::unique_ptr<CopyStream>> CopyStream::Create(int) { return NotBuilt();
 Status CopyOnStream(void*, const void*, size_t, Direction, int, uintptr_t) { return NotBuilt(); }
 Status EnqueueCopy(void*, const void*, size_t, Direction, int, uintptr_t) { return NotBuilt(); }
 Status WaitForStream(int, uintptr_t) { return NotBuilt(); }
+Status EnqueueCopies(const std::vector<CopyOp>&, int, uintptr_t) { return NotBuilt(); }
+Status EnqueuePeerCopy(void*, int, const void*, int, size_t, int, uintptr_t) { return NotBuilt(); }
+PeerTopology& CudaTopology() {
+  struct NoPeers : PeerTopology {
+    bool CanAccessPeer(int, int) override { return false; }
+    Status EnablePeerAccess(int, int) override { return NotBuilt(); }
+  };
+  static NoPeers none;
+  return none;
+}
 Result<uintptr_t> RecordEvent(int, uintptr_t) { return NotBuilt(); }
 Status WaitEvent(int, uintptr_t) { return NotBuilt(); }
 Result<int> DmaBufFd(const void*, size_t) { return NotBuilt(); }

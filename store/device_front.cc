@@ -12,7 +12,8 @@ Result<std::unique_ptr<DeviceFront>> DeviceFront::Open(int device, uint64_t byte
                                                        MemoryTier* host_pool) {
   auto dev = DeviceTier::Open(device, bytes, o);
   if (!dev.ok()) return dev.status();
-  std::unique_ptr<DeviceFront> f(new DeviceFront(std::move(dev).value(), host_pool));
+  std::unique_ptr<DeviceFront> f(
+      new DeviceFront(std::move(dev).value(), host_pool, &cuda::PeerRoutes::Process()));
   f->cuda_host_ = cuda::NewHostRegistrar();
   Status st = host_pool->AddRegistrar(f->cuda_host_.get());
   if (!st.ok()) spdlog::warn("{}; host<->device copies run at pageable speed", st.ToString());
@@ -59,11 +60,33 @@ Result<EntryInfo> DeviceFront::GetToDevice(std::string_view ns, std::string_view
     if (!host.ok()) return host.status();
     lease.emplace(std::move(host).value());
   }
-  const bool on_device = lease->memory_kind() == MemoryKind::kDevice;
-  EC_RETURN_IF_ERROR(
-      dev_->Copy(dst, lease->data(), lease->size(),
-                 on_device ? cuda::Direction::kDeviceToDevice : cuda::Direction::kHostToDevice));
+  const int dst_device = dev_->DeviceOf(dst);
+  EC_RETURN_IF_ERROR(CopyOut(ns, key, *lease, dst, dst_device < 0 ? dev_->device() : dst_device));
   return lease->info();
+}
+
+Status DeviceFront::CopyOut(std::string_view ns, std::string_view key, const ReadLease& lease,
+                            void* dst, int dst_device) {
+  const bool on_device = lease.memory_kind() == MemoryKind::kDevice;
+  if (dst_device == dev_->device())
+    return dev_->Copy(
+        dst, lease.data(), lease.size(),
+        on_device ? cuda::Direction::kDeviceToDevice : cuda::Direction::kHostToDevice);
+  if (!on_device) return dev_->CopyUpTo(dst, dst_device, lease.data(), lease.size());
+  const cuda::CrossGpu way = routes_->Route(dst_device, dev_->device());
+  if (way == cuda::CrossGpu::kPeer) {
+    EC_RETURN_IF_ERROR(dev_->CopyToPeer(dst, dst_device, lease.data(), lease.size()));
+  } else {  // the host copy (made now for a device-only entry), up to the other GPU
+    auto host = host_->Acquire(ns, key);
+    if (!host.ok())
+      return host.status().WithContext("the host path to GPU " + std::to_string(dst_device));
+    if (host->size() != lease.size() || host->info().created_us != lease.info().created_us)
+      return Status::Busy("'" + std::string(key) +
+                          "' was replaced while being read; read it again");
+    EC_RETURN_IF_ERROR(dev_->CopyUpTo(dst, dst_device, host->data(), host->size()));
+  }
+  routes_->Count(way, lease.size());
+  return Status::Ok();
 }
 
 Result<ReadLease> DeviceFront::AcquireOnDevice(std::string_view ns, std::string_view key) {

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "base/memory_backend.h"
+#include "cuda/peer.h"
 #include "store/device_tier.h"
 #include "store/keydir.h"
 
@@ -41,9 +42,11 @@ class DeviceFront {
                                                    const MemoryTierOptions& o,
                                                    MemoryTier* host_pool);
   // Over a device tier made elsewhere (store/device_tier_test_util.h's, on host memory),
-  // without the host pool's CUDA registration.
-  static std::unique_ptr<DeviceFront> Over(std::unique_ptr<DeviceTier> dev, MemoryTier* host_pool) {
-    return std::unique_ptr<DeviceFront>(new DeviceFront(std::move(dev), host_pool));
+  // without the host pool's CUDA registration; cross-GPU gets routed by `routes`.
+  static std::unique_ptr<DeviceFront> Over(
+      std::unique_ptr<DeviceTier> dev, MemoryTier* host_pool,
+      cuda::PeerRoutes* routes = &cuda::PeerRoutes::Process()) {
+    return std::unique_ptr<DeviceFront>(new DeviceFront(std::move(dev), host_pool, routes));
   }
   ~DeviceFront();
   MemoryTier* memory() const { return dev_->memory(); }
@@ -63,7 +66,10 @@ class DeviceFront {
     return dev_->Copy(dst, src, n, d);
   }
 
-  // Store's device methods; keys, meta and writability checked by the caller.
+  // Store's device methods; keys, meta and writability checked by the caller. A get into
+  // another GPU's memory than the tier's is a peer copy from the device copy where the pair
+  // can reach each other, else a host->device copy of the entry's host copy (made if need
+  // be); cuda::PeerRoutes counts which.
   Status PutFromDevice(std::string_view ns, std::string_view key, const TensorMeta& meta,
                        const void* src, uint64_t bytes) EXCLUDES(kd_->mu);
   Result<EntryInfo> GetToDevice(std::string_view ns, std::string_view key, void* dst,
@@ -71,11 +77,15 @@ class DeviceFront {
   Result<ReadLease> AcquireOnDevice(std::string_view ns, std::string_view key) EXCLUDES(kd_->mu);
 
  private:
-  DeviceFront(std::unique_ptr<DeviceTier> dev, MemoryTier* host_pool)
-      : dev_(std::move(dev)), host_pool_(host_pool) {}
+  DeviceFront(std::unique_ptr<DeviceTier> dev, MemoryTier* host_pool, cuda::PeerRoutes* routes)
+      : dev_(std::move(dev)), host_pool_(host_pool), routes_(routes) {}
+  // A leased copy of an entry into dst, on dst_device (the tier's or another GPU).
+  Status CopyOut(std::string_view ns, std::string_view key, const ReadLease& lease, void* dst,
+                 int dst_device) EXCLUDES(kd_->mu);
 
   std::unique_ptr<DeviceTier> dev_;
   MemoryTier* const host_pool_;
+  cuda::PeerRoutes* const routes_;
   std::unique_ptr<MemoryRegistrar> cuda_host_;  // registers host_pool_ with CUDA
   Keydir* kd_ = nullptr;                        // set by Attach
   Host* host_ = nullptr;

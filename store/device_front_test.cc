@@ -1,11 +1,13 @@
 // DeviceFront on a keydir of its own (no Store), its host side a fake that records what it
 // was asked: device puts installed through it, gets from the device copy or the host copy,
-// a disk-only entry asked of the host, and a buffer too small. Its device tier is host
+// a disk-only entry asked of the host, a buffer too small, and gets into another GPU's
+// memory (a peer copy, or the host path) routed by a fake topology. Its device tier is host
 // memory standing in for the GPU's (store/device_tier_test_util.h), so these run anywhere.
 #include "store/device_front.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -28,13 +30,21 @@ class FakeHost : public DeviceFront::Host {
   explicit FakeHost(Keydir* kd) : kd_(kd) {}
   std::vector<std::string> acquires;
   int installs = 0;
+  DeviceFront* front = nullptr;  // gives a device-only entry its host copy, as the store does
   Result<ReadLease> Acquire(std::string_view ns, std::string_view key) override {
     acquires.emplace_back(key);
+    EntryPtr e;
+    {
+      Keydir::Lock l(kd_);
+      auto found = kd_->FindLocked(ns, key, true);
+      if (!found.ok()) return found.status();
+      e = *found;
+      if (e->pool) return kd_->LeaseLocked(e);
+      if (!e->device) return Status::NotFound("on disk only, and this host promotes nothing");
+    }
+    EC_RETURN_IF_ERROR(front->CopyToHost(e));
     Keydir::Lock l(kd_);
-    auto e = kd_->FindLocked(ns, key, true);
-    if (!e.ok()) return e.status();
-    if (!(*e)->pool) return Status::NotFound("on disk only, and this host promotes nothing");
-    return kd_->LeaseLocked(*e);
+    return kd_->LeaseLocked(e);
   }
   Status Install(Keydir::FreshEntry f) override {
     ++installs;
@@ -57,6 +67,7 @@ struct Front {
   std::unique_ptr<Keydir> kd;
   std::unique_ptr<HostEvictor> host_ev;
   std::unique_ptr<FakeHost> host;
+  cuda::PeerRoutes* routes = &cuda::PeerRoutes::Process();  // a test's own, set before Open
 
   bool Open() {
     pool = MemoryTier::Open(Tier::kPool, NewHostPinnedBackend(), 4 << 20, {}).value();
@@ -65,7 +76,7 @@ struct Front {
     durable = DurableTier::Open(dir.path(), Env::Default(), o).value();
     auto tier = testing::HostDeviceTier::Make(4 << 20);
     dev = tier.get();
-    front = DeviceFront::Over(std::move(tier), pool.get());
+    front = DeviceFront::Over(std::move(tier), pool.get(), routes);
     kd =
         std::make_unique<Keydir>(Env::Default(), pool.get(), front->memory(), durable.get(), false);
     {
@@ -74,6 +85,7 @@ struct Front {
     }
     host_ev = std::make_unique<HostEvictor>(kd.get(), std::chrono::milliseconds(2000), false);
     host = std::make_unique<FakeHost>(kd.get());
+    host->front = front.get();
     front->Attach(kd.get(), host_ev.get(), host.get(), std::chrono::milliseconds(2000));
     front->Start();
     return true;
@@ -144,6 +156,69 @@ TEST(DeviceFront, AHostCopyIsCopiedUpADiskOnlyOneIsAskedOfTheHostAndASmallBuffer
   auto disk = f.front->GetToDevice("ns", "d", dst.data(), n);
   EXPECT_TRUE(disk.status().IsNotFound()) << "the fake host's answer: " << disk.status().ToString();
   EXPECT_EQ(f.host->acquires, std::vector<std::string>{"d"}) << "asked of the host, once";
+  Keydir::Lock l(f.kd.get());
+  EXPECT_EQ(f.kd->leases(), 0u);
+}
+
+// GPUs 0 and 1 reach each other.
+class TwoGpus : public cuda::PeerTopology {
+ public:
+  bool CanAccessPeer(int, int) override { return true; }
+  Status EnablePeerAccess(int, int) override { return Status::Ok(); }
+};
+
+TEST(DeviceFront, AGetIntoAnotherGpuIsAPeerCopyOfTheDeviceCopyWhereThePairReachesEachOther) {
+  TwoGpus gpus;
+  cuda::PeerRoutes routes(&gpus, true);
+  Front f;
+  f.routes = &routes;
+  ASSERT_TRUE(f.Open());
+  const uint64_t n = 192 * kKiB;
+  std::vector<uint8_t> src = Payload(4, n), dst(n);
+  ASSERT_TRUE(f.front->PutFromDevice("ns", "k", {DType::kU8, {192 * 1024}}, src.data(), n).ok());
+  f.dev->PlaceOn(dst.data(), n, 1);
+  auto got = f.front->GetToDevice("ns", "k", dst.data(), n);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(f.dev->peer.load(), 1);
+  EXPECT_EQ(f.dev->across.load(), 1) << "the put's copy in only";
+  EXPECT_TRUE(f.host->acquires.empty()) << "no host hop";
+  EXPECT_EQ(routes.counts().peer_copies, 1u);
+  EXPECT_EQ(routes.counts().peer_bytes, n);
+  EXPECT_EQ(routes.counts().host_path_copies, 0u);
+  // A host-pool entry into GPU 1: a host->device copy on that GPU, as it is on any.
+  f.HostEntry("h", 5, n);
+  std::fill(dst.begin(), dst.end(), 0);
+  ASSERT_TRUE(f.front->GetToDevice("ns", "h", dst.data(), n).ok());
+  EXPECT_EQ(dst, Payload(5, n));
+  EXPECT_EQ(f.dev->up_other.load(), 1);
+  EXPECT_EQ(routes.counts().peer_copies, 1u) << "not a GPU-to-GPU copy";
+}
+
+TEST(DeviceFront, WithPeerCopiesOffAGetIntoAnotherGpuGoesUpFromTheEntrysHostCopy) {
+  TwoGpus gpus;
+  cuda::PeerRoutes routes(&gpus, false);
+  Front f;
+  f.routes = &routes;
+  ASSERT_TRUE(f.Open());
+  const uint64_t n = 160 * kKiB;
+  std::vector<uint8_t> src = Payload(6, n), dst(n);
+  ASSERT_TRUE(f.front->PutFromDevice("ns", "k", {DType::kU8, {160 * 1024}}, src.data(), n).ok());
+  f.dev->PlaceOn(dst.data(), n, 1);
+  auto got = f.front->GetToDevice("ns", "k", dst.data(), n);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(f.dev->peer.load(), 0);
+  EXPECT_EQ(f.dev->down.load(), 1) << "the device-only entry's host copy, made once";
+  EXPECT_EQ(f.dev->up_other.load(), 1);
+  EXPECT_EQ(f.host->acquires, std::vector<std::string>{"k"});
+  EXPECT_EQ(routes.counts().host_path_copies, 1u);
+  EXPECT_EQ(routes.counts().host_path_bytes, n);
+  // Again: the host copy is there now; nothing copied down.
+  std::fill(dst.begin(), dst.end(), 0);
+  ASSERT_TRUE(f.front->GetToDevice("ns", "k", dst.data(), n).ok());
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(f.dev->down.load(), 1);
   Keydir::Lock l(f.kd.get());
   EXPECT_EQ(f.kd->leases(), 0u);
 }

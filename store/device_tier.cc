@@ -28,7 +28,7 @@ Result<std::unique_ptr<DeviceTier>> DeviceTier::Open(int device, uint64_t bytes,
   return std::unique_ptr<DeviceTier>(new DeviceTier(device, std::move(m).value()));
 }
 
-Status DeviceTier::Copy(void* dst, const void* src, size_t bytes, cuda::Direction d) {
+Status DeviceTier::OnStream(const std::function<Status(cuda::CopyStream&)>& op) {
   std::unique_ptr<cuda::CopyStream> s;
   {
     std::lock_guard<std::mutex> l(streams_mu_);
@@ -42,10 +42,34 @@ Status DeviceTier::Copy(void* dst, const void* src, size_t bytes, cuda::Directio
     if (!made.ok()) return made.status();
     s = std::move(made).value();
   }
-  Status st = s->Copy(dst, src, bytes, d);
+  Status st = op(*s);
   std::lock_guard<std::mutex> l(streams_mu_);
   free_streams_.push_back(std::move(s));
   return st;
+}
+
+Status DeviceTier::Copy(void* dst, const void* src, size_t bytes, cuda::Direction d) {
+  return OnStream([&](cuda::CopyStream& s) { return s.Copy(dst, src, bytes, d); });
+}
+
+int DeviceTier::DeviceOf(const void* p) const {
+  int device = -1;
+  return cuda::IsDevicePointer(p, &device) ? device : -1;
+}
+
+Status DeviceTier::CopyToPeer(void* dst, int dst_device, const void* src, size_t bytes) {
+  return OnStream([&](cuda::CopyStream& s) {
+    EC_RETURN_IF_ERROR(
+        cuda::EnqueuePeerCopy(dst, dst_device, src, device_, bytes, device_, s.handle()));
+    return cuda::WaitForStream(device_, s.handle());
+  });
+}
+
+Status DeviceTier::CopyUpTo(void* dst, int dst_device, const void* host_src, size_t bytes) {
+  // Rare (a pair without peer access): a stream made for the copy, not a pool per GPU.
+  auto s = cuda::CopyStream::Create(dst_device);
+  if (!s.ok()) return s.status();
+  return (*s)->Copy(dst, host_src, bytes, cuda::Direction::kHostToDevice);
 }
 
 bool DeviceEvictor::EvictSomeLocked() {

@@ -14,6 +14,7 @@
 // way (store/device_tier_test.cc: host memory standing in for the GPU's, memcpy for CUDA).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -32,11 +33,21 @@ class DeviceTier {
   int device() const { return device_; }
   // One copy, on a pooled stream of this device; returns once it is complete.
   virtual Status Copy(void* dst, const void* src, size_t bytes, cuda::Direction d);
+  // The GPU whose memory `p` is (-1: not device memory).
+  virtual int DeviceOf(const void* p) const;
+  // Into another GPU's memory, complete on return: from this tier's memory by a peer copy
+  // (once cuda::PeerRoutes has enabled the pair), on a pooled stream of this device; from
+  // host memory, on a stream of dst_device's own.
+  virtual Status CopyToPeer(void* dst, int dst_device, const void* src, size_t bytes);
+  virtual Status CopyUpTo(void* dst, int dst_device, const void* host_src, size_t bytes);
 
  protected:
   DeviceTier(int device, std::unique_ptr<MemoryTier> m) : device_(device), memory_(std::move(m)) {}
 
  private:
+  // op on a pooled stream of this device, then the stream given back.
+  Status OnStream(const std::function<Status(cuda::CopyStream&)>& op);
+
   const int device_;
   std::unique_ptr<MemoryTier> memory_;
   std::mutex streams_mu_;  // leaf; guards free_streams_

@@ -21,6 +21,7 @@
 #include "net/client.h"
 #include "server/device_puts.h"
 #include "store/store.h"
+#include "tests/device_test_util.h"
 #include "tests/gpu_test_util.h"
 
 #ifdef EC_HAVE_CUDA
@@ -31,38 +32,17 @@ namespace ecstore {
 namespace {
 
 using testing::Bf16;
+#ifdef EC_HAVE_CUDA
+using testing::ConnectUnix;
+using testing::DeviceBuffer;
+using testing::StartServer;
+using testing::StopProcess;
+#endif
 using testing::Payload;
 using testing::Span;
 using testing::TempDir;
 
 #ifdef EC_HAVE_CUDA
-// Device memory holding Payload(seed, bytes), or receiving bytes to check.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(uint64_t bytes) : bytes_(bytes) {
-    EXPECT_EQ(cudaMalloc(&p_, bytes), cudaSuccess);
-  }
-  ~DeviceBuffer() { cudaFree(p_); }
-  void* get() const { return p_; }
-  void Fill(uint64_t seed) {
-    auto h = Payload(seed, bytes_);
-    EXPECT_EQ(cudaMemcpy(p_, h.data(), bytes_, cudaMemcpyHostToDevice), cudaSuccess);
-    // From pageable memory cudaMemcpy may return before its DMA has landed, and the store
-    // copies on a non-blocking stream of its own: the bytes are ready only after this.
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-  std::vector<uint8_t> Read() const { return ReadAt(p_, bytes_); }
-  static std::vector<uint8_t> ReadAt(const void* p, uint64_t n) {
-    std::vector<uint8_t> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, n, cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-
- private:
-  void* p_ = nullptr;
-  uint64_t bytes_;
-};
-
 Options WithDevice(uint64_t pool, uint64_t device_pool) {
   Options o;
   o.pool_bytes = pool;
@@ -236,47 +216,6 @@ TEST(DeviceTier, CloseWithDiskEntriesOnTheDeviceEnds) {
 
 // ---- same-host consumers over CUDA IPC: the server is an `ec-store serve` process (a CUDA
 // allocation cannot be IPC-opened by the process that made it).
-
-std::string EcStoreBin() {
-  const char* env = std::getenv("EC_STORE_BIN");
-  return env ? env : EC_STORE_BIN_DEFAULT;
-}
-
-// `ec-store serve` in `dir` (with a device tier of `device_pool`, or none where empty);
-// returns its pid once it listens.
-pid_t StartServer(const std::string& dir, const std::string& device_pool = "32MiB") {
-  int out[2];
-  EXPECT_EQ(pipe(out), 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    close(out[0]);
-    std::string bin = EcStoreBin();
-    const std::string pool = device_pool.empty() ? "0" : device_pool;
-    execl(bin.c_str(), bin.c_str(), "--dir", dir.c_str(), "--pool-size", "64MiB",
-          "--device-pool-size", pool.c_str(), "serve", "--listen", "127.0.0.1:0",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
-  char buf[256] = {};
-  ssize_t n = read(out[0], buf, sizeof buf - 1);  // the first line names the port: ready
-  close(out[0]);
-  EXPECT_GT(n, 0) << "ec-store serve (" << EcStoreBin() << ") did not start";
-  return pid;
-}
-
-void StopProcess(pid_t pid, int sig) {
-  kill(pid, sig);
-  int status;
-  waitpid(pid, &status, 0);
-}
-
-std::unique_ptr<net::Client> ConnectUnix(const std::string& dir) {
-  auto c = net::Client::Connect("unix:" + dir + "/serve.sock");
-  EXPECT_TRUE(c.ok()) << c.status().ToString();
-  return c.ok() ? std::move(c).value() : nullptr;
-}
 
 // The GPU's free memory, as every process on it sees it.
 int64_t FreeDeviceBytes() {

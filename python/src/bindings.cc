@@ -24,6 +24,7 @@
 #include "cache/cache_parts.h"
 #include "cache/stats_json.h"
 #include "cuda/cuda.h"
+#include "cuda/peer.h"
 #include "net/client.h"
 #include "python/src/client_options.h"
 #include "python/src/entries.h"
@@ -267,7 +268,9 @@ class PyCache {
     Cache* c = core_->Live();
     nb::gil_scoped_release nogil;
     auto l = core_->Lock();
-    return Lease(Check(Device(c, "acquire the host copy").AcquireOnDevice(ns, key)), core_, device);
+    ReadLease lease = Check(Device(c, "acquire the host copy").AcquireOnDevice(ns, key));
+    cuda::IsDevicePointer(lease.data(), &device);  // the pool's GPU, wherever it lives
+    return Lease(std::move(lease), core_, device);
   }
 
   // A hint: an embedded store reads the keys' disk-only entries into its pool in one batch;
@@ -394,11 +397,17 @@ class PyCache {
     StoreStats s = Check(core_->Live()->Stats());
     MemoryRegistration* m = core_->Live()->capabilities().memory;
     TransferStats t = m ? m->transfer_stats() : TransferStats{};
+    // Gets into another GPU than the one holding the entry, this process's (cuda/peer.h).
+    cuda::PeerRoutes::Counts g = cuda::PeerRoutes::Process().counts();
     std::string extra = std::string("{\"transport\":\"") + core_->Live()->transport() +
                         "\",\"transfer\":{\"direct_reads\":" + std::to_string(t.direct_reads) +
                         ",\"direct_bytes\":" + std::to_string(t.direct_bytes) +
                         ",\"bounced_reads\":" + std::to_string(t.bounced_reads) +
-                        ",\"bounced_bytes\":" + std::to_string(t.bounced_bytes) + "}}";
+                        ",\"bounced_bytes\":" + std::to_string(t.bounced_bytes) +
+                        ",\"peer_copies\":" + std::to_string(g.peer_copies) +
+                        ",\"peer_bytes\":" + std::to_string(g.peer_bytes) +
+                        ",\"host_path_copies\":" + std::to_string(g.host_path_copies) +
+                        ",\"host_path_bytes\":" + std::to_string(g.host_path_bytes) + "}}";
     return StatsToJson(s, -1, extra);
   }
 

@@ -1,0 +1,120 @@
+// The `device_step` workload (GPU machine): a step of 32 entries of 2.87 MB (a video's frames)
+// brought from the host pool to the GPU by one GetManyToDevice call (cache/device_load.h),
+// against the same bytes copied from pinned memory the simplest ways: one copy of the step's
+// total (the limit), 32 cudaMemcpyAsync and one wait, and one cudaMemcpyBatchAsync (what
+// cuda::EnqueueCopies issues). Where a step's load loses to one copy, in C++ alone.
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bench/results.h"
+#include "bench/workloads.h"
+#include "cache/device_load.h"
+#include "cuda/cuda.h"
+#include "store/store.h"
+
+#ifdef EC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ecstore::bench {
+
+#ifndef EC_HAVE_CUDA
+void DeviceStepWorkload(const Config&) {
+  Add({"gpu_step", "ec-store", 0, 0, 0, 0, -1, "not run: built without CUDA"});
+}
+#else
+namespace {
+
+constexpr uint64_t kItem = 2867200;  // 350 x 4096 bf16
+constexpr int kItems = 32;
+constexpr const char* kWorkload = "gpu_step_32x2.9MB";
+
+void Must(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) Die(Status::IOError(cudaGetErrorString(err)), what);
+}
+
+template <typename Op>
+void Row(const char* system, int rounds, Op op, const std::string& note) {
+  TimedReads t;
+  for (int r = 0; r < rounds; ++r) {
+    const auto start = Clock::now();
+    op();
+    t.Add(start, kItem * kItems);
+  }
+  t.Report(kWorkload, system, note);
+}
+
+}  // namespace
+
+void DeviceStepWorkload(const Config& cfg) {
+  Progress("device_step: a step of 32 x 2.87 MB from the host pool to the GPU");
+  std::string why;
+  if (cuda::DeviceCount(&why) == 0) {
+    Add({"gpu_step", "ec-store", 0, 0, 0, 0, -1, "not run: " + why});
+    return;
+  }
+  const int rounds = cfg.quick ? 5 : 50;
+  const uint64_t total = kItem * kItems;
+  void *pinned = nullptr, *dst = nullptr;
+  cudaStream_t s;
+  Must(cudaMallocHost(&pinned, total), "cudaMallocHost");
+  Must(cudaMalloc(&dst, total), "cudaMalloc");
+  Must(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  std::memset(pinned, 7, total);
+  auto item = [&](void* base, int i) { return static_cast<uint8_t*>(base) + i * kItem; };
+  Row("limit", rounds,
+      [&] {
+        Must(cudaMemcpyAsync(dst, pinned, total, cudaMemcpyHostToDevice, s), "copy");
+        Must(cudaStreamSynchronize(s), "sync");
+      },
+      "one cudaMemcpyAsync of the step's bytes from pinned memory, then a wait");
+  Row("copy-each", rounds,
+      [&] {
+        for (int i = 0; i < kItems; ++i)
+          Must(cudaMemcpyAsync(item(dst, i), item(pinned, i), kItem, cudaMemcpyHostToDevice, s),
+               "copy");
+        Must(cudaStreamSynchronize(s), "sync");
+      },
+      "32 cudaMemcpyAsync, one per item, then one wait");
+  std::vector<cuda::CopyOp> ops;
+  for (int i = 0; i < kItems; ++i) ops.push_back({item(dst, i), item(pinned, i), kItem});
+  const auto stream = reinterpret_cast<uintptr_t>(s);
+  Row("copy-batch", rounds,
+      [&] {
+        Die(cuda::EnqueueCopies(ops, 0, stream), "batch");
+        Die(cuda::WaitForStream(0, stream), "sync");
+      },
+      "cuda::EnqueueCopies: one cudaMemcpyBatchAsync of the 32 items, then one wait");
+  const std::string dir = cfg.dir + "/device_step";
+  std::filesystem::remove_all(dir);
+  Options o;
+  o.pool_bytes = 1ull << 30;
+  o.device_pool_bytes = 64ull << 20;  // its DeviceFront registers the host pool with CUDA
+  auto store = Store::Open(dir, o);
+  Die(store.status(), "open");
+  std::vector<std::string> keys;
+  std::vector<std::span<uint8_t>> dsts;
+  for (int i = 0; i < kItems; ++i) {
+    keys.push_back(std::to_string(i));
+    dsts.push_back({item(dst, i), kItem});
+    TensorMeta m{DType::kU8, {static_cast<int64_t>(kItem)}};
+    Die((*store)->Put("step", keys.back(), m, {item(pinned, i), kItem}), "put");
+  }
+  Row("ec-store", rounds,
+      [&] {
+        for (auto& r : GetManyToDevice(**store, "step", keys, dsts, 0, stream))
+          Die(r.status(), "get many to device");
+      },
+      "GetManyToDevice of 32 host-pool entries (leased together, copies enqueued together, "
+      "one wait)");
+  Die((*store)->Close(), "close");
+  std::filesystem::remove_all(dir);
+  cudaStreamDestroy(s);
+  cudaFree(dst);
+  cudaFreeHost(pinned);
+}
+#endif
+
+}  // namespace ecstore::bench
