@@ -69,7 +69,8 @@ void OneSize(Store* store, uint64_t n, int rounds, const std::string& workload) 
   Must(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
   cuda::PeerRoutes& routes = cuda::PeerRoutes::Process();
   const bool peer = routes.Route(1, 0) == cuda::CrossGpu::kPeer;
-  Row(workload, "limit", n, rounds,
+  Row(
+      workload, "limit", n, rounds,
       [&](int r) {
         Must(cudaMemcpyPeerAsync(dst, 1, src[r % copies], 0, n, s1), "peer copy");
         Must(cudaStreamSynchronize(s1), "sync");
@@ -89,7 +90,8 @@ void OneSize(Store* store, uint64_t n, int rounds, const std::string& workload) 
       "the same get with peer copies off (EC_STORE_PEER_COPY=0): host->device from the "
       "entry's host copy, the PCIe-only figure");
   routes.AllowPeer(true);
-  Row(workload, "host-staged", n, rounds,
+  Row(
+      workload, "host-staged", n, rounds,
       [&](int r) {
         Must(cudaMemcpyAsync(pinned, src[r % copies], n, cudaMemcpyDeviceToHost, s1), "d2h");
         Must(cudaMemcpyAsync(dst, pinned, n, cudaMemcpyHostToDevice, s1), "h2d");

@@ -2,7 +2,8 @@
 // brought from the host pool to the GPU by one GetManyToDevice call (cache/device_load.h),
 // against the same bytes copied from pinned memory the simplest ways: one copy of the step's
 // total (the limit), 32 cudaMemcpyAsync and one wait, and one cudaMemcpyBatchAsync (what
-// cuda::EnqueueCopies issues). Where a step's load loses to one copy, in C++ alone.
+// cuda::EnqueueCopies issues); the same load with each copy enqueued on its own, and the
+// leases alone. Where a step's load loses to one copy, in C++ alone.
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -64,13 +65,15 @@ void DeviceStepWorkload(const Config& cfg) {
   Must(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   std::memset(pinned, 7, total);
   auto item = [&](void* base, int i) { return static_cast<uint8_t*>(base) + i * kItem; };
-  Row("limit", rounds,
+  Row(
+      "limit", rounds,
       [&] {
         Must(cudaMemcpyAsync(dst, pinned, total, cudaMemcpyHostToDevice, s), "copy");
         Must(cudaStreamSynchronize(s), "sync");
       },
       "one cudaMemcpyAsync of the step's bytes from pinned memory, then a wait");
-  Row("copy-each", rounds,
+  Row(
+      "copy-each", rounds,
       [&] {
         for (int i = 0; i < kItems; ++i)
           Must(cudaMemcpyAsync(item(dst, i), item(pinned, i), kItem, cudaMemcpyHostToDevice, s),
@@ -81,7 +84,8 @@ void DeviceStepWorkload(const Config& cfg) {
   std::vector<cuda::CopyOp> ops;
   for (int i = 0; i < kItems; ++i) ops.push_back({item(dst, i), item(pinned, i), kItem});
   const auto stream = reinterpret_cast<uintptr_t>(s);
-  Row("copy-batch", rounds,
+  Row(
+      "copy-batch", rounds,
       [&] {
         Die(cuda::EnqueueCopies(ops, 0, stream), "batch");
         Die(cuda::WaitForStream(0, stream), "sync");
@@ -95,20 +99,29 @@ void DeviceStepWorkload(const Config& cfg) {
   auto store = Store::Open(dir, o);
   Die(store.status(), "open");
   std::vector<std::string> keys;
-  std::vector<std::span<uint8_t>> dsts;
+  std::vector<std::span<uint8_t> > dsts;
   for (int i = 0; i < kItems; ++i) {
     keys.push_back(std::to_string(i));
     dsts.push_back({item(dst, i), kItem});
     TensorMeta m{DType::kU8, {static_cast<int64_t>(kItem)}};
     Die((*store)->Put("step", keys.back(), m, {item(pinned, i), kItem}), "put");
   }
-  Row("ec-store", rounds,
-      [&] {
-        for (auto& r : GetManyToDevice(**store, "step", keys, dsts, 0, stream))
-          Die(r.status(), "get many to device");
-      },
+  auto load = [&] {
+    for (auto& r : GetManyToDevice(**store, "step", keys, dsts, 0, stream))
+      Die(r.status(), "get many to device");
+  };
+  Row("ec-store", rounds, load,
       "GetManyToDevice of 32 host-pool entries (leased together, copies enqueued together, "
       "one wait)");
+  cuda::SetCopyBatching(false);
+  Row("ec-store-unbatched", rounds, load, "the same, each copy enqueued on its own");
+  cuda::SetCopyBatching(true);
+  Row(
+      "ec-store-leases", rounds,
+      [&] {
+        for (auto& r : (*store)->AcquireMany("step", keys)) Die(r.status(), "acquire many");
+      },
+      "AcquireMany of the 32 entries and their release, no copy: the call's bookkeeping");
   Die((*store)->Close(), "close");
   std::filesystem::remove_all(dir);
   cudaStreamDestroy(s);

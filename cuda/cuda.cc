@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -149,13 +150,25 @@ Status WaitForStream(int device, uintptr_t stream) {
   return Status::Ok();
 }
 
+namespace {
+// Off for good once the driver refuses batches.
+std::atomic<bool>& Batches() {
+  static std::atomic<bool> on{[] {
+    const char* env = std::getenv("EC_STORE_COPY_BATCH");
+    return !(env && std::strcmp(env, "0") == 0);
+  }()};
+  return on;
+}
+}  // namespace
+
+void SetCopyBatching(bool on) { Batches() = on; }
+
 Status EnqueueCopies(const std::vector<CopyOp>& copies, int device, uintptr_t stream) {
   if (copies.empty()) return Status::Ok();
   DeviceScope scope(device);
   auto s = reinterpret_cast<cudaStream_t>(stream);
-  // Off for good once the driver refuses batches; on the legacy stream (0), which batches
-  // may not use, too.
-  static std::atomic<bool> batches{true};
+  std::atomic<bool>& batches = Batches();
+  // Not on the legacy stream (0), which batches may not use.
   if (copies.size() > 1 && stream != 0 && batches.load(std::memory_order_relaxed)) {
     std::vector<void*> dsts;
     std::vector<const void*> srcs;

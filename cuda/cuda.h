@@ -72,6 +72,10 @@ struct CopyOp {
   size_t bytes;
 };
 Status EnqueueCopies(const std::vector<CopyOp>& copies, int device, uintptr_t stream);
+// Turns the batched submission off (one cudaMemcpyAsync per copy) or on again, process-wide;
+// on by default unless EC_STORE_COPY_BATCH=0. For a driver that mishandles batches, and to
+// measure what batching gains.
+void SetCopyBatching(bool on);
 // A copy from src_device's memory into dst_device's on `stream` (stream_device's, either
 // of the two): cudaMemcpyPeerAsync -- a direct peer copy once cuda/peer.h's PeerRoutes has
 // enabled the pair's access.

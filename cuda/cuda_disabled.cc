@@ -25,6 +25,7 @@ Status CopyOnStream(void*, const void*, size_t, Direction, int, uintptr_t) { ret
 Status EnqueueCopy(void*, const void*, size_t, Direction, int, uintptr_t) { return NotBuilt(); }
 Status WaitForStream(int, uintptr_t) { return NotBuilt(); }
 Status EnqueueCopies(const std::vector<CopyOp>&, int, uintptr_t) { return NotBuilt(); }
+void SetCopyBatching(bool) {}
 Status EnqueuePeerCopy(void*, int, const void*, int, size_t, int, uintptr_t) { return NotBuilt(); }
 PeerTopology& CudaTopology() {
   struct NoPeers : PeerTopology {

@@ -35,13 +35,15 @@ CrossGpu PeerRoutes::Route(int dst_device, int src_device) {
   auto [it, fresh] = peer_.try_emplace({dst_device, src_device}, false);
   if (fresh) {
     if (!topology_->CanAccessPeer(dst_device, src_device)) {
-      spdlog::info("GPU {} cannot reach GPU {}'s memory directly: copies between them go "
-                   "through host memory",
-                   dst_device, src_device);
+      spdlog::info(
+          "GPU {} cannot reach GPU {}'s memory directly: copies between them go "
+          "through host memory",
+          dst_device, src_device);
     } else if (Status st = topology_->EnablePeerAccess(dst_device, src_device); !st.ok()) {
-      spdlog::warn("enabling peer access from GPU {} to GPU {}: {}; copies between them go "
-                   "through host memory",
-                   dst_device, src_device, st.ToString());
+      spdlog::warn(
+          "enabling peer access from GPU {} to GPU {}: {}; copies between them go "
+          "through host memory",
+          dst_device, src_device, st.ToString());
     } else {
       it->second = true;
     }

@@ -25,7 +25,9 @@ Result<std::unique_ptr<DeviceTier>> DeviceTier::Open(int device, uint64_t bytes,
                                    std::to_string(n - 1));
   auto m = MemoryTier::Open(Tier::kDevice, cuda::NewDeviceBackend(device), bytes, o);
   if (!m.ok()) return m.status();
-  return std::unique_ptr<DeviceTier>(new DeviceTier(device, std::move(m).value()));
+  std::unique_ptr<DeviceTier> t(new DeviceTier(device, std::move(m).value()));
+  t->only_gpu_ = n == 1;
+  return t;
 }
 
 Status DeviceTier::OnStream(const std::function<Status(cuda::CopyStream&)>& op) {
@@ -53,6 +55,7 @@ Status DeviceTier::Copy(void* dst, const void* src, size_t bytes, cuda::Directio
 }
 
 int DeviceTier::DeviceOf(const void* p) const {
+  if (only_gpu_) return device_;  // no pointer query on a get where there is no other GPU
   int device = -1;
   return cuda::IsDevicePointer(p, &device) ? device : -1;
 }

@@ -49,6 +49,7 @@ class DeviceTier {
   Status OnStream(const std::function<Status(cuda::CopyStream&)>& op);
 
   const int device_;
+  bool only_gpu_ = false;  // the one GPU this process sees (set by Open)
   std::unique_ptr<MemoryTier> memory_;
   std::mutex streams_mu_;  // leaf; guards free_streams_
   std::vector<std::unique_ptr<cuda::CopyStream>> free_streams_;

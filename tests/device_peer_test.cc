@@ -1,9 +1,9 @@
 // Gets from one GPU's device pool into another GPU's memory -- the encoder on GPU 0, prefill
 // on GPU 1 -- on a real two-GPU machine: byte-exact by a peer copy where the pair can reach
 // each other (cuda/peer.h), through host memory with peer copies off; from an embedded device
-// tier and from a same-host daemon's pool (also one placed on the second GPU with --device-pool-gpu);
-// and a device lease read from the other GPU while it is held. With one GPU they skip and
-// say so; with none, as every GPU test does (tests/gpu_test_util.h).
+// tier and from a same-host daemon's pool (also one placed on the second GPU with
+// --device-pool-gpu); and a device lease read from the other GPU while it is held. With one GPU
+// they skip and say so; with none, as every GPU test does (tests/gpu_test_util.h).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -29,11 +29,11 @@ using testing::StartServer;
 using testing::StopProcess;
 using testing::TempDir;
 
-#define REQUIRE_TWO_GPUS()                                                                  \
-  do {                                                                                      \
-    REQUIRE_GPU();                                                                          \
-    if (int n = cuda::DeviceCount(); n < 2)                                                 \
-      GTEST_SKIP() << "needs two GPUs, this machine has " << n                              \
+#define REQUIRE_TWO_GPUS()                                                                 \
+  do {                                                                                     \
+    REQUIRE_GPU();                                                                         \
+    if (int n = cuda::DeviceCount(); n < 2)                                                \
+      GTEST_SKIP() << "needs two GPUs, this machine has " << n                             \
                    << ": run `make test-gpu` on a two-GPU machine for the cross-GPU gets"; \
   } while (0)
 
@@ -51,8 +51,7 @@ cuda::CrossGpu CountedWay(const std::function<void()>& check) {
   EXPECT_EQ(after.peer_copies + after.host_path_copies,
             before.peer_copies + before.host_path_copies + 1)
       << "one cross-GPU copy";
-  return after.peer_copies > before.peer_copies ? cuda::CrossGpu::kPeer
-                                                : cuda::CrossGpu::kHostPath;
+  return after.peer_copies > before.peer_copies ? cuda::CrossGpu::kPeer : cuda::CrossGpu::kHostPath;
 }
 
 // Peer copies off for a test's scope, on again after.
@@ -99,15 +98,14 @@ TEST(DevicePeer, AnEmbeddedTiersEntryLandsOnTheOtherGpuByAPeerCopy) {
     const std::string key = std::to_string(n);
     PutFromGpu0(s.get(), key, n, n);
     DeviceBuffer dst(n, 1);
-    EXPECT_EQ(CountedWay([&] {
-                ASSERT_TRUE(s->GetToDevice("ns", key, dst.get(), n).ok());
-              }),
+    EXPECT_EQ(CountedWay([&] { ASSERT_TRUE(s->GetToDevice("ns", key, dst.get(), n).ok()); }),
               Way(1, 0));
     EXPECT_TRUE(dst.Read() == Payload(n, n)) << key << ": bytes differ on GPU 1";
     // As the connector asks: a descriptor on GPU 1 and a stream of that GPU.
     DeviceBuffer again(n, 1);
     Stream st(1);
-    auto got = GetIntoBuffers(*s, "ns", {key}, {BufferDesc::Device(again.get(), n, 1, st.handle())});
+    auto got =
+        GetIntoBuffers(*s, "ns", {key}, {BufferDesc::Device(again.get(), n, 1, st.handle())});
     ASSERT_TRUE(got[0].ok()) << got[0].status().ToString();
     EXPECT_TRUE(again.Read() == Payload(n, n));
   }

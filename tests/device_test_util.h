@@ -83,8 +83,8 @@ inline pid_t StartServer(const std::string& dir, const std::string& device_pool 
     close(out[0]);
     std::string bin = EcStoreBin();
     const std::string pool = device_pool.empty() ? "0" : device_pool;
-    std::vector<std::string> args = {bin,     "--dir", dir, "--pool-size", "64MiB", "--device-pool-size",
-                                     pool};
+    std::vector<std::string> args = {
+        bin, "--dir", dir, "--pool-size", "64MiB", "--device-pool-size", pool};
     args.insert(args.end(), flags.begin(), flags.end());
     for (const char* a : {"serve", "--listen", "127.0.0.1:0"}) args.emplace_back(a);
     std::vector<char*> argv;

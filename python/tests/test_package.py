@@ -185,8 +185,10 @@ def test_registered_memory_is_read_into_and_counted_where_it_lands(cache):
     assert torch.equal(buf, t)
     cache.unregister_memory(buf)
     transfer = cache.stats()["transfer"]
-    assert set(transfer) == {"direct_reads", "direct_bytes", "bounced_reads", "bounced_bytes"}
+    assert set(transfer) == {"direct_reads", "direct_bytes", "bounced_reads", "bounced_bytes",
+                             "peer_copies", "peer_bytes", "host_path_copies", "host_path_bytes"}
     assert transfer["bounced_reads"] == 0  # nothing here lands through a bounce buffer
+    assert transfer["peer_copies"] == transfer["host_path_copies"] == 0  # no GPU to GPU get
     with pytest.raises(ecstore.InvalidArgument, match="contiguous"):
         cache.register_memory(torch.empty(8, 8).t())
 
