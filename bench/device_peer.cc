@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_util.h"
 #include "bench/results.h"
 #include "bench/workloads.h"
 #include "cuda/cuda.h"
@@ -30,10 +31,6 @@ namespace {
 
 constexpr uint64_t kSizes[] = {2867200, 10616832, 16515072, 57802752};
 
-void Must(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) Die(Status::IOError(cudaGetErrorString(err)), what);
-}
-
 // Times op `rounds` times on distinct sources (each its own buffer, as each entry has its own
 // pool block); one row.
 template <typename Op>
@@ -54,26 +51,26 @@ void OneSize(Store* store, uint64_t n, int rounds, const std::string& workload) 
   std::vector<void*> src(copies);
   void *dst = nullptr, *pinned = nullptr;
   cudaStream_t s1;
-  Must(cudaSetDevice(0), "device 0");
-  for (auto& p : src) Must(cudaMalloc(&p, n), "cudaMalloc on GPU 0");
+  MustCuda(cudaSetDevice(0), "device 0");
+  for (auto& p : src) MustCuda(cudaMalloc(&p, n), "cudaMalloc on GPU 0");
   std::vector<uint8_t> fill(n);
   for (int i = 0; i < copies; ++i) {
     std::fill(fill.begin(), fill.end(), static_cast<uint8_t>(i + 1));
-    Must(cudaMemcpy(src[i], fill.data(), n, cudaMemcpyHostToDevice), "fill");
+    MustCuda(cudaMemcpy(src[i], fill.data(), n, cudaMemcpyHostToDevice), "fill");
     TensorMeta m{DType::kU8, {static_cast<int64_t>(n)}};
     Die(store->PutFromDevice(workload, std::to_string(i), m, src[i], n), "put from device");
   }
-  Must(cudaMallocHost(&pinned, n), "cudaMallocHost");
-  Must(cudaSetDevice(1), "device 1");
-  Must(cudaMalloc(&dst, n), "cudaMalloc on GPU 1");
-  Must(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
+  MustCuda(cudaMallocHost(&pinned, n), "cudaMallocHost");
+  MustCuda(cudaSetDevice(1), "device 1");
+  MustCuda(cudaMalloc(&dst, n), "cudaMalloc on GPU 1");
+  MustCuda(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
   cuda::PeerRoutes& routes = cuda::PeerRoutes::Process();
   const bool peer = routes.Route(1, 0) == cuda::CrossGpu::kPeer;
   Row(
       workload, "limit", n, rounds,
       [&](int r) {
-        Must(cudaMemcpyPeerAsync(dst, 1, src[r % copies], 0, n, s1), "peer copy");
-        Must(cudaStreamSynchronize(s1), "sync");
+        MustCuda(cudaMemcpyPeerAsync(dst, 1, src[r % copies], 0, n, s1), "peer copy");
+        MustCuda(cudaStreamSynchronize(s1), "sync");
       },
       peer ? "cudaMemcpyPeerAsync GPU 0 -> GPU 1, peer access on"
            : "cudaMemcpyPeerAsync GPU 0 -> GPU 1: this pair has no peer access");
@@ -93,16 +90,16 @@ void OneSize(Store* store, uint64_t n, int rounds, const std::string& workload) 
   Row(
       workload, "host-staged", n, rounds,
       [&](int r) {
-        Must(cudaMemcpyAsync(pinned, src[r % copies], n, cudaMemcpyDeviceToHost, s1), "d2h");
-        Must(cudaMemcpyAsync(dst, pinned, n, cudaMemcpyHostToDevice, s1), "h2d");
-        Must(cudaStreamSynchronize(s1), "sync");
+        MustCuda(cudaMemcpyAsync(pinned, src[r % copies], n, cudaMemcpyDeviceToHost, s1), "d2h");
+        MustCuda(cudaMemcpyAsync(dst, pinned, n, cudaMemcpyHostToDevice, s1), "h2d");
+        MustCuda(cudaStreamSynchronize(s1), "sync");
       },
       "device->host into pinned memory, then host->device: a host-staged connector at best");
   cudaStreamDestroy(s1);
   cudaFree(dst);
   cudaFreeHost(pinned);
   for (void* p : src) cudaFree(p);
-  Must(cudaSetDevice(0), "device 0");
+  MustCuda(cudaSetDevice(0), "device 0");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cuda_util.h"
 #include "bench/results.h"
 #include "bench/workloads.h"
 #include "cache/device_load.h"
@@ -31,10 +32,6 @@ namespace {
 constexpr uint64_t kItem = 2867200;  // 350 x 4096 bf16
 constexpr int kItems = 32;
 constexpr const char* kWorkload = "gpu_step_32x2.9MB";
-
-void Must(cudaError_t err, const char* what) {
-  if (err != cudaSuccess) Die(Status::IOError(cudaGetErrorString(err)), what);
-}
 
 template <typename Op>
 void Row(const char* system, int rounds, Op op, const std::string& note) {
@@ -60,25 +57,25 @@ void DeviceStepWorkload(const Config& cfg) {
   const uint64_t total = kItem * kItems;
   void *pinned = nullptr, *dst = nullptr;
   cudaStream_t s;
-  Must(cudaMallocHost(&pinned, total), "cudaMallocHost");
-  Must(cudaMalloc(&dst, total), "cudaMalloc");
-  Must(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
+  MustCuda(cudaMallocHost(&pinned, total), "cudaMallocHost");
+  MustCuda(cudaMalloc(&dst, total), "cudaMalloc");
+  MustCuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream");
   std::memset(pinned, 7, total);
   auto item = [&](void* base, int i) { return static_cast<uint8_t*>(base) + i * kItem; };
   Row(
       "limit", rounds,
       [&] {
-        Must(cudaMemcpyAsync(dst, pinned, total, cudaMemcpyHostToDevice, s), "copy");
-        Must(cudaStreamSynchronize(s), "sync");
+        MustCuda(cudaMemcpyAsync(dst, pinned, total, cudaMemcpyHostToDevice, s), "copy");
+        MustCuda(cudaStreamSynchronize(s), "sync");
       },
       "one cudaMemcpyAsync of the step's bytes from pinned memory, then a wait");
   Row(
       "copy-each", rounds,
       [&] {
         for (int i = 0; i < kItems; ++i)
-          Must(cudaMemcpyAsync(item(dst, i), item(pinned, i), kItem, cudaMemcpyHostToDevice, s),
-               "copy");
-        Must(cudaStreamSynchronize(s), "sync");
+          MustCuda(cudaMemcpyAsync(item(dst, i), item(pinned, i), kItem, cudaMemcpyHostToDevice, s),
+                   "copy");
+        MustCuda(cudaStreamSynchronize(s), "sync");
       },
       "32 cudaMemcpyAsync, one per item, then one wait");
   std::vector<cuda::CopyOp> ops;
