@@ -2,8 +2,9 @@
 // brought from the host pool to the GPU by one GetManyToDevice call (cache/device_load.h),
 // against the same bytes copied from pinned memory the simplest ways: one copy of the step's
 // total (the limit), 32 cudaMemcpyAsync and one wait, and one cudaMemcpyBatchAsync (what
-// cuda::EnqueueCopies issues); the same load with each copy enqueued on its own, and the
-// leases alone. Where a step's load loses to one copy, in C++ alone.
+// cuda::EnqueueCopies issues); the same load with each copy enqueued on its own, the batched
+// copies out of the entries' pool blocks, and the leases alone. Where a step's load loses to one
+// copy, in C++ alone.
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -113,6 +114,21 @@ void DeviceStepWorkload(const Config& cfg) {
   cuda::SetCopyBatching(false);
   Row("ec-store-unbatched", rounds, load, "the same, each copy enqueued on its own");
   cuda::SetCopyBatching(true);
+  {  // the copies alone, out of the pool's blocks: the leases taken once, outside the timing
+    auto leases = (*store)->AcquireMany("step", keys);
+    std::vector<cuda::CopyOp> from_pool;
+    for (int i = 0; i < kItems; ++i) {
+      Die(leases[i].status(), "acquire many");
+      from_pool.push_back({item(dst, i), leases[i]->data(), kItem});
+    }
+    Row(
+        "pool-copies", rounds,
+        [&] {
+          Die(cuda::EnqueueCopies(from_pool, 0, stream), "batch");
+          Die(cuda::WaitForStream(0, stream), "sync");
+        },
+        "copy-batch's copies out of the 32 entries' pool blocks (leased once, not timed)");
+  }
   Row(
       "ec-store-leases", rounds,
       [&] {
