@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "cli/flags.h"
 #include "cli/output.h"
@@ -24,6 +25,12 @@ ClusterJoin PrepareJoin(const Globals& g, const ServeArgs& a, Store* store) {
       cluster::EtcdClient::Parse(g.cluster, &j.name, std::chrono::seconds(2), EtcdAccessOf(g)));
   j.id = Check(cluster::NodeId(g.dir, a.node_id));
   j.incarnation = Check(cluster::NextIncarnation(g.dir));
+  const uint64_t ttl_us = Check(ParseDuration(a.cluster_ttl));
+  if (ttl_us < 2'000'000)
+    throw CliError("InvalidArgument: --cluster-ttl " + a.cluster_ttl +
+                   " is under etcd's 2 s minimum");
+  j.ttl = std::chrono::seconds(ttl_us / 1'000'000);
+  j.fence = std::make_shared<cluster::NodeFence>(j.id, j.ttl, cluster::kFreshFor);
   j.rejoin = Check(cluster::CheckRejoin(etcd, j.name, j.id, j.incarnation - 1));
   if (!j.rejoin.keep)
     Check(cluster::DropAll(store, "node " + j.id + " was out of cluster " + j.name +
@@ -39,7 +46,7 @@ namespace {
 // refused before it joins). The nonce is erased either way.
 void CheckAdvertise(const Globals& g, const std::string& a_node_id, const std::string& address,
                     Store* store) {
-  static constexpr char kNs[] = "ec-store-advertise-check";
+  static constexpr const char* kNs = kAdvertiseCheckNs;
   std::random_device rd;
   char nonce[33];
   std::snprintf(nonce, sizeof(nonce), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
@@ -100,27 +107,39 @@ ClusterMembership JoinCluster(const Globals& g, const ServeArgs& a, const Cluste
   self.version = EC_STORE_VERSION;
   self.incarnation = join.incarnation;
   self.keep = a.cluster_keep;
-  const uint64_t ttl_us = Check(ParseDuration(a.cluster_ttl));
-  if (ttl_us < 2'000'000)
-    throw CliError("InvalidArgument: --cluster-ttl " + a.cluster_ttl +
-                   " is under etcd's 2 s minimum");
   ClusterMembership m;
-  m.guard = Check(cluster::NodeGuard::Start(etcd, join.name, join.id, store));
+  m.fence = join.fence;
+  m.guard = Check(cluster::NodeGuard::Start(etcd, join.name, join.id, store, m.fence.get()));
   store->SetAdmission(
       [g = m.guard.get()](std::string_view ns, std::string_view key) { return g->Admit(ns, key); });
   m.admission.reset(store);
   const std::string why = "node " + join.id + " was out of cluster " + join.name +
                           ": puts and erases of its keys went elsewhere meanwhile";
   m.registration = Check(cluster::Registration::Start(
-      std::move(etcd), join.name, self, std::chrono::seconds(ttl_us / 1'000'000),
-      join.rejoin.take_over, [store, why] {
+      std::move(etcd), join.name, self, join.ttl, join.rejoin.take_over,
+      [store, why] {
         if (auto n = cluster::DropAll(store, why); !n.ok())
           spdlog::error("dropping the entries failed: {}", n.status().ToString());
-      }));
+      },
+      m.fence.get()));
+  // Serving once its own view holds it (the watch sees the record it just put).
+  const auto until = std::chrono::steady_clock::now() + join.ttl;
+  while (!m.fence->serving() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (Status st = m.fence->Check(); !st.ok())
+    spdlog::warn("cluster {}: {}", join.name, st.message());
   spdlog::info("cluster {}: joined as {} at {} (incarnation {}, lease TTL {}{})", join.name,
                self.id, self.tcp, self.incarnation, a.cluster_ttl,
-               join.rejoin.keep ? ", its entries kept: back within its lease" : "");
+               m.registration->kept() ? ", its entries kept: back within its lease" : "");
   return m;
+}
+
+void ClusterMembership::Leave(const std::function<void()>& stop_server) {
+  if (fence) fence->Stop();
+  if (registration) registration->Stop();
+  stop_server();
+  admission.reset();
+  guard.reset();  // the registration stays: /healthz reads it until the endpoint stops
 }
 
 int ClusterStatusCommand(const Globals& g) {

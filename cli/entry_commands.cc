@@ -171,11 +171,14 @@ std::vector<EntryInfo> EvictionVictims(Cache& cache, const EvictArgs& a,
       }
       continue;
     }
+    // A miss is not "not found": in a cluster a place that did not answer reads as a miss.
+    // The key is erased at every place all the same, and is missing only where that erase,
+    // answered by every place, found it nowhere.
     auto info = cache.Lookup(a.ns, k);
     if (info.ok())
       victims.push_back(std::move(info).value());
     else if (info.status().IsNotFound())
-      missing->push_back(k);
+      victims.push_back(EntryInfo{.ns = a.ns, .key = k, .tiers = {}, .meta = {}});
     else
       Check(info.status());
   }
@@ -459,11 +462,17 @@ int EvictCommand(const Globals& g, const EvictArgs& a) {
   std::vector<std::pair<std::string, std::string>> ns_keys;
   for (const auto& v : victims) ns_keys.emplace_back(v.ns, v.key);
   std::vector<bool> erased;
-  // Locally one batch: one durable tombstone write for all of them.
+  // Locally one batch: one durable tombstone write for all of them. A place that did not
+  // answer fails it (not done), never reads as "not found".
   Check(t.cache().EraseMany(ns_keys, &erased));
   uint64_t n = 0, bytes = 0;
+  std::set<std::string> named_gone;
   for (size_t i = 0; i < victims.size(); ++i)
-    if (erased[i]) ++n, bytes += victims[i].bytes;  // a key listed twice counts once
+    if (erased[i]) ++n, bytes += victims[i].bytes, named_gone.insert(victims[i].key);
+  if (!a.ns.empty())
+    for (const std::string& k : a.keys)
+      if (!named_gone.count(k) && std::find(missing.begin(), missing.end(), k) == missing.end())
+        missing.push_back(k);
   t.Close();
   if (g.json)
     std::cout << json{{"evicted", n}, {"bytes", bytes}, {"not_found", missing}}.dump() << "\n";

@@ -420,9 +420,7 @@ void AnnounceServing(const Globals& g, const ServeArgs& a, const net::Server& se
 // cache losing what it could not keep, not a failed stop: the restart must not be refused.
 int StopServing(ClusterMembership* member, net::Server* server, Store* store,
                 ops::HttpEndpoint* http) {
-  if (member->registration) member->registration->Stop();
-  member->guard.reset();
-  server->Stop();
+  member->Leave([server] { server->Stop(); });
   Status closed = store->Close();
   if (http) http->Stop();
   if (closed.IsNoSpace()) {
@@ -466,7 +464,11 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   // Before it serves: a node back from outside the ring drops what may be out of date.
   std::optional<ClusterJoin> join;
-  if (!g.cluster.empty()) join = PrepareJoin(g, a, store.get());
+  if (!g.cluster.empty()) {
+    join = PrepareJoin(g, a, store.get());
+    so.fence = [f = join->fence] { return f->Check(); };
+    so.unfenced_namespace = kAdvertiseCheckNs;
+  }
   Events events;
   StartEvents(a, join, store.get(), &events);
   auto server = Check(net::Server::Start(store.get(), so));

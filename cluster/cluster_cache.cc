@@ -29,19 +29,29 @@ Status AsMiss(std::string_view ns, std::string_view key, const std::optional<Sta
 
 // The members one call routes by: layout.ring.members()[i] is nodes[i].
 ClusterCache::ClusterCache(std::string name, ClusterOptions o)
-    : name_(std::move(name)), opt_(std::move(o)), view_(std::make_shared<View>()) {}
+    : name_(std::move(name)),
+      opt_(std::move(o)),
+      fresh_(opt_.fresh_for),
+      view_(std::make_shared<View>()) {}
+
+Status ClusterCache::Doubt(bool miss, const std::string& what) {
+  if (!watch_ || fresh_.fresh()) return Status::Ok();  // WithMembers: the caller's view
+  ++stale_view_;
+  return fresh_.Stale(miss, name_, what);
+}
 
 Result<std::unique_ptr<ClusterCache>> ClusterCache::Open(const std::string& uri,
                                                          ClusterOptions options) {
   std::string name;
   auto etcd = EtcdClient::Parse(uri, &name, std::chrono::seconds(2), options.etcd);
   if (!etcd.ok()) return etcd.status();
-  if (options.replicas == 0) return Status::InvalidArgument("replicas must be at least 1");
+  EC_RETURN_IF_ERROR(options.Check());
   const auto idle = options.watch_idle;
   std::unique_ptr<ClusterCache> c(new ClusterCache(name, std::move(options)));
   auto watch = MemberWatch::Start(
       std::move(etcd).value(), name,
-      [p = c.get()](std::vector<NodeInfo> members) { p->Install(std::move(members)); }, idle);
+      [p = c.get()](std::vector<NodeInfo> members) { p->Install(std::move(members)); }, idle,
+      &c->fresh_);
   if (!watch.ok()) return watch.status();
   c->watch_ = std::move(watch).value();
   return c;
@@ -110,6 +120,8 @@ std::vector<size_t> ClusterCache::ReadChoices(const View& v, std::string_view ns
 
 template <typename T, typename Fn>
 Result<T> ClusterCache::ReadFirst(std::string_view ns, std::string_view key, Fn fn) {
+  if (Status d = Doubt(true, "a miss of " + std::string(ns) + "/" + std::string(key)); !d.ok())
+    return d;
   auto v = Snapshot();
   if (v->layout.ring.empty())
     return Status::Unavailable("cluster " + name_ +
@@ -159,6 +171,10 @@ Result<EntryInfo> ClusterCache::Lookup(std::string_view ns, std::string_view key
 
 Status ClusterCache::Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
                          std::span<const uint8_t> bytes) {
+  if (Status d = Doubt(
+          false, "the put of " + std::string(ns) + "/" + std::string(key) + " is not acknowledged");
+      !d.ok())
+    return d;
   auto v = Snapshot();
   if (v->layout.ring.empty())
     return Status::Unavailable("cluster " + name_ + " has no live node to put to");
@@ -167,22 +183,19 @@ Status ClusterCache::Put(std::string_view ns, std::string_view key, const Tensor
         "--replicas " + std::to_string(opt_.replicas) + " is more places than cluster " + name_ +
         "'s nodes keep a key at (" + std::to_string(v->layout.keep) +
         "): start them with --cluster-keep " + std::to_string(opt_.replicas) + " or more");
-  // The replicas at the key's first places; the rest of its places are cleared, so that no
-  // older copy is left where a read looks (after a join, or a put the owner missed). Every
-  // place must answer: a node that did not may hold an older copy, and a read would find it.
+  // The replicas at the key's first places; every other place a reader may try is cleared
+  // meanwhile (ClusterView::ToClear), each on its own thread (different nodes).
   const auto places = v->Places(ns, key);
-  routed_ += places.size();
-  // The other places are cleared while the replicas are written (different nodes).
-  std::vector<size_t> cleared(places.begin() + std::min(opt_.replicas, places.size()),
-                              places.end());
-  for (size_t m : v->Moved(ns, key)) cleared.push_back(m);
+  const size_t replicas = std::min(opt_.replicas, places.size());
+  const auto cleared = v->ToClear(ns, key, replicas);
+  routed_ += replicas + cleared.size();
   std::vector<std::future<Status>> clears;
   for (size_t at : cleared)
-    clears.push_back(std::async(std::launch::async, [&, n = v->nodes[at]] {
-      return OnNode(*n, [&](Cache& c) {
-        std::vector<bool> gone;
+    clears.push_back(std::async(std::launch::async, [&, at] {
+      std::vector<bool> gone;
+      return v->Cleared(at, v->Link(at)->Call([&](Cache& c) {
         return c.EraseMany({{std::string(ns), std::string(key)}}, &gone);
-      });
+      }));
     }));
   Status refused = Status::Ok(), missed = Status::Ok();
   auto note = [&](const Status& st) {
@@ -193,7 +206,7 @@ Status ClusterCache::Put(std::string_view ns, std::string_view key, const Tensor
       refused = st;
     }
   };
-  for (size_t k = 0; k < std::min(opt_.replicas, places.size()); ++k)
+  for (size_t k = 0; k < replicas; ++k)
     note(OnNode(*v->nodes[places[k]], [&](Cache& c) { return c.Put(ns, key, meta, bytes); }));
   for (auto& f : clears) note(f.get());
   if (!missed.ok())
@@ -210,6 +223,10 @@ std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
   std::vector<Result<T>> out;
   out.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(Status::NotFound(keys[i]));
+  if (Status d = Doubt(true, "a miss of " + std::to_string(keys.size()) + " key(s)"); !d.ok()) {
+    for (auto& r : out) r = d;
+    return out;
+  }
   auto v = Snapshot();
   if (v->layout.ring.empty()) {
     for (auto& r : out) r = Status::Unavailable("cluster " + name_ + " has no live node");
@@ -414,25 +431,26 @@ Status ClusterCache::Erase(std::string_view ns, std::string_view key) {
 Status ClusterCache::EraseMany(const std::vector<std::pair<std::string, std::string>>& ns_keys,
                                std::vector<bool>* erased) {
   erased->assign(ns_keys.size(), false);
+  if (Status d = Doubt(false, "the erase is not done"); !d.ok() && !ns_keys.empty()) return d;
   auto v = Snapshot();
   if (v->layout.ring.empty() && !ns_keys.empty())
     return Status::Unavailable("cluster " + name_ + " has no live node: nothing was erased");
   std::map<size_t, std::vector<size_t>> by_node;
-  for (size_t i = 0; i < ns_keys.size(); ++i) {
-    for (size_t node : v->Places(ns_keys[i].first, ns_keys[i].second)) by_node[node].push_back(i);
-    for (size_t node : v->Moved(ns_keys[i].first, ns_keys[i].second)) by_node[node].push_back(i);
-  }
+  for (size_t i = 0; i < ns_keys.size(); ++i)
+    for (size_t node : v->ToClear(ns_keys[i].first, ns_keys[i].second, 0))
+      by_node[node].push_back(i);
   Status failed = Status::Ok();
   for (const auto& [node, idx] : by_node) {
     std::vector<std::pair<std::string, std::string>> part;
     for (size_t i : idx) part.push_back(ns_keys[i]);
     std::vector<bool> here;
-    Status st = OnNode(*v->nodes[node], [&](Cache& c) { return c.EraseMany(part, &here); });
+    Status st = OnNode(*v->Link(node), [&](Cache& c) { return c.EraseMany(part, &here); });
+    if (!st.ok() && v->Cleared(node, st).ok()) continue;  // a member that left, serving nothing
     if (!st.ok()) {
       if (failed.ok())
         failed =
             st.IsUnavailable()
-                ? Status::Unavailable("the erase is not done: node " + v->nodes[node]->info().id +
+                ? Status::Unavailable("the erase is not done: node " + v->Link(node)->info().id +
                                       ", a place of the keys, did not answer (" + st.message() +
                                       "); run it again")
                 : st;
@@ -575,7 +593,8 @@ ClusterCounters ClusterCache::counters() const {
           unavailable_.load(),
           watch_ ? watch_->changes() : 0,
           watch_ ? watch_->bad_records() : 0,
-          NodeLink::unproven()};
+          NodeLink::unproven(),
+          stale_view_.load()};
 }
 
 }  // namespace ecstore::cluster

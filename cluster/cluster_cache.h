@@ -26,8 +26,11 @@
 //   it lived before the join.
 // - Batches (GetMany, LookupMany, AcquireMany, Prefetch) are split by owner and the parts
 //   sent in parallel.
-// - etcd away: the last membership seen is kept and served from; current() turns false
-//   until the watch is back.
+// - When in doubt, a miss (cluster/consistency.h): a client acts on its view of the members
+//   only while etcd confirmed it current within `fresh_for`; past that, reads are misses
+//   and puts and erases are not acknowledged (counted in counters().stale_view), until etcd
+//   confirms it again. A put or erase also clears, while a change settles, the places the
+//   key had before it -- nodes that left included.
 //
 // Thread rules: thread-safe. Each node's connection serves one call at a time (its own
 // mutex); calls to different nodes run in parallel. One watch thread follows etcd. A
@@ -48,6 +51,7 @@
 #include "base/mutex.h"
 #include "cache/cache.h"
 #include "cluster/cluster_view.h"
+#include "cluster/consistency.h"
 #include "cluster/etcd.h"
 #include "cluster/link_registry.h"
 #include "cluster/member_watch.h"
@@ -83,10 +87,23 @@ struct ClusterOptions {
   // before the change that are still members: a node that has not seen the change yet (or
   // not dropped what moved off it) holds no copy a client that has not seen it either reads.
   std::chrono::milliseconds settle{10000};
+  // A view of the members counts as current this long after etcd last confirmed it (a read
+  // every third of it); past it, calls miss or fail (not acknowledged). At most `settle`.
+  std::chrono::milliseconds fresh_for{kFreshFor};
   // A process holds one connection per node, shared by all its threads and ClusterCaches
   // (with the same client options); one idle this long, with no lease read through it, is
   // closed, and made again by the next call to the node (0: kept open).
   std::chrono::milliseconds idle_close{60000};
+
+  // InvalidArgument where the options cannot keep the promise, saying which.
+  Status Check() const {
+    if (replicas == 0) return Status::InvalidArgument("replicas must be at least 1");
+    if (settle < fresh_for)
+      return Status::InvalidArgument(
+          "settle must be at least fresh_for: a reader's view may lag a writer's by fresh_for, "
+          "and a writer clears a change's earlier places only while it settles");
+    return Status::Ok();
+  }
 
   // Advanced. Connects to a node in place of net::Client (the fleet simulator's in-process
   // nodes); empty: net::Client over shared memory, TCP, TLS or RDMA.
@@ -101,6 +118,7 @@ struct ClusterCounters {
   uint64_t membership_changes = 0;
   uint64_t bad_records = 0;       // records under the members' prefix that were not a node's
   uint64_t unproven_members = 0;  // connections refused: a node's certificate named another
+  uint64_t stale_view = 0;        // calls refused: the view was not confirmed within fresh_for
 };
 
 // A ClusterCache is a Cache with the memory and claims facets; admin runs on one node (ask
@@ -180,7 +198,8 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   std::vector<NodeStats> StatsByNode();
   // The members as last seen, in id order, and whether that is etcd's current view.
   std::vector<NodeInfo> Nodes() const;
-  bool current() const { return watch_ && watch_->current(); }
+  // Whether etcd confirmed the members within fresh_for (calls act on them only then).
+  bool current() const { return watch_ && fresh_.fresh(); }
   // Each member, and how this client reaches it ("shm", "tcp", "rdma"; "" before the first
   // call to it). Waits for a call in progress on each node.
   std::vector<std::pair<NodeInfo, std::string>> Connections() const;
@@ -193,6 +212,9 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   ClusterCache(std::string name, ClusterOptions o);
 
   std::shared_ptr<const View> Snapshot() const EXCLUDES(view_mu_);
+  // Ok where the view may be acted on; else the miss (NotFound) or refusal (Unavailable)
+  // saying `what` and why.
+  Status Doubt(bool miss, const std::string& what);
   // A new view of `members` (MemberWatch's thread), keeping unchanged nodes' connections.
   void Install(std::vector<NodeInfo> members) EXCLUDES(view_mu_, registered_mu_);
   // Runs fn(client) on node n (NodeLink::Call).
@@ -213,10 +235,11 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
 
   const std::string name_;
   const ClusterOptions opt_;
+  Freshness fresh_;  // confirmed by watch_'s second thread
 
   mutable Mutex view_mu_;
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);
-  std::atomic<uint64_t> routed_{0}, fallback_hits_{0}, unavailable_{0};
+  std::atomic<uint64_t> routed_{0}, fallback_hits_{0}, unavailable_{0}, stale_view_{0};
   mutable Mutex registered_mu_;  // taken before a node's mu (NodeLink::Register), never after
   std::vector<BufferDesc> registered_ GUARDED_BY(registered_mu_);  // RegisterMemory's
   std::unique_ptr<MemberWatch> watch_;  // last: it stops (no more Install) before the rest goes

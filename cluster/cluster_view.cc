@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "cluster/consistency.h"
+
 namespace ecstore::cluster {
 
 std::shared_ptr<const ClusterView> ClusterView::Next(const ClusterView& old,
@@ -29,7 +31,13 @@ std::shared_ptr<const ClusterView> ClusterView::Next(const ClusterView& old,
     v->before_ = std::make_shared<const Layout>(old.layout);
     for (const auto& n : old.nodes) {
       auto it = at.find(n->info().id);
-      v->before_at_.push_back(it == at.end() ? std::string::npos : it->second);
+      // A member left, or came back as a new incarnation or address: its old link.
+      if (it != at.end() && v->nodes[it->second] == n) {
+        v->before_at_.push_back(it->second);
+      } else {
+        v->before_at_.push_back(v->nodes.size() + v->gone_.size());
+        v->gone_.push_back(n);
+      }
     }
     v->settles_ = std::chrono::steady_clock::now() + settle;
   }
@@ -42,10 +50,22 @@ std::vector<size_t> ClusterView::Moved(std::string_view ns, std::string_view key
   const auto now = Places(ns, key);
   for (size_t b : before_->Places(ns, key)) {
     const size_t at = before_at_[b];
-    if (at != std::string::npos && std::find(now.begin(), now.end(), at) == now.end())
-      out.push_back(at);
+    if (std::find(now.begin(), now.end(), at) == now.end()) out.push_back(at);
   }
   return out;
+}
+
+std::vector<size_t> ClusterView::ToClear(std::string_view ns, std::string_view key,
+                                         size_t replicas) const {
+  const auto places = Places(ns, key);
+  std::vector<size_t> out(places.begin() + std::min(replicas, places.size()), places.end());
+  for (size_t m : Moved(ns, key)) out.push_back(m);
+  return out;
+}
+
+Status ClusterView::Cleared(size_t at, const Status& answered) const {
+  if (answered.ok() || at < nodes.size()) return answered;
+  return ServesNothing(answered, Link(at)->info().tcp) ? Status::Ok() : answered;
 }
 
 }  // namespace ecstore::cluster

@@ -40,15 +40,28 @@ struct ClusterView {
   std::vector<size_t> Places(std::string_view ns, std::string_view key) const {
     return layout.Places(ns, key);
   }
-  // While the last change settles, the key's places before it that are members but not
-  // places now: a node that has not seen the change (or not yet dropped what moved off it)
-  // may hold a copy there, which a client that has not seen it either would read. Writes
-  // clear them too. Empty once settled.
+  // While the last change settles, the key's places before it that are not places now --
+  // members that left included (cluster/consistency.h, rule 1): a node that has not seen the
+  // change (or not yet dropped what moved off it, or is leaving) may hold a copy there, which
+  // a client that has not seen it either would read. Writes clear them too. Indices for
+  // Link(); empty once settled.
   std::vector<size_t> Moved(std::string_view ns, std::string_view key) const;
+  // Every place a writer of the key clears (cluster/consistency.h, rule 1): its places after
+  // the first `replicas` (those are written), and Moved. Indices for Link().
+  std::vector<size_t> ToClear(std::string_view ns, std::string_view key, size_t replicas) const;
+  // What clearing at `at` answered, as the writer counts it: Ok also where a member that
+  // left refused by its fence or nothing listens at its address any more (ServesNothing).
+  Status Cleared(size_t at, const Status& answered) const;
+  // A node by index: a member (below nodes.size()), or one that left in the last change.
+  const std::shared_ptr<NodeLink>& Link(size_t at) const {
+    return at < nodes.size() ? nodes[at] : gone_[at - nodes.size()];
+  }
 
  private:
   std::shared_ptr<const Layout> before_;
-  std::vector<size_t> before_at_;  // before_'s members' indices in `nodes` (npos: gone)
+  // before_'s members' indices for Link(): members now, or nodes.size() + their gone_ index.
+  std::vector<size_t> before_at_;
+  std::vector<std::shared_ptr<NodeLink>> gone_;  // the members that left in the last change
   std::chrono::steady_clock::time_point settles_;
 };
 

@@ -257,6 +257,23 @@ Result<EtcdClient::Range> EtcdClient::PrefixAt(const std::string& prefix) {
   return out;
 }
 
+// One range, keys only: etcd counts every key in the range before it leaves out those that
+// changed before min_mod_revision (a count_only range would ignore that filter).
+Result<EtcdClient::Counts> EtcdClient::CountSince(const std::string& prefix,
+                                                  int64_t from_revision) {
+  auto r = Call("/v3/kv/range", json{{"key", Base64(prefix)},
+                                     {"range_end", Base64(RangeEnd(prefix))},
+                                     {"keys_only", true},
+                                     {"min_mod_revision", std::to_string(from_revision)}}
+                                    .dump());
+  if (!r.ok()) return r.status();
+  auto j = json::parse(*r, nullptr, false);
+  if (j.is_discarded() || !j.contains("header"))
+    return Status::Unavailable("etcd: malformed range reply");
+  return Counts{std::stoll(j.value("count", "0")),
+                static_cast<int64_t>(j.value("kvs", json::array()).size())};
+}
+
 Result<std::pair<int64_t, int64_t>> EtcdClient::TimeToLive(int64_t lease) {
   auto r = Call("/v3/lease/timetolive", json{{"ID", std::to_string(lease)}}.dump());
   if (!r.ok()) return r.status();
@@ -289,6 +306,7 @@ Status TellWatchReply(const std::string& line,
     e.key = std::move(k).value();
     e.value = std::move(v).value();
     e.revision = std::stoll(kv.value("mod_revision", "0"));
+    e.lease = std::stoll(kv.value("lease", "0"));
     on_event(e);
   }
   return Status::Ok();
@@ -300,6 +318,11 @@ void EtcdClient::WatchCancel::Cancel() {
   MutexLock l(&mu_);
   cancelled_ = true;
   if (active_) active_->stop();  // shuts the stream's socket: the blocked read returns
+}
+
+void EtcdClient::WatchCancel::Interrupt() {
+  MutexLock l(&mu_);
+  if (active_) active_->stop();
 }
 
 Status EtcdClient::Watch(const std::string& prefix, int64_t from_revision,

@@ -80,6 +80,13 @@ class EtcdClient {
     std::vector<int64_t> leases;  // kvs[i]'s lease (0: none)
   };
   Result<Range> PrefixAt(const std::string& prefix);
+  // In one read: how many keys are under `prefix`, and how many
+  // of them changed at or after `from_revision`. A view that followed the prefix up to
+  // from_revision - 1 is current where `total` is its key count and `changed` is 0.
+  struct Counts {
+    int64_t total = 0, changed = 0;
+  };
+  Result<Counts> CountSince(const std::string& prefix, int64_t from_revision);
 
   // One change under a watched prefix: a put of `value` at `key`, or its deletion (a lease
   // that lapsed or was revoked deletes the keys put under it).
@@ -87,11 +94,14 @@ class EtcdClient {
     bool deleted = false;
     std::string key, value;
     int64_t revision = 0;
+    int64_t lease = 0;  // a put's lease (0: none)
   };
   // Ends a Watch at once from another thread (it returns Ok), and every Watch after it.
   class WatchCancel {
    public:
     void Cancel() EXCLUDES(mu_);
+    // Ends the Watch in progress (it returns Unavailable: read the prefix again), not later ones.
+    void Interrupt() EXCLUDES(mu_);
 
    private:
     friend class EtcdClient;

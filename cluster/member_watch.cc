@@ -6,8 +6,12 @@
 
 namespace ecstore::cluster {
 
-std::optional<NodeInfo> MemberWatch::Read(const std::string& key, const std::string& value) {
+std::optional<NodeInfo> MemberWatch::Read(const std::string& key, const std::string& value,
+                                          int64_t lease) {
   auto n = NodeInfo::FromRecord(key, NodesPrefix(cluster_), value);
+  // A node registers under a lease; a record without one is no live node's and never lapses.
+  if (n.ok() && lease == 0)
+    n = Status::InvalidArgument("no etcd lease holds it (a node's record is put under one)");
   if (n.ok()) {
     logged_bad_.erase(key);
     return std::move(n).value();
@@ -23,23 +27,75 @@ std::optional<NodeInfo> MemberWatch::Read(const std::string& key, const std::str
 
 std::vector<NodeInfo> MemberWatch::Parse(const EtcdClient::Range& range) {
   std::vector<NodeInfo> members;
-  for (const auto& [key, value] : range.kvs)
-    if (auto n = Read(key, value)) members.push_back(std::move(*n));
+  keys_.clear();
+  for (size_t i = 0; i < range.kvs.size(); ++i) {
+    keys_.insert(range.kvs[i].first);
+    if (auto n = Read(range.kvs[i].first, range.kvs[i].second, range.leases[i]))
+      members.push_back(std::move(*n));
+  }
   return members;
+}
+
+void MemberWatch::Applied(int64_t revision) {
+  MutexLock l(&applied_mu_);
+  applied_revision_ = revision;
+  applied_keys_ = static_cast<int64_t>(keys_.size());
+}
+
+void MemberWatch::Pause(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> l(wait_mu_);
+  wait_cv_.wait_for(l, d, [&] { return stop_.load(); });
+}
+
+// A view is confirmed when etcd, asked after it was told, has no key under the prefix that
+// changed after the revision it reflects and as many keys as it knows: the send time of
+// that read is when it was current. A view still behind a bound's third later has a watch
+// that does not deliver: it is restarted.
+void MemberWatch::Confirm(EtcdClient etcd) {
+  const std::string prefix = NodesPrefix(cluster_);
+  const auto every = std::max(std::chrono::milliseconds(50), fresh_->bound() / 3);
+  std::optional<SteadyClock::time_point> behind_since;
+  while (!stop_) {
+    int64_t revision, keys;
+    {
+      MutexLock l(&applied_mu_);
+      revision = applied_revision_, keys = applied_keys_;
+    }
+    const auto sent = SteadyClock::now();
+    auto c = etcd.CountSince(prefix, revision + 1);
+    if (c.ok() && c->total == keys && c->changed == 0) {
+      fresh_->Confirmed(sent);
+      behind_since.reset();
+    } else if (c.ok() && !behind_since) {
+      behind_since = sent;
+    } else if (c.ok() && sent - *behind_since >= every) {
+      spdlog::warn(
+          "cluster {}: the members' watch is behind etcd (revision {}); reading them again",
+          cluster_, revision);
+      cancel_.Interrupt();
+      behind_since.reset();
+    }
+    Pause(every);
+  }
 }
 
 Result<std::unique_ptr<MemberWatch>> MemberWatch::Start(EtcdClient etcd, std::string cluster,
                                                         OnChange on_change,
-                                                        std::chrono::milliseconds idle) {
+                                                        std::chrono::milliseconds idle,
+                                                        Freshness* fresh) {
   std::unique_ptr<MemberWatch> w(
-      new MemberWatch(std::move(etcd), std::move(cluster), std::move(on_change), idle));
+      new MemberWatch(std::move(etcd), std::move(cluster), std::move(on_change), idle, fresh));
+  const auto sent = SteadyClock::now();
   auto range = w->etcd_.PrefixAt(NodesPrefix(w->cluster_));
   if (!range.ok())
     return Status::Unavailable("cluster " + w->cluster_ + ": cannot read its members from etcd (" +
                                range.status().message() + ")");
   w->members_ = w->Parse(*range);
   w->on_change_(w->members_);
+  w->Applied(range->revision);
+  if (fresh) fresh->Confirmed(sent);
   w->thread_ = std::thread([p = w.get(), rev = range->revision] { p->Run(rev); });
+  if (fresh) w->confirm_ = std::thread([p = w.get(), e = w->etcd_] { p->Confirm(e); });
   return w;
 }
 
@@ -49,6 +105,7 @@ MemberWatch::~MemberWatch() {
   { std::lock_guard<std::mutex> l(wait_mu_); }
   wait_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (confirm_.joinable()) confirm_.join();
 }
 
 void MemberWatch::Tell(std::vector<NodeInfo> members) {
@@ -63,12 +120,12 @@ bool MemberWatch::Relist(int64_t* revision) {
     if (current_.exchange(false))
       spdlog::warn("cluster {}: etcd unreachable ({}); routing by the last {} member(s) seen",
                    cluster_, range.status().message(), members_.size());
-    std::unique_lock<std::mutex> l(wait_mu_);
-    wait_cv_.wait_for(l, std::chrono::milliseconds(500), [&] { return stop_.load(); });
+    Pause(std::chrono::milliseconds(500));
     return false;
   }
   Tell(Parse(*range));
   *revision = range->revision;
+  Applied(range->revision);
   if (!current_.exchange(true))
     spdlog::info("cluster {}: etcd reachable again; {} member(s)", cluster_, members_.size());
   return true;
@@ -91,13 +148,21 @@ void MemberWatch::Follow(int64_t* rev, bool* relisted) {
           std::vector<NodeInfo> members = members_;
           std::erase_if(members, [&](const NodeInfo& n) { return n.id == id; });
           std::optional<NodeInfo> n;
-          if (e.deleted)
+          if (e.deleted) {
             logged_bad_.erase(e.key);
-          else if (!(n = Read(e.key, e.value)))
-            return;  // skipped; a node's earlier record stays until its key is deleted
-          if (n) members.push_back(std::move(*n));
-          spdlog::info("cluster {}: node {} {}", cluster_, id, e.deleted ? "left" : "joined");
-          Tell(std::move(members));
+            keys_.erase(e.key);
+          } else {
+            keys_.insert(e.key);
+            n = Read(e.key, e.value, e.lease);
+          }
+          // A record that is not a node's is skipped; a node's earlier record under that key
+          // stays until the key is deleted.
+          if (e.deleted || n) {
+            if (n) members.push_back(std::move(*n));
+            spdlog::info("cluster {}: node {} {}", cluster_, id, e.deleted ? "left" : "joined");
+            Tell(std::move(members));
+          }
+          Applied(revision);
         },
         &cancel_, idle_);
     if (!st.ok()) listed = false;  // etcd went away, or compacted: read the members again
@@ -115,8 +180,7 @@ void MemberWatch::Run(int64_t revision) {
       spdlog::error("cluster {}: following the members failed ({}); reading them again", cluster_,
                     ex.what());
       listed = false;
-      std::unique_lock<std::mutex> l(wait_mu_);
-      wait_cv_.wait_for(l, std::chrono::milliseconds(500), [&] { return stop_.load(); });
+      Pause(std::chrono::milliseconds(500));
     }
   }
 }

@@ -2,13 +2,20 @@
 // the members once at Start, then watches their prefix and tells `on_change` each new list
 // (a join, a leave, a new incarnation). While etcd is unreachable it keeps the last list,
 // current() turns false and it reads the members again until etcd answers. A record that is
-// not a node's is skipped and counted; nothing a record holds can stop the thread.
+// not a node's, or that holds no lease (a hand's put: nothing keeps it alive or takes it
+// away), is skipped and counted; nothing a record holds can stop the thread.
 //
-//   auto w = MemberWatch::Start(etcd, "prod", [&](std::vector<NodeInfo> m) { ... }, 30s);
-//   w.value()->current();   // whether the last list told is etcd's now
+// With a Freshness (cluster/consistency.h), a second thread asks etcd every third of its
+// bound whether anything under the prefix changed since the revision the last list told was
+// read at, and confirms the view when nothing did. A watch that hangs while the members
+// change (a proxy that forwards nothing, a stream etcd stopped feeding) is restarted.
+//
+//   Freshness fresh(kFreshFor);
+//   auto w = MemberWatch::Start(etcd, "prod", [&](std::vector<NodeInfo> m) { ... }, 30s, &fresh);
+//   fresh.fresh();   // whether etcd confirmed the last list told within the bound
 //
 // Thread rules: on_change is called on the calling thread during Start, then on the watch
-// thread only; Start and the destructor (which stops the thread) from the owner's thread.
+// thread only; Start and the destructor (which stops the threads) from the owner's thread.
 #pragma once
 
 #include <atomic>
@@ -20,11 +27,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
+#include "cluster/consistency.h"
 #include "cluster/etcd.h"
 #include "cluster/membership.h"
 
@@ -34,9 +44,11 @@ class MemberWatch {
  public:
   using OnChange = std::function<void(std::vector<NodeInfo>)>;
   // Unavailable where etcd cannot be read now.
+  // `fresh` (may be null: no confirmations) outlives the watch.
   static Result<std::unique_ptr<MemberWatch>> Start(EtcdClient etcd, std::string cluster,
                                                     OnChange on_change,
-                                                    std::chrono::milliseconds idle);
+                                                    std::chrono::milliseconds idle,
+                                                    Freshness* fresh = nullptr);
   ~MemberWatch();
   bool current() const { return current_.load(); }
   uint64_t changes() const { return changes_.load(); }  // lists told after the first
@@ -46,11 +58,12 @@ class MemberWatch {
 
  private:
   MemberWatch(EtcdClient etcd, std::string cluster, OnChange on_change,
-              std::chrono::milliseconds idle)
+              std::chrono::milliseconds idle, Freshness* fresh)
       : etcd_(std::move(etcd)),
         cluster_(std::move(cluster)),
         on_change_(std::move(on_change)),
-        idle_(idle) {}
+        idle_(idle),
+        fresh_(fresh) {}
   void Run(int64_t revision);  // the thread: from the revision the members were read at
   // Watches until stopped, reading the members first where *listed is false; may throw.
   void Follow(int64_t* revision, bool* listed);
@@ -58,23 +71,32 @@ class MemberWatch {
   bool Relist(int64_t* revision);
   void Tell(std::vector<NodeInfo> members);
   // The node in a record, or nothing (counted; logged when the key or its value is new).
-  std::optional<NodeInfo> Read(const std::string& key, const std::string& value);
+  std::optional<NodeInfo> Read(const std::string& key, const std::string& value, int64_t lease);
   std::vector<NodeInfo> Parse(const EtcdClient::Range& range);
+  // The revision and key count the view told so far reflects (the watch thread).
+  void Applied(int64_t revision) EXCLUDES(applied_mu_);
+  void Confirm(EtcdClient etcd);  // the confirming thread
+  void Pause(std::chrono::milliseconds d);
 
   EtcdClient etcd_;
   const std::string cluster_;
   const OnChange on_change_;
   const std::chrono::milliseconds idle_;
+  Freshness* const fresh_;
   std::vector<NodeInfo> members_;  // the last list told (the watch thread's after Start)
   std::atomic<bool> current_{true};
   std::atomic<uint64_t> changes_{0};
   std::atomic<uint64_t> bad_records_{0};
   std::map<std::string, std::string> logged_bad_;  // key -> the bad value last logged
+  std::set<std::string> keys_;  // every key under the prefix, node or not (the watch thread's)
+  Mutex applied_mu_;
+  int64_t applied_revision_ GUARDED_BY(applied_mu_) = 0;
+  int64_t applied_keys_ GUARDED_BY(applied_mu_) = 0;
   EtcdClient::WatchCancel cancel_;
   std::atomic<bool> stop_{false};
   std::mutex wait_mu_;
   std::condition_variable wait_cv_;
-  std::thread thread_;
+  std::thread thread_, confirm_;
 };
 
 }  // namespace ecstore::cluster

@@ -143,15 +143,27 @@ Result<std::vector<NodeInfo>> Members(EtcdClient& etcd, const std::string& clust
 Result<std::unique_ptr<Registration>> Registration::Start(EtcdClient etcd, std::string cluster,
                                                           NodeInfo self, std::chrono::seconds ttl,
                                                           int64_t take_over,
-                                                          std::function<void()> on_rejoin) {
-  std::unique_ptr<Registration> r(new Registration(std::move(etcd), std::move(cluster),
-                                                   std::move(self), ttl, std::move(on_rejoin)));
-  EC_RETURN_IF_ERROR(r->Register(take_over));
+                                                          std::function<void()> on_rejoin,
+                                                          NodeFence* fence) {
+  std::unique_ptr<Registration> r(new Registration(
+      std::move(etcd), std::move(cluster), std::move(self), ttl, std::move(on_rejoin), fence));
+  Status st = r->Register(take_over);
+  r->kept_ = take_over != 0 && st.ok();
+  if (st.IsNotFound()) {
+    // The earlier incarnation's record lapsed after CheckRejoin read it: writers may have
+    // routed around this id since, so what it holds may be out of date.
+    spdlog::warn("cluster {}: {}'s earlier record lapsed before it was taken over; joining afresh",
+                 r->cluster_, r->self_.id);
+    if (r->on_rejoin_) r->on_rejoin_();
+    st = r->Register(0);
+  }
+  EC_RETURN_IF_ERROR(st);
   r->thread_ = std::thread([p = r.get()] { p->KeepAlive(); });
   return r;
 }
 
 Status Registration::Register(int64_t take_over) {
+  const auto sent = SteadyClock::now();
   auto lease = etcd_.GrantLease(ttl_);
   if (!lease.ok()) return lease.status();
   const std::string key = NodesPrefix(cluster_) + self_.id;
@@ -159,11 +171,14 @@ Status Registration::Register(int64_t take_over) {
   if (made.ok() && *made) {
     lease_ = *lease;
     registered_ = true;
+    if (fence_) fence_->LeaseConfirmed(sent);
     return Status::Ok();
   }
   (void)etcd_.Revoke(*lease);
   if (!made.ok()) return made.status();
   auto other = etcd_.Get(key);
+  if (take_over != 0 && other.status().IsNotFound())
+    return Status::NotFound("node " + self_.id + "'s earlier record lapsed");
   auto info = other.ok() ? NodeInfo::FromJson(other->value) : Result<NodeInfo>(other.status());
   return Status::InvalidArgument(
       "node id " + self_.id + " is in use in cluster " + cluster_ + " by the node at " +
@@ -172,22 +187,26 @@ Status Registration::Register(int64_t take_over) {
 }
 
 Status Registration::Renew() {
+  const auto sent = SteadyClock::now();
   auto ttl = etcd_.KeepAlive(lease_);
   if (!ttl.ok()) return ttl.status();
   auto rec = etcd_.Get(NodesPrefix(cluster_) + self_.id);
   if (!rec.ok()) return rec.status();  // NotFound: deleted, the node is out of the ring
   if (rec->lease != lease_)
     return Status::InvalidArgument("its id " + self_.id + " was taken by another node's record");
+  if (fence_) fence_->LeaseConfirmed(sent);
   return Status::Ok();
 }
 
 void Registration::KeepAlive() {
-  // A third of the TTL between renewals: two may be lost before the lease lapses.
-  const auto every = std::chrono::milliseconds(ttl_) / 3;
+  // A quarter of the TTL between renewals: two may be lost, or slow, before the fence (the
+  // TTL less its margin from the last acknowledged one) closes.
+  const auto every = std::chrono::milliseconds(ttl_) / 4;
   std::unique_lock<std::mutex> l(mu_);
   while (!cv_.wait_for(l, every, [&] { return stop_; })) {
     l.unlock();
     Status st = Renew();
+    if ((st.IsNotFound() || st.IsInvalidArgument()) && fence_) fence_->LeaseLost();
     if (st.IsNotFound()) {
       // The lease lapsed or the record went: clients routed around this node, and puts
       // and erases of its keys went elsewhere. What it holds may be out of date.
@@ -209,6 +228,7 @@ void Registration::KeepAlive() {
 }
 
 void Registration::Stop() {
+  if (fence_) fence_->Stop();  // refusing before any reader can see the node leave
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stop_) return;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "cluster/consistency.h"
 #include "cluster/etcd.h"
 #include "cluster/placement.h"
 
@@ -84,30 +85,39 @@ Result<std::vector<NodeInfo>> Members(EtcdClient& etcd, const std::string& clust
 // live id is refused (InvalidArgument, naming the other's address). Each keep-alive reads the
 // record back; where it lapsed or vanished (etcd away past the TTL, a pause, a hand's delete)
 // the node was out of the ring: `on_rejoin` runs (the node drops what it holds, as it may
-// be out of date) before the node registers again.
+// be out of date) before the node registers again. Each acknowledged grant or keep-alive
+// (with the record read back) confirms the node's lease to its `fence`, from when it was
+// sent; a lapse closes the fence before on_rejoin runs.
 class Registration {
  public:
   // take_over: the etcd revision of this node's own earlier record to replace (CheckRejoin),
-  // or 0 (the id must be free).
+  // or 0 (the id must be free). Where that record lapsed before it was taken over, the node
+  // was out of the ring meanwhile: on_rejoin runs, and it registers afresh (kept() false).
+  // `fence` (may be null) outlives the registration.
   static Result<std::unique_ptr<Registration>> Start(EtcdClient etcd, std::string cluster,
                                                      NodeInfo self, std::chrono::seconds ttl,
                                                      int64_t take_over = 0,
-                                                     std::function<void()> on_rejoin = {});
+                                                     std::function<void()> on_rejoin = {},
+                                                     NodeFence* fence = nullptr);
   ~Registration() { Stop(); }
-  // Revokes the lease: the node leaves every reader's list at once. Idempotent.
+  // Closes the fence (the node refuses from now on), then revokes the lease: the node leaves
+  // every reader's list at once. Idempotent.
   void Stop();
   // Whether the node is in the ring as itself now (false while etcd is unreachable, or its
   // id is held by another node: it keeps serving and registers again when it can).
   bool registered() const { return registered_.load(); }
+  // Whether the earlier record was taken over (the entries kept), as Start was asked to.
+  bool kept() const { return kept_; }
 
  private:
   Registration(EtcdClient etcd, std::string cluster, NodeInfo self, std::chrono::seconds ttl,
-               std::function<void()> on_rejoin)
+               std::function<void()> on_rejoin, NodeFence* fence)
       : etcd_(std::move(etcd)),
         cluster_(std::move(cluster)),
         self_(std::move(self)),
         ttl_(ttl),
-        on_rejoin_(std::move(on_rejoin)) {}
+        on_rejoin_(std::move(on_rejoin)),
+        fence_(fence) {}
   Status Register(int64_t take_over);  // a new lease and the node's key under it
   Status Renew();                      // one keep-alive, and the record read back
   void KeepAlive();                    // the thread
@@ -117,6 +127,8 @@ class Registration {
   const NodeInfo self_;
   const std::chrono::seconds ttl_;
   const std::function<void()> on_rejoin_;
+  NodeFence* const fence_;
+  bool kept_ = false;
   int64_t lease_ = 0;  // the keep-alive thread's, and Stop's once it has joined
   std::atomic<bool> registered_{false};
   std::mutex mu_;

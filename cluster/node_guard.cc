@@ -76,12 +76,13 @@ Result<Rejoin> CheckRejoin(EtcdClient& etcd, const std::string& cluster, const s
 }
 
 Result<std::unique_ptr<NodeGuard>> NodeGuard::Start(EtcdClient etcd, std::string cluster,
-                                                    std::string self, Cache* store) {
-  std::unique_ptr<NodeGuard> g(new NodeGuard(cluster, std::move(self), store));
+                                                    std::string self, Cache* store,
+                                                    NodeFence* fence) {
+  std::unique_ptr<NodeGuard> g(new NodeGuard(cluster, std::move(self), store, fence));
   auto watch = MemberWatch::Start(
       std::move(etcd), cluster,
       [p = g.get()](std::vector<NodeInfo> members) { p->OnMembers(std::move(members)); },
-      std::chrono::seconds(30));
+      std::chrono::seconds(30), fence ? fence->view() : nullptr);
   if (!watch.ok()) return watch.status();
   g->watch_ = std::move(watch).value();
   return g;
@@ -91,9 +92,12 @@ NodeGuard::~NodeGuard() { watch_.reset(); }
 
 Status NodeGuard::Admit(std::string_view ns, std::string_view key) const {
   // Not a member in its own view: joining (its record not seen back yet), or out of the
-  // ring, when Registration drops everything before it is a member again.
+  // ring, when Registration drops everything before it is a member again. A put admitted
+  // then could land after that drop listed the entries, and outlive it.
   auto v = view();
-  if (!v || !v->self) return Status::Ok();
+  if (!v || !v->self)
+    return Status::Busy("node " + self_ + " is not a member of cluster " + cluster_ +
+                        " in its own view (joining, or back after its lease lapsed); retry");
   const auto places = v->layout.Places(ns, key);
   if (std::find(places.begin(), places.end(), *v->self) != places.end()) return Status::Ok();
   // Busy, not Unavailable: the node answers (a client must not mark it down), and the put
@@ -120,6 +124,7 @@ void NodeGuard::OnMembers(std::vector<NodeInfo> members) {
     MutexLock l(&view_mu_);
     view_ = std::move(v);
   }
+  if (fence_) fence_->ViewSeen(me != members.end());
   if (me == members.end()) return;  // not in the ring: Registration drops all when it rejoins
   auto n = DropOffPlaces(store_, last_, *view()->self);
   if (!n.ok()) {

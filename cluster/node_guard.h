@@ -9,6 +9,8 @@
 // - a writer whose view of the members lags the node's may put a key the node no longer
 //   holds: the node refuses it (Admit, asked by the store before it installs an entry), so
 //   the put is not acknowledged and nothing lands that the last drop did not see.
+// - the node serves only through its NodeFence (cluster/consistency.h): the guard tells it
+//   whether the node's own view holds it, and the view's watch confirms that view current.
 // A node back within its lease (a crash and a quick restart, a pause shorter than the TTL)
 // missed nothing acknowledged -- every put and erase of its keys failed meanwhile, and so
 // did those of keys that moved off it, which writers clear there while a membership
@@ -16,7 +18,7 @@
 //
 //   auto rejoin = CheckRejoin(etcd, "prod", "node-a", previous_incarnation);   // before serving
 //   if (!rejoin.value().keep) DropAll(store, "...");
-//   auto guard = NodeGuard::Start(etcd, "prod", "node-a", store);   // drops what moves away
+//   auto guard = NodeGuard::Start(etcd, "prod", "node-a", store, &fence);  // drops what moves
 //   store->SetAdmission([g = guard->get()](auto ns, auto key) { return g->Admit(ns, key); });
 //
 // Thread rules: NodeGuard drops keys on its MemberWatch's thread; Admit from any thread;
@@ -33,6 +35,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "cache/cache.h"
+#include "cluster/consistency.h"
 #include "cluster/etcd.h"
 #include "cluster/member_watch.h"
 
@@ -59,22 +62,26 @@ Result<uint64_t> DropOffPlaces(Cache* store, const Layout& layout, size_t self);
 
 class NodeGuard {
  public:
+  // `fence` (may be null) outlives the guard: told whether the node's view holds it, its
+  // view's freshness confirmed by the guard's watch.
   static Result<std::unique_ptr<NodeGuard>> Start(EtcdClient etcd, std::string cluster,
-                                                  std::string self, Cache* store);
+                                                  std::string self, Cache* store,
+                                                  NodeFence* fence = nullptr);
   ~NodeGuard();
   uint64_t dropped() const { return dropped_.load(); }  // keys dropped by membership changes
-  // Ok where (ns, key) is at this node's places in its last view of the members, or where
-  // that view does not have the node; else Busy, saying so (the writer's view is not this
-  // node's: a put it may retry).
+  // Ok where (ns, key) is at this node's places in its last view of the members; else Busy,
+  // saying so (the writer's view is not this node's: a put it may retry). A node its own
+  // view does not hold (joining, or out of the ring) admits nothing.
   Status Admit(std::string_view ns, std::string_view key) const;
 
  private:
-  NodeGuard(std::string cluster, std::string self, Cache* store)
-      : cluster_(std::move(cluster)), self_(std::move(self)), store_(store) {}
+  NodeGuard(std::string cluster, std::string self, Cache* store, NodeFence* fence)
+      : cluster_(std::move(cluster)), self_(std::move(self)), store_(store), fence_(fence) {}
   void OnMembers(std::vector<NodeInfo> members);  // the MemberWatch's thread
 
   const std::string cluster_, self_;
   Cache* const store_;
+  NodeFence* const fence_;
   std::atomic<uint64_t> dropped_{0};
   struct View {
     Layout layout;

@@ -284,6 +284,7 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
   const uint64_t in_prefix = r.remaining();
   const uint64_t size = h.body_len - (n - in_prefix);
   Status may = gate_->CheckNamespace(&c->who, kWrite, k->ns);
+  if (may.ok()) may = Fenced(h.op, std::string_view(reinterpret_cast<const char*>(prefix), n));
   auto res = may.ok() ? store_->Reserve(k->ns, k->key, meta, size) : Result<PutReservation>(may);
   if (!res.ok()) {
     EC_RETURN_IF_ERROR(io.Discard(size - in_prefix, "client", deadline));
@@ -310,12 +311,51 @@ LeaseTable::Limits Server::LeaseLimits() const {
           opt_.lease_ttl};
 }
 
+namespace {
+// The requests that read or write entries: what a closed fence refuses.
+bool TouchesEntries(Op op) {
+  switch (op) {
+    case Op::kGet:
+    case Op::kGetShm:
+    case Op::kGetRdma:
+    case Op::kPin:
+    case Op::kGetDevice:
+    case Op::kGetShmMany:
+    case Op::kGetShmStream:
+    case Op::kLookup:
+    case Op::kPrefetch:
+    case Op::kClaim:
+    case Op::kPut:
+    case Op::kErase:
+    case Op::kEraseMany:
+    case Op::kPutShm:
+    case Op::kPutDevice:
+    case Op::kPutDeviceMany:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
+Status Server::Fenced(Op op, std::string_view body) const {
+  if (!opt_.fence || !TouchesEntries(op)) return Status::Ok();
+  Status st = opt_.fence();
+  if (st.ok() || opt_.unfenced_namespace.empty()) return st;
+  const RequestScope s = ScopeOf(op, body);
+  const bool own = !s.malformed && !s.namespaces.empty() &&
+                   std::all_of(s.namespaces.begin(), s.namespaces.end(),
+                               [&](std::string_view ns) { return ns == opt_.unfenced_namespace; });
+  return own ? Status::Ok() : st;
+}
+
 // Answers one request. A non-OK return closes the connection.
 Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
   BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
   auto reply_error = [&](const Status& st) { return ReplyError(c, h, st); };
   // Refused before it touches the store; the connection stays.
   if (Status may = gate_->Check(&c->who, h.op, body); !may.ok()) return reply_error(may);
+  if (Status may = Fenced(h.op, body); !may.ok()) return reply_error(may);
   switch (h.op) {
     case Op::kGet:
     case Op::kGetShm:

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,12 @@ struct ServerOptions {
   // thread per worker while the worker receives the next (server/piece_checker.h): 1 yes,
   // 0 no, -1 where the machine has 4 or more cores.
   int check_put_pieces = -1;
+  // A cluster node's fence (cluster/consistency.h): asked before each request that reads or
+  // writes entries; a refusal is answered as its Status, the connection kept. Empty: none.
+  std::function<Status()> fence;
+  // Requests naming only this namespace pass a closed fence: the node's own start-up check
+  // that its advertised address reaches it, before it is registered.
+  std::string unfenced_namespace;
 };
 
 class Server {
@@ -137,6 +144,8 @@ class Server {
   Status ServeRequest(Conn* c);
   Result<FrameHeader> ReadRequestHeader(Conn* c);
   Status Handle(Conn* c, const FrameHeader& h, std::string& body);
+  // A closed cluster fence's refusal for a request that reads or writes entries, else Ok.
+  Status Fenced(Op op, std::string_view body) const;
   // Answers a request with an error (counted as a miss when NotFound, else an error).
   Status ReplyError(Conn* c, const FrameHeader& h, const Status& st);
   Status HandleAdmin(Conn* c, const FrameHeader& h);

@@ -97,8 +97,8 @@ for i in $(seq 12); do
 done
 check "puts and gets through the cluster over TLS are byte-exact (12 of 12)" test $ok = 12
 
-# A record added by hand: it claims to be node-x at the address of a daemon whose (valid)
-# certificate names "rogue".
+# A record added by hand under a lease (one without is no member): it claims to be node-x at
+# the address of a daemon whose (valid) certificate names "rogue".
 "$EC" --dir "$T/rogue" --pool-size 16MiB --tls-cert rogue.crt --tls-key rogue.key --tls-ca ca.crt \
   serve --listen 127.0.0.1:0 >rogue.out 2>rogue.err &
 pids+=($!)
@@ -106,7 +106,8 @@ for _ in $(seq 100); do grep -q "port" rogue.out 2>/dev/null && break; sleep 0.1
 RPORT=$(sed -n 's/.*(port \([0-9]*\).*/\1/p' rogue.out)
 REC=$(ctl get --print-value-only /ec-store/trusted/nodes/node-a)
 ROGUE=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r["id"]="node-x"; r["tcp"]="127.0.0.1:'$RPORT'"; r.pop("unix", None); r.pop("unix_path", None); print(json.dumps(r))' "$REC")
-ctl put /ec-store/trusted/nodes/node-x "$ROGUE" >/dev/null
+LEASE=$(ctl lease grant 600 | awk '{print $2}')
+ctl put --lease="$LEASE" /ec-store/trusted/nodes/node-x "$ROGUE" >/dev/null
 for _ in $(seq 50); do [ "$(nodes)" = "node-a node-b node-c node-x" ] && break; sleep 0.1; done
 check "the hand-written record is a member in etcd" test "$(nodes)" = "node-a node-b node-c node-x"
 for i in $(seq 13 60); do
