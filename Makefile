@@ -7,7 +7,7 @@ CMAKE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DEC_SANITIZE=$(SANITIZE) $(CMAKE_EXTRA
 # library's sources while the one below it still links, where make waits.
 export CMAKE_GENERATOR ?= Ninja
 
-.PHONY: soak deps build demo test test-gpu python-ext python-test python-daemon-test python-install sglang-test python-wheel python-wheels test-rdma test-shared bench-rdma bench bench-quick asan tsan sanitized-test house-rules clean format format-check
+.PHONY: soak deps build demo test test-gpu chaos python-ext python-test python-daemon-test python-install sglang-test python-wheel python-wheels test-rdma test-shared bench-rdma bench bench-quick asan tsan sanitized-test house-rules clean format format-check
 
 # Two tests at a time on a 2-core machine; those that measure time or memory, or take both
 # cores themselves, run alone (RUN_SERIAL in CMakeLists.txt). Labels pick suites:
@@ -56,6 +56,16 @@ python-install: python-wheel
 python-test: python-install
 	$(PYTEST) $(call JUNIT,python) $(CURDIR)/python/tests --ignore=$(CURDIR)/python/tests/test_sglang.py \
 	  $(PYTEST_ARGS)
+
+# The cluster's history under partitions, pauses, lagging views and churn, each history
+# checked for linearizability (python/tests/test_cluster_fencing.py): make test runs 3 seeds of
+# 15 s, the sanitized builds 1; this runs CHAOS_SEEDS seeds of CHAOS_SECONDS each.
+CHAOS_SEEDS ?= $(shell seq -s, 1 50)
+CHAOS_SECONDS ?= 60
+chaos: export EC_CHAOS_SEEDS = $(CHAOS_SEEDS)
+chaos: export EC_CHAOS_SECONDS = $(CHAOS_SECONDS)
+chaos: python-install
+	$(PYTEST) $(call JUNIT,chaos) -s -k history $(CURDIR)/python/tests/test_cluster_fencing.py
 
 # The Python tests that start a daemon, against EC_DAEMON, with the installed package (made
 # once when absent): what a sanitized build's daemon is checked with.
@@ -160,7 +170,7 @@ UNITY = -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8
 CLANG = -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
 sanitized-test: build
 	cd $(BUILD) && $(CTEST)
-	$(MAKE) python-daemon-test EC_DAEMON=$(CURDIR)/$(BUILD)/ec-store
+	EC_CHAOS_SEEDS=1 $(MAKE) python-daemon-test EC_DAEMON=$(CURDIR)/$(BUILD)/ec-store
 	$(MAKE) soak SOAK_SECONDS=60
 asan:
 	ASAN_OPTIONS=verify_asan_link_order=0:quarantine_size_mb=8 $(MAKE) sanitized-test \
