@@ -3,29 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <future>
 #include <map>
 
+#include "cluster/fan_out.h"
 #include "net/client.h"
 
 namespace ecstore::cluster {
-
-namespace {
-
-// A miss at one place: the entry may be at the next one.
-bool TryNext(const Status& s) { return s.IsNotFound() || s.IsUnavailable(); }
-
-// What a read that found the key nowhere returns: NotFound -- also where its owner did not
-// answer (a lost node costs misses, not errors; counted in `unavailable`, told in the log
-// once per node), saying so.
-Status AsMiss(std::string_view ns, std::string_view key, const std::optional<Status>& owner_down,
-              const Status& last) {
-  if (!owner_down) return last;
-  return Status::NotFound(std::string(ns) + "/" + std::string(key) +
-                          ": a miss, its node does not answer (" + owner_down->message() + ")");
-}
-
-}  // namespace
 
 // The members one call routes by: layout.ring.members()[i] is nodes[i].
 ClusterCache::ClusterCache(std::string name, ClusterOptions o)
@@ -138,14 +121,14 @@ Result<T> ClusterCache::ReadFirst(std::string_view ns, std::string_view key, Fn 
       if (i >= opt_.replicas) ++fallback_hits_;
       return r;
     }
-    if (!TryNext(r.status())) return r;
+    if (!TryNextPlace(r.status())) return r;
     if (r.status().IsUnavailable()) {
       ++unavailable_;
       if (!owner_down) owner_down = r.status();
     }
     last = r.status();
   }
-  return AsMiss(ns, key, owner_down, last);
+  return ReadMiss(ns, key, owner_down, last);
 }
 
 Result<EntryInfo> ClusterCache::Get(std::string_view ns, std::string_view key,
@@ -183,32 +166,37 @@ Status ClusterCache::Put(std::string_view ns, std::string_view key, const Tensor
         "--replicas " + std::to_string(opt_.replicas) + " is more places than cluster " + name_ +
         "'s nodes keep a key at (" + std::to_string(v->layout.keep) +
         "): start them with --cluster-keep " + std::to_string(opt_.replicas) + " or more");
-  // The replicas at the key's first places; every other place a reader may try is cleared
-  // meanwhile (ClusterView::ToClear), each on its own thread (different nodes).
+  // The replicas at the key's first places, and every other place a reader may try cleared
+  // (ClusterView::ToClear), all at once (different nodes).
   const auto places = v->Places(ns, key);
   const size_t replicas = std::min(opt_.replicas, places.size());
   const auto cleared = v->ToClear(ns, key, replicas);
   routed_ += replicas + cleared.size();
-  std::vector<std::future<Status>> clears;
-  for (size_t at : cleared)
-    clears.push_back(std::async(std::launch::async, [&, at] {
+  std::vector<Status> answers(replicas + cleared.size());
+  std::vector<std::function<void()>> parts;
+  for (size_t k = 0; k < replicas; ++k)
+    parts.push_back([&, k] {
+      answers[k] =
+          OnNode(*v->nodes[places[k]], [&](Cache& c) { return c.Put(ns, key, meta, bytes); });
+    });
+  for (size_t k = 0; k < cleared.size(); ++k)
+    parts.push_back([&, k] {
       std::vector<bool> gone;
-      return v->Cleared(at, v->Link(at)->Call([&](Cache& c) {
+      answers[replicas + k] = v->Cleared(cleared[k], v->Link(cleared[k])->Call([&](Cache& c) {
         return c.EraseMany({{std::string(ns), std::string(key)}}, &gone);
       }));
-    }));
+    });
+  FanOut::Process().Run(parts);
   Status refused = Status::Ok(), missed = Status::Ok();
-  auto note = [&](const Status& st) {
+  for (const Status& st : answers) {
+    if (st.ok()) continue;
     if (st.IsUnavailable()) {
       ++unavailable_;
       if (missed.ok()) missed = st;
     } else if (refused.ok()) {
       refused = st;
     }
-  };
-  for (size_t k = 0; k < replicas; ++k)
-    note(OnNode(*v->nodes[places[k]], [&](Cache& c) { return c.Put(ns, key, meta, bytes); }));
-  for (auto& f : clears) note(f.get());
+  }
   if (!missed.ok())
     return Status::Unavailable("the put of " + std::string(ns) + "/" + std::string(key) +
                                " is not acknowledged: a node that may hold an older copy did "
@@ -259,16 +247,14 @@ std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
       }
       n.Observe(unavailable);
     };
-    std::vector<std::future<void>> parts;
-    for (auto it = std::next(by_node.begin()); it != by_node.end(); ++it)
-      parts.push_back(std::async(std::launch::async, ask, it->first, std::cref(it->second)));
-    ask(by_node.begin()->first, by_node.begin()->second);
-    for (auto& p : parts) p.get();
+    std::vector<std::function<void()>> parts;
+    for (const auto& [node, idx] : by_node) parts.push_back([&, node = node] { ask(node, idx); });
+    FanOut::Process().Run(parts);
     std::vector<size_t> again;
     for (size_t i : pending) {
       if (out[i].ok()) {
         if (round >= opt_.replicas) ++fallback_hits_;
-      } else if (TryNext(out[i].status())) {
+      } else if (TryNextPlace(out[i].status())) {
         if (out[i].status().IsUnavailable()) {
           ++unavailable_;
           if (!owner_down[i]) owner_down[i] = out[i].status();
@@ -279,8 +265,8 @@ std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
     pending = std::move(again);
   }
   for (size_t i = 0; i < keys.size(); ++i)
-    if (!out[i].ok() && TryNext(out[i].status()))
-      out[i] = AsMiss(ns, keys[i], owner_down[i], out[i].status());
+    if (!out[i].ok() && TryNextPlace(out[i].status()))
+      out[i] = ReadMiss(ns, keys[i], owner_down[i], out[i].status());
   return out;
 }
 
@@ -335,7 +321,7 @@ Result<std::vector<std::optional<EntryInfo>>> ClusterCache::LookupMany(
   for (size_t i = 0; i < keys.size(); ++i) {
     if (found[i].ok())
       out[i] = std::move(found[i]).value();
-    else if (!TryNext(found[i].status()))
+    else if (!TryNextPlace(found[i].status()))
       return found[i].status();
     // A node that does not answer: its keys are absent (misses), counted in unavailable.
   }
@@ -351,16 +337,18 @@ Result<std::vector<std::vector<Location>>> ClusterCache::Locate(
     places[i] = v->Places(ns, keys[i]);
     for (size_t node : places[i]) by_node[node].push_back(i);
   }
-  std::map<size_t, std::future<Result<std::vector<std::optional<EntryInfo>>>>> asks;
-  for (const auto& [node, idx] : by_node)
-    asks.emplace(node, std::async(std::launch::async, [&, node = node, &idx = idx] {
-                   routed_ += idx.size();
-                   return OnNode(*v->nodes[node],
-                                 [&](Cache& c) { return c.LookupMany(ns, Pick(keys, idx)); });
-                 }));
+  std::map<size_t, Result<std::vector<std::optional<EntryInfo>>>> asks;
+  std::vector<std::function<void()>> parts;
+  for (const auto& [node, idx] : by_node) {
+    auto* r = &asks.emplace(node, Status::Unavailable("not asked")).first->second;
+    parts.push_back([&, r, node = node, &idx = idx] {
+      routed_ += idx.size();
+      *r = OnNode(*v->nodes[node], [&](Cache& c) { return c.LookupMany(ns, Pick(keys, idx)); });
+    });
+  }
+  FanOut::Process().Run(parts);
   std::map<size_t, std::vector<std::optional<EntryInfo>>> answers;
-  for (auto& [node, f] : asks) {
-    auto r = f.get();
+  for (auto& [node, r] : asks) {
     if (r.ok()) {
       answers[node] = std::move(r).value();
     } else if (r.status().IsUnavailable()) {
@@ -489,12 +477,13 @@ Status ClusterCache::ListNodePages(
 
 std::vector<ClusterCache::NodeStats> ClusterCache::StatsByNode() {
   auto v = Snapshot();
-  std::vector<std::future<Result<StoreStats>>> asks;
-  for (const auto& n : v->nodes)
-    asks.push_back(std::async(
-        std::launch::async, [this, n] { return OnNode(*n, [](Cache& c) { return c.Stats(); }); }));
   std::vector<NodeStats> out;
-  for (size_t i = 0; i < asks.size(); ++i) out.push_back({v->nodes[i]->info(), asks[i].get()});
+  std::vector<std::function<void()>> parts;
+  for (const auto& n : v->nodes) out.push_back({n->info(), Status::Unavailable("not asked")});
+  for (size_t i = 0; i < out.size(); ++i)
+    parts.push_back(
+        [&, i] { out[i].stats = OnNode(*v->nodes[i], [](Cache& c) { return c.Stats(); }); });
+  FanOut::Process().Run(parts);
   return out;
 }
 

@@ -25,7 +25,8 @@
 // - A join costs no recomputes: a miss at a key's owner is asked at its next places, where
 //   it lived before the join.
 // - Batches (GetMany, LookupMany, AcquireMany, Prefetch) are split by owner and the parts
-//   sent in parallel.
+//   sent in parallel, as are a put's replicas and clears: on the process's FanOut pool
+//   (cluster/fan_out.h) and the caller's thread, never a thread started per part.
 // - When in doubt, a miss (cluster/consistency.h): a client acts on its view of the members
 //   only while etcd confirmed it current within `fresh_for`; past that, reads are misses
 //   and puts and erases are not acknowledged (counted in counters().stale_view), until etcd
@@ -33,9 +34,9 @@
 //   key had before it -- nodes that left included.
 //
 // Thread rules: thread-safe. Each node's connection serves one call at a time (its own
-// mutex); calls to different nodes run in parallel. One watch thread follows etcd. A
-// ReadLease may be destroyed on any thread, but before the ClusterCache. Membership is
-// followed by a MemberWatch (cluster/member_watch.h) on its own thread.
+// mutex); calls to different nodes run in parallel. A ReadLease may be destroyed on any
+// thread, but before the ClusterCache. Membership is followed by a MemberWatch
+// (cluster/member_watch.h) on its own thread, its view confirmed on a second.
 #pragma once
 
 #include <atomic>

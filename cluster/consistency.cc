@@ -79,6 +79,13 @@ Status NodeFence::Check() const {
                              "; the key's other places answer");
 }
 
+Status ReadMiss(std::string_view ns, std::string_view key, const std::optional<Status>& owner_down,
+                const Status& last) {
+  if (!owner_down) return last;
+  return Status::NotFound(std::string(ns) + "/" + std::string(key) +
+                          ": a miss, its node does not answer (" + owner_down->message() + ")");
+}
+
 bool ServesNothing(const Status& st, const std::string& tcp) {
   if (st.ok() || st.message().find(kFenceRefusal) != std::string::npos) return true;
   auto hp = net::ParseHostPort(tcp);

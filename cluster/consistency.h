@@ -35,7 +35,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -48,6 +50,16 @@ inline constexpr std::chrono::milliseconds kFreshFor{3000};
 
 // The words a node's fence refuses with (NodeFence::Check): a writer recognizes them.
 inline constexpr char kFenceRefusal[] = "refuses to serve";
+
+// Whether a read's answer at one place sends it to the key's next place: a miss there, or a
+// node that did not answer.
+inline bool TryNextPlace(const Status& s) { return s.IsNotFound() || s.IsUnavailable(); }
+
+// What a read that found the key at none of its places returns: NotFound -- also where its
+// owner did not answer (`owner_down`: a lost node costs misses, not errors), saying so;
+// else `last`, the last place's answer.
+Status ReadMiss(std::string_view ns, std::string_view key, const std::optional<Status>& owner_down,
+                const Status& last);
 
 // Whether `st`, the answer of a member that left to a call that clears a key, shows that it
 // serves no copy: it answered, or its fence refused, or nothing listens at `tcp` (HOST:PORT)

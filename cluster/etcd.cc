@@ -97,6 +97,29 @@ Result<EtcdClient> EtcdClient::Parse(const std::string& uri, std::string* name,
   return EtcdClient(std::move(endpoints), timeout, std::move(access), tls);
 }
 
+EtcdClient& EtcdClient::operator=(const EtcdClient& o) {
+  if (this == &o) return *this;
+  endpoints_ = o.endpoints_, timeout_ = o.timeout_, access_ = o.access_, tls_ = o.tls_;
+  auth_token_ = o.auth_token_, watch_at_ = o.watch_at_, keep_ = o.keep_;
+  kept_.reset();  // a connection is one thread's: the copy opens its own
+  kept_at_.clear();
+  return *this;
+}
+
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout,
+                       EtcdAccess access, bool tls)
+    : endpoints_(std::move(endpoints)), timeout_(timeout), access_(std::move(access)), tls_(tls) {}
+EtcdClient::EtcdClient(const EtcdClient& o) { *this = o; }
+EtcdClient::~EtcdClient() = default;
+EtcdClient::EtcdClient(EtcdClient&&) noexcept = default;
+EtcdClient& EtcdClient::operator=(EtcdClient&&) noexcept = default;
+
+EtcdClient EtcdClient::KeepingConnection() const {
+  EtcdClient c = *this;
+  c.keep_ = true;
+  return c;
+}
+
 std::unique_ptr<httplib::Client> EtcdClient::Http(const std::string& hp) {
   auto c = std::make_unique<httplib::Client>((tls_ ? "https://" : "http://") + hp, access_.cert,
                                              access_.key);
@@ -116,6 +139,7 @@ std::unique_ptr<httplib::Client> EtcdClient::Http(const std::string& hp) {
 
 Status EtcdClient::Authenticate() {
   auth_token_.clear();
+  kept_.reset();  // its requests carry the old token
   bool unused = false;
   auto r = CallOnce("/v3/auth/authenticate",
                     json{{"name", access_.user}, {"password", access_.password}}.dump(), &unused);
@@ -124,6 +148,7 @@ Status EtcdClient::Authenticate() {
   if (j.is_discarded() || !j.contains("token"))
     return Status::PermissionDenied("etcd refused user '" + access_.user + "': " + *r);
   auth_token_ = j["token"].get<std::string>();
+  kept_.reset();
   return Status::Ok();
 }
 
@@ -141,9 +166,16 @@ Result<std::string> EtcdClient::CallOnce(const std::string& path, const std::str
   std::string last = "no endpoint";
   net::ScopedNoSigpipe no_sigpipe;  // https: OpenSSL writes with write(2)
   for (const std::string& hp : endpoints_) {
-    auto c = Http(hp);
+    std::unique_ptr<httplib::Client> made;
+    if (!keep_ || !kept_ || kept_at_ != hp) {
+      made = Http(hp);
+      if (keep_) made->set_keep_alive(true);
+    }
+    if (keep_ && made) kept_ = std::move(made), kept_at_ = hp;
+    httplib::Client* c = keep_ ? kept_.get() : made.get();
     auto res = c->Post(path.c_str(), body, "application/json");
     if (!res) {
+      if (keep_) kept_.reset();  // made again at the next call
       last = hp + ": " + httplib::to_string(res.error());
       if (tls_ && res.error() == httplib::Error::SSLServerVerification)
         last +=
@@ -271,7 +303,17 @@ Result<EtcdClient::Counts> EtcdClient::CountSince(const std::string& prefix,
   if (j.is_discarded() || !j.contains("header"))
     return Status::Unavailable("etcd: malformed range reply");
   return Counts{std::stoll(j.value("count", "0")),
-                static_cast<int64_t>(j.value("kvs", json::array()).size())};
+                static_cast<int64_t>(j.value("kvs", json::array()).size()),
+                std::stoll(j["header"].value("revision", "0"))};
+}
+
+Result<int64_t> EtcdClient::Revision(const std::string& key) {
+  auto r = Call("/v3/kv/range", json{{"key", Base64(key)}, {"count_only", true}}.dump());
+  if (!r.ok()) return r.status();
+  auto j = json::parse(*r, nullptr, false);
+  if (j.is_discarded() || !j.contains("header"))
+    return Status::Unavailable("etcd: malformed range reply");
+  return std::stoll(j["header"].value("revision", "0"));
 }
 
 Result<std::pair<int64_t, int64_t>> EtcdClient::TimeToLive(int64_t lease) {

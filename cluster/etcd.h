@@ -85,8 +85,20 @@ class EtcdClient {
   // from_revision - 1 is current where `total` is its key count and `changed` is 0.
   struct Counts {
     int64_t total = 0, changed = 0;
+    int64_t revision = 0;  // the store's revision the read saw
   };
   Result<Counts> CountSince(const std::string& prefix, int64_t from_revision);
+  // The store's revision now, by the cheapest read etcd answers (one absent key). Nothing
+  // anywhere in etcd changed since a revision it still equals.
+  Result<int64_t> Revision(const std::string& key);
+  // A copy that keeps its connection to etcd open between calls (HTTP keep-alive), for a
+  // thread that asks etcd every second; a copy of it opens its own.
+  EtcdClient KeepingConnection() const;
+  EtcdClient(const EtcdClient& o);
+  EtcdClient& operator=(const EtcdClient& o);
+  EtcdClient(EtcdClient&&) noexcept;
+  EtcdClient& operator=(EtcdClient&&) noexcept;
+  ~EtcdClient();
 
   // One change under a watched prefix: a put of `value` at `key`, or its deletion (a lease
   // that lapsed or was revoked deletes the keys put under it).
@@ -120,11 +132,7 @@ class EtcdClient {
 
  private:
   EtcdClient(std::vector<std::string> endpoints, std::chrono::milliseconds timeout,
-             EtcdAccess access, bool tls)
-      : endpoints_(std::move(endpoints)),
-        timeout_(timeout),
-        access_(std::move(access)),
-        tls_(tls) {}
+             EtcdAccess access, bool tls);
   // POSTs `body` (JSON) to `path` at the first endpoint that answers; the reply's JSON text.
   // With a user, authenticated (again once where etcd says the token is no longer valid).
   Result<std::string> Call(const std::string& path, const std::string& body);
@@ -140,6 +148,9 @@ class EtcdClient {
   bool tls_ = false;
   std::string auth_token_;  // etcd's, while it lasts
   size_t watch_at_ = 0;     // the endpoint Watch uses
+  bool keep_ = false;       // KeepingConnection's: calls reuse kept_ while it serves kept_at_
+  std::unique_ptr<httplib::Client> kept_;
+  std::string kept_at_;
 };
 
 // Base64 as etcd's JSON gateway writes keys and values.

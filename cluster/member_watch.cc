@@ -47,33 +47,46 @@ void MemberWatch::Pause(std::chrono::milliseconds d) {
   wait_cv_.wait_for(l, d, [&] { return stop_.load(); });
 }
 
-// A view is confirmed when etcd, asked after it was told, has no key under the prefix that
-// changed after the revision it reflects and as many keys as it knows: the send time of
-// that read is when it was current. A view still behind a bound's third later has a watch
-// that does not deliver: it is restarted.
+// A view is confirmed when etcd, asked after it was told, shows nothing under the prefix
+// changed after the revision it reflects: the send time of that read is when it was current.
+// Most seconds one point read suffices -- etcd's revision has not moved since the view was
+// last known current, so nothing changed anywhere -- and only a moved revision costs a read
+// of the prefix's keys. A view still behind a third of the bound later has a watch that does
+// not deliver: it is made again.
 void MemberWatch::Confirm(EtcdClient etcd) {
   const std::string prefix = NodesPrefix(cluster_);
   const auto every = std::max(std::chrono::milliseconds(50), fresh_->bound() / 3);
-  std::optional<SteadyClock::time_point> behind_since;
+  SteadyClock::time_point behind_since{};  // the epoch: not behind
+  int64_t current_at = 0;  // the latest store revision at which the view was known current
   while (!stop_) {
     int64_t revision, keys;
     {
       MutexLock l(&applied_mu_);
       revision = applied_revision_, keys = applied_keys_;
     }
-    const auto sent = SteadyClock::now();
-    auto c = etcd.CountSince(prefix, revision + 1);
-    if (c.ok() && c->total == keys && c->changed == 0) {
+    current_at = std::max(current_at, revision);
+    auto sent = SteadyClock::now();
+    auto now = etcd.Revision(prefix);
+    bool confirmed = now.ok() && *now <= current_at;
+    std::optional<bool> behind;
+    if (now.ok() && !confirmed) {
+      sent = SteadyClock::now();
+      auto c = etcd.CountSince(prefix, revision + 1);
+      confirmed = c.ok() && c->total == keys && c->changed == 0;
+      if (confirmed) current_at = c->revision;
+      if (c.ok()) behind = !confirmed;
+    }
+    if (confirmed) {
       fresh_->Confirmed(sent);
-      behind_since.reset();
-    } else if (c.ok() && !behind_since) {
+      behind_since = {};
+    } else if (behind && behind_since == SteadyClock::time_point{}) {
       behind_since = sent;
-    } else if (c.ok() && sent - *behind_since >= every) {
+    } else if (behind && sent - behind_since >= every) {
       spdlog::warn(
           "cluster {}: the members' watch is behind etcd (revision {}); reading them again",
           cluster_, revision);
       cancel_.Interrupt();
-      behind_since.reset();
+      behind_since = {};
     }
     Pause(every);
   }
@@ -95,7 +108,8 @@ Result<std::unique_ptr<MemberWatch>> MemberWatch::Start(EtcdClient etcd, std::st
   w->Applied(range->revision);
   if (fresh) fresh->Confirmed(sent);
   w->thread_ = std::thread([p = w.get(), rev = range->revision] { p->Run(rev); });
-  if (fresh) w->confirm_ = std::thread([p = w.get(), e = w->etcd_] { p->Confirm(e); });
+  if (fresh)
+    w->confirm_ = std::thread([p = w.get(), e = w->etcd_.KeepingConnection()] { p->Confirm(e); });
   return w;
 }
 

@@ -107,5 +107,37 @@ TEST(ClusterView, AnEraseWhileAChangeSettlesReachesThePlacesTheKeyMovedOff) {
   EXPECT_TRUE(f.nodes.at(left)->Connect()->Lookup("ns", key).ok());
 }
 
+// A member that left may still serve a reader whose view lags: for a change's settle, a write
+// clears it too, and is not acknowledged where it does not answer at an address something
+// listens at (a hung node); where nothing listens any more, it serves nothing.
+TEST(ClusterView, AWriteAfterALeaveClearsTheNodeThatLeftOrIsNotAcknowledged) {
+  for (const bool listening : {true, false}) {
+    Fleet f;
+    // A hung node's address answers connects; 127.0.0.1:1 refuses them: nothing is there.
+    f.members[4].tcp = listening ? "10.0.0.4:7000" : "127.0.0.1:1";
+    auto writer = f.Client(std::chrono::milliseconds(60000));
+    writer->Follow(f.First(5));
+    std::string key;
+    for (int i = 0; key.empty(); ++i) {
+      auto places = writer->Owners("ns", "mm-" + std::to_string(i), 3);
+      if (std::find(places.begin(), places.end(), "node-4") != places.end())
+        key = "mm-" + std::to_string(i);
+    }
+    ASSERT_TRUE(writer->Put("ns", key, Version(100), {}).ok());
+    writer->Follow(f.First(4));  // node-4 leaves
+    ASSERT_TRUE(writer->Put("ns", key, Version(200), {}).ok());
+    EXPECT_TRUE(f.nodes.at("node-4")->Connect()->Lookup("ns", key).status().IsNotFound())
+        << "the node that left kept the older copy";
+    f.nodes.at("node-4")->SetDown(true);
+    Status st = writer->Put("ns", key, Version(300), {});
+    if (listening) {
+      EXPECT_TRUE(st.IsUnavailable()) << st.ToString();
+      EXPECT_NE(st.message().find("not acknowledged"), std::string::npos) << st.ToString();
+    } else {
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ecstore::cluster
