@@ -248,7 +248,8 @@ std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
       n.Observe(unavailable);
     };
     std::vector<std::function<void()>> parts;
-    for (const auto& [node, idx] : by_node) parts.push_back([&, node = node] { ask(node, idx); });
+    for (const auto& part : by_node)
+      parts.push_back([&ask, p = &part] { ask(p->first, p->second); });
     FanOut::Process().Run(parts);
     std::vector<size_t> again;
     for (size_t i : pending) {

@@ -23,10 +23,7 @@ FanOut& FanOut::Process() {
   return *pool;
 }
 
-void FanOut::RunPart(Job* job, size_t at, UniqueLock* l) {
-  l->unlock();
-  (*job->parts)[at]();
-  l->lock();
+void FanOut::Finished(Job* job) {
   if (++job->done == job->parts->size()) finished_.NotifyAll();
 }
 
@@ -41,7 +38,10 @@ void FanOut::Run(const std::vector<std::function<void()>>& parts) {
   while (job.next < parts.size()) {
     const size_t at = job.next++;
     if (job.next == parts.size()) std::erase(queue_, &job);
-    RunPart(&job, at, &l);
+    l.unlock();
+    parts[at]();
+    l.lock();
+    Finished(&job);
   }
   while (job.done < parts.size()) finished_.Wait(l);
 }
@@ -54,7 +54,10 @@ void FanOut::Work() {
     Job* job = queue_.front();
     const size_t at = job->next++;
     if (job->next == job->parts->size()) queue_.pop_front();
-    RunPart(job, at, &l);
+    l.unlock();
+    (*job->parts)[at]();
+    l.lock();
+    Finished(job);
   }
 }
 

@@ -41,8 +41,8 @@ class FanOut {
     size_t next = 0;  // the next part no one has taken (FanOut::mu_)
     size_t done = 0;  // parts finished (FanOut::mu_)
   };
-  // Runs the part of `job` numbered `at` without mu_, then counts it done; `l` holds mu_.
-  void RunPart(Job* job, size_t at, UniqueLock* l) REQUIRES(mu_);
+  // Counts one of the job's parts done, waking its caller after the last.
+  void Finished(Job* job) REQUIRES(mu_);
   void Work() EXCLUDES(mu_);  // a thread's loop
 
   Mutex mu_;
