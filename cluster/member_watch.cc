@@ -107,9 +107,10 @@ Result<std::unique_ptr<MemberWatch>> MemberWatch::Start(EtcdClient etcd, std::st
   w->on_change_(w->members_);
   w->Applied(range->revision);
   if (fresh) fresh->Confirmed(sent);
+  // The confirming thread's own client, copied before the watch thread uses etcd_.
+  EtcdClient confirming = w->etcd_.KeepingConnection();
   w->thread_ = std::thread([p = w.get(), rev = range->revision] { p->Run(rev); });
-  if (fresh)
-    w->confirm_ = std::thread([p = w.get(), e = w->etcd_.KeepingConnection()] { p->Confirm(e); });
+  if (fresh) w->confirm_ = std::thread([p = w.get(), e = std::move(confirming)] { p->Confirm(e); });
   return w;
 }
 
