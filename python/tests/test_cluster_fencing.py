@@ -266,7 +266,9 @@ def test_evict_of_a_key_whose_owner_does_not_answer_fails_not_found_never(proxie
                              timeout=60)
     assert out.returncode != 0
     assert "not done" in out.stderr and "not found" not in out.stderr, out.stderr
-    assert _version(w, keys.index(mine[0]), mine[0]) == 1  # still there: nothing was done
+    # Not done: nothing is promised -- the entry, or a miss where the pause outlasted node-a's
+    # lease and it dropped what it held.
+    assert _version(w, keys.index(mine[0]), mine[0]) in (1, None)
 
 
 class _Nemesis:
