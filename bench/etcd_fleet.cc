@@ -63,7 +63,7 @@ std::unique_ptr<cluster::MemberWatch> Follow(const std::string& uri, Probe* prob
   auto seen = std::make_shared<uint64_t>(0);
   auto w = cluster::MemberWatch::Start(
       std::move(etcd).value(), name,
-      [probe, seen](std::vector<cluster::NodeInfo> members) {
+      [probe, seen](std::vector<cluster::NodeInfo> members, int64_t) {
         std::lock_guard<std::mutex> l(probe->mu);
         if (probe->seq == 0 || *seen == probe->seq) return;
         const bool present = std::any_of(members.begin(), members.end(),

@@ -466,7 +466,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   std::optional<ClusterJoin> join;
   if (!g.cluster.empty()) {
     join = PrepareJoin(g, a, store.get());
-    so.fence = [f = join->fence] { return f->Check(); };
+    so.fence = [f = join->fence](int64_t view) { return f->Check(view); };
     so.unfenced_namespace = kAdvertiseCheckNs;
   }
   Events events;

@@ -18,7 +18,8 @@ ClusterCache::ClusterCache(std::string name, ClusterOptions o)
       view_(std::make_shared<View>()) {}
 
 Status ClusterCache::Doubt(bool miss, const std::string& what) {
-  if (!watch_ || fresh_.fresh()) return Status::Ok();  // WithMembers: the caller's view
+  // WithMembers: the caller's view; fresh_for 0: the nodes check each request's view.
+  if (!watch_ || opt_.fresh_for.count() == 0 || fresh_.fresh()) return Status::Ok();
   ++stale_view_;
   return fresh_.Stale(miss, name_, what);
 }
@@ -33,8 +34,10 @@ Result<std::unique_ptr<ClusterCache>> ClusterCache::Open(const std::string& uri,
   std::unique_ptr<ClusterCache> c(new ClusterCache(name, std::move(options)));
   auto watch = MemberWatch::Start(
       std::move(etcd).value(), name,
-      [p = c.get()](std::vector<NodeInfo> members) { p->Install(std::move(members)); }, idle,
-      &c->fresh_);
+      [p = c.get()](std::vector<NodeInfo> members, int64_t revision) {
+        p->Install(std::move(members), revision);
+      },
+      idle, c->opt_.fresh_for.count() > 0 ? &c->fresh_ : nullptr);
   if (!watch.ok()) return watch.status();
   c->watch_ = std::move(watch).value();
   return c;
@@ -59,11 +62,11 @@ std::shared_ptr<const ClusterView> ClusterCache::Snapshot() const {
 // A new view from `members`, keeping the connections of nodes that did not change.
 // Links are shared with the process's other handles (LinkRegistry); this handle's registered
 // memory is registered with the links it starts using and unregistered from those it stops.
-void ClusterCache::Install(std::vector<NodeInfo> members) {
+void ClusterCache::Install(std::vector<NodeInfo> members, int64_t revision) {
   MutexLock g(&registered_mu_);
   auto old = Snapshot();
   auto v = ClusterView::Next(
-      *old, std::move(members),
+      *old, std::move(members), revision,
       [&](const NodeInfo& m) {
         if (opt_.connector)  // an in-process node: not shared
           return std::make_shared<NodeLink>(m, name_, opt_.client, opt_.down_for, opt_.connector);
@@ -90,8 +93,20 @@ void ClusterCache::Reregister(const View& from, const View& to) {
 }
 
 template <typename Fn>
-auto ClusterCache::OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<Cache&>())) {
-  return n.Call(fn);
+auto ClusterCache::OnNode(const View& v, NodeLink& n, Fn fn)
+    -> decltype(fn(std::declval<Cache&>())) {
+  auto r = n.Call(fn, v.revision);
+  if constexpr (std::is_same_v<decltype(r), Status>)
+    NoteView(v, r);
+  else
+    NoteView(v, r.status());
+  return r;
+}
+
+// A node whose view changed after this one refused the call: the members are read again.
+void ClusterCache::NoteView(const View& v, const Status& st) {
+  if (!st.ok() && watch_ && st.message().find(kViewBehind) != std::string::npos)
+    watch_->Refresh(v.revision);
 }
 
 std::vector<size_t> ClusterCache::ReadChoices(const View& v, std::string_view ns,
@@ -116,7 +131,7 @@ Result<T> ClusterCache::ReadFirst(std::string_view ns, std::string_view key, Fn 
   for (size_t i = 0; i < choices.size(); ++i) {
     const auto& node = v->nodes[choices[i]];
     ++routed_;
-    Result<T> r = OnNode(*node, [&](Cache& c) { return fn(c, node); });
+    Result<T> r = OnNode(*v, *node, [&](Cache& c) { return fn(c, node); });
     if (r.ok()) {
       if (i >= opt_.replicas) ++fallback_hits_;
       return r;
@@ -177,32 +192,19 @@ Status ClusterCache::Put(std::string_view ns, std::string_view key, const Tensor
   for (size_t k = 0; k < replicas; ++k)
     parts.push_back([&, k] {
       answers[k] =
-          OnNode(*v->nodes[places[k]], [&](Cache& c) { return c.Put(ns, key, meta, bytes); });
+          OnNode(*v, *v->nodes[places[k]], [&](Cache& c) { return c.Put(ns, key, meta, bytes); });
     });
   for (size_t k = 0; k < cleared.size(); ++k)
     parts.push_back([&, k] {
       std::vector<bool> gone;
-      answers[replicas + k] = v->Cleared(cleared[k], v->Link(cleared[k])->Call([&](Cache& c) {
-        return c.EraseMany({{std::string(ns), std::string(key)}}, &gone);
-      }));
+      answers[replicas + k] =
+          v->Cleared(cleared[k], OnNode(*v, *v->Link(cleared[k]), [&](Cache& c) {
+                       return c.EraseMany({{std::string(ns), std::string(key)}}, &gone);
+                     }));
     });
   FanOut::Process().Run(parts);
-  Status refused = Status::Ok(), missed = Status::Ok();
-  for (const Status& st : answers) {
-    if (st.ok()) continue;
-    if (st.IsUnavailable()) {
-      ++unavailable_;
-      if (missed.ok()) missed = st;
-    } else if (refused.ok()) {
-      refused = st;
-    }
-  }
-  if (!missed.ok())
-    return Status::Unavailable("the put of " + std::string(ns) + "/" + std::string(key) +
-                               " is not acknowledged: a node that may hold an older copy did "
-                               "not answer (" +
-                               missed.message() + ")");
-  return refused;
+  for (const Status& st : answers) unavailable_ += st.IsUnavailable();
+  return PutOutcome(ns, key, answers);
 }
 
 template <typename T, typename Fn>
@@ -234,7 +236,7 @@ std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
       routed_ += idx.size();
       NodeLink& n = *v->nodes[node];
       std::unique_lock<std::mutex> l;
-      Status st = n.Reach(&l);
+      Status st = n.Reach(&l, v->revision);
       if (!st.ok()) {
         for (size_t i : idx) out[i] = st;
         return;
@@ -344,7 +346,7 @@ Result<std::vector<std::vector<Location>>> ClusterCache::Locate(
     auto* r = &asks.emplace(node, Status::Unavailable("not asked")).first->second;
     parts.push_back([&, r, node = node, &idx = idx] {
       routed_ += idx.size();
-      *r = OnNode(*v->nodes[node], [&](Cache& c) { return c.LookupMany(ns, Pick(keys, idx)); });
+      *r = OnNode(*v, *v->nodes[node], [&](Cache& c) { return c.LookupMany(ns, Pick(keys, idx)); });
     });
   }
   FanOut::Process().Run(parts);
@@ -395,7 +397,7 @@ Result<ClaimAnswer> ClusterCache::Claim(std::string_view ns, std::string_view ke
   auto v = Snapshot();
   if (v->layout.ring.empty()) return ClaimAnswer{};
   ++routed_;
-  auto a = OnNode(*v->nodes[v->layout.ring.Choices(ns, key, 1)[0]],
+  auto a = OnNode(*v, *v->nodes[v->layout.ring.Choices(ns, key, 1)[0]],
                   [&](Cache& c) -> Result<ClaimAnswer> {
                     Claims* claims = c.capabilities().claims;
                     if (!claims) return ClaimAnswer{};  // no claims there: compute
@@ -433,7 +435,7 @@ Status ClusterCache::EraseMany(const std::vector<std::pair<std::string, std::str
     std::vector<std::pair<std::string, std::string>> part;
     for (size_t i : idx) part.push_back(ns_keys[i]);
     std::vector<bool> here;
-    Status st = OnNode(*v->Link(node), [&](Cache& c) { return c.EraseMany(part, &here); });
+    Status st = OnNode(*v, *v->Link(node), [&](Cache& c) { return c.EraseMany(part, &here); });
     if (!st.ok() && v->Cleared(node, st).ok()) continue;  // a member that left, serving nothing
     if (!st.ok()) {
       if (failed.ok())
@@ -465,7 +467,7 @@ Status ClusterCache::ListNodePages(
   bool more = true;
   for (const auto& n : v->nodes) {
     if (!more) break;
-    Status st = OnNode(*n, [&](Cache& c) {
+    Status st = OnNode(*v, *n, [&](Cache& c) {
       return c.ListPages(page_size, [&](std::vector<EntryInfo>&& page) {
         return more = on_page(std::move(page), n->info().id);
       });
@@ -483,7 +485,7 @@ std::vector<ClusterCache::NodeStats> ClusterCache::StatsByNode() {
   for (const auto& n : v->nodes) out.push_back({n->info(), Status::Unavailable("not asked")});
   for (size_t i = 0; i < out.size(); ++i)
     parts.push_back(
-        [&, i] { out[i].stats = OnNode(*v->nodes[i], [](Cache& c) { return c.Stats(); }); });
+        [&, i] { out[i].stats = OnNode(*v, *v->nodes[i], [](Cache& c) { return c.Stats(); }); });
   FanOut::Process().Run(parts);
   return out;
 }

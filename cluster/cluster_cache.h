@@ -39,6 +39,7 @@
 // (cluster/member_watch.h) on its own thread, its view confirmed on a second.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -88,9 +89,12 @@ struct ClusterOptions {
   // before the change that are still members: a node that has not seen the change yet (or
   // not dropped what moved off it) holds no copy a client that has not seen it either reads.
   std::chrono::milliseconds settle{10000};
-  // A view of the members counts as current this long after etcd last confirmed it (a read
-  // every third of it); past it, calls miss or fail (not acknowledged). At most `settle`.
-  std::chrono::milliseconds fresh_for{kFreshFor};
+  // Where not 0, this client also confirms its view with etcd itself (a read every third of
+  // it) and acts on it only this long after the last confirmation; past it, calls miss or
+  // fail (not acknowledged). At most `settle`. 0: the nodes confirm -- every request
+  // carries its view's revision, and a node whose own confirmed view changed after it
+  // refuses (the client reads the members again), so a client adds no etcd reads.
+  std::chrono::milliseconds fresh_for{0};
   // A process holds one connection per node, shared by all its threads and ClusterCaches
   // (with the same client options); one idle this long, with no lease read through it, is
   // closed, and made again by the next call to the node (0: kept open).
@@ -99,10 +103,11 @@ struct ClusterOptions {
   // InvalidArgument where the options cannot keep the promise, saying which.
   Status Check() const {
     if (replicas == 0) return Status::InvalidArgument("replicas must be at least 1");
-    if (settle < fresh_for)
+    if (settle < std::max(fresh_for, kFreshFor))
       return Status::InvalidArgument(
-          "settle must be at least fresh_for: a reader's view may lag a writer's by fresh_for, "
-          "and a writer clears a change's earlier places only while it settles");
+          "settle must be at least fresh_for and the nodes' bound (3 s): a reader's view may "
+          "lag a writer's that long, and a writer clears a change's earlier places only while "
+          "it settles");
     return Status::Ok();
   }
 
@@ -136,7 +141,7 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   const char* transport() const override { return "cluster"; }
   // Routes by `members` from now on, as the etcd watch does at each change (connections to
   // unchanged nodes kept). Any thread; calls in flight finish on the members they began on.
-  void Follow(std::vector<NodeInfo> members) EXCLUDES(view_mu_) { Install(std::move(members)); }
+  void Follow(std::vector<NodeInfo> members) EXCLUDES(view_mu_) { Install(std::move(members), 0); }
   const std::string& name() const { return name_; }
 
   Status Put(std::string_view ns, std::string_view key, const TensorMeta& meta,
@@ -199,8 +204,11 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   std::vector<NodeStats> StatsByNode();
   // The members as last seen, in id order, and whether that is etcd's current view.
   std::vector<NodeInfo> Nodes() const;
-  // Whether etcd confirmed the members within fresh_for (calls act on them only then).
-  bool current() const { return watch_ && fresh_.fresh(); }
+  // Whether the members are etcd's: confirmed within fresh_for, or (fresh_for 0) the watch
+  // follows etcd.
+  bool current() const {
+    return watch_ && (opt_.fresh_for.count() > 0 ? fresh_.fresh() : watch_->current());
+  }
   // Each member, and how this client reaches it ("shm", "tcp", "rdma"; "" before the first
   // call to it). Waits for a call in progress on each node.
   std::vector<std::pair<NodeInfo, std::string>> Connections() const;
@@ -217,10 +225,12 @@ class ClusterCache : public Cache, public MemoryRegistration, public Claims {
   // saying `what` and why.
   Status Doubt(bool miss, const std::string& what);
   // A new view of `members` (MemberWatch's thread), keeping unchanged nodes' connections.
-  void Install(std::vector<NodeInfo> members) EXCLUDES(view_mu_, registered_mu_);
-  // Runs fn(client) on node n (NodeLink::Call).
+  // `revision`: etcd's for the list (0: the caller's own, nothing declared to nodes).
+  void Install(std::vector<NodeInfo> members, int64_t revision) EXCLUDES(view_mu_, registered_mu_);
+  // Runs fn(client) on node n (NodeLink::Call), its requests routed by view v.
   template <typename Fn>
-  auto OnNode(NodeLink& n, Fn fn) -> decltype(fn(std::declval<Cache&>()));
+  auto OnNode(const View& v, NodeLink& n, Fn fn) -> decltype(fn(std::declval<Cache&>()));
+  void NoteView(const View& v, const Status& st);
   // This handle's memory onto the links `to` has and `from` had not, and off the others.
   void Reregister(const View& from, const View& to) REQUIRES(registered_mu_);
   // Where a key is read, best first: its places (only its replicas without fallback).

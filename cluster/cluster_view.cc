@@ -11,13 +11,14 @@ namespace ecstore::cluster {
 
 std::shared_ptr<const ClusterView> ClusterView::Next(const ClusterView& old,
                                                      std::vector<NodeInfo> members,
-                                                     const MakeLink& make_link,
+                                                     int64_t revision, const MakeLink& make_link,
                                                      std::chrono::milliseconds settle) {
   std::sort(members.begin(), members.end(),
             [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; });
   std::map<std::string, std::shared_ptr<NodeLink>> kept;
   for (const auto& n : old.nodes) kept[n->info().id] = n;
   auto v = std::make_shared<ClusterView>();
+  v->revision = revision;
   std::map<std::string, size_t> at;
   for (auto& m : members) {
     auto it = kept.find(m.id);

@@ -4,7 +4,7 @@
 // change (Next), keeping the links of the members that did not change, and swaps it in
 // whole: a call routes by the one view it took.
 //
-//   auto v = ClusterView::Next(*old, members, make_link, std::chrono::seconds(10));
+//   auto v = ClusterView::Next(*old, members, revision, make_link, std::chrono::seconds(10));
 //   for (size_t i : v->Places("vllm", mm_hash)) v->nodes[i]->Call(...);
 //
 // Thread rules: immutable once made; share it between threads freely.
@@ -27,11 +27,12 @@ struct ClusterView {
 
   Layout layout;
   std::vector<std::shared_ptr<NodeLink>> nodes;  // in the layout's order (by id)
+  int64_t revision = 0;  // etcd's revision of the members (0: given by the caller)
 
   // The view of `members` after `old`: a member whose address and incarnation are the same
   // keeps its link, others get make_link's. The change settles after `settle`.
   static std::shared_ptr<const ClusterView> Next(const ClusterView& old,
-                                                 std::vector<NodeInfo> members,
+                                                 std::vector<NodeInfo> members, int64_t revision,
                                                  const MakeLink& make_link,
                                                  std::chrono::milliseconds settle);
 

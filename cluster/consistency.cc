@@ -60,7 +60,13 @@ void NodeFence::LeaseConfirmed(SteadyClock::time_point sent) {
 
 void NodeFence::LeaseLost() { lease_until_ns_.store(0); }
 
-Status NodeFence::Check() const {
+void NodeFence::ViewChanged(int64_t revision) {
+  int64_t was = changed_at_.load();
+  while (was < revision && !changed_at_.compare_exchange_weak(was, revision)) {
+  }
+}
+
+Status NodeFence::Check(int64_t client_view) const {
   std::string why;
   const int64_t until = lease_until_ns_.load();
   if (stopped_.load())
@@ -73,10 +79,28 @@ Status NodeFence::Check() const {
     why = "its view of the members is not confirmed current by etcd";
   else if (!member_.load())
     why = "its own view of the members does not hold it";
+  else if (client_view != 0 && client_view < changed_at_.load())
+    return Status::Unavailable("cluster node " + id_ + ": a request " + kViewBehind +
+                               " the node's (revision " + std::to_string(client_view) + " < " +
+                               std::to_string(changed_at_.load()) +
+                               "): the client reads the members again");
   else
     return Status::Ok();
   return Status::Unavailable("cluster node " + id_ + " " + kFenceRefusal + ": " + why +
                              "; the key's other places answer");
+}
+
+Status PutOutcome(std::string_view ns, std::string_view key, const std::vector<Status>& answers) {
+  Status refused = Status::Ok();
+  for (const Status& st : answers) {
+    if (st.IsUnavailable())
+      return Status::Unavailable("the put of " + std::string(ns) + "/" + std::string(key) +
+                                 " is not acknowledged: a node that may hold an older copy did "
+                                 "not answer (" +
+                                 st.message() + ")");
+    if (!st.ok() && refused.ok()) refused = st;
+  }
+  return refused;
 }
 
 Status ReadMiss(std::string_view ns, std::string_view key, const std::optional<Status>& owner_down,

@@ -38,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -50,6 +51,14 @@ inline constexpr std::chrono::milliseconds kFreshFor{3000};
 
 // The words a node's fence refuses with (NodeFence::Check): a writer recognizes them.
 inline constexpr char kFenceRefusal[] = "refuses to serve";
+// The words a node refuses a request with whose view of the members is older than its own
+// (the client reads the members again).
+inline constexpr char kViewBehind[] = "routed by a view of the members older than";
+
+// A put's outcome from the answers of every place it wrote or cleared (rule 1): Unavailable,
+// "not acknowledged", where one did not answer (it may hold an older copy); else the first
+// refusal (Busy, InvalidArgument, ...); else Ok.
+Status PutOutcome(std::string_view ns, std::string_view key, const std::vector<Status>& answers);
 
 // Whether a read's answer at one place sends it to the key's next place: a miss there, or a
 // node that did not answer.
@@ -101,11 +110,15 @@ class NodeFence {
   void LeaseLost();
   // The node's view of the members holds its record (or not).
   void ViewSeen(bool member) { member_.store(member); }
+  // The node's view changed at etcd revision `revision` (its members differ from before).
+  void ViewChanged(int64_t revision);
   // A clean stop: closed for good, before the lease is revoked.
   void Stop() { stopped_.store(true); }
   Freshness* view() { return &view_; }
-  // Ok, or Unavailable saying why the node refuses (the client tries the key's next place).
-  Status Check() const;
+  // Ok, or Unavailable saying why the node refuses (the client tries the key's next place):
+  // also where `client_view`, the revision of the view a request was routed by (0: none
+  // said), is older than the node's last change (kViewBehind: the client reads again).
+  Status Check(int64_t client_view = 0) const;
   bool serving() const { return Check().ok(); }
 
  private:
@@ -113,6 +126,7 @@ class NodeFence {
   const std::chrono::nanoseconds valid_for_;  // TTL - margin
   Freshness view_;
   std::atomic<int64_t> lease_until_ns_{0};  // steady clock; 0: not registered
+  std::atomic<int64_t> changed_at_{0};      // ViewChanged's
   std::atomic<bool> member_{false}, stopped_{false};
 };
 

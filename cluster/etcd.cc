@@ -4,6 +4,7 @@
 
 #include <array>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "net/socket.h"
 #include "net/tls.h"
@@ -364,6 +365,7 @@ void EtcdClient::WatchCancel::Cancel() {
 
 void EtcdClient::WatchCancel::Interrupt() {
   MutexLock l(&mu_);
+  interrupted_ = true;
   if (active_) active_->stop();
 }
 
@@ -403,19 +405,23 @@ Status EtcdClient::Watch(const std::string& prefix, int64_t from_revision,
   {
     MutexLock l(&cancel->mu_);
     if (cancel->cancelled_) return Status::Ok();
+    if (std::exchange(cancel->interrupted_, false))
+      return Status::Unavailable("etcd watch interrupted: read the prefix again");
     cancel->active_ = &c;
   }
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   net::ScopedNoSigpipe no_sigpipe;
   const bool sent = c.send(req, res, err);
-  bool cancelled;
+  bool cancelled, interrupted;
   {
     MutexLock l(&cancel->mu_);
     cancel->active_ = nullptr;
     cancelled = cancel->cancelled_;
+    interrupted = std::exchange(cancel->interrupted_, false);
   }
   if (cancelled) return Status::Ok();
+  if (interrupted) return Status::Unavailable("etcd watch interrupted: read the prefix again");
   if (!failed.ok()) return failed;
   if (err == httplib::Error::Read) return Status::Ok();  // idle (or gone): watch again
   ++watch_at_;                                           // the next watch tries the next endpoint

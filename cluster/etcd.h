@@ -112,7 +112,8 @@ class EtcdClient {
   class WatchCancel {
    public:
     void Cancel() EXCLUDES(mu_);
-    // Ends the Watch in progress (it returns Unavailable: read the prefix again), not later ones.
+    // Ends the Watch in progress, or else the next one, with Unavailable (read the prefix
+    // again); later ones run.
     void Interrupt() EXCLUDES(mu_);
 
    private:
@@ -120,6 +121,7 @@ class EtcdClient {
     Mutex mu_;
     httplib::Client* active_ GUARDED_BY(mu_) = nullptr;
     bool cancelled_ GUARDED_BY(mu_) = false;
+    bool interrupted_ GUARDED_BY(mu_) = false;
   };
   // Streams the changes under `prefix` from `from_revision` on (one etcd watch), telling
   // on_event of each, until `cancel` is cancelled (Ok), the stream is idle for `idle` (Ok:

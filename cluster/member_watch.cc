@@ -42,6 +42,12 @@ void MemberWatch::Applied(int64_t revision) {
   applied_keys_ = static_cast<int64_t>(keys_.size());
 }
 
+void MemberWatch::Refresh(int64_t revision) {
+  int64_t asked = refreshed_for_.load();
+  while (asked < revision)
+    if (refreshed_for_.compare_exchange_weak(asked, revision)) return cancel_.Interrupt();
+}
+
 void MemberWatch::Pause(std::chrono::milliseconds d) {
   std::unique_lock<std::mutex> l(wait_mu_);
   wait_cv_.wait_for(l, d, [&] { return stop_.load(); });
@@ -104,7 +110,7 @@ Result<std::unique_ptr<MemberWatch>> MemberWatch::Start(EtcdClient etcd, std::st
     return Status::Unavailable("cluster " + w->cluster_ + ": cannot read its members from etcd (" +
                                range.status().message() + ")");
   w->members_ = w->Parse(*range);
-  w->on_change_(w->members_);
+  w->on_change_(w->members_, range->revision);
   w->Applied(range->revision);
   if (fresh) fresh->Confirmed(sent);
   // The confirming thread's own client, copied before the watch thread uses etcd_.
@@ -123,10 +129,10 @@ MemberWatch::~MemberWatch() {
   if (confirm_.joinable()) confirm_.join();
 }
 
-void MemberWatch::Tell(std::vector<NodeInfo> members) {
+void MemberWatch::Tell(std::vector<NodeInfo> members, int64_t revision) {
   members_ = members;
   ++changes_;
-  on_change_(std::move(members));
+  on_change_(std::move(members), revision);
 }
 
 bool MemberWatch::Relist(int64_t* revision) {
@@ -138,7 +144,7 @@ bool MemberWatch::Relist(int64_t* revision) {
     Pause(std::chrono::milliseconds(500));
     return false;
   }
-  Tell(Parse(*range));
+  Tell(Parse(*range), range->revision);
   *revision = range->revision;
   Applied(range->revision);
   if (!current_.exchange(true))
@@ -175,7 +181,7 @@ void MemberWatch::Follow(int64_t* rev, bool* relisted) {
           if (e.deleted || n) {
             if (n) members.push_back(std::move(*n));
             spdlog::info("cluster {}: node {} {}", cluster_, id, e.deleted ? "left" : "joined");
-            Tell(std::move(members));
+            Tell(std::move(members), e.revision);
           }
           Applied(revision);
         },

@@ -11,7 +11,8 @@
 // change (a proxy that forwards nothing, a stream etcd stopped feeding) is restarted.
 //
 //   Freshness fresh(kFreshFor);
-//   auto w = MemberWatch::Start(etcd, "prod", [&](std::vector<NodeInfo> m) { ... }, 30s, &fresh);
+//   auto w = MemberWatch::Start(etcd, "prod", [&](std::vector<NodeInfo> m, int64_t rev) { ... },
+//                               30s, &fresh);
 //   fresh.fresh();   // whether etcd confirmed the last list told within the bound
 //
 // Thread rules: on_change is called on the calling thread during Start, then on the watch
@@ -42,7 +43,8 @@ namespace ecstore::cluster {
 
 class MemberWatch {
  public:
-  using OnChange = std::function<void(std::vector<NodeInfo>)>;
+  // Each list with the etcd revision it reflects (a change's, or a read's).
+  using OnChange = std::function<void(std::vector<NodeInfo>, int64_t revision)>;
   // Unavailable where etcd cannot be read now.
   // `fresh` (may be null: no confirmations) outlives the watch.
   static Result<std::unique_ptr<MemberWatch>> Start(EtcdClient etcd, std::string cluster,
@@ -52,6 +54,9 @@ class MemberWatch {
   ~MemberWatch();
   bool current() const { return current_.load(); }
   uint64_t changes() const { return changes_.load(); }  // lists told after the first
+  // A node refused a request routed by the list of `revision` as older than its own: the
+  // members are read again, once however many requests were refused for that list.
+  void Refresh(int64_t revision);
   // Records under the members' prefix that were not a node's (malformed, mistyped, out of
   // range, or an id other than their key's): skipped, each logged once, counted here.
   uint64_t bad_records() const { return bad_records_.load(); }
@@ -69,7 +74,7 @@ class MemberWatch {
   void Follow(int64_t* revision, bool* listed);
   // Reads the members again: true once etcd answered (the list told), false after a pause.
   bool Relist(int64_t* revision);
-  void Tell(std::vector<NodeInfo> members);
+  void Tell(std::vector<NodeInfo> members, int64_t revision);
   // The node in a record, or nothing (counted; logged when the key or its value is new).
   std::optional<NodeInfo> Read(const std::string& key, const std::string& value, int64_t lease);
   std::vector<NodeInfo> Parse(const EtcdClient::Range& range);
@@ -87,6 +92,7 @@ class MemberWatch {
   std::atomic<bool> current_{true};
   std::atomic<uint64_t> changes_{0};
   std::atomic<uint64_t> bad_records_{0};
+  std::atomic<int64_t> refreshed_for_{0};          // the last list Refresh read again for
   std::map<std::string, std::string> logged_bad_;  // key -> the bad value last logged
   std::set<std::string> keys_;  // every key under the prefix, node or not (the watch thread's)
   Mutex applied_mu_;

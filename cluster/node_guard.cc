@@ -81,7 +81,9 @@ Result<std::unique_ptr<NodeGuard>> NodeGuard::Start(EtcdClient etcd, std::string
   std::unique_ptr<NodeGuard> g(new NodeGuard(cluster, std::move(self), store, fence));
   auto watch = MemberWatch::Start(
       std::move(etcd), cluster,
-      [p = g.get()](std::vector<NodeInfo> members) { p->OnMembers(std::move(members)); },
+      [p = g.get()](std::vector<NodeInfo> members, int64_t revision) {
+        p->OnMembers(std::move(members), revision);
+      },
       std::chrono::seconds(30), fence ? fence->view() : nullptr);
   if (!watch.ok()) return watch.status();
   g->watch_ = std::move(watch).value();
@@ -107,9 +109,15 @@ Status NodeGuard::Admit(std::string_view ns, std::string_view key) const {
                       " as it sees the members (they changed under the writer); retry");
 }
 
-void NodeGuard::OnMembers(std::vector<NodeInfo> members) {
+void NodeGuard::OnMembers(std::vector<NodeInfo> members, int64_t revision) {
   std::sort(members.begin(), members.end(),
             [](const NodeInfo& a, const NodeInfo& b) { return a.id < b.id; });
+  std::string seen;
+  for (const NodeInfo& m : members) seen += m.ToJson() + "\n";
+  // A request routed by a view from before a change is refused (NodeFence::Check); a list
+  // read again unchanged changes nothing.
+  if (fence_ && seen != last_seen_) fence_->ViewChanged(revision);
+  last_seen_ = std::move(seen);
   auto me = std::find_if(members.begin(), members.end(),
                          [&](const NodeInfo& n) { return n.id == self_; });
   auto v = std::make_shared<View>();

@@ -77,7 +77,8 @@ class NodeGuard {
  private:
   NodeGuard(std::string cluster, std::string self, Cache* store, NodeFence* fence)
       : cluster_(std::move(cluster)), self_(std::move(self)), store_(store), fence_(fence) {}
-  void OnMembers(std::vector<NodeInfo> members);  // the MemberWatch's thread
+  // The MemberWatch's thread: a list of the members as of etcd revision `revision`.
+  void OnMembers(std::vector<NodeInfo> members, int64_t revision);
 
   const std::string cluster_, self_;
   Cache* const store_;
@@ -92,7 +93,8 @@ class NodeGuard {
     return view_;
   }
 
-  Layout last_;  // the MemberWatch's thread's: the last view's layout
+  Layout last_;            // the MemberWatch's thread's: the last view's layout
+  std::string last_seen_;  // and its members' records (a change is a list that differs)
   mutable Mutex view_mu_;
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);  // what Admit reads
   std::unique_ptr<MemberWatch> watch_;                     // last: it stops before the rest goes

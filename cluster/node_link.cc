@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "cluster/consistency.h"
 #include "net/client.h"
 
 namespace ecstore::cluster {
@@ -79,26 +80,37 @@ void NodeLink::MarkDown(const Status& why) {
 
 void NodeLink::Observe(const Status& st) {
   last_use_us_.store(NowUs());
-  if (st.IsUnavailable())
+  if (st.IsUnavailable() && st.message().find(kViewBehind) == std::string::npos)
     MarkDown(st);
   else if (down_.exchange(false))
     spdlog::info("cluster {}: node {} answers again", cluster_, info_.id);
 }
 
-Status NodeLink::Reach(std::unique_lock<std::mutex>* l) {
+Status NodeLink::Reach(std::unique_lock<std::mutex>* l, int64_t view) {
   if (down_until_us_.load() > NowUs())
     return Status::Unavailable("cluster node " + info_.id + " at " + info_.tcp +
                                " did not answer a moment ago");
   *l = std::unique_lock<std::mutex>(mu_);
-  if (client_) return Status::Ok();
-  auto c = Connect();
-  if (!c.ok()) return c.status();
-  client_ = std::move(c).value();
+  if (!client_) {
+    auto c = Connect();
+    if (!c.ok()) return c.status();
+    client_ = std::move(c).value();
+    declared_ = 0;
+    RegisterAll();
+  }
+  if (view != 0 && view != declared_) {
+    // The client sends it again after each reconnect; a failed send is the call's to find.
+    if (auto* nc = dynamic_cast<net::Client*>(client_.get())) (void)nc->SetView(view);
+    declared_ = view;
+  }
+  return Status::Ok();
+}
+
+void NodeLink::RegisterAll() {
   MemoryRegistration* memory = client_->capabilities().memory;
   for (const BufferDesc& m : registered_)  // best effort: unregistered memory is bounced
     if (Status st = memory ? memory->RegisterMemory(m) : Status::Ok(); !st.ok())
       spdlog::warn("cluster {}: node {}: {}", cluster_, info_.id, st.ToString());
-  return Status::Ok();
 }
 
 Result<std::unique_ptr<Cache>> NodeLink::Connect() {

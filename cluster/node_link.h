@@ -48,18 +48,20 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
 
   // Holds the link's mutex in *l with its connection made; Unavailable at once while the
   // node is marked down, or when it cannot be reached (then marked down). A node that does
-  // not answer costs one deadline, whatever transports were tried.
-  Status Reach(std::unique_lock<std::mutex>* l);
+  // not answer costs one deadline, whatever transports were tried. `view` (0: none): the
+  // etcd revision of the members the next requests are routed by, declared to the node
+  // where it changed (net::Client::SetView).
+  Status Reach(std::unique_lock<std::mutex>* l, int64_t view = 0);
   Cache& client() { return *client_; }  // with the mutex held by Reach
-  // Down on Unavailable (for down_for, told in the log once), else up; the end of a call
-  // (idle from now).
+  // Down on Unavailable (for down_for, told in the log once) but a refusal of the caller's
+  // view (kViewBehind: the node answers), else up; the end of a call (idle from now).
   void Observe(const Status& st);
 
   // fn(client) under Reach, then Observe of what it returned.
   template <typename Fn>
-  auto Call(Fn fn) -> decltype(fn(std::declval<Cache&>())) {
+  auto Call(Fn fn, int64_t view = 0) -> decltype(fn(std::declval<Cache&>())) {
     std::unique_lock<std::mutex> l;
-    if (Status st = Reach(&l); !st.ok()) return st;
+    if (Status st = Reach(&l, view); !st.ok()) return st;
     auto r = fn(*client_);
     Observe(StatusOf(r));
     return r;
@@ -88,6 +90,7 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
   }
   static int64_t NowUs();
   void MarkDown(const Status& why);
+  void RegisterAll();                        // registered_ with a new client_ (mu_ held)
   Result<std::unique_ptr<Cache>> Connect();  // net::Client's transports, or the Connector
 
   const NodeInfo info_;
@@ -98,6 +101,7 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
   const std::chrono::milliseconds idle_close_;
   std::mutex mu_;                       // one call at a time on client_
   std::unique_ptr<Cache> client_;       // under mu_; connected at the first call
+  int64_t declared_ = 0;                // under mu_: the view told to client_
   std::vector<BufferDesc> registered_;  // under mu_: Register's, each once per call
   std::atomic<int64_t> last_use_us_{0};
   std::atomic<int64_t> leases_{0};  // read through this link and not released yet

@@ -35,7 +35,7 @@ install(FILES server/arena_puts.h server/claim_table.h server/device_puts.h
 install(FILES rdma/verbs.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/rdma)
 install(FILES cluster/cluster_cache.h cluster/etcd.h cluster/member_watch.h cluster/membership.h
               cluster/node_link.h cluster/placement.h
-              cluster/slot_table.h cluster/cluster_view.h cluster/link_registry.h
+              cluster/slot_table.h cluster/cluster_view.h cluster/link_registry.h cluster/consistency.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cluster)
 install(FILES cuda/cuda.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cuda)
 

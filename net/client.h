@@ -98,6 +98,10 @@ class Client : public Cache,
   // false where the server does not offer it (an older one) or its queue was full. A bad
   // key is InvalidArgument, and nothing is sent.
   Result<bool> Prefetch(std::string_view ns, const std::vector<std::string>& keys) override;
+  // A cluster client's view of the members (its etcd revision), declared to the server
+  // before the next request and after every reconnect (Op::kView): a cluster node refuses
+  // requests routed by a view older than its own.
+  Status SetView(int64_t revision) { return link_.SetView(revision); }
   // A claim on a key this caller found absent (server/claim_table.h): granted (compute and put
   // it), held by another caller (wait for its put, ms_left at most), or present. A server
   // without claims grants every one: each caller computes, as without claims.

@@ -97,6 +97,14 @@ Status Connection::Open() {
     End();
     return st;
   }
+  if (view_ != 0) {
+    BodyWriter w;
+    w.U64(static_cast<uint64_t>(view_));
+    if (st = SendRequest(Op::kView, w.data()); !st.ok()) {
+      End();
+      return st;
+    }
+  }
   // Same host (loopback) and the server offers shared memory: switch to it.
   if (switch_to_shm_) {
     UniqueFd tcp = conn_.Take();
@@ -156,6 +164,15 @@ void Connection::UnregisterMemory(const BufferDesc& memory) {
 Status Connection::SetArenaRegistrar(std::shared_ptr<MemoryRegistrar> registrar) {
   arena_registrar_ = std::move(registrar);
   return transport_ ? transport_->SetArenaRegistrar(arena_registrar_) : Status::Ok();
+}
+
+Status Connection::SetView(int64_t revision) {
+  if (revision == view_) return Status::Ok();
+  view_ = revision;
+  if (!valid()) return Status::Ok();  // sent by the next Open
+  BodyWriter w;
+  w.U64(static_cast<uint64_t>(revision));
+  return SendRequest(Op::kView, w.data());
 }
 
 Status Connection::SendRequest(Op op, const std::string& body, std::span<const uint8_t> payload) {

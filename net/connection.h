@@ -97,6 +97,9 @@ class Connection : public Channel, private ReadLease::Releaser {
   // `p` lies in device memory registered with RegisterMemory.
   bool InRegisteredDevice(std::span<const uint8_t> p) const;
   Status SetArenaRegistrar(std::shared_ptr<MemoryRegistrar> registrar);
+  // The view of a cluster's members the next requests route by (VIEW): sent now where it
+  // changed, and again at every (re)connection, so the server always holds the latest.
+  Status SetView(int64_t revision);
 
   // Channel: the control connection, as transports use it.
   Status SendRequest(Op op, const std::string& body,
@@ -123,6 +126,7 @@ class Connection : public Channel, private ReadLease::Releaser {
   bool unix_ = false;           // the control connection is the unix socket (same host)
   bool switch_to_shm_ = false;  // ChooseTransport: a loopback server offering shared memory
   std::string unix_path_;
+  int64_t view_ = 0;  // SetView's (0: none declared)
   FrameStream conn_;  // the control connection
   UniqueFd parked_;   // an abandoned one's socket, until the next Open retires or closes it
   std::unique_ptr<Transport> transport_;                   // set by each Open

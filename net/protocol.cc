@@ -19,6 +19,7 @@ bool IsKnownOp(uint16_t op) {
     case Op::kGetDevice:
     case Op::kGetDeviceOk:
     case Op::kRelease:
+    case Op::kView:
     case Op::kGetShmOk:
     case Op::kGetRdma:
     case Op::kGetRdmaOk:
@@ -201,6 +202,7 @@ bool IsRequest(Op op, bool shm, bool rdma) {
     case Op::kList:
     case Op::kPin:
     case Op::kRelease:
+    case Op::kView:
     case Op::kVerify:
     case Op::kCompact:
     case Op::kPrefetch:

@@ -95,6 +95,10 @@ enum class Op : uint16_t {
   kPutDeviceMany = 25,  // ns, flags u8, n u32, n x (key, meta, bus id, handle, buffer id u64,
                         // offset u64, size u64) -> kPutDeviceManyOk(n u32, n x (ok u8, or 0
                         // then error code, message)) | kError
+  // A cluster client, on any connection: the etcd revision of the view of the members its
+  // next requests route by (again after each reconnect). A cluster node refuses a request
+  // that reads or writes entries where its own confirmed view changed after that revision.
+  kView = 26,  // revision i64 -> (no reply)
   kHelloOk = 101,
   kGetOk = 102,
   kLookupOk = 103,

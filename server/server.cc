@@ -284,7 +284,9 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
   const uint64_t in_prefix = r.remaining();
   const uint64_t size = h.body_len - (n - in_prefix);
   Status may = gate_->CheckNamespace(&c->who, kWrite, k->ns);
-  if (may.ok()) may = Fenced(h.op, std::string_view(reinterpret_cast<const char*>(prefix), n));
+  if (may.ok())
+    may =
+        Fenced(h.op, std::string_view(reinterpret_cast<const char*>(prefix), n), c->view_revision);
   auto res = may.ok() ? store_->Reserve(k->ns, k->key, meta, size) : Result<PutReservation>(may);
   if (!res.ok()) {
     EC_RETURN_IF_ERROR(io.Discard(size - in_prefix, "client", deadline));
@@ -338,9 +340,9 @@ bool TouchesEntries(Op op) {
 }
 }  // namespace
 
-Status Server::Fenced(Op op, std::string_view body) const {
+Status Server::Fenced(Op op, std::string_view body, int64_t view_revision) const {
   if (!opt_.fence || !TouchesEntries(op)) return Status::Ok();
-  Status st = opt_.fence();
+  Status st = opt_.fence(view_revision);
   if (st.ok() || opt_.unfenced_namespace.empty()) return st;
   const RequestScope s = ScopeOf(op, body);
   const bool own = !s.malformed && !s.namespaces.empty() &&
@@ -355,7 +357,7 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
   auto reply_error = [&](const Status& st) { return ReplyError(c, h, st); };
   // Refused before it touches the store; the connection stays.
   if (Status may = gate_->Check(&c->who, h.op, body); !may.ok()) return reply_error(may);
-  if (Status may = Fenced(h.op, body); !may.ok()) return reply_error(may);
+  if (Status may = Fenced(h.op, body, c->view_revision); !may.ok()) return reply_error(may);
   switch (h.op) {
     case Op::kGet:
     case Op::kGetShm:
@@ -368,6 +370,12 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
       return HandleGetShmMany(c, h, &r);
     case Op::kDevicePool:
       return HandleDevicePool(c, h);
+    case Op::kView: {
+      uint64_t rev;
+      if (!r.U64(&rev)) return Status::InvalidArgument("malformed VIEW");
+      c->view_revision = static_cast<int64_t>(rev);
+      return Status::Ok();
+    }
     case Op::kRelease: {
       uint64_t id;
       if (!r.U64(&id)) return Status::InvalidArgument("malformed RELEASE");

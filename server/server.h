@@ -89,8 +89,9 @@ struct ServerOptions {
   // 0 no, -1 where the machine has 4 or more cores.
   int check_put_pieces = -1;
   // A cluster node's fence (cluster/consistency.h): asked before each request that reads or
-  // writes entries; a refusal is answered as its Status, the connection kept. Empty: none.
-  std::function<Status()> fence;
+  // writes entries, with the view revision the connection declared (VIEW; 0: none); a
+  // refusal is answered as its Status, the connection kept. Empty: none.
+  std::function<Status(int64_t view_revision)> fence;
   // Requests naming only this namespace pass a closed fence: the node's own start-up check
   // that its advertised address reaches it, before it is registered.
   std::string unfenced_namespace;
@@ -145,7 +146,7 @@ class Server {
   Result<FrameHeader> ReadRequestHeader(Conn* c);
   Status Handle(Conn* c, const FrameHeader& h, std::string& body);
   // A closed cluster fence's refusal for a request that reads or writes entries, else Ok.
-  Status Fenced(Op op, std::string_view body) const;
+  Status Fenced(Op op, std::string_view body, int64_t view_revision) const;
   // Answers a request with an error (counted as a miss when NotFound, else an error).
   Status ReplyError(Conn* c, const FrameHeader& h, const Status& st);
   Status HandleAdmin(Conn* c, const FrameHeader& h);

@@ -43,6 +43,7 @@ struct ServerConn {
   bool greeted = false;           // said HELLO
   std::string peer;               // "IP:PORT", or "unix pid N" on the shared-memory socket
   Clock::time_point hello_by, last_request;
+  int64_t view_revision = 0;  // a cluster client's view of the members (VIEW; 0: none)
   RequestArrival arrival{RequestArrival::kFrames};
   RequestRecord req;  // the request being answered, for its metrics and log line
   // The leases this reader holds (shared memory, RDMA, CUDA IPC, pins).

@@ -51,6 +51,8 @@ const char* OpLabel(Op op) {
       return "stats";
     case Op::kRelease:
       return "release";
+    case Op::kView:
+      return "view";
     case Op::kList:
       return "list";
     case Op::kPin:

@@ -295,11 +295,11 @@ def test_with_etcd_away_everyone_misses_nothing_is_acknowledged_and_health_says_
         held = [e.key for e in direct.list("n")]
         assert held
         etcd.stop()
-        # Nobody can tell whether the members changed: the client's view and the nodes'
-        # leases go unconfirmed, and in doubt a cache misses (docs/guarantees.md).
+        # Nobody can tell whether the members changed: the nodes' leases and views go
+        # unconfirmed, they refuse, and in doubt a cache misses (docs/guarantees.md).
         assert _wait(lambda: not c.cluster()["current"], 5)
-        assert _hits(c, keys) == 0
-        with pytest.raises(ecstore.errors.Unavailable, match="not confirmed current"):
+        assert _wait(lambda: _hits(c, keys) == 0, 5)
+        with pytest.raises(ecstore.errors.Unavailable, match="not done"):
             c.erase_many("n", keys[:10])
         with pytest.raises(ecstore.errors.Unavailable, match="not acknowledged"):
             c.put("n", keys[0], _value(0), dtype="U8", shape=[4096])
