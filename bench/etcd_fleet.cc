@@ -1,8 +1,9 @@
 // `etcd_fleet`: a fleet's membership traffic on a real 3-member etcd on loopback. Nodes
 // register (cluster::Registration: a lease, its keep-alive every quarter of the TTL and the
-// record read back), clients follow the members as ClusterCache does (cluster::MemberWatch:
-// one range read, then a watch, and the revision read that confirms the view every third of
-// cluster::kFreshFor), and one node leaves or joins every 5 s. Reported: etcd's CPU (all three
+// record read back) and follow the members as NodeGuard does (cluster::MemberWatch: one range
+// read, then a watch, and the read that confirms the view every third of cluster::kFreshFor),
+// clients follow them as ClusterCache does (a watch: nodes check each request's view
+// revision), and one node leaves or joins every 5 s. Reported: etcd's CPU (all three
 // members) at steady state, this process's (every node's and client's side), and how stale the
 // members a client sees are: from a change's acknowledgement by etcd to each client's
 // watch telling it, over every client and change. Held to the design's goals (< 1 core,
@@ -114,16 +115,19 @@ size_t MakeChanges(int changes, size_t nodes, size_t following, const Reg& reg,
   return unseen;
 }
 
-// Every client following the members (four threads start them), each with its Freshness.
+// Every watch in *watches following the members (four threads start them); with `fresh`,
+// each confirming its view as a node's does.
 void FollowAll(const std::string& uri, Probe* probe,
                std::vector<std::unique_ptr<cluster::MemberWatch>>* watches,
                std::vector<std::unique_ptr<cluster::Freshness>>* fresh) {
-  for (auto& f : *fresh) f = std::make_unique<cluster::Freshness>(cluster::kFreshFor);
+  if (fresh) fresh->resize(watches->size());
+  if (fresh)
+    for (auto& f : *fresh) f = std::make_unique<cluster::Freshness>(cluster::kFreshFor);
   std::vector<std::thread> starters;
   for (size_t t = 0; t < 4; ++t)
     starters.emplace_back([&, t] {
       for (size_t i = t; i < watches->size(); i += 4)
-        (*watches)[i] = Follow(uri, probe, (*fresh)[i].get());
+        (*watches)[i] = Follow(uri, probe, fresh ? (*fresh)[i].get() : nullptr);
     });
   for (auto& t : starters) t.join();
 }
@@ -163,8 +167,13 @@ void EtcdFleetWorkload(const Config& cfg) {
   Progress("etcd_fleet: " + std::to_string(clients) + " clients following the members");
   Probe probe;
   std::vector<std::unique_ptr<cluster::MemberWatch>> watches(clients);
-  std::vector<std::unique_ptr<cluster::Freshness>> fresh(clients);
-  FollowAll(uri, &probe, &watches, &fresh);
+  // Nodes follow as NodeGuard does (a watch, and a read confirming it every second); clients
+  // as ClusterCache does (a watch: nodes check each request's view revision).
+  std::vector<std::unique_ptr<cluster::MemberWatch>> node_watches(nodes);
+  std::vector<std::unique_ptr<cluster::Freshness>> fresh;
+  Probe quiet;  // never probed: the nodes' watches are not the staleness measured
+  FollowAll(uri, &quiet, &node_watches, &fresh);
+  FollowAll(uri, &probe, &watches, nullptr);
   const size_t following = static_cast<size_t>(
       std::count_if(watches.begin(), watches.end(), [](const auto& w) { return w != nullptr; }));
   std::this_thread::sleep_for(std::chrono::seconds(5));  // the start's reads settle
@@ -186,13 +195,13 @@ void EtcdFleetWorkload(const Config& cfg) {
       std::count_if(fresh.begin(), fresh.end(), [](const auto& f) { return f->fresh(); }));
   char note[400];
   std::snprintf(note, sizeof(note),
-                "%zu nodes (keep-alive every %.1fs), %zu clients watching, each view confirmed "
-                "by a revision read every %llds (%zu confirmed at the end); over %.0f s with %d "
+                "%zu nodes (keep-alive every %.1fs; each node's view confirmed by a read every "
+                "%llds, %zu confirmed at the end), %zu clients watching; over %.0f s with %d "
                 "changes: etcd's three members used %.2f cores, this process (every node and "
                 "client) %.2f",
-                nodes, kTtl.count() / 4.0, following,
-                static_cast<long long>(cluster::kFreshFor.count() / 3000), confirmed, secs, changes,
-                etcd_cpu / secs, self_cpu / secs);
+                nodes, kTtl.count() / 4.0,
+                static_cast<long long>(cluster::kFreshFor.count() / 3000), confirmed, following,
+                secs, changes, etcd_cpu / secs, self_cpu / secs);
   Add({"etcd_fleet", "steady state", 0, 0, 0, 0, -1, note});
   std::snprintf(note, sizeof(note),
                 "a change seen by %zu client-changes, max %.0f ms; %zu not seen within 5 s "
@@ -200,6 +209,7 @@ void EtcdFleetWorkload(const Config& cfg) {
                 stale.size(), stale.empty() ? 0.0 : stale.back(), unseen);
   Add({"etcd_fleet", "membership staleness", 0, 0, q(0.5) * 1e3, q(0.99) * 1e3, -1, note});
   watches.clear();
+  node_watches.clear();  // before the Freshness they confirm
   for (auto& r : regs) r->Stop();
   regs.clear();
   for (pid_t p : etcd.pids) StopProcess(p);
