@@ -313,38 +313,16 @@ LeaseTable::Limits Server::LeaseLimits() const {
           opt_.lease_ttl};
 }
 
-namespace {
-// The requests that read or write entries: what a closed fence refuses.
-bool TouchesEntries(Op op) {
-  switch (op) {
-    case Op::kGet:
-    case Op::kGetShm:
-    case Op::kGetRdma:
-    case Op::kPin:
-    case Op::kGetDevice:
-    case Op::kGetShmMany:
-    case Op::kGetShmStream:
-    case Op::kLookup:
-    case Op::kPrefetch:
-    case Op::kClaim:
-    case Op::kPut:
-    case Op::kErase:
-    case Op::kEraseMany:
-    case Op::kPutShm:
-    case Op::kPutDevice:
-    case Op::kPutDeviceMany:
-      return true;
-    default:
-      return false;
-  }
-}
-}  // namespace
-
+// A request that reads or writes entries -- one that needs the read or write right (the
+// command table, ScopeOf), but the setup of a same-host client's device pool and put arena
+// -- waits for the fence.
 Status Server::Fenced(Op op, std::string_view body, int64_t view_revision) const {
-  if (!opt_.fence || !TouchesEntries(op)) return Status::Ok();
+  if (!opt_.fence || op == Op::kDevicePool || op == Op::kPutArena || op == Op::kPrepareDevicePuts)
+    return Status::Ok();
+  const RequestScope s = ScopeOf(op, body);
+  if (s.right != kRead && s.right != kWrite) return Status::Ok();
   Status st = opt_.fence(view_revision);
   if (st.ok() || opt_.unfenced_namespace.empty()) return st;
-  const RequestScope s = ScopeOf(op, body);
   const bool own = !s.malformed && !s.namespaces.empty() &&
                    std::all_of(s.namespaces.begin(), s.namespaces.end(),
                                [&](std::string_view ns) { return ns == opt_.unfenced_namespace; });
