@@ -132,6 +132,18 @@ void FollowAll(const std::string& uri, Probe* probe,
   for (auto& t : starters) t.join();
 }
 
+// Raises the open-file limit to its hard limit; false (and says so) when `need` do not fit.
+bool EnoughFiles(size_t need) {
+  rlimit fds{};
+  getrlimit(RLIMIT_NOFILE, &fds);
+  fds.rlim_cur = fds.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &fds);
+  if (fds.rlim_cur >= need) return true;
+  std::printf("etcd_fleet: skipped, its sockets need %zu open files; the hard limit is %llu\n",
+              need, static_cast<unsigned long long>(fds.rlim_max));
+  return false;
+}
+
 }  // namespace
 
 void EtcdFleetWorkload(const Config& cfg) {
@@ -141,15 +153,7 @@ void EtcdFleetWorkload(const Config& cfg) {
   }
   const size_t nodes = cfg.quick ? 100 : 1000, clients = cfg.quick ? 1000 : 10000;
   const int changes = cfg.quick ? 4 : 12;
-  rlimit fds{};
-  getrlimit(RLIMIT_NOFILE, &fds);
-  fds.rlim_cur = fds.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &fds);
-  if (fds.rlim_cur < clients + nodes + 1024) {
-    std::printf("etcd_fleet: skipped, %zu clients need %zu open files; the hard limit is %llu\n",
-                clients, clients + nodes + 1024, static_cast<unsigned long long>(fds.rlim_max));
-    return;
-  }
+  if (!EnoughFiles(clients + nodes + 1024)) return;
   const std::string dir = cfg.dir + "-etcd-fleet";
   fs::remove_all(dir);
   fs::create_directories(dir);
