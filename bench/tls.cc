@@ -154,7 +154,8 @@ void TlsWorkload(const Config& cfg, Payloads& pl) {
                            .key = dir + "/pki/s.key",
                            .ca = "",
                            .client_auth = net::ClientAuth::kNo,
-                           .server_name = ""};
+                           .server_name = "",
+                           .server_uri = ""};
   auto tls_server = net::Server::Start(store->get(), so);
   if (!plain_server.ok() || !tls_server.ok()) Die(tls_server.status(), "tls servers");
   net::ClientOptions co;
@@ -166,7 +167,8 @@ void TlsWorkload(const Config& cfg, Payloads& pl) {
                            .key = "",
                            .ca = dir + "/pki/ca.crt",
                            .client_auth = net::ClientAuth::kNo,
-                           .server_name = ""};
+                           .server_name = "",
+                           .server_uri = ""};
   auto pc = net::Client::Connect(tcp, co);
   auto tc = net::Client::Connect(tls, to);
   if (!pc.ok() || !tc.ok()) Die(tc.status(), "tls clients");

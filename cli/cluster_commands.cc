@@ -16,8 +16,24 @@
 #include "cli/reach.h"
 #include "cluster/cluster_cache.h"
 #include "net/client.h"
+#include "net/tls.h"
 
 namespace ecstore::cli {
+
+namespace {
+// A TLS member whose certificate does not carry its member URI would be refused by every
+// client: said at start, with the name to issue, rather than as misses later.
+void RequireMemberUri(const Globals& g, const std::string& cluster_name, const std::string& id) {
+  if (g.tls_cert.empty()) return;
+  const std::string uri = cluster::MemberUri(cluster_name, id);
+  if (!Check(net::CertificateCarriesUri(g.tls_cert, uri)))
+    throw CliError("InvalidArgument: --tls-cert " + g.tls_cert + " does not carry " + uri +
+                   ": a cluster member proves its node id by that subjectAltName (clients "
+                   "refuse a member whose certificate lacks it); issue it with "
+                   "subjectAltName=URI:" +
+                   uri + ",DNS:<the host clients dial>");
+}
+}  // namespace
 
 ClusterJoin PrepareJoin(const Globals& g, const ServeArgs& a, Store* store) {
   ClusterJoin j;
@@ -30,6 +46,7 @@ ClusterJoin PrepareJoin(const Globals& g, const ServeArgs& a, Store* store) {
     throw CliError("InvalidArgument: --cluster-ttl " + a.cluster_ttl +
                    " is under etcd's 2 s minimum");
   j.ttl = std::chrono::seconds(ttl_us / 1'000'000);
+  RequireMemberUri(g, j.name, j.id);
   j.fence = std::make_shared<cluster::NodeFence>(j.id, j.ttl, cluster::kFreshFor);
   j.rejoin = Check(cluster::CheckRejoin(etcd, j.name, j.id, j.incarnation - 1));
   if (!j.rejoin.keep)
@@ -44,8 +61,8 @@ namespace {
 // --advertise must reach this node: a nonce put into its store here is read back through
 // that address (a node advertising another's address, or one nobody listens on, is
 // refused before it joins). The nonce is erased either way.
-void CheckAdvertise(const Globals& g, const std::string& a_node_id, const std::string& address,
-                    Store* store) {
+void CheckAdvertise(const Globals& g, const std::string& cluster_name, const std::string& a_node_id,
+                    const std::string& address, Store* store) {
   static constexpr const char* kNs = kAdvertiseCheckNs;
   std::random_device rd;
   char nonce[33];
@@ -57,13 +74,14 @@ void CheckAdvertise(const Globals& g, const std::string& a_node_id, const std::s
   o.timeout = std::chrono::milliseconds(2000);
   o.retries = 0;
   o.transport = net::TransportKind::kTcp;
-  // With TLS, as the cluster's clients will: this node's certificate must name its id or
-  // the address (its own pair is the client certificate).
+  // With TLS, as the cluster's clients will: the answering certificate must carry this
+  // node's member URI (its own pair is the client certificate).
   if (!g.tls_cert.empty())
     o.tls = net::TlsOptions{.cert = g.tls_cert,
                             .key = g.tls_key,
                             .ca = g.tls_ca,
-                            .server_name = a_node_id + "," + address.substr(0, address.rfind(':'))};
+                            .server_name = "",
+                            .server_uri = cluster::MemberUri(cluster_name, a_node_id)};
   auto c = net::Client::Connect((o.tls ? "tls://" : "tcp://") + address, o);
   Status found = c.ok() ? (*c)->Lookup(kNs, nonce).status() : c.status();
   (void)store->Erase(kNs, nonce);
@@ -91,7 +109,7 @@ ClusterMembership JoinCluster(const Globals& g, const ServeArgs& a, const Cluste
   cluster::NodeInfo self;
   self.id = join.id;
   if (!a.advertise.empty()) {
-    CheckAdvertise(g, join.id, a.advertise, store);
+    CheckAdvertise(g, name, join.id, a.advertise, store);
     self.tcp = a.advertise;
   } else if (listen_host == "0.0.0.0" || listen_host == "::" || listen_host.empty()) {
     throw CliError("InvalidArgument: --listen " + listen_host +

@@ -31,8 +31,11 @@ net::ClientOptions ClientOptionsOf(const Globals& g) {
   co.token = ClientToken(g);
   co.timeout = std::chrono::milliseconds(Check(ParseDuration(g.timeout)) / 1000);
   if (net::IsTlsAddress(g.server) || !g.tls_ca.empty())
-    co.tls = net::TlsOptions{
-        .cert = g.tls_cert, .key = g.tls_key, .ca = g.tls_ca, .server_name = g.tls_server_name};
+    co.tls = net::TlsOptions{.cert = g.tls_cert,
+                             .key = g.tls_key,
+                             .ca = g.tls_ca,
+                             .server_name = g.tls_server_name,
+                             .server_uri = ""};
   return co;
 }
 

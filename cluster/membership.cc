@@ -242,6 +242,10 @@ void Registration::Stop() {
                  st.ToString());
 }
 
+std::string MemberUri(const std::string& cluster, const std::string& id) {
+  return "ecstore://" + cluster + "/node/" + id;
+}
+
 Result<std::string> NodeId(const std::string& dir, const std::string& given) {
   const std::string path = dir + "/node-id";
   std::string id = given;

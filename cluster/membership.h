@@ -141,6 +141,10 @@ class Registration {
 // there), else the one written before, else a new random one. And its incarnation, counted
 // in DIR/node-incarnation.
 Result<std::string> NodeId(const std::string& dir, const std::string& given);
+// What a member's TLS certificate carries to prove its node id (subjectAltName URI):
+// ecstore://CLUSTER/node/ID. A client accepts a member by this alone, never by an address
+// its record claims: whoever can write a record cannot also get the CA to sign this name.
+std::string MemberUri(const std::string& cluster, const std::string& id);
 Result<uint64_t> NextIncarnation(const std::string& dir);
 
 }  // namespace ecstore::cluster

@@ -46,11 +46,14 @@ class NodeLink::Leases : public ReadLease::Releaser {
 namespace {
 std::atomic<uint64_t> g_unproven{0};
 
-// Over TLS the node proves the id or the host its record claims: whoever can write a
-// record cannot also present a certificate the CA signed for that name.
-net::ClientOptions ProvingItsName(net::ClientOptions o, const NodeInfo& info) {
-  if (o.tls && o.tls->server_name.empty())
-    o.tls->server_name = info.id + "," + info.tcp.substr(0, info.tcp.rfind(':'));
+// Over TLS the node proves the id its record claims by its certificate's member URI, and by
+// nothing else: a record may claim any address, so an address proves nothing.
+net::ClientOptions ProvingItsName(net::ClientOptions o, const std::string& cluster,
+                                  const NodeInfo& info) {
+  if (o.tls) {
+    o.tls->server_name.clear();
+    o.tls->server_uri = MemberUri(cluster, info.id);
+  }
   return o;
 }
 }  // namespace
@@ -62,7 +65,7 @@ NodeLink::NodeLink(NodeInfo info, std::string cluster, net::ClientOptions option
                    std::chrono::milliseconds idle_close)
     : info_(std::move(info)),
       cluster_(std::move(cluster)),
-      options_(ProvingItsName(std::move(options), info_)),
+      options_(ProvingItsName(std::move(options), cluster_, info_)),
       down_for_(down_for),
       connector_(std::move(connector)),
       idle_close_(idle_close) {}

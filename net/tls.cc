@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
@@ -202,9 +203,19 @@ Result<std::unique_ptr<TlsSession>> TlsSession::Connect(std::shared_ptr<TlsConte
                                                         Deadline deadline) {
   SSL* ssl = SSL_new(ctx->get());
   if (!ssl) return Status::IOError("SSL_new: " + SslErrors("out of memory"));
+  const std::string& uri = ctx->options().server_uri;
   std::string names = ctx->options().server_name.empty() ? host : ctx->options().server_name;
   std::unique_ptr<TlsSession> s(new TlsSession(std::move(ctx), ssl, fd));
   SSL_set_fd(ssl, fd);
+  if (!uri.empty()) {
+    EC_RETURN_IF_ERROR(s->Handshake(false, deadline));
+    if (CarriesUri(SSL_get0_peer_certificate(ssl), uri)) return s;
+    return Status::PermissionDenied(
+        "TLS: the server's certificate was refused: it does not carry the URI " + uri +
+        " (a cluster member proves its node id by that subjectAltName, never by an address: "
+        "issue the node's certificate with subjectAltName=URI:" +
+        uri + ")");
+  }
   // Any one of the names (comma-separated: DNS names or IP addresses) may be the one the
   // certificate carries. OpenSSL's own check would ask for a host and an IP both where both
   // are given, so the names are checked here, once the chain is verified and before any
@@ -226,12 +237,36 @@ Result<std::unique_ptr<TlsSession>> TlsSession::Connect(std::shared_ptr<TlsConte
                            : X509_check_host(cert, name.c_str(), name.size(), 0, nullptr)) == 1)
       return s;
   return Status::PermissionDenied(
-      "TLS: the server's certificate was refused: hostname mismatch: it "
-      "names none of " +
-      names +
-      " (connect by a name it carries, or "
-      "set the server name; in a cluster it must name the node id or "
-      "the address the node's record claims)");
+      "TLS: the server's certificate was refused: hostname mismatch: it names none of " + names +
+      " (connect by a name it carries, or set the server name)");
+}
+
+bool CarriesUri(X509* cert, const std::string& uri) {
+  if (!cert) return false;
+  auto* names =
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  bool found = false;
+  for (int i = 0; names && !found && i < sk_GENERAL_NAME_num(names); ++i) {
+    const GENERAL_NAME* g = sk_GENERAL_NAME_value(names, i);
+    if (g->type != GEN_URI) continue;
+    const auto* d =
+        reinterpret_cast<const char*>(ASN1_STRING_get0_data(g->d.uniformResourceIdentifier));
+    found = std::string_view(
+                d, static_cast<size_t>(ASN1_STRING_length(g->d.uniformResourceIdentifier))) == uri;
+  }
+  GENERAL_NAMES_free(names);
+  return found;
+}
+
+Result<bool> CertificateCarriesUri(const std::string& file, const std::string& uri) {
+  FILE* f = std::fopen(file.c_str(), "r");
+  if (!f) return Status::IOError("cannot read certificate " + file + ": " + std::strerror(errno));
+  X509* x = PEM_read_X509(f, nullptr, nullptr, nullptr);
+  std::fclose(f);
+  if (!x) return Status::IOError("certificate " + file + " holds no PEM certificate");
+  const bool found = CarriesUri(x, uri);
+  X509_free(x);
+  return found;
 }
 
 // Non-blocking for the handshake alone, so the deadline bounds it; blocking afterwards, as

@@ -27,6 +27,7 @@
 
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
+typedef struct x509_st X509;
 
 namespace ecstore::net {
 
@@ -46,7 +47,15 @@ struct TlsOptions {
   // Client: the name the server's certificate must carry (DNS SAN or CN, or an IP SAN);
   // empty: the host connected to. Never skipped: there is no option to.
   std::string server_name;
+  // Client: where set, the server's certificate must carry this URI SAN, and no host name,
+  // address or CN proves it instead (a cluster member's identity: server_name is ignored).
+  std::string server_uri;
 };
+
+// Whether `cert` carries `uri` as a subjectAltName URI, compared byte for byte.
+bool CarriesUri(X509* cert, const std::string& uri);
+// Whether the PEM certificate in `file` does; IOError where the file does not read as one.
+Result<bool> CertificateCarriesUri(const std::string& file, const std::string& uri);
 
 class TlsContext {
  public:

@@ -23,7 +23,9 @@ check() { local what=$1; shift; if "$@"; then pass=$((pass + 1)); echo "ok   - $
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # One CA: etcd's certificate, etcd clients' (root for the set-up, ec-store for the nodes and
-# clients), the nodes' (each names its node id only) and an engine's client certificate.
+# clients), the nodes' (each carries its member URI, ecstore://CLUSTER/node/ID, and no
+# address), a rogue's that names the address a record claims but no member URI, and an
+# engine's client certificate.
 K=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
 openssl req -x509 "${K[@]}" -days 2 -subj /CN=test-ca -keyout ca.key -out ca.crt 2>/dev/null
 issue() {  # issue FILE SUBJECT-OR-CN [SANS]
@@ -39,7 +41,9 @@ issue root root
 # etcd's JSON gateway refuses a certificate that has a CN once auth is on (it would not use
 # it): ec-store's etcd certificate has none, and its user proves itself by password.
 issue ecstore /O=ec-store
-for n in node-a node-b node-c rogue; do issue $n $n DNS:$n; done
+for n in node-a node-b node-c; do issue $n $n URI:ecstore://trusted/node/$n; done
+issue rogue rogue DNS:rogue,IP:127.0.0.1
+issue plain node-d DNS:node-d,IP:127.0.0.1
 issue engine engine
 
 CP=$(port)
@@ -82,6 +86,11 @@ serve() {  # serve NODE: a node with its own certificate; its pid in PID
 CLIENT=(--cluster "$E" "${ETCD[@]}" --tls-ca ca.crt --tls-cert engine.crt --tls-key engine.key)
 nodes() { "$EC" "${CLIENT[@]}" --json cluster status |
           python3 -c 'import json,sys; print(" ".join(sorted(n["id"] for n in json.load(sys.stdin)["nodes"])))'; }
+"$EC" --dir "$T/node-d" --pool-size 16MiB --cluster "$E" "${ETCD[@]}" --tls-cert plain.crt \
+  --tls-key plain.key --tls-ca ca.crt serve --listen 127.0.0.1:0 --node-id node-d \
+  >node-d.out 2>node-d.err && rc=0 || rc=$?
+check "a member whose certificate lacks its member URI is refused at start (exit $rc)" \
+  grep -q "does not carry ecstore://trusted/node/node-d" node-d.err
 serve node-a
 serve node-b
 serve node-c
@@ -98,7 +107,8 @@ done
 check "puts and gets through the cluster over TLS are byte-exact (12 of 12)" test $ok = 12
 
 # A record added by hand under a lease (one without is no member): it claims to be node-x at
-# the address of a daemon whose (valid) certificate names "rogue".
+# the address of a daemon whose (valid) certificate names that address, but carries no member
+# URI: an address proves nothing.
 "$EC" --dir "$T/rogue" --pool-size 16MiB --tls-cert rogue.crt --tls-key rogue.key --tls-ca ca.crt \
   serve --listen 127.0.0.1:0 >rogue.out 2>rogue.err &
 pids+=($!)

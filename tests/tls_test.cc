@@ -126,6 +126,36 @@ TEST_F(TlsTest, GetsAndPutsAreByteExactWithAndWithoutClientCertificates) {
   }
 }
 
+// A cluster member is proven by its member URI alone: a certificate naming the address and
+// host dialled, or the node id as a DNS name, proves nothing.
+TEST_F(TlsTest, AServerUriIsProvenByThatUriAloneNeverByAnAddress) {
+  pki_->Issue("member", "node-1", "URI:ecstore://c1/node/node-1,DNS:localhost,IP:127.0.0.1");
+  for (const char* name : {"server", "member"}) {
+    ServerOptions so;
+    so.tls = pki_->Server(name);
+    Serve(so);
+    for (const char* uri : {"ecstore://c1/node/node-1", "ecstore://c1/node/node-2",
+                            "ecstore://c2/node/node-1", "ecstore://c1/node/node-"}) {
+      TlsOptions o = pki_->Client("encoder");
+      o.server_name = "127.0.0.1,node-1";  // ignored where a URI is asked for
+      o.server_uri = uri;
+      auto c = Connect(o);
+      const bool proven =
+          std::string(name) == "member" && std::string(uri) == "ecstore://c1/node/node-1";
+      ASSERT_EQ(c.ok(), proven) << name << " " << uri << " " << c.status().ToString();
+      if (!proven) {
+        EXPECT_NE(c.status().message().find(uri), std::string::npos);
+      }
+    }
+    auto file =
+        CertificateCarriesUri(pki_->Path(std::string(name) + ".crt"), "ecstore://c1/node/node-1");
+    ASSERT_TRUE(file.ok());
+    EXPECT_EQ(*file, std::string(name) == "member");
+    server_->Stop();
+  }
+  EXPECT_FALSE(CertificateCarriesUri(pki_->Path("absent.crt"), "ecstore://c1/node/node-1").ok());
+}
+
 TEST_F(TlsTest, EachRefusedClientIsToldWhyAndTheStoreIsUnchanged) {
   ServerOptions so;
   so.tls = pki_->Server("server");
