@@ -35,6 +35,11 @@ Status Connection::ChooseTransport(const HelloInfo& info, int pool_fd) {
                        .rdma = !unix_ && !info.rdma_addr.empty()};
   offer.rdma_device = offer.rdma && !offer.same_host && opt_.transport == TransportKind::kAuto &&
                       rdma::RdmaDevicePresent();  // looked for only where it decides
+  if (unix_ && pool_fd < 0 && opt_.transport == TransportKind::kShm)
+    return Status::PermissionDenied(
+        "transport shm: the server did not pass its pool to this client: it does so only to a "
+        "principal whose read grant covers every namespace (docs/security.md); leave the "
+        "transport to choose (copies over the same socket)");
   auto use = net::ChooseTransport(offer, opt_.transport);
   if (!use.ok()) return use.status();
   if (*use == TransportKind::kShm && unix_) {

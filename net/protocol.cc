@@ -226,6 +226,20 @@ bool IsRequest(Op op, bool shm, bool rdma) {
   }
 }
 
+bool ReadsPoolInPlace(Op op) {
+  switch (op) {
+    case Op::kGetShm:
+    case Op::kGetShmMany:
+    case Op::kGetShmStream:
+    case Op::kDevicePool:
+    case Op::kGetDevice:
+    case Op::kGetRdma:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string KeysBody(std::string_view ns, const std::vector<std::string>& keys) {
   BodyWriter w;
   w.Str(ns);

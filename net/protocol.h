@@ -224,6 +224,9 @@ Status ParseEraseManyReply(BodyReader* r, size_t n, std::vector<bool>* erased, S
 // Whether `op` is a request a server answers on this kind of connection (shared-memory and
 // RDMA requests only on those), not a reply or an opcode of another socket.
 bool IsRequest(Op op, bool shm, bool rdma);
+// Whether the op reads the pool in place (a mapping, the device pool, an rkey): what only a
+// principal whose read grant covers every namespace may do.
+bool ReadsPoolInPlace(Op op);
 // GET_SHM_MANY: one namespace, 1..kMaxLeaseBatch keys (each checked by the store, which
 // answers a bad one in its own item).
 struct KeysRef {

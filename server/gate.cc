@@ -167,6 +167,11 @@ Result<Identity> Gate::Identify(const Stream& io, bool unix_socket, std::string_
 }
 
 // The principal as the ACL now has it: an edit applies to the next request.
+bool Gate::MapsPool(Identity* who) {
+  const Principal* p = Current(who);
+  return p && p->AllowsEvery(kRead);
+}
+
 const Principal* Gate::Current(Identity* who) {
   if (!who->acl || who->generation == acl_generation_.load()) return who->principal;
   std::shared_ptr<const Acl> acl;

@@ -73,6 +73,9 @@ class Gate {
   Status CheckNamespace(Identity* who, uint8_t right, std::string_view ns);
   // Whether the principal may see entries of `ns` in a LIST.
   bool MayList(Identity* who, std::string_view ns);
+  // Whether it may read the pool in place (ReadsPoolInPlace): its read grant covers every
+  // namespace the pool can hold, since a mapping or an rkey shows the whole pool.
+  bool MapsPool(Identity* who);
 
   void SetToken(std::string token);
   Status ReloadAcl();  // from acl_file; on failure the old ACL stays

@@ -231,8 +231,8 @@ Status Server::ServeRequest(Conn* c) {
 }
 
 // Finds the connection's principal (Gate::Identify) and answers HELLO; over the unix socket
-// the pool's (read-only, sealed) memfd goes with the reply. A non-OK return closes the
-// connection.
+// the pool's (read-only, sealed) memfd goes with the reply to a principal that may read every
+// namespace. A non-OK return closes the connection.
 Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
   const int fd = c->io.fd();
   BodyReader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
@@ -246,10 +246,13 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
     return who.status();
   }
   c->who = std::move(who).value();
+  c->maps_pool = gate_->MapsPool(&c->who);
   HelloInfo info;
-  info.transport = c->shm ? "shm" : "tcp";
+  info.transport = c->shm && c->maps_pool ? "shm" : "tcp";
   info.features = kFeaturePrefetch | kFeatureClaims;
-  if (c->shm) {  // hand over the pool once; gets then return offsets into it
+  // Hand over the pool once, gets then return offsets into it; only to a principal that may
+  // read every namespace in it. Others are served by copy over the same socket.
+  if (c->shm && c->maps_pool) {
     info.pool_bytes = store_->pool_region().size;
     info.features |= kFeaturePutArena | kFeaturePutLanding | kFeatureStreamedLeases |
                      (device_puts_.Offered() ? kFeaturePutDevice | kFeaturePutDeviceMany : 0);
@@ -260,7 +263,7 @@ Status Server::Hello(Conn* c, const FrameHeader& h, const std::string& body) {
     return SendWithFd(fd, iov, 2, store_->pool_region().shm_fd, "client");
   }
   if (shm_) shm_->Advertise(&info);
-  if (rdma_) rdma_->Advertise(&info);
+  if (rdma_ && c->maps_pool) rdma_->Advertise(&info);
   return SendFrame(c->io, Op::kHelloOk, h.request_id, HelloBody(info));
 }
 
@@ -336,6 +339,11 @@ Status Server::Handle(Conn* c, const FrameHeader& h, std::string& body) {
   // Refused before it touches the store; the connection stays.
   if (Status may = gate_->Check(&c->who, h.op, body); !may.ok()) return reply_error(may);
   if (Status may = Fenced(h.op, body, c->view_revision); !may.ok()) return reply_error(may);
+  if (ReadsPoolInPlace(h.op) && !(c->maps_pool && gate_->MapsPool(&c->who)))
+    return reply_error(Status::PermissionDenied(
+        "principal '" + c->who.name + "' may not read the pool in place (" + OpLabel(h.op) +
+        "): a mapping or an rkey shows every namespace, and its read grant does not cover "
+        "them all; read by copy (GET), or ask the operator for read on ns=*"));
   switch (h.op) {
     case Op::kGet:
     case Op::kGetShm:

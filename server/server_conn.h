@@ -41,7 +41,10 @@ struct ServerConn {
   bool shm = false;               // came over the unix socket
   bool secured = false;           // TLS handshake done, or none needed
   bool greeted = false;           // said HELLO
-  std::string peer;               // "IP:PORT", or "unix pid N" on the shared-memory socket
+  // Its principal's read grant covers every namespace, so it may read the pool in place
+  // (the pool's memfd, the device pool's IPC handle, RDMA): set at HELLO, re-checked per read.
+  bool maps_pool = false;
+  std::string peer;  // "IP:PORT", or "unix pid N" on the shared-memory socket
   Clock::time_point hello_by, last_request;
   int64_t view_revision = 0;  // a cluster client's view of the members (VIEW; 0: none)
   RequestArrival arrival{RequestArrival::kFrames};

@@ -18,6 +18,7 @@
 #include "base/test_util.h"
 #include "base/units.h"
 #include "net/client.h"
+#include "server/acl.h"
 #include "server/server.h"
 #include "tests/raw_hello.h"
 
@@ -1259,6 +1260,62 @@ TEST(NetShm, AnOlderServerWithoutEraseBatchesIsErasedKeyByKey) {
   EXPECT_TRUE(c->Lookup("ns", "k1").status().IsNotFound());
   EXPECT_TRUE(c->Lookup("ns", "k2").ok());
   c.reset();
+}
+
+// A mapping shows the whole pool, so only a principal whose read grant covers every
+// namespace gets the pool's memfd (and in-place reads); one granted write alone, or one
+// namespace, is served by copy over the same socket, and a raw in-place read is refused.
+TEST(NetShm, OnlyAPrincipalThatMayReadEveryNamespaceMapsThePool) {
+  testing::TempDir dir, etc;
+  const std::string acl = etc.path() + "/acl";
+  std::ofstream(acl) << "all secret=" << SecretHash("all-secret") << " ns=* rights=read,write\n"
+                     << "writer secret=" << SecretHash("w-secret") << " ns=loc* rights=write\n"
+                     << "one secret=" << SecretHash("one-secret") << " ns=loc* rights=all\n";
+  ServerProcess server(dir.path(), "", 16 * kMiB, 0, /*shm=*/true, 30000, 30000,
+                       [acl](ServerOptions* so) { so->acl_file = acl; });
+  auto as = [&](const std::string& secret, TransportKind t = TransportKind::kAuto) {
+    ClientOptions o;
+    o.token = secret;
+    o.transport = t;
+    o.retries = 0;
+    return Client::Connect(server.shm_uri(), o);
+  };
+  auto all = as("all-secret");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_STREQ((*all)->transport(), "shm");
+  ASSERT_TRUE((*all)->Put("other", "secret-entry", U8(kMiB), Span(Payload(9, kMiB))).ok());
+  for (const char* secret : {"w-secret", "one-secret"}) {
+    SCOPED_TRACE(secret);
+    auto c = as(secret);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_STREQ((*c)->transport(), "tcp");
+    EXPECT_TRUE((*c)->shared_pool().empty());
+    auto v = Payload(secret[0], 64 * 1024);
+    ASSERT_TRUE((*c)->Put("local", secret, U8(v.size()), Span(v)).ok());
+    std::vector<uint8_t> out(v.size());
+    auto got = (*c)->Get("local", secret, {out.data(), out.size()});
+    EXPECT_EQ(got.ok(), std::string(secret) == "one-secret") << got.status().ToString();
+    if (got.ok()) {
+      EXPECT_EQ(out, v);
+    }
+    auto forced = as(secret, TransportKind::kShm);
+    ASSERT_FALSE(forced.ok());
+    EXPECT_TRUE(forced.status().IsPermissionDenied()) << forced.status().ToString();
+    // Raw: HELLO passes no memfd, and GET_SHM and DEVICE_POOL are refused.
+    FrameStream s;
+    HelloInfo info;
+    UniqueFd pool;
+    ASSERT_TRUE(testing::RawHello(dir.path() + "/serve.sock", &s, &info, &pool, secret).ok());
+    EXPECT_FALSE(pool.valid());
+    for (Op op : {Op::kGetShm, Op::kDevicePool}) {
+      BodyWriter key;
+      if (op == Op::kGetShm) key.Str("local"), key.Str(secret);
+      ASSERT_TRUE(s.Send(op, key.data()).ok());
+      auto r = s.ReadReply(op == Op::kGetShm ? Op::kGetShmOk : Op::kDevicePoolOk, nullptr);
+      ASSERT_FALSE(r.ok());
+      EXPECT_TRUE(r.status().IsPermissionDenied()) << r.status().ToString();
+    }
+  }
 }
 
 // A hostile same-host reader: it takes the pool descriptor from HELLO and tries to write or

@@ -11,16 +11,16 @@
 
 namespace ecstore::testing {
 
-// Connects *s to the server's unix socket at `path` and says HELLO (no token): *info from
-// its HELLO_OK, and the pool's memfd passed with it into *pool_fd.
+// Connects *s to the server's unix socket at `path` and says HELLO with `secret` (may be
+// empty): *info from its HELLO_OK, and the pool's memfd passed with it, if any, into *pool_fd.
 inline Status RawHello(const std::string& path, net::FrameStream* s, net::HelloInfo* info,
-                       UniqueFd* pool_fd) {
+                       UniqueFd* pool_fd, const std::string& secret = "") {
   using namespace net;  // NOLINT: the protocol's names
   auto fd = ConnectUnix(path, std::chrono::milliseconds(2000));
   if (!fd.ok()) return fd.status();
   s->Adopt(std::move(fd).value());
   BodyWriter hello;
-  hello.Str("");
+  hello.Str(secret);
   EC_RETURN_IF_ERROR(s->Send(Op::kHello, hello.data()));
   int passed = -1;
   auto hi = s->ReadReply(Op::kHelloOk, &passed);
