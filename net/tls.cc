@@ -190,11 +190,8 @@ TlsSession::~TlsSession() {
 
 Result<std::unique_ptr<TlsSession>> TlsSession::Accept(std::shared_ptr<TlsContext> ctx, int fd,
                                                        Deadline deadline) {
-  SSL* ssl = SSL_new(ctx->get());
-  if (!ssl) return Status::IOError("SSL_new: " + SslErrors("out of memory"));
-  std::unique_ptr<TlsSession> s(new TlsSession(std::move(ctx), ssl, fd));
-  SSL_set_fd(ssl, fd);
-  EC_RETURN_IF_ERROR(s->Handshake(true, deadline));
+  auto s = Begin(std::move(ctx), fd);
+  if (s.ok()) EC_RETURN_IF_ERROR((*s)->Handshake(true, deadline));
   return s;
 }
 
@@ -275,32 +272,67 @@ Status TlsSession::Handshake(bool server, Deadline deadline) {
   const int flags = fcntl(fd_, F_GETFL);
   fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
   ScopedNoSigpipe no_sigpipe;
-  int rc;
+  Result<HandshakeStep> step = HandshakeStep::kWantRead;
   for (;;) {
-    ERR_clear_error();
-    rc = server ? SSL_accept(ssl_) : SSL_connect(ssl_);
-    if (rc == 1) break;
-    int e = SSL_get_error(ssl_, rc);
-    if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) && WaitFor(fd_, e, deadline))
-      continue;
-    fcntl(fd_, F_SETFL, flags);
-    const char* who = server ? "client" : "server";
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-      return Status::Unavailable(std::string("TLS handshake: the ") + who +
-                                 " did not finish it in time");
-    long v = SSL_get_verify_result(ssl_);
-    std::string reason = SslErrors(e == SSL_ERROR_SYSCALL ? "the connection was closed" : "failed");
-    if (v != X509_V_OK)
-      return Status::PermissionDenied(
-          std::string("TLS: the ") + who +
-          "'s certificate was refused: " + X509_verify_cert_error_string(v) +
-          (server ? "" : " (it must be signed by the CA you trust and be within its dates)"));
-    if (server) return Status::PermissionDenied("TLS handshake with the client failed: " + reason);
-    return Status::Unavailable("TLS handshake with the server failed: " + reason +
-                               " (is it serving TLS? does it require a client certificate? "
-                               "give cert and key)");
+    step = Try(server);
+    if (!step.ok() || *step == HandshakeStep::kDone) break;
+    const int e = *step == HandshakeStep::kWantRead ? SSL_ERROR_WANT_READ : SSL_ERROR_WANT_WRITE;
+    if (!WaitFor(fd_, e, deadline)) {
+      step = Status::Unavailable(std::string("TLS handshake: the ") +
+                                 (server ? "client" : "server") + " did not finish it in time");
+      break;
+    }
   }
   fcntl(fd_, F_SETFL, flags);
+  return step.status();
+}
+
+Result<std::unique_ptr<TlsSession>> TlsSession::Begin(std::shared_ptr<TlsContext> ctx, int fd) {
+  SSL* ssl = SSL_new(ctx->get());
+  if (!ssl) return Status::IOError("SSL_new: " + SslErrors("out of memory"));
+  std::unique_ptr<TlsSession> s(new TlsSession(std::move(ctx), ssl, fd));
+  SSL_set_fd(ssl, fd);
+  return s;
+}
+
+Result<HandshakeStep> TlsSession::Step() {
+  const int flags = fcntl(fd_, F_GETFL);
+  fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+  ScopedNoSigpipe no_sigpipe;
+  auto step = Try(true);
+  fcntl(fd_, F_SETFL, flags);
+  return step;
+}
+
+// One try at the handshake on a non-blocking socket: done (the session set up), what it
+// waits for, or why it failed.
+Result<HandshakeStep> TlsSession::Try(bool server) {
+  ERR_clear_error();
+  const int rc = server ? SSL_accept(ssl_) : SSL_connect(ssl_);
+  if (rc == 1) {
+    Established();
+    return HandshakeStep::kDone;
+  }
+  const int e = SSL_get_error(ssl_, rc);
+  if (e == SSL_ERROR_WANT_READ) return HandshakeStep::kWantRead;
+  if (e == SSL_ERROR_WANT_WRITE) return HandshakeStep::kWantWrite;
+  const char* who = server ? "client" : "server";
+  long v = SSL_get_verify_result(ssl_);
+  std::string reason = SslErrors(e == SSL_ERROR_SYSCALL ? "the connection was closed" : "failed");
+  if (v != X509_V_OK)
+    return Status::PermissionDenied(
+        std::string("TLS: the ") + who +
+        "'s certificate was refused: " + X509_verify_cert_error_string(v) +
+        (server ? "" : " (it must be signed by the CA you trust and be within its dates)"));
+  if (server) return Status::PermissionDenied("TLS handshake with the client failed: " + reason);
+  return Status::Unavailable("TLS handshake with the server failed: " + reason +
+                             " (is it serving TLS? does it require a client certificate? "
+                             "give cert and key)");
+}
+
+// The handshake is done: whether the kernel took the record layer over, and who the peer's
+// verified certificate names.
+void TlsSession::Established() {
 #if defined(BIO_get_ktls_send)
   ktls_send_ = BIO_get_ktls_send(SSL_get_wbio(ssl_));
   ktls_recv_ = BIO_get_ktls_recv(SSL_get_rbio(ssl_));
@@ -320,7 +352,6 @@ Status TlsSession::Handshake(bool server, Deadline deadline) {
     GENERAL_NAMES_free(names);
   }
   X509_free(x);
-  return Status::Ok();
 }
 
 bool TlsSession::Buffered() const { return SSL_pending(ssl_) > 0; }

@@ -87,6 +87,9 @@ struct PeerIdentity {
   bool Names(const std::string& name) const;
 };
 
+// Where a handshake driven step by step (an event loop's) stands.
+enum class HandshakeStep { kDone, kWantRead, kWantWrite };
+
 class TlsSession {
  public:
   // The handshake on a connected blocking socket, bounded by `deadline`. Failures are
@@ -96,6 +99,11 @@ class TlsSession {
                                                     Deadline deadline);
   static Result<std::unique_ptr<TlsSession>> Connect(std::shared_ptr<TlsContext> ctx, int fd,
                                                      const std::string& host, Deadline deadline);
+  // Server, driven by an event loop: a session on `fd` whose handshake Step advances, each
+  // call never blocking; kWantRead/kWantWrite: call again once the socket is ready for it.
+  // The caller bounds the whole by its own deadline. Failures as Accept's.
+  static Result<std::unique_ptr<TlsSession>> Begin(std::shared_ptr<TlsContext> ctx, int fd);
+  Result<HandshakeStep> Step();
   ~TlsSession();
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;
@@ -116,6 +124,8 @@ class TlsSession {
   TlsSession(std::shared_ptr<TlsContext> ctx, SSL* ssl, int fd)
       : ctx_(std::move(ctx)), ssl_(ssl), fd_(fd) {}
   Status Handshake(bool server, Deadline deadline);
+  Result<HandshakeStep> Try(bool server);
+  void Established();
   Status Write(const void* p, size_t n, const char* what, Deadline deadline);
   static Status ReadFailure(const char* what, const std::string& why);
   std::shared_ptr<TlsContext> ctx_;  // kept while the session lives

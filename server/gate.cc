@@ -68,43 +68,51 @@ std::string Gate::Describe() const {
   return out.empty() ? "local users only" : out;
 }
 
-Status Gate::Secure(Stream* io, const std::string& peer, Deadline deadline) {
+Result<HandshakeStep> Gate::Secure(Stream* io, std::unique_ptr<TlsSession>* pending,
+                                   const std::string& peer) {
   const int fd = io->fd();
-  uint8_t first = 0;
-  pollfd p{fd, POLLIN, 0};
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  if (poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count()))) != 1 ||
-      recv(fd, &first, 1, MSG_PEEK) != 1)
-    return Status::Unavailable("the client sent nothing before its deadline");
-  if (first != kTlsHandshake) {
-    Status st = Status::InvalidArgument(
-        "this server requires TLS on this port: connect with tls://HOST:PORT and the CA that "
-        "signed its certificate (--tls-ca, ClientOptions::tls)");
-    uint8_t hdr[kHeaderBytes];
-    const std::string body = ErrorBody(st);
-    EncodeHeader({kVersion, Op::kError, 0, body.size()}, hdr);
-    iovec iov[2] = {{hdr, kHeaderBytes}, {const_cast<char*>(body.data()), body.size()}};
-    SendAll(fd, iov, 2, "client",
-            std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-    if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kTls);
-    spdlog::warn("refused a plain-TCP client from {} on the TLS port", peer);
-    return st;
+  if (!*pending) {
+    uint8_t first = 0;
+    const ssize_t n = recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return HandshakeStep::kWantRead;
+    if (n != 1) return Status::Unavailable("the client closed the connection before TLS");
+    if (first != kTlsHandshake) return RefusePlain(fd, peer);
+    auto begun = TlsSession::Begin(tls_context(), fd);
+    if (!begun.ok()) return begun.status();
+    *pending = std::move(begun).value();
   }
-  auto session = TlsSession::Accept(tls_context(), fd, deadline);
-  if (!session.ok()) {
+  auto step = (*pending)->Step();
+  if (!step.ok()) {
     if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kTls);
-    spdlog::warn("TLS handshake with {} failed: {}", peer, session.status().message());
-    return session.status();
+    spdlog::warn("TLS handshake with {} failed: {}", peer, step.status().message());
+    return step.status();
   }
+  if (*step != HandshakeStep::kDone) return step;
+  std::unique_ptr<TlsSession> session = std::move(*pending);
   ++sessions_;
-  if ((*session)->ktls_send()) ++ktls_send_;
-  if ((*session)->ktls_recv()) ++ktls_recv_;
-  spdlog::debug("TLS with {}: {} {}, kTLS send {}, receive {}", peer, (*session)->version(),
-                (*session)->cipher(), (*session)->ktls_send() ? "on" : "off",
-                (*session)->ktls_recv() ? "on" : "off");
-  io->SetTls(std::move(session).value());
-  return Status::Ok();
+  if (session->ktls_send()) ++ktls_send_;
+  if (session->ktls_recv()) ++ktls_recv_;
+  spdlog::debug("TLS with {}: {} {}, kTLS send {}, receive {}", peer, session->version(),
+                session->cipher(), session->ktls_send() ? "on" : "off",
+                session->ktls_recv() ? "on" : "off");
+  io->SetTls(std::move(session));
+  return HandshakeStep::kDone;
+}
+
+// A plain client on the TLS port: told in the clear (one small frame into an empty socket
+// buffer: it does not block), and refused.
+Status Gate::RefusePlain(int fd, const std::string& peer) {
+  Status st = Status::InvalidArgument(
+      "this server requires TLS on this port: connect with tls://HOST:PORT and the CA that "
+      "signed its certificate (--tls-ca, ClientOptions::tls)");
+  uint8_t hdr[kHeaderBytes];
+  const std::string body = ErrorBody(st);
+  EncodeHeader({kVersion, Op::kError, 0, body.size()}, hdr);
+  iovec iov[2] = {{hdr, kHeaderBytes}, {const_cast<char*>(body.data()), body.size()}};
+  SendAll(fd, iov, 2, "client", std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+  if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kTls);
+  spdlog::warn("refused a plain-TCP client from {} on the TLS port", peer);
+  return st;
 }
 
 Result<Identity> Gate::Identify(const Stream& io, bool unix_socket, std::string_view secret) {

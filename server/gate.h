@@ -60,9 +60,12 @@ class Gate {
   bool remote_clients_provable() const;
   std::string Describe() const;  // for the start-up log line
 
-  // TCP with TLS on: the handshake within `deadline`. A client speaking the plain protocol is
-  // answered in the clear with an ERROR saying to use tls://, and refused.
-  Status Secure(Stream* io, const std::string& peer, Deadline deadline);
+  // TCP with TLS on: one step of the handshake, never blocking (*pending holds the session
+  // between steps; the event loop calls again when the socket is ready, and the HELLO
+  // deadline bounds the whole). kDone once *io speaks TLS. A client speaking the plain
+  // protocol is answered in the clear with an ERROR saying to use tls://, and refused.
+  Result<HandshakeStep> Secure(Stream* io, std::unique_ptr<TlsSession>* pending,
+                               const std::string& peer);
   // The principal of a connection that said HELLO with `secret` (may be empty).
   // InvalidArgument for a wrong secret, PermissionDenied where nothing proves a principal.
   Result<Identity> Identify(const Stream& io, bool unix_socket, std::string_view secret);
@@ -92,6 +95,7 @@ class Gate {
  private:
   explicit Gate(GateOptions o) : opt_(std::move(o)) {}
   const Principal* Current(Identity* who);
+  Status RefusePlain(int fd, const std::string& peer);
   Status Refuse(Identity* who, uint8_t right, std::string_view ns,
                 const char* what_instead = nullptr);
   GateOptions opt_;

@@ -187,9 +187,13 @@ ConnTable::Next Server::Turn(Conn* c, uint32_t events) {
     if (!*sent) return Next::kWrite;
     c->sending.reset();
   }
-  if (!c->secured) {  // the handshake counts against the time to say HELLO
-    if (!c->shm && gate_->tls() && !gate_->Secure(&c->io, c->peer, c->hello_by).ok())
-      return Next::kClose;
+  if (!c->secured) {  // on the event loop, step by step; it counts against the HELLO deadline
+    if (!c->shm && gate_->tls()) {
+      auto step = gate_->Secure(&c->io, &c->handshake, c->peer);
+      if (!step.ok()) return Next::kClose;
+      if (*step == HandshakeStep::kWantRead) return Next::kRead;
+      if (*step == HandshakeStep::kWantWrite) return Next::kWrite;
+    }
     c->secured = true;
     if (c->io.tls() && !c->io.tls()->ktls_recv())
       c->arrival.set_framing(RequestArrival::kTlsRecords);

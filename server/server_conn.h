@@ -35,12 +35,13 @@ struct ServerConn {
   const uint64_t id = ++next_id;
   std::mutex turn;
   std::atomic<State> state{kWaiting};
-  std::atomic<bool> done{false};  // closed; the table frees it at its next tick
-  Stream io;                      // the socket, through TLS where the gate asks for it
-  Identity who;                   // the principal it proved at HELLO
-  bool shm = false;               // came over the unix socket
-  bool secured = false;           // TLS handshake done, or none needed
-  bool greeted = false;           // said HELLO
+  std::atomic<bool> done{false};          // closed; the table frees it at its next tick
+  Stream io;                              // the socket, through TLS where the gate asks for it
+  Identity who;                           // the principal it proved at HELLO
+  bool shm = false;                       // came over the unix socket
+  bool secured = false;                   // TLS handshake done, or none needed
+  std::unique_ptr<TlsSession> handshake;  // TLS: the session while its handshake goes on
+  bool greeted = false;                   // said HELLO
   // Its principal's read grant covers every namespace, so it may read the pool in place
   // (the pool's memfd, the device pool's IPC handle, RDMA): set at HELLO, re-checked per read.
   bool maps_pool = false;
