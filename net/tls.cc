@@ -295,6 +295,38 @@ Result<std::unique_ptr<TlsSession>> TlsSession::Begin(std::shared_ptr<TlsContext
   return s;
 }
 
+namespace {
+Result<HandshakeStep> NonBlockingIo(SSL* ssl, int rc, const char* what) {
+  switch (SSL_get_error(ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+      return HandshakeStep::kWantRead;
+    case SSL_ERROR_WANT_WRITE:
+      return HandshakeStep::kWantWrite;
+    case SSL_ERROR_ZERO_RETURN:
+      return Status::Unavailable("closed");
+    default:
+      return Status::Unavailable(std::string("TLS ") + what + ": " + SslErrors("closed"));
+  }
+}
+}  // namespace
+
+Result<HandshakeStep> TlsSession::ReadSome(void* buf, size_t n, size_t* done) {
+  *done = 0;
+  ERR_clear_error();
+  ScopedNoSigpipe no_sigpipe;
+  const int rc = SSL_read_ex(ssl_, buf, n, done);
+  return rc == 1 ? Result<HandshakeStep>(HandshakeStep::kDone) : NonBlockingIo(ssl_, rc, "read");
+}
+
+Result<HandshakeStep> TlsSession::WriteSome(const void* buf, size_t n, size_t* done) {
+  *done = 0;
+  ERR_clear_error();
+  ScopedNoSigpipe no_sigpipe;
+  SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  const int rc = SSL_write_ex(ssl_, buf, n, done);
+  return rc == 1 ? Result<HandshakeStep>(HandshakeStep::kDone) : NonBlockingIo(ssl_, rc, "write");
+}
+
 Result<HandshakeStep> TlsSession::Step() {
   const int flags = fcntl(fd_, F_GETFL);
   fcntl(fd_, F_SETFL, flags | O_NONBLOCK);

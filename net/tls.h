@@ -104,6 +104,12 @@ class TlsSession {
   // The caller bounds the whole by its own deadline. Failures as Accept's.
   static Result<std::unique_ptr<TlsSession>> Begin(std::shared_ptr<TlsContext> ctx, int fd);
   Result<HandshakeStep> Step();
+  // On a non-blocking socket, once established: as much as is ready, into *done bytes
+  // (kDone with *done > 0), or what the session waits for (kWantRead/kWantWrite, *done 0).
+  // ReadSome's end of stream is Unavailable("closed"). WriteSome may take part of `n`; a
+  // retry after kWant* passes the same bytes again, possibly with more after them.
+  Result<HandshakeStep> ReadSome(void* buf, size_t n, size_t* done);
+  Result<HandshakeStep> WriteSome(const void* buf, size_t n, size_t* done);
   ~TlsSession();
   TlsSession(const TlsSession&) = delete;
   TlsSession& operator=(const TlsSession&) = delete;

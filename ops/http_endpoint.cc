@@ -4,6 +4,7 @@
 
 #include "net/protocol.h"
 #include "net/socket.h"
+#include "ops/tls_front.h"
 
 namespace ecstore::ops {
 namespace {
@@ -34,15 +35,7 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& lis
                                    "--tls-key, or listen on 127.0.0.1");
   std::unique_ptr<HttpEndpoint> e(new HttpEndpoint());
   e->https_ = https;
-  if (https) {
-    auto ssl = std::make_unique<httplib::SSLServer>(security.cert.c_str(), security.key.c_str());
-    if (!ssl->is_valid())
-      return Status::InvalidArgument("the operator port cannot use certificate " + security.cert +
-                                     " and key " + security.key + " (check --tls-cert, --tls-key)");
-    e->server_ = std::move(ssl);
-  } else {
-    e->server_ = std::make_unique<httplib::Server>();
-  }
+  e->server_ = std::make_unique<httplib::Server>();
   auto& svr = *e->server_;
   // A scrape is answered in microseconds: the threads are for clients that are slow to send
   // or read, each bounded by the timeouts, so that a few of them cannot hold every thread
@@ -70,13 +63,29 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const std::string& lis
   svr.Get("/readyz", [h = handlers](const httplib::Request&, httplib::Response& res) {
     Answer(res, h.ready());
   });
-  int port = hp->port == 0 ? svr.bind_to_any_port(hp->host)
-                           : (svr.bind_to_port(hp->host, hp->port) ? hp->port : -1);
+  // Over https, TLS ends in a front of its own (ops/tls_front.h) that hands plain bytes to the
+  // HTTP server on loopback: handshakes never take the server's threads.
+  const std::string bind_host = https ? "127.0.0.1" : hp->host;
+  int port = hp->port == 0 || https ? svr.bind_to_any_port(bind_host)
+                                    : (svr.bind_to_port(bind_host, hp->port) ? hp->port : -1);
   if (port <= 0)
     return Status::Unavailable("cannot listen for metrics on " + listen +
                                " (in use, or not an address of this host); choose another "
                                "--metrics-listen");
   e->port_ = static_cast<uint16_t>(port);
+  if (https) {
+    auto fd = net::Listen(*hp, &e->port_);
+    if (!fd.ok())
+      return Status::Unavailable("cannot listen for metrics on " + listen + ": " +
+                                 fd.status().message() + "; choose another --metrics-listen");
+    auto front = TlsFront::Start(std::move(fd).value(), static_cast<uint16_t>(port),
+                                 {.cert = security.cert, .key = security.key});
+    if (!front.ok())
+      return Status::InvalidArgument("the operator port cannot use certificate " + security.cert +
+                                     " and key " + security.key + ": " + front.status().message() +
+                                     " (check --tls-cert, --tls-key)");
+    e->front_ = std::move(front).value();
+  }
   e->thread_ = std::thread([s = e->server_.get()] { s->listen_after_bind(); });
   return e;
 }
@@ -85,6 +94,7 @@ HttpEndpoint::~HttpEndpoint() { Stop(); }
 
 void HttpEndpoint::Stop() {
   if (!server_) return;
+  if (front_) front_->Stop();
   server_->stop();
   if (thread_.joinable()) thread_.join();
   server_.reset();

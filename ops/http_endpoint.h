@@ -2,8 +2,10 @@
 // text), /healthz (liveness: 200 while the store can serve and persist -- "ok", or
 // "degraded: ..." -- 503 with the reason when it cannot) and /readyz (200 once the store is
 // recovered and the server accepts clients; 503 while starting or stopping). Served by cpp-httplib
-// on two threads of its own, apart from the data path. Thread rules: Start/Stop from the owner; the
-// handlers run on the endpoint's threads and must be thread-safe.
+// on threads of its own, apart from the data path; over https, TLS ends in a TlsFront
+// (ops/tls_front.h) on one more thread, so that handshakes never take httplib's threads. Thread
+// rules: Start/Stop from the owner; the handlers run on the endpoint's threads and must be
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,8 @@ class Server;
 }
 
 namespace ecstore::ops {
+
+class TlsFront;
 
 struct HttpHandlers {
   std::function<std::string()> metrics;
@@ -52,6 +56,7 @@ class HttpEndpoint {
  private:
   HttpEndpoint() = default;
   std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<TlsFront> front_;  // https: the TLS ends here
   std::thread thread_;
   uint16_t port_ = 0;
   bool https_ = false;
