@@ -119,7 +119,12 @@ void AclRow(const std::string& dir) {
                                .metrics = nullptr});
   if (!gate.ok()) Die(gate.status(), "acl");
   auto acl = net::Acl::Load(path);
-  net::Identity who{"p99", nullptr, *acl, (*acl)->ByName("p99"), 1};
+  net::Identity who{.name = "p99",
+                    .proof = {},
+                    .own = nullptr,
+                    .acl = *acl,
+                    .principal = (*acl)->ByName("p99"),
+                    .generation = 1};
   net::BodyWriter w;
   w.Str("model-99-qwen");
   w.Str(std::string(64, 'a'));

@@ -117,6 +117,28 @@ void Notify(const std::string& state) {
   if (rc < 0) spdlog::warn("telling systemd '{}' failed: {}", state, std::strerror(-rc));
 }
 
+// The token, the ACL and the TLS pair read again; what did load, said as ", token, ACL
+// reloaded" (empty where none did). What did not is logged with why, and the old one stays.
+std::string ReloadProofs(const Globals& g, const ServeArgs& a, net::Server* server) {
+  std::string done;
+  try {
+    server->SetToken(ClientToken(g));
+    done += ", token";
+  } catch (const std::exception& e) {
+    spdlog::error("SIGHUP: the token was not reloaded: {}", e.what());
+  }
+  if (Status st = server->gate().ReloadAcl(); !st.ok())
+    spdlog::error("SIGHUP: the ACL was not reloaded, the old one stays: {}", st.message());
+  else if (!a.acl_file.empty())
+    done += ", ACL";
+  if (Status st = server->gate().ReloadTls(); !st.ok())
+    spdlog::error("SIGHUP: the TLS certificate was not reloaded, the old pair stays: {}",
+                  st.message());
+  else if (!g.tls_cert.empty())
+    done += ", TLS pair";
+  return done.empty() ? "" : done + " reloaded";
+}
+
 // Takes the settings as they read now: the log level, the slow-request threshold and the
 // token apply at once; a change to anything else is logged as needing a restart.
 void Reload(const std::function<Result<Settings>()>& reread, net::Server* server, Settings* now) {
@@ -130,16 +152,7 @@ void Reload(const std::function<Result<Settings>()>& reread, net::Server* server
   spdlog::set_level(g.log_level_given ? spdlog::level::from_str(g.log_level) : spdlog::level::info);
   auto slow = ParseDuration(a.slow_request);
   if (slow.ok()) server->SetSlowRequest(milliseconds(*slow / 1000));
-  try {
-    server->SetToken(ClientToken(g));
-  } catch (const std::exception& e) {
-    spdlog::error("SIGHUP: the token was not reloaded: {}", e.what());
-  }
-  if (Status st = server->gate().ReloadAcl(); !st.ok())
-    spdlog::error("SIGHUP: the ACL was not reloaded, the old one stays: {}", st.message());
-  if (Status st = server->gate().ReloadTls(); !st.ok())
-    spdlog::error("SIGHUP: the TLS certificate was not reloaded, the old pair stays: {}",
-                  st.message());
+  const std::string reloaded = ReloadProofs(g, a, server);
   std::vector<std::string> fixed;
   auto same = [&](const char* flag, const auto& was, const auto& is) {
     if (!(was == is)) fixed.push_back(flag);
@@ -173,8 +186,8 @@ void Reload(const std::function<Result<Settings>()>& reread, net::Server* server
   same("--metrics-token-file", v.metrics_token_file, a.metrics_token_file);
   std::string list;
   for (const auto& f : fixed) list += (list.empty() ? "" : ", ") + f;
-  spdlog::info("SIGHUP: log level {}, slow requests over {}, token, ACL and TLS pair reloaded",
-               spdlog::level::to_string_view(spdlog::get_level()), a.slow_request);
+  spdlog::info("SIGHUP: log level {}, slow requests over {}{}",
+               spdlog::level::to_string_view(spdlog::get_level()), a.slow_request, reloaded);
   if (!list.empty()) spdlog::warn("SIGHUP: {} changed but take effect only at a restart", list);
   *now = std::move(next).value();
 }

@@ -12,14 +12,15 @@
 #include "base/safetensors.h"
 
 namespace ecstore::net {
-namespace {
 
-std::array<uint8_t, 32> Sha256(std::string_view s) {
-  std::array<uint8_t, 32> out{};
+SecretDigest Sha256(std::string_view s) {
+  SecretDigest out{};
   unsigned n = 0;
   EVP_Digest(s.data(), s.size(), out.data(), &n, EVP_sha256(), nullptr);
   return out;
 }
+
+namespace {
 
 bool ParseHex32(std::string_view hex, std::array<uint8_t, 32>* out) {
   if (hex.size() != 64) return false;
@@ -188,7 +189,10 @@ std::shared_ptr<const Principal> Acl::Everything(std::string name) {
 }
 
 const Principal* Acl::BySecret(std::string_view secret) const {
-  const auto h = Sha256(secret);
+  return BySecretDigest(Sha256(secret));
+}
+
+const Principal* Acl::BySecretDigest(const SecretDigest& h) const {
   const Principal* found = nullptr;
   for (const Principal& p : principals_)  // every hash compared, in constant time each
     for (const auto& s : p.secrets)

@@ -39,6 +39,9 @@ namespace ecstore::net {
 enum Right : uint8_t { kRead = 1, kWrite = 2, kAdmin = 4, kAll = 7 };
 const char* RightName(uint8_t right);  // "read", "write", "admin"
 
+using SecretDigest = std::array<uint8_t, 32>;
+SecretDigest Sha256(std::string_view s);
+
 struct Grant {
   std::string glob;
   uint8_t rights = 0;
@@ -68,6 +71,7 @@ class Acl {
   static std::shared_ptr<const Principal> Everything(std::string name);
   // Null where nothing matches.
   const Principal* BySecret(std::string_view secret) const;
+  const Principal* BySecretDigest(const SecretDigest& digest) const;  // Sha256(secret)
   const Principal* ByCert(const std::string& cn, const std::vector<std::string>& dns) const;
   const Principal* ByUid(uid_t uid) const;
   const Principal* ByName(std::string_view name) const;

@@ -1,5 +1,6 @@
 #include "server/gate.h"
 
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -116,6 +117,17 @@ Status Gate::RefusePlain(int fd, const std::string& peer) {
 }
 
 Result<Identity> Gate::Identify(const Stream& io, bool unix_socket, std::string_view secret) {
+  Identity who;
+  who.proof.unix_socket = unix_socket;
+  who.proof.fd = io.fd();
+  if (!secret.empty()) who.proof.secret = Sha256(secret);
+  if (io.tls() && io.tls()->peer()) who.proof.cert = *io.tls()->peer();
+  EC_RETURN_IF_ERROR(Resolve(&who, true));
+  return who;
+}
+
+Status Gate::Resolve(Identity* who, bool count_refusal) {
+  who->generation = generation_.load();  // before the reads: a change meanwhile resolves again
   std::string token;
   std::shared_ptr<const Acl> acl;
   {
@@ -123,74 +135,86 @@ Result<Identity> Gate::Identify(const Stream& io, bool unix_socket, std::string_
     token = token_;
     acl = acl_;
   }
-  Identity who;
-  who.generation = acl_generation_.load();
+  who->acl = acl;
+  who->own.reset();
+  who->principal = nullptr;
+  const Proof& proof = who->proof;
   auto found = [&](const Principal* p) {
-    who.name = p->name;
-    who.acl = acl;
-    who.principal = p;
-    return who;
+    who->name = p->name;
+    who->principal = p;
+    return Status::Ok();
   };
   auto own = [&](std::string name) {
-    who.own = Acl::Everything(name);
-    who.name = std::move(name);
-    who.principal = who.own.get();
-    return who;
+    who->own = Acl::Everything(name);
+    who->name = std::move(name);
+    who->principal = who->own.get();
+    return Status::Ok();
+  };
+  auto refused = [&](Refusal why) {
+    if (count_refusal && opt_.metrics) opt_.metrics->RecordRefused(why);
   };
   // A secret where the server asks for none (no token, no ACL) proves nothing and costs
   // nothing: such a client is let in as any other local user would be.
-  if (!secret.empty() && (!token.empty() || acl)) {
-    if (!token.empty() && SameToken(std::string(secret), token)) return own("token");
+  if (proof.secret && (!token.empty() || acl)) {
+    const SecretDigest want = Sha256(token);
+    if (!token.empty() && CRYPTO_memcmp(want.data(), proof.secret->data(), want.size()) == 0)
+      return own("token");
     if (acl)
-      if (const Principal* p = acl->BySecret(secret)) return found(p);
-    if (opt_.metrics) opt_.metrics->RecordRefusedToken();
+      if (const Principal* p = acl->BySecretDigest(*proof.secret)) return found(p);
+    if (count_refusal && opt_.metrics) opt_.metrics->RecordRefusedToken();
     return Status::InvalidArgument(
         "wrong or missing token: this server requires the shared secret (ClientOptions::token)");
   }
-  const TlsSession* tls = io.tls();
-  if (tls && tls->peer()) {
+  if (proof.cert) {
     if (acl) {
-      if (const Principal* p = acl->ByCert(tls->peer()->cn, tls->peer()->dns)) return found(p);
+      if (const Principal* p = acl->ByCert(proof.cert->cn, proof.cert->dns)) return found(p);
     } else if (token.empty()) {
-      return own("cert:" + tls->peer()->cn);  // client certificates are the proof
+      return own("cert:" + proof.cert->cn);  // client certificates are the proof
     }
   }
-  if (unix_socket && acl) {
-    auto uid = UnixPeerUid(io.fd());
+  if (proof.unix_socket && acl) {
+    auto uid = UnixPeerUid(proof.fd);
     if (uid.ok())
       if (const Principal* p = acl->ByUid(*uid)) return found(p);
   }
   if (token.empty() && !acl) {
-    Status may = LocalPeerMayConnect(io.fd(), unix_socket, {opt_.group_access});
+    Status may = LocalPeerMayConnect(proof.fd, proof.unix_socket, {opt_.group_access});
     if (!may.ok()) {
-      if (opt_.metrics) opt_.metrics->RecordRefusedToken();
+      if (count_refusal && opt_.metrics) opt_.metrics->RecordRefusedToken();
       return may;
     }
     return own("local");
   }
-  if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kPermission);
+  refused(Refusal::kPermission);
   if (token.empty() && acl) return Status::PermissionDenied(kNoPrincipal);
   return Status::InvalidArgument(
       "wrong or missing token: this server requires the shared secret (ClientOptions::token)");
 }
 
-// The principal as the ACL now has it: an edit applies to the next request.
+// The principal as the ACL and token now have it, from the connection's own proof: an edit
+// applies to the next request, and a proof that maps to nothing any more maps to null.
+const Principal* Gate::Current(Identity* who) {
+  if (who->generation == generation_.load()) return who->principal;
+  const std::string was = who->name;
+  if (Status st = Resolve(who, false); !st.ok()) {
+    who->principal = nullptr;
+    who->name = was;
+    spdlog::warn(
+        "a connection of principal '{}' is refused from its next request: after the ACL or "
+        "token changed, the proof it presented proves no principal ({})",
+        was, st.message());
+  } else if (who->name != was) {
+    spdlog::info("a connection of principal '{}' is now principal '{}': its proof moved", was,
+                 who->name);
+  }
+  return who->principal;
+}
+
+bool Gate::Revoked(Identity* who) { return Current(who) == nullptr; }
+
 bool Gate::MapsPool(Identity* who) {
   const Principal* p = Current(who);
   return p && p->AllowsEvery(kRead);
-}
-
-const Principal* Gate::Current(Identity* who) {
-  if (!who->acl || who->generation == acl_generation_.load()) return who->principal;
-  std::shared_ptr<const Acl> acl;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    acl = acl_;
-  }
-  who->generation = acl_generation_.load();
-  who->acl = acl;
-  who->principal = acl ? acl->ByName(who->name) : nullptr;
-  return who->principal;
 }
 
 Status Gate::Refuse(Identity* who, uint8_t right, std::string_view ns, const char* what_instead) {
@@ -199,7 +223,7 @@ Status Gate::Refuse(Identity* who, uint8_t right, std::string_view ns, const cha
   if (opt_.metrics) opt_.metrics->RecordRefused(Refusal::kPermission);
   Status st = Status::PermissionDenied(
       "principal '" + who->name + "' may not " + RightName(right) + " " + what +
-      (p ? " (it may: " + p->Grants() + ")" : " (it is no longer in the ACL)") +
+      (p ? " (it may: " + p->Grants() + ")" : " (its proof no longer proves a principal)") +
       "; ask the server's operator for the grant (--acl-file)");
   std::lock_guard<std::mutex> l(logged_mu_);
   if (logged_.size() < kMaxLogged &&
@@ -235,8 +259,12 @@ bool Gate::MayList(Identity* who, std::string_view ns) {
 }
 
 void Gate::SetToken(std::string token) {
-  std::lock_guard<std::mutex> l(mu_);
-  token_ = std::move(token);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (token_ == token) return;
+    token_ = std::move(token);
+  }
+  ++generation_;  // every connection is mapped again from its proof
 }
 
 Status Gate::ReloadAcl() {
@@ -247,7 +275,7 @@ Status Gate::ReloadAcl() {
     std::lock_guard<std::mutex> l(mu_);
     acl_ = std::move(acl).value();
   }
-  ++acl_generation_;
+  ++generation_;
   std::lock_guard<std::mutex> l(logged_mu_);
   logged_.clear();
   return Status::Ok();
@@ -263,35 +291,48 @@ Status Gate::ReloadTls() {
 }
 
 namespace {
-// The later modification time of the certificate and key files, in ns (0: unreadable).
-int64_t PairMtime(const TlsOptions& o) {
-  struct stat a {
-  }, b{};
-  if (stat(o.cert.c_str(), &a) != 0 || stat(o.key.c_str(), &b) != 0) return 0;
-  auto ns = [](const struct stat& s) {
-    return static_cast<int64_t>(s.st_mtim.tv_sec) * 1000000000 + s.st_mtim.tv_nsec;
-  };
-  return std::max(ns(a), ns(b));
+// What a file looks like now: its modification time and inode folded into one stamp, so that
+// a file replaced by `mv` (a new inode, maybe an older time) counts as changed; 0: unreadable.
+int64_t FileStamp(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return 0;
+  const int64_t ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return ns ^ (static_cast<int64_t>(st.st_ino) << 1) ^ 1;
 }
 }  // namespace
 
-void Gate::ReloadTlsIfChanged() {
-  if (!tls_on_) return;
+void Gate::ReloadIfChanged() {
   const auto now = std::chrono::steady_clock::now();
   if (now - looked_at_ < std::chrono::seconds(1)) return;
   looked_at_ = now;
-  const int64_t m = PairMtime(*opt_.tls);
-  if (pair_mtime_ == 0) pair_mtime_ = m;  // the pair Make loaded
-  if (m == 0 || m == pair_mtime_ || m == failed_mtime_) return;
-  if (Status st = ReloadTls(); !st.ok()) {
-    failed_mtime_ = m;  // said once; a later change is tried again
-    spdlog::error("the TLS certificate files changed but do not load, the old pair stays: {}",
-                  st.message());
+  if (tls_on_) {
+    const int64_t cert = FileStamp(opt_.tls->cert), key = FileStamp(opt_.tls->key);
+    const int64_t m = cert && key ? cert ^ (key << 1) : 0;
+    if (pair_mtime_ == 0) pair_mtime_ = m;  // the pair Make loaded
+    if (m != 0 && m != pair_mtime_ && m != failed_mtime_) {
+      if (Status st = ReloadTls(); !st.ok()) {
+        failed_mtime_ = m;  // said once; a later change is tried again
+        spdlog::error("the TLS certificate files changed but do not load, the old pair stays: {}",
+                      st.message());
+      } else {
+        pair_mtime_ = m;
+        spdlog::info("the TLS certificate files changed: new connections get {} (valid until {})",
+                     tls_context()->subject(), tls_context()->not_after());
+      }
+    }
+  }
+  if (opt_.acl_file.empty()) return;
+  const int64_t m = FileStamp(opt_.acl_file);
+  if (acl_mtime_ == 0) acl_mtime_ = m;  // the ACL Make loaded
+  if (m == 0 || m == acl_mtime_ || m == acl_failed_mtime_) return;
+  if (Status st = ReloadAcl(); !st.ok()) {
+    acl_failed_mtime_ = m;
+    spdlog::error("the ACL file changed but does not load, the old ACL stays: {}", st.message());
     return;
   }
-  pair_mtime_ = m;
-  spdlog::info("the TLS certificate files changed: new connections get {} (valid until {})",
-               tls_context()->subject(), tls_context()->not_after());
+  acl_mtime_ = m;
+  spdlog::info("the ACL file {} changed: reloaded, every connection mapped again from its proof",
+               opt_.acl_file);
 }
 
 std::string Gate::TlsJson(const TlsSession* session) const {

@@ -40,13 +40,24 @@ struct GateOptions {
   ServerMetrics* metrics = nullptr;  // told of each refusal
 };
 
-// A greeted connection's principal, re-read from the ACL when it has changed.
+// What a connection presented at HELLO, kept for its life: at an ACL or token change it is
+// mapped to a principal again from the proof itself, never from a name.
+struct Proof {
+  std::optional<SecretDigest> secret;  // the SHA-256 of its HELLO secret, if it sent one
+  std::optional<PeerIdentity> cert;    // its verified client certificate, if any
+  bool unix_socket = false;
+  int fd = -1;  // its socket (the peer's uid and address), valid while the connection lives
+};
+
+// A greeted connection's principal, mapped again from its proof when the ACL or the token
+// has changed.
 struct Identity {
   std::string name;
+  Proof proof;
   std::shared_ptr<const Principal> own;  // a principal outside the ACL (token, local, cert)
-  std::shared_ptr<const Acl> acl;        // the ACL `name` was found in, else null
-  const Principal* principal = nullptr;  // in `acl`, or own.get()
-  uint64_t generation = 0;               // the ACL's when resolved
+  std::shared_ptr<const Acl> acl;        // the ACL it was found in, else null
+  const Principal* principal = nullptr;  // in `acl`, or own.get(); null: its proof is revoked
+  uint64_t generation = 0;               // the ACL's and token's when resolved
 };
 
 class Gate {
@@ -69,6 +80,9 @@ class Gate {
   // The principal of a connection that said HELLO with `secret` (may be empty).
   // InvalidArgument for a wrong secret, PermissionDenied where nothing proves a principal.
   Result<Identity> Identify(const Stream& io, bool unix_socket, std::string_view secret);
+  // Whether the proof the connection presented no longer maps to any principal (an ACL or
+  // token change took it away): it is refused and closed at its next request.
+  bool Revoked(Identity* who);
   // Ok, or PermissionDenied naming the right, the namespace and the principal's grants
   // (counted; logged once per principal and namespace). A malformed body passes: its
   // handler says why.
@@ -85,9 +99,10 @@ class Gate {
   Status ReloadTls();  // the certificate and key as a pair; on failure the old pair stays
   // The TLS context new connections get (null: TLS off).
   std::shared_ptr<TlsContext> tls_context() const;
-  // Reloads the pair where its files changed since it was loaded (looked at no more than
-  // once a second): a rotation needs no SIGHUP. A pair that does not load is logged once.
-  void ReloadTlsIfChanged();
+  // Reloads the pair, and the ACL, where their files changed since they were loaded (looked
+  // at no more than once a second; a file replaced by `mv` counts): a rotation needs no
+  // SIGHUP. Files that do not load are logged once.
+  void ReloadIfChanged();
   // For STATS: TLS sessions made, how many had kTLS per direction, and `session`'s own
   // version, cipher and kTLS (empty where TLS is off).
   std::string TlsJson(const TlsSession* session) const;
@@ -95,6 +110,8 @@ class Gate {
  private:
   explicit Gate(GateOptions o) : opt_(std::move(o)) {}
   const Principal* Current(Identity* who);
+  // Maps who->proof to a principal under the token and ACL in force now.
+  Status Resolve(Identity* who, bool count_refusal);
   Status RefusePlain(int fd, const std::string& peer);
   Status Refuse(Identity* who, uint8_t right, std::string_view ns,
                 const char* what_instead = nullptr);
@@ -104,11 +121,13 @@ class Gate {
   std::string token_;                    // GUARDED_BY(mu_)
   std::shared_ptr<const Acl> acl_;       // GUARDED_BY(mu_)
   std::shared_ptr<TlsContext> tls_ctx_;  // GUARDED_BY(mu_)
-  std::atomic<uint64_t> acl_generation_{1};
+  std::atomic<uint64_t> generation_{1};  // moves at every ACL or token change
   std::atomic<uint64_t> sessions_{0}, ktls_send_{0}, ktls_recv_{0};
   std::chrono::steady_clock::time_point looked_at_{};  // acceptor thread only
-  int64_t pair_mtime_ = 0;                             // acceptor thread only: the loaded pair's
-  int64_t failed_mtime_ = 0;                           // acceptor thread only: logged as bad
+  // Acceptor thread only: what the loaded TLS pair's and ACL's files looked like, and what
+  // was logged as not loading.
+  int64_t pair_mtime_ = 0, failed_mtime_ = 0;
+  int64_t acl_mtime_ = 0, acl_failed_mtime_ = 0;
   std::mutex logged_mu_;
   std::set<std::string> logged_;  // GUARDED_BY(logged_mu_): principal, right, namespace
 };

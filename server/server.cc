@@ -97,7 +97,7 @@ Result<std::unique_ptr<Server>> Server::Start(Store* store, const ServerOptions&
         return p->conns_->Adopt(fd, std::move(peer), shm);
       },
       [p] {
-        p->gate_->ReloadTlsIfChanged();
+        p->gate_->ReloadIfChanged();
         p->conns_->Tick(Clock::now());
       }));
   spdlog::info("serving on {}:{} over tcp{} ({}){}", hp->host, s->port_,
@@ -215,6 +215,14 @@ ConnTable::Next Server::Turn(Conn* c, uint32_t events) {
 Status Server::ServeRequest(Conn* c) {
   auto h = ReadRequestHeader(c);
   if (!h.ok()) return h.status();
+  if (c->greeted && gate_->Revoked(&c->who)) {  // an ACL or token change took its proof away
+    Status st = Status::PermissionDenied(
+        "principal '" + c->who.name +
+        "': the proof this connection presented (its secret, certificate or uid) proves no "
+        "principal since the ACL or token changed; connect again with a current one");
+    ReplyError(c, *h, st);
+    return st;  // closes the connection
+  }
   const Deadline deadline = FrameDeadline(opt_.io_timeout, h->body_len);
   c->req.Begin();
   c->last_request = Clock::now();

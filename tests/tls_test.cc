@@ -414,6 +414,66 @@ TEST_F(AclTest, AnEditAppliesToTheNextRequest) {
   EXPECT_TRUE((*pre)->Lookup("c.model", "x").status().IsNotFound());  // the old one stays
 }
 
+// A connection is mapped again from the proof it presented, never from its principal's name:
+// moving the name to another certificate takes the old certificate's connection away (refused
+// at its next request, then closed), even when the name is given every right.
+TEST_F(AclTest, AnEditRevokesByProofNotByName) {
+  ServeWithAcl();
+  pki_->Issue("prefill2", "prefill2");
+  auto old_cert = Connect(pki_->Client("prefill"));
+  ASSERT_TRUE(old_cert.ok());
+  std::vector<uint8_t> out(1000);
+  EXPECT_TRUE((*old_cert)->Lookup("a.model", "x").status().IsNotFound());
+  WriteAcl("prefill cert=prefill2 ns=* rights=all\n");
+  ASSERT_TRUE(server_->gate().ReloadAcl().ok());
+  Status st = (*old_cert)->Lookup("a.model", "x").status();
+  EXPECT_TRUE(st.IsPermissionDenied()) << st.ToString();
+  EXPECT_NE(st.message().find("proves no principal"), std::string::npos) << st.ToString();
+  EXPECT_FALSE((*old_cert)->Get("b.model", "y", {out.data(), out.size()}).ok());
+  EXPECT_TRUE(testing::WaitFor([&] { return server_->connections() == 0; },
+                               std::chrono::seconds(5)));  // closed, not left open
+  auto new_cert = Connect(pki_->Client("prefill2"));
+  ASSERT_TRUE(new_cert.ok()) << new_cert.status().ToString();
+  EXPECT_TRUE((*new_cert)->Lookup("b.model", "y").status().IsNotFound());
+  EXPECT_FALSE(Connect(pki_->Client("prefill")).ok());
+}
+
+// The token is a proof too: rotated, every connection that used the old one is refused at
+// its next request; one proven otherwise keeps its principal.
+TEST_F(AclTest, ATokenRotationRevokesConnectionsThatUsedTheOldOne) {
+  ServerOptions so;
+  so.tls = pki_->Server("server");
+  so.tls->client_auth = ClientAuth::kOptional;
+  so.token = "old-token";
+  so.acl_file = WriteAcl("encoder cert=encoder ns=a.* rights=read,write\n");
+  Serve(so);
+  auto by_token = Connect(pki_->Client(), "old-token");
+  auto by_cert = Connect(pki_->Client("encoder"));
+  ASSERT_TRUE(by_token.ok() && by_cert.ok());
+  EXPECT_TRUE((*by_token)->Lookup("z", "x").status().IsNotFound());
+  server_->SetToken("new-token");
+  Status st = (*by_token)->Lookup("z", "x").status();
+  EXPECT_TRUE(st.IsPermissionDenied()) << st.ToString();
+  EXPECT_TRUE((*by_cert)->Lookup("a.m", "x").status().IsNotFound());
+  EXPECT_FALSE(Connect(pki_->Client(), "old-token").ok());
+  auto fresh = Connect(pki_->Client(), "new-token");
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_TRUE((*fresh)->Lookup("z", "x").status().IsNotFound());
+}
+
+// The ACL file is watched as the TLS pair is: one replaced by `mv` applies without a signal.
+TEST_F(AclTest, AnAclReplacedByMvAppliesWithoutASignal) {
+  ServeWithAcl();
+  auto pre = Connect(pki_->Client("prefill"));
+  ASSERT_TRUE(pre.ok());
+  EXPECT_TRUE((*pre)->Lookup("c.model", "x").status().IsPermissionDenied());
+  const std::string next = dir_.sub("acl.next");
+  std::ofstream(next) << "prefill cert=prefill ns=a.*,c.* rights=read\n";
+  ASSERT_EQ(std::rename(next.c_str(), dir_.sub("acl").c_str()), 0);
+  EXPECT_TRUE(testing::WaitFor([&] { return (*pre)->Lookup("c.model", "x").status().IsNotFound(); },
+                               std::chrono::seconds(5)));
+}
+
 // Random requests under random principals: none succeeds outside its grants, and no refused
 // request changes the store.
 TEST_F(AclTest, FuzzedRequestsNeverSucceedOutsideTheirGrants) {
