@@ -20,6 +20,7 @@
 #include "cli/flags.h"
 #include "cli/output.h"
 #include "cli/serve.h"
+#include "cli/serve_events.h"
 #include "cli/validators.h"
 #include "cluster/etcd.h"
 #include "net/socket.h"
@@ -112,6 +113,7 @@ struct Commands {
   std::string dir_arg;
   ServeArgs serve;
   std::string cluster_what;  // `cluster status`
+  std::string keys_prefix;   // `events-keys PREFIX`
   std::vector<std::string> locate_keys;
   std::function<Result<Settings>()> reread;  // serve's settings, read again (SIGHUP)
   std::vector<std::pair<CLI::App*, std::function<int()>>> run;
@@ -310,6 +312,11 @@ void AddStoreCommands(CLI::App& app, Commands& c) {
       ->required()
       ->check(CLI::IsMember({"status"}));
   c.run.emplace_back(clusterc, [&c] { return ClusterStatusCommand(c.g); });
+  auto* keys = app.add_subcommand(
+      "events-keys", "make a CURVE key pair for the entry events: PREFIX.key and PREFIX.pub");
+  keys->add_option("prefix", c.keys_prefix, "where: PREFIX.key (secret, mode 0600), PREFIX.pub")
+      ->required();
+  c.run.emplace_back(keys, [&c] { return EventsKeysCommand(c.keys_prefix); });
 }
 
 int Dispatch(Commands& c) {

@@ -28,7 +28,7 @@
 #include "cli/json_log.h"
 #include "cli/output.h"
 #include "cli/reach.h"
-#include "events/publisher.h"
+#include "cli/serve_events.h"
 #include "net/socket.h"
 #include "ops/http_endpoint.h"
 #include "ops/prometheus.h"
@@ -39,44 +39,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The entry events' publisher (--events), told by the store while it is set: taken off the
-// store before the publisher goes.
-struct Events {
-  Store* store = nullptr;
-  std::unique_ptr<events::EventPublisher> pub;
-  ~Events() {
-    if (pub) store->SetEvents(nullptr);
-  }
-};
-
-void StartEvents(const ServeArgs& a, const std::optional<ClusterJoin>& join, Store* store,
-                 Events* out) {
-  if (a.events.empty()) {
-    if (!a.events_replay.empty())
-      throw CliError("InvalidArgument: --events-replay needs --events (the stream it replays)");
-    return;
-  }
-  events::EventOptions o;
-  o.publish = a.events;
-  o.replay = a.events_replay;
-  auto interval = ParseDuration(a.events_interval);
-  if (!interval.ok() || *interval > 1'000'000)
-    throw CliError("InvalidArgument: --events-interval '" + a.events_interval +
-                   "': give a duration of at most 1s (e.g. 2ms, 500us)");
-  o.min_interval = std::chrono::microseconds(*interval);
-  o.node = join ? join->id : (a.node_id.empty() ? a.listen : a.node_id);
-  // Outside a cluster the start time tells one start from the next.
-  o.incarnation =
-      join ? join->incarnation
-           : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
-                                       .count());
-  out->store = store;
-  out->pub = Check(events::EventPublisher::Start(std::move(o), store));
-  store->SetEvents(out->pub.get());
-  spdlog::info("entry events on {}{}", a.events,
-               a.events_replay.empty() ? "" : " (replay and snapshots on " + a.events_replay + ")");
-}
 using std::chrono::milliseconds;
 
 milliseconds Millis(const std::string& text) {
@@ -483,8 +445,13 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
     so.unfenced_namespace = kAdvertiseCheckNs;
   }
   Events events;
-  StartEvents(a, join, store.get(), &events);
+  StartEvents(g, a, join, store.get(), &events);
   auto server = Check(net::Server::Start(store.get(), so));
+  events.Serving(server.get());
+  struct Unserve {  // before the server goes: a subscriber's check never reaches a dead one
+    Events* e;
+    ~Unserve() { e->Serving(nullptr); }
+  } unserve{&events};
   life.Up(store.get(), server.get(), events.pub.get());
   if (join) {
     member = JoinCluster(g, a, *join, hp.host, server->port(), store.get());

@@ -34,6 +34,7 @@ struct ServeArgs {
   std::string metrics_token_file;       // /metrics asks for this bearer token
   std::string events, events_replay;    // the entry events' PUB and ROUTER endpoints
   std::string events_interval = "2ms";  // batches are sent at most this often
+  std::string events_key;               // a file holding the events' CURVE secret key
 };
 
 // What `serve` was started with; read again at SIGHUP.

@@ -16,6 +16,11 @@ void EventsOptions(CLI::App* serve, ServeArgs& a) {
                     "e.g. tcp://127.0.0.1:5557 (docs/events.md); off when not given");
   serve->add_option("--events-replay", a.events_replay,
                     "answer replay and snapshot requests on this ZMQ endpoint (with --events)");
+  serve->add_option("--events-key", a.events_key,
+                    "CURVE on the event sockets: a file holding this node's secret key "
+                    "(`ec-store events-keys PREFIX` makes one); subscribers are the ACL's "
+                    "curve= proofs with the events right. Needed with TLS, an ACL, or an "
+                    "endpoint that is not loopback");
   serve
       ->add_option("--events-interval", a.events_interval,
                    "send event batches at most this often: longer costs the publisher fewer "

@@ -40,8 +40,44 @@ struct EventPublisher::Sockets {
   zmq::context_t ctx{1};
   zmq::socket_t pub{ctx, zmq::socket_type::pub};
   zmq::socket_t router{ctx, zmq::socket_type::router};
-  bool replay = false;
+  zmq::socket_t zap{ctx, zmq::socket_type::rep};  // with CURVE: libzmq asks it of each peer
+  bool replay = false, curve = false;
 };
+
+Result<CurveKeys> NewCurveKeys() {
+  if (!zmq_has("curve")) return Status::Unavailable("this libzmq was built without CURVE");
+  char pub[41], sec[41];
+  if (zmq_curve_keypair(pub, sec) != 0)
+    return Status::IOError(std::string("zmq_curve_keypair: ") + zmq_strerror(zmq_errno()));
+  return CurveKeys{pub, sec};
+}
+
+Result<std::string> CurvePublicKey(const std::string& secret) {
+  if (!zmq_has("curve")) return Status::Unavailable("this libzmq was built without CURVE");
+  char pub[41];
+  if (secret.size() != 40 || zmq_curve_public(pub, secret.c_str()) != 0)
+    return Status::InvalidArgument(
+        "a CURVE secret key is 40 Z85 characters (make one with `ec-store events-keys`)");
+  return std::string(pub);
+}
+
+namespace {
+// Both sockets: peers' messages are small (a subscription, a sequence number, "snapshot"),
+// so a larger one is refused before it is buffered; with a key, CURVE and ZAP.
+Status Harden(zmq::socket_t& s, const std::string& secret_key) {
+  try {
+    s.set(zmq::sockopt::maxmsgsize, int64_t{4096});
+    if (secret_key.empty()) return Status::Ok();
+    s.set(zmq::sockopt::curve_server, true);
+    s.set(zmq::sockopt::curve_secretkey, secret_key);
+    s.set(zmq::sockopt::zap_domain, std::string("ec-store-events"));
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument(std::string("events: the CURVE secret key is refused: ") +
+                                   e.what() + " (40 Z85 characters: `ec-store events-keys`)");
+  }
+}
+}  // namespace
 
 EventPublisher::Wake::Wake() : fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 EventPublisher::Wake::~Wake() {
@@ -74,6 +110,14 @@ Result<std::unique_ptr<EventPublisher>> EventPublisher::Start(EventOptions optio
       return Status::InvalidArgument(why + " (give tcp://HOST:PORT or ipc://PATH)");
     }
   };
+  const std::string& key = p->opt_.curve_secret_key;
+  if (!key.empty()) {
+    EC_RETURN_IF_ERROR(CurvePublicKey(key).status());
+    p->sockets_->zap.bind("inproc://zeromq.zap.01");  // before any peer can connect
+    p->sockets_->curve = true;
+  }
+  EC_RETURN_IF_ERROR(Harden(p->sockets_->pub, key));
+  EC_RETURN_IF_ERROR(Harden(p->sockets_->router, key));
   EC_RETURN_IF_ERROR(bind(p->sockets_->pub, p->opt_.publish, "--events"));
   if (!p->opt_.replay.empty()) {
     EC_RETURN_IF_ERROR(bind(p->sockets_->router, p->opt_.replay, "--events-replay"));
@@ -231,14 +275,51 @@ void EventPublisher::Answer() {
   reply(kEnd, "");
 }
 
+// ZAP (RFC 27): libzmq asks, for each peer's CURVE handshake, whether its key may in.
+void EventPublisher::Authenticate() {
+  auto& z = sockets_->zap;
+  std::vector<zmq::message_t> req;
+  for (;;) {
+    zmq::message_t m;
+    if (!z.recv(m, zmq::recv_flags::dontwait)) break;
+    const bool more = m.more();
+    req.push_back(std::move(m));
+    if (!more) break;
+  }
+  if (req.empty()) return;
+  // version, request id, domain, address, identity, mechanism, credentials...
+  char key[41] = {0};
+  const bool curve = req.size() >= 7 && req[5].to_string_view() == "CURVE" && req[6].size() == 32 &&
+                     zmq_z85_encode(key, static_cast<const uint8_t*>(req[6].data()), 32);
+  const bool ok = curve && opt_.may_subscribe && opt_.may_subscribe(key);
+  if (!ok) {
+    ++refused_;
+    spdlog::warn(
+        "events: refused a subscriber from {} (key {}): no principal with the events "
+        "right has that CURVE key",
+        req.size() > 3 ? req[3].to_string() : "?", curve ? key : "none");
+  }
+  const std::string id = req.size() > 1 ? req[1].to_string() : "";
+  z.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
+  z.send(zmq::buffer(id), zmq::send_flags::sndmore);
+  z.send(zmq::buffer(std::string(ok ? "200" : "400")), zmq::send_flags::sndmore);
+  z.send(zmq::buffer(std::string(ok ? "OK" : "not allowed")), zmq::send_flags::sndmore);
+  z.send(zmq::buffer(std::string(ok ? key : "")), zmq::send_flags::sndmore);
+  z.send(zmq::str_buffer(""));
+}
+
 void EventPublisher::Run() {
   pthread_setname_np(pthread_self(), "ec-events");
   while (!stop_) {
     zmq::pollitem_t items[] = {{nullptr, wake_.fd, ZMQ_POLLIN, 0},
+                               {sockets_->zap.handle(), 0, ZMQ_POLLIN, 0},
                                {sockets_->router.handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, sockets_->replay ? 2 : 1, std::chrono::milliseconds(-1));
+    // The ZAP socket is polled only with CURVE on; an unbound one would never be ready.
+    if (!sockets_->curve) items[1] = {nullptr, -1, 0, 0};
+    zmq::poll(items, sockets_->replay ? 3 : 2, std::chrono::milliseconds(-1));
     if (items[0].revents & ZMQ_POLLIN) wake_.Clear();
-    if (sockets_->replay && (items[1].revents & ZMQ_POLLIN)) Answer();
+    if (sockets_->curve && (items[1].revents & ZMQ_POLLIN)) Authenticate();
+    if (sockets_->replay && (items[2].revents & ZMQ_POLLIN)) Answer();
     if (Flush() > 0) std::this_thread::sleep_for(opt_.min_interval);  // what comes meanwhile joins
   }
   Flush();

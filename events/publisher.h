@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,7 +53,21 @@ struct EventOptions {
   // Batches are sent at most once per interval: under a stream of puts the publisher wakes
   // once per interval, not once per put (the lag this adds is at most the interval).
   std::chrono::microseconds min_interval{2000};
+  // CURVE (ZeroMQ's authenticated encryption) on both sockets where set: this node's secret
+  // key (Z85, 40 characters). Each connecting subscriber's public key (Z85) is then put to
+  // may_subscribe, on the publisher's thread (ZAP); false, or none given, refuses it.
+  std::string curve_secret_key;
+  std::function<bool(const std::string& client_key)> may_subscribe;
 };
+
+// A CURVE key pair in Z85 (zmq_curve_keypair), and the public key of a secret one;
+// InvalidArgument where `secret` is not 40 Z85 characters, Unavailable where this libzmq
+// has no CURVE.
+struct CurveKeys {
+  std::string public_key, secret_key;
+};
+Result<CurveKeys> NewCurveKeys();
+Result<std::string> CurvePublicKey(const std::string& secret);
 
 class EventPublisher : public EntryEvents {
  public:
@@ -68,6 +83,7 @@ class EventPublisher : public EntryEvents {
   uint64_t first_seq() const { return first_; }                    // this start's EcCleared batch
   uint64_t events() const { return events_.load(); }               // in them
   uint64_t replays() const { return replays_.load(); }             // replay and snapshot requests
+  uint64_t refused() const { return refused_.load(); }             // subscribers CURVE refused
 
  private:
   struct Event {
@@ -89,7 +105,8 @@ class EventPublisher : public EntryEvents {
   void Run();
   size_t Flush();  // the queue, in batches of max_events; the events sent
   void Publish(const std::string& payload);
-  void Answer();  // one ROUTER request
+  void Answer();        // one ROUTER request
+  void Authenticate();  // one ZAP request: a subscriber's CURVE key, allowed or refused
   std::string Encode(const std::vector<Event>& events, size_t from, size_t to) const;
 
   const EventOptions opt_;
@@ -100,7 +117,7 @@ class EventPublisher : public EntryEvents {
   std::vector<Event> queue_;                           // under mu_
   std::deque<std::pair<uint64_t, std::string>> kept_;  // the thread's: the last batches
   const uint64_t first_;
-  std::atomic<uint64_t> seq_, events_{0}, replays_{0};
+  std::atomic<uint64_t> seq_, events_{0}, replays_{0}, refused_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -323,3 +323,64 @@ TEST(EventPublisher, ABadOrTakenEndpointIsAClearError) {
 
 }  // namespace
 }  // namespace ecstore::events
+
+namespace ecstore::events {
+namespace {
+
+// With CURVE, only a subscriber whose key the check allows gets a batch or an answer: one
+// without CURVE, and one with a key it refuses, get nothing from either socket.
+TEST(EventPublisher, WithCurveOnlyAnAllowedKeySubscribesOrAsks) {
+  TempDir dir;
+  auto s = Open(dir.sub("store"), 8 * kMiB);
+  auto server = NewCurveKeys(), allowed = NewCurveKeys(), other = NewCurveKeys();
+  if (!server.ok()) GTEST_SKIP() << server.status().ToString();
+  EventOptions o = InDir(dir);
+  o.first_seq = 1;
+  o.curve_secret_key = server->secret_key;
+  o.may_subscribe = [&](const std::string& key) { return key == allowed->public_key; };
+  auto pub = EventPublisher::Start(o, s.get());
+  ASSERT_TRUE(pub.ok()) << pub.status().ToString();
+  s->SetEvents(pub->get());
+  zmq::context_t ctx(1);
+  auto as = [&](zmq::socket_t& sock, const CurveKeys* keys) {
+    sock.set(zmq::sockopt::rcvtimeo, 1500);
+    if (keys) {
+      sock.set(zmq::sockopt::curve_serverkey, server->public_key);
+      sock.set(zmq::sockopt::curve_publickey, keys->public_key);
+      sock.set(zmq::sockopt::curve_secretkey, keys->secret_key);
+    }
+  };
+  const CurveKeys* none = nullptr;
+  for (const CurveKeys* keys : std::vector<const CurveKeys*>{&*allowed, &*other, none}) {
+    SCOPED_TRACE(keys == &*allowed ? "allowed" : keys ? "other key" : "no CURVE");
+    zmq::socket_t d(ctx, zmq::socket_type::dealer);
+    as(d, keys);
+    d.connect(o.replay);
+    d.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
+    d.send(zmq::str_buffer("snapshot"));
+    std::vector<zmq::message_t> f;
+    const bool answered = zmq::recv_multipart(d, std::back_inserter(f)).has_value();
+    EXPECT_EQ(answered, keys == &*allowed);
+    zmq::socket_t sub(ctx, zmq::socket_type::sub);
+    as(sub, keys);
+    sub.set(zmq::sockopt::subscribe, "ec");
+    sub.connect(o.publish);
+    bool got = false;
+    for (int i = 0; i < 15 && !got; ++i) {
+      ASSERT_TRUE(Put(s.get(), "k" + std::to_string(i), 4096).ok());
+      zmq::pollitem_t item[] = {{sub.handle(), 0, ZMQ_POLLIN, 0}};
+      got = zmq::poll(item, 1, std::chrono::milliseconds(100)) > 0;
+    }
+    EXPECT_EQ(got, keys == &*allowed);
+  }
+  EXPECT_GE((*pub)->refused(), 2u);
+  s->SetEvents(nullptr);
+  // A key that is not one is refused at start, with what to do.
+  o.curve_secret_key = "not a key";
+  auto bad = EventPublisher::Start(o, s.get());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("40 Z85 characters"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ecstore::events

@@ -48,14 +48,16 @@ Result<uint8_t> ParseRights(std::string_view text) {
       rights |= kWrite;
     else if (r == "admin")
       rights |= kAdmin;
+    else if (r == "events")
+      rights |= kEvents;
     else if (r == "all")
       rights |= kAll;
     else
       return Status::InvalidArgument("right '" + r +
-                                     "' is unknown: give read, write, admin or all");
+                                     "' is unknown: give read, write, admin, events or all");
   }
   if (rights == 0)
-    return Status::InvalidArgument("rights= names none: give read, write, admin or all");
+    return Status::InvalidArgument("rights= names none: give read, write, admin, events or all");
   return rights;
 }
 
@@ -64,8 +66,8 @@ Status ParseWord(const std::string& word, Principal* p, std::vector<std::string>
                  uint8_t* rights) {
   size_t eq = word.find('=');
   if (eq == std::string::npos)
-    return Status::InvalidArgument("'" + word +
-                                   "' is not KEY=VALUE (secret=, cert=, uid=, ns=, rights=)");
+    return Status::InvalidArgument(
+        "'" + word + "' is not KEY=VALUE (secret=, cert=, uid=, curve=, ns=, rights=)");
   std::string k = word.substr(0, eq), v = word.substr(eq + 1);
   if (k == "secret") {
     std::array<uint8_t, 32> h;
@@ -76,6 +78,11 @@ Status ParseWord(const std::string& word, Principal* p, std::vector<std::string>
     p->secrets.push_back(h);
   } else if (k == "cert") {
     p->certs.push_back(v);
+  } else if (k == "curve") {
+    if (v.size() != 40)
+      return Status::InvalidArgument(
+          "curve= takes a subscriber's CURVE public key: 40 Z85 characters (docs/events.md)");
+    p->curves.push_back(v);
   } else if (k == "uid") {
     uid_t uid = 0;
     auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), uid);
@@ -90,7 +97,7 @@ Status ParseWord(const std::string& word, Principal* p, std::vector<std::string>
     *rights = *r;
   } else {
     return Status::InvalidArgument("'" + k +
-                                   "' is unknown: give secret=, cert=, uid=, ns=, rights=");
+                                   "' is unknown: give secret=, cert=, uid=, curve=, ns=, rights=");
   }
   return Status::Ok();
 }
@@ -115,6 +122,7 @@ Status ParseLine(const std::string& line, std::vector<Principal>* out) {
   same->secrets.insert(same->secrets.end(), p.secrets.begin(), p.secrets.end());
   same->certs.insert(same->certs.end(), p.certs.begin(), p.certs.end());
   same->uids.insert(same->uids.end(), p.uids.begin(), p.uids.end());
+  same->curves.insert(same->curves.end(), p.curves.begin(), p.curves.end());
   same->grants.insert(same->grants.end(), p.grants.begin(), p.grants.end());
   return Status::Ok();
 }
@@ -122,7 +130,11 @@ Status ParseLine(const std::string& line, std::vector<Principal>* out) {
 }  // namespace
 
 const char* RightName(uint8_t right) {
-  return right == kRead ? "read" : right == kWrite ? "write" : right == kAdmin ? "admin" : "all";
+  return right == kRead     ? "read"
+         : right == kWrite  ? "write"
+         : right == kAdmin  ? "admin"
+         : right == kEvents ? "events"
+                            : "all";
 }
 
 bool Principal::Allows(uint8_t right, std::string_view ns) const {
@@ -145,7 +157,7 @@ bool Principal::AllowsEvery(uint8_t right) const {
 std::string Principal::Grants() const {
   std::string out;
   for (const Grant& g : grants) {
-    for (uint8_t r : {kRead, kWrite, kAdmin}) {
+    for (uint8_t r : {kRead, kWrite, kAdmin, kEvents}) {
       if (!(g.rights & r)) continue;
       out += (out.empty() ? "" : "; ") + std::string(RightName(r)) + " on " + g.glob;
     }
@@ -167,7 +179,12 @@ Result<std::shared_ptr<const Acl>> Acl::Parse(std::string_view text, const std::
   int n = 0;
   for (std::string line; std::getline(in, line);) {
     ++n;
-    if (size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    // A comment starts a word: a CURVE key (Z85) may hold '#' inside it.
+    for (size_t i = 0; i < line.size(); ++i)
+      if (line[i] == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) {
+        line.resize(i);
+        break;
+      }
     std::replace(line.begin(), line.end(), '\t', ' ');
     if (line.find_first_not_of(' ') == std::string::npos) continue;
     Status st = ParseLine(line, &acl->principals_);
@@ -175,7 +192,7 @@ Result<std::shared_ptr<const Acl>> Acl::Parse(std::string_view text, const std::
       return Status::InvalidArgument(source + ":" + std::to_string(n) + ": " + st.message());
   }
   for (const Principal& p : acl->principals_)
-    if (p.secrets.empty() && p.certs.empty() && p.uids.empty())
+    if (p.secrets.empty() && p.certs.empty() && p.uids.empty() && p.curves.empty())
       return Status::InvalidArgument(source + ": principal '" + p.name +
                                      "' has no proof: give it secret=, cert= or uid=");
   return std::shared_ptr<const Acl>(std::move(acl));
@@ -204,6 +221,12 @@ const Principal* Acl::ByCert(const std::string& cn, const std::vector<std::strin
   for (const Principal& p : principals_)
     for (const std::string& c : p.certs)
       if (c == cn || std::find(dns.begin(), dns.end(), c) != dns.end()) return &p;
+  return nullptr;
+}
+
+const Principal* Acl::ByCurve(std::string_view key) const {
+  for (const Principal& p : principals_)
+    if (std::find(p.curves.begin(), p.curves.end(), key) != p.curves.end()) return &p;
   return nullptr;
 }
 

@@ -6,6 +6,8 @@
 //   write  PUT (every kind), ERASE, ERASE_MANY
 //   admin  LIST (only the namespaces granted); STATS, VERIFY and COMPACT with a `*` grant
 //          (they are the whole server's)
+//   events subscribe to the entry events (with a `*` grant: the stream names every
+//          namespace), proved by curve=<the subscriber's CURVE public key>
 //
 //   # NAME  proofs...                     ns=GLOB[,GLOB]    rights=read,write,admin|all
 //   encoder secret=sha256:9f86d08...       ns=model-a*      rights=write
@@ -36,7 +38,7 @@
 
 namespace ecstore::net {
 
-enum Right : uint8_t { kRead = 1, kWrite = 2, kAdmin = 4, kAll = 7 };
+enum Right : uint8_t { kRead = 1, kWrite = 2, kAdmin = 4, kEvents = 8, kAll = 15 };
 const char* RightName(uint8_t right);  // "read", "write", "admin"
 
 using SecretDigest = std::array<uint8_t, 32>;
@@ -52,6 +54,7 @@ struct Principal {
   std::vector<std::array<uint8_t, 32>> secrets;  // SHA-256 of each secret that proves it
   std::vector<std::string> certs;                // certificate names (CN or DNS SAN)
   std::vector<uid_t> uids;                       // unix socket peers' uids
+  std::vector<std::string> curves;               // event subscribers' CURVE public keys (Z85)
   std::vector<Grant> grants;
   // Whether some grant gives `right` over `ns`.
   bool Allows(uint8_t right, std::string_view ns) const;
@@ -74,6 +77,7 @@ class Acl {
   const Principal* BySecretDigest(const SecretDigest& digest) const;  // Sha256(secret)
   const Principal* ByCert(const std::string& cn, const std::vector<std::string>& dns) const;
   const Principal* ByUid(uid_t uid) const;
+  const Principal* ByCurve(std::string_view z85_public_key) const;
   const Principal* ByName(std::string_view name) const;
   size_t size() const { return principals_.size(); }
 

@@ -210,6 +210,16 @@ const Principal* Gate::Current(Identity* who) {
   return who->principal;
 }
 
+bool Gate::MaySubscribe(std::string_view curve_key) const {
+  std::shared_ptr<const Acl> acl;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    acl = acl_;
+  }
+  const Principal* p = acl ? acl->ByCurve(curve_key) : nullptr;
+  return p && (p->AllowsEvery(kEvents) || p->AllowsEvery(kAdmin));
+}
+
 bool Gate::Revoked(Identity* who) { return Current(who) == nullptr; }
 
 bool Gate::MapsPool(Identity* who) {

@@ -90,6 +90,9 @@ class Gate {
   Status CheckNamespace(Identity* who, uint8_t right, std::string_view ns);
   // Whether the principal may see entries of `ns` in a LIST.
   bool MayList(Identity* who, std::string_view ns);
+  // Whether the event subscriber with this CURVE public key (Z85) may subscribe: a principal
+  // with `events`, or `admin`, on ns=*. No ACL, no key it names: no.
+  bool MaySubscribe(std::string_view curve_key) const;
   // Whether it may read the pool in place (ReadsPoolInPlace): its read grant covers every
   // namespace the pool can hold, since a mapping or an rkey shows the whole pool.
   bool MapsPool(Identity* who);

@@ -87,22 +87,38 @@ def score(index: Index, ns: str, keys: Iterable[str], nodes: Sequence[str]) -> d
     return {n: sum(index.bytes_at(ns, k, n) for k in keys) for n in nodes}
 
 
+def _key(text) -> bytes:
+    """A Z85 CURVE key given as text or bytes, or read from a file (its first line)."""
+    if isinstance(text, bytes):
+        return text
+    if len(text) != 40:
+        with open(text, "rb") as f:
+            return f.readline().strip()
+    return text.encode()
+
+
 class Subscriber:
     """Follows the publishers (one SUB socket each; `replays[i]` is publishers[i]'s replay
-    endpoint, or None) into `index`. Call poll() from one thread."""
+    endpoint, or None) into `index`. Call poll() from one thread.
+
+    ``curve``: for nodes started with ``--events-key``, a dict of Z85 keys (or files holding
+    them): ``server_key`` (the node's public key), ``public_key`` and ``secret_key`` (this
+    subscriber's pair, from ``ec-store events-keys``; its public key is a ``curve=`` proof in
+    the node's ACL, with the ``events`` right)."""
 
     def __init__(self, publishers: Sequence[str], replays: Optional[Sequence[Optional[str]]] = None,
                  topic: bytes = b"ec", index: Optional[Index] = None,
-                 timeout_ms: int = 5000) -> None:
+                 timeout_ms: int = 5000, curve: Optional[dict] = None) -> None:
         self.index = index if index is not None else Index()
         self.gaps = 0        # sequence gaps replayed
         self.snapshots = 0   # snapshots taken
         self._ctx = zmq.Context.instance()
         self._timeout = timeout_ms
         self._decode = msgspec.msgpack.Decoder().decode
+        self._curve = {k: _key(v) for k, v in curve.items()} if curve else None
         self._subs = []
         for at in publishers:
-            s = self._ctx.socket(zmq.SUB)
+            s = self._socket(zmq.SUB)
             s.setsockopt(zmq.SUBSCRIBE, topic)
             s.setsockopt(zmq.LINGER, 0)
             s.connect(at)
@@ -114,6 +130,14 @@ class Subscriber:
         self._poller = zmq.Poller()
         for s in self._subs:
             self._poller.register(s, zmq.POLLIN)
+
+    def _socket(self, kind):
+        s = self._ctx.socket(kind)
+        if self._curve:
+            s.curve_serverkey = self._curve["server_key"]
+            s.curve_publickey = self._curve["public_key"]
+            s.curve_secretkey = self._curve["secret_key"]
+        return s
 
     def node(self, i: int = 0) -> Optional[str]:
         """Publisher i's node name, once a batch of it has arrived."""
@@ -188,7 +212,7 @@ class Subscriber:
         at = self._replays[i]
         if not at:
             raise ValueError(f"publisher {i} has no replay endpoint: give replays=[...]")
-        d = self._ctx.socket(zmq.DEALER)
+        d = self._socket(zmq.DEALER)
         d.setsockopt(zmq.LINGER, 0)
         d.setsockopt(zmq.RCVTIMEO, self._timeout)
         d.connect(at)

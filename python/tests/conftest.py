@@ -99,6 +99,7 @@ def _serve(tmp_path, *extra, pool_size="64MiB"):
     yield {"tcp": f"tcp://127.0.0.1:{port}",
            "unix": f"unix:{tmp_path / 'served' / 'serve.sock'}",
            "dir": tmp_path / "served",
+           "pid": proc.pid,
            "metrics": f"http://127.0.0.1:{metrics.group(1)}" if metrics else None}
     proc.send_signal(signal.SIGTERM)
     try:

@@ -174,3 +174,80 @@ def test_a_subscriber_follows_a_daemon_through_a_restart(tmp_path):
         sub.close()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_with_an_acl_the_stream_asks_for_curve_and_a_principal_with_the_events_right(tmp_path):
+    """Beside an ACL, --events without a key is refused at start; with one, a subscriber whose
+    key the ACL gives the events right follows the node, while one without CURVE, one with an
+    unknown key and one whose principal may only read get no batch and no snapshot."""
+    import subprocess
+    from conftest import _ec_store_bin, start_serve
+
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    ec = _ec_store_bin()
+    pubkey = {}
+    for who in ("node", "router", "reader", "stranger"):
+        pubkey[who] = subprocess.run([ec, "events-keys", str(keys / who)], check=True,
+                                     capture_output=True, text=True).stdout.strip()
+    acl = tmp_path / "acl"
+    acl.write_text(f"router curve={pubkey['router']} ns=* rights=events\n"
+                   f"reader curve={pubkey['reader']} ns=* rights=read\n"
+                   "# the daemon's own user, for the test's puts\n"
+                   f"me uid={__import__('os').getuid()} ns=* rights=all\n")
+    pub, rep = f"tcp://127.0.0.1:{_port()}", f"tcp://127.0.0.1:{_port()}"
+    with pytest.raises(RuntimeError, match="--events-key"):
+        start_serve(tmp_path / "s0", "--events", pub, "--acl-file", str(acl))
+    for d in _serve(tmp_path, "--events", pub, "--events-replay", rep, "--acl-file", str(acl),
+                    "--events-key", str(keys / "node.key"), pool_size="16MiB"):
+        c = ecstore.connect(d["unix"])
+
+        def follower(who):
+            curve = None if who is None else {"server_key": pubkey["node"],
+                                              "public_key": str(keys / f"{who}.pub"),
+                                              "secret_key": str(keys / f"{who}.key")}
+            return events.Subscriber([pub], [rep], curve=curve, timeout_ms=1500)
+
+        subs = {who: follower(who) for who in ("router", "reader", "stranger", None)}
+        time.sleep(0.5)
+        for i in range(20):
+            c.put("private-hospital", f"patient-{i}", np.full(4096, i, dtype=np.uint8),
+                  dtype="U8", shape=[4096])
+            for s in subs.values():
+                s.poll(20)
+        assert _until(subs["router"], lambda: len(subs["router"].index) == 20)
+        for who in ("reader", "stranger", None):
+            assert len(subs[who].index) == 0, who
+            with pytest.raises(TimeoutError):
+                subs[who].snapshot()
+        for s in subs.values():
+            s.close()
+
+
+def test_an_oversized_replay_frame_is_dropped_before_it_is_buffered(daemon, tmp_path):
+    """A 512 MiB frame on the replay socket: refused by size as it arrives (ZMQ_MAXMSGSIZE),
+    so the daemon's memory hardly moves, and it goes on answering."""
+    d, pub, rep = daemon
+    pid = d["pid"]
+    before = _rss_kib(pid)
+    ctx = zmq.Context.instance()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.SNDTIMEO, 10000)
+    s.connect(rep)
+    big = bytearray(512 << 20)
+    s.send_multipart([b"", big])
+    del big
+    time.sleep(2)
+    grown = _rss_kib(pid) - before
+    s.close()
+    print(f"daemon RSS after a 512 MiB replay frame: +{grown / 1024:.1f} MiB")
+    assert grown < 16 * 1024
+    sub = events.Subscriber([pub], [rep])
+    sub.snapshot()  # still answers
+    sub.close()
