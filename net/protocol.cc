@@ -3,59 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "net/op_table.h"
+
 namespace ecstore::net {
 
-bool IsKnownOp(uint16_t op) {
-  switch (static_cast<Op>(op)) {
-    case Op::kHello:
-    case Op::kGet:
-    case Op::kLookup:
-    case Op::kPut:
-    case Op::kErase:
-    case Op::kStats:
-    case Op::kGetShm:
-    case Op::kDevicePool:
-    case Op::kDevicePoolOk:
-    case Op::kGetDevice:
-    case Op::kGetDeviceOk:
-    case Op::kRelease:
-    case Op::kView:
-    case Op::kGetShmOk:
-    case Op::kGetRdma:
-    case Op::kGetRdmaOk:
-    case Op::kList:
-    case Op::kListOk:
-    case Op::kPin:
-    case Op::kPinOk:
-    case Op::kHelloOk:
-    case Op::kGetOk:
-    case Op::kLookupOk:
-    case Op::kOk:
-    case Op::kStatsOk:
-    case Op::kVerify:
-    case Op::kVerifyOk:
-    case Op::kCompact:
-    case Op::kCompactOk:
-    case Op::kGetShmMany:
-    case Op::kGetShmManyOk:
-    case Op::kGetShmStream:
-    case Op::kGetShmLanded:
-    case Op::kPrefetch:
-    case Op::kClaim:
-    case Op::kEraseMany:
-    case Op::kEraseManyOk:
-    case Op::kPutArena:
-    case Op::kPutArenaOk:
-    case Op::kPutShm:
-    case Op::kPrepareDevicePuts:
-    case Op::kPutDevice:
-    case Op::kPutDeviceMany:
-    case Op::kPutDeviceManyOk:
-    case Op::kError:
-      return true;
-  }
-  return false;
-}
+bool IsKnownOp(uint16_t op) { return FindOp(op) != nullptr; }
 
 void EncodeHeader(const FrameHeader& h, uint8_t out[kHeaderBytes]) {
   uint32_t magic = kMagic;
@@ -191,53 +143,22 @@ Status ParseEraseManyReply(BodyReader* r, size_t n, std::vector<bool>* erased, S
 }
 
 bool IsRequest(Op op, bool shm, bool rdma) {
-  switch (op) {
-    case Op::kHello:
-    case Op::kGet:
-    case Op::kLookup:
-    case Op::kPut:
-    case Op::kErase:
-    case Op::kEraseMany:
-    case Op::kStats:
-    case Op::kList:
-    case Op::kPin:
-    case Op::kRelease:
-    case Op::kView:
-    case Op::kVerify:
-    case Op::kCompact:
-    case Op::kPrefetch:
-    case Op::kClaim:
+  const OpRow* r = FindOp(op);
+  if (!r || !r->request) return false;
+  switch (r->via) {
+    case Via::kAny:
       return true;
-    case Op::kGetShm:
-    case Op::kGetShmMany:
-    case Op::kGetShmStream:
-    case Op::kDevicePool:
-    case Op::kGetDevice:
-    case Op::kPutArena:
-    case Op::kPutShm:
-    case Op::kPrepareDevicePuts:
-    case Op::kPutDevice:
-    case Op::kPutDeviceMany:
+    case Via::kShm:
       return shm;
-    case Op::kGetRdma:
+    case Via::kRdma:
       return rdma && !shm;
-    default:
-      return false;
   }
+  return false;
 }
 
 bool ReadsPoolInPlace(Op op) {
-  switch (op) {
-    case Op::kGetShm:
-    case Op::kGetShmMany:
-    case Op::kGetShmStream:
-    case Op::kDevicePool:
-    case Op::kGetDevice:
-    case Op::kGetRdma:
-      return true;
-    default:
-      return false;
-  }
+  const OpRow* r = FindOp(op);
+  return r && r->in_place;
 }
 
 std::string KeysBody(std::string_view ns, const std::vector<std::string>& keys) {

@@ -271,51 +271,20 @@ void PairsScope(std::string_view body, RequestScope* s) {
 
 RequestScope ScopeOf(Op op, std::string_view body) {
   RequestScope s;
-  switch (op) {
-    case Op::kGet:
-    case Op::kGetShm:
-    case Op::kGetRdma:
-    case Op::kPin:
-    case Op::kGetDevice:
-    case Op::kGetShmMany:
-    case Op::kGetShmStream:
-    case Op::kPrefetch:
-    case Op::kClaim:
-      s.right = kRead;
-      break;
-    case Op::kPut:
-    case Op::kErase:
-    case Op::kPutShm:
-    case Op::kPutDevice:
-    case Op::kPutDeviceMany:  // one namespace, first
-      s.right = kWrite;
-      break;
-    case Op::kLookup:
-      s.right = kRead;
-      PairsScope(body, &s);
+  const OpRow* row = FindOp(op);
+  if (!row || !row->request) return s;  // no right is needed to be refused as malformed
+  s.right = row->right == kNoRight ? 0 : row->right;
+  switch (row->ns) {
+    case NsAt::kNone:
       return s;
-    case Op::kEraseMany:
-      s.right = kWrite;
-      PairsScope(body, &s);
-      return s;
-    case Op::kDevicePool:
-      s.right = kRead;
-      return s;
-    case Op::kPutArena:
-    case Op::kPrepareDevicePuts:
-      s.right = kWrite;
-      return s;
-    case Op::kList:  // only the namespaces granted are listed
-      s.right = kAdmin;
-      return s;
-    case Op::kStats:
-    case Op::kVerify:
-    case Op::kCompact:  // the whole server's
-      s.right = kAdmin;
+    case NsAt::kEvery:
       s.every_namespace = true;
       return s;
-    default:
-      return s;  // HELLO, RELEASE
+    case NsAt::kPairs:
+      PairsScope(body, &s);
+      return s;
+    case NsAt::kFirst:
+      break;
   }
   std::string_view ns;  // the body's first field
   if (!TakeStr(&body, &ns))

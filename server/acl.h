@@ -34,11 +34,11 @@
 #include <vector>
 
 #include "base/status.h"
+#include "net/op_table.h"
 #include "net/protocol.h"
 
 namespace ecstore::net {
 
-enum Right : uint8_t { kRead = 1, kWrite = 2, kAdmin = 4, kEvents = 8, kAll = 15 };
 const char* RightName(uint8_t right);  // "read", "write", "admin"
 
 using SecretDigest = std::array<uint8_t, 32>;

@@ -249,8 +249,13 @@ Status Gate::CheckNamespace(Identity* who, uint8_t right, std::string_view ns) {
 }
 
 Status Gate::Check(Identity* who, Op op, std::string_view body) {
+  const OpRow* row = FindOp(op);
+  if (!row || !row->request)  // never a default: what the table does not know is refused
+    return Status::PermissionDenied("opcode " + std::to_string(static_cast<int>(op)) +
+                                    " is not a request this server knows");
+  if (row->right == kNoRight) return Status::Ok();
   const RequestScope s = ScopeOf(op, body);
-  if (s.right == 0 || s.malformed) return Status::Ok();
+  if (s.malformed) return Status::Ok();  // its handler says why, and closes
   const Principal* p = Current(who);
   if (s.every_namespace)
     return p && p->AllowsEvery(s.right)

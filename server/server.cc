@@ -298,10 +298,10 @@ Status Server::HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) {
   c->req.key = k->key;
   const uint64_t in_prefix = r.remaining();
   const uint64_t size = h.body_len - (n - in_prefix);
-  Status may = gate_->CheckNamespace(&c->who, kWrite, k->ns);
-  if (may.ok())
-    may =
-        Fenced(h.op, std::string_view(reinterpret_cast<const char*>(prefix), n), c->view_revision);
+  // The same check as every op's (the op table's right over the body's namespace).
+  const std::string_view head(reinterpret_cast<const char*>(prefix), n);
+  Status may = gate_->Check(&c->who, h.op, head);
+  if (may.ok()) may = Fenced(h.op, head, c->view_revision);
   auto res = may.ok() ? store_->Reserve(k->ns, k->key, meta, size) : Result<PutReservation>(may);
   if (!res.ok()) {
     EC_RETURN_IF_ERROR(io.Discard(size - in_prefix, "client", deadline));

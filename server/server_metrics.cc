@@ -27,56 +27,8 @@ const char* WireName(Wire w) {
 }
 
 const char* OpLabel(Op op) {
-  switch (op) {
-    case Op::kHello:
-      return "hello";
-    case Op::kGet:
-    case Op::kGetShm:
-    case Op::kGetRdma:
-      return "get";
-    case Op::kLookup:
-      return "lookup";
-    case Op::kPut:
-    case Op::kPutShm:
-    case Op::kPutDevice:
-    case Op::kPutDeviceMany:
-      return "put";
-    case Op::kPutArena:
-      return "put_arena";
-    case Op::kPrepareDevicePuts:
-      return "prepare_device_puts";
-    case Op::kErase:
-      return "erase";
-    case Op::kStats:
-      return "stats";
-    case Op::kRelease:
-      return "release";
-    case Op::kView:
-      return "view";
-    case Op::kList:
-      return "list";
-    case Op::kPin:
-      return "pin";
-    case Op::kDevicePool:
-      return "device_pool";
-    case Op::kGetDevice:
-      return "get_device";
-    case Op::kVerify:
-      return "verify";
-    case Op::kCompact:
-      return "compact";
-    case Op::kGetShmMany:
-    case Op::kGetShmStream:
-      return "get_many";
-    case Op::kEraseMany:
-      return "erase_many";
-    case Op::kPrefetch:
-      return "prefetch";
-    case Op::kClaim:
-      return "claim";
-    default:
-      return "";
-  }
+  const OpRow* r = FindOp(op);
+  return r ? r->label : "";
 }
 
 namespace {
@@ -84,9 +36,8 @@ constexpr Tier kTierOrder[] = {Tier::kDevice, Tier::kPool, Tier::kDisk};
 // GET, GET_SHM and GET_RDMA share one set of series (the transport label tells them apart),
 // and so do PUT, PUT_SHM and PUT_DEVICE.
 Op Canonical(Op op) {
-  if (op == Op::kPutShm || op == Op::kPutDevice || op == Op::kPutDeviceMany) return Op::kPut;
-  if (op == Op::kGetShmStream) return Op::kGetShmMany;
-  return op == Op::kGetShm || op == Op::kGetRdma ? Op::kGet : op;
+  const OpRow* r = FindOp(op);
+  return r ? r->counted_as : op;
 }
 
 size_t TierIndex(std::optional<Tier> t) {

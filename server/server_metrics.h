@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/cache.h"
+#include "net/op_table.h"
 #include "net/protocol.h"
 
 namespace ecstore::net {
@@ -78,9 +79,8 @@ class ServerMetrics {
   MetricsSnapshot Snapshot() const;
 
  private:
-  // kOps: one past the largest request opcode (PREFETCH).
-  static constexpr size_t kOps = static_cast<size_t>(Op::kPrefetch) + 1, kWires = 3, kOutcomes = 3,
-                          kTiers = 4;
+  // kOps: one past the largest request opcode (the op table's).
+  static constexpr size_t kOps = RequestOpLimit(), kWires = 3, kOutcomes = 3, kTiers = 4;
   struct Histogram {
     std::array<std::atomic<uint64_t>, kLatencyBounds.size() + 1> buckets{};
     std::atomic<uint64_t> count{0}, sum_ns{0};
