@@ -163,9 +163,16 @@ Result<FrameHeader> Server::ReadRequestHeader(Conn* c) {
     return h.status();
   }
   Status refused;
-  if (!IsRequest(h->op, c->shm, rdma_ != nullptr))
-    refused = Status::InvalidArgument("opcode is a reply, not a request");
-  else if (!greeted && (h->op != Op::kHello || h->body_len > kMaxHelloBody))
+  if (!IsRequest(h->op, c->shm, rdma_ != nullptr)) {
+    const OpRow* row = FindOp(h->op);
+    refused = Status::InvalidArgument(
+        !row || !row->request ? "opcode is a reply, not a request"
+        : row->via == Via::kShm
+            ? std::string(OpLabel(h->op)) +
+                  " is for the same-host unix socket only: connect with unix:PATH (the "
+                  "daemon's --dir/serve.sock)"
+            : std::string(OpLabel(h->op)) + " needs a server with RDMA (serve --rdma-listen)");
+  } else if (!greeted && (h->op != Op::kHello || h->body_len > kMaxHelloBody))
     refused = Status::InvalidArgument(h->op == Op::kHello ? "HELLO body is too large"
                                                           : "send HELLO first");
   if (!refused.ok()) {

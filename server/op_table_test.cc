@@ -15,11 +15,11 @@
 namespace ecstore::net {
 namespace {
 
-// Every `kName = N,` of `enum class Op` in protocol.h, read from the source beside this test:
+// Every `kName = N,` of `enum class Op` in net/protocol.h, read from the source tree:
 // an op added there without a row here fails.
 std::vector<std::pair<std::string, int>> DeclaredOps() {
   std::string path = __FILE__;
-  path = path.substr(0, path.rfind('/')) + "/protocol.h";
+  path = path.substr(0, path.rfind("/server/")) + "/net/protocol.h";
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
