@@ -102,6 +102,44 @@ void HandshakeRows(const std::string& tcp, const std::string& tls, const net::Cl
                 "TCP connect, TLS 1.3 handshake (P-256) and HELLO");
 }
 
+// A good client's small gets alone and beside 32 sockets that opened a TLS handshake and
+// stalled (one byte each), in alternating rounds: a handshake runs on the event loop, so the
+// stalled ones hold no worker and the limit is the same client's gets with nothing beside.
+void StalledHandshakeRows(net::Client& tls, uint16_t port, int rounds) {
+  std::vector<uint8_t> value(4096, 7), dst(4096);
+  const TensorMeta meta{DType::kU8, {4096}};
+  if (Status st = tls.Put("bench", "tls-small", meta, {value.data(), value.size()}); !st.ok())
+    Die(st, "tls put");
+  TimedReads alone, beside;
+  auto gets = [&](TimedReads* into) {
+    for (int i = 0; i < 200; ++i) {
+      auto s = Clock::now();
+      if (Status st = tls.Get("bench", "tls-small", {dst.data(), dst.size()}).status(); !st.ok())
+        Die(st, "tls get");
+      into->Add(s, dst.size());
+    }
+  };
+  for (int r = 0; r < 2 * rounds; ++r) {  // which comes first alternates: no order's warmth
+    if (r % 2 == 0) gets(&alone);
+    std::vector<UniqueFd> stalled;
+    for (int i = 0; i < 32; ++i) {
+      auto fd = net::ConnectTcp({"127.0.0.1", port}, std::chrono::milliseconds(2000));
+      if (!fd.ok()) Die(fd.status(), "a stalled handshake");
+      const uint8_t first = 0x16;  // a TLS record begins, and nothing follows
+      if (send(fd->get(), &first, 1, MSG_NOSIGNAL) != 1) Die(Status::IOError("send"), "stall");
+      stalled.push_back(std::move(fd).value());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gets(&beside);
+    stalled.clear();
+    if (r % 2 == 1) gets(&alone);
+  }
+  alone.Report("tls_get_4k_stalled", "limit", "the same client's 4 KiB TLS gets, nothing beside");
+  beside.Report("tls_get_4k_stalled", "ec-store-tls",
+                "4 KiB TLS gets beside 32 sockets that sent one byte of a handshake and stalled");
+  HoldToLimit("tls_get_4k_stalled", "ec-store-tls", "tls_get_4k_stalled");
+}
+
 // Gate::Check of a GET under a principal among 100, each with two globs.
 void AclRow(const std::string& dir) {
   std::string text;
@@ -180,6 +218,7 @@ void TlsWorkload(const Config& cfg, Payloads& pl) {
   const int rounds = cfg.quick ? 3 : 10;
   for (int shape : {0, 1, 3}) SizeRows(**pc, **tc, shape, rounds, pl);
   HandshakeRows(tcp, tls, to, cfg.quick ? 20 : 100);
+  StalledHandshakeRows(**tc, (*tls_server)->port(), cfg.quick ? 3 : 10);
   AclRow(dir);
   pc->reset();
   tc->reset();
