@@ -83,16 +83,29 @@ std::string Candidates(const std::vector<EntryInfo>& matches) {
   return some + (matches.size() > 4 ? ", ..." : "");
 }
 
+// A key given as a prefix ends with "..." (as `ls` prints a key it cut on a terminal): only
+// then is it matched as one. A plain key is matched whole, so a missing key is a miss and
+// never another key's bytes (img-1 is not img-12; an unsalted hash is not a salted one).
+bool AsPrefix(const std::string& key, std::string* prefix) {
+  if (key.size() <= 3 || key.compare(key.size() - 3, 3, "...") != 0) return false;
+  *prefix = key.substr(0, key.size() - 3);
+  return true;
+}
+
 // Without --namespace: the key in whichever namespace holds it (the vLLM connector's are
-// vllm-<model>-<hash>), else the one key of any namespace it is a prefix of. A key or prefix
-// found in several namespaces is an error listing them.
+// vllm-<model>-<hash>); with KEY... the one key of any namespace it begins. A key or prefix
+// found in several namespaces is an error listing them; a missing key names the keys that
+// begin with it, taken only when asked for.
 EntryInfo ResolveKeyAnywhere(Cache& cache, const std::string& key) {
+  std::string prefix;
+  const bool by_prefix = AsPrefix(key, &prefix);
+  const std::string& want = by_prefix ? prefix : key;
   std::vector<EntryInfo> exact, prefixed;
   Check(cache.ListPages(1024, [&](std::vector<EntryInfo>&& page) {
     for (EntryInfo& e : page) {
-      if (e.key == key)
+      if (!by_prefix && e.key == want)
         exact.push_back(std::move(e));
-      else if (!key.empty() && prefixed.size() < 5 && e.key.rfind(key, 0) == 0)
+      else if (prefixed.size() < 5 && e.key.rfind(want, 0) == 0)
         prefixed.push_back(std::move(e));
     }
     return true;
@@ -103,36 +116,37 @@ EntryInfo ResolveKeyAnywhere(Cache& cache, const std::string& key) {
   if (exact.size() > 1)
     throw CliError("InvalidArgument: key '" + key + "' is in " + std::to_string(exact.size()) +
                    " namespaces:" + Candidates(exact) + "; give one with --namespace");
-  if (prefixed.size() == 1) return prefixed[0];
-  if (prefixed.size() > 1)
-    throw CliError("InvalidArgument: key prefix '" + key + "' is ambiguous:" +
+  if (by_prefix && prefixed.size() == 1) return prefixed[0];
+  if (by_prefix && prefixed.size() > 1)
+    throw CliError("InvalidArgument: key prefix '" + want + "' is ambiguous:" +
                    Candidates(prefixed) + "; give more characters or --namespace");
-  throw CliError("NotFound: no entry for key '" + key +
-                 "' in any namespace; `ec-store ls` lists the keys, `ec-store namespaces` "
-                 "the namespaces");
+  throw CliError("NotFound: no entry for key '" + key + "' in any namespace" +
+                 (!by_prefix && !prefixed.empty()
+                      ? " (keys that begin with it:" + Candidates(prefixed) + "; give '" + key +
+                            "...' to take the one it begins)"
+                      : "; `ec-store ls` lists the keys, `ec-store namespaces` the namespaces"));
 }
 
-// The entry a key names: the key itself, else the one key of the namespace it is a prefix of
-// (as git takes a short hash). Several matches are an error listing a few. An empty `ns`
-// looks in every namespace.
+// The entry a key names in `ns`: the key itself, or with KEY... the one key of the namespace
+// it begins (as git takes a short hash). Several matches are an error listing a few. An
+// empty `ns` looks in every namespace.
 EntryInfo ResolveKey(Cache& cache, const std::string& ns, const std::string& key) {
   if (ns.empty()) return ResolveKeyAnywhere(cache, key);
-  auto exact = cache.Lookup(ns, key);
-  if (exact.ok() || !exact.status().IsNotFound() || key.empty()) return Check(std::move(exact));
+  std::string prefix;
+  if (!AsPrefix(key, &prefix)) return Check(cache.Lookup(ns, key));
   std::vector<EntryInfo> matches;
-  // A principal that may not list (ACL admin) gets the lookup's answer, not the refusal.
-  Status listed = cache.ListPages(1024, [&](std::vector<EntryInfo>&& page) {
+  Check(cache.ListPages(1024, [&](std::vector<EntryInfo>&& page) {
     for (EntryInfo& e : page)
-      if (e.ns == ns && e.key.rfind(key, 0) == 0) matches.push_back(std::move(e));
+      if (e.ns == ns && e.key.rfind(prefix, 0) == 0) matches.push_back(std::move(e));
     return matches.size() < 4;
-  });
-  if (listed.IsPermissionDenied()) return Check(std::move(exact));
-  Check(listed);
+  }));
+  Distinct(&matches);
   if (matches.size() == 1) return matches[0];
-  if (matches.empty()) return Check(std::move(exact));  // NotFound, with the store's message
+  if (matches.empty())
+    throw CliError("NotFound: no key of namespace " + ns + " begins with '" + prefix + "'");
   std::string some;
   for (size_t i = 0; i < std::min<size_t>(matches.size(), 3); ++i) some += " " + matches[i].key;
-  throw CliError("InvalidArgument: key prefix '" + key + "' is ambiguous in namespace " + ns +
+  throw CliError("InvalidArgument: key prefix '" + prefix + "' is ambiguous in namespace " + ns +
                  ": it starts" + some + (matches.size() > 3 ? " ..." : "") +
                  "; give more characters");
 }
