@@ -16,7 +16,7 @@ GIL is released during I/O and copies.
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from . import _tensors
 from ._ecstore import EntryInfo
@@ -150,9 +150,10 @@ class Cache:
         offers it, until it refuses this process's memory."""
         return self.capabilities["device_puts"]
 
-    def get(self, ns: str, key: str, *, device: Any = None, like: str = "torch") -> Any:
+    def get(self, ns: str, key: str, *, device: Any = None, like: Optional[str] = None) -> Any:
         """The entry as a new tensor (like="torch", on `device`, CPU by default) or numpy
-        array (like="numpy"), dtype and shape restored. Raises NotFound when absent."""
+        array (like="numpy"), dtype and shape restored; by default a tensor where torch is
+        installed, else an array. Raises NotFound when absent."""
         if device is not None and str(device) != "cpu":
             return self._get_to_device(ns, key, device)
 
@@ -178,7 +179,8 @@ class Cache:
         least its bytes) and returns its metadata."""
         return self._c.get_into(ns, key, _tensors.flat_bytes(out))
 
-    def get_many(self, ns: str, keys: Sequence[str], *, like: str = "torch") -> list[Any]:
+    def get_many(self, ns: str, keys: Sequence[str], *,
+                 like: Optional[str] = None) -> list[Any]:
         """Several entries in one call (one pipelined batch remotely); None where absent."""
         infos = self._c.lookup_many(ns, list(keys))
         outs = [None if i is None else _tensors.empty(i.dtype, list(i.shape), like)

@@ -61,7 +61,9 @@ def dtype_name(value: Any) -> str:
         return value.upper()
     dt = np.dtype(value.dtype if hasattr(value, "dtype") else value)
     if dt not in _NUMPY_NAMES:
-        raise ValueError(f"ec-store does not store numpy dtype {dt}")
+        hint = (" (a BF16 entry read as numpy is uint16: put it back with dtype='BF16')"
+                if dt == np.uint16 else "")
+        raise ValueError(f"ec-store does not store numpy dtype {dt}{hint}")
     return _NUMPY_NAMES[dt]
 
 
@@ -86,8 +88,11 @@ def host_bytes(value: Any, dtype: str | None, shape: Any) -> tuple[str, list[int
     return dtype.upper(), list(shape), np.frombuffer(memoryview(value), dtype=np.uint8)
 
 
-def empty(dtype: str, shape: list[int], like: str, pin: bool = False) -> Any:
-    """A fresh CPU tensor (like='torch') or array (like='numpy') for an entry."""
+def empty(dtype: str, shape: list[int], like: "str | None", pin: bool = False) -> Any:
+    """A fresh CPU tensor (like='torch') or array (like='numpy') for an entry; like=None:
+    a tensor where torch is installed, else an array."""
+    if like is None:
+        like = "torch" if torch is not None else "numpy"
     if like == "torch":
         if torch is None:
             raise ValueError("like='torch' needs torch; pass like='numpy'")
