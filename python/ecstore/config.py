@@ -12,7 +12,12 @@ from dataclasses import dataclass
 # ec_connector_extra_config keys, each with what it sets.
 KNOWN_KEYS = {
     "store": "where the store is: tcp://HOST:PORT, tls://HOST:PORT, unix:/PATH, "
-             "etcd://HOST:PORT/NAME or dir:/ABSOLUTE/PATH",
+             "etcd://HOST:PORT/NAME, etcds://HOST:PORT/NAME or dir:/ABSOLUTE/PATH",
+    "etcd_ca": "a cluster's etcd over TLS (etcds://): the CA its certificate is checked against",
+    "etcd_cert": "etcd's client certificate (PEM), for an etcd run with --client-cert-auth",
+    "etcd_key": "the private key of etcd_cert (PEM)",
+    "etcd_user": "etcd's user, for an etcd with auth enabled",
+    "etcd_password_file": "a file holding etcd_user's password",
     "namespace": "the entries' namespace (default: derived from the model)",
     "pool_size": "an embedded store's pool (dir:; default 256MiB), e.g. 8GiB",
     "disk_quota": "an embedded store's disk quota (dir:; default 16GiB), e.g. 64GiB",
@@ -105,6 +110,29 @@ def setting(extra: dict, key: str):
     return int(number) if kind == "count" else number / 1000  # ms -> s
 
 
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_seconds(text: object, what: str = "EC_STORE_TIMEOUT") -> float:
+    """A duration as the CLI writes it ("5s", "500ms", "2m"; a bare number is seconds), in
+    seconds; ValueError saying the forms otherwise."""
+    t = str(text).strip()
+    for unit in sorted(_UNITS, key=len, reverse=True):
+        if t.endswith(unit):
+            number, scale = t[:-len(unit)], _UNITS[unit]
+            break
+    else:
+        number, scale = t, 1.0
+    try:
+        value = float(number) * scale
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"{what}={text!r}: give a duration such as 5s, 500ms or 2m "
+                         "(a bare number is seconds)")
+    return value
+
+
 def parse_store(spec: object) -> StoreSpec:
     """The store address, in one of the explicit forms; anything else is refused, saying
     which forms there are."""
@@ -141,15 +169,36 @@ def parse_store(spec: object) -> StoreSpec:
             raise ValueError(f"store {text!r}: an embedded store's directory must be an "
                              f"absolute path, e.g. dir:{os.path.abspath(path or '.ec-store')}")
         return StoreSpec("dir", path)
-    if text.startswith("etcd://"):
-        hosts, _, name = text[len("etcd://"):].partition("/")
+    for scheme in ("etcd", "etcds"):  # etcds: etcd over TLS (etcd_ca, etcd_cert, ...)
+        if not text.startswith(scheme + "://"):
+            continue
+        hosts, _, name = text[len(scheme) + 3:].partition("/")
         if not name or "/" in name or not all(
                 h.rpartition(":")[0] and h.rpartition(":")[2].isdigit() for h in hosts.split(",")):
-            raise ValueError(f"store {text!r}: write etcd://HOST:PORT[,HOST:PORT...]/NAME, "
-                             "e.g. etcd://10.0.0.2:2379/prod (the name `ec-store serve "
+            raise ValueError(f"store {text!r}: write {scheme}://HOST:PORT[,HOST:PORT...]/NAME, "
+                             f"e.g. {scheme}://10.0.0.2:2379/prod (the name `ec-store serve "
                              "--cluster` was given)")
         return StoreSpec("etcd", text)
     raise ValueError(f"store {text!r} is not a store address: use {FORMS}; {example}")
+
+
+def etcd_options(extra: dict, spec: StoreSpec) -> dict | None:
+    """ecstore.connect's etcd= from the etcd_* keys (None where none is given); a key given
+    for a store that is not a cluster is refused."""
+    given = {k[len("etcd_"):]: str(extra[k]) for k in
+             ("etcd_ca", "etcd_cert", "etcd_key", "etcd_user") if extra.get(k)}
+    if extra.get("etcd_password_file"):
+        path = str(extra["etcd_password_file"])
+        try:
+            with open(path) as f:
+                given["password"] = f.readline().rstrip("\r\n")
+        except OSError as e:
+            raise ValueError(f"ec_connector_extra_config etcd_password_file {path!r} cannot be "
+                             f"read: {e.strerror}") from None
+    if given and spec.kind != "etcd":
+        raise ValueError(f"ec_connector_extra_config {', '.join('etcd_' + k for k in given)}: "
+                         "for a cluster's store (etcd:// or etcds://) only")
+    return given or None
 
 
 def tls_options(extra: dict, spec: StoreSpec) -> dict | None:

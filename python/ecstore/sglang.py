@@ -34,6 +34,7 @@ from typing import Any, Sequence
 from sglang.srt.mem_cache.embedding_store import EmbeddingStore, EmbeddingStoreFactory
 
 import ecstore
+from ecstore.config import parse_seconds
 from ecstore.errors import Error as StoreError
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class EcStoreEmbeddingStore(EmbeddingStore):
                 "SGLang should use, e.g. unix:/var/cache/ec-store/serve.sock, tcp://HOST:7070 or "
                 "etcd://HOST:2379/NAME (docs/sglang.md)")
         if timeout is None:
-            timeout = float(os.environ.get("EC_STORE_TIMEOUT", "1.0"))
+            timeout = parse_seconds(os.environ.get("EC_STORE_TIMEOUT", "1s"))
         self._cache = cache if cache is not None else ecstore.connect(
             url, token=token or os.environ.get("EC_STORE_TOKEN"), timeout=timeout,
             tls=_tls_from_env(url))

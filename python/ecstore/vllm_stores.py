@@ -13,7 +13,7 @@ import os
 import threading
 
 import ecstore
-from ecstore.config import parse_store, setting, tls_options
+from ecstore.config import etcd_options, parse_store, setting, tls_options
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ def acquire(extra: dict) -> tuple[str, ecstore.Cache]:
 
             def connect() -> ecstore.Cache:
                 cache = ecstore.connect(where.target, token=token, tls=tls_options(extra, where),
+                                        etcd=etcd_options(extra, where),
                                         transport=setting(extra, "transport"),
                                         timeout=setting(extra, "timeout_ms"),
                                         connect_timeout=setting(extra, "connect_timeout_ms"),

@@ -611,3 +611,22 @@ def test_errors_name_the_python_argument_not_a_library_field(tmp_path):
         with pytest.raises(ecstore.NoSpace) as e:
             c.put("ns", "k", np.zeros(4 << 20, np.uint8))
     assert "raise pool_size" in str(e.value) and "Options::" not in str(e.value), e.value
+
+
+def test_one_parse_of_addresses_and_durations_for_both_connectors(tmp_path):
+    """The connectors' settings read as the CLI's: etcds:// is a cluster address with its etcd
+    options, and a timeout is a duration ("5s", "500ms") as EC_STORE_TIMEOUT is for the CLI."""
+    from ecstore.config import etcd_options, parse_seconds, parse_store
+
+    spec = parse_store("etcds://10.0.0.2:2379,10.0.0.3:2379/prod")
+    assert (spec.kind, spec.target) == ("etcd", "etcds://10.0.0.2:2379,10.0.0.3:2379/prod")
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret\n")
+    assert etcd_options({"etcd_ca": "/ca.pem", "etcd_user": "ec",
+                         "etcd_password_file": str(pw)}, spec) == {
+        "ca": "/ca.pem", "user": "ec", "password": "s3cret"}
+    with pytest.raises(ValueError, match="for a cluster"):
+        etcd_options({"etcd_ca": "/ca.pem"}, parse_store("tcp://10.0.0.5:7070"))
+    assert [parse_seconds(t) for t in ("5s", "500ms", "2", "1m")] == [5.0, 0.5, 2.0, 60.0]
+    with pytest.raises(ValueError, match="a duration such as 5s"):
+        parse_seconds("fast")
