@@ -35,6 +35,7 @@ from sglang.srt.mem_cache.embedding_store import EmbeddingStore, EmbeddingStoreF
 
 import ecstore
 from ecstore.config import parse_seconds
+from ecstore.deferred import Deferred
 from ecstore.errors import Error as StoreError
 
 logger = logging.getLogger(__name__)
@@ -66,9 +67,17 @@ class EcStoreEmbeddingStore(EmbeddingStore):
                 "etcd://HOST:2379/NAME (docs/sglang.md)")
         if timeout is None:
             timeout = parse_seconds(os.environ.get("EC_STORE_TIMEOUT", "1s"))
-        self._cache = cache if cache is not None else ecstore.connect(
-            url, token=token or os.environ.get("EC_STORE_TOKEN"), timeout=timeout,
-            tls=_tls_from_env(url))
+        if cache is None:
+            def connect() -> ecstore.Cache:
+                return ecstore.connect(url, token=token or os.environ.get("EC_STORE_TOKEN"),
+                                       timeout=timeout, tls=_tls_from_env(url))
+
+            try:
+                cache = connect()
+            except ecstore.Unavailable as e:  # a daemon not up yet: misses until it is
+                logger.warning("ec-store: %s; keys are misses until it answers", e)
+                cache = Deferred(connect)
+        self._cache = cache
         self._ns = namespace or os.environ.get("EC_STORE_NAMESPACE") or "sglang"
         self._regions: list[tuple[int, int]] = []
         self._lock = threading.Lock()

@@ -7,13 +7,13 @@ Thread rules: acquire and release from any thread (one lock guards the table).
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import threading
 
 import ecstore
 from ecstore.config import etcd_options, parse_store, setting, tls_options
+from ecstore.deferred import Deferred
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def acquire(extra: dict) -> tuple[str, ecstore.Cache]:
                 if not setting(extra, "fail_open"):
                     raise
                 logger.warning("ec-store: %s; items are misses until it answers", e)
-                cache = _Deferred(connect)
+                cache = Deferred(connect)
         else:
             cache = ecstore.open(where.target, extra.get("pool_size", "256MiB"),
                                  extra.get("disk_quota", "16GiB"))
@@ -92,57 +92,3 @@ def _token(extra: dict) -> str | None:
                              f"({e.strerror}); give a readable file holding the daemon's "
                              "secret") from e
     return os.environ.get("EC_STORE_TOKEN") or extra.get("token")
-
-
-class _Deferred:
-    """A daemon that did not answer when the engine started (fail_open, e.g. an engine unit
-    started before ec-store.service is ready): every call raises Unavailable at once, which
-    the connector takes as a miss, while a thread of its own tries to connect once a second;
-    from then on the calls are the connected Cache's. No caller ever waits on a connect."""
-
-    RETRY_S = 1.0
-
-    def __init__(self, connect):
-        self._connect, self._lock = connect, threading.Lock()
-        self._cache: ecstore.Cache | None = None
-        self._closed = threading.Event()
-        self._row_layouts: dict = {}  # transfer.py's guesses, kept here until connected
-        threading.Thread(target=self._keep_trying, name="ec-store-connect", daemon=True).start()
-
-    def _keep_trying(self) -> None:
-        while not self._closed.wait(self.RETRY_S):
-            try:
-                cache = self._connect()
-            except ecstore.Unavailable:
-                continue
-            except ecstore.Error as e:  # e.g. a wrong token: said, and tried again
-                logger.warning("ec-store: %s", e)
-                continue
-            with self._lock:
-                if self._closed.is_set():
-                    cache.close()
-                    return
-                self._cache = cache
-            logger.warning("ec-store: the store answers now; items can hit from here on")
-            return
-
-    def _get(self) -> ecstore.Cache:
-        cache = self._cache
-        if cache is None:
-            raise ecstore.Unavailable("the store has not answered since the engine started")
-        return cache
-
-    @property
-    def capabilities(self) -> dict[str, bool]:
-        """Nothing is offered until the store answers."""
-        cache = self._cache
-        return cache.capabilities if cache is not None else collections.defaultdict(bool)
-
-    def __getattr__(self, name):
-        return getattr(self._get(), name)
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed.set()
-            if self._cache is not None:
-                self._cache.close()

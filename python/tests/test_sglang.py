@@ -205,6 +205,34 @@ def test_a_dead_daemon_costs_misses_within_the_timeout_never_an_exception(tmp_pa
     assert store.stats()["failures"] == 4
 
 
+def test_a_daemon_not_up_yet_costs_misses_and_is_used_once_it_answers(tmp_path):
+    """As the vLLM connector: an engine started before its daemon starts, misses, and hits
+    once the daemon answers (EC_STORE_TIMEOUT given as the CLI takes it)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ["EC_STORE_TIMEOUT"] = "500ms"
+    try:
+        store = EcStoreEmbeddingStore(f"tcp://127.0.0.1:{port}")
+    finally:
+        del os.environ["EC_STORE_TIMEOUT"]
+    t = embedding(31, 128)
+    assert store.batch_put(["k"], [t.data_ptr()], [nbytes(t)]) == [False]
+    assert store.batch_is_exist(["k"]) == [False]
+    proc, _, _ = start_serve(tmp_path / "late", port=port)
+    try:
+        deadline = time.monotonic() + 10
+        while store.batch_put(["k"], [t.data_ptr()], [nbytes(t)]) != [True]:
+            assert time.monotonic() < deadline, "the backend never used the daemon"
+            time.sleep(0.2)
+        assert store.batch_is_exist(["k"]) == [True]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait()
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (make test-gpu)")
 def test_on_a_gpu_an_encoder_output_saved_by_one_engine_loads_into_anothers_gpu(daemon):
     """The controller's whole GPU path: an encoder output (CUDA) stored to the pinned pool,
