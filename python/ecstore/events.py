@@ -130,6 +130,15 @@ class Subscriber:
         self._poller = zmq.Poller()
         for s in self._subs:
             self._poller.register(s, zmq.POLLIN)
+        # Each (re)connection to a publisher with a replay endpoint is followed by a snapshot:
+        # a quiet node is known from the start, and one that restarted while this socket was
+        # away (its EcCleared sent before the socket was back) is known as it is now.
+        self._monitors: dict = {}
+        for i, s in enumerate(self._subs):
+            if self._replays[i]:
+                m = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+                self._monitors[m] = i
+                self._poller.register(m, zmq.POLLIN)
 
     def _socket(self, kind):
         s = self._ctx.socket(kind)
@@ -144,6 +153,9 @@ class Subscriber:
         return self._node[i]
 
     def close(self) -> None:
+        for m, i in self._monitors.items():
+            self._subs[i].disable_monitor()
+            m.close()
         for s in self._subs:
             s.close()
 
@@ -153,12 +165,27 @@ class Subscriber:
         applied = 0
         ready = dict(self._poller.poll(timeout_ms))
         while ready:
+            for m, i in self._monitors.items():
+                if m in ready and self._connected(m):
+                    self.snapshot(i)
             for i, s in enumerate(self._subs):
                 if s in ready:
                     _, seq, payload = s.recv_multipart()
                     applied += self._arrived(i, struct.unpack(">q", seq)[0], payload)
             ready = dict(self._poller.poll(0))
         return applied
+
+    @staticmethod
+    def _connected(monitor) -> bool:
+        """Whether the monitor told of a connection ready to receive (its handshake through,
+        CURVE's or none)."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        ready = False
+        while monitor.poll(0):
+            event = recv_monitor_message(monitor)["event"]
+            ready |= event == zmq.EVENT_HANDSHAKE_SUCCEEDED
+        return ready
 
     def snapshot(self, i: int = 0) -> None:
         """Publisher i's node as it is now: what it holds, and the stream from there on."""

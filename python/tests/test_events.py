@@ -2,6 +2,7 @@
 spill reaches a subscriber's index, which agrees with locate; a subscriber that starts late
 converges through a snapshot; a replay from sequence 1 starts at the start's EcCleared;
 a gap is replayed."""
+import signal
 import socket
 import time
 
@@ -251,3 +252,41 @@ def test_an_oversized_replay_frame_is_dropped_before_it_is_buffered(daemon, tmp_
     sub = events.Subscriber([pub], [rep])
     sub.snapshot()  # still answers
     sub.close()
+
+
+def test_a_quiet_node_is_known_at_once_and_again_after_it_restarts(tmp_path):
+    """A router started against a node that publishes nothing knows what it holds (a snapshot
+    as its socket connects), and after the node is killed and restarted quietly, knows what
+    it holds now: the pool copies that went with the process are gone from the index."""
+    from conftest import start_serve
+
+    pub, rep = f"tcp://127.0.0.1:{_port()}", f"tcp://127.0.0.1:{_port()}"
+    args = ("--events", pub, "--events-replay", rep, "--node-id", "node-q")
+    proc, _, port = start_serve(tmp_path / "q", *args, pool_size="16MiB")
+    c = ecstore.connect(f"tcp://127.0.0.1:{port}")
+    for i in range(4):
+        c.put("ns", f"held-{i}", np.full(4096, i, dtype=np.uint8), dtype="U8", shape=[4096])
+    c.flush()  # on disk too: what survives a restart
+    c.put("ns", "pool-only", np.zeros(4096, dtype=np.uint8), dtype="U8", shape=[4096])
+    c.close()
+    time.sleep(0.3)  # quiet from here on
+    sub = events.Subscriber([pub], [rep])
+    try:
+        assert _until(sub, lambda: len(sub.index) == 5), len(sub.index)
+        proc.kill()
+        proc.wait()
+        proc, _, _ = start_serve(tmp_path / "q", *args, port=port, pool_size="16MiB")
+        # Its pool went with the process; its disk entries came back. Nothing is published
+        # after the start's EcCleared, which this socket may have missed.
+        keys = [f"held-{i}" for i in range(4)] + ["pool-only"]
+
+        def as_now():
+            media = [sub.index.where("ns", k).get("node-q", set()) for k in keys]
+            return all(m and "pool" not in m for m in media[:4]) and \
+                "pool" not in media[4]
+
+        assert _until(sub, as_now, 15), [sub.index.where("ns", k) for k in keys]
+    finally:
+        sub.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait()
