@@ -107,7 +107,8 @@ struct Commands {
   Globals g;
   PutArgs put;
   std::string get_out;
-  std::string find_ns;  // get / inspect: empty = whichever namespace holds the key
+  std::string find_ns;       // get / inspect: empty = whichever namespace holds the key
+  bool find_prefix = false;  // get / inspect --prefix: the key is a prefix
   ListArgs ls;
   EvictArgs evict;
   std::string dir_arg;
@@ -233,12 +234,17 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
       ->required();
   const char* find_ns_help = "the key's namespace (default: whichever namespace holds it)";
   get->add_option("-n,--namespace", c.find_ns, find_ns_help);
-  c.run.emplace_back(get, [&c] { return GetCommand(c.g, c.find_ns, c.put.key, c.get_out); });
+  const char* prefix_help = "KEY is a prefix: the one key it begins (several are listed)";
+  get->add_flag("--prefix", c.find_prefix, prefix_help);
+  c.run.emplace_back(
+      get, [&c] { return GetCommand(c.g, c.find_ns, c.put.key, c.find_prefix, c.get_out); });
 
   auto* inspect = app.add_subcommand("inspect", "show one entry");
   inspect->add_option("key", c.put.key, "entry key (the image's mm_hash)")->required();
   inspect->add_option("-n,--namespace", c.find_ns, find_ns_help);
-  c.run.emplace_back(inspect, [&c] { return InspectCommand(c.g, c.find_ns, c.put.key); });
+  inspect->add_flag("--prefix", c.find_prefix, prefix_help);
+  c.run.emplace_back(inspect,
+                     [&c] { return InspectCommand(c.g, c.find_ns, c.put.key, c.find_prefix); });
 
   auto* locate = app.add_subcommand("locate", "which nodes and media hold each key");
   locate->add_option("keys", c.locate_keys, "entry keys (the images' mm_hash)")->required();

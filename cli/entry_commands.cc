@@ -83,23 +83,12 @@ std::string Candidates(const std::vector<EntryInfo>& matches) {
   return some + (matches.size() > 4 ? ", ..." : "");
 }
 
-// A key given as a prefix ends with "..." (as `ls` prints a key it cut on a terminal): only
-// then is it matched as one. A plain key is matched whole, so a missing key is a miss and
-// never another key's bytes (img-1 is not img-12; an unsalted hash is not a salted one).
-bool AsPrefix(const std::string& key, std::string* prefix) {
-  if (key.size() <= 3 || key.compare(key.size() - 3, 3, "...") != 0) return false;
-  *prefix = key.substr(0, key.size() - 3);
-  return true;
-}
-
 // Without --namespace: the key in whichever namespace holds it (the vLLM connector's are
-// vllm-<model>-<hash>); with KEY... the one key of any namespace it begins. A key or prefix
+// vllm-<model>-<hash>); with --prefix the one key of any namespace it begins. A key or prefix
 // found in several namespaces is an error listing them; a missing key names the keys that
-// begin with it, taken only when asked for.
-EntryInfo ResolveKeyAnywhere(Cache& cache, const std::string& key) {
-  std::string prefix;
-  const bool by_prefix = AsPrefix(key, &prefix);
-  const std::string& want = by_prefix ? prefix : key;
+// begin with it, taken only when asked for. A plain key is matched whole, so a missing key is
+// a miss, never another key's bytes (img-1 is not img-12; an unsalted hash not a salted one).
+EntryInfo ResolveKeyAnywhere(Cache& cache, const std::string& want, bool by_prefix) {
   std::vector<EntryInfo> exact, prefixed;
   Check(cache.ListPages(1024, [&](std::vector<EntryInfo>&& page) {
     for (EntryInfo& e : page) {
@@ -114,26 +103,26 @@ EntryInfo ResolveKeyAnywhere(Cache& cache, const std::string& key) {
   Distinct(&prefixed);
   if (exact.size() == 1) return exact[0];
   if (exact.size() > 1)
-    throw CliError("InvalidArgument: key '" + key + "' is in " + std::to_string(exact.size()) +
+    throw CliError("InvalidArgument: key '" + want + "' is in " + std::to_string(exact.size()) +
                    " namespaces:" + Candidates(exact) + "; give one with --namespace");
   if (by_prefix && prefixed.size() == 1) return prefixed[0];
   if (by_prefix && prefixed.size() > 1)
     throw CliError("InvalidArgument: key prefix '" + want + "' is ambiguous:" +
                    Candidates(prefixed) + "; give more characters or --namespace");
-  throw CliError("NotFound: no entry for key '" + key + "' in any namespace" +
+  throw CliError("NotFound: no entry for key '" + want + "' in any namespace" +
                  (!by_prefix && !prefixed.empty()
-                      ? " (keys that begin with it:" + Candidates(prefixed) + "; give '" + key +
-                            "...' to take the one it begins)"
+                      ? " (keys that begin with it:" + Candidates(prefixed) +
+                            "; add --prefix to take the one it begins)"
                       : "; `ec-store ls` lists the keys, `ec-store namespaces` the namespaces"));
 }
 
-// The entry a key names in `ns`: the key itself, or with KEY... the one key of the namespace
-// it begins (as git takes a short hash). Several matches are an error listing a few. An
-// empty `ns` looks in every namespace.
-EntryInfo ResolveKey(Cache& cache, const std::string& ns, const std::string& key) {
-  if (ns.empty()) return ResolveKeyAnywhere(cache, key);
-  std::string prefix;
-  if (!AsPrefix(key, &prefix)) return Check(cache.Lookup(ns, key));
+// The entry a key names in `ns`: the key itself, or with `by_prefix` the one key of the
+// namespace it begins (as git takes a short hash). Several matches are an error listing a
+// few. An empty `ns` looks in every namespace.
+EntryInfo ResolveKey(Cache& cache, const std::string& ns, const std::string& prefix,
+                     bool by_prefix) {
+  if (ns.empty()) return ResolveKeyAnywhere(cache, prefix, by_prefix);
+  if (!by_prefix) return Check(cache.Lookup(ns, prefix));
   std::vector<EntryInfo> matches;
   Check(cache.ListPages(1024, [&](std::vector<EntryInfo>&& page) {
     for (EntryInfo& e : page)
@@ -326,10 +315,10 @@ static Result<EntryInfo> ReadSized(const std::function<Result<EntryInfo>(std::st
   return Status::Busy("the entry kept changing size while being read; try again");
 }
 
-int GetCommand(const Globals& g, const std::string& ns, const std::string& key,
+int GetCommand(const Globals& g, const std::string& ns, const std::string& key, bool prefix,
                const std::string& out) {
   Target t = Target::Open(g, Use::kInspect);
-  EntryInfo info = ResolveKey(t.cache(), ns, key);
+  EntryInfo info = ResolveKey(t.cache(), ns, key, prefix);
   const std::string k = info.key, at = info.ns;
   std::string buf;
   info = Check(ReadSized([&](std::string* b) { return t.cache().Get(at, k, Bytes(*b)); },
@@ -347,9 +336,9 @@ int GetCommand(const Globals& g, const std::string& ns, const std::string& key,
   return 0;
 }
 
-int InspectCommand(const Globals& g, const std::string& ns, const std::string& key) {
+int InspectCommand(const Globals& g, const std::string& ns, const std::string& key, bool prefix) {
   Target t = Target::Open(g, Use::kInspect);
-  EntryInfo info = ResolveKey(t.cache(), ns, key);
+  EntryInfo info = ResolveKey(t.cache(), ns, key, prefix);
   t.Close();
   if (g.json)
     std::cout << InfoJson(info).dump(JsonIndent(g)) << "\n";

@@ -92,9 +92,10 @@ struct EvictArgs {
 };
 
 int PutCommand(const Globals& g, const PutArgs& a);
-int GetCommand(const Globals& g, const std::string& ns, const std::string& key,
+// `get` and `inspect` match KEY whole; with `prefix`, KEY is a prefix naming one key.
+int GetCommand(const Globals& g, const std::string& ns, const std::string& key, bool prefix,
                const std::string& out);
-int InspectCommand(const Globals& g, const std::string& ns, const std::string& key);
+int InspectCommand(const Globals& g, const std::string& ns, const std::string& key, bool prefix);
 int ListCommand(const Globals& g, const ListArgs& a);
 int NamespacesCommand(const Globals& g);
 int StatsCommand(const Globals& g);

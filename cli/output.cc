@@ -71,8 +71,8 @@ json InfoJson(const EntryInfo& e) {
 }
 
 // How much of each key a terminal's table shows: at least 12 characters, and enough that no
-// two listed keys share the shown part, so it can be pasted back as a prefix (KEY... to get,
-// inspect).
+// two listed keys share the shown part, so it can be pasted back as a prefix (get --prefix,
+// inspect --prefix).
 size_t ShownKeyLength(const std::vector<EntryInfo>& rows) {
   std::vector<std::string_view> keys;
   for (const EntryInfo& e : rows) keys.push_back(e.key);
@@ -93,7 +93,7 @@ void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys,
   const size_t shown = full_keys ? SIZE_MAX : ShownKeyLength(rows);
   size_t width = 12, ns_width = 12, node_width = 4;  // namespaces and nodes are never cut
   for (size_t i = 0; i < rows.size(); ++i) {
-    width = std::max(width, rows[i].key.size() > shown ? shown + 3 : rows[i].key.size());
+    width = std::max(width, std::min(shown, rows[i].key.size()));
     ns_width = std::max(ns_width, rows[i].ns.size());
     if (nodes) node_width = std::max(node_width, (*nodes)[i].size());
   }
@@ -104,8 +104,7 @@ void PrintInfoTable(const std::vector<EntryInfo>& rows, bool full_keys,
               nodes ? "NODE" : "");
   for (size_t i = 0; i < rows.size(); ++i) {
     const EntryInfo& e = rows[i];
-    // A cut key says so, and pastes back as a prefix: get and inspect take KEY... as one.
-    std::string key = e.key.size() > shown ? e.key.substr(0, shown) + "..." : e.key;
+    std::string key = e.key.substr(0, shown);
     std::printf("%-*s %-*s %-6s %10s %-6s %-14s %6llu %-20s%*s\n", static_cast<int>(width),
                 key.c_str(), nsw, e.ns.c_str(), TierName(e.tier()), HumanBytes(e.bytes).c_str(),
                 DTypeName(e.meta.dtype), e.meta.ShapeString().c_str(),

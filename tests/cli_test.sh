@@ -309,7 +309,7 @@ $EC --dir "$T/nsf" put -n "$VNS" abcdef0123 a.safetensors >/dev/null
 $EC --dir "$T/nsf" put -n other-ns shared a.safetensors >/dev/null
 $EC --dir "$T/nsf" put -n "$VNS" shared a.safetensors >/dev/null
 check "inspect finds a key in its only namespace" test "$($EC --dir "$T/nsf" --json inspect abcdef0123 | jget namespace)" = "$VNS"
-check "inspect finds a prefix across namespaces, asked with KEY..." test "$($EC --dir "$T/nsf" --json inspect abcd... | jget key)" = abcdef0123
+check "inspect finds a prefix across namespaces, asked with --prefix" test "$($EC --dir "$T/nsf" --json inspect abcd --prefix | jget key)" = abcdef0123
 expect_error "keys that begin with it" $EC --dir "$T/nsf" inspect abcd
 $EC --dir "$T/nsf" get abcdef0123 -o nsf.raw >/dev/null
 check "get finds it too" cmp <(tensor_bytes a.safetensors) nsf.raw
@@ -380,8 +380,8 @@ check "ls --wide prints full keys" bash -c "$EC ls --wide --dir $T/conv | grep -
 check "get -o - writes the bytes to stdout" \
   bash -c "$EC get $K1 -o - --dir $T/conv 2>/dev/null | cmp - <(python3 -c 'import sys,json,struct
 b=open(\"a.safetensors\",\"rb\").read(); n=struct.unpack(\"<Q\",b[:8])[0]; sys.stdout.buffer.write(b[8+n:])')"
-check "a unique key prefix, asked with KEY..., names the entry" test "$($EC inspect aaaa... --dir "$T/conv" --json | jget key)" = $K1
-expect_error "ambiguous" $EC inspect aaa... --dir "$T/conv"
+check "a unique key prefix, asked with --prefix, names the entry" test "$($EC inspect aaaa --prefix --dir "$T/conv" --json | jget key)" = $K1
+expect_error "ambiguous" $EC inspect aaa --prefix --dir "$T/conv"
 # A missing key is a miss, never the bytes of a key it begins (img-1 is not img-12, an
 # unsalted hash not a salted one), locally and through a server.
 $EC --dir "$T/miss" put -n a img-12 a.safetensors >/dev/null
