@@ -35,6 +35,7 @@ struct ServeArgs {
   std::string events, events_replay;    // the entry events' PUB and ROUTER endpoints
   std::string events_interval = "2ms";  // batches are sent at most this often
   std::string events_key;               // a file holding the events' CURVE secret key
+  std::string events_heartbeat = "1s";  // an empty batch where nothing else went for this long
 };
 
 // What `serve` was started with; read again at SIGHUP.

@@ -89,6 +89,7 @@ void StartEvents(const Globals& g, const ServeArgs& a, const std::optional<Clust
     throw CliError("InvalidArgument: --events-interval '" + a.events_interval +
                    "': give a duration of at most 1s (e.g. 2ms, 500us)");
   o.min_interval = std::chrono::microseconds(*interval);
+  o.heartbeat = std::chrono::milliseconds(Check(ParseDuration(a.events_heartbeat)) / 1000);
   o.node = join ? join->id : (a.node_id.empty() ? a.listen : a.node_id);
   // Outside a cluster the start time tells one start from the next.
   o.incarnation =

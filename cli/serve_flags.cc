@@ -22,6 +22,12 @@ void EventsOptions(CLI::App* serve, ServeArgs& a) {
                     "curve= proofs with the events right. Needed with TLS, an ACL, or an "
                     "endpoint that is not loopback");
   serve
+      ->add_option("--events-heartbeat", a.events_heartbeat,
+                   "publish an empty batch where nothing was published for this long, so "
+                   "subscribers see a lost batch or a restart without traffic (0: never)")
+      ->check(kDuration)
+      ->capture_default_str();
+  serve
       ->add_option("--events-interval", a.events_interval,
                    "send event batches at most this often: longer costs the publisher fewer "
                    "wake-ups, and routers that much more lag")

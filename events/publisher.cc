@@ -208,6 +208,7 @@ void EventPublisher::Publish(const std::string& payload) {
   pub.send(zmq::buffer(opt_.topic), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
   pub.send(zmq::buffer(seq_be), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
   pub.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+  last_sent_ = std::chrono::steady_clock::now();
   kept_.emplace_back(seq, payload);
   if (kept_.size() > opt_.keep_batches) kept_.pop_front();
   seq_.store(seq);
@@ -316,11 +317,17 @@ void EventPublisher::Run() {
                                {sockets_->router.handle(), 0, ZMQ_POLLIN, 0}};
     // The ZAP socket is polled only with CURVE on; an unbound one would never be ready.
     if (!sockets_->curve) items[1] = {nullptr, -1, 0, 0};
-    zmq::poll(items, sockets_->replay ? 3 : 2, std::chrono::milliseconds(-1));
+    const auto wait = opt_.heartbeat.count() > 0 ? opt_.heartbeat : std::chrono::milliseconds(-1);
+    zmq::poll(items, sockets_->replay ? 3 : 2, wait);
     if (items[0].revents & ZMQ_POLLIN) wake_.Clear();
     if (sockets_->curve && (items[1].revents & ZMQ_POLLIN)) Authenticate();
     if (sockets_->replay && (items[2].revents & ZMQ_POLLIN)) Answer();
-    if (Flush() > 0) std::this_thread::sleep_for(opt_.min_interval);  // what comes meanwhile joins
+    if (Flush() > 0) {
+      std::this_thread::sleep_for(opt_.min_interval);  // what comes meanwhile joins
+    } else if (opt_.heartbeat.count() > 0 &&
+               std::chrono::steady_clock::now() - last_sent_ >= opt_.heartbeat) {
+      Publish(Encode({}, 0, 0));  // an empty batch: its number tells a gap
+    }
   }
   Flush();
 }

@@ -53,6 +53,9 @@ struct EventOptions {
   // Batches are sent at most once per interval: under a stream of puts the publisher wakes
   // once per interval, not once per put (the lag this adds is at most the interval).
   std::chrono::microseconds min_interval{2000};
+  // Where nothing was published for this long, an empty batch is: a subscriber sees a lost
+  // batch or a restart as a gap in the numbers without waiting for traffic. 0: none.
+  std::chrono::milliseconds heartbeat{0};
   // CURVE (ZeroMQ's authenticated encryption) on both sockets where set: this node's secret
   // key (Z85, 40 characters). Each connecting subscriber's public key (Z85) is then put to
   // may_subscribe, on the publisher's thread (ZAP); false, or none given, refuses it.
@@ -116,6 +119,7 @@ class EventPublisher : public EntryEvents {
   std::mutex mu_;
   std::vector<Event> queue_;                           // under mu_
   std::deque<std::pair<uint64_t, std::string>> kept_;  // the thread's: the last batches
+  std::chrono::steady_clock::time_point last_sent_{};  // the thread's: the last batch's time
   const uint64_t first_;
   std::atomic<uint64_t> seq_, events_{0}, replays_{0}, refused_{0};
   std::atomic<bool> stop_{false};

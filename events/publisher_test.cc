@@ -327,6 +327,28 @@ TEST(EventPublisher, ABadOrTakenEndpointIsAClearError) {
 namespace ecstore::events {
 namespace {
 
+// A quiet publisher still numbers a batch every heartbeat: a subscriber sees a lost batch or
+// a restart as a gap without waiting for traffic.
+TEST(EventPublisher, AQuietPublisherSendsAnEmptyBatchEachHeartbeat) {
+  TempDir dir;
+  auto s = Open(dir.sub("store"), 8 * kMiB);
+  EventOptions o = InDir(dir);
+  o.first_seq = 1;
+  o.heartbeat = std::chrono::milliseconds(100);
+  auto pub = EventPublisher::Start(o, s.get());
+  ASSERT_TRUE(pub.ok()) << pub.status().ToString();
+  zmq::context_t ctx(1);
+  zmq::socket_t sub(ctx, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "ec");
+  sub.set(zmq::sockopt::rcvtimeo, 2000);
+  sub.connect(o.publish);
+  auto [first, p1] = Recv(sub);
+  auto [second, p2] = Recv(sub);
+  EXPECT_EQ(second, first + 1);
+  std::string node;
+  EXPECT_TRUE(Decode(p2, &node).empty());  // no event, only its number
+}
+
 // With CURVE, only a subscriber whose key the check allows gets a batch or an answer: one
 // without CURVE, and one with a key it refuses, get nothing from either socket.
 TEST(EventPublisher, WithCurveOnlyAnAllowedKeySubscribesOrAsks) {
