@@ -16,8 +16,9 @@ class Corruption(Error):
     """Stored bytes failed their checksum; the entry was dropped."""
 
 
-class IOError(Error):  # noqa: A001 - the status code's name
-    """The device failed a read or write; nothing acknowledged was lost."""
+class IOError(Error, OSError):  # noqa: A001 - the status code's name
+    """The device failed a read or write; nothing acknowledged was lost. An OSError too, so
+    `except OSError` catches it as it catches the built-in one."""
 
 
 class NoSpace(Error):

@@ -163,6 +163,9 @@ def test_errors_are_classes_with_messages(cache):
     with pytest.raises(ecstore.NotFound) as e:
         cache.get("ns", "absent")
     assert "absent" in str(e.value) and isinstance(e.value, KeyError)
+    # Each class is also the built-in exception it stands for.
+    assert issubclass(ecstore.IOError, OSError) and issubclass(ecstore.Unavailable, OSError)
+    assert issubclass(ecstore.PermissionDenied, PermissionError)
     small = torch.empty(2)
     cache.put("ns", "big", torch.zeros(100))
     with pytest.raises(ecstore.InvalidArgument, match="destination buffer"):
