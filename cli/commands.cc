@@ -217,16 +217,8 @@ void AddGlobals(CLI::App& app, Globals& g) {
                  "the command line and EC_STORE_* variables take precedence");
 }
 
-void AddEntryCommands(CLI::App& app, Commands& c) {
-  c.put.ns = kDefaultNamespace;
-  auto* put = app.add_subcommand("put", "store FILE (.safetensors, or raw bytes) under KEY");
-  put->add_option("key", c.put.key, "entry key (the image's mm_hash)")->required();
-  put->add_option("file", c.put.file, "tensor file")->required()->check(CLI::ExistingFile);
-  put->add_option("-n,--namespace", c.put.ns, "model / encoder namespace")->capture_default_str();
-  put->add_option("--dtype", c.put.dtype, "dtype of raw bytes (BF16, F16, F32, ...)");
-  put->add_option("--shape", c.put.shape, "shape of raw bytes, ROWS,COLS");
-  c.run.emplace_back(put, [&c] { return PutCommand(c.g, c.put); });
-
+// get and inspect: one entry, by its exact key (a prefix with --prefix).
+void AddReadCommands(CLI::App& app, Commands& c) {
   auto* get = app.add_subcommand("get", "write an entry to a file");
   get->add_option("key", c.put.key, "entry key (the image's mm_hash)")->required();
   get->add_option("-o,--output", c.get_out,
@@ -245,6 +237,19 @@ void AddEntryCommands(CLI::App& app, Commands& c) {
   inspect->add_flag("--prefix", c.find_prefix, prefix_help);
   c.run.emplace_back(inspect,
                      [&c] { return InspectCommand(c.g, c.find_ns, c.put.key, c.find_prefix); });
+}
+
+void AddEntryCommands(CLI::App& app, Commands& c) {
+  c.put.ns = kDefaultNamespace;
+  auto* put = app.add_subcommand("put", "store FILE (.safetensors, or raw bytes) under KEY");
+  put->add_option("key", c.put.key, "entry key (the image's mm_hash)")->required();
+  put->add_option("file", c.put.file, "tensor file")->required()->check(CLI::ExistingFile);
+  put->add_option("-n,--namespace", c.put.ns, "model / encoder namespace")->capture_default_str();
+  put->add_option("--dtype", c.put.dtype, "dtype of raw bytes (BF16, F16, F32, ...)");
+  put->add_option("--shape", c.put.shape, "shape of raw bytes, ROWS,COLS");
+  c.run.emplace_back(put, [&c] { return PutCommand(c.g, c.put); });
+
+  AddReadCommands(app, c);
 
   auto* locate = app.add_subcommand("locate", "which nodes and media hold each key");
   locate->add_option("keys", c.locate_keys, "entry keys (the images' mm_hash)")->required();
