@@ -350,9 +350,10 @@ int Dispatch(Commands& c) {
 // {"error": {"code": "NotFound", "message": "..."}} for --json readers: the status code
 // where the message starts with one ("NotFound: no store in ..."), else "Error".
 json ErrorJson(const std::string& msg) {
-  static const char* kCodes[] = {"NotFound", "Corruption",      "IOError",    "NoSpace",
-                                 "Busy",     "InvalidArgument", "Unavailable"};
-  for (const char* code : kCodes) {
+  using C = Status::Code;
+  for (C c : {C::kNotFound, C::kCorruption, C::kIOError, C::kNoSpace, C::kBusy, C::kInvalidArgument,
+              C::kUnavailable, C::kPermissionDenied}) {
+    const char* code = Status::CodeName(c);  // every code the store has, by its own name
     std::string prefix = std::string(code) + ": ";
     if (msg.rfind(prefix, 0) == 0)
       return {{"error", {{"code", code}, {"message", msg.substr(prefix.size())}}}};

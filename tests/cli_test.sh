@@ -468,6 +468,7 @@ expect_error "needs https" $EC --dir "$T/tls2" serve --listen 127.0.0.1:0 --metr
 expect_error "requires TLS" $EC --server 127.0.0.1:$LPORT stats
 expect_error "may not write namespace 'cli1'" $EC "${LR[@]}" put --namespace cli1 k1 big.safetensors
 expect_error "may not read namespace 'other'" $EC "${LR[@]}" get --namespace other k1 -o /dev/null
+check "a refusal under --json says its code, PermissionDenied" bash -c "$EC ${LR[*]} --json get --namespace other k1 -o /dev/null 2>/dev/null | grep -q '\"code\": *\"PermissionDenied\"'"
 check "a granted read over TLS answers (a miss is NotFound, not a refusal)" \
   bash -c "$EC ${LR[*]} get --namespace cli1 nope -o /dev/null 2>&1 | grep -q NotFound"
 printf 'reader cert=reader ns=cli*,other rights=read\n' >acl.txt
