@@ -383,7 +383,8 @@ void AnnounceServing(const Globals& g, const ServeArgs& a, const net::Server& se
       server.checks_put_pieces_behind() ? "on a helper thread per worker" : "as they land");
   std::printf(
       "serving %s on %s (port %u, transport %s)%s; SIGINT/SIGTERM to stop, SIGHUP to "
-      "persist the pool\n",
+      "persist the pool and reload the token, ACL, TLS pair, log level and slow-request "
+      "threshold\n",
       g.dir.c_str(), a.listen.c_str(), server.port(), server.transport(),
       http ? (", metrics port " + std::to_string(http->port())).c_str() : "");
   std::fflush(stdout);

@@ -15,7 +15,8 @@ constexpr uint8_t kTlsHandshake = 0x16;
 constexpr size_t kMaxLogged = 4096;
 
 const char* const kNoPrincipal =
-    "no principal is proved by this connection: give the secret of one (ClientOptions::token), "
+    "no principal is proved by this connection: give the secret of one (EC_STORE_TOKEN or "
+    "--token-file; token= in Python), "
     "a client certificate the ACL names (cert=), or connect over the unix socket as a uid it "
     "names (uid=)";
 
@@ -105,7 +106,7 @@ Result<HandshakeStep> Gate::Secure(Stream* io, std::unique_ptr<TlsSession>* pend
 Status Gate::RefusePlain(int fd, const std::string& peer) {
   Status st = Status::InvalidArgument(
       "this server requires TLS on this port: connect with tls://HOST:PORT and the CA that "
-      "signed its certificate (--tls-ca, ClientOptions::tls)");
+      "signed its certificate (--tls-ca; tls= in Python)");
   uint8_t hdr[kHeaderBytes];
   const std::string body = ErrorBody(st);
   EncodeHeader({kVersion, Op::kError, 0, body.size()}, hdr);
@@ -163,7 +164,8 @@ Status Gate::Resolve(Identity* who, bool count_refusal) {
       if (const Principal* p = acl->BySecretDigest(*proof.secret)) return found(p);
     if (count_refusal && opt_.metrics) opt_.metrics->RecordRefusedToken();
     return Status::InvalidArgument(
-        "wrong or missing token: this server requires the shared secret (ClientOptions::token)");
+        "wrong or missing token: this server requires the shared secret (EC_STORE_TOKEN or "
+        "--token-file; token= in Python)");
   }
   if (proof.cert) {
     if (acl) {
@@ -188,7 +190,8 @@ Status Gate::Resolve(Identity* who, bool count_refusal) {
   refused(Refusal::kPermission);
   if (token.empty() && acl) return Status::PermissionDenied(kNoPrincipal);
   return Status::InvalidArgument(
-      "wrong or missing token: this server requires the shared secret (ClientOptions::token)");
+      "wrong or missing token: this server requires the shared secret (EC_STORE_TOKEN or "
+      "--token-file; token= in Python)");
 }
 
 // The principal as the ACL and token now have it, from the connection's own proof: an edit
