@@ -30,6 +30,19 @@ int64_t FromBigEndian(const zmq::message_t& m) {
   return v;
 }
 
+// The frames of one message waiting on `s` (none where nothing waits), never blocking.
+std::vector<zmq::message_t> TakeMessage(zmq::socket_t& s) {
+  std::vector<zmq::message_t> frames;
+  for (;;) {
+    zmq::message_t m;
+    if (!s.recv(m, zmq::recv_flags::dontwait)) break;
+    const bool more = m.more();
+    frames.push_back(std::move(m));
+    if (!more) break;
+  }
+  return frames;
+}
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -231,14 +244,7 @@ size_t EventPublisher::Flush() {
 
 void EventPublisher::Answer() {
   auto& r = sockets_->router;
-  std::vector<zmq::message_t> req;
-  for (;;) {
-    zmq::message_t m;
-    if (!r.recv(m, zmq::recv_flags::dontwait)) return;
-    const bool more = m.more();
-    req.push_back(std::move(m));
-    if (!more) break;
-  }
+  std::vector<zmq::message_t> req = TakeMessage(r);
   if (req.size() < 2) return;
   ++replays_;
   const zmq::message_t& id = req.front();
@@ -279,14 +285,7 @@ void EventPublisher::Answer() {
 // ZAP (RFC 27): libzmq asks, for each peer's CURVE handshake, whether its key may in.
 void EventPublisher::Authenticate() {
   auto& z = sockets_->zap;
-  std::vector<zmq::message_t> req;
-  for (;;) {
-    zmq::message_t m;
-    if (!z.recv(m, zmq::recv_flags::dontwait)) break;
-    const bool more = m.more();
-    req.push_back(std::move(m));
-    if (!more) break;
-  }
+  std::vector<zmq::message_t> req = TakeMessage(z);
   if (req.empty()) return;
   // version, request id, domain, address, identity, mechanism, credentials...
   char key[41] = {0};
