@@ -146,6 +146,9 @@ void AddGlobals(CLI::App& app, Globals& g) {
   app.add_option("--dir", g.dir, "store directory")->capture_default_str();
   app.add_flag("--json", g.json, "machine-readable output: one JSON object per line");
   app.add_flag("--pretty", g.pretty, "with --json: indented for humans");
+  app.add_flag("--dry-run", g.dry_run,
+               "check the command line (its command, flags, values and the files they name) "
+               "and exit 0 without running it");
   app.add_option("--pool-size", g.pool_size,
                  "pinned pool size (e.g. 256MiB; MiB, GiB binary, MB, GB decimal)")
       ->check(kSize)
@@ -500,6 +503,13 @@ int Run(int argc, char** argv) {
   }
   if (c.g.log_level_given) spdlog::set_level(spdlog::level::from_str(c.g.log_level));
   try {
+    if (c.g.dry_run) {  // serve's own checks too: what it would refuse before opening anything
+      const char* env_token = std::getenv("EC_STORE_TOKEN");
+      if (app.get_subcommand("serve")->parsed())
+        CheckServe(c.g, c.serve, !c.g.token_file.empty() || (env_token && *env_token));
+      std::printf("ec-store: the command line parses; --dry-run: nothing was run\n");
+      return 0;
+    }
     return Dispatch(c);
   } catch (const std::exception& e) {
     std::string msg = WithFlagHints(e.what());

@@ -39,6 +39,7 @@ struct Globals {
   std::string log_level = "warn";
   bool log_level_given = false;  // serve logs at info unless told
   std::string config;            // the config file read beneath the command line
+  bool dry_run = false;          // the command line parses: say so and run nothing
 };
 
 // JSON output's indent: one object per line unless --pretty.

@@ -411,21 +411,29 @@ int StopServing(ClusterMembership* member, net::Server* server, Store* store,
 
 }  // namespace
 
-int ServeCommand(const Globals& g, const ServeArgs& a,
-                 const std::function<Result<Settings>()>& reread) {
-  const std::string token = ClientToken(g);
-  net::ServerOptions so = ServerOptionsOf(g, a, token);
-  const milliseconds summary = Millis(a.log_summary);
-  // Refused before a long recovery, not after it (Server::Start decides again on the
-  // address it binds).
+void CheckServe(const Globals& g, const ServeArgs& a, bool has_token) {
+  const net::ServerOptions so = ServerOptionsOf(g, a, "");
+  Millis(a.log_summary);
   auto hp = Check(net::ParseHostPort(a.listen));
   const bool certs_required =
       so.tls && !so.tls->ca.empty() && so.tls->client_auth == net::ClientAuth::kRequired;
-  if (token.empty() && a.acl_file.empty() && !certs_required && !net::IsLoopback(hp.host))
+  if (!has_token && a.acl_file.empty() && !certs_required && !net::IsLoopback(hp.host))
     throw CliError("InvalidArgument: listening on " + hp.host +
                    " (not a loopback address) needs clients that prove who they are: give "
                    "--token-file FILE (or set EC_STORE_TOKEN), --acl-file FILE, or --tls-cert, "
                    "--tls-key and --tls-ca (client certificates required)");
+  CheckEvents(g, a);
+}
+
+int ServeCommand(const Globals& g, const ServeArgs& a,
+                 const std::function<Result<Settings>()>& reread) {
+  const std::string token = ClientToken(g);
+  // Refused before a long recovery, not after it (Server::Start decides again on the
+  // address it binds).
+  CheckServe(g, a, !token.empty());
+  net::ServerOptions so = ServerOptionsOf(g, a, token);
+  const milliseconds summary = Millis(a.log_summary);
+  auto hp = Check(net::ParseHostPort(a.listen));
   sigset_t stop = BlockStopSignalsAndSetUpLogs(g, a);
   FitOpenFilesLimit(a.max_connections);
   Lifecycle life;

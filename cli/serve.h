@@ -47,6 +47,10 @@ struct Settings {
 // `reread` gives the settings as the command line, environment and config file say now: at
 // SIGHUP the log level, the slow-request threshold and the token take effect, and any other
 // change is logged as needing a restart.
+// What serve checks before it opens anything: its addresses and durations, that a
+// non-loopback --listen has a way for clients to prove themselves (`has_token`: a token given
+// by file or environment), and the event stream's rules. CliError says what to give.
+void CheckServe(const Globals& g, const ServeArgs& a, bool has_token);
 int ServeCommand(const Globals& g, const ServeArgs& a,
                  const std::function<Result<Settings>()>& reread);
 // `serve`'s options, into `a` (cli/serve_flags.cc).

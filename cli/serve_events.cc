@@ -41,23 +41,8 @@ bool LocalEndpoint(const std::string& at) {
 // The events' CURVE secret key from --events-key; refused at start where the sockets would
 // be open to anyone a daemon with TLS or an ACL, or other hosts, would not let in.
 std::string EventsKey(const Globals& g, const ServeArgs& a) {
-  const bool guarded = !g.tls_cert.empty() || !a.acl_file.empty();
-  const bool local =
-      LocalEndpoint(a.events) && (a.events_replay.empty() || LocalEndpoint(a.events_replay));
-  if (a.events_key.empty()) {
-    if (guarded || !local)
-      throw CliError(
-          "InvalidArgument: --events " + a.events +
-          (guarded ? " beside TLS or an ACL" : " (not a loopback address)") +
-          " would tell anyone every namespace and key: give --events-key FILE (CURVE; make "
-          "one with `ec-store events-keys PREFIX`) and subscribers' curve= keys with the events "
-          "right in --acl-file");
-    return "";
-  }
-  if (a.acl_file.empty())
-    throw CliError(
-        "InvalidArgument: --events-key needs --acl-file: its curve= proofs with the "
-        "events right say which subscribers may in (docs/events.md)");
+  CheckEvents(g, a);
+  if (a.events_key.empty()) return "";
   auto text = safetensors::ReadFile(a.events_key);
   if (!text.ok())
     throw CliError("InvalidArgument: --events-key " + a.events_key + ": " +
@@ -69,13 +54,32 @@ std::string EventsKey(const Globals& g, const ServeArgs& a) {
 
 }  // namespace
 
-void StartEvents(const Globals& g, const ServeArgs& a, const std::optional<ClusterJoin>& join,
-                 Store* store, Events* out) {
+void CheckEvents(const Globals& g, const ServeArgs& a) {
   if (a.events.empty()) {
     if (!a.events_replay.empty())
       throw CliError("InvalidArgument: --events-replay needs --events (the stream it replays)");
     return;
   }
+  const bool guarded = !g.tls_cert.empty() || !a.acl_file.empty();
+  const bool local =
+      LocalEndpoint(a.events) && (a.events_replay.empty() || LocalEndpoint(a.events_replay));
+  if (a.events_key.empty() && (guarded || !local))
+    throw CliError(
+        "InvalidArgument: --events " + a.events +
+        (guarded ? " beside TLS or an ACL" : " (not a loopback address)") +
+        " would tell anyone every namespace and key: give --events-key FILE (CURVE; make "
+        "one with `ec-store events-keys PREFIX`) and subscribers' curve= keys with the events "
+        "right in --acl-file");
+  if (!a.events_key.empty() && a.acl_file.empty())
+    throw CliError(
+        "InvalidArgument: --events-key needs --acl-file: its curve= proofs with the "
+        "events right say which subscribers may in (docs/events.md)");
+}
+
+void StartEvents(const Globals& g, const ServeArgs& a, const std::optional<ClusterJoin>& join,
+                 Store* store, Events* out) {
+  CheckEvents(g, a);
+  if (a.events.empty()) return;
   events::EventOptions o;
   o.publish = a.events;
   o.replay = a.events_replay;

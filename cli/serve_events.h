@@ -38,6 +38,9 @@ struct Events {
 // --events-key, or where a flag is wrong.
 void StartEvents(const Globals& g, const ServeArgs& a, const std::optional<ClusterJoin>& join,
                  Store* store, Events* out);
+// StartEvents's checks of the flags alone (no key file read): CliError where they would be
+// refused.
+void CheckEvents(const Globals& g, const ServeArgs& a);
 
 // `events-keys PREFIX`: a CURVE key pair, the secret key in PREFIX.key (mode 0600: give it
 // to serve --events-key) and the public key in PREFIX.pub (printed too: a subscriber's goes

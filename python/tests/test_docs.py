@@ -168,3 +168,60 @@ def test_the_operations_pages_daemon_block_runs_as_written(tmp_path):
     finally:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=60) == 0
+
+
+DOCS = [README] + sorted(
+    os.path.join(os.path.dirname(README), "docs", f)
+    for f in os.listdir(os.path.join(os.path.dirname(README), "docs")) if f.endswith(".md"))
+
+
+def documented_commands():
+    """(page, line) of every `ec-store` command in the pages' sh blocks, continuation lines
+    joined, a trailing `&`, comment or pipe left off, with the environment the line sets;
+    lines with a placeholder (<...>) or a shell substitution are the reader's to fill, and
+    are left out."""
+    out = []
+    for page in DOCS:
+        for block in re.findall(r"```(?:sh|bash|console)\n(.*?)```", open(page).read(), re.S):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                line = re.sub(r"^\s*(\$\s+)?(sudo\s+(-u\s+\S+\s+)?)?", "", line)
+                env = dict(re.findall(r"([A-Z_]+)=(\S+)\s+", re.match(r"([A-Z_]+=\S+\s+)*",
+                                                                    line).group(0)))
+                line = re.sub(r"^([A-Z_]+=\S+\s+)*", "", line)
+                if not line.startswith("ec-store "):
+                    continue
+                line = re.split(r"\s(\||&&|;|#|>|2>)\s?", line)[0].rstrip(" &")
+                if re.search(r"<[^>]*>|\.\.\.|\$\(|`|\$\{|\[", line):
+                    continue
+                out.append((os.path.basename(page), env, line))
+    return out
+
+
+def test_every_documented_command_line_parses(tmp_path):
+    """Each command the pages show is one the CLI takes: its command, flags and values, as
+    pasted (--dry-run checks them and runs nothing). A file a command names is made empty
+    where the page means the reader's own."""
+    import shlex
+
+    binary = _ec_store_bin()
+    commands = documented_commands()
+    assert len(commands) > 30, commands
+    failed, made = [], []
+    for page, env, line in commands:
+        argv = shlex.split(line)[1:]
+        for _ in range(4):  # a file the reader would have: made, and tried again
+            r = subprocess.run([binary, "--dry-run", *argv], cwd=tmp_path, capture_output=True,
+                               text=True, env={**os.environ, "EC_STORE_TOKEN": "", **env})
+            missing = re.search(r"File does not exist: ([^;\s]+)", r.stderr)
+            if r.returncode == 0 or not missing or missing.group(1).startswith("/") and \
+                    not missing.group(1).startswith("/tmp/"):
+                break
+            path = tmp_path / missing.group(1)  # an absolute one under /tmp stays where it is
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")
+            made.append(path)
+        if r.returncode != 0:
+            failed.append(f"{page}: {line}\n    {r.stderr.strip()}")
+    for path in made:
+        path.unlink(missing_ok=True)
+    assert not failed, "\n".join(failed)
