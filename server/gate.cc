@@ -188,7 +188,12 @@ Status Gate::Resolve(Identity* who, bool count_refusal) {
     return own("local");
   }
   refused(Refusal::kPermission);
-  if (token.empty() && acl) return Status::PermissionDenied(kNoPrincipal);
+  if (token.empty() && acl)
+    return Status::PermissionDenied(std::string(kNoPrincipal) +
+                                    (proof.cert
+                                         ? " (this connection's certificate, CN '" +
+                                               proof.cert->cn + "', is named by no cert= row)"
+                                         : ""));
   return Status::InvalidArgument(
       "wrong or missing token: this server requires the shared secret (EC_STORE_TOKEN or "
       "--token-file; token= in Python)");
