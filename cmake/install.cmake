@@ -24,7 +24,7 @@ install(FILES cache/buffer_io.h cache/cache.h cache/cache_parts.h cache/device_l
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cache)
 install(FILES store/store.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
 install(FILES net/claims.h net/client.h net/connection.h net/device_put.h net/frame_stream.h
-              net/lease_generation.h net/protocol.h net/put_arena.h net/remote_admin.h net/shm_reads.h net/socket.h net/stream.h net/tls.h net/transport.h net/transport_choice.h
+              net/lease_generation.h net/op_table.h net/protocol.h net/put_arena.h net/remote_admin.h net/shm_reads.h net/socket.h net/stream.h net/tls.h net/transport.h net/transport_choice.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)
 install(FILES server/arena_puts.h server/claim_table.h server/device_puts.h
               server/lease_table.h server/list_cursor.h server/piece_checker.h server/prefetcher.h
