@@ -428,17 +428,24 @@ def test_the_readmes_cluster_section_runs_as_written(etcd, tmp_path):
     section = readme[start:readme.index("\n## ", start)]
     block = re.findall(r"```sh\n(.*?)```", section, re.S)[0]
     port = _port()
+    token = tmp_path / "etc" / "token"
+    token.parent.mkdir()
     script = (block.replace("etcd://10.0.0.2:2379", f"etcd://127.0.0.1:{etcd.client}")
               .replace("/var/cache/ec-store", str(tmp_path / "ec"))
+              .replace("/etc/ec-store/token", str(token))
               .replace("0.0.0.0:7070", f"127.0.0.1:{port}")
               .replace("10.0.0.5:7070", f"127.0.0.1:{port}")
               .replace("ec-store ", f"{_ec_store_bin()} "))
-    serve, rest = script.split("&\n", 1)
-    daemon = subprocess.Popen(["bash", "-c", "exec " + serve], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+    # Before the daemon (the token), the daemon (the line ending in &), and after it.
+    before, serve, rest = re.match(r"(.*?)^([^\n]*(?:\\\n[^\n]*)*&)\n(.*)", script,
+                                   re.S | re.M).groups()
+    subprocess.run(["bash", "-euo", "pipefail", "-c", before], check=True)
+    daemon = subprocess.Popen(["bash", "-c", "exec " + serve.rstrip("& ")],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert "port" in daemon.stdout.readline()
-        c = ecstore.connect(f"etcd://127.0.0.1:{etcd.client}/prod")
+        c = ecstore.connect(f"etcd://127.0.0.1:{etcd.client}/prod",
+                            token=token.read_text().strip())
         assert _wait(lambda: len(c.cluster()["nodes"]) == 1)
         c.put("n", "k", np.arange(16, dtype=np.uint8), dtype="U8", shape=[16])
         out = subprocess.run(["bash", "-euo", "pipefail", "-c", rest], capture_output=True,
