@@ -35,69 +35,71 @@ bool Flush(int fd, std::string* s) {
   return true;
 }
 
-// One client connection: its handshake, then the bytes both ways.
-struct Link {
-  UniqueFd client, backend;
-  std::unique_ptr<net::TlsSession> tls;
-  bool established = false, backend_done = false;
-  HandshakeStep read_wants = HandshakeStep::kWantRead, write_wants = HandshakeStep::kWantRead;
-  std::string up, down;  // for the backend; for the client
-  Clock::time_point deadline;
-
-  short ClientEvents() const {
-    if (!established) return EventsFor(read_wants);
-    short ev = up.size() < kBuffer ? EventsFor(read_wants) : 0;
-    return static_cast<short>(ev | (down.empty() ? 0 : EventsFor(write_wants)));
-  }
-  short BackendEvents() const {
-    if (!established) return 0;
-    return static_cast<short>((down.size() < kBuffer && !backend_done ? POLLIN : 0) |
-                              (up.empty() ? 0 : POLLOUT));
-  }
-  // Decrypted bytes from the client on to the backend.
-  bool FromClient() {
-    char buf[16384];
-    while (up.size() < kBuffer) {
-      size_t got = 0;
-      auto r = tls->ReadSome(buf, sizeof(buf), &got);
-      if (!r.ok()) return false;  // closed by the client, or failed
-      if (*r != HandshakeStep::kDone) {
-        read_wants = *r;
-        break;
-      }
-      up.append(buf, got);
-    }
-    return Flush(backend.get(), &up);
-  }
-  // The backend's answer on to the client; false once it is all sent and the backend closed.
-  bool FromBackend() {
-    char buf[65536];
-    while (down.size() < kBuffer && !backend_done) {
-      const ssize_t n = recv(backend.get(), buf, sizeof(buf), MSG_DONTWAIT);
-      if (n == 0) backend_done = true;
-      if (n <= 0) {
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
-        break;
-      }
-      down.append(buf, static_cast<size_t>(n));
-    }
-    while (!down.empty()) {
-      size_t wrote = 0;
-      auto r = tls->WriteSome(down.data(), down.size(), &wrote);
-      if (!r.ok()) return false;
-      if (*r != HandshakeStep::kDone) {
-        write_wants = *r;
-        break;
-      }
-      down.erase(0, wrote);
-    }
-    return !(backend_done && down.empty());
-  }
-};
-
 }  // namespace
 
 class TlsFront::Relay {
+  // A member of the relay, not of the file's anonymous namespace: a class with linkage may
+  // not hold a field of an unnamed namespace's type (a unity build puts both in one file).
+  // One client connection: its handshake, then the bytes both ways.
+  struct Link {
+    UniqueFd client, backend;
+    std::unique_ptr<net::TlsSession> tls;
+    bool established = false, backend_done = false;
+    HandshakeStep read_wants = HandshakeStep::kWantRead, write_wants = HandshakeStep::kWantRead;
+    std::string up, down;  // for the backend; for the client
+    Clock::time_point deadline;
+
+    short ClientEvents() const {
+      if (!established) return EventsFor(read_wants);
+      short ev = up.size() < kBuffer ? EventsFor(read_wants) : 0;
+      return static_cast<short>(ev | (down.empty() ? 0 : EventsFor(write_wants)));
+    }
+    short BackendEvents() const {
+      if (!established) return 0;
+      return static_cast<short>((down.size() < kBuffer && !backend_done ? POLLIN : 0) |
+                                (up.empty() ? 0 : POLLOUT));
+    }
+    // Decrypted bytes from the client on to the backend.
+    bool FromClient() {
+      char buf[16384];
+      while (up.size() < kBuffer) {
+        size_t got = 0;
+        auto r = tls->ReadSome(buf, sizeof(buf), &got);
+        if (!r.ok()) return false;  // closed by the client, or failed
+        if (*r != HandshakeStep::kDone) {
+          read_wants = *r;
+          break;
+        }
+        up.append(buf, got);
+      }
+      return Flush(backend.get(), &up);
+    }
+    // The backend's answer on to the client; false once it is all sent and the backend closed.
+    bool FromBackend() {
+      char buf[65536];
+      while (down.size() < kBuffer && !backend_done) {
+        const ssize_t n = recv(backend.get(), buf, sizeof(buf), MSG_DONTWAIT);
+        if (n == 0) backend_done = true;
+        if (n <= 0) {
+          if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+          break;
+        }
+        down.append(buf, static_cast<size_t>(n));
+      }
+      while (!down.empty()) {
+        size_t wrote = 0;
+        auto r = tls->WriteSome(down.data(), down.size(), &wrote);
+        if (!r.ok()) return false;
+        if (*r != HandshakeStep::kDone) {
+          write_wants = *r;
+          break;
+        }
+        down.erase(0, wrote);
+      }
+      return !(backend_done && down.empty());
+    }
+  };
+
  public:
   Relay(UniqueFd listening, uint16_t port, TlsFrontOptions o, std::shared_ptr<net::TlsContext> ctx,
         UniqueFd wake)
