@@ -185,6 +185,7 @@ std::vector<std::pair<int64_t, std::string>> Ask(zmq::context_t& ctx, const std:
                                                  const std::string& body) {
   zmq::socket_t d(ctx, zmq::socket_type::dealer);
   d.set(zmq::sockopt::rcvtimeo, 5000);
+  d.set(zmq::sockopt::linger, 0);
   d.connect(at);
   d.send(zmq::str_buffer(""), zmq::send_flags::sndmore);
   d.send(zmq::buffer(body));
@@ -366,6 +367,8 @@ TEST(EventPublisher, WithCurveOnlyAnAllowedKeySubscribesOrAsks) {
   zmq::context_t ctx(1);
   auto as = [&](zmq::socket_t& sock, const CurveKeys* keys) {
     sock.set(zmq::sockopt::rcvtimeo, 1500);
+    // A refused socket keeps its request queued; closing the context must not wait for it.
+    sock.set(zmq::sockopt::linger, 0);
     if (keys) {
       sock.set(zmq::sockopt::curve_serverkey, server->public_key);
       sock.set(zmq::sockopt::curve_publickey, keys->public_key);
