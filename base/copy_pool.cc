@@ -25,23 +25,28 @@ CopyPool::CopyPool(unsigned threads, size_t piece_bytes)
 
 CopyPool::~CopyPool() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  wake_.notify_all();
+  wake_.NotifyAll();
   for (auto& t : threads_) t.join();
 }
 
 void CopyPool::Copy(const std::vector<Item>& items) {
   size_t total = 0;
   for (const Item& it : items) total += it.n;
-  std::unique_lock<std::mutex> job(job_mu_, std::try_to_lock);
-  if (threads_.empty() || total < 2 * piece_bytes_ || !job.owns_lock()) {
+  auto here = [&] {
     for (const Item& it : items) std::memcpy(it.dst, it.src, it.n);
-    return;
-  }
-  std::unique_lock<std::mutex> l(mu_);
-  done_cv_.wait(l, [&] { return active_ == 0; });  // a late helper of the last job has left
+  };
+  if (threads_.empty() || total < 2 * piece_bytes_) return here();
+  if (!job_mu_.TryLock()) return here();  // the helpers are another copy's
+  Spread(items);
+  job_mu_.unlock();
+}
+
+void CopyPool::Spread(const std::vector<Item>& items) {
+  UniqueLock l(&mu_);
+  while (active_ != 0) done_cv_.Wait(l);  // a late helper of the last job has left
   pieces_.clear();
   for (const Item& it : items)
     for (size_t off = 0; off < it.n; off += piece_bytes_)
@@ -51,12 +56,13 @@ void CopyPool::Copy(const std::vector<Item>& items) {
   next_ = 0;
   done_ = 0;
   ++gen_;
+  const size_t total = pieces_.size();
   l.unlock();
-  wake_.notify_all();
-  const size_t mine = Drain(pieces_.size());
+  wake_.NotifyAll();
+  const size_t mine = Drain(total);
   l.lock();
   done_ += mine;
-  done_cv_.wait(l, [&] { return done_ == pieces_.size() && active_ == 0; });
+  while (!(done_ == total && active_ == 0)) done_cv_.Wait(l);
 }
 
 // Copies pieces until none are left; returns how many it copied. pieces_ does not change
@@ -70,9 +76,9 @@ size_t CopyPool::Drain(size_t total) {
 
 void CopyPool::Work() {
   uint64_t seen = 0;
-  std::unique_lock<std::mutex> l(mu_);
+  UniqueLock l(&mu_);
   for (;;) {
-    wake_.wait(l, [&] { return stop_ || gen_ != seen; });
+    while (!(stop_ || gen_ != seen)) wake_.Wait(l);
     if (stop_) return;
     seen = gen_;
     ++active_;
@@ -82,7 +88,7 @@ void CopyPool::Work() {
     l.lock();
     done_ += mine;
     --active_;
-    done_cv_.notify_all();
+    done_cv_.NotifyAll();
   }
 }
 

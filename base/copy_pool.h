@@ -6,12 +6,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace ecstore {
 
@@ -56,16 +56,19 @@ class CopyPool {
   };
   void Work();                 // a helper's loop
   size_t Drain(size_t total);  // takes pieces until none are left
+  void Spread(const std::vector<Item>& items) REQUIRES(job_mu_);  // over the helpers too
 
-  std::mutex job_mu_;  // held by the Copy that uses the helpers
-  std::mutex mu_;
-  std::condition_variable wake_, done_cv_;
-  std::vector<Piece> pieces_;  // the job's pieces (written under mu_ before a generation)
+  Mutex job_mu_;  // held by the Copy that uses the helpers
+  Mutex mu_ ACQUIRED_AFTER(job_mu_);
+  CondVar wake_, done_cv_;
+  // The job's pieces: written under mu_ before a new generation, read by Drain without it
+  // (no job starts while a helper is inside).
+  std::vector<Piece> pieces_;
   std::atomic<size_t> next_{0};
-  size_t done_ = 0;      // pieces finished (mu_)
-  unsigned active_ = 0;  // helpers inside Drain (mu_)
-  uint64_t gen_ = 0;     // a new job (mu_)
-  bool stop_ = false;    // (mu_)
+  size_t done_ GUARDED_BY(mu_) = 0;      // pieces finished
+  unsigned active_ GUARDED_BY(mu_) = 0;  // helpers inside Drain
+  uint64_t gen_ GUARDED_BY(mu_) = 0;     // a new job
+  bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -22,6 +22,7 @@
 #define EXCLUDES(...) EC_TSA(locks_excluded(__VA_ARGS__))
 #define ACQUIRE(...) EC_TSA(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) EC_TSA(release_capability(__VA_ARGS__))
+#define TRY_ACQUIRE(...) EC_TSA(try_acquire_capability(__VA_ARGS__))
 #define ACQUIRED_AFTER(...) EC_TSA(acquired_after(__VA_ARGS__))
 #define NO_THREAD_SAFETY_ANALYSIS EC_TSA(no_thread_safety_analysis)
 
@@ -31,6 +32,7 @@ class CAPABILITY("mutex") Mutex {
  public:
   void lock() ACQUIRE() { mu_.lock(); }
   void unlock() RELEASE() { mu_.unlock(); }
+  bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
 
  private:
   std::mutex mu_;

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "bench/etcd_proc.h"
 #include "bench/results.h"
 #include "bench/workloads.h"
@@ -36,7 +37,7 @@ constexpr auto kTtl = std::chrono::seconds(10);
 
 // The change being watched for: node `id` present or absent, acknowledged by etcd at `at`.
 struct Probe {
-  std::mutex mu;
+  Mutex mu;
   uint64_t seq = 0;
   std::string id;
   bool present = false;
@@ -65,7 +66,7 @@ std::unique_ptr<cluster::MemberWatch> Follow(const std::string& uri, Probe* prob
   auto w = cluster::MemberWatch::Start(
       std::move(etcd).value(), name,
       [probe, seen](std::vector<cluster::NodeInfo> members, int64_t) {
-        std::lock_guard<std::mutex> l(probe->mu);
+        MutexLock l(&probe->mu);
         if (probe->seq == 0 || *seen == probe->seq) return;
         const bool present = std::any_of(members.begin(), members.end(),
                                          [&](const auto& m) { return m.id == probe->id; });
@@ -93,7 +94,7 @@ size_t MakeChanges(int changes, size_t nodes, size_t following, const Reg& reg,
     {
       // Set before the change is asked of etcd: staleness is counted from then (an upper
       // bound: it includes etcd's own write).
-      std::lock_guard<std::mutex> l(probe.mu);
+      MutexLock l(&probe.mu);
       probe.seq = static_cast<uint64_t>(c + 1);
       probe.id = NodeRecord(i).id;
       probe.present = join;
@@ -107,7 +108,7 @@ size_t MakeChanges(int changes, size_t nodes, size_t following, const Reg& reg,
       regs->pop_back();
     }
     std::this_thread::sleep_for(std::chrono::seconds(5));
-    std::lock_guard<std::mutex> l(probe.mu);
+    MutexLock l(&probe.mu);
     stale->insert(stale->end(), probe.seen_ms.begin(), probe.seen_ms.end());
     unseen += following - probe.seen_ms.size();
     probe.seq = 0;

@@ -20,6 +20,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "base/mutex.h"
 #include "bench/results.h"
 #include "bench/workloads.h"
 #include "events/publisher.h"
@@ -155,12 +156,12 @@ void LagAndCpu(const Config& cfg) {
   auto pub = Publisher(at, "bench", store.get());
   store->SetEvents(pub.get());
   zmq::context_t ctx(1);
-  std::mutex mu;
+  Mutex mu;
   std::unordered_map<std::string, Clock::time_point> acked, arrived;
   Listener sub(ctx, {at});
   sub.apply = [&](const std::string& key, const std::string&, const std::string& medium,
                   bool stored, Clock::time_point t) {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     if (stored && medium == "pool") arrived.emplace(key, t);
   };
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the SUB connects
@@ -174,7 +175,7 @@ void LagAndCpu(const Config& cfg) {
     const std::string k = Key(1000000 + i);
     Die(store->Put("bench", k, meta, {v.data(), v.size()}), "events lag put");
     const auto t = Clock::now();
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     acked.emplace(k, t);
   }
   const double wall = Since(t0);
@@ -183,7 +184,7 @@ void LagAndCpu(const Config& cfg) {
   Latencies lag;
   size_t missing = 0;
   {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     for (const auto& [k, t] : acked) {
       auto it = arrived.find(k);
       if (it == arrived.end()) {
@@ -273,7 +274,7 @@ class RoutePass {
   std::string Dir(int n) const { return cfg_.dir + "/events-route-" + std::to_string(n); }
 
   void Apply(const std::string& key, int n, const std::string& medium, bool stored) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto& media = index_[key][n];
     if (stored) {
       media.insert(medium);
@@ -285,7 +286,7 @@ class RoutePass {
 
   int Named(const std::string& key) {
     if (exact_) {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       auto it = index_.find(key);
       return it != index_.end() && !it->second.empty() ? it->second.begin()->first : -1;
     }
@@ -310,7 +311,7 @@ class RoutePass {
   std::vector<std::unique_ptr<events::EventPublisher>> pubs_;
   zmq::context_t ctx_{1};
   std::unique_ptr<Listener> sub_;
-  std::mutex mu_;
+  Mutex mu_;
   std::unordered_map<std::string, std::map<int, std::set<std::string>>> index_;
   std::list<std::pair<std::string, int>> lru_;
   std::unordered_map<std::string, std::list<std::pair<std::string, int>>::iterator> lru_at_;

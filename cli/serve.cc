@@ -5,13 +5,14 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+
+#include "base/mutex.h"
 #ifdef EC_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
 #endif
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -159,30 +160,30 @@ void Reload(const std::function<Result<Settings>()>& reread, net::Server* server
 class Lifecycle {
  public:
   void Up(Store* store, net::Server* server, const events::EventPublisher* events) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     store_ = store;
     server_ = server;
     events_ = events;
     phase_ = "serving";
   }
   void Phase(const char* phase) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     phase_ = phase;
     if (std::string(phase) != "serving") store_ = nullptr, server_ = nullptr, events_ = nullptr;
   }
   // Ready: serving, and healthy (a store that cannot persist should get no new traffic).
   Status Ready() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (!server_) return Status::Unavailable(std::string("not serving: ") + phase_);
     return store_->Health();
   }
   // Alive: starting (recovering) counts as healthy; serving asks the store.
   Status Health() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     return store_ ? store_->Health() : Status::Ok();
   }
   std::string Metrics() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (!store_ || !server_) return "# ec-store is " + phase_ + "\n";
     auto stats = store_->Stats();
     if (!stats.ok()) return "# stats unavailable: " + stats.status().ToString() + "\n";
@@ -206,8 +207,12 @@ class Lifecycle {
   void Summaries(milliseconds every, const std::atomic<bool>& stop) {
     uint64_t last_requests = 0, last_errors = 0;
     auto last = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> l(mu_);
-    while (!cv_.wait_for(l, every, [&] { return stop.load(); })) {
+    UniqueLock l(&mu_);
+    for (;;) {
+      const auto until = std::chrono::steady_clock::now() + every;
+      while (!stop.load() && cv_.WaitUntil(l, until)) {
+      }
+      if (stop.load()) break;
       if (!store_ || !server_) continue;
       auto s = store_->Stats();
       if (!s.ok()) continue;
@@ -226,17 +231,17 @@ class Lifecycle {
     }
   }
   void Wake() {
-    { std::lock_guard<std::mutex> l(mu_); }  // a summary thread between its check and its wait
-    cv_.notify_all();
+    { MutexLock l(&mu_); }  // a summary thread between its check and its wait
+    cv_.NotifyAll();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::string phase_ = "starting: recovering the store";
-  Store* store_ = nullptr;
-  net::Server* server_ = nullptr;
-  const events::EventPublisher* events_ = nullptr;
+  Mutex mu_;
+  CondVar cv_;
+  std::string phase_ GUARDED_BY(mu_) = "starting: recovering the store";
+  Store* store_ GUARDED_BY(mu_) = nullptr;
+  net::Server* server_ GUARDED_BY(mu_) = nullptr;
+  const events::EventPublisher* events_ GUARDED_BY(mu_) = nullptr;
 };
 
 // The bracketed choice of a /sys/kernel/mm/transparent_hugepage file ("never", "advise"...).

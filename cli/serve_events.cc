@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/mutex.h"
 #include "base/safetensors.h"
 #include "cli/output.h"
 #include "net/socket.h"
@@ -15,12 +16,12 @@
 namespace ecstore::cli {
 
 void Events::Serving(net::Server* s) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   server = s;
 }
 
 bool Events::MaySubscribe(const std::string& key) {
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   return server && server->gate().MaySubscribe(key);
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "base/mutex.h"
 #include "cli/cluster_commands.h"
 #include "cli/flags.h"
 #include "cli/serve.h"
@@ -25,8 +26,8 @@ namespace ecstore::cli {
 // store before the publisher goes. With CURVE, the server's gate says who may subscribe.
 struct Events {
   Store* store = nullptr;
-  std::mutex mu;
-  net::Server* server = nullptr;  // under mu; null: none may subscribe yet, or any more
+  Mutex mu;
+  net::Server* server GUARDED_BY(mu) = nullptr;  // null: none may subscribe yet, or any more
   std::unique_ptr<events::EventPublisher> pub;
   void Serving(net::Server* s);
   bool MaySubscribe(const std::string& key);

@@ -234,20 +234,21 @@ std::vector<Result<T>> ClusterCache::Batched(std::string_view ns,
     if (by_node.empty()) break;
     auto ask = [&](size_t node, const std::vector<size_t>& idx) {
       routed_ += idx.size();
-      NodeLink& n = *v->nodes[node];
-      std::unique_lock<std::mutex> l;
-      Status st = n.Reach(&l, v->revision);
-      if (!st.ok()) {
+      bool asked = false;
+      Status st = v->nodes[node]->Call(
+          [&](Cache& c) {
+            asked = true;
+            std::vector<Result<T>> r = fn(c, v->nodes[node], idx);
+            Status unavailable = Status::Ok();
+            for (size_t k = 0; k < idx.size(); ++k) {
+              if (r[k].status().IsUnavailable()) unavailable = r[k].status();
+              out[idx[k]] = std::move(r[k]);
+            }
+            return unavailable;  // what the link observes
+          },
+          v->revision);
+      if (!asked)
         for (size_t i : idx) out[i] = st;
-        return;
-      }
-      std::vector<Result<T>> r = fn(n.client(), v->nodes[node], idx);
-      Status unavailable = Status::Ok();
-      for (size_t k = 0; k < idx.size(); ++k) {
-        if (r[k].status().IsUnavailable()) unavailable = r[k].status();
-        out[idx[k]] = std::move(r[k]);
-      }
-      n.Observe(unavailable);
     };
     std::vector<std::function<void()>> parts;
     for (const auto& part : by_node)

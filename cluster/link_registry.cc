@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "base/mutex.h"
+
 namespace ecstore::cluster {
 
 namespace {
@@ -47,7 +49,7 @@ std::shared_ptr<NodeLink> LinkRegistry::Share(const NodeInfo& info, const std::s
                                               std::chrono::milliseconds down_for,
                                               std::chrono::milliseconds idle_close) {
   const std::string key = KeyOf(info, cluster, options, down_for, idle_close);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto& weak = links_[key];
   if (auto live = weak.lock()) return live;
   auto made = std::make_shared<NodeLink>(info, cluster, options, down_for, Connector{}, idle_close);
@@ -56,7 +58,7 @@ std::shared_ptr<NodeLink> LinkRegistry::Share(const NodeInfo& info, const std::s
 }
 
 size_t LinkRegistry::links() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   size_t n = 0;
   for (const auto& [key, weak] : links_) n += weak.expired() ? 0 : 1;
   return n;
@@ -65,7 +67,7 @@ size_t LinkRegistry::links() {
 size_t LinkRegistry::CloseIdle() {
   std::vector<std::shared_ptr<NodeLink>> live;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (auto it = links_.begin(); it != links_.end();) {
       if (auto n = it->second.lock()) {
         live.push_back(std::move(n));

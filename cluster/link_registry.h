@@ -12,7 +12,6 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -20,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/mutex.h"
 #include "cluster/membership.h"
 #include "cluster/node_link.h"
 #include "net/connection.h"
@@ -44,8 +44,8 @@ class LinkRegistry {
   LinkRegistry();
   void Reap();  // the thread
 
-  std::mutex mu_;
-  std::unordered_map<std::string, std::weak_ptr<NodeLink>> links_;  // under mu_
+  Mutex mu_;
+  std::unordered_map<std::string, std::weak_ptr<NodeLink>> links_ GUARDED_BY(mu_);
   std::thread reaper_;  // never joined: the registry lives as long as the process
 };
 

@@ -49,8 +49,10 @@ void MemberWatch::Refresh(int64_t revision) {
 }
 
 void MemberWatch::Pause(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> l(wait_mu_);
-  wait_cv_.wait_for(l, d, [&] { return stop_.load(); });
+  const auto until = std::chrono::steady_clock::now() + d;
+  UniqueLock l(&wait_mu_);
+  while (!stop_.load() && wait_cv_.WaitUntil(l, until)) {
+  }
 }
 
 // A view is confirmed when etcd, asked after it was told, shows nothing under the prefix
@@ -123,8 +125,8 @@ Result<std::unique_ptr<MemberWatch>> MemberWatch::Start(EtcdClient etcd, std::st
 MemberWatch::~MemberWatch() {
   stop_ = true;
   cancel_.Cancel();
-  { std::lock_guard<std::mutex> l(wait_mu_); }
-  wait_cv_.notify_all();
+  { MutexLock l(&wait_mu_); }
+  wait_cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
   if (confirm_.joinable()) confirm_.join();
 }

@@ -21,7 +21,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -100,8 +99,8 @@ class MemberWatch {
   int64_t applied_keys_ GUARDED_BY(applied_mu_) = 0;
   EtcdClient::WatchCancel cancel_;
   std::atomic<bool> stop_{false};
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
+  Mutex wait_mu_;  // guards no field: Pause waits on it (stop_ is atomic)
+  CondVar wait_cv_;
   std::thread thread_, confirm_;
 };
 

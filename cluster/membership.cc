@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "base/mutex.h"
 #include "net/socket.h"
 
 namespace ecstore::cluster {
@@ -202,8 +203,12 @@ void Registration::KeepAlive() {
   // A quarter of the TTL between renewals: two may be lost, or slow, before the fence (the
   // TTL less its margin from the last acknowledged one) closes.
   const auto every = std::chrono::milliseconds(ttl_) / 4;
-  std::unique_lock<std::mutex> l(mu_);
-  while (!cv_.wait_for(l, every, [&] { return stop_; })) {
+  UniqueLock l(&mu_);
+  for (;;) {
+    const auto until = std::chrono::steady_clock::now() + every;
+    while (!stop_ && cv_.WaitUntil(l, until)) {
+    }
+    if (stop_) break;
     l.unlock();
     Status st = Renew();
     if ((st.IsNotFound() || st.IsInvalidArgument()) && fence_) fence_->LeaseLost();
@@ -230,11 +235,11 @@ void Registration::KeepAlive() {
 void Registration::Stop() {
   if (fence_) fence_->Stop();  // refusing before any reader can see the node leave
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (stop_) return;
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
   Status st = etcd_.Revoke(lease_);
   if (!st.ok())

@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -22,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "cluster/consistency.h"
 #include "cluster/etcd.h"
@@ -131,9 +131,9 @@ class Registration {
   bool kept_ = false;
   int64_t lease_ = 0;  // the keep-alive thread's, and Stop's once it has joined
   std::atomic<bool> registered_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // under mu_
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "base/mutex.h"
 #include "cluster/consistency.h"
 #include "net/client.h"
 
@@ -36,7 +37,7 @@ class NodeLink::Leases : public ReadLease::Releaser {
   void Release(void* token) override {
     auto* h = static_cast<Held*>(token);
     std::shared_ptr<NodeLink> node = h->node;
-    std::lock_guard<std::mutex> l(node->mu_);
+    MutexLock l(&node->mu_);
     delete h;
     node->last_use_us_.store(NowUs());
     --node->leases_;
@@ -89,11 +90,14 @@ void NodeLink::Observe(const Status& st) {
     spdlog::info("cluster {}: node {} answers again", cluster_, info_.id);
 }
 
-Status NodeLink::Reach(std::unique_lock<std::mutex>* l, int64_t view) {
+Status NodeLink::NotDown() const {
   if (down_until_us_.load() > NowUs())
     return Status::Unavailable("cluster node " + info_.id + " at " + info_.tcp +
                                " did not answer a moment ago");
-  *l = std::unique_lock<std::mutex>(mu_);
+  return Status::Ok();
+}
+
+Status NodeLink::Connected(int64_t view) {
   if (!client_) {
     auto c = Connect();
     if (!c.ok()) return c.status();
@@ -166,26 +170,32 @@ Result<ReadLease> NodeLink::Wrap(Result<ReadLease> got) {
 }
 
 void NodeLink::IfConnected(const std::function<void(Cache&)>& fn) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (client_) fn(*client_);
 }
 
 bool NodeLink::CloseIfIdle() {
   if (idle_close_.count() <= 0 || leases_.load() > 0) return false;
-  std::unique_lock<std::mutex> l(mu_, std::try_to_lock);
-  if (!l.owns_lock() || !client_ || leases_.load() > 0) return false;
+  if (!mu_.TryLock()) return false;  // a call in progress: not idle
+  const bool closed = CloseIdle();
+  mu_.unlock();
+  return closed;
+}
+
+bool NodeLink::CloseIdle() {
+  if (!client_ || leases_.load() > 0) return false;
   if (NowUs() - last_use_us_.load() < std::chrono::microseconds(idle_close_).count()) return false;
   client_.reset();
   return true;
 }
 
 bool NodeLink::connected() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return client_ != nullptr;
 }
 
 Status NodeLink::Register(const BufferDesc& memory) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   registered_.push_back(memory);
   MemoryRegistration* m = client_ ? client_->capabilities().memory : nullptr;
   Status st = m ? m->RegisterMemory(memory) : Status::Ok();
@@ -194,7 +204,7 @@ Status NodeLink::Register(const BufferDesc& memory) {
 }
 
 void NodeLink::Unregister(const BufferDesc& memory) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = std::find_if(registered_.begin(), registered_.end(), [&](const BufferDesc& r) {
     return r.data == memory.data && r.size == memory.size;
   });

@@ -12,7 +12,7 @@
 // idle for `idle_close` with no lease read through it is closed (CloseIfIdle); the next
 // call makes it again, as the first did.
 //
-// Thread rules: thread-safe. One call at a time on the connection (mu); Call, Reach,
+// Thread rules: thread-safe. One call at a time on the connection (mu_); Call,
 // CloseIfIdle and the leases' releases take it. A node that changes address or restarts (a
 // new incarnation) is a new NodeLink; the old one lives on while leases on it do.
 #pragma once
@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "cache/cache.h"
 #include "cluster/membership.h"
 #include "net/connection.h"
@@ -46,22 +47,21 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
   // node id or host its record claims.
   static uint64_t unproven();
 
-  // Holds the link's mutex in *l with its connection made; Unavailable at once while the
-  // node is marked down, or when it cannot be reached (then marked down). A node that does
-  // not answer costs one deadline, whatever transports were tried. `view` (0: none): the
-  // etcd revision of the members the next requests are routed by, declared to the node
-  // where it changed (net::Client::SetView).
-  Status Reach(std::unique_lock<std::mutex>* l, int64_t view = 0);
-  Cache& client() { return *client_; }  // with the mutex held by Reach
   // Down on Unavailable (for down_for, told in the log once) but a refusal of the caller's
   // view (kViewBehind: the node answers), else up; the end of a call (idle from now).
   void Observe(const Status& st);
 
-  // fn(client) under Reach, then Observe of what it returned.
+  // fn(client) with the link's mutex held and its connection made, then Observe of what it
+  // returned. Unavailable without calling fn at once while the node is marked down, or when
+  // it cannot be reached (then marked down): a node that does not answer costs one
+  // deadline, whatever transports were tried. `view` (0: none): the etcd revision of the
+  // members the requests are routed by, declared to the node where it changed
+  // (net::Client::SetView).
   template <typename Fn>
   auto Call(Fn fn, int64_t view = 0) -> decltype(fn(std::declval<Cache&>())) {
-    std::unique_lock<std::mutex> l;
-    if (Status st = Reach(&l, view); !st.ok()) return st;
+    if (Status st = NotDown(); !st.ok()) return st;
+    MutexLock l(&mu_);
+    if (Status st = Connected(view); !st.ok()) return st;
     auto r = fn(*client_);
     Observe(StatusOf(r));
     return r;
@@ -90,7 +90,12 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
   }
   static int64_t NowUs();
   void MarkDown(const Status& why);
-  void RegisterAll();                        // registered_ with a new client_ (mu_ held)
+  // Unavailable while the node is marked down: looked at before the mutex, which a call to
+  // a hung node holds for its deadline.
+  Status NotDown() const;
+  Status Connected(int64_t view) REQUIRES(mu_);  // client_ made, `view` declared to it
+  void RegisterAll() REQUIRES(mu_);              // registered_ with a new client_
+  bool CloseIdle() REQUIRES(mu_);
   Result<std::unique_ptr<Cache>> Connect();  // net::Client's transports, or the Connector
 
   const NodeInfo info_;
@@ -99,10 +104,10 @@ class NodeLink : public std::enable_shared_from_this<NodeLink> {
   const std::chrono::milliseconds down_for_;
   const Connector connector_;
   const std::chrono::milliseconds idle_close_;
-  std::mutex mu_;                       // one call at a time on client_
-  std::unique_ptr<Cache> client_;       // under mu_; connected at the first call
-  int64_t declared_ = 0;                // under mu_: the view told to client_
-  std::vector<BufferDesc> registered_;  // under mu_: Register's, each once per call
+  Mutex mu_;                                            // one call at a time on client_
+  std::unique_ptr<Cache> client_ GUARDED_BY(mu_);       // connected at the first call
+  int64_t declared_ GUARDED_BY(mu_) = 0;                // the view told to client_
+  std::vector<BufferDesc> registered_ GUARDED_BY(mu_);  // Register's, each once per call
   std::atomic<int64_t> last_use_us_{0};
   std::atomic<int64_t> leases_{0};  // read through this link and not released yet
   std::atomic<int64_t> down_until_us_{0};

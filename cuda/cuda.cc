@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "base/mutex.h"
 #include "cuda/events.h"
 #include "cuda/peer.h"
 
@@ -340,9 +341,9 @@ Result<DeviceAllocation> AllocationOf(const void* p) {
   a.buffer_id = id;
   a.device = device;
   // Each device's bus id, asked once (it is asked for every put).
-  static std::mutex mu;
+  static Mutex mu;
   static std::map<int, std::string> bus_ids;
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   auto& bus_id = bus_ids[device];
   if (bus_id.empty()) {
     char bus[32] = {};

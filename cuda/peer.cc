@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/mutex.h"
+
 namespace ecstore::cuda {
 
 const char* CrossGpuName(CrossGpu way) {
@@ -30,7 +32,7 @@ PeerRoutes& PeerRoutes::Process() {
 
 CrossGpu PeerRoutes::Route(int dst_device, int src_device) {
   if (dst_device == src_device) return CrossGpu::kSameDevice;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!allow_) return CrossGpu::kHostPath;
   auto [it, fresh] = peer_.try_emplace({dst_device, src_device}, false);
   if (fresh) {
@@ -52,17 +54,17 @@ CrossGpu PeerRoutes::Route(int dst_device, int src_device) {
 }
 
 void PeerRoutes::AllowPeer(bool allow) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   allow_ = allow;
 }
 
 bool PeerRoutes::peer_allowed() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return allow_;
 }
 
 void PeerRoutes::Count(CrossGpu way, uint64_t bytes) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (way == CrossGpu::kPeer)
     ++counts_.peer_copies, counts_.peer_bytes += bytes;
   else if (way == CrossGpu::kHostPath)
@@ -70,7 +72,7 @@ void PeerRoutes::Count(CrossGpu way, uint64_t bytes) {
 }
 
 PeerRoutes::Counts PeerRoutes::counts() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return counts_;
 }
 

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <utility>
 
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace ecstore::cuda {
@@ -64,10 +65,10 @@ class PeerRoutes {
 
  private:
   PeerTopology* const topology_;
-  mutable std::mutex mu_;
-  bool allow_;                                // guarded by mu_
-  std::map<std::pair<int, int>, bool> peer_;  // (dst, src) -> peer copies work; by mu_
-  Counts counts_;                             // guarded by mu_
+  mutable Mutex mu_;
+  bool allow_ GUARDED_BY(mu_);
+  std::map<std::pair<int, int>, bool> peer_ GUARDED_BY(mu_);  // (dst, src) -> peer copies work
+  Counts counts_ GUARDED_BY(mu_);
 };
 
 }  // namespace ecstore::cuda

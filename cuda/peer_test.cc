@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "cuda/cuda.h"
 
 namespace ecstore::cuda {
@@ -19,17 +20,17 @@ namespace {
 class FakeTopology : public PeerTopology {
  public:
   bool CanAccessPeer(int device, int peer) override {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     asked.insert({device, peer});
     return device != 2 && peer != 2;
   }
   Status EnablePeerAccess(int device, int peer) override {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     enabled.push_back({device, peer});
     if (peer == 3) return Status::IOError("cudaDeviceEnablePeerAccess: too many peers");
     return Status::Ok();
   }
-  std::mutex mu;
+  Mutex mu;
   std::set<std::pair<int, int>> asked;
   std::vector<std::pair<int, int>> enabled;
 };

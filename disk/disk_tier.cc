@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/mutex.h"
 #include "disk/codec.h"
 
 namespace ecstore {
@@ -38,6 +39,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, Env* en
   t->io_ = std::move(io).value();
   auto names = env->ListDir(dir);
   if (!names.ok()) return names.status();
+  MutexLock l(&t->mu_);  // no other thread sees t yet; the analysis wants it held
   for (const std::string& n : *names) {
     uint32_t id;
     if (!ParseSegmentName(n, &id)) continue;
@@ -53,7 +55,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir, Env* en
 
 DiskTier::~DiskTier() {
   io_.reset();
-  std::lock_guard<std::mutex> append_lock(append_mu_);
+  MutexLock append_lock(&append_mu_);
   SealActiveLocked();  // a clean close gives the preallocated space back
 }
 
@@ -107,19 +109,19 @@ Result<std::shared_ptr<DiskTier::Segment>> DiskTier::OpenSegment(uint32_t id, bo
 }
 
 std::shared_ptr<DiskTier::Segment> DiskTier::Find(uint32_t id) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = segments_.find(id);
   return it == segments_.end() ? nullptr : it->second;
 }
 
 Status DiskTier::Append(const std::vector<WriteItem>& items, std::vector<DiskLocation>* locs) {
-  std::lock_guard<std::mutex> append_lock(append_mu_);
+  MutexLock append_lock(&append_mu_);
   locs->clear();
   uint64_t total = 0;
   for (const auto& it : items) total += it.info.record_bytes();
   std::shared_ptr<Segment> seg, prev;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto cur = segments_.find(active_);
     if (!sealed_ && cur != segments_.end() &&
         (cur->second->size == 0 || cur->second->size + total <= opt_.segment_bytes)) {
@@ -132,14 +134,14 @@ Status DiskTier::Append(const std::vector<WriteItem>& items, std::vector<DiskLoc
     if (prev) Release(*prev);
     uint32_t id;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       id = active_ + 1;
     }
     auto created = OpenSegment(id, true);
     if (!created.ok()) return created.status();
     seg = *created;
     Preallocate(*seg);
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     segments_[id] = seg;
     active_ = id;
     sealed_ = false;
@@ -312,14 +314,14 @@ Result<uint64_t> DiskTier::FindNextHeader(const Segment& seg, uint64_t from, uin
 }
 
 std::vector<uint32_t> DiskTier::Segments() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<uint32_t> ids;
   for (const auto& [id, _] : segments_) ids.push_back(id);
   return ids;
 }
 
 uint32_t DiskTier::active_segment() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return sealed_ ? 0 : active_;
 }
 
@@ -329,14 +331,14 @@ uint64_t DiskTier::SegmentSize(uint32_t id) const {
 }
 
 uint64_t DiskTier::file_bytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   uint64_t n = 0;
   for (const auto& [_, s] : segments_) n += s->size;
   return n;
 }
 
 uint64_t DiskTier::FileBytesAfter(uint64_t incoming) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   uint64_t now = 0;
   for (const auto& [_, s] : segments_) now += std::max(s->size.load(), s->preallocated.load());
   auto cur = segments_.find(active_);
@@ -351,7 +353,7 @@ uint64_t DiskTier::FileBytesAfter(uint64_t incoming) const {
 Status DiskTier::DropSegment(uint32_t id) {
   std::shared_ptr<Segment> seg;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto it = segments_.find(id);
     if (it == segments_.end()) return Status::Ok();
     seg = it->second;
@@ -370,10 +372,10 @@ Status DiskTier::TruncateSegment(uint32_t id, uint64_t size) {
 }
 
 void DiskTier::ReopenTail() {
-  std::lock_guard<std::mutex> append_lock(append_mu_);
+  MutexLock append_lock(&append_mu_);
   std::shared_ptr<Segment> tail;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto it = segments_.find(active_);
     if (it != segments_.end() && it->second->size < opt_.segment_bytes &&
         it->second->size % kBlockSize == 0) {
@@ -387,14 +389,14 @@ void DiskTier::ReopenTail() {
 // Under append_mu_: giving back the preallocated space truncates the file to the appended
 // bytes, which must not race an append that wrote past them and has not yet said so.
 void DiskTier::SealActive() {
-  std::lock_guard<std::mutex> append_lock(append_mu_);
+  MutexLock append_lock(&append_mu_);
   SealActiveLocked();
 }
 
 void DiskTier::SealActiveLocked() {
   std::shared_ptr<Segment> was;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (!sealed_)
       if (auto it = segments_.find(active_); it != segments_.end()) was = it->second;
     sealed_ = true;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/mutex.h"
 #include "disk/io_queue.h"
 #include "disk/record.h"
 
@@ -117,19 +118,19 @@ class DiskTier {
   Status ReadMany(std::vector<StoredRead>& reads, bool with_headers,
                   const IoMeanwhile& meanwhile = nullptr);
   // Both under append_mu_ (Release truncates the file to the bytes appended so far).
-  void Preallocate(Segment& seg);  // the append target's blocks, up to segment_bytes
-  void Release(Segment& seg);      // gives back what it did not use (its length = size)
-  void SealActiveLocked();
+  void Preallocate(Segment& seg) REQUIRES(append_mu_);  // its blocks, up to segment_bytes
+  void Release(Segment& seg) REQUIRES(append_mu_);      // gives back what it did not use
+  void SealActiveLocked() REQUIRES(append_mu_);
 
   std::string dir_;
   Env* env_;
   DiskOptions opt_;
   std::unique_ptr<IoService> io_;
-  std::mutex append_mu_;   // serializes appends (one tail)
-  mutable std::mutex mu_;  // guards segments_, active_, sealed_
-  std::map<uint32_t, std::shared_ptr<Segment>> segments_;
-  uint32_t active_ = 0;
-  bool sealed_ = false;
+  Mutex append_mu_;  // serializes appends (one tail)
+  mutable Mutex mu_ ACQUIRED_AFTER(append_mu_);
+  std::map<uint32_t, std::shared_ptr<Segment>> segments_ GUARDED_BY(mu_);
+  uint32_t active_ GUARDED_BY(mu_) = 0;
+  bool sealed_ GUARDED_BY(mu_) = false;
   std::atomic<bool> prealloc_warned_{false};
 };
 

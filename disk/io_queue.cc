@@ -10,6 +10,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "base/mutex.h"
+
 namespace ecstore {
 namespace {
 
@@ -140,12 +142,13 @@ struct IoService::Job {
   const std::vector<IoRequest>* batch;
   bool track = false;  // the caller wants IoProgress
   // Between the loop and Run's thread:
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;
-  bool advanced = false;         // landed moved since Run last looked
-  Status result;                 // once finished
-  std::vector<uint64_t> landed;  // per request: bytes complete from its start (track only)
+  Mutex mu;
+  CondVar cv;
+  bool finished GUARDED_BY(mu) = false;
+  bool advanced GUARDED_BY(mu) = false;  // landed moved since Run last looked
+  Status result GUARDED_BY(mu);          // once finished
+  // Per request: bytes complete from its start (track only).
+  std::vector<uint64_t> landed GUARDED_BY(mu);
   // Loop thread only, while the job is active:
   std::deque<Piece> pending;
   unsigned inflight = 0;
@@ -170,10 +173,10 @@ Result<std::unique_ptr<IoService>> IoService::Start(Env* env, unsigned depth, ui
 
 IoService::~IoService() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   Wake();
   if (thread_.joinable()) thread_.join();
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -192,19 +195,22 @@ Status IoService::Run(const std::vector<IoRequest>& batch, const IoProgress& pro
   Job job;
   job.batch = &batch;
   job.track = progress != nullptr;
-  if (job.track) job.landed.assign(batch.size(), 0);
+  if (job.track) {
+    MutexLock l(&job.mu);  // before the loop sees the job
+    job.landed.assign(batch.size(), 0);
+  }
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (stop_) return Status::Unavailable("I/O service is shut down");
     jobs_.push_back(&job);
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
   Wake();
   if (meanwhile) meanwhile();
-  std::vector<uint64_t> given(job.landed.size()), landed;
-  std::unique_lock<std::mutex> l(job.mu);
+  std::vector<uint64_t> given(job.track ? batch.size() : 0), landed;
+  UniqueLock l(&job.mu);
   for (;;) {
-    job.cv.wait(l, [&] { return job.finished || job.advanced; });
+    while (!(job.finished || job.advanced)) job.cv.Wait(l);
     const bool finished = job.finished;
     if (job.advanced) landed = job.landed;
     job.advanced = false;
@@ -259,8 +265,8 @@ void IoService::Loop() {
   std::vector<IoCompletion> done;
   for (;;) {
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || !jobs_.empty() || !active.empty(); });
+      UniqueLock l(&mu_);
+      while (!(stop_ || !jobs_.empty() || !active.empty())) cv_.Wait(l);
       if (stop_ && jobs_.empty() && active.empty()) return;
       for (Job* job : jobs_) Activate(job, &active);
       jobs_.clear();
@@ -378,18 +384,18 @@ void IoService::Landed(Job* job, const Piece& p, uint64_t n) {
   for (auto next = ahead.begin(); next != ahead.end() && next->first == prefix;
        next = ahead.erase(next))
     prefix = next->second;
-  std::lock_guard<std::mutex> l(job->mu);
+  MutexLock l(&job->mu);
   job->landed[p.index] = prefix;
   job->advanced = true;
-  job->cv.notify_one();
+  job->cv.NotifyOne();
 }
 
 // Ends a job. Run's thread may return (and free the job) as soon as the lock is released.
 void IoService::Finish(Job* job, const Status& st) {
-  std::lock_guard<std::mutex> l(job->mu);
+  MutexLock l(&job->mu);
   job->finished = true;
   job->result = st;
-  job->cv.notify_one();
+  job->cv.NotifyOne();
 }
 
 }  // namespace ecstore

@@ -6,7 +6,6 @@
 // IoProgress (if any) on the caller's thread meanwhile.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace ecstore {
@@ -111,14 +111,14 @@ class IoService {
   std::unique_ptr<IoQueue> queue_;
   uint64_t chunk_;
   unsigned followed_window_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job*> jobs_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Job*> jobs_ GUARDED_BY(mu_);
   unsigned writes_inflight_ = 0;  // Loop thread only
   int wake_fd_ = -1;              // eventfd; Run writes it, the ring has a read of it armed
   uint64_t wake_buf_ = 0;         // Loop thread only
   bool wake_armed_ = false;       // Loop thread only
-  bool stop_ = false;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -9,13 +9,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/test_util.h"
 #include "disk/aligned_buffer.h"
 #include "disk/record.h"
@@ -179,23 +179,26 @@ TEST(IoService, ProgressComesWhileTheRestIsStillInFlight) {
   const size_t half = 16 * 1024;
   auto p = testing::Payload(7, 2 * half);
   std::vector<uint8_t> got(2 * half);
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   uint64_t landed = 0;
   std::thread writer([&] {
     ASSERT_EQ(static_cast<ssize_t>(half), write(pipe_fds[1], p.data(), half));
-    std::unique_lock<std::mutex> l(mu);
-    const bool early = cv.wait_for(l, std::chrono::seconds(10), [&] { return landed >= half; });
+    UniqueLock l(&mu);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (landed < half && cv.WaitUntil(l, until)) {
+    }
+    const bool early = landed >= half;
     EXPECT_TRUE(early) << "the first half was not given while the read was in flight";
     l.unlock();
     ASSERT_EQ(static_cast<ssize_t>(half), write(pipe_fds[1], p.data() + half, half));
   });
   Status st = (*svc)->Run({{IoOp::kRead, pipe_fds[0], got.data(), 2 * half, 0, 0}},
                           [&](size_t, uint64_t from, uint64_t len) {
-                            std::lock_guard<std::mutex> l(mu);
+                            MutexLock l(&mu);
                             EXPECT_EQ(from, landed);
                             landed = from + len;
-                            cv.notify_all();
+                            cv.NotifyAll();
                           });
   writer.join();
   ASSERT_TRUE(st.ok()) << st.ToString();

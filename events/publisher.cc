@@ -10,6 +10,8 @@
 #include <msgpack.hpp>
 #include <zmq.hpp>
 
+#include "base/mutex.h"
+
 namespace ecstore::events {
 
 namespace {
@@ -175,7 +177,7 @@ EventPublisher::~EventPublisher() {
 void EventPublisher::Queue(Event e) {
   bool first;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     first = queue_.empty();
     queue_.push_back(std::move(e));
   }
@@ -230,7 +232,7 @@ void EventPublisher::Publish(const std::string& payload) {
 size_t EventPublisher::Flush() {
   std::vector<Event> events;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     events.swap(queue_);
     wake_.Clear();  // these are taken: a wake-up raised for them is spent
   }

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "store/store.h"
 
@@ -116,8 +117,8 @@ class EventPublisher : public EntryEvents {
   Cache* const store_;
   std::unique_ptr<Sockets> sockets_;
   const Wake wake_;
-  std::mutex mu_;
-  std::vector<Event> queue_;                           // under mu_
+  Mutex mu_;
+  std::vector<Event> queue_ GUARDED_BY(mu_);
   std::deque<std::pair<uint64_t, std::string>> kept_;  // the thread's: the last batches
   std::chrono::steady_clock::time_point last_sent_{};  // the thread's: the last batch's time
   const uint64_t first_;

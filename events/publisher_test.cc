@@ -16,6 +16,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "base/mutex.h"
 #include "base/test_util.h"
 #include "base/units.h"
 
@@ -30,15 +31,15 @@ using testing::TempDir;
 class Recorder : public EntryEvents {
  public:
   void Stored(std::string_view, std::string_view key, Tier medium, uint64_t) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     log_.push_back("Stored " + std::string(key) + " " + std::string(TierName(medium)));
   }
   void Removed(std::string_view, std::string_view key, Tier medium) override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     log_.push_back("Removed " + std::string(key) + " " + std::string(TierName(medium)));
   }
   std::vector<std::string> Take() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     return std::exchange(log_, {});
   }
   // key -> media, replaying `events` onto `held`.
@@ -57,7 +58,7 @@ class Recorder : public EntryEvents {
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<std::string> log_;
 };
 

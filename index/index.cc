@@ -8,6 +8,8 @@
 #include <chrono>
 #include <utility>
 
+#include "base/mutex.h"
+
 namespace ecstore {
 namespace {
 
@@ -105,6 +107,7 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& path, bool read_on
   idx->env_ = env;
   idx->read_only_ = read_only;
   if (read_only) return OpenReadOnly(path, std::move(idx));
+  MutexLock l(&idx->db_mu_);  // no other thread sees idx yet; the analysis wants it held
   idx->reader_uri_ = path;
   idx->reader_flags_ = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
   int rc =
@@ -171,6 +174,7 @@ Status Index::SetAside(const std::string& path, Env* env, const Status& why) {
 // caller fills from the segment files (stands_in()).
 Result<std::unique_ptr<Index>> Index::OpenReadOnly(const std::string& path,
                                                    std::unique_ptr<Index> idx) {
+  MutexLock l(&idx->db_mu_);  // no other thread sees idx yet; the analysis wants it held
   std::string why = "no index file";
   if (::access(path.c_str(), F_OK) == 0) {
     for (const char* how : {"?mode=ro", "?immutable=1"}) {
@@ -209,11 +213,12 @@ Result<std::unique_ptr<Index>> Index::OpenReadOnly(const std::string& path,
 Index::~Index() {
   Flush();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (writer_.joinable()) writer_.join();
+  MutexLock l(&db_mu_);
   sqlite3_close(db_);
 }
 
@@ -260,14 +265,14 @@ Result<std::vector<IndexRow>> Index::LoadAll() {
 }
 
 Result<uint64_t> Index::Count() {
-  std::lock_guard<std::mutex> l(db_mu_);
+  MutexLock l(&db_mu_);
   Stmt q(db_, "SELECT count(*) FROM entries");
   if (!q.ok() || sqlite3_step(q.get()) != SQLITE_ROW) return SqlError(db_, "count");
   return static_cast<uint64_t>(sqlite3_column_int64(q.get(), 0));
 }
 
 Status Index::ForEach(const std::function<void(IndexRow&&)>& fn) {
-  std::lock_guard<std::mutex> l(db_mu_);
+  MutexLock l(&db_mu_);
   return Scan(db_, kSelectRows, [&](IndexRow&& r) {
     fn(std::move(r));
     return true;
@@ -276,7 +281,7 @@ Status Index::ForEach(const std::function<void(IndexRow&&)>& fn) {
 
 Status Index::ForEachInOrder(bool from_the_end, const std::function<bool(IndexRow&&)>& fn) {
   if (!from_the_end) {
-    std::lock_guard<std::mutex> l(db_mu_);
+    MutexLock l(&db_mu_);
     return Scan(db_, kSelectRowsAscending, fn);
   }
   if (!CanReadFromBothEnds())
@@ -297,7 +302,7 @@ Status Index::ForEachInOrder(bool from_the_end, const std::function<bool(IndexRo
 }
 
 Result<std::map<uint32_t, uint64_t>> Index::SegmentTails() {
-  std::lock_guard<std::mutex> l(db_mu_);
+  MutexLock l(&db_mu_);
   Stmt q(db_, "SELECT id, tail FROM segments");
   if (!q.ok()) return SqlError(db_, "load segments");
   std::map<uint32_t, uint64_t> tails;
@@ -310,7 +315,7 @@ Result<std::map<uint32_t, uint64_t>> Index::SegmentTails() {
 }
 
 Status Index::Check() {
-  std::lock_guard<std::mutex> l(db_mu_);
+  MutexLock l(&db_mu_);
   Stmt q(db_, "PRAGMA quick_check(1)");
   if (!q.ok()) return SqlError(db_, "check");
   int rc = sqlite3_step(q.get());
@@ -322,18 +327,18 @@ Status Index::Check() {
 
 Status Index::Reset() {
   Flush();
-  std::lock_guard<std::mutex> l(db_mu_);
+  MutexLock l(&db_mu_);
   return Exec("BEGIN IMMEDIATE; DELETE FROM entries; DELETE FROM segments; COMMIT;");
 }
 
 void Index::Enqueue(Op op) {
   if (read_only_) return;  // a read-only store changes nothing on disk
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     queue_.push_back(std::move(op));
     ++enqueued_;
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void Index::EnqueuePut(IndexRow row) { Enqueue(std::move(row)); }
@@ -347,17 +352,17 @@ void Index::EnqueueTail(uint32_t segment, uint64_t tail) { Enqueue(Tail{segment,
 void Index::EnqueueDropSegment(uint32_t segment) { Enqueue(DropSegment{segment}); }
 
 Status Index::Flush() {
-  std::unique_lock<std::mutex> l(mu_);
+  UniqueLock l(&mu_);
   const uint64_t target = enqueued_;
   retry_now_ = true;
-  cv_.notify_one();  // a batch waiting to be retried is tried now, not after its back-off
-  committed_cv_.wait(l, [&] { return attempted_ >= target || stop_; });
+  cv_.NotifyOne();  // a batch waiting to be retried is tried now, not after its back-off
+  while (!(attempted_ >= target || stop_)) committed_cv_.Wait(l);
   if (committed_ >= target) return Status::Ok();
   return last_error_.ok() ? Status::IOError("index closed with changes not written") : last_error_;
 }
 
 Status Index::Apply(const std::vector<Op>& ops) {
-  std::lock_guard<std::mutex> l(db_mu_);
+  MutexLock l(&db_mu_);
   EC_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   Stmt put(db_,
            "INSERT OR REPLACE INTO entries(ns, key, seq, segment, offset, stored_len, codec,"
@@ -450,11 +455,14 @@ void Index::WriterLoop() {
     uint64_t upto;
     bool stopping;
     {
-      std::unique_lock<std::mutex> l(mu_);
-      if (batch.empty())
-        cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
-      else
-        cv_.wait_for(l, backoff, [&] { return stop_ || retry_now_; });
+      UniqueLock l(&mu_);
+      if (batch.empty()) {
+        while (!(stop_ || !queue_.empty())) cv_.Wait(l);
+      } else {
+        const auto until = std::chrono::steady_clock::now() + backoff;
+        while (!(stop_ || retry_now_) && cv_.WaitUntil(l, until)) {
+        }
+      }
       retry_now_ = false;
       if (queue_.empty() && batch.empty()) return;
       while (!queue_.empty()) {
@@ -467,12 +475,12 @@ void Index::WriterLoop() {
     Status st = Apply(batch);
     Status held_back;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       attempted_ = upto;
       if (st.ok()) committed_ = upto;
       held_back = std::exchange(last_error_, st);
     }
-    committed_cv_.notify_all();
+    committed_cv_.NotifyAll();
     if (st.ok() && !held_back.ok())
       spdlog::info("index: the changes held back by \"{}\" are written", held_back.message());
     if (st.ok()) {

@@ -7,7 +7,6 @@
 // the call, so it may run beside one from the start on another thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -22,6 +21,7 @@
 #include "base/entry_record.h"
 #include "base/env.h"
 #include "base/log_limiter.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "base/tensor_meta.h"
 #include "disk/record.h"
@@ -105,31 +105,33 @@ class Index {
   Index() = default;
   static Result<std::unique_ptr<Index>> OpenReadOnly(const std::string& path,
                                                      std::unique_ptr<Index> idx);
-  Status Migrate();
-  Status Exec(const char* sql);
+  Status Migrate() REQUIRES(db_mu_);
+  Status Exec(const char* sql) REQUIRES(db_mu_);
   Status Apply(const std::vector<Op>& ops);
   void Enqueue(Op op);
   void WriterLoop();
 
   Env* env_ = Env::Default();
-  sqlite3* db_ = nullptr;
+  sqlite3* db_ GUARDED_BY(db_mu_) = nullptr;
   std::string reader_uri_;  // how a second, read-only connection opens the file
   int reader_flags_ = 0;
   int version_ = 0;
   bool read_only_ = false;
   bool stands_in_ = false;
-  std::mutex db_mu_;  // the connection
-  std::mutex mu_;     // the queue
-  std::condition_variable cv_;
-  std::condition_variable committed_cv_;
-  std::deque<Op> queue_;
-  uint64_t enqueued_ = 0;
-  uint64_t attempted_ = 0;  // ops the writer has tried to commit (committed or not)
-  uint64_t committed_ = 0;  // ops committed: a prefix of those enqueued
-  bool retry_now_ = false;  // a Flush waits: retry a failed batch without backing off
-  Status last_error_;       // of the latest commit: Ok once a retry succeeds
+  Mutex db_mu_;  // the connection
+  Mutex mu_;     // the queue
+  CondVar cv_;
+  CondVar committed_cv_;
+  std::deque<Op> queue_ GUARDED_BY(mu_);
+  uint64_t enqueued_ GUARDED_BY(mu_) = 0;
+  // Ops the writer has tried to commit (committed or not).
+  uint64_t attempted_ GUARDED_BY(mu_) = 0;
+  uint64_t committed_ GUARDED_BY(mu_) = 0;  // ops committed: a prefix of those enqueued
+  // A Flush waits: retry a failed batch without backing off.
+  bool retry_now_ GUARDED_BY(mu_) = false;
+  Status last_error_ GUARDED_BY(mu_);  // of the latest commit: Ok once a retry succeeds
   LogLimiter error_log_;
-  bool stop_ = false;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread writer_;
 };
 

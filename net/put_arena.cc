@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/mutex.h"
 #include "net/transport.h"
 
 namespace ecstore::net {
@@ -102,7 +103,7 @@ Status SharedArena::RegisterWith(std::shared_ptr<MemoryRegistrar> registrar) {
 
 std::optional<uint64_t> SharedArena::Allocate(uint64_t size) {
   if (size == 0) size = 1;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   uint64_t at = 0;
   auto it = used_.begin();
   for (; it != used_.end(); ++it) {
@@ -115,7 +116,7 @@ std::optional<uint64_t> SharedArena::Allocate(uint64_t size) {
 }
 
 void SharedArena::Free(uint64_t offset) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = std::find_if(used_.begin(), used_.end(),
                          [offset](const auto& u) { return u.first == offset; });
   if (it != used_.end()) used_.erase(it);

@@ -39,6 +39,7 @@
 
 #include "base/copy_pool.h"
 #include "base/memory_backend.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "net/protocol.h"
 #include "net/socket.h"
@@ -78,8 +79,8 @@ class SharedArena {
   uint8_t* base_;
   uint64_t size_;
   std::shared_ptr<MemoryRegistrar> registrar_;  // registered with, until the unmap
-  std::mutex mu_;
-  std::vector<std::pair<uint64_t, uint64_t>> used_;  // (offset, size), by offset
+  Mutex mu_;
+  std::vector<std::pair<uint64_t, uint64_t>> used_ GUARDED_BY(mu_);  // (offset, size), by offset
 };
 
 // How much of a landing block has landed: a u64 in the arena beside the block, raised by the

@@ -8,6 +8,11 @@
    the run that measured it belongs in the commit message and docs/benchmarks.md.
 4. Rooms: a file includes only its own folder and the folders ROOMS lets it see (tests
    included), and the includes inside a folder never run in a circle.
+5. Every lock is seen by clang's thread-safety analysis: no bare std::mutex (shared,
+   recursive, timed) or std::condition_variable declared outside base/mutex.h, which wraps
+   them as Mutex and CondVar with the annotations.
+6. The map is true to the code: every room in ROOMS with code in it has its row in
+   docs/architecture.md's room table.
 
 Usage: python scripts/house_rules.py [ROOT]   (ROOT: a git work tree, default this one)
 Exit 0 when every rule holds; 1 with one line per breach, saying what to do.
@@ -51,6 +56,10 @@ ROOMS = {
     "tests": set(_LIB) | {"include", "sim"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)
+BARE_LOCK = re.compile(r"^\s*(?:static\s+|mutable\s+|inline\s+)*std::(mutex|shared_mutex|"
+                       r"recursive_mutex|timed_mutex|condition_variable)\s+\w+", re.M)
+LOCK_HOME = "base/mutex.h"
+ROOM_ROW = re.compile(r"^\|\s*`([a-z_]+)/", re.M)
 
 SOURCE = re.compile(r"\.(cc|h|cu|py)$")
 EXEMPT = re.compile(r"(^|/)tests/|_test\.cc$|_fuzz\.cc$|(^|/)conftest\.py$|^scripts/")
@@ -157,6 +166,35 @@ def room_breaches(root, files):
     return breaches
 
 
+def bare_locks(root, files):
+    """Mutexes and condition variables the thread-safety analysis cannot see."""
+    out = []
+    for p in files:
+        if p == LOCK_HOME or not re.search(r"\.(cc|h|cu)$", p):
+            continue
+        with open(os.path.join(root, p), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for m in BARE_LOCK.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            what = "CondVar" if m.group(1) == "condition_variable" else "Mutex"
+            out.append(f"{p}:{line}: a bare std::{m.group(1)}: use {LOCK_HOME}'s {what}, and "
+                       "mark what it guards GUARDED_BY and its helpers REQUIRES")
+    return out
+
+
+def unmapped_rooms(root, files):
+    """Rooms with code that docs/architecture.md's room table leaves out."""
+    path = os.path.join(root, "docs", "architecture.md")
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        mapped = set(ROOM_ROW.findall(f.read()))
+    with_code = {room_of(p) for p in files if re.search(r"\.(cc|h|cu)$", p)}
+    return [f"docs/architecture.md: the room table has no row for {room}/: say what lives "
+            "there, its target and what it sees" for room in sorted(with_code - {None})
+            if room not in mapped and room not in ("bench", "tests", "python")]
+
+
 def check(root):
     breaches = []
     files = tracked(root)
@@ -205,6 +243,8 @@ def check(root):
             breaches.append(f"{key[0]}: {key[1]} is within {MAX_FUNCTION_LINES} lines or gone: "
                             "remove it from KNOWN_LONG_FUNCTIONS in scripts/house_rules.py")
     breaches += room_breaches(root, files)
+    breaches += bare_locks(root, files)
+    breaches += unmapped_rooms(root, files)
     for p in KNOWN_LONG_FILES.keys() - seen_files:
         if os.path.isdir(os.path.join(root, os.path.dirname(p))):
             breaches.append(f"{p}: gone: remove it from KNOWN_LONG_FILES in "
@@ -223,7 +263,8 @@ def main():
         sys.exit(1)
     print(f"house-rules: {checked} library files within {MAX_FILE_LINES} lines and functions "
           f"within {MAX_FUNCTION_LINES} (known exceptions not grown), no build output "
-          "tracked, no issue, date or machine in a comment, no include outside its rooms")
+          "tracked, no issue, date or machine in a comment, no include outside its rooms, "
+          "every lock annotated, every room on the map")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include "base/mutex.h"
+
 namespace ecstore::net {
 
 Status ConnTable::Start(unsigned workers, Turn turn) {
@@ -17,8 +19,9 @@ std::string ConnTable::Adopt(UniqueFd* fd, std::string peer, bool shm) {
   if (open_ >= limits_.max_connections)
     return "server has " + std::to_string(open_.load()) +
            " connections, its limit; try again later";
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ServerConn& c = conns_.emplace_back(limits_.leases, leases_held_);
+  MutexLock t(&c.turn);  // a worker may have it the moment it is added
   c.io.Adopt(std::move(*fd));
   c.shm = shm;
   c.peer = std::move(peer);
@@ -26,7 +29,6 @@ std::string ConnTable::Adopt(UniqueFd* fd, std::string peer, bool shm) {
   c.hello_by = c.last_request + limits_.hello_timeout;
   c.arrival.set_framing(shm ? RequestArrival::kUnchecked : RequestArrival::kFrames);
   ++open_, ++ungreeted_;
-  std::lock_guard<std::mutex> t(c.turn);  // a worker may have it the moment it is added
   if (Status st = loop_.Add(c.io.fd(), &c, EPOLLIN); !st.ok()) {
     spdlog::warn("cannot watch a new connection: {}", st.ToString());
     *fd = c.io.Take();  // back to the caller, who refuses it
@@ -36,13 +38,17 @@ std::string ConnTable::Adopt(UniqueFd* fd, std::string peer, bool shm) {
   return "";
 }
 
+void ConnTable::ShutDown(ServerConn& c) {
+  if (c.io.valid()) ::shutdown(c.io.fd(), SHUT_RDWR);
+}
+
 void ConnTable::Greeted(ServerConn* c) {
   if (!c->greeted) --ungreeted_;  // before the reply: its client may connect again at once
   c->greeted = true;
 }
 
 void ConnTable::Ready(ServerConn* c, uint32_t events) {
-  std::lock_guard<std::mutex> l(c->turn);
+  MutexLock l(&c->turn);
   if (c->done) return;
   c->state = ServerConn::kBusy;
   const Next next = turn_(c, events);
@@ -103,32 +109,33 @@ void ConnTable::Tick(Clock::time_point now) {
     tick_lag_ns_.store(std::max<int64_t>(0, late.count()), std::memory_order_relaxed);
   }
   last_tick_ = now;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (auto it = conns_.begin(); it != conns_.end();) {
     ServerConn& c = *it;
     if (c.done) {
-      { std::lock_guard<std::mutex> t(c.turn); }  // its last turn has let go
+      { MutexLock t(&c.turn); }  // its last turn has let go
       it = conns_.erase(it);
       continue;
     }
-    std::unique_lock<std::mutex> t(c.turn, std::try_to_lock);
     // A connection being served is looked at on a later tick. One past its deadline is shut
     // down: its worker (or the next, woken by the hang-up) closes it.
-    if (t.owns_lock() && Overdue(&c, now)) ::shutdown(c.io.fd(), SHUT_RDWR);
+    if (c.turn.TryLock()) {
+      if (Overdue(&c, now)) ::shutdown(c.io.fd(), SHUT_RDWR);
+      c.turn.unlock();
+    }
     ++it;
   }
 }
 
 void ConnTable::CloseAll() {
   {
-    std::lock_guard<std::mutex> l(mu_);
-    for (ServerConn& c : conns_)
-      if (c.io.valid()) ::shutdown(c.io.fd(), SHUT_RDWR);  // a worker's blocking call ends
+    MutexLock l(&mu_);
+    for (ServerConn& c : conns_) ShutDown(c);  // a worker's blocking call ends
   }
   loop_.Stop();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (ServerConn& c : conns_) {
-    std::lock_guard<std::mutex> t(c.turn);
+    MutexLock t(&c.turn);
     Close(&c);
   }
   conns_.clear();
@@ -141,7 +148,7 @@ ConnTable::Counts ConnTable::counts() const {
   n.workers = loop_.workers();
   n.workers_busy = loop_.busy();
   n.tick_lag_seconds = tick_lag_ns_.load(std::memory_order_relaxed) * 1e-9;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (const ServerConn& c : conns_) {
     if (c.done) continue;
     switch (c.state.load(std::memory_order_relaxed)) {

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/mutex.h"
 #include "server/event_loop.h"
 #include "server/server_conn.h"
 
@@ -59,7 +60,7 @@ class ConnTable {
   // left with the caller, who tells the client and closes it).
   std::string Adopt(UniqueFd* fd, std::string peer, bool shm);
   // The turn's: the connection said HELLO.
-  void Greeted(ServerConn* c);
+  void Greeted(ServerConn* c) REQUIRES(c->turn);
   void Tick(Clock::time_point now);
   void CloseAll();
 
@@ -69,16 +70,19 @@ class ConnTable {
 
  private:
   void Ready(ServerConn* c, uint32_t events);
-  void Close(ServerConn* c);                           // under c->turn
-  bool Overdue(ServerConn* c, Clock::time_point now);  // under c->turn
+  void Close(ServerConn* c) REQUIRES(c->turn);
+  // Shuts the connection's socket down without its turn, which the worker blocked on it
+  // holds: only the descriptor is read, the same from Adopt until the connection is freed.
+  static void ShutDown(ServerConn& c) NO_THREAD_SAFETY_ANALYSIS;
+  bool Overdue(ServerConn* c, Clock::time_point now) REQUIRES(c->turn);
 
   const Limits limits_;
   std::atomic<uint64_t>* const leases_held_;
   std::atomic<uint64_t>* const arena_bytes_;
   Turn turn_;
-  mutable std::mutex mu_;
-  std::list<ServerConn> conns_;  // guarded by mu_
-  EventLoop loop_;               // after conns_: its workers stop before the connections go
+  mutable Mutex mu_;
+  std::list<ServerConn> conns_ GUARDED_BY(mu_);
+  EventLoop loop_;  // after conns_: its workers stop before the connections go
   std::atomic<uint64_t> open_{0}, ungreeted_{0};
   Clock::time_point last_tick_{};
   std::atomic<int64_t> tick_lag_ns_{0};

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/mutex.h"
+
 namespace ecstore::net {
 
 DevicePuts::~DevicePuts() {
@@ -12,13 +14,13 @@ DevicePuts::~DevicePuts() {
 }
 
 bool DevicePuts::Offered() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (offered_ < 0) offered_ = cuda::DeviceCount() > 0 ? 1 : 0;
   return offered_ == 1;
 }
 
 Status DevicePuts::Prepare() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (prepared_) return prepare_error_;
   prepared_ = true;
   if (store_->device_region().base) return prepare_error_;  // the device tier registered it

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "base/memory_backend.h"
+#include "base/mutex.h"
 #include "base/status.h"
 #include "cuda/cuda.h"
 #include "net/device_put.h"
@@ -66,11 +67,11 @@ class DevicePuts {
 
  private:
   Store* const store_;
-  std::mutex mu_;
-  int offered_ = -1;  // unknown until Offered()
-  bool prepared_ = false;
-  Status prepare_error_;
-  std::unique_ptr<MemoryRegistrar> registrar_;
+  Mutex mu_;
+  int offered_ GUARDED_BY(mu_) = -1;  // unknown until Offered()
+  bool prepared_ GUARDED_BY(mu_) = false;
+  Status prepare_error_ GUARDED_BY(mu_);
+  std::unique_ptr<MemoryRegistrar> registrar_ GUARDED_BY(mu_);
 };
 
 // Per connection: the client allocations opened here, and the stream its copies run on.

@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "base/mutex.h"
+
 namespace ecstore::net {
 namespace {
 
@@ -24,6 +26,7 @@ const char* const kNoPrincipal =
 
 Result<std::unique_ptr<Gate>> Gate::Make(GateOptions o) {
   std::unique_ptr<Gate> g(new Gate(std::move(o)));
+  MutexLock l(&g->mu_);  // no other thread sees g yet; the analysis wants it held
   g->token_ = g->opt_.token;
   if (g->opt_.tls) {
     auto ctx = TlsContext::ForServer(*g->opt_.tls);
@@ -40,19 +43,19 @@ Result<std::unique_ptr<Gate>> Gate::Make(GateOptions o) {
 }
 
 bool Gate::has_acl() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return acl_ != nullptr;
 }
 
 bool Gate::remote_clients_provable() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const bool certs =
       tls_on_ && !opt_.tls->ca.empty() && opt_.tls->client_auth == ClientAuth::kRequired;
   return !token_.empty() || acl_ || certs;
 }
 
 std::string Gate::Describe() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::string out;
   if (tls_on_) {
     out += "TLS (certificate " + tls_ctx_->subject() + ", valid until " + tls_ctx_->not_after();
@@ -132,7 +135,7 @@ Status Gate::Resolve(Identity* who, bool count_refusal) {
   std::string token;
   std::shared_ptr<const Acl> acl;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     token = token_;
     acl = acl_;
   }
@@ -221,7 +224,7 @@ const Principal* Gate::Current(Identity* who) {
 bool Gate::MaySubscribe(std::string_view curve_key) const {
   std::shared_ptr<const Acl> acl;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     acl = acl_;
   }
   const Principal* p = acl ? acl->ByCurve(curve_key) : nullptr;
@@ -243,7 +246,7 @@ Status Gate::Refuse(Identity* who, uint8_t right, std::string_view ns, const cha
       "principal '" + who->name + "' may not " + RightName(right) + " " + what +
       (p ? " (it may: " + p->Grants() + ")" : " (its proof no longer proves a principal)") +
       "; ask the server's operator for the grant (--acl-file)");
-  std::lock_guard<std::mutex> l(logged_mu_);
+  MutexLock l(&logged_mu_);
   if (logged_.size() < kMaxLogged &&
       logged_.insert(who->name + '\0' + RightName(right) + '\0' + std::string(ns)).second)
     spdlog::warn("refused: {}", st.message());
@@ -283,7 +286,7 @@ bool Gate::MayList(Identity* who, std::string_view ns) {
 
 void Gate::SetToken(std::string token) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (token_ == token) return;
     token_ = std::move(token);
   }
@@ -295,11 +298,11 @@ Status Gate::ReloadAcl() {
   auto acl = Acl::Load(opt_.acl_file);
   if (!acl.ok()) return acl.status();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     acl_ = std::move(acl).value();
   }
   ++generation_;
-  std::lock_guard<std::mutex> l(logged_mu_);
+  MutexLock l(&logged_mu_);
   logged_.clear();
   return Status::Ok();
 }
@@ -308,7 +311,7 @@ Status Gate::ReloadTls() {
   if (!tls_on_) return Status::Ok();
   auto ctx = TlsContext::ForServer(*opt_.tls);
   if (!ctx.ok()) return ctx.status();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   tls_ctx_ = std::move(ctx).value();
   return Status::Ok();
 }
@@ -373,7 +376,7 @@ std::string Gate::TlsJson(const TlsSession* session) const {
 }
 
 std::shared_ptr<TlsContext> Gate::tls_context() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return tls_ctx_;
 }
 

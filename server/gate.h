@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 
+#include "base/mutex.h"
 #include "net/protocol.h"
 #include "net/stream.h"
 #include "net/tls.h"
@@ -120,10 +121,10 @@ class Gate {
                 const char* what_instead = nullptr);
   GateOptions opt_;
   bool tls_on_ = false;
-  mutable std::mutex mu_;
-  std::string token_;                    // GUARDED_BY(mu_)
-  std::shared_ptr<const Acl> acl_;       // GUARDED_BY(mu_)
-  std::shared_ptr<TlsContext> tls_ctx_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::string token_ GUARDED_BY(mu_);
+  std::shared_ptr<const Acl> acl_ GUARDED_BY(mu_);
+  std::shared_ptr<TlsContext> tls_ctx_ GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{1};  // moves at every ACL or token change
   std::atomic<uint64_t> sessions_{0}, ktls_send_{0}, ktls_recv_{0};
   std::chrono::steady_clock::time_point looked_at_{};  // acceptor thread only
@@ -131,8 +132,8 @@ class Gate {
   // was logged as not loading.
   int64_t pair_mtime_ = 0, failed_mtime_ = 0;
   int64_t acl_mtime_ = 0, acl_failed_mtime_ = 0;
-  std::mutex logged_mu_;
-  std::set<std::string> logged_;  // GUARDED_BY(logged_mu_): principal, right, namespace
+  Mutex logged_mu_;
+  std::set<std::string> logged_ GUARDED_BY(logged_mu_);  // principal, right, namespace
 };
 
 }  // namespace ecstore::net

@@ -141,27 +141,27 @@ class Server {
   using Clock = std::chrono::steady_clock;
   // One turn of a connection whose socket is ready: its TLS handshake, the requests that
   // have arrived, or the rest of a reply a slow reader left (what it waits for next).
-  ConnTable::Next Turn(Conn* c, uint32_t events);
-  Status ServeRequest(Conn* c);
-  Result<FrameHeader> ReadRequestHeader(Conn* c);
-  Status Handle(Conn* c, const FrameHeader& h, std::string& body);
+  ConnTable::Next Turn(Conn* c, uint32_t events) REQUIRES(c->turn);
+  Status ServeRequest(Conn* c) REQUIRES(c->turn);
+  Result<FrameHeader> ReadRequestHeader(Conn* c) REQUIRES(c->turn);
+  Status Handle(Conn* c, const FrameHeader& h, std::string& body) REQUIRES(c->turn);
   // A closed cluster fence's refusal for a request that reads or writes entries, else Ok.
   Status Fenced(Op op, std::string_view body, int64_t view_revision) const;
   // Answers a request with an error (counted as a miss when NotFound, else an error).
-  Status ReplyError(Conn* c, const FrameHeader& h, const Status& st);
-  Status HandleAdmin(Conn* c, const FrameHeader& h);
-  Status HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r);
+  Status ReplyError(Conn* c, const FrameHeader& h, const Status& st) REQUIRES(c->turn);
+  Status HandleAdmin(Conn* c, const FrameHeader& h) REQUIRES(c->turn);
+  Status HandleStoreRequest(Conn* c, const FrameHeader& h, BodyReader* r) REQUIRES(c->turn);
   uint64_t ArenaBudget() const;  // ServerOptions::max_arena_bytes, or its default
   // Counts an answered request and logs it (debug; warn when slow).
-  void Finish(Conn* c, const FrameHeader& h);  // c->req counted and logged
-  Status Hello(Conn* c, const FrameHeader& h, const std::string& body);
-  Status HandleGet(Conn* c, const FrameHeader& h, BodyReader* r);
-  Status HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r);
-  Status HandleDevicePool(Conn* c, const FrameHeader& h);
+  void Finish(Conn* c, const FrameHeader& h) REQUIRES(c->turn);  // c->req counted and logged
+  Status Hello(Conn* c, const FrameHeader& h, const std::string& body) REQUIRES(c->turn);
+  Status HandleGet(Conn* c, const FrameHeader& h, BodyReader* r) REQUIRES(c->turn);
+  Status HandleGetShmMany(Conn* c, const FrameHeader& h, BodyReader* r) REQUIRES(c->turn);
+  Status HandleDevicePool(Conn* c, const FrameHeader& h) REQUIRES(c->turn);
   // The transport that answers a get opcode (null: not a get, or not offered here).
   const ServerTransport* TransportFor(Op op) const;
-  Status HandleList(Conn* c, const FrameHeader& h, BodyReader* r);
-  Status HandlePut(Conn* c, const FrameHeader& h, Deadline deadline);
+  Status HandleList(Conn* c, const FrameHeader& h, BodyReader* r) REQUIRES(c->turn);
+  Status HandlePut(Conn* c, const FrameHeader& h, Deadline deadline) REQUIRES(c->turn);
   LeaseTable::Limits LeaseLimits() const;  // each connection's
 
   Store* store_;

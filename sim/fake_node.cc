@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/mutex.h"
+
 namespace ecstore::sim {
 
 FakeNode::FakeNode(std::string id, uint64_t capacity, const std::atomic<uint64_t>* clock_us)
@@ -16,7 +18,7 @@ std::string FakeNode::Name(std::string_view ns, std::string_view key) {
 }
 
 bool FakeNode::Put(const std::string& name, uint64_t bytes) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (bytes > capacity_) return false;
   if (auto it = held_.find(name); it != held_.end()) {
     bytes_ -= it->second.bytes;
@@ -38,7 +40,7 @@ bool FakeNode::Put(const std::string& name, uint64_t bytes) {
 }
 
 bool FakeNode::Touch(const std::string& name, uint64_t* bytes) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = held_.find(name);
   if (it == held_.end()) return false;
   lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -47,7 +49,7 @@ bool FakeNode::Touch(const std::string& name, uint64_t* bytes) {
 }
 
 bool FakeNode::Has(const std::string& name, uint64_t* bytes) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = held_.find(name);
   if (it == held_.end()) return false;
   *bytes = it->second.bytes;
@@ -55,7 +57,7 @@ bool FakeNode::Has(const std::string& name, uint64_t* bytes) const {
 }
 
 bool FakeNode::Erase(const std::string& name) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = held_.find(name);
   if (it == held_.end()) return false;
   bytes_ -= it->second.bytes;
@@ -67,7 +69,7 @@ bool FakeNode::Erase(const std::string& name) {
 // As the server's claim table: present where held, held while another's claim lasts, else
 // granted to this caller for `ttl` of the simulation's time.
 ClaimAnswer FakeNode::Claim(const std::string& name, std::chrono::milliseconds ttl) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (held_.count(name)) return {ClaimOutcome::kPresent, 0};
   const uint64_t now = clock_us_->load();
   auto it = claims_.find(name);
@@ -78,7 +80,7 @@ ClaimAnswer FakeNode::Claim(const std::string& name, std::chrono::milliseconds t
 }
 
 void FakeNode::Clear() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   held_.clear();
   lru_.clear();
   claims_.clear();
@@ -86,17 +88,17 @@ void FakeNode::Clear() {
 }
 
 uint64_t FakeNode::bytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return bytes_;
 }
 
 size_t FakeNode::entries() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return held_.size();
 }
 
 std::vector<std::pair<std::string, uint64_t>> FakeNode::Held() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<std::pair<std::string, uint64_t>> out;
   out.reserve(held_.size());
   for (const auto& [name, e] : held_) out.emplace_back(name, e.bytes);
@@ -104,7 +106,7 @@ std::vector<std::pair<std::string, uint64_t>> FakeNode::Held() const {
 }
 
 std::vector<EntryInfo> FakeNode::List() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<EntryInfo> out;
   out.reserve(held_.size());
   for (const auto& [name, e] : held_) {

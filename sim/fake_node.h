@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "cache/cache.h"
 
 namespace ecstore::sim {
@@ -63,11 +64,11 @@ class FakeNode {
   const std::atomic<uint64_t>* const clock_us_;
   std::atomic<bool> down_{false};
   std::atomic<uint64_t> puts_{0};
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Entry> held_;       // under mu_
-  std::list<std::string> lru_;                        // under mu_: most recent first
-  std::unordered_map<std::string, uint64_t> claims_;  // under mu_: name -> lapses at (us)
-  uint64_t bytes_ = 0;                                // under mu_
+  mutable Mutex mu_;
+  std::unordered_map<std::string, Entry> held_ GUARDED_BY(mu_);
+  std::list<std::string> lru_ GUARDED_BY(mu_);                        // most recent first
+  std::unordered_map<std::string, uint64_t> claims_ GUARDED_BY(mu_);  // name -> lapses at (us)
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ecstore::sim

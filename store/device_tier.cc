@@ -5,6 +5,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "base/mutex.h"
 #include "disk/record.h"
 
 namespace ecstore {
@@ -33,7 +34,7 @@ Result<std::unique_ptr<DeviceTier>> DeviceTier::Open(int device, uint64_t bytes,
 Status DeviceTier::OnStream(const std::function<Status(cuda::CopyStream&)>& op) {
   std::unique_ptr<cuda::CopyStream> s;
   {
-    std::lock_guard<std::mutex> l(streams_mu_);
+    MutexLock l(&streams_mu_);
     if (!free_streams_.empty()) {
       s = std::move(free_streams_.back());
       free_streams_.pop_back();
@@ -45,7 +46,7 @@ Status DeviceTier::OnStream(const std::function<Status(cuda::CopyStream&)>& op) 
     s = std::move(made).value();
   }
   Status st = op(*s);
-  std::lock_guard<std::mutex> l(streams_mu_);
+  MutexLock l(&streams_mu_);
   free_streams_.push_back(std::move(s));
   return st;
 }

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/mutex.h"
 #include "cuda/cuda.h"
 #include "store/evictor.h"
 
@@ -51,8 +52,8 @@ class DeviceTier {
   const int device_;
   bool only_gpu_ = false;  // the one GPU this process sees (set by Open)
   std::unique_ptr<MemoryTier> memory_;
-  std::mutex streams_mu_;  // leaf; guards free_streams_
-  std::vector<std::unique_ptr<cuda::CopyStream>> free_streams_;
+  Mutex streams_mu_;  // a leaf: nothing is taken under it
+  std::vector<std::unique_ptr<cuda::CopyStream>> free_streams_ GUARDED_BY(streams_mu_);
 };
 
 // Keeps the device pool below its high watermark by demoting to the host pool: an entry

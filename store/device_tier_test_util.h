@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 
+#include "base/mutex.h"
 #include "store/device_tier.h"
 
 namespace ecstore::testing {
@@ -25,7 +26,7 @@ class HostDeviceTier : public DeviceTier {
   }
   Status Copy(void* dst, const void* src, size_t bytes, cuda::Direction d) override {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (!fail_.ok()) return fail_;
     }
     std::memcpy(dst, src, bytes);
@@ -37,11 +38,11 @@ class HostDeviceTier : public DeviceTier {
   // Another GPU's memory, as DeviceOf tells it: [p, p+n) is on `device`. Memory not placed
   // is on this tier's GPU (0).
   void PlaceOn(const void* p, size_t n, int device) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     placed_[static_cast<const uint8_t*>(p)] = {n, device};
   }
   int DeviceOf(const void* p) const override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto it = placed_.upper_bound(static_cast<const uint8_t*>(p));
     if (it != placed_.begin()) {
       --it;
@@ -60,7 +61,7 @@ class HostDeviceTier : public DeviceTier {
     return Status::Ok();
   }
   void FailWith(Status st) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     fail_ = std::move(st);
   }
   // Copies made: device->host, host->device, device->device; and into another GPU's
@@ -69,7 +70,7 @@ class HostDeviceTier : public DeviceTier {
 
  private:
   explicit HostDeviceTier(std::unique_ptr<MemoryTier> m) : DeviceTier(0, std::move(m)) {}
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   Status fail_;
   std::map<const uint8_t*, std::pair<size_t, int>> placed_;  // start -> (bytes, device)
 };

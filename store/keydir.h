@@ -46,7 +46,7 @@ class CAPABILITY("mutex") KeydirMutex {
   friend class BasicUniqueLock<KeydirMutex>;
   void lock() ACQUIRE() { mu_.lock(); }
   void unlock() RELEASE() { mu_.unlock(); }
-  std::mutex mu_;
+  Mutex mu_;
 };
 
 class Keydir : public DurableTier::Owner, public ReadLease::Releaser {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/test_util.h"
 #include "store/store.h"
 
@@ -27,11 +28,11 @@ TEST(Log, TheStoresLinesReachTheHostsSink) {
     ASSERT_TRUE(s.value()->Close().ok());
   }
   std::filesystem::remove(dir.path() + "/index.sqlite");
-  std::mutex mu;
+  Mutex mu;
   std::vector<std::pair<LogLevel, std::string>> lines;
   SetLogSink(
       [&](LogLevel level, std::string_view line) {
-        std::lock_guard<std::mutex> l(mu);
+        MutexLock l(&mu);
         lines.emplace_back(level, std::string(line));
       },
       LogLevel::kWarn);
@@ -43,7 +44,7 @@ TEST(Log, TheStoresLinesReachTheHostsSink) {
     ASSERT_TRUE(s.value()->Close().ok());
   }
   SetLogSink(nullptr);
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   bool rebuilt = false;
   for (auto& [level, line] : lines) {
     EXPECT_GE(static_cast<int>(level), static_cast<int>(LogLevel::kWarn)) << line;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "base/mutex.h"
+
 namespace ecstore {
 
 Result<std::unique_ptr<MemoryTier>> MemoryTier::Open(Tier tier,
@@ -79,7 +81,7 @@ TierStats MemoryTier::Stats() const {
 }
 
 Status MemoryTier::AddRegistrar(MemoryRegistrar* r) {
-  std::lock_guard<std::mutex> l(registrars_mu_);
+  MutexLock l(&registrars_mu_);
   if (closed_) return Status::Unavailable("store is closed");
   if (std::find(registered_.begin(), registered_.end(), r) != registered_.end())
     return Status::Ok();
@@ -92,7 +94,7 @@ Status MemoryTier::AddRegistrar(MemoryRegistrar* r) {
 }
 
 void MemoryTier::RemoveRegistrar(MemoryRegistrar* r) {
-  std::lock_guard<std::mutex> l(registrars_mu_);
+  MutexLock l(&registrars_mu_);
   auto it = std::find(registered_.begin(), registered_.end(), r);
   if (it == registered_.end()) return;  // never added, or the store closed already
   r->Deregister(region_);
@@ -100,7 +102,7 @@ void MemoryTier::RemoveRegistrar(MemoryRegistrar* r) {
 }
 
 void MemoryTier::Close() {
-  std::lock_guard<std::mutex> l(registrars_mu_);
+  MutexLock l(&registrars_mu_);
   if (closed_) return;
   closed_ = true;
   for (MemoryRegistrar* r : registered_) r->Deregister(region_);

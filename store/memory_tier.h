@@ -21,6 +21,7 @@
 
 #include "base/entry_record.h"
 #include "base/memory_backend.h"
+#include "base/mutex.h"
 #include "cache/cache.h"
 #include "store/eviction_policy.h"
 #include "store/pool_allocator.h"
@@ -101,9 +102,9 @@ class MemoryTier {
   uint64_t entries_ = 0;
   uint64_t bytes_ = 0;  // payload bytes of the entries here
   TierStats counters_;
-  std::mutex registrars_mu_;  // leaf; guards registered_ and closed_
-  std::vector<MemoryRegistrar*> registered_;
-  bool closed_ = false;
+  Mutex registrars_mu_;  // a leaf: nothing is taken under it
+  std::vector<MemoryRegistrar*> registered_ GUARDED_BY(registrars_mu_);
+  bool closed_ GUARDED_BY(registrars_mu_) = false;
 };
 
 }  // namespace ecstore

@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <utility>
+
+#include "base/mutex.h"
 
 namespace ecstore {
 
@@ -22,8 +23,8 @@ Status RecoveryScan::LoadIndex(const std::vector<uint32_t>& segs) {
   if (!count.ok()) return count.status();
   owner_->RecoveryExpects(*count);
   const int readers = *count >= kBothEndsRows && index_->CanReadFromBothEnds() ? 2 : 1;
-  std::mutex qmu;
-  std::condition_variable qcv;
+  Mutex qmu;
+  CondVar qcv;
   std::deque<std::vector<IndexRow>> batches;
   int readers_done = 0;
   Status read_status;
@@ -31,9 +32,9 @@ Status RecoveryScan::LoadIndex(const std::vector<uint32_t>& segs) {
   auto read = [&](bool from_the_end) {
     std::vector<IndexRow> batch;
     auto hand_over = [&] {
-      std::lock_guard<std::mutex> ql(qmu);
+      MutexLock ql(&qmu);
       batches.push_back(std::exchange(batch, {}));
-      qcv.notify_one();
+      qcv.NotifyOne();
     };
     Status st = index_->ForEachInOrder(from_the_end, [&](IndexRow&& row) {
       if (readers == 2 && claimed.fetch_add(1, std::memory_order_relaxed) >= *count) return false;
@@ -46,10 +47,10 @@ Status RecoveryScan::LoadIndex(const std::vector<uint32_t>& segs) {
       spdlog::warn("{}; reading the index from one end", st.message());
       st = Status::Ok();
     }
-    std::lock_guard<std::mutex> ql(qmu);
+    MutexLock ql(&qmu);
     if (read_status.ok()) read_status = st;
     ++readers_done;
-    qcv.notify_one();
+    qcv.NotifyOne();
   };
   std::vector<std::thread> threads;
   for (int r = 0; r < readers; ++r) threads.emplace_back(read, r == 1);
@@ -57,8 +58,8 @@ Status RecoveryScan::LoadIndex(const std::vector<uint32_t>& segs) {
   for (;;) {
     std::vector<IndexRow> batch;
     {
-      std::unique_lock<std::mutex> ql(qmu);
-      qcv.wait(ql, [&] { return readers_done == readers || !batches.empty(); });
+      UniqueLock ql(&qmu);
+      while (!(readers_done == readers || !batches.empty())) qcv.Wait(ql);
       if (batches.empty()) break;
       batch = std::move(batches.front());
       batches.pop_front();

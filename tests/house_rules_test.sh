@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/house_rules.py on a scratch tree: a 600-line library file passes, a 601-line one
-# fails and is named, a test file of any length and a tracked wheel are told apart.
+# fails and is named, a test file of any length and a tracked wheel are told apart; a bare
+# mutex and a room missing from docs/architecture.md fail.
 # Usage: tests/house_rules_test.sh PYTHON   (exit 77: skipped, lizard not installed)
 set -euo pipefail
 PY=$1
@@ -36,6 +37,15 @@ git rm -qf store/note.cc && mkdir -p net && printf '#include "store/store.h"\n' 
   grep -q '^net/reach.h:1: includes store/store.h, a room net/ may not see' r.out &&
   grep -q 'includes run in a circle: net/a.h -> net/b.h -> net/a.h' r.out ||
   { cat r.out; echo "FAIL: an include into a room net/ may not see, or a circle, passed"; exit 1; }
+git rm -rqf net && printf 'struct S {\n  mutable std::mutex mu;\n};\n' > tests/lock_test.cc && git add tests
+! "$PY" "$SRC/scripts/house_rules.py" "$T" > l.out &&
+  grep -q "^tests/lock_test.cc:2: a bare std::mutex: use base/mutex.h's Mutex" l.out ||
+  { cat l.out; echo "FAIL: a bare std::mutex, unseen by the lock analysis, passed"; exit 1; }
+git rm -qf tests/lock_test.cc && mkdir -p docs && printf '| `tests/` | x |\n' > docs/architecture.md &&
+  git add docs
+! "$PY" "$SRC/scripts/house_rules.py" "$T" > m.out &&
+  grep -q "^docs/architecture.md: the room table has no row for store/" m.out ||
+  { cat m.out; echo "FAIL: a room missing from the map passed"; exit 1; }
 echo "house rules: 600 lines pass; 601 lines, a tracked wheel, a machine in a comment, an include"
-echo "outside the rooms and a circle of includes fail"
+echo "outside the rooms, a circle of includes, a bare mutex and a room off the map fail"
 cat big.out

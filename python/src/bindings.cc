@@ -17,7 +17,6 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "cache/buffer_io.h"
@@ -480,7 +479,7 @@ class PyCache {
     auto l = core_->Lock();
     core_->closed = true;
     {
-      std::lock_guard<std::mutex> g(core_->leases_mu);
+      MutexLock g(&core_->leases_mu);
       if (core_->leases > 0) {
         core_->shut_when_released = true;
         Check(core_->Any()->Flush());

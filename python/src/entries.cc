@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "base/mutex.h"
+
 namespace ecstore::py {
 
 using namespace nb::literals;
@@ -37,7 +39,7 @@ TensorMeta ToMeta(const std::string& dtype, const std::vector<int64_t>& shape) {
 }
 
 void Core::Release() {
-  std::lock_guard<std::mutex> g(leases_mu);
+  MutexLock g(&leases_mu);
   if (--leases > 0 || !shut_when_released) return;
   shut_when_released = false;
   Status st = Any()->Close();  // close() deferred it to the last lease
