@@ -249,4 +249,22 @@ int LocateCommand(const Globals& g, const std::string& ns, const std::vector<std
   return 0;
 }
 
+ops::ServerState::ClusterCounts ClusterMembership::Counts() const {
+  ops::ServerState::ClusterCounts c;
+  c.on = true;
+  if (guard) {
+    const cluster::NodeGuard::Counts n = guard->counts();
+    c.members = n.members, c.member = n.member, c.view_revision = n.revision;
+    c.view_changes = n.changes, c.bad_records = n.bad_records, c.keys_dropped = n.dropped;
+  }
+  c.registered = registration && registration->registered();
+  c.etcd_reachable = registration && registration->etcd_answered();
+  if (fence) {
+    c.serving = fence->serving();
+    const auto age = fence->view()->age();
+    c.view_age_seconds = age.count() < 0 ? -1.0 : std::chrono::duration<double>(age).count();
+  }
+  return c;
+}
+
 }  // namespace ecstore::cli

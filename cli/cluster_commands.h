@@ -12,6 +12,7 @@
 #include "cli/serve.h"
 #include "cluster/membership.h"
 #include "cluster/node_guard.h"
+#include "ops/prometheus.h"
 #include "store/store.h"
 
 namespace ecstore::cli {
@@ -47,6 +48,8 @@ struct ClusterMembership {
   // then -- once `stop_server` has joined every thread that could put -- the admission hook
   // and the guard (whose watch drops keys) go, all before the store is closed.
   void Leave(const std::function<void()>& stop_server);
+  // Where the node stands, for /metrics (all zero before it joins).
+  ops::ServerState::ClusterCounts Counts() const;
 };
 // Registers the node, reachable at --advertise (else the listen address, when it is one
 // clients can reach). Throws CliError on a bad setting or a taken id.

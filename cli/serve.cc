@@ -169,7 +169,13 @@ class Lifecycle {
   void Phase(const char* phase) {
     MutexLock l(&mu_);
     phase_ = phase;
-    if (std::string(phase) != "serving") store_ = nullptr, server_ = nullptr, events_ = nullptr;
+    if (std::string(phase) != "serving")
+      store_ = nullptr, server_ = nullptr, events_ = nullptr, member_ = nullptr;
+  }
+  // A cluster member's place in its cluster is on /metrics from now until it stops.
+  void Joined(const ClusterMembership* member) {
+    MutexLock l(&mu_);
+    member_ = member;
   }
   // Ready: serving, and healthy (a store that cannot persist should get no new traffic).
   Status Ready() {
@@ -199,8 +205,10 @@ class Lifecycle {
                         n.tick_lag_seconds,
                         server_->uptime_seconds(),
                         server_->prefetches(),
+                        {},
                         {}};
     if (events_) st.events = {true, events_->batches(), events_->events(), events_->replays()};
+    if (member_) st.cluster = member_->Counts();
     return ops::RenderPrometheus(*stats, server_->metrics().Snapshot(), st);
   }
   // One line every `every`: what moved since the last one.
@@ -242,6 +250,7 @@ class Lifecycle {
   Store* store_ GUARDED_BY(mu_) = nullptr;
   net::Server* server_ GUARDED_BY(mu_) = nullptr;
   const events::EventPublisher* events_ GUARDED_BY(mu_) = nullptr;
+  const ClusterMembership* member_ GUARDED_BY(mu_) = nullptr;
 };
 
 // The bracketed choice of a /sys/kernel/mm/transparent_hugepage file ("never", "advise"...).
@@ -470,6 +479,7 @@ int ServeCommand(const Globals& g, const ServeArgs& a,
   if (join) {
     member = JoinCluster(g, a, *join, hp.host, server->port(), store.get());
     registered = member.registration.get();
+    life.Joined(&member);
   }
   AnnounceServing(g, a, *server, http.get());
   std::atomic<bool> stopping{false};

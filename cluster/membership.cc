@@ -228,6 +228,7 @@ void Registration::KeepAlive() {
                     "serving, trying again",
                     cluster_, st.ToString());
     registered_ = st.ok();
+    etcd_answered_ = !st.IsUnavailable();
     l.lock();
   }
 }

@@ -106,6 +106,9 @@ class Registration {
   // Whether the node is in the ring as itself now (false while etcd is unreachable, or its
   // id is held by another node: it keeps serving and registers again when it can).
   bool registered() const { return registered_.load(); }
+  // Whether etcd answered the last keep-alive (or the registration after it), whatever it
+  // said: false while etcd cannot be reached.
+  bool etcd_answered() const { return etcd_answered_.load(); }
   // Whether the earlier record was taken over (the entries kept), as Start was asked to.
   bool kept() const { return kept_; }
 
@@ -131,6 +134,7 @@ class Registration {
   bool kept_ = false;
   int64_t lease_ = 0;  // the keep-alive thread's, and Stop's once it has joined
   std::atomic<bool> registered_{false};
+  std::atomic<bool> etcd_answered_{true};
   Mutex mu_;
   CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;

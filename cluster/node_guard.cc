@@ -92,6 +92,15 @@ Result<std::unique_ptr<NodeGuard>> NodeGuard::Start(EtcdClient etcd, std::string
 
 NodeGuard::~NodeGuard() { watch_.reset(); }
 
+NodeGuard::Counts NodeGuard::counts() const {
+  Counts c;
+  if (auto v = view())
+    c.members = v->members, c.member = v->self.has_value(), c.revision = v->revision;
+  if (watch_) c.changes = watch_->changes(), c.bad_records = watch_->bad_records();
+  c.dropped = dropped_.load();
+  return c;
+}
+
 Status NodeGuard::Admit(std::string_view ns, std::string_view key) const {
   // Not a member in its own view: joining (its record not seen back yet), or out of the
   // ring, when Registration drops everything before it is a member again. A put admitted
@@ -121,6 +130,8 @@ void NodeGuard::OnMembers(std::vector<NodeInfo> members, int64_t revision) {
   auto me = std::find_if(members.begin(), members.end(),
                          [&](const NodeInfo& n) { return n.id == self_; });
   auto v = std::make_shared<View>();
+  v->members = members.size();
+  v->revision = revision;
   if (me != members.end()) {
     last_ = Layout::Of(members, &last_);
     v->layout = last_;

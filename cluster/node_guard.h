@@ -69,6 +69,15 @@ class NodeGuard {
                                                   NodeFence* fence = nullptr);
   ~NodeGuard();
   uint64_t dropped() const { return dropped_.load(); }  // keys dropped by membership changes
+  // What the node's view says, for /metrics: the members it lists, whether this node is one,
+  // the etcd revision it reflects, and the watch's changes and malformed records.
+  struct Counts {
+    uint64_t members = 0;
+    bool member = false;
+    int64_t revision = 0;
+    uint64_t changes = 0, bad_records = 0, dropped = 0;
+  };
+  Counts counts() const;
   // Ok where (ns, key) is at this node's places in its last view of the members; else Busy,
   // saying so (the writer's view is not this node's: a put it may retry). A node its own
   // view does not hold (joining, or out of the ring) admits nothing.
@@ -87,6 +96,8 @@ class NodeGuard {
   struct View {
     Layout layout;
     std::optional<size_t> self;  // this node's index in the layout, if it is a member
+    uint64_t members = 0;        // listed (whether or not this node is one of them)
+    int64_t revision = 0;
   };
   std::shared_ptr<const View> view() const EXCLUDES(view_mu_) {
     MutexLock l(&view_mu_);

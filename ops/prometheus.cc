@@ -200,6 +200,41 @@ void Served(Writer& w, const net::MetricsSnapshot& m, const ServerState& st) {
   w.Sample("ecstore_build_info", Label("version", EC_STORE_VERSION), 1);
 }
 
+// A member's place in its cluster: what an operator alerts on when a node drops out of the
+// ring, cannot reach etcd, or serves from a view etcd has not confirmed.
+void Cluster(Writer& w, const ServerState::ClusterCounts& c) {
+  auto flag = [](bool b) { return b ? 1.0 : 0.0; };
+  w.Metric("ecstore_cluster_members", "gauge", "Members in this node's view of its cluster.",
+           static_cast<double>(c.members));
+  w.Metric("ecstore_cluster_member", "gauge", "1 while this node's own view lists it.",
+           flag(c.member));
+  w.Metric("ecstore_cluster_registered", "gauge",
+           "1 while this node's record is in etcd under a live lease.", flag(c.registered));
+  w.Metric("ecstore_cluster_serving", "gauge",
+           "1 while the node's fence is open (its lease and view confirmed); 0: it refuses "
+           "every read and write until they are.",
+           flag(c.serving));
+  w.Metric("ecstore_cluster_etcd_reachable", "gauge",
+           "1 while etcd answers the node's keep-alives (whatever it answers).",
+           flag(c.etcd_reachable));
+  if (c.view_age_seconds >= 0)
+    w.Metric("ecstore_cluster_view_age_seconds", "gauge",
+             "Seconds since etcd last confirmed the node's view of the members.",
+             c.view_age_seconds);
+  w.Metric("ecstore_cluster_view_revision", "gauge",
+           "The etcd revision the node's view of the members reflects.",
+           static_cast<double>(c.view_revision));
+  w.Metric("ecstore_cluster_view_changes_total", "counter",
+           "Changes of the member list the node's watch has seen.",
+           static_cast<double>(c.view_changes));
+  w.Metric("ecstore_cluster_bad_records_total", "counter",
+           "Member records under the cluster's prefix that did not parse (ignored).",
+           static_cast<double>(c.bad_records));
+  w.Metric("ecstore_cluster_keys_dropped_total", "counter",
+           "Entries dropped because a membership change moved them off this node.",
+           static_cast<double>(c.keys_dropped));
+}
+
 }  // namespace
 
 std::string RenderPrometheus(const StoreStats& stats, const net::MetricsSnapshot& served,
@@ -208,6 +243,7 @@ std::string RenderPrometheus(const StoreStats& stats, const net::MetricsSnapshot
   Tiers(w, stats);
   Store(w, stats);
   Served(w, served, state);
+  if (state.cluster.on) Cluster(w, state.cluster);
   return w.Take();
 }
 

@@ -27,6 +27,17 @@ struct ServerState {
     bool on = false;
     uint64_t batches = 0, events = 0, replays = 0;
   } events;
+  struct ClusterCounts {  // a cluster member (serve --cluster), where it is one
+    bool on = false;
+    uint64_t members = 0;          // in the node's view
+    bool member = false;           // its view holds the node
+    bool registered = false;       // its record is in etcd under a live lease
+    bool serving = false;          // its fence is open: it answers reads and writes
+    bool etcd_reachable = false;   // etcd answered the last keep-alive
+    double view_age_seconds = -1;  // since etcd last confirmed the view (-1: never)
+    int64_t view_revision = 0;
+    uint64_t view_changes = 0, bad_records = 0, keys_dropped = 0;
+  } cluster;
 };
 
 std::string RenderPrometheus(const StoreStats& stats, const net::MetricsSnapshot& served,

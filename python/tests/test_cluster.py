@@ -275,6 +275,15 @@ def _healthz(port):
         return e.code, e.read().decode()
 
 
+def _metric(port, name):
+    """The value of an unlabelled series on a daemon's /metrics (None where it is absent)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    return None
+
+
 def test_with_etcd_away_everyone_misses_nothing_is_acknowledged_and_health_says_degraded(
         tmp_path, etcd):
     c1 = Cluster(tmp_path, etcd, "c1")
@@ -294,6 +303,13 @@ def test_with_etcd_away_everyone_misses_nothing_is_acknowledged_and_health_says_
         direct = ecstore.connect(f"tcp://127.0.0.1:{tcp['node-a']}", timeout=5.0, retries=0)
         held = [e.key for e in direct.list("n")]
         assert held
+        # /metrics says where the member stands, for the alert rules (deploy/monitoring/).
+        port = metrics["node-a"]
+        assert _wait(lambda: _metric(port, "ecstore_cluster_members") == 2, 5)
+        for name in ("member", "registered", "serving", "etcd_reachable"):
+            assert _metric(port, f"ecstore_cluster_{name}") == 1, name
+        assert _metric(port, "ecstore_cluster_view_age_seconds") < 5
+        assert _metric(port, "ecstore_cluster_view_revision") > 0
         etcd.stop()
         # Nobody can tell whether the members changed: the nodes' leases and views go
         # unconfirmed, they refuse, and in doubt a cache misses (docs/guarantees.md).
@@ -307,9 +323,14 @@ def test_with_etcd_away_everyone_misses_nothing_is_acknowledged_and_health_says_
             direct.get("n", held[0], like="numpy")
         assert _wait(lambda: _healthz(metrics["node-a"])[1].startswith("degraded"), 5)
         assert _healthz(metrics["node-a"])[0] == 200
+        assert _metric(port, "ecstore_cluster_serving") == 0
+        assert _metric(port, "ecstore_cluster_etcd_reachable") == 0
+        assert _metric(port, "ecstore_cluster_view_age_seconds") > 1
         etcd.start()
         assert _wait(lambda: c.cluster()["current"] and len(c.cluster()["nodes"]) == 2, 20)
         assert _wait(lambda: _healthz(metrics["node-a"])[1] == "ok\n", 10)
+        assert _wait(lambda: _metric(port, "ecstore_cluster_serving") == 1, 10)
+        assert _metric(port, "ecstore_cluster_etcd_reachable") == 1
         # etcd renews every lease when it starts again: no node was out, nothing was dropped.
         assert _wait(lambda: _hits(c, keys) == 40, 10)
         direct.close()
