@@ -12,7 +12,7 @@ if [ "${1:-all}" != build ]; then
   PKGS+=(libgtest-dev libbenchmark-dev systemd etcd-server etcd-client
          gnuplot-nox fio clang clang-format libclang-rt-14-dev redis-server libhiredis-dev
          ibverbs-providers rdma-core iproute2
-         qemu-system-x86 busybox-static cpio kmod)
+         qemu-system-x86 busybox-static cpio kmod prometheus)
 fi
 missing=()
 for p in "${PKGS[@]}"; do
