@@ -76,11 +76,14 @@ python-daemon-test:
 
 # On the GPU machine, with a build made here and carried there (docs/development.md): the
 # device-tier tests, which fail instead of skipping when no GPU is found, and the CUDA
-# Python tests. BUILD there holds ecstore_tests, ec-store and python/ecstore.
+# Python tests. BUILD (absolute, or relative to the tree) holds ecstore_tests, ec-store and
+# python/ecstore; a folder made by scripts/gpu-bundle.sh runs them through its own runner.
+GPU_BUILD = $(abspath $(BUILD))
 test-gpu:
-	EC_REQUIRE_GPU=1 EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store $(BUILD)/ecstore_tests \
-	  --gtest_filter='Device*'
-	cd /tmp && PYTHONPATH=$(CURDIR)/$(BUILD)/python EC_STORE_BIN=$(CURDIR)/$(BUILD)/ec-store \
+	@if [ -x $(GPU_BUILD)/run-gpu-tests.sh ]; then exec $(GPU_BUILD)/run-gpu-tests.sh; fi; \
+	EC_REQUIRE_GPU=1 EC_STORE_BIN=$(GPU_BUILD)/ec-store $(GPU_BUILD)/ecstore_tests \
+	  --gtest_filter='Device*' && \
+	cd /tmp && PYTHONPATH=$(GPU_BUILD)/python EC_STORE_BIN=$(GPU_BUILD)/ec-store \
 	  python3 -m pytest -q -p no:cacheprovider -rs $(CURDIR)/python/tests/test_cuda.py \
 	  $(CURDIR)/python/tests/test_cuda_peer.py
 
