@@ -206,9 +206,12 @@ class Lifecycle {
                         server_->uptime_seconds(),
                         server_->prefetches(),
                         {},
+                        0,
                         {}};
     if (events_) st.events = {true, events_->batches(), events_->events(), events_->replays()};
     if (member_) st.cluster = member_->Counts();
+    if (auto tls = server_->gate().tls_context())
+      st.tls_not_after = static_cast<double>(tls->not_after_unix());
     return ops::RenderPrometheus(*stats, server_->metrics().Snapshot(), st);
   }
   // One line every `every`: what moved since the last one.

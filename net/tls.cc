@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -148,6 +149,8 @@ Result<std::shared_ptr<TlsContext>> TlsContext::ForServer(const TlsOptions& o) {
   X509* x = SSL_CTX_get0_certificate(ctx);
   c->subject_ = SubjectCn(x);
   c->not_after_ = TimeText(X509_get0_notAfter(x));
+  if (struct tm tm{}; ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) == 1)
+    c->not_after_unix_ = static_cast<int64_t>(timegm(&tm));
   return c;
 }
 

@@ -71,6 +71,7 @@ class TlsContext {
   // The certificate's subject CN and its not-after time (for logs and stats).
   const std::string& subject() const { return subject_; }
   const std::string& not_after() const { return not_after_; }
+  int64_t not_after_unix() const { return not_after_unix_; }  // seconds; 0: unknown
 
  private:
   TlsContext(SSL_CTX* ctx, TlsOptions o) : ctx_(ctx), opt_(std::move(o)) {}
@@ -78,6 +79,7 @@ class TlsContext {
   SSL_CTX* ctx_;
   const TlsOptions opt_;
   std::string subject_, not_after_;
+  int64_t not_after_unix_ = 0;
 };
 
 // Who the peer's verified certificate names: its subject CN and its DNS SANs.

@@ -185,6 +185,11 @@ void Served(Writer& w, const net::MetricsSnapshot& m, const ServerState& st) {
            static_cast<double>(st.prefetch.dropped));
   w.Sample("ecstore_prefetch_hints_total", Label("outcome", "done"),
            static_cast<double>(st.prefetch.done));
+  if (st.tls_not_after > 0)
+    w.Metric("ecstore_tls_certificate_expiry_timestamp_seconds", "gauge",
+             "When the certificate the daemon serves TLS with expires (Unix time); a rotated "
+             "pair counts from its reload.",
+             st.tls_not_after);
   if (st.events.on) {
     w.Metric("ecstore_events_batches_total", "counter",
              "Entry event batches published (serve --events; each a sequence number).",

@@ -27,6 +27,8 @@ struct ServerState {
     bool on = false;
     uint64_t batches = 0, events = 0, replays = 0;
   } events;
+  // When the serving TLS certificate expires (Unix seconds; 0: no TLS).
+  double tls_not_after = 0;
   struct ClusterCounts {  // a cluster member (serve --cluster), where it is one
     bool on = false;
     uint64_t members = 0;          // in the node's view

@@ -188,6 +188,26 @@ def test_slow_http_clients_do_not_stop_the_health_checks(served):
             s.close()
 
 
+def test_metrics_say_when_the_served_certificate_expires(tmp_path):
+    """The series the certificate-expiry alert reads is the certificate's own notAfter."""
+    import ssl
+
+    from conftest import _serve, make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    expires = ssl.cert_time_to_seconds(
+        ssl._ssl._test_decode_cert(str(pki / "server.crt"))["notAfter"])
+    for d in _serve(tmp_path, "--tls-cert", str(pki / "server.crt"), "--tls-key",
+                    str(pki / "server.key"), "--metrics-listen", "127.0.0.1:0"):
+        ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        url = d["metrics"].replace("http://", "https://") + "/metrics"
+        with urllib.request.urlopen(url, timeout=10, context=ctx) as r:
+            text = r.read().decode()
+        line = [x for x in text.splitlines()
+                if x.startswith("ecstore_tls_certificate_expiry_timestamp_seconds ")]
+        assert line and float(line[0].split()[1]) == expires, line
+
+
 def test_stalled_tls_handshakes_do_not_stop_the_health_checks(tmp_path):
     """Sockets that send one byte of a TLS handshake and wait take no thread of the https
     operator port: /healthz's p99 beside 32 of them stays within 2x of its own (or 100 ms).
