@@ -22,7 +22,7 @@ install(FILES base/copy_pool.h base/entry_record.h base/env.h base/host_port.h b
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/base)
 install(FILES cache/buffer_io.h cache/cache.h cache/cache_parts.h cache/device_load.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/cache)
-install(FILES store/store.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
+install(FILES store/store.h store/entry_hooks.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/store)
 install(FILES net/claims.h net/client.h net/connection.h net/device_put.h net/frame_stream.h
               net/lease_generation.h net/op_table.h net/protocol.h net/put_arena.h net/remote_admin.h net/shm_reads.h net/socket.h net/stream.h net/tls.h net/transport.h net/transport_choice.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ecstore/net)

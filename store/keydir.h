@@ -30,10 +30,10 @@
 #include "cache/cache.h"
 #include "store/durable_tier.h"
 #include "store/entry.h"
+#include "store/entry_hooks.h"
 #include "store/keydir_table.h"
 #include "store/memory_tier.h"
 #include "store/quota_victims.h"
-#include "store/store.h"
 
 namespace ecstore {
 

@@ -26,24 +26,9 @@
 #include "base/status.h"
 #include "base/tensor_meta.h"
 #include "cache/cache.h"
+#include "store/entry_hooks.h"
 
 namespace ecstore {
-
-// Whether a new entry of (ns, key) may be installed now: Ok, or the refusal its put returns.
-// Asked under the store's metadata lock, once per put: it must be quick and call no Store
-// method. A cluster node's says whether the key is at the node's places (cluster/node_guard.h).
-using Admission = std::function<Status(std::string_view ns, std::string_view key)>;
-
-// Where a store tells each change of where its entries are held: a copy stored in a medium
-// (a put, a spill to disk, a promotion) or gone from it (an eviction, a demotion, an erase
-// or replacement -- whose removals come before the new entry's Stored). Called under the
-// store's metadata lock, in the order the changes happen: an implementation only queues.
-class EntryEvents {
- public:
-  virtual ~EntryEvents() = default;
-  virtual void Stored(std::string_view ns, std::string_view key, Tier medium, uint64_t bytes) = 0;
-  virtual void Removed(std::string_view ns, std::string_view key, Tier medium) = 0;
-};
 
 struct Options {
   uint64_t pool_bytes = 256ull << 20;
