@@ -209,35 +209,43 @@ void Served(Writer& w, const net::MetricsSnapshot& m, const ServerState& st) {
 // ring, cannot reach etcd, or serves from a view etcd has not confirmed.
 void Cluster(Writer& w, const ServerState::ClusterCounts& c) {
   auto flag = [](bool b) { return b ? 1.0 : 0.0; };
-  w.Metric("ecstore_cluster_members", "gauge", "Members in this node's view of its cluster.",
-           static_cast<double>(c.members));
-  w.Metric("ecstore_cluster_member", "gauge", "1 while this node's own view lists it.",
-           flag(c.member));
-  w.Metric("ecstore_cluster_registered", "gauge",
-           "1 while this node's record is in etcd under a live lease.", flag(c.registered));
-  w.Metric("ecstore_cluster_serving", "gauge",
-           "1 while the node's fence is open (its lease and view confirmed); 0: it refuses "
-           "every read and write until they are.",
-           flag(c.serving));
-  w.Metric("ecstore_cluster_etcd_reachable", "gauge",
-           "1 while etcd answers the node's keep-alives (whatever it answers).",
-           flag(c.etcd_reachable));
-  if (c.view_age_seconds >= 0)
+  struct Row {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const Row rows[] = {
+      {"ecstore_cluster_members", "gauge", "Members in this node's view of its cluster.",
+       static_cast<double>(c.members)},
+      {"ecstore_cluster_member", "gauge", "1 while this node's own view lists it.", flag(c.member)},
+      {"ecstore_cluster_registered", "gauge",
+       "1 while this node's record is in etcd under a live lease.", flag(c.registered)},
+      {"ecstore_cluster_serving", "gauge",
+       "1 while the node's fence is open (its lease and view confirmed); 0: it refuses every "
+       "read and write until they are.",
+       flag(c.serving)},
+      {"ecstore_cluster_etcd_reachable", "gauge",
+       "1 while etcd answers the node's keep-alives (whatever it answers).",
+       flag(c.etcd_reachable)},
+      {"ecstore_cluster_view_revision", "gauge",
+       "The etcd revision the node's view of the members reflects.",
+       static_cast<double>(c.view_revision)},
+      {"ecstore_cluster_view_changes_total", "counter",
+       "Changes of the member list the node's watch has seen.",
+       static_cast<double>(c.view_changes)},
+      {"ecstore_cluster_bad_records_total", "counter",
+       "Member records under the cluster's prefix that did not parse (ignored).",
+       static_cast<double>(c.bad_records)},
+      {"ecstore_cluster_keys_dropped_total", "counter",
+       "Entries dropped because a membership change moved them off this node.",
+       static_cast<double>(c.keys_dropped)},
+  };
+  for (const Row& r : rows) w.Metric(r.name, r.type, r.help, r.value);
+  if (c.view_age_seconds >= 0)  // absent until etcd first confirms the view
     w.Metric("ecstore_cluster_view_age_seconds", "gauge",
              "Seconds since etcd last confirmed the node's view of the members.",
              c.view_age_seconds);
-  w.Metric("ecstore_cluster_view_revision", "gauge",
-           "The etcd revision the node's view of the members reflects.",
-           static_cast<double>(c.view_revision));
-  w.Metric("ecstore_cluster_view_changes_total", "counter",
-           "Changes of the member list the node's watch has seen.",
-           static_cast<double>(c.view_changes));
-  w.Metric("ecstore_cluster_bad_records_total", "counter",
-           "Member records under the cluster's prefix that did not parse (ignored).",
-           static_cast<double>(c.bad_records));
-  w.Metric("ecstore_cluster_keys_dropped_total", "counter",
-           "Entries dropped because a membership change moved them off this node.",
-           static_cast<double>(c.keys_dropped));
 }
 
 }  // namespace
