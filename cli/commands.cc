@@ -19,6 +19,7 @@
 #include "cli/entry_commands.h"
 #include "cli/flags.h"
 #include "cli/output.h"
+#include "cli/reach.h"
 #include "cli/serve.h"
 #include "cli/serve_events.h"
 #include "cli/validators.h"
@@ -504,9 +505,8 @@ int Run(int argc, char** argv) {
   if (c.g.log_level_given) spdlog::set_level(spdlog::level::from_str(c.g.log_level));
   try {
     if (c.g.dry_run) {  // serve's own checks too: what it would refuse before opening anything
-      const char* env_token = std::getenv("EC_STORE_TOKEN");
       if (app.get_subcommand("serve")->parsed())
-        CheckServe(c.g, c.serve, !c.g.token_file.empty() || (env_token && *env_token));
+        CheckServe(c.g, c.serve, !ClientToken(c.g).empty());  // the token file read too
       std::printf("ec-store: the command line parses; --dry-run: nothing was run\n");
       return 0;
     }

@@ -31,8 +31,10 @@
 #include "cli/reach.h"
 #include "cli/serve_events.h"
 #include "net/socket.h"
+#include "net/tls.h"
 #include "ops/http_endpoint.h"
 #include "ops/prometheus.h"
+#include "server/acl.h"
 #include "server/server.h"
 
 namespace ecstore::cli {
@@ -439,6 +441,9 @@ void CheckServe(const Globals& g, const ServeArgs& a, bool has_token) {
                    " (not a loopback address) needs clients that prove who they are: give "
                    "--token-file FILE (or set EC_STORE_TOKEN), --acl-file FILE, or --tls-cert, "
                    "--tls-key and --tls-ca (client certificates required)");
+  // The files the server loads at start, each refused with what is wrong in it.
+  if (!a.acl_file.empty()) Check(net::Acl::Load(a.acl_file).status());
+  if (so.tls) Check(net::TlsContext::ForServer(*so.tls).status());
   CheckEvents(g, a);
 }
 

@@ -572,5 +572,14 @@ check "SIGHUP reloads the slow-request threshold" grep -q "slow put default/afte
 check "SIGHUP reloads the log level" grep -q "SIGHUP: log level debug" hup.err
 check "SIGHUP names a change that needs a restart" \
   grep -q "SIGHUP: --pool-size changed but take effect only at a restart" hup.err
+# --dry-run loads what serve would load at start: a bad ACL or a missing token is refused
+printf 'ops nonsense\n' >bad.acl
+printf 's3cret\n' >good.token
+check "--dry-run refuses an ACL that does not parse, naming its line" bash -c \
+  "! $EC --dry-run --dir $T/dry --token-file good.token serve --listen 0.0.0.0:7070 --acl-file bad.acl 2>dry.err && grep -q 'bad.acl:1:' dry.err"
+check "--dry-run refuses a token file that is not there" bash -c \
+  "! $EC --dry-run --dir $T/dry serve --listen 0.0.0.0:7070 --token-file none.token 2>dry.err && grep -q 'none.token' dry.err"
+check "--dry-run of a good command line exits 0" \
+  $EC --dry-run --dir "$T/dry" --token-file good.token serve --listen 0.0.0.0:7070
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

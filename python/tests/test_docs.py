@@ -199,16 +199,34 @@ def documented_commands():
 
 def test_every_documented_command_line_parses(tmp_path):
     """Each command the pages show is one the CLI takes: its command, flags and values, as
-    pasted (--dry-run checks them and runs nothing). A file a command names is made empty
-    where the page means the reader's own."""
+    pasted (--dry-run checks them, the files a daemon loads at start included, and runs
+    nothing). The reader's own secrets, ACL and TLS pair stand in as files of this test's
+    (its token, one ACL line, a CA and server pair); another file a command names is made
+    empty."""
     import shlex
+
+    from conftest import make_pki
 
     binary = _ec_store_bin()
     commands = documented_commands()
     assert len(commands) > 30, commands
+    pki = make_pki(tmp_path / "stand-in-pki")
+    (tmp_path / "stand-in-token").write_text("s3cret\n")
+    (tmp_path / "stand-in-acl").write_text("ops cert=ops ns=* rights=admin\n")
+    stand_in = {"--token-file": tmp_path / "stand-in-token",
+                "--metrics-token-file": tmp_path / "stand-in-token",
+                "--etcd-password-file": tmp_path / "stand-in-token",
+                "--acl-file": tmp_path / "stand-in-acl", "--tls-cert": pki / "server.crt",
+                "--tls-key": pki / "server.key", "--tls-ca": pki / "ca.crt"}
     failed, made = [], []
     for page, env, line in commands:
         argv = shlex.split(line)[1:]
+        for i, a in enumerate(argv):
+            flag = a.split("=", 1)[0]
+            if flag in stand_in and "=" in a:
+                argv[i] = f"{flag}={stand_in[flag]}"
+            elif i > 0 and argv[i - 1] in stand_in:
+                argv[i] = str(stand_in[argv[i - 1]])
         for _ in range(4):  # a file the reader would have: made, and tried again
             r = subprocess.run([binary, "--dry-run", *argv], cwd=tmp_path, capture_output=True,
                                text=True, env={**os.environ, "EC_STORE_TOKEN": "", **env})
