@@ -24,6 +24,7 @@
 #include "bench/results.h"
 #include "bench/workloads.h"
 #include "events/publisher.h"
+#include "store/store.h"
 
 namespace ecstore::bench {
 namespace {

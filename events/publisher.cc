@@ -10,8 +10,6 @@
 #include <msgpack.hpp>
 #include <zmq.hpp>
 
-#include "base/mutex.h"
-
 namespace ecstore::events {
 
 namespace {
@@ -140,17 +138,7 @@ Result<std::unique_ptr<EventPublisher>> EventPublisher::Start(EventOptions optio
   }
   // The first batch: whatever a subscriber held of this node is gone (a start has an empty
   // pool); what the node holds on disk comes with a snapshot.
-  msgpack::sbuffer buf;
-  msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_array(3);
-  pk.pack(Now());
-  pk.pack_array(1);
-  pk.pack_array(3);
-  pk.pack(std::string("EcCleared"));
-  pk.pack(p->opt_.node);
-  pk.pack(p->opt_.incarnation);
-  pk.pack(p->opt_.node);
-  p->Publish(std::string(buf.data(), buf.size()));
+  p->Publish(p->Cleared());
   p->thread_ = std::thread([q = p.get()] { q->Run(); });
   return p;
 }
@@ -161,6 +149,7 @@ Result<std::unique_ptr<EventPublisher>> EventPublisher::Start(EventOptions optio
 EventPublisher::EventPublisher(EventOptions o, Cache* store)
     : opt_(std::move(o)),
       store_(store),
+      ring_(opt_.ring_slots),
       first_(opt_.first_seq
                  ? opt_.first_seq
                  : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -174,24 +163,27 @@ EventPublisher::~EventPublisher() {
   if (thread_.joinable()) thread_.join();
 }
 
-void EventPublisher::Queue(Event e) {
-  bool first;
-  {
-    MutexLock l(&mu_);
-    first = queue_.empty();
-    queue_.push_back(std::move(e));
-  }
-  // One wake-up per batch: the events that come while the thread sends join the next one.
-  if (first) wake_.Raise();
-}
-
 void EventPublisher::Stored(std::string_view ns, std::string_view key, Tier medium,
                             uint64_t bytes) {
-  Queue({true, medium, bytes, std::string(ns), std::string(key)});
+  ring_.Push(true, medium, bytes, ns, key);
 }
 
 void EventPublisher::Removed(std::string_view ns, std::string_view key, Tier medium) {
-  Queue({false, medium, 0, std::string(ns), std::string(key)});
+  ring_.Push(false, medium, 0, ns, key);
+}
+
+std::string EventPublisher::Cleared() const {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(3);
+  pk.pack(Now());
+  pk.pack_array(1);
+  pk.pack_array(3);
+  pk.pack(std::string("EcCleared"));
+  pk.pack(opt_.node);
+  pk.pack(opt_.incarnation);
+  pk.pack(opt_.node);
+  return std::string(buf.data(), buf.size());
 }
 
 std::string EventPublisher::Encode(const std::vector<Event>& events, size_t from, size_t to) const {
@@ -231,15 +223,20 @@ void EventPublisher::Publish(const std::string& payload) {
 
 size_t EventPublisher::Flush() {
   std::vector<Event> events;
-  {
-    MutexLock l(&mu_);
-    events.swap(queue_);
-    wake_.Clear();  // these are taken: a wake-up raised for them is spent
-  }
+  for (Event e; ring_.Pop(&e);) events.push_back(std::move(e));
   for (size_t at = 0; at < events.size(); at += opt_.max_events) {
     const size_t to = std::min(events.size(), at + opt_.max_events);
     Publish(Encode(events, at, to));
     events_ += to - at;
+  }
+  if (const uint64_t lost = ring_.TakeLost(); lost > 0) {
+    // What a subscriber holds of this node may be wrong now: it forgets it (a miss, never a
+    // wrong holder) and asks for a snapshot.
+    spdlog::warn(
+        "events: {} event(s) did not fit the ring of {}; told subscribers to forget "
+        "node {} (EcCleared) and take a snapshot; raise the ring if this repeats",
+        lost, ring_.capacity(), opt_.node);
+    Publish(Cleared());
   }
   return events.size();
 }
@@ -312,21 +309,23 @@ void EventPublisher::Authenticate() {
 
 void EventPublisher::Run() {
   pthread_setname_np(pthread_self(), "ec-events");
+  const auto interval = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     opt_.min_interval + std::chrono::microseconds(999)),
+                                 std::chrono::milliseconds(1));
   while (!stop_) {
     zmq::pollitem_t items[] = {{nullptr, wake_.fd, ZMQ_POLLIN, 0},
                                {sockets_->zap.handle(), 0, ZMQ_POLLIN, 0},
                                {sockets_->router.handle(), 0, ZMQ_POLLIN, 0}};
     // The ZAP socket is polled only with CURVE on; an unbound one would never be ready.
     if (!sockets_->curve) items[1] = {nullptr, -1, 0, 0};
-    const auto wait = opt_.heartbeat.count() > 0 ? opt_.heartbeat : std::chrono::milliseconds(-1);
-    zmq::poll(items, sockets_->replay ? 3 : 2, wait);
+    // The ring is looked at every interval: the store raises nothing under its lock, and
+    // what comes meanwhile joins one batch.
+    zmq::poll(items, sockets_->replay ? 3 : 2, interval);
     if (items[0].revents & ZMQ_POLLIN) wake_.Clear();
     if (sockets_->curve && (items[1].revents & ZMQ_POLLIN)) Authenticate();
     if (sockets_->replay && (items[2].revents & ZMQ_POLLIN)) Answer();
-    if (Flush() > 0) {
-      std::this_thread::sleep_for(opt_.min_interval);  // what comes meanwhile joins
-    } else if (opt_.heartbeat.count() > 0 &&
-               std::chrono::steady_clock::now() - last_sent_ >= opt_.heartbeat) {
+    if (Flush() == 0 && opt_.heartbeat.count() > 0 &&
+        std::chrono::steady_clock::now() - last_sent_ >= opt_.heartbeat) {
       Publish(Encode({}, 0, 0));  // an empty batch: its number tells a gap
     }
   }

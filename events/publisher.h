@@ -11,11 +11,13 @@
 // (-1, ""); or with (-2, "") where they are no longer kept (a number from before this start
 // gets the whole start while it is all kept); and a request "snapshot" with
 // (seq, payload) batches of EcStored for every copy held as of batch seq, then (-1, "").
-// Events are queued under the store's lock and sent in batches by a thread of the
-// publisher's: it sleeps min_interval after each batch it sends, and blocks on an eventfd
-// that the first event after a quiet spell raises -- one wake-up per batch, never per put. A put
-// never waits on a subscriber, and a slow one loses batches (ZMQ's high water mark) which it
-// replays by sequence number.
+// The store tells events under its metadata lock into a ring of fixed slots made at start
+// (events/event_ring.h): no allocation, lock or system call there. A thread of the
+// publisher's takes them every min_interval and sends them in batches -- one wake-up per
+// interval, never per put. A ring that was full publishes EcCleared after what it held (a
+// subscriber forgets the node and takes a snapshot: in doubt, a miss). A put never waits on
+// a subscriber, and a slow one loses batches (ZMQ's high water mark) which it replays by
+// sequence number.
 //
 //   auto pub = EventPublisher::Start({.publish = "tcp://*:5557", .replay = "tcp://*:5558",
 //                                     .node = "node-a"}, store);
@@ -36,9 +38,10 @@
 #include <thread>
 #include <vector>
 
-#include "base/mutex.h"
 #include "base/status.h"
-#include "store/store.h"
+#include "cache/cache.h"
+#include "events/event_ring.h"
+#include "store/entry_hooks.h"
 
 namespace ecstore::events {
 
@@ -54,6 +57,8 @@ struct EventOptions {
   // Batches are sent at most once per interval: under a stream of puts the publisher wakes
   // once per interval, not once per put (the lag this adds is at most the interval).
   std::chrono::microseconds min_interval{2000};
+  // Events the store may tell between two intervals before the ring is full.
+  size_t ring_slots = 8192;
   // Where nothing was published for this long, an empty batch is: a subscriber sees a lost
   // batch or a restart as a gap in the numbers without waiting for traffic. 0: none.
   std::chrono::milliseconds heartbeat{0};
@@ -90,12 +95,7 @@ class EventPublisher : public EntryEvents {
   uint64_t refused() const { return refused_.load(); }             // subscribers CURVE refused
 
  private:
-  struct Event {
-    bool stored;
-    Tier medium;
-    uint64_t bytes;
-    std::string ns, key;
-  };
+  using Event = EventRing::Event;
   struct Sockets;
   struct Wake {  // an eventfd the publisher thread polls beside its sockets
     Wake();
@@ -105,20 +105,19 @@ class EventPublisher : public EntryEvents {
     const int fd;
   };
   EventPublisher(EventOptions o, Cache* store);
-  void Queue(Event e);
   void Run();
   size_t Flush();  // the queue, in batches of max_events; the events sent
   void Publish(const std::string& payload);
   void Answer();        // one ROUTER request
   void Authenticate();  // one ZAP request: a subscriber's CURVE key, allowed or refused
   std::string Encode(const std::vector<Event>& events, size_t from, size_t to) const;
+  std::string Cleared() const;  // EcCleared: forget what this node held
 
   const EventOptions opt_;
   Cache* const store_;
   std::unique_ptr<Sockets> sockets_;
   const Wake wake_;
-  Mutex mu_;
-  std::vector<Event> queue_ GUARDED_BY(mu_);
+  EventRing ring_;
   std::deque<std::pair<uint64_t, std::string>> kept_;  // the thread's: the last batches
   std::chrono::steady_clock::time_point last_sent_{};  // the thread's: the last batch's time
   const uint64_t first_;
